@@ -1,0 +1,53 @@
+//===- Onnx.h - ONNX import and export --------------------------*- C++ -*-===//
+//
+// Lossless conversion between ONNX ModelProto files and mpc's IR: everything
+// the IR does not model (functions, sparse initializers, protobuf fields newer
+// than this ONNX build) is carried through verbatim.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_IO_ONNX_H
+#define MPC_IO_ONNX_H
+
+#include "mpc/IR/Graph.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace mpc {
+
+/// Oldest and newest ModelProto.ir_version mpc accepts.
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 13;
+
+/// Reads and imports an ONNX model file. External data is resolved relative to
+/// the file's folder and must stay inside it.
+llvm::Expected<std::unique_ptr<Model>> importOnnxFile(llvm::StringRef path);
+/// Imports a serialized ModelProto; `baseDir` resolves external data.
+llvm::Expected<std::unique_ptr<Model>> importOnnxBytes(llvm::StringRef bytes,
+                                                       llvm::StringRef baseDir);
+/// Imports a parsed ModelProto.
+llvm::Expected<std::unique_ptr<Model>> importOnnx(const onnx::ModelProto &proto,
+                                                  llvm::StringRef baseDir);
+
+struct ExportOptions {
+  /// Write tensors of at least this many bytes to `externalDataFile` (relative
+  /// to the output's folder); empty keeps every tensor inline.
+  std::string externalDataFile;
+  uint64_t externalThreshold = 1024;
+};
+
+/// Converts the IR back to a ModelProto. Tensors still referring to external
+/// data are read when `opts` asks for inline data.
+llvm::Error exportOnnx(Model &m, onnx::ModelProto &proto);
+/// Writes a model file atomically (temporary file, then rename), together with
+/// its external data file when `opts` names one. The input is never touched.
+llvm::Error writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &opts = {});
+/// Serializes the model to bytes with every tensor inline.
+llvm::Expected<std::string> exportOnnxBytes(Model &m);
+
+} // namespace mpc
+
+#endif // MPC_IO_ONNX_H

@@ -1,0 +1,290 @@
+//===- Graph.h - Values, nodes, graphs and models ---------------*- C++ -*-===//
+//
+// mpc's in-memory IR. A Graph owns its nodes (an intrusive list kept in
+// topological order) and its values; every Value has at most one producer and
+// a use list, so consumers are found without scanning. Nested graphs (If/Loop/
+// Scan bodies, training algorithms) may use values of enclosing graphs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_IR_GRAPH_H
+#define MPC_IR_GRAPH_H
+
+#include "mpc/IR/Attribute.h"
+#include "mpc/IR/Tensor.h"
+#include "mpc/IR/Type.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/ilist.h"
+#include "llvm/ADT/ilist_node.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+class Graph;
+class Model;
+class Node;
+
+/// One use of a value: input `operand` of `user`.
+struct Use {
+  Node *user;
+  unsigned operand;
+  bool operator==(const Use &o) const { return user == o.user && operand == o.operand; }
+};
+
+enum class ValueKind : uint8_t {
+  NodeResult,  ///< produced by a node of its graph
+  GraphInput,  ///< a formal input of its graph (possibly with a default initializer)
+  Initializer, ///< a constant initializer of its graph
+};
+
+class Value {
+public:
+  const std::string &name() const { return valueName; }
+  ValueKind kind() const { return valueKind; }
+  Graph *graph() const { return owner; }
+  Node *producer() const { return producerNode; }
+  unsigned producerResult() const { return resultIndex; }
+
+  /// Tensor data of an initializer (or of a graph input with a default).
+  Tensor *initializer() const { return init.get(); }
+  bool isConstant() const { return valueKind == ValueKind::Initializer; }
+
+  const std::vector<Use> &uses() const { return useList; }
+  bool hasUses() const { return !useList.empty(); }
+  /// How many entries of its graph's output list name this value.
+  unsigned numGraphOutputRefs() const { return graphOutputRefs; }
+  bool isGraphOutput() const { return graphOutputRefs != 0; }
+
+  Type type;
+  /// True when the model carried a value_info (or graph input/output) entry for
+  /// it; export writes value_info for such intermediate values and new ones.
+  bool hasValueInfo = false;
+  std::string docString;
+
+private:
+  friend class Graph;
+  friend class Node;
+  std::string valueName;
+  ValueKind valueKind = ValueKind::NodeResult;
+  Graph *owner = nullptr;
+  Node *producerNode = nullptr;
+  unsigned resultIndex = 0;
+  unsigned graphOutputRefs = 0;
+  std::unique_ptr<Tensor> init;
+  std::vector<Use> useList;
+
+  void addUse(Node *n, unsigned i) { useList.push_back({n, i}); }
+  void removeUse(Node *n, unsigned i);
+};
+
+class Node : public llvm::ilist_node_with_parent<Node, Graph> {
+public:
+  std::string opType;
+  std::string domain; ///< "" for the default ONNX domain
+  std::string name;
+  std::string docString;
+  std::vector<Attribute> attrs;
+  /// Serialized protobuf fields this ONNX build lacks (metadata_props, ...).
+  std::string unknownFields;
+
+  Graph *getParent() const { return parent; }
+  Model &model() const;
+  /// Position in the graph as imported (or of the node it was inserted next
+  /// to); the tie-breaker that keeps every ordering deterministic.
+  unsigned order() const { return orderKey; }
+
+  unsigned numInputs() const { return static_cast<unsigned>(ins.size()); }
+  unsigned numOutputs() const { return static_cast<unsigned>(outs.size()); }
+  /// Null for an omitted optional input.
+  Value *input(unsigned i) const { return ins[i]; }
+  /// Null for an omitted optional output.
+  Value *output(unsigned i) const { return outs[i]; }
+  const std::vector<Value *> &inputs() const { return ins; }
+  const std::vector<Value *> &outputs() const { return outs; }
+
+  void setInput(unsigned i, Value *v);
+  void addInput(Value *v);
+  /// Grows the output list to `n` entries; new entries are omitted outputs.
+  void resizeOutputs(unsigned n) {
+    if (outs.size() < n)
+      outs.resize(n, nullptr);
+  }
+  /// Creates result `i` of this node (grows the output list as needed).
+  Value *setOutput(unsigned i, llvm::StringRef valueName, Type t);
+  /// Drops every input use (before erasing the node).
+  void dropAllInputs();
+
+  const Attribute *attr(llvm::StringRef attrName) const;
+  Attribute *attr(llvm::StringRef attrName);
+  int64_t intAttr(llvm::StringRef attrName, int64_t dflt) const;
+  float floatAttr(llvm::StringRef attrName, float dflt) const;
+  llvm::StringRef stringAttr(llvm::StringRef attrName, llvm::StringRef dflt) const;
+  /// Adds or replaces an attribute.
+  void setAttr(Attribute a);
+
+  /// "Domain::OpType" when the domain is not the default one, else "OpType".
+  std::string qualifiedOpType() const;
+  /// The opset version the node's domain is imported at (-1 when unknown).
+  int64_t opsetVersion() const;
+
+private:
+  friend class Graph;
+  friend struct llvm::ilist_traits<Node>;
+  Graph *parent = nullptr;
+  unsigned orderKey = 0;
+  std::vector<Value *> ins;
+  std::vector<Value *> outs;
+};
+
+} // namespace mpc
+
+namespace llvm {
+template <> struct ilist_traits<mpc::Node> : ilist_alloc_traits<mpc::Node> {
+  void addNodeToList(mpc::Node *) {}
+  void removeNodeFromList(mpc::Node *) {}
+  void transferNodesFromList(ilist_traits &, simple_ilist<mpc::Node>::iterator,
+                             simple_ilist<mpc::Node>::iterator) {}
+};
+} // namespace llvm
+
+namespace mpc {
+
+using NodeList = llvm::iplist<Node>;
+
+class Graph {
+public:
+  std::string name;
+  std::string docString;
+  /// Fields no pass inspects, kept serialized: sparse initializers and
+  /// quantization annotations, and protobuf fields this ONNX build lacks.
+  std::vector<std::string> sparseInitializers;
+  std::vector<std::string> quantizationAnnotations;
+  std::string unknownFields;
+
+  explicit Graph(Model &m, Graph *parentGraph = nullptr, Node *parentNode = nullptr)
+      : owningModel(&m), parentGraph(parentGraph), parentNode(parentNode) {}
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+  ~Graph();
+
+  Model &model() const { return *owningModel; }
+  /// The enclosing graph of a body graph, null for a top-level graph.
+  Graph *parent() const { return parentGraph; }
+  /// The node whose attribute holds this graph, null for a top-level graph.
+  Node *owningNode() const { return parentNode; }
+  static NodeList Graph::*getSublistAccess(Node *) { return &Graph::nodeList; }
+
+  NodeList &nodes() { return nodeList; }
+  const NodeList &nodes() const { return nodeList; }
+  const std::vector<Value *> &inputs() const { return inputList; }
+  const std::vector<Value *> &outputs() const { return outputList; }
+  const std::vector<Value *> &initializers() const { return initList; }
+  /// Every value this graph defines, in creation order (dead ones included).
+  const std::vector<std::unique_ptr<Value>> &values() const { return valueStore; }
+
+  Value *addInput(llvm::StringRef valueName, Type t);
+  Value *addInitializer(llvm::StringRef valueName, Tensor data);
+  /// Attaches a default value to a graph input (IR < 4 style initializers).
+  void setInputDefault(Value *input, Tensor data);
+  void addOutput(Value *v);
+  void setOutput(unsigned i, Value *v);
+  /// Removes an initializer that has no uses any more.
+  void eraseInitializer(Value *v);
+
+  /// Creates a node before `insertPt` (end() appends), taking its order key
+  /// from `orderFrom` (or the next free key).
+  Node *createNode(llvm::StringRef opType, llvm::StringRef domain,
+                   NodeList::iterator insertPt, const Node *orderFrom = nullptr);
+  Node *createNode(llvm::StringRef opType, llvm::StringRef domain = "") {
+    return createNode(opType, domain, nodeList.end());
+  }
+  /// Gives a value a new name (reserved in the model's name table). Names are
+  /// what ONNX files refer to, so graph inputs/outputs keep theirs.
+  static void renameValue(Value *v, llvm::StringRef newName);
+  /// Erases a node whose outputs have no uses.
+  void eraseNode(Node *n);
+  /// Moves every use of `from` (graph outputs excluded) to `to`.
+  static void replaceAllUsesWith(Value *from, Value *to);
+
+  /// Reorders the node list topologically, ties broken by order key; false
+  /// when the graph has a cycle (the list is left unchanged then).
+  bool sortTopologically();
+  /// Renumbers order keys as 0..n-1 in list order.
+  void renumber();
+  unsigned size() const { return static_cast<unsigned>(nodeList.size()); }
+
+private:
+  friend class Node;
+  Model *owningModel;
+  Graph *parentGraph;
+  Node *parentNode;
+  NodeList nodeList;
+  std::vector<Value *> inputList;
+  std::vector<Value *> outputList;
+  std::vector<Value *> initList;
+  std::vector<std::unique_ptr<Value>> valueStore;
+  unsigned nextOrder = 0;
+
+  Value *newValue(llvm::StringRef valueName, ValueKind k, Type t);
+};
+
+struct OpsetId {
+  std::string domain;
+  int64_t version = 0;
+};
+
+/// One ModelProto.training_info entry.
+struct TrainingInfo {
+  std::unique_ptr<Graph> initialization;
+  std::unique_ptr<Graph> algorithm;
+  std::vector<std::pair<std::string, std::string>> initializationBinding;
+  std::vector<std::pair<std::string, std::string>> updateBinding;
+};
+
+class Model {
+public:
+  int64_t irVersion = 8;
+  std::vector<OpsetId> opsets;
+  std::string producerName;
+  std::string producerVersion;
+  std::string domain;
+  int64_t modelVersion = 0;
+  std::string docString;
+  std::vector<std::pair<std::string, std::string>> metadataProps;
+  /// FunctionProtos, kept serialized: calls to them are unlisted ops.
+  std::vector<std::string> functions;
+  std::string unknownFields;
+  /// Folder of the model file; external data locations are relative to it.
+  std::string baseDir;
+
+  std::unique_ptr<Graph> graph;
+  std::vector<TrainingInfo> trainingInfo;
+
+  Model();
+  ~Model();
+
+  /// The opset version imported for `domain` ("" and "ai.onnx" are the same);
+  /// -1 when the model does not import it.
+  int64_t opsetVersion(llvm::StringRef domain) const;
+  bool isTraining() const { return !trainingInfo.empty(); }
+
+  /// Records a name as taken (every value and node name of every graph).
+  void reserveName(llvm::StringRef n) { takenNames.insert(n); }
+  bool isNameTaken(llvm::StringRef n) const { return takenNames.count(n) != 0; }
+  /// `base` if free, else `base_1`, `base_2`, ...; the result is reserved.
+  std::string freshName(llvm::StringRef base);
+
+private:
+  llvm::StringSet<> takenNames;
+  llvm::StringMap<unsigned> nextSuffix;
+};
+
+/// Visits `g` and every graph nested in its nodes' attributes, outer first.
+void forEachGraph(Graph &g, llvm::function_ref<void(Graph &)> fn);
+
+} // namespace mpc
+
+#endif // MPC_IR_GRAPH_H

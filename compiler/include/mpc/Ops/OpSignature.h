@@ -1,0 +1,87 @@
+//===- OpSignature.h - Operator signatures from the ONNX schemas -*- C++ -*-===//
+//
+// The formal inputs/outputs of an operator and the element types each type
+// parameter allows, taken from libonnx's OpSchemaRegistry. libonnx 1.12 knows
+// the default domain up to opset 17; for newer opsets the newest known schema
+// of the op is used (a "fallback", reported in verbose mode), and ops whose
+// signature changed after 17 or that are newer get a row of mpc's own.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_OPS_OPSIGNATURE_H
+#define MPC_OPS_OPSIGNATURE_H
+
+#include "mpc/IR/DType.h"
+#include "mpc/IR/Type.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+class Node;
+
+enum class FormalOption : uint8_t { Single, Optional, Variadic };
+
+struct FormalParam {
+  std::string name;
+  /// A type parameter name ("T") or a fixed type string ("tensor(int64)").
+  std::string typeStr;
+  FormalOption option = FormalOption::Single;
+  bool homogeneous = true;
+  int minArity = 1;
+};
+
+/// The types one type parameter admits: tensors of `tensorTypes`, sequences of
+/// tensors of `seqTypes`, optionals of `optionalTypes` (tensor or sequence).
+struct TypeConstraint {
+  std::string param;
+  llvm::SmallVector<DType, 8> tensorTypes;
+  llvm::SmallVector<DType, 8> seqTypes;
+  llvm::SmallVector<DType, 8> optionalTypes;
+  bool allowsOther = false; ///< maps, sparse tensors
+
+  /// Does the parameter admit `t` with its innermost element type replaced by `e`?
+  bool admits(const Type &t, DType e) const;
+  bool admitsTensor(DType e) const;
+};
+
+struct OpSignature {
+  std::string domain;
+  std::string opType;
+  int sinceVersion = 0;
+  std::vector<FormalParam> inputs;
+  std::vector<FormalParam> outputs;
+  std::vector<TypeConstraint> constraints;
+  int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
+
+  /// The constraint for a type parameter, null for fixed types.
+  const TypeConstraint *constraint(llvm::StringRef param) const;
+  /// The formal of input port `port` (variadic formals cover the tail); null
+  /// beyond the last formal.
+  const FormalParam *inputFormal(unsigned port) const;
+  const FormalParam *outputFormal(unsigned port) const;
+};
+
+/// Result of a signature lookup.
+struct SignatureLookup {
+  const OpSignature *sig = nullptr;
+  /// The model's opset is newer than the registry's; `sig` is the newest known.
+  bool fallback = false;
+};
+
+/// Looks up the signature of `opType` in `domain` at `opsetVersion`. Results
+/// are cached; the returned pointers live until program exit.
+SignatureLookup lookupSignature(llvm::StringRef domain, llvm::StringRef opType,
+                                int64_t opsetVersion);
+/// The signature for a node, using the model's opset imports.
+SignatureLookup lookupSignature(const Node &n);
+/// The newest opset libonnx's registry knows for a domain (17 for "").
+int64_t newestKnownOpset(llvm::StringRef domain);
+
+/// Parses "tensor(float16)", "seq(tensor(float))", "optional(...)".
+bool parseTypeString(llvm::StringRef s, Type &out);
+
+} // namespace mpc
+
+#endif // MPC_OPS_OPSIGNATURE_H

@@ -1,0 +1,35 @@
+//===- TypeInference.h - Element types from the schemas ---------*- C++ -*-===//
+//
+// Fills in the element types of values the model gave no type for, using the
+// operator signatures: an output whose type parameter also types an input
+// takes that input's type; fixed types are taken as written; attribute-typed
+// outputs (Cast.to, ConstantOfShape.value, ...) read the attribute. Shapes are
+// not inferred here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_OPS_TYPEINFERENCE_H
+#define MPC_OPS_TYPEINFERENCE_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Ops/OpSignature.h"
+
+namespace mpc {
+
+/// The element-type rule of one node output: the type it must have given the
+/// node's inputs and attributes, or an unknown Type when no rule applies.
+Type inferOutputType(const Node &n, unsigned outputIndex, const OpSignature *sig);
+
+/// Infers every unknown value type in `g` and its nested graphs, in order.
+void inferTypes(Graph &g);
+/// Infers types in every graph of the model (main graph and training graphs).
+void inferTypes(Model &m);
+
+/// The type parameter of input/output port `port` ("#in3"/"#out1" for ports
+/// of a fixed type or beyond the signature), merging parameters that must
+/// agree across one node (sequence element and container types).
+std::string typeParamOfPort(const Node &n, const OpSignature *sig, bool isInput,
+                            unsigned port);
+
+} // namespace mpc
+
+#endif // MPC_OPS_TYPEINFERENCE_H

@@ -1,0 +1,416 @@
+//===- OnnxExport.cpp - IR to ONNX ModelProto ------------------------------===//
+//
+// Writes the IR back as a ModelProto. Tensor data is written as raw_data (or
+// string_data), optionally to an external data file streamed one tensor at a
+// time. Files are written to a temporary name and renamed into place, so a
+// failure never leaves a partial output.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/IO/Onnx.h"
+#include "mpc/Support/Diagnostics.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/unknown_field_set.h>
+
+using namespace mpc;
+namespace pb = google::protobuf;
+
+static void restoreUnknownFields(const std::string &s, pb::Message &msg) {
+  if (s.empty())
+    return;
+  msg.GetReflection()->MutableUnknownFields(&msg)->ParseFromString(s);
+}
+
+static void exportProps(const std::vector<std::pair<std::string, std::string>> &props,
+                        pb::RepeatedPtrField<onnx::StringStringEntryProto> *out) {
+  for (const auto &kv : props) {
+    auto *e = out->Add();
+    e->set_key(kv.first);
+    e->set_value(kv.second);
+  }
+}
+
+namespace {
+
+/// Appends tensor bytes to an external data file being written.
+struct ExternalSink {
+  llvm::raw_fd_ostream *os = nullptr;
+  std::string location; ///< as recorded in the model
+  uint64_t threshold = 0;
+  uint64_t offset = 0;
+};
+
+class Exporter {
+public:
+  explicit Exporter(ExternalSink *sink) : sink(sink) {}
+  llvm::Error exportModel(Model &m, onnx::ModelProto &p);
+
+private:
+  ExternalSink *sink;
+
+  llvm::Error exportGraph(const Graph &g, onnx::GraphProto &gp);
+  llvm::Error exportTensor(const Tensor &t, onnx::TensorProto &tp);
+  llvm::Error exportAttribute(const Attribute &a, onnx::AttributeProto &ap);
+};
+
+} // namespace
+
+static void exportType(const Type &t, onnx::TypeProto &tp) {
+  if (!t.denotation.empty())
+    tp.set_denotation(t.denotation);
+  auto exportShape = [&](onnx::TensorShapeProto *sp) {
+    for (const Dim &d : t.dims) {
+      auto *dp = sp->add_dim();
+      if (d.isKnown())
+        dp->set_dim_value(d.value);
+      else if (!d.param.empty())
+        dp->set_dim_param(d.param);
+      if (!d.denotation.empty())
+        dp->set_denotation(d.denotation);
+    }
+  };
+  switch (t.kind) {
+  case TypeKind::Unknown:
+    return;
+  case TypeKind::Tensor: {
+    auto *tt = tp.mutable_tensor_type();
+    tt->set_elem_type(static_cast<int32_t>(t.elem));
+    if (t.hasShape)
+      exportShape(tt->mutable_shape());
+    return;
+  }
+  case TypeKind::SparseTensor: {
+    auto *st = tp.mutable_sparse_tensor_type();
+    st->set_elem_type(static_cast<int32_t>(t.elem));
+    if (t.hasShape)
+      exportShape(st->mutable_shape());
+    return;
+  }
+  case TypeKind::Sequence:
+    if (t.inner)
+      exportType(*t.inner, *tp.mutable_sequence_type()->mutable_elem_type());
+    else
+      tp.mutable_sequence_type();
+    return;
+  case TypeKind::Optional:
+    if (t.inner)
+      exportType(*t.inner, *tp.mutable_optional_type()->mutable_elem_type());
+    else
+      tp.mutable_optional_type();
+    return;
+  case TypeKind::Map:
+    tp.mutable_map_type()->set_key_type(static_cast<int32_t>(t.elem));
+    if (t.inner)
+      exportType(*t.inner, *tp.mutable_map_type()->mutable_value_type());
+    return;
+  }
+}
+
+static void exportValueInfo(const Value &v, onnx::ValueInfoProto &vi) {
+  vi.set_name(v.name());
+  if (v.type.isKnown())
+    exportType(v.type, *vi.mutable_type());
+  if (!v.docString.empty())
+    vi.set_doc_string(v.docString);
+}
+
+llvm::Error Exporter::exportTensor(const Tensor &t, onnx::TensorProto &tp) {
+  if (!t.name.empty())
+    tp.set_name(t.name);
+  tp.set_data_type(static_cast<int32_t>(t.dtype));
+  for (int64_t d : t.dims)
+    tp.add_dims(d);
+  if (!t.docString.empty())
+    tp.set_doc_string(t.docString);
+  restoreUnknownFields(t.unknownFields, tp);
+  if (t.dtype == DType::String) {
+    for (const std::string &s : t.strings())
+      tp.add_string_data(s);
+    return llvm::Error::success();
+  }
+
+  // Bytes of the tensor: in memory, or read from its external file for now.
+  std::unique_ptr<llvm::MemoryBuffer> slice;
+  llvm::StringRef data;
+  if (t.isExternal()) {
+    const ExternalRef &r = *t.externalRef();
+    auto buf = llvm::MemoryBuffer::getFileSlice(r.path, t.byteSize(), r.offset, false);
+    if (!buf)
+      return inputError("tensor '{0}': cannot read external data '{1}': {2}", t.name,
+                        r.location, buf.getError().message());
+    slice = std::move(*buf);
+    data = slice->getBuffer();
+  } else {
+    data = llvm::StringRef(reinterpret_cast<const char *>(t.bytes().data()), t.bytes().size());
+  }
+
+  if (sink && sink->os && data.size() >= sink->threshold && !data.empty()) {
+    tp.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto addKV = [&](const char *k, std::string v) {
+      auto *e = tp.add_external_data();
+      e->set_key(k);
+      e->set_value(std::move(v));
+    };
+    addKV("location", sink->location);
+    addKV("offset", std::to_string(sink->offset));
+    addKV("length", std::to_string(data.size()));
+    sink->os->write(data.data(), data.size());
+    sink->offset += data.size();
+    // Keep offsets 4 KiB aligned so readers can mmap tensors.
+    uint64_t pad = (4096 - sink->offset % 4096) % 4096;
+    sink->os->write_zeros(pad);
+    sink->offset += pad;
+    return llvm::Error::success();
+  }
+  tp.set_raw_data(data.data(), data.size());
+  return llvm::Error::success();
+}
+
+llvm::Error Exporter::exportAttribute(const Attribute &a, onnx::AttributeProto &ap) {
+  ap.set_name(a.name);
+  ap.set_type(static_cast<onnx::AttributeProto::AttributeType>(a.kind));
+  if (!a.docString.empty())
+    ap.set_doc_string(a.docString);
+  if (!a.refAttrName.empty())
+    ap.set_ref_attr_name(a.refAttrName);
+  restoreUnknownFields(a.unknownFields, ap);
+  switch (a.kind) {
+  case AttrKind::Float:
+    ap.set_f(a.f);
+    break;
+  case AttrKind::Int:
+    ap.set_i(a.i);
+    break;
+  case AttrKind::String:
+    ap.set_s(a.s);
+    break;
+  case AttrKind::Tensor:
+    if (!a.tensors.empty())
+      if (auto err = exportTensor(a.tensors[0], *ap.mutable_t()))
+        return err;
+    break;
+  case AttrKind::Graph:
+    if (!a.graphs.empty())
+      if (auto err = exportGraph(*a.graphs[0], *ap.mutable_g()))
+        return err;
+    break;
+  case AttrKind::Floats:
+    for (float f : a.floats)
+      ap.add_floats(f);
+    break;
+  case AttrKind::Ints:
+    for (int64_t i : a.ints)
+      ap.add_ints(i);
+    break;
+  case AttrKind::Strings:
+    for (const std::string &s : a.strings)
+      ap.add_strings(s);
+    break;
+  case AttrKind::Tensors:
+    for (const Tensor &t : a.tensors)
+      if (auto err = exportTensor(t, *ap.add_tensors()))
+        return err;
+    break;
+  case AttrKind::Graphs:
+    for (const auto &g : a.graphs)
+      if (auto err = exportGraph(*g, *ap.add_graphs()))
+        return err;
+    break;
+  case AttrKind::SparseTensor:
+    if (!a.opaque.empty())
+      ap.mutable_sparse_tensor()->ParseFromString(a.opaque[0]);
+    break;
+  case AttrKind::SparseTensors:
+    for (const std::string &s : a.opaque)
+      ap.add_sparse_tensors()->ParseFromString(s);
+    break;
+  case AttrKind::TypeProto:
+    if (!a.opaque.empty())
+      ap.mutable_tp()->ParseFromString(a.opaque[0]);
+    break;
+  case AttrKind::TypeProtos:
+    for (const std::string &s : a.opaque)
+      ap.add_type_protos()->ParseFromString(s);
+    break;
+  case AttrKind::Undefined:
+    break;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Exporter::exportGraph(const Graph &g, onnx::GraphProto &gp) {
+  gp.set_name(g.name);
+  if (!g.docString.empty())
+    gp.set_doc_string(g.docString);
+  restoreUnknownFields(g.unknownFields, gp);
+
+  for (const Value *v : g.inputs())
+    exportValueInfo(*v, *gp.add_input());
+  for (const Value *v : g.initializers())
+    if (auto err = exportTensor(*v->initializer(), *gp.add_initializer()))
+      return err;
+  for (const std::string &s : g.sparseInitializers)
+    gp.add_sparse_initializer()->ParseFromString(s);
+
+  for (const Node &n : g.nodes()) {
+    onnx::NodeProto &np = *gp.add_node();
+    for (const Value *v : n.inputs())
+      np.add_input(v ? v->name() : std::string());
+    for (const Value *v : n.outputs())
+      np.add_output(v ? v->name() : std::string());
+    if (!n.name.empty())
+      np.set_name(n.name);
+    np.set_op_type(n.opType);
+    if (!n.domain.empty())
+      np.set_domain(n.domain);
+    if (!n.docString.empty())
+      np.set_doc_string(n.docString);
+    for (const Attribute &a : n.attrs)
+      if (auto err = exportAttribute(a, *np.add_attribute()))
+        return err;
+    restoreUnknownFields(n.unknownFields, np);
+  }
+
+  for (const Value *v : g.outputs())
+    exportValueInfo(*v, *gp.add_output());
+  // value_info: intermediate values that carried one, in node order.
+  for (const Node &n : g.nodes())
+    for (const Value *v : n.outputs())
+      if (v && v->hasValueInfo && !v->isGraphOutput() && v->type.isKnown())
+        exportValueInfo(*v, *gp.add_value_info());
+  for (const std::string &s : g.quantizationAnnotations)
+    gp.add_quantization_annotation()->ParseFromString(s);
+  return llvm::Error::success();
+}
+
+llvm::Error Exporter::exportModel(Model &m, onnx::ModelProto &p) {
+  p.set_ir_version(m.irVersion);
+  for (const OpsetId &o : m.opsets) {
+    auto *op = p.add_opset_import();
+    op->set_domain(o.domain);
+    op->set_version(o.version);
+  }
+  if (!m.producerName.empty())
+    p.set_producer_name(m.producerName);
+  if (!m.producerVersion.empty())
+    p.set_producer_version(m.producerVersion);
+  if (!m.domain.empty())
+    p.set_domain(m.domain);
+  if (m.modelVersion)
+    p.set_model_version(m.modelVersion);
+  if (!m.docString.empty())
+    p.set_doc_string(m.docString);
+  exportProps(m.metadataProps, p.mutable_metadata_props());
+  if (auto err = exportGraph(*m.graph, *p.mutable_graph()))
+    return err;
+  for (const TrainingInfo &ti : m.trainingInfo) {
+    auto *tp = p.add_training_info();
+    if (ti.initialization)
+      if (auto err = exportGraph(*ti.initialization, *tp->mutable_initialization()))
+        return err;
+    if (ti.algorithm)
+      if (auto err = exportGraph(*ti.algorithm, *tp->mutable_algorithm()))
+        return err;
+    for (const auto &kv : ti.initializationBinding) {
+      auto *e = tp->add_initialization_binding();
+      e->set_key(kv.first);
+      e->set_value(kv.second);
+    }
+    for (const auto &kv : ti.updateBinding) {
+      auto *e = tp->add_update_binding();
+      e->set_key(kv.first);
+      e->set_value(kv.second);
+    }
+  }
+  for (const std::string &f : m.functions)
+    p.add_functions()->ParseFromString(f);
+  restoreUnknownFields(m.unknownFields, p);
+  return llvm::Error::success();
+}
+
+llvm::Error mpc::exportOnnx(Model &m, onnx::ModelProto &proto) {
+  Exporter e(nullptr);
+  return e.exportModel(m, proto);
+}
+
+static std::string serializeDeterministic(const onnx::ModelProto &p) {
+  std::string out;
+  {
+    pb::io::StringOutputStream sos(&out);
+    pb::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    p.SerializeToCodedStream(&cos);
+  }
+  return out;
+}
+
+llvm::Expected<std::string> mpc::exportOnnxBytes(Model &m) {
+  onnx::ModelProto p;
+  if (auto err = exportOnnx(m, p))
+    return std::move(err);
+  return serializeDeterministic(p);
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder.
+static llvm::Error atomicWrite(llvm::StringRef path,
+                               llvm::function_ref<llvm::Error(llvm::raw_fd_ostream &)> fill) {
+  llvm::SmallString<256> tmp;
+  int fd;
+  std::string model = (llvm::sys::path::filename(path) + ".tmp-%%%%%%").str();
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  if (!llvm::sys::fs::is_directory(dir))
+    return inputError("output folder '{0}' does not exist", dir);
+  llvm::SmallString<256> pattern(dir);
+  llvm::sys::path::append(pattern, model);
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(pattern, fd, tmp))
+    return inputError("cannot create a file in '{0}': {1}", dir, ec.message());
+  llvm::Error err = llvm::Error::success();
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    err = fill(os);
+    os.close();
+    if (!err && os.has_error()) {
+      err = inputError("cannot write '{0}': {1}", path, os.error().message());
+      os.clear_error();
+    }
+  }
+  if (!err)
+    if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+      err = inputError("cannot write '{0}': {1}", path, ec.message());
+  if (err)
+    llvm::sys::fs::remove(tmp);
+  return err;
+}
+
+llvm::Error mpc::writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &opts) {
+  onnx::ModelProto p;
+  if (opts.externalDataFile.empty()) {
+    if (auto err = exportOnnx(m, p))
+      return err;
+  } else {
+    llvm::SmallString<256> dataPath(path);
+    llvm::sys::path::remove_filename(dataPath);
+    llvm::sys::path::append(dataPath, opts.externalDataFile);
+    llvm::Error inner = llvm::Error::success();
+    if (auto err = atomicWrite(dataPath, [&](llvm::raw_fd_ostream &os) {
+          ExternalSink sink{&os, opts.externalDataFile, opts.externalThreshold, 0};
+          Exporter e(&sink);
+          return e.exportModel(m, p);
+        }))
+      return err;
+  }
+  std::string bytes = serializeDeterministic(p);
+  if (bytes.size() > INT32_MAX)
+    return inputError("the model is larger than 2 GiB; write it with external data");
+  return atomicWrite(path, [&](llvm::raw_fd_ostream &os) {
+    os << bytes;
+    return llvm::Error::success();
+  });
+}

@@ -1,0 +1,384 @@
+//===- Graph.cpp - Values, nodes, graphs and models ------------------------===//
+//
+// Use-list maintenance, node creation and erasure, deterministic topological
+// ordering and fresh-name generation.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/IR/Graph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <queue>
+
+using namespace mpc;
+
+//===----------------------------------------------------------------------===//
+// Attribute
+//===----------------------------------------------------------------------===//
+
+Attribute::~Attribute() = default;
+
+Attribute Attribute::makeInt(std::string n, int64_t v) {
+  Attribute a;
+  a.name = std::move(n);
+  a.kind = AttrKind::Int;
+  a.i = v;
+  return a;
+}
+
+Attribute Attribute::makeFloat(std::string n, float v) {
+  Attribute a;
+  a.name = std::move(n);
+  a.kind = AttrKind::Float;
+  a.f = v;
+  return a;
+}
+
+Attribute Attribute::makeString(std::string n, std::string v) {
+  Attribute a;
+  a.name = std::move(n);
+  a.kind = AttrKind::String;
+  a.s = std::move(v);
+  return a;
+}
+
+Attribute Attribute::makeInts(std::string n, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = std::move(n);
+  a.kind = AttrKind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute Attribute::makeTensor(std::string n, Tensor t) {
+  Attribute a;
+  a.name = std::move(n);
+  a.kind = AttrKind::Tensor;
+  a.tensors.push_back(std::move(t));
+  return a;
+}
+
+//===----------------------------------------------------------------------===//
+// Value and Node
+//===----------------------------------------------------------------------===//
+
+void Value::removeUse(Node *n, unsigned i) {
+  // Use lists are short except for shared weights and graph inputs; erase the
+  // last matching entry (uses are appended, removals are usually recent).
+  for (size_t k = useList.size(); k-- > 0;) {
+    if (useList[k].user == n && useList[k].operand == i) {
+      useList.erase(useList.begin() + k);
+      return;
+    }
+  }
+  llvm_unreachable("removing a use that is not on the use list");
+}
+
+Model &Node::model() const { return parent->model(); }
+
+void Node::setInput(unsigned i, Value *v) {
+  assert(i < ins.size() && "input index out of range");
+  if (ins[i] == v)
+    return;
+  if (ins[i])
+    ins[i]->removeUse(this, i);
+  ins[i] = v;
+  if (v)
+    v->addUse(this, i);
+}
+
+void Node::addInput(Value *v) {
+  ins.push_back(v);
+  if (v)
+    v->addUse(this, static_cast<unsigned>(ins.size() - 1));
+}
+
+Value *Node::setOutput(unsigned i, llvm::StringRef valueName, Type t) {
+  if (outs.size() <= i)
+    outs.resize(i + 1, nullptr);
+  assert(!outs[i] && "output already defined");
+  Value *v = parent->newValue(valueName, ValueKind::NodeResult, std::move(t));
+  v->producerNode = this;
+  v->resultIndex = i;
+  outs[i] = v;
+  return v;
+}
+
+void Node::dropAllInputs() {
+  for (unsigned i = 0; i < ins.size(); ++i)
+    if (ins[i]) {
+      ins[i]->removeUse(this, i);
+      ins[i] = nullptr;
+    }
+}
+
+const Attribute *Node::attr(llvm::StringRef attrName) const {
+  for (const Attribute &a : attrs)
+    if (a.name == attrName)
+      return &a;
+  return nullptr;
+}
+
+Attribute *Node::attr(llvm::StringRef attrName) {
+  for (Attribute &a : attrs)
+    if (a.name == attrName)
+      return &a;
+  return nullptr;
+}
+
+int64_t Node::intAttr(llvm::StringRef attrName, int64_t dflt) const {
+  const Attribute *a = attr(attrName);
+  return a && a->kind == AttrKind::Int ? a->i : dflt;
+}
+
+float Node::floatAttr(llvm::StringRef attrName, float dflt) const {
+  const Attribute *a = attr(attrName);
+  return a && a->kind == AttrKind::Float ? a->f : dflt;
+}
+
+llvm::StringRef Node::stringAttr(llvm::StringRef attrName, llvm::StringRef dflt) const {
+  const Attribute *a = attr(attrName);
+  return a && a->kind == AttrKind::String ? llvm::StringRef(a->s) : dflt;
+}
+
+void Node::setAttr(Attribute a) {
+  if (Attribute *old = attr(a.name)) {
+    *old = std::move(a);
+    return;
+  }
+  attrs.push_back(std::move(a));
+}
+
+std::string Node::qualifiedOpType() const {
+  if (domain.empty() || domain == "ai.onnx")
+    return opType;
+  return domain + "::" + opType;
+}
+
+int64_t Node::opsetVersion() const { return model().opsetVersion(domain); }
+
+//===----------------------------------------------------------------------===//
+// Graph
+//===----------------------------------------------------------------------===//
+
+Graph::~Graph() {
+  // Uses of values captured from enclosing graphs are removed properly (the
+  // enclosing graph lives on when a body is erased with its node); uses of
+  // this graph's own values are just dropped, they die with it.
+  for (Node &n : nodeList)
+    for (unsigned i = 0; i < n.ins.size(); ++i) {
+      Value *v = n.ins[i];
+      if (v && v->owner != this)
+        v->removeUse(&n, i);
+      n.ins[i] = nullptr;
+    }
+  nodeList.clear();
+}
+
+Value *Graph::newValue(llvm::StringRef valueName, ValueKind k, Type t) {
+  valueStore.push_back(std::make_unique<Value>());
+  Value *v = valueStore.back().get();
+  v->valueName = valueName.str();
+  v->valueKind = k;
+  v->owner = this;
+  v->type = std::move(t);
+  if (!valueName.empty())
+    owningModel->reserveName(valueName);
+  return v;
+}
+
+Value *Graph::addInput(llvm::StringRef valueName, Type t) {
+  Value *v = newValue(valueName, ValueKind::GraphInput, std::move(t));
+  v->hasValueInfo = true;
+  inputList.push_back(v);
+  return v;
+}
+
+Value *Graph::addInitializer(llvm::StringRef valueName, Tensor data) {
+  Type t = Type::tensor(data.dtype, data.dims);
+  Value *v = newValue(valueName, ValueKind::Initializer, std::move(t));
+  data.name = valueName.str();
+  v->init = std::make_unique<Tensor>(std::move(data));
+  initList.push_back(v);
+  return v;
+}
+
+void Graph::setInputDefault(Value *input, Tensor data) {
+  assert(input->kind() == ValueKind::GraphInput && "defaults belong to graph inputs");
+  data.name = input->name();
+  input->init = std::make_unique<Tensor>(std::move(data));
+  initList.push_back(input);
+}
+
+void Graph::addOutput(Value *v) {
+  outputList.push_back(v);
+  ++v->graphOutputRefs;
+}
+
+void Graph::setOutput(unsigned i, Value *v) {
+  assert(i < outputList.size() && "output index out of range");
+  --outputList[i]->graphOutputRefs;
+  outputList[i] = v;
+  ++v->graphOutputRefs;
+}
+
+void Graph::eraseInitializer(Value *v) {
+  assert(!v->hasUses() && !v->isGraphOutput() && "erasing a used initializer");
+  auto it = std::find(initList.begin(), initList.end(), v);
+  assert(it != initList.end() && "not an initializer of this graph");
+  initList.erase(it);
+  v->init.reset();
+  v->valueKind = ValueKind::NodeResult; // detached: no producer, no uses
+}
+
+Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
+                        NodeList::iterator insertPt, const Node *orderFrom) {
+  Node *n = new Node();
+  n->opType = opType.str();
+  n->domain = domain.str();
+  n->parent = this;
+  n->orderKey = orderFrom ? orderFrom->orderKey : nextOrder++;
+  nodeList.insert(insertPt, n);
+  return n;
+}
+
+void Graph::eraseNode(Node *n) {
+  assert(n->parent == this && "erasing a node of another graph");
+  for (Value *v : n->outs)
+    assert((!v || (!v->hasUses() && !v->isGraphOutput())) && "erasing a node whose result is used");
+  n->dropAllInputs();
+  for (Value *v : n->outs)
+    if (v)
+      v->producerNode = nullptr;
+  nodeList.erase(n);
+}
+
+void Graph::renameValue(Value *v, llvm::StringRef newName) {
+  v->valueName = newName.str();
+  v->owner->owningModel->reserveName(newName);
+  if (v->init)
+    v->init->name = newName.str();
+}
+
+void Graph::replaceAllUsesWith(Value *from, Value *to) {
+  assert(from != to && "replacing a value with itself");
+  std::vector<Use> uses = from->useList;
+  for (const Use &u : uses)
+    u.user->setInput(u.operand, to);
+}
+
+void Graph::renumber() {
+  unsigned k = 0;
+  for (Node &n : nodeList)
+    n.orderKey = k++;
+  nextOrder = k;
+}
+
+bool Graph::sortTopologically() {
+  // Kahn's algorithm with a min-heap on (order key, list position): linear up
+  // to the heap's log factor, and deterministic. Only dependencies on values
+  // produced in this graph count; nested bodies count through their captures.
+  std::vector<Node *> order;
+  order.reserve(nodeList.size());
+  llvm::DenseMap<const Node *, unsigned> pos;
+  unsigned p = 0;
+  for (Node &n : nodeList)
+    pos[&n] = p++;
+
+  // A node depends on a producer through its inputs and through any value its
+  // nested graphs capture from this graph.
+  std::vector<std::vector<Node *>> deps(p);
+  auto addDep = [&](Node &n, Value *v) {
+    if (v && v->producer() && v->producer()->parent == this && v->producer() != &n)
+      deps[pos[&n]].push_back(v->producer());
+  };
+  for (Node &n : nodeList) {
+    for (Value *v : n.ins)
+      addDep(n, v);
+    for (Attribute &a : n.attrs)
+      for (auto &g : a.graphs)
+        forEachGraph(*g, [&](Graph &body) {
+          for (Node &inner : body.nodes())
+            for (Value *v : inner.ins)
+              addDep(n, v);
+          for (Value *v : body.outputs())
+            addDep(n, v);
+        });
+  }
+
+  std::vector<unsigned> indeg(p, 0);
+  std::vector<std::vector<unsigned>> succ(p);
+  for (unsigned i = 0; i < p; ++i) {
+    llvm::sort(deps[i]);
+    deps[i].erase(std::unique(deps[i].begin(), deps[i].end()), deps[i].end());
+    for (Node *d : deps[i]) {
+      succ[pos[d]].push_back(i);
+      ++indeg[i];
+    }
+  }
+  std::vector<Node *> byPos(p);
+  for (Node &n : nodeList)
+    byPos[pos[&n]] = &n;
+  using Key = std::pair<unsigned, unsigned>; // (order key, position)
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  for (unsigned i = 0; i < p; ++i)
+    if (indeg[i] == 0)
+      ready.push({byPos[i]->orderKey, i});
+  while (!ready.empty()) {
+    unsigned i = ready.top().second;
+    ready.pop();
+    order.push_back(byPos[i]);
+    for (unsigned s : succ[i])
+      if (--indeg[s] == 0)
+        ready.push({byPos[s]->orderKey, s});
+  }
+  if (order.size() != p)
+    return false;
+  for (Node *n : order) {
+    nodeList.remove(n);
+    nodeList.push_back(n);
+  }
+  return true;
+}
+
+void mpc::forEachGraph(Graph &g, llvm::function_ref<void(Graph &)> fn) {
+  fn(g);
+  for (Node &n : g.nodes())
+    for (Attribute &a : n.attrs)
+      for (auto &sub : a.graphs)
+        forEachGraph(*sub, fn);
+}
+
+//===----------------------------------------------------------------------===//
+// Model
+//===----------------------------------------------------------------------===//
+
+Model::Model() = default;
+Model::~Model() {
+  trainingInfo.clear();
+  graph.reset();
+}
+
+int64_t Model::opsetVersion(llvm::StringRef d) const {
+  bool isDefault = d.empty() || d == "ai.onnx";
+  for (const OpsetId &o : opsets) {
+    bool oDefault = o.domain.empty() || o.domain == "ai.onnx";
+    if (isDefault ? oDefault : o.domain == d)
+      return o.version;
+  }
+  return -1;
+}
+
+std::string Model::freshName(llvm::StringRef base) {
+  if (takenNames.insert(base).second)
+    return base.str();
+  unsigned &next = nextSuffix[base];
+  llvm::SmallString<64> candidate;
+  do {
+    candidate.clear();
+    llvm::raw_svector_ostream(candidate) << base << '_' << ++next;
+  } while (!takenNames.insert(candidate).second);
+  return std::string(candidate);
+}

@@ -1,0 +1,174 @@
+//===- Type.cpp - Value types and constant tensors -------------------------===//
+//
+// Deep copies and queries of Type, and element access of Tensor data.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/IR/Tensor.h"
+#include "mpc/IR/Type.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <cstring>
+
+using namespace mpc;
+
+Type &Type::operator=(const Type &o) {
+  if (this == &o)
+    return *this;
+  kind = o.kind;
+  elem = o.elem;
+  hasShape = o.hasShape;
+  dims = o.dims;
+  denotation = o.denotation;
+  inner = o.inner ? std::make_unique<Type>(*o.inner) : nullptr;
+  return *this;
+}
+
+bool Type::operator==(const Type &o) const {
+  if (kind != o.kind || elem != o.elem || hasShape != o.hasShape || dims != o.dims ||
+      denotation != o.denotation)
+    return false;
+  if (!inner || !o.inner)
+    return !inner && !o.inner;
+  return *inner == *o.inner;
+}
+
+Type Type::tensor(DType e, std::vector<int64_t> shape) {
+  Type t = tensor(e);
+  t.hasShape = true;
+  for (int64_t d : shape)
+    t.dims.push_back(Dim::known(d));
+  return t;
+}
+
+Type Type::wrap(TypeKind k, Type in) {
+  Type t;
+  t.kind = k;
+  t.inner = std::make_unique<Type>(std::move(in));
+  return t;
+}
+
+DType Type::tensorElemType() const {
+  switch (kind) {
+  case TypeKind::Tensor:
+  case TypeKind::SparseTensor:
+    return elem;
+  case TypeKind::Sequence:
+  case TypeKind::Optional:
+    return inner ? inner->tensorElemType() : DType::Undefined;
+  case TypeKind::Map:
+  case TypeKind::Unknown:
+    return DType::Undefined;
+  }
+  return DType::Undefined;
+}
+
+void Type::setTensorElemType(DType t) {
+  switch (kind) {
+  case TypeKind::Tensor:
+  case TypeKind::SparseTensor:
+    elem = t;
+    return;
+  case TypeKind::Sequence:
+  case TypeKind::Optional:
+    if (inner)
+      inner->setTensorElemType(t);
+    return;
+  case TypeKind::Map:
+  case TypeKind::Unknown:
+    return;
+  }
+}
+
+int64_t Type::numElements() const {
+  if (!hasShape)
+    return -1;
+  int64_t n = 1;
+  for (const Dim &d : dims) {
+    if (!d.isKnown())
+      return -1;
+    n *= d.value;
+  }
+  return n;
+}
+
+int64_t Tensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+uint64_t Tensor::byteSize() const {
+  return (static_cast<uint64_t>(numElements()) * dtypeBits(dtype) + 7) / 8;
+}
+
+llvm::Error Tensor::materialize() {
+  if (!external)
+    return llvm::Error::success();
+  const ExternalRef &r = *external;
+  auto bufOrErr = llvm::MemoryBuffer::getFileSlice(
+      r.path, r.length >= 0 ? static_cast<uint64_t>(r.length) : byteSize(), r.offset,
+      /*IsVolatile=*/false);
+  if (!bufOrErr)
+    return llvm::createStringError(bufOrErr.getError(),
+                                   "tensor '%s': cannot read external data '%s': %s",
+                                   name.c_str(), r.location.c_str(),
+                                   bufOrErr.getError().message().c_str());
+  llvm::StringRef data = (*bufOrErr)->getBuffer();
+  if (data.size() != byteSize())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "tensor '%s': external data '%s' has %zu bytes, expected %llu",
+                                   name.c_str(), r.location.c_str(), data.size(),
+                                   static_cast<unsigned long long>(byteSize()));
+  raw.assign(data.bytes_begin(), data.bytes_end());
+  external.reset();
+  return llvm::Error::success();
+}
+
+template <typename T> static T load(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+static double halfBitsToDouble(uint16_t bits, const llvm::fltSemantics &sem) {
+  llvm::APFloat f(sem, llvm::APInt(16, bits));
+  bool lost;
+  f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+  return f.convertToDouble();
+}
+
+double Tensor::getAsDouble(int64_t i) const {
+  assert(!external && "materialize() external tensors first");
+  const uint8_t *p = raw.data();
+  switch (dtype) {
+  case DType::F32:
+    return load<float>(p + 4 * i);
+  case DType::F64:
+    return load<double>(p + 8 * i);
+  case DType::F16:
+    return halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::IEEEhalf());
+  case DType::BF16:
+    return halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::BFloat());
+  case DType::I8:
+    return load<int8_t>(p + i);
+  case DType::U8:
+  case DType::Bool:
+    return load<uint8_t>(p + i);
+  case DType::I16:
+    return load<int16_t>(p + 2 * i);
+  case DType::U16:
+    return load<uint16_t>(p + 2 * i);
+  case DType::I32:
+    return load<int32_t>(p + 4 * i);
+  case DType::U32:
+    return load<uint32_t>(p + 4 * i);
+  case DType::I64:
+    return static_cast<double>(load<int64_t>(p + 8 * i));
+  case DType::U64:
+    return static_cast<double>(load<uint64_t>(p + 8 * i));
+  default:
+    llvm_unreachable("getAsDouble on a tensor without scalar numeric elements");
+  }
+}

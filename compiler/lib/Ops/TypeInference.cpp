@@ -1,0 +1,199 @@
+//===- TypeInference.cpp - Element types from the schemas ------------------===//
+//
+// Output element types from type parameters, fixed types and the handful of
+// attributes that carry a dtype. Container ops (sequences, optionals) relate
+// their tensor and container parameters, which one table states.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Ops/TypeInference.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mpc;
+
+namespace {
+/// Ops whose two type parameters describe one element type: a container
+/// parameter and the tensor parameter of its elements.
+struct LinkedParams {
+  const char *opType;
+  const char *container;
+  const char *element;
+};
+} // namespace
+
+static const LinkedParams kLinked[] = {
+    {"SequenceConstruct", "S", "T"}, {"SequenceInsert", "S", "T"},
+    {"SequenceAt", "S", "T"},        {"SplitToSequence", "S", "T"},
+    {"ConcatFromSequence", "S", "T"}, {"Optional", "O", "V"},
+    {"OptionalGetElement", "O", "V"},
+};
+
+static const LinkedParams *linkedParams(const Node &n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    return nullptr;
+  for (const LinkedParams &l : kLinked)
+    if (n.opType == l.opType)
+      return &l;
+  return nullptr;
+}
+
+std::string mpc::typeParamOfPort(const Node &n, const OpSignature *sig, bool isInput,
+                                 unsigned port) {
+  const FormalParam *f = nullptr;
+  if (sig)
+    f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
+  if (!f || !sig->constraint(f->typeStr))
+    return (isInput ? "#in" : "#out") + std::to_string(port);
+  if (const LinkedParams *l = linkedParams(n))
+    if (f->typeStr == l->element)
+      return l->container;
+  return f->typeStr;
+}
+
+/// The element type named by a dtype-valued attribute, or Undefined.
+static DType dtypeAttr(const Node &n, llvm::StringRef name, DType dflt) {
+  const Attribute *a = n.attr(name);
+  if (!a || a->kind != AttrKind::Int || !isKnownDType(a->i))
+    return dflt;
+  return static_cast<DType>(a->i);
+}
+
+/// Types of outputs defined by attributes rather than inputs.
+static Type attributeTypedOutput(const Node &n, unsigned out) {
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    return Type();
+  llvm::StringRef op = n.opType;
+  if (op == "Cast")
+    return Type::tensor(dtypeAttr(n, "to", DType::Undefined));
+  if (op == "ConstantOfShape") {
+    const Attribute *a = n.attr("value");
+    return Type::tensor(a && !a->tensors.empty() ? a->tensors[0].dtype : DType::F32);
+  }
+  if (op == "Constant") {
+    for (const Attribute &a : n.attrs) {
+      if (a.name == "value" && !a.tensors.empty())
+        return Type::tensor(a.tensors[0].dtype, a.tensors[0].dims);
+      if (a.name == "value_float")
+        return Type::tensor(DType::F32, {});
+      if (a.name == "value_floats")
+        return Type::tensor(DType::F32, {static_cast<int64_t>(a.floats.size())});
+      if (a.name == "value_int")
+        return Type::tensor(DType::I64, {});
+      if (a.name == "value_ints")
+        return Type::tensor(DType::I64, {static_cast<int64_t>(a.ints.size())});
+      if (a.name == "value_string")
+        return Type::tensor(DType::String, {});
+      if (a.name == "value_strings")
+        return Type::tensor(DType::String, {static_cast<int64_t>(a.strings.size())});
+    }
+    return Type();
+  }
+  if (op == "RandomNormal" || op == "RandomUniform")
+    return Type::tensor(dtypeAttr(n, "dtype", DType::F32));
+  if (op == "RandomNormalLike" || op == "RandomUniformLike" || op == "EyeLike" ||
+      op == "Bernoulli") {
+    DType in = n.numInputs() && n.input(0) ? n.input(0)->type.tensorElemType() : DType::F32;
+    return Type::tensor(dtypeAttr(n, "dtype", in));
+  }
+  if (op == "Multinomial")
+    return Type::tensor(dtypeAttr(n, "dtype", DType::I32));
+  if (op == "SequenceEmpty")
+    return Type::wrap(TypeKind::Sequence, Type::tensor(dtypeAttr(n, "dtype", DType::F32)));
+  (void)out;
+  return Type();
+}
+
+/// Output types of control-flow nodes come from their bodies.
+static Type bodyTypedOutput(const Node &n, unsigned out) {
+  auto body = [&](llvm::StringRef name) -> const Graph * {
+    const Attribute *a = n.attr(name);
+    return a && !a->graphs.empty() ? a->graphs[0].get() : nullptr;
+  };
+  if (n.opType == "If") {
+    if (const Graph *g = body("then_branch"))
+      if (out < g->outputs().size())
+        return g->outputs()[out]->type;
+    return Type();
+  }
+  if (n.opType == "Loop" || n.opType == "Scan") {
+    const Graph *g = body("body");
+    if (!g)
+      return Type();
+    // Loop body outputs: cond, carried..., scan...; Scan body: carried..., scan...
+    unsigned skip = n.opType == "Loop" ? 1 : 0;
+    if (out + skip >= g->outputs().size())
+      return Type();
+    Type t = g->outputs()[out + skip]->type;
+    t.hasShape = false; // scan outputs gain a dimension; leave shapes to shape inference
+    t.dims.clear();
+    return t;
+  }
+  return Type();
+}
+
+Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
+  if (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan")
+    return bodyTypedOutput(n, out);
+  Type byAttr = attributeTypedOutput(n, out);
+  if (byAttr.isKnown() && byAttr.tensorElemType() != DType::Undefined)
+    return byAttr;
+  if (!sig)
+    return Type();
+  const FormalParam *f = sig->outputFormal(out);
+  if (!f)
+    return Type();
+  if (!sig->constraint(f->typeStr)) {
+    Type t;
+    if (parseTypeString(f->typeStr, t))
+      return t;
+    return Type();
+  }
+  // Find an input typed by the same parameter (or by its linked partner).
+  std::string param = typeParamOfPort(n, sig, /*isInput=*/false, out);
+  const LinkedParams *link = linkedParams(n);
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    Value *v = n.input(i);
+    if (!v || !v->type.isKnown())
+      continue;
+    const FormalParam *fi = sig->inputFormal(i);
+    if (!fi)
+      continue;
+    if (fi->typeStr == f->typeStr)
+      return v->type.kind == TypeKind::Tensor ? Type::tensor(v->type.elem) : v->type;
+    if (!link || typeParamOfPort(n, sig, true, i) != param)
+      continue;
+    // Linked container/element parameters: wrap or unwrap one level.
+    bool outIsContainer = f->typeStr == link->container;
+    TypeKind ck = n.opType.rfind("Optional", 0) == 0 ? TypeKind::Optional : TypeKind::Sequence;
+    if (outIsContainer && v->type.kind == TypeKind::Tensor)
+      return Type::wrap(ck, Type::tensor(v->type.elem));
+    if (!outIsContainer && v->type.inner)
+      return *v->type.inner;
+  }
+  return Type();
+}
+
+void mpc::inferTypes(Graph &g) {
+  for (Node &n : g.nodes()) {
+    // Bodies first: If/Loop/Scan outputs are typed by their bodies.
+    for (Attribute &a : n.attrs)
+      for (auto &body : a.graphs)
+        inferTypes(*body);
+    SignatureLookup lk = lookupSignature(n);
+    for (unsigned i = 0; i < n.numOutputs(); ++i) {
+      Value *v = n.output(i);
+      if (!v || v->type.isKnown())
+        continue;
+      v->type = inferOutputType(n, i, lk.sig);
+    }
+  }
+}
+
+void mpc::inferTypes(Model &m) {
+  inferTypes(*m.graph);
+  for (TrainingInfo &ti : m.trainingInfo) {
+    if (ti.initialization)
+      inferTypes(*ti.initialization);
+    if (ti.algorithm)
+      inferTypes(*ti.algorithm);
+  }
+}

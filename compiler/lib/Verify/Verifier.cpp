@@ -1,0 +1,158 @@
+//===- Verifier.cpp - Structural and type invariants of the IR -------------===//
+//
+// One walk over each graph in list order with the set of values defined so
+// far; linear in nodes plus edges.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Verify/Verifier.h"
+#include "mpc/Ops/OpSignature.h"
+#include "mpc/Ops/TypeInference.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mpc;
+
+namespace {
+class GraphVerifier {
+public:
+  GraphVerifier(const VerifyOptions &opts) : opts(opts) {}
+  llvm::Error verify(const Graph &g);
+
+private:
+  const VerifyOptions &opts;
+  llvm::DenseSet<const Value *> defined; // values visible at this point
+  llvm::Error verifyNode(const Graph &g, const Node &n);
+};
+} // namespace
+
+static std::string graphLabel(const Graph &g) { return "graph '" + g.name + "'"; }
+
+llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    const Value *v = n.input(i);
+    if (v && !defined.count(v))
+      return inputError("{0}: {1} uses '{2}' before it is defined", graphLabel(g),
+                        describeNode(n), v->name());
+  }
+  SignatureLookup lk = lookupSignature(n);
+  if (const OpSignature *sig = lk.sig) {
+    // Trailing omitted optional inputs do not count.
+    unsigned nin = n.numInputs();
+    while (nin > 0 && !n.input(nin - 1))
+      --nin;
+    if (static_cast<int>(nin) < sig->minInputs || static_cast<int>(nin) > sig->maxInputs)
+      return inputError("{0}: {1} has {2} input(s), {3}-{4} takes {5}{6}", graphLabel(g),
+                        describeNode(n), nin, n.opType, sig->sinceVersion,
+                        sig->minInputs == sig->maxInputs ? "" : "from ",
+                        sig->minInputs == sig->maxInputs
+                            ? std::to_string(sig->minInputs)
+                            : std::to_string(sig->minInputs) + " to " +
+                                  (sig->maxInputs == INT32_MAX ? std::string("any number")
+                                                               : std::to_string(sig->maxInputs)));
+    if (static_cast<int>(n.numOutputs()) > sig->maxOutputs ||
+        static_cast<int>(n.numOutputs()) < sig->minOutputs)
+      return inputError("{0}: {1} has {2} output(s), {3}-{4} gives {5} to {6}", graphLabel(g),
+                        describeNode(n), n.numOutputs(), n.opType, sig->sinceVersion,
+                        sig->minOutputs, sig->maxOutputs);
+    for (unsigned i = 0; i < n.numInputs(); ++i)
+      if (!n.input(i)) {
+        const FormalParam *f = sig->inputFormal(i);
+        if (f && f->option == FormalOption::Single)
+          return inputError("{0}: {1} omits its required input '{2}'", graphLabel(g),
+                            describeNode(n), f->name);
+      }
+    if (opts.checkTypes) {
+      // Ports sharing a type parameter carry one element type, and an allowed one.
+      llvm::StringMap<std::pair<DType, const Value *>> seen;
+      auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
+        if (!v || !v->type.isKnown())
+          return llvm::Error::success();
+        const FormalParam *f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
+        if (!f)
+          return llvm::Error::success();
+        DType e = v->type.tensorElemType();
+        const TypeConstraint *c = sig->constraint(f->typeStr);
+        if (!c) {
+          Type fixed;
+          if (parseTypeString(f->typeStr, fixed) && fixed.isTensor() && v->type.isTensor() &&
+              fixed.elem != e)
+            return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),
+                              describeNode(n), isInput ? "input" : "output", v->name(),
+                              dtypeName(e), dtypeName(fixed.elem));
+          return llvm::Error::success();
+        }
+        if (e != DType::Undefined && !c->admits(v->type, e) && !c->allowsOther)
+          return inputError("{0}: {1} {2} '{3}' has type {4}, which {5}-{6} does not accept for "
+                            "{7}",
+                            graphLabel(g), describeNode(n), isInput ? "input" : "output",
+                            v->name(), dtypeName(e), n.opType, sig->sinceVersion, f->typeStr);
+        if (!f->homogeneous)
+          return llvm::Error::success();
+        std::string param = typeParamOfPort(n, sig, isInput, port);
+        auto [it, inserted] = seen.try_emplace(param, e, v);
+        if (!inserted && it->second.first != e && e != DType::Undefined &&
+            it->second.first != DType::Undefined)
+          return inputError("{0}: {1} mixes {2} ('{3}') and {4} ('{5}') for type parameter {6}",
+                            graphLabel(g), describeNode(n), dtypeName(it->second.first),
+                            it->second.second->name(), dtypeName(e), v->name(), f->typeStr);
+        return llvm::Error::success();
+      };
+      for (unsigned i = 0; i < n.numInputs(); ++i)
+        if (auto err = check(n.input(i), true, i))
+          return err;
+      for (unsigned i = 0; i < n.numOutputs(); ++i)
+        if (auto err = check(n.output(i), false, i))
+          return err;
+    }
+  }
+  for (const Attribute &a : n.attrs)
+    for (const auto &body : a.graphs)
+      if (auto err = verify(*body))
+        return err;
+  for (const Value *v : n.outputs())
+    if (v)
+      defined.insert(v);
+  return llvm::Error::success();
+}
+
+llvm::Error GraphVerifier::verify(const Graph &g) {
+  for (const Value *v : g.inputs())
+    defined.insert(v);
+  for (const Value *v : g.initializers())
+    defined.insert(v);
+  for (const Node &n : g.nodes()) {
+    if (n.getParent() != &g)
+      return inputError("{0}: {1} has a wrong parent graph", graphLabel(g), describeNode(n));
+    if (auto err = verifyNode(g, n))
+      return err;
+  }
+  for (const Value *v : g.outputs())
+    if (!defined.count(v))
+      return inputError("{0}: output '{1}' is not defined", graphLabel(g), v->name());
+  return llvm::Error::success();
+}
+
+llvm::Error mpc::verifyGraph(const Graph &g, const VerifyOptions &opts) {
+  GraphVerifier v(opts);
+  // Values of enclosing graphs are visible in a nested graph.
+  for (const Graph *p = g.parent(); p; p = p->parent()) {
+    (void)p;
+  }
+  return v.verify(g);
+}
+
+llvm::Error mpc::verifyModel(const Model &m, const VerifyOptions &opts) {
+  GraphVerifier v(opts);
+  if (auto err = v.verify(*m.graph))
+    return err;
+  for (const TrainingInfo &ti : m.trainingInfo) {
+    if (ti.initialization)
+      if (auto err = v.verify(*ti.initialization))
+        return err;
+    if (ti.algorithm)
+      if (auto err = v.verify(*ti.algorithm))
+        return err;
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,392 @@
+//===- AmpLists.cpp - Default AMP lists and their user edits ---------------===//
+//
+// The default lists are the mapping of ../shared/reference/amp-lists.md, one
+// row per op with the reason it is on its list. bf16 moves the three
+// sum-like reductions to infer (bf16 has fp32's exponent range).
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Passes/AmpLists.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include <algorithm>
+
+using namespace mpc;
+
+namespace {
+struct DefaultRow {
+  const char *op;
+  AmpClass cls;
+  const char *reason;
+};
+} // namespace
+
+// clang-format off
+static const DefaultRow kDefaultLists[] = {
+  // Allow: Tensor Core ops, numerically safe in fp16 with fp32 accumulation.
+  {"MatMul", AmpClass::Allow, "GEMM on Tensor Cores, fp32 accumulation"},
+  {"Gemm", AmpClass::Allow, "GEMM on Tensor Cores, fp32 accumulation"},
+  {"Conv", AmpClass::Allow, "convolution on Tensor Cores"},
+  {"ConvTranspose", AmpClass::Allow, "convolution on Tensor Cores"},
+  {"Einsum", AmpClass::Allow, "contraction on Tensor Cores"},
+  {"LSTM", AmpClass::Allow, "cuDNN RNN on Tensor Cores"},
+  {"GRU", AmpClass::Allow, "cuDNN RNN on Tensor Cores"},
+  {"RNN", AmpClass::Allow, "cuDNN RNN on Tensor Cores"},
+  {"com.microsoft::FusedMatMul", AmpClass::Allow, "onnxruntime fused GEMM"},
+  {"com.microsoft::ConvGrad", AmpClass::Allow, "gradient of Conv (onnxruntime training)"},
+  {"ai.mpc.training::MatMulGrad", AmpClass::Allow, "gradient of MatMul: two GEMMs"},
+  {"ai.mpc.training::GemmGrad", AmpClass::Allow, "gradient of Gemm: GEMMs"},
+  {"ai.mpc.training::ConvGrad", AmpClass::Allow, "gradient of Conv: convolutions"},
+
+  // Infer: safe either way; fp16 only between allow ops.
+  {"Add", AmpClass::Infer, "element-wise, exact rounding"},
+  {"Sub", AmpClass::Infer, "element-wise, exact rounding"},
+  {"Mul", AmpClass::Infer, "element-wise, exact rounding"},
+  {"Div", AmpClass::Infer, "element-wise, exact rounding"},
+  {"Sum", AmpClass::Infer, "element-wise N-ary add"},
+  {"Mean", AmpClass::Infer, "element-wise N-ary mean"},
+  {"Reciprocal", AmpClass::Infer, "element-wise"},
+  {"Sqrt", AmpClass::Infer, "element-wise, compresses range"},
+  {"Log", AmpClass::Infer, "element-wise, compresses range"},
+  {"Erf", AmpClass::Infer, "bounded output"},
+  {"Sigmoid", AmpClass::Infer, "bounded output"},
+  {"Tanh", AmpClass::Infer, "bounded output"},
+  {"Softplus", AmpClass::Infer, "activation"},
+  {"Softsign", AmpClass::Infer, "bounded output"},
+  {"Elu", AmpClass::Infer, "activation"},
+  {"Selu", AmpClass::Infer, "activation"},
+  {"Celu", AmpClass::Infer, "activation"},
+  {"LeakyRelu", AmpClass::Infer, "activation"},
+  {"PRelu", AmpClass::Infer, "activation"},
+  {"HardSigmoid", AmpClass::Infer, "bounded output"},
+  {"HardSwish", AmpClass::Infer, "activation"},
+  {"Gelu", AmpClass::Infer, "activation"},
+  {"Mish", AmpClass::Infer, "activation"},
+  {"ThresholdedRelu", AmpClass::Infer, "activation"},
+  {"Softmax", AmpClass::Infer, "kernel accumulates in fp32"},
+  {"LogSoftmax", AmpClass::Infer, "kernel accumulates in fp32"},
+  {"BatchNormalization", AmpClass::Infer, "statistics stay fp32 (T1/T2 slots)"},
+  {"LayerNormalization", AmpClass::Infer, "statistics in fp32 (stash_type 1, U slot)"},
+  {"InstanceNormalization", AmpClass::Infer, "kernel computes statistics in fp32"},
+  {"GroupNormalization", AmpClass::Infer, "kernel computes statistics in fp32"},
+  {"AveragePool", AmpClass::Infer, "window mean, fp32 accumulation"},
+  {"GlobalAveragePool", AmpClass::Infer, "mean, fp32 accumulation"},
+  {"ai.mpc.training::BiasGrad", AmpClass::Infer, "bias-gradient reduction accumulates in fp32"},
+  {"ai.mpc.training::SigmoidGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::TanhGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::SoftmaxGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::GeluGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::BatchNormalizationGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::LayerNormalizationGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::AveragePoolGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::GlobalAveragePoolGrad", AmpClass::Infer, "gradient of an infer op"},
+
+  // Deny: need fp32 range or precision.
+  {"Exp", AmpClass::Deny, "overflows fp16 above 11.1"},
+  {"Pow", AmpClass::Deny, "overflows fp16; decomposed norms go finite-but-wrong"},
+  {"ReduceSum", AmpClass::Deny, "large sums overflow fp16"},
+  {"ReduceMean", AmpClass::Deny, "intermediate sum overflows fp16"},
+  {"ReduceSumSquare", AmpClass::Deny, "squares overflow fp16"},
+  {"ReduceL1", AmpClass::Deny, "large sums overflow fp16"},
+  {"ReduceL2", AmpClass::Deny, "squares overflow fp16"},
+  {"ReduceLogSum", AmpClass::Deny, "sum overflows fp16"},
+  {"ReduceLogSumExp", AmpClass::Deny, "exp overflows fp16"},
+  {"ReduceProd", AmpClass::Deny, "products overflow or underflow fp16"},
+  {"CumSum", AmpClass::Deny, "running sums overflow fp16"},
+  {"LpNormalization", AmpClass::Deny, "norm overflows fp16"},
+  {"SoftmaxCrossEntropyLoss", AmpClass::Deny, "loss needs fp32"},
+  {"NegativeLogLikelihoodLoss", AmpClass::Deny, "loss needs fp32"},
+  {"ai.mpc.training::SoftmaxCrossEntropyLossGrad", AmpClass::Deny, "gradient of a loss"},
+  {"ai.mpc.training::NegativeLogLikelihoodLossGrad", AmpClass::Deny, "gradient of a loss"},
+  {"ai.mpc.training::MSELossGrad", AmpClass::Deny, "gradient of a loss"},
+
+  // Clear: value-preserving layout, indexing, selection and comparison.
+  {"Reshape", AmpClass::Clear, "layout"},
+  {"Transpose", AmpClass::Clear, "layout"},
+  {"Flatten", AmpClass::Clear, "layout"},
+  {"Squeeze", AmpClass::Clear, "layout"},
+  {"Unsqueeze", AmpClass::Clear, "layout"},
+  {"Expand", AmpClass::Clear, "layout"},
+  {"Tile", AmpClass::Clear, "layout"},
+  {"Concat", AmpClass::Clear, "layout"},
+  {"Split", AmpClass::Clear, "layout"},
+  {"Slice", AmpClass::Clear, "layout"},
+  {"Pad", AmpClass::Clear, "layout (data slot)"},
+  {"DepthToSpace", AmpClass::Clear, "layout"},
+  {"SpaceToDepth", AmpClass::Clear, "layout"},
+  {"Identity", AmpClass::Clear, "copy"},
+  {"Shape", AmpClass::Clear, "metadata only"},
+  {"Size", AmpClass::Clear, "metadata only"},
+  {"ReverseSequence", AmpClass::Clear, "layout"},
+  {"Compress", AmpClass::Clear, "selection"},
+  {"Trilu", AmpClass::Clear, "selection"},
+  {"Gather", AmpClass::Clear, "indexing"},
+  {"GatherElements", AmpClass::Clear, "indexing"},
+  {"GatherND", AmpClass::Clear, "indexing"},
+  {"ScatterND", AmpClass::Clear, "indexing"},
+  {"ScatterElements", AmpClass::Clear, "indexing"},
+  {"OneHot", AmpClass::Clear, "indexing (values slot)"},
+  {"TopK", AmpClass::Clear, "selection"},
+  {"ArgMax", AmpClass::Clear, "selection"},
+  {"ArgMin", AmpClass::Clear, "selection"},
+  {"NonZero", AmpClass::Clear, "selection"},
+  {"Relu", AmpClass::Clear, "selection (max with 0)"},
+  {"Clip", AmpClass::Clear, "selection"},
+  {"Max", AmpClass::Clear, "selection"},
+  {"Min", AmpClass::Clear, "selection"},
+  {"ReduceMax", AmpClass::Clear, "selection"},
+  {"ReduceMin", AmpClass::Clear, "selection"},
+  {"MaxPool", AmpClass::Clear, "selection"},
+  {"GlobalMaxPool", AmpClass::Clear, "selection"},
+  {"Where", AmpClass::Clear, "selection"},
+  {"Equal", AmpClass::Clear, "comparison"},
+  {"Less", AmpClass::Clear, "comparison"},
+  {"LessOrEqual", AmpClass::Clear, "comparison"},
+  {"Greater", AmpClass::Clear, "comparison"},
+  {"GreaterOrEqual", AmpClass::Clear, "comparison"},
+  {"IsNaN", AmpClass::Clear, "comparison"},
+  {"IsInf", AmpClass::Clear, "comparison"},
+  {"Abs", AmpClass::Clear, "sign change only"},
+  {"Neg", AmpClass::Clear, "sign change only"},
+  {"Sign", AmpClass::Clear, "sign only"},
+  {"Ceil", AmpClass::Clear, "rounding"},
+  {"Floor", AmpClass::Clear, "rounding"},
+  {"Round", AmpClass::Clear, "rounding"},
+  {"Dropout", AmpClass::Clear, "masking (data slot; ratio stays fp32)"},
+  {"Resize", AmpClass::Clear, "interpolation (data slot; roi/scales stay fp32)"},
+  {"ConstantOfShape", AmpClass::Clear, "fill value retyped with its slot"},
+  {"SequenceConstruct", AmpClass::Clear, "sequence cluster"},
+  {"SequenceInsert", AmpClass::Clear, "sequence cluster"},
+  {"SequenceAt", AmpClass::Clear, "sequence cluster"},
+  {"SequenceErase", AmpClass::Clear, "sequence cluster"},
+  {"SequenceLength", AmpClass::Clear, "sequence cluster"},
+  {"SplitToSequence", AmpClass::Clear, "sequence cluster"},
+  {"ConcatFromSequence", AmpClass::Clear, "sequence cluster"},
+  {"ai.mpc.training::ReluGrad", AmpClass::Clear, "gradient of a clear op"},
+  {"ai.mpc.training::MaxPoolGrad", AmpClass::Clear, "gradient of a clear op"},
+  {"ai.mpc.training::ClipGrad", AmpClass::Clear, "gradient of a clear op"},
+  {"ai.mpc.training::GatherGrad", AmpClass::Clear, "gradient of a clear op"},
+};
+// clang-format on
+
+llvm::StringRef mpc::ampClassName(AmpClass c) {
+  switch (c) {
+  case AmpClass::Allow:
+    return "allow";
+  case AmpClass::Infer:
+    return "infer";
+  case AmpClass::Deny:
+    return "deny";
+  case AmpClass::Clear:
+    return "clear";
+  case AmpClass::Unlisted:
+    return "unlisted";
+  }
+  llvm_unreachable("bad AmpClass");
+}
+
+llvm::StringRef mpc::ampLevelName(AmpLevel l) {
+  switch (l) {
+  case AmpLevel::Default:
+    return "DEFAULT";
+  case AmpLevel::TensorCoresOnly:
+    return "TENSOR_CORES_ONLY";
+  case AmpLevel::TreatInferAsDeny:
+    return "TREAT_INFER_AS_DENY";
+  case AmpLevel::UnsafeForceAll:
+    return "UNSAFE_FORCE_ALL";
+  }
+  llvm_unreachable("bad AmpLevel");
+}
+
+/// "ai.onnx::Add" and "::Add" name the default-domain op "Add".
+static std::string normalizeOpName(llvm::StringRef s) {
+  s = s.trim();
+  if (s.consume_front("ai.onnx::") || s.consume_front("::"))
+    return s.str();
+  return s.str();
+}
+
+AmpLists AmpLists::defaults(DType target) {
+  AmpLists l;
+  for (const DefaultRow &row : kDefaultLists)
+    l.table[row.op] = Entry{row.cls, row.reason};
+  if (target == DType::BF16) {
+    // bf16 keeps fp32's exponent range: sums no longer overflow.
+    for (const char *op : {"ReduceSum", "ReduceMean", "ReduceSumSquare"})
+      l.table[op] = Entry{AmpClass::Infer, "bf16 has fp32's range: sums do not overflow"};
+  }
+  return l;
+}
+
+llvm::Error AmpLists::apply(const AmpListEdits &edits, AmpLevel level) {
+  static const char *kListVar[] = {"ALLOWLIST", "INFERLIST", "DENYLIST", "CLEARLIST"};
+  // Additions may put an op on a second list; that is reported, not resolved.
+  llvm::StringMap<std::vector<AmpClass>> added;
+  for (unsigned c = 0; c < kNumAmpLists; ++c)
+    for (const std::string &raw : edits.add[c]) {
+      std::string op = normalizeOpName(raw);
+      added[op].push_back(static_cast<AmpClass>(c));
+    }
+  for (auto &kv : added) {
+    auto &classes = kv.second;
+    std::sort(classes.begin(), classes.end());
+    classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+    if (classes.size() > 1)
+      return inputError("op '{0}' is added to both the {1} and the {2} list", kv.first(),
+                        ampClassName(classes[0]), ampClassName(classes[1]));
+    auto it = table.find(kv.first());
+    bool removedFromOld = false;
+    if (it != table.end() && it->second.cls != classes[0]) {
+      // Still on its default list unless the same edit removes it from there.
+      for (const std::string &r : edits.remove[static_cast<unsigned>(it->second.cls)])
+        if (normalizeOpName(r) == kv.first())
+          removedFromOld = true;
+      if (!removedFromOld)
+        return inputError("op '{0}' would be on both the {1} and the {2} list (remove it "
+                          "with MPC_AMP_{3}_REMOVE)",
+                          kv.first(), ampClassName(it->second.cls), ampClassName(classes[0]),
+                          kListVar[static_cast<unsigned>(it->second.cls)]);
+    }
+  }
+  for (auto &kv : added)
+    table[kv.first()] = Entry{kv.second[0], ""};
+  for (unsigned c = 0; c < kNumAmpLists; ++c)
+    for (const std::string &raw : edits.remove[c]) {
+      std::string op = normalizeOpName(raw);
+      auto it = table.find(op);
+      if (it == table.end() || it->second.cls != static_cast<AmpClass>(c)) {
+        // Removing what an ADD just put on another list is that move's first half.
+        if (added.count(op))
+          continue;
+        return inputError("cannot remove '{0}' from the {1} list: it is not on it", op,
+                          ampClassName(static_cast<AmpClass>(c)));
+      }
+      table.erase(it);
+    }
+
+  switch (level) {
+  case AmpLevel::Default:
+  case AmpLevel::UnsafeForceAll:
+    break;
+  case AmpLevel::TensorCoresOnly:
+    for (auto it = table.begin(); it != table.end();) {
+      auto cur = it++;
+      if (cur->second.cls != AmpClass::Allow)
+        table.erase(cur);
+    }
+    break;
+  case AmpLevel::TreatInferAsDeny:
+    for (auto &kv : table)
+      if (kv.second.cls == AmpClass::Infer)
+        kv.second = Entry{AmpClass::Deny, "TREAT_INFER_AS_DENY"};
+    break;
+  }
+  return llvm::Error::success();
+}
+
+AmpClass AmpLists::classify(llvm::StringRef domain, llvm::StringRef opType) const {
+  bool isDefault = domain.empty() || domain == "ai.onnx";
+  auto it = isDefault ? table.find(opType) : table.find((domain + "::" + opType).str());
+  return it == table.end() ? AmpClass::Unlisted : it->second.cls;
+}
+
+AmpClass AmpLists::classify(const Node &n) const { return classify(n.domain, n.opType); }
+
+llvm::StringRef AmpLists::reason(llvm::StringRef qualifiedOp) const {
+  auto it = table.find(qualifiedOp);
+  return it == table.end() ? llvm::StringRef() : llvm::StringRef(it->second.reason);
+}
+
+std::vector<std::string> AmpLists::entries(AmpClass c) const {
+  std::vector<std::string> out;
+  for (const auto &kv : table)
+    if (kv.second.cls == c)
+      out.push_back(kv.first().str());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> mpc::splitOpList(llvm::StringRef s) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  s.split(parts, ',');
+  std::vector<std::string> out;
+  for (llvm::StringRef p : parts) {
+    p = p.trim();
+    if (!p.empty())
+      out.push_back(p.str());
+  }
+  return out;
+}
+
+llvm::Error mpc::applyEnvironment(AmpOptions &opts, const char *const *envp) {
+  static const char *kLists[] = {"ALLOWLIST", "INFERLIST", "DENYLIST", "CLEARLIST"};
+  for (const char *const *e = envp; e && *e; ++e) {
+    llvm::StringRef entry(*e);
+    if (!entry.startswith("MPC_"))
+      continue;
+    auto [name, value] = entry.split('=');
+    bool known = false;
+    for (unsigned c = 0; c < kNumAmpLists; ++c) {
+      std::string base = std::string("MPC_AMP_") + kLists[c];
+      if (name == base + "_ADD") {
+        auto ops = splitOpList(value);
+        opts.edits.add[c].insert(opts.edits.add[c].end(), ops.begin(), ops.end());
+        known = true;
+      } else if (name == base + "_REMOVE") {
+        auto ops = splitOpList(value);
+        opts.edits.remove[c].insert(opts.edits.remove[c].end(), ops.begin(), ops.end());
+        known = true;
+      }
+    }
+    if (known)
+      continue;
+    if (name == "MPC_AMP_LEVEL") {
+      llvm::StringRef v = value.trim();
+      auto level = llvm::StringSwitch<llvm::Optional<AmpLevel>>(v)
+                       .Case("", AmpLevel::Default)
+                       .Case("DEFAULT", AmpLevel::Default)
+                       .Case("TENSOR_CORES_ONLY", AmpLevel::TensorCoresOnly)
+                       .Case("TREAT_INFER_AS_DENY", AmpLevel::TreatInferAsDeny)
+                       .Case("UNSAFE_FORCE_ALL", AmpLevel::UnsafeForceAll)
+                       .Default(llvm::None);
+      if (!level)
+        return inputError("MPC_AMP_LEVEL='{0}' is not one of TENSOR_CORES_ONLY, "
+                          "TREAT_INFER_AS_DENY, UNSAFE_FORCE_ALL",
+                          v);
+      opts.level = *level;
+    } else if (name == "MPC_AMP_LOG_PATH") {
+      opts.logPath = value.str();
+    } else if (name == "MPC_AMP_VERBOSE") {
+      llvm::StringRef v = value.trim();
+      if (v != "0" && v != "1" && v != "2" && !v.empty())
+        return inputError("MPC_AMP_VERBOSE='{0}' must be 0, 1 or 2", v);
+      opts.verbose = v.empty() ? 0 : static_cast<unsigned>(v[0] - '0');
+    } else if (name == "MPC_AMP_TARGET" || name == "MPC_AMP_KEEP_IO_TYPES" ||
+               name == "MPC_AMP_DENY_NODES") {
+      if (name == "MPC_AMP_TARGET") {
+        llvm::StringRef v = value.trim();
+        if (v == "fp16" || v == "f16" || v == "float16")
+          opts.target = DType::F16;
+        else if (v == "bf16" || v == "bfloat16")
+          opts.target = DType::BF16;
+        else
+          return inputError("MPC_AMP_TARGET='{0}' must be fp16 or bf16", v);
+      } else if (name == "MPC_AMP_KEEP_IO_TYPES") {
+        llvm::StringRef v = value.trim();
+        if (v != "0" && v != "1")
+          return inputError("MPC_AMP_KEEP_IO_TYPES='{0}' must be 0 or 1", v);
+        opts.keepIoTypes = v == "1";
+      } else if (name == "MPC_AMP_DENY_NODES") {
+        opts.denyNodesRegex = value.str();
+      }
+    } else {
+      return inputError("unknown environment variable {0} (mpc reads MPC_AMP_ALLOWLIST_ADD, "
+                        "..._REMOVE, MPC_AMP_LEVEL, MPC_AMP_LOG_PATH, MPC_AMP_VERBOSE, "
+                        "MPC_AMP_TARGET, MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES)",
+                        name);
+    }
+  }
+  return llvm::Error::success();
+}

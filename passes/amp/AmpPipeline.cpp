@@ -1,0 +1,122 @@
+//===- AmpPipeline.cpp - The AMP rewrite pipeline --------------------------===//
+//
+// Straight-line assembly of the rewrite. Ordering constraints:
+//  - types are inferred first: the painting needs an element type per slot;
+//  - coloring is an analysis over the unmodified model;
+//  - casts are inserted from the coloring, then folded (folding needs the
+//    final types) and the debris removed;
+//  - the verifier runs on the result always, and between steps on request.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Ops/TypeInference.h"
+#include "mpc/Passes/Amp.h"
+#include "mpc/Verify/Verifier.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/Support/Regex.h"
+
+using namespace mpc;
+
+static llvm::Error verifyAfter(Model &m, llvm::StringRef step) {
+  if (llvm::Error err = verifyModel(m))
+    return llvm::make_error<InputError>("internal error: the model does not verify after " +
+                                        step.str() + ": " + llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts,
+                                             const BackendCaps &caps,
+                                             llvm::raw_ostream *decisionLog) {
+  AmpLists lists = AmpLists::defaults(opts.amp.target);
+  if (llvm::Error err = lists.apply(opts.amp.edits, opts.amp.level))
+    return std::move(err);
+  if (!opts.amp.denyNodesRegex.empty()) {
+    std::string why;
+    if (!llvm::Regex(opts.amp.denyNodesRegex).isValid(why))
+      return inputError("--deny-nodes '{0}' is not a valid regular expression: {1}",
+                        opts.amp.denyNodesRegex, why);
+  }
+  inferTypes(m);
+  AmpColoring coloring(m, lists, opts.amp, caps);
+  std::vector<NodeDecision> decisions = summarizeDecisions(coloring);
+  if (opts.afterColoring)
+    opts.afterColoring(m, coloring, lists);
+  if (decisionLog) {
+    for (const std::string &note : coloring.fallbackNotes())
+      *decisionLog << note << "\n";
+    if (opts.amp.verbose >= 2)
+      coloring.printDecisions(*decisionLog);
+  }
+  AmpResult result = insertAmpCasts(m, coloring, opts.amp);
+  result.decisions = std::move(decisions);
+  if (opts.verifyEach)
+    if (llvm::Error err = verifyAfter(m, "amp-insert-casts"))
+      return std::move(err);
+  if (result.changed) {
+    result.castsFolded = foldCasts(m);
+    if (opts.verifyEach)
+      if (llvm::Error err = verifyAfter(m, "cleanup-fold-casts"))
+        return std::move(err);
+  }
+  for (const ConstantIssue &c : coloring.constantIssues()) {
+    std::string line = llvm::formatv("constant '{0}' feeding {1}: ", c.value, c.node).str();
+    if (c.overflow)
+      line += llvm::formatv("{0} of {1} value(s) overflow {2} (e.g. {3})", c.overflow, c.total,
+                            dtypeName(opts.amp.target), c.example)
+                  .str();
+    if (c.underflow)
+      line += llvm::formatv("{0}{1} of {2} value(s) flush to zero in {3}{4}",
+                            c.overflow ? "; " : "", c.underflow, c.total,
+                            dtypeName(opts.amp.target),
+                            c.overflow ? "" : llvm::formatv(" (e.g. {0})", c.example).str())
+                  .str();
+    if (c.keptFp32)
+      line += "; the consumer stays fp32";
+    else if (c.overflow)
+      line += "; saturated to the largest finite value";
+    result.notes.push_back(line);
+  }
+  if (decisionLog && opts.amp.verbose >= 1) {
+    for (const InsertedCast &c : result.casts)
+      *decisionLog << "Inserted Cast '" << c.from << "' -> '" << c.to << "' ("
+                   << dtypeName(c.toType) << (c.ofConstant ? ", constant" : "") << ")\n";
+    for (const std::string &line : result.typeChanges)
+      *decisionLog << "Changed " << line << "\n";
+  }
+  if (llvm::Error err = verifyAfter(m, "the AMP rewrite"))
+    return std::move(err);
+  return result;
+}
+
+std::vector<NodeDecision> mpc::summarizeDecisions(const AmpColoring &coloring) {
+  std::vector<NodeDecision> out;
+  const std::vector<AmpSlot> &slots = coloring.slots();
+  for (size_t i = 0; i < slots.size();) {
+    const Node *n = slots[i].node;
+    NodeDecision d;
+    d.node = n;
+    d.graph = n->getParent()->name;
+    d.name = n->name;
+    d.opType = n->qualifiedOpType();
+    d.cls = slots[i].cls;
+    bool anyAllow = false, anyDeny = false, anyFloatKeep = false;
+    const AmpSlot *main = nullptr;
+    for (; i < slots.size() && slots[i].node == n; ++i) {
+      const AmpSlot &s = slots[i];
+      bool floatSlot = s.reason != AmpReason::FixedType && s.reason != AmpReason::NotFloat32 &&
+                       s.reason != AmpReason::TypeUnknown;
+      anyAllow |= s.color == SlotColor::Allow;
+      anyDeny |= s.color == SlotColor::Deny;
+      anyFloatKeep |= floatSlot && s.color != SlotColor::Allow &&
+                      s.reason != AmpReason::ParamKeptFp32;
+      if (!main || (floatSlot && (s.color == SlotColor::Allow || !main->processable)))
+        if (!main || main->color != SlotColor::Allow)
+          main = &s;
+    }
+    d.color = anyAllow ? SlotColor::Allow : anyDeny ? SlotColor::Deny : SlotColor::Keep;
+    d.partial = anyAllow && anyFloatKeep;
+    d.reason = main->reason;
+    d.detail = main->detail;
+    out.push_back(std::move(d));
+  }
+  return out;
+}

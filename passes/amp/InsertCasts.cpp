@@ -1,0 +1,449 @@
+//===- InsertCasts.cpp - Apply an AMP coloring -----------------------------===//
+//
+// Retypes every allow slot to the target type and makes the graph type-correct
+// again. For each value, the uses are grouped by the type they want; each
+// group gets exactly one conversion:
+//
+//       x:f32 ──► MatMul(allow)          x:f32 ──► Cast ──► x/CastToFp16:f16 ──► MatMul
+//            └──► Softmax(deny)   ==>        └──► Softmax
+//
+// Constants are converted instead of cast in inference models (one copy per
+// precision when consumers disagree); in training models the fp32 initializer
+// is the master weight and gets one shared cast. Graph outputs keep their
+// names and types: the producer's value is renamed and a cast back to the
+// original type takes over the name. The reverse of every inserted cast is
+// remembered, so fp16 -> fp32 -> fp16 round trips never appear.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Passes/Amp.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+#include <cstring>
+
+using namespace mpc;
+
+std::string AmpResult::summaryLine(DType target) const {
+  const char *tname = target == DType::BF16 ? "bfloat16" : "float16";
+  return llvm::formatv("Converted {0}/{1} nodes to {2} precision using {3} cast(s) to {2} "
+                       "(excluding Const and Variable casts)",
+                       slotsConverted, nodesBefore, tname, castsToTarget)
+      .str();
+}
+
+static llvm::StringRef castSuffix(DType t) {
+  switch (t) {
+  case DType::F16:
+    return "CastToFp16";
+  case DType::BF16:
+    return "CastToBf16";
+  case DType::F32:
+    return "CastToFp32";
+  default:
+    return "Cast";
+  }
+}
+
+static llvm::StringRef typeSuffix(DType t) {
+  switch (t) {
+  case DType::F16:
+    return "fp16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F32:
+    return "fp32";
+  default:
+    return dtypeName(t);
+  }
+}
+
+/// Converts an f32 tensor to `to` (f16/bf16), rounding to nearest even; finite
+/// values beyond the target's range saturate to its largest finite value
+/// (attention masks like -1e9 keep their meaning), inf and NaN stay.
+static Tensor convertFloatTensor(const Tensor &src, DType to, unsigned &saturated) {
+  Tensor out(to, src.dims);
+  out.name = src.name;
+  out.docString = src.docString;
+  const llvm::fltSemantics &sem =
+      to == DType::BF16 ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf();
+  llvm::APFloat largest = llvm::APFloat::getLargest(sem);
+  int64_t n = src.numElements();
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * 2);
+  const uint8_t *in = src.bytes().data();
+  for (int64_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, in + 4 * i, 4);
+    llvm::APFloat f(x);
+    bool lost;
+    f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+    if (f.isInfinity() && std::isfinite(x)) {
+      f = largest;
+      if (x < 0)
+        f.changeSign();
+      ++saturated;
+    }
+    uint16_t bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  out.setBytes(std::move(bytes));
+  return out;
+}
+
+namespace {
+
+class CastInserter {
+public:
+  CastInserter(Model &m, const AmpColoring &coloring, const AmpOptions &opts)
+      : m(m), coloring(coloring), opts(opts), target(opts.target) {}
+  AmpResult run();
+
+private:
+  Model &m;
+  const AmpColoring &coloring;
+  const AmpOptions &opts;
+  DType target;
+  AmpResult result;
+  /// Original element type of every value before retyping.
+  llvm::DenseMap<const Value *, DType> origType;
+  /// (value, type) -> the value holding it in that type.
+  llvm::DenseMap<std::pair<const Value *, unsigned>, Value *> cache;
+  std::vector<Node *> allNodes;
+  /// Casts and constant copies this rewrite created; their uses are correct
+  /// by construction and they were not painted.
+  llvm::DenseSet<const Node *> inserted;
+
+  bool isTopLevel(const Graph &g) const { return &g == m.graph.get(); }
+  void collect();
+  void reuseExistingCasts();
+  void retypeSlots();
+  void retypeAttributes(Node &n);
+  void fixValue(Value *v);
+  Value *convertTo(Value *v, DType want, bool allUsesWant);
+  Value *insertCast(Value *v, DType want, llvm::StringRef resultName);
+  void keepGraphOutputs(Graph &g);
+  void retypeGraphInputs(Graph &g);
+  NodeList::iterator insertionPoint(Value *v);
+};
+
+} // namespace
+
+void CastInserter::collect() {
+  auto add = [&](Graph &g) {
+    forEachGraph(g, [&](Graph &sub) {
+      for (Value *v : sub.inputs())
+        origType[v] = v->type.tensorElemType();
+      for (Value *v : sub.initializers())
+        origType[v] = v->type.tensorElemType();
+      for (Node &n : sub.nodes()) {
+        allNodes.push_back(&n);
+        for (Value *v : n.outputs())
+          if (v)
+            origType[v] = v->type.tensorElemType();
+      }
+    });
+  };
+  add(*m.graph);
+  for (TrainingInfo &ti : m.trainingInfo) {
+    if (ti.initialization)
+      add(*ti.initialization);
+    if (ti.algorithm)
+      add(*ti.algorithm);
+  }
+  result.nodesBefore = static_cast<unsigned>(allNodes.size());
+}
+
+/// Step 8: a Cast(to=float) whose consumers all want the target type is
+/// retargeted instead of getting a second cast behind it.
+void CastInserter::reuseExistingCasts() {
+  for (Node *n : allNodes) {
+    if (n->opType != "Cast" || !n->domain.empty() || n->numOutputs() != 1)
+      continue;
+    Value *out = n->output(0);
+    Attribute *to = n->attr("to");
+    if (!out || !to || to->i != static_cast<int64_t>(DType::F32) || !out->hasUses() ||
+        out->isGraphOutput())
+      continue;
+    bool allAllow = true;
+    for (const Use &u : out->uses())
+      allAllow &= coloring.isAllow(*u.user, true, u.operand);
+    if (!allAllow)
+      continue;
+    to->i = static_cast<int64_t>(target);
+    out->type.setTensorElemType(target);
+    ++result.castsReused;
+    if (opts.verbose)
+      result.typeChanges.push_back(llvm::formatv("{0}: existing Cast retargeted to {1}",
+                                                 describeNode(*n), dtypeName(target)));
+  }
+}
+
+void CastInserter::retypeAttributes(Node &n) {
+  if (!n.domain.empty())
+    return;
+  if (n.opType == "ConstantOfShape") {
+    Attribute *a = n.attr("value");
+    if (a && !a->tensors.empty() && a->tensors[0].dtype == DType::F32) {
+      unsigned sat = 0;
+      a->tensors[0] = convertFloatTensor(a->tensors[0], target, sat);
+    } else if (!a) {
+      // The default fill is a float 0: make it explicit in the target type.
+      Tensor zero(target, {1});
+      zero.setBytes({0, 0});
+      n.setAttr(Attribute::makeTensor("value", std::move(zero)));
+    }
+    return;
+  }
+  for (const char *name : {"dtype", "to"}) {
+    Attribute *a = n.attr(name);
+    if (a && a->kind == AttrKind::Int && a->i == static_cast<int64_t>(DType::F32))
+      a->i = static_cast<int64_t>(target);
+  }
+}
+
+void CastInserter::retypeSlots() {
+  for (Node *n : allNodes) {
+    bool any = false;
+    llvm::SmallVector<unsigned, 4> counted;
+    for (unsigned i = 0; i < n->numOutputs(); ++i) {
+      Value *v = n->output(i);
+      if (!v || !coloring.isAllow(*n, false, i))
+        continue;
+      v->type.setTensorElemType(target);
+      any = true;
+      if (opts.verbose)
+        result.typeChanges.push_back(llvm::formatv("{0}: result '{1}' f32 -> {2}",
+                                                   describeNode(*n), v->name(),
+                                                   dtypeName(target)));
+    }
+    // N counts converted slots (inputs-only slots included).
+    auto countSlot = [&](unsigned s) {
+      if (coloring.slots()[s].color != SlotColor::Allow ||
+          std::find(counted.begin(), counted.end(), s) != counted.end())
+        return;
+      counted.push_back(s);
+      any = true;
+    };
+    for (unsigned i = 0; i < n->numInputs(); ++i)
+      countSlot(coloring.slotOf(*n, true, i));
+    for (unsigned i = 0; i < n->numOutputs(); ++i)
+      countSlot(coloring.slotOf(*n, false, i));
+    result.slotsConverted += static_cast<unsigned>(counted.size());
+    if (any)
+      retypeAttributes(*n);
+  }
+}
+
+NodeList::iterator CastInserter::insertionPoint(Value *v) {
+  if (Node *p = v->producer())
+    return std::next(p->getIterator());
+  return v->graph()->nodes().begin();
+}
+
+Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName) {
+  Graph &g = *v->graph();
+  Node *cast = g.createNode("Cast", "", insertionPoint(v), v->producer());
+  inserted.insert(cast);
+  cast->name = m.freshName((v->name() + "/" + castSuffix(want)).str());
+  cast->addInput(v);
+  cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(want)));
+  Type t = v->type;
+  t.setTensorElemType(want);
+  Value *out = cast->setOutput(0, resultName, std::move(t));
+  out->hasValueInfo = v->hasValueInfo || v->type.hasShape;
+  bool ofConstant = v->kind() == ValueKind::Initializer ||
+                    (v->producer() && v->producer()->opType == "Constant");
+  result.casts.push_back({v->name(), out->name(), want, ofConstant});
+  if (want == target && !ofConstant)
+    ++result.castsToTarget;
+  if (want == DType::F32)
+    ++result.castsToFp32;
+  // Remember the reverse: casting the result back gives the source.
+  cache[{out, static_cast<unsigned>(v->type.tensorElemType())}] = v;
+  return out;
+}
+
+/// The value holding `v` in type `want`, creating it once per (v, want).
+Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
+  auto key = std::make_pair(static_cast<const Value *>(v), static_cast<unsigned>(want));
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  Value *res = nullptr;
+  DType have = v->type.tensorElemType();
+  bool floatPair = have == DType::F32 && isHalfPrecision(want);
+  Graph &g = *v->graph();
+
+  // Inference initializers are stored in the target type (in place when every
+  // consumer wants it, else one copy per precision).
+  if (floatPair && v->kind() == ValueKind::Initializer && !m.isTraining() &&
+      v->initializer() && v->initializer()->dtype == DType::F32) {
+    Tensor *t = v->initializer();
+    if (!t->isExternal() || !t->materialize()) {
+      unsigned sat = 0;
+      Tensor conv = convertFloatTensor(*t, want, sat);
+      if (sat)
+        result.notes.push_back(llvm::formatv("initializer '{0}': {1} value(s) beyond the {2} "
+                                             "range saturated to the largest finite value",
+                                             v->name(), sat, dtypeName(want)));
+      ++result.constantsConverted;
+      if (allUsesWant && !v->isGraphOutput()) {
+        conv.name = v->name();
+        *t = std::move(conv);
+        v->type.setTensorElemType(want);
+        res = v;
+      } else {
+        std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
+        res = g.addInitializer(name, std::move(conv));
+      }
+    }
+  }
+  // Constant nodes likewise.
+  Node *p = v->producer();
+  if (!res && floatPair && p && p->opType == "Constant" && p->domain.empty()) {
+    Attribute *a = p->attr("value");
+    if (a && a->kind == AttrKind::Tensor && !a->tensors.empty() &&
+        a->tensors[0].dtype == DType::F32 && !a->tensors[0].isExternal()) {
+      unsigned sat = 0;
+      Tensor conv = convertFloatTensor(a->tensors[0], want, sat);
+      if (sat)
+        result.notes.push_back(llvm::formatv("constant '{0}': {1} value(s) beyond the {2} "
+                                             "range saturated to the largest finite value",
+                                             v->name(), sat, dtypeName(want)));
+      ++result.constantsConverted;
+      if (allUsesWant && !v->isGraphOutput()) {
+        a->tensors[0] = std::move(conv);
+        v->type.setTensorElemType(want);
+        res = v;
+      } else {
+        Node *c = g.createNode("Constant", "", std::next(p->getIterator()), p);
+        inserted.insert(c);
+        std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
+        c->name = name;
+        c->setAttr(Attribute::makeTensor("value", std::move(conv)));
+        Type t = v->type;
+        t.setTensorElemType(want);
+        res = c->setOutput(0, name, std::move(t));
+      }
+    }
+  }
+  if (!res)
+    res = insertCast(v, want, m.freshName((v->name() + "/" + castSuffix(want)).str()));
+  cache[key] = res;
+  return res;
+}
+
+/// Groups the uses of `v` by wanted type and redirects each group.
+void CastInserter::fixValue(Value *v) {
+  DType have = v->type.tensorElemType();
+  auto oit = origType.find(v);
+  DType orig = oit == origType.end() ? have : oit->second;
+  if (orig != DType::F32)
+    return; // only fp32 values take part in the rewrite
+  llvm::SmallVector<std::pair<Use, DType>, 8> moves;
+  unsigned wantTarget = 0, total = 0;
+  for (const Use &u : v->uses()) {
+    if (inserted.count(u.user))
+      continue;
+    DType want = coloring.isAllow(*u.user, true, u.operand) ? target : orig;
+    ++total;
+    wantTarget += want == target;
+    if (want != have)
+      moves.push_back({u, want});
+  }
+  for (auto &mv : moves) {
+    DType want = mv.second;
+    bool allWant = want == target ? wantTarget == total : wantTarget == 0;
+    Value *repl = convertTo(v, want, allWant);
+    if (repl != v)
+      mv.first.user->setInput(mv.first.operand, repl);
+  }
+}
+
+/// Graph outputs keep their names and types: the producer's value is renamed
+/// and a cast back to the original type takes the output's name.
+void CastInserter::keepGraphOutputs(Graph &g) {
+  bool keep = opts.keepIoTypes || !isTopLevel(g);
+  for (unsigned i = 0; i < g.outputs().size(); ++i) {
+    Value *v = g.outputs()[i];
+    auto oit = origType.find(v);
+    if (oit == origType.end() || v->graph() != &g)
+      continue;
+    DType orig = oit->second, have = v->type.tensorElemType();
+    if (orig == have || !keep)
+      continue;
+    std::string name = v->name();
+    auto key = std::make_pair(static_cast<const Value *>(v), static_cast<unsigned>(orig));
+    Value *out = nullptr;
+    auto it = cache.find(key);
+    if (it != cache.end() && it->second->name() == name) {
+      out = it->second;
+    } else {
+      Graph::renameValue(v, m.freshName((name + "/" + typeSuffix(have)).str()));
+      out = insertCast(v, orig, name);
+      cache[key] = out;
+    }
+    g.setOutput(i, out);
+  }
+}
+
+/// --no-keep-io-types: a float input all of whose consumers want the target
+/// type takes the target type itself.
+void CastInserter::retypeGraphInputs(Graph &g) {
+  if (opts.keepIoTypes || !isTopLevel(g))
+    return;
+  for (Value *v : g.inputs()) {
+    if (v->type.tensorElemType() != DType::F32 || !v->hasUses() || v->initializer() ||
+        v->isGraphOutput())
+      continue;
+    bool all = true;
+    for (const Use &u : v->uses())
+      all &= u.user->getParent() == &g && coloring.isAllow(*u.user, true, u.operand);
+    if (all) {
+      v->type.setTensorElemType(target);
+      if (opts.verbose)
+        result.typeChanges.push_back(
+            llvm::formatv("graph input '{0}': f32 -> {1}", v->name(), dtypeName(target)));
+    }
+  }
+}
+
+AmpResult CastInserter::run() {
+  collect();
+  reuseExistingCasts();
+  retypeSlots();
+  auto perGraph = [&](Graph &root, llvm::function_ref<void(Graph &)> fn) {
+    forEachGraph(root, fn);
+  };
+  auto eachGraph = [&](llvm::function_ref<void(Graph &)> fn) {
+    perGraph(*m.graph, fn);
+    for (TrainingInfo &ti : m.trainingInfo) {
+      if (ti.initialization)
+        perGraph(*ti.initialization, fn);
+      if (ti.algorithm)
+        perGraph(*ti.algorithm, fn);
+    }
+  };
+  eachGraph([&](Graph &g) { retypeGraphInputs(g); });
+  eachGraph([&](Graph &g) { keepGraphOutputs(g); });
+  // Fix every value in a deterministic order: inputs, initializers, results.
+  eachGraph([&](Graph &g) {
+    std::vector<Value *> vals(g.inputs().begin(), g.inputs().end());
+    vals.insert(vals.end(), g.initializers().begin(), g.initializers().end());
+    for (Node &n : g.nodes())
+      for (Value *v : n.outputs())
+        if (v)
+          vals.push_back(v);
+    for (Value *v : vals)
+      fixValue(v);
+  });
+  result.changed = result.slotsConverted || result.castsReused || !result.casts.empty();
+  return result;
+}
+
+AmpResult mpc::insertAmpCasts(Model &m, const AmpColoring &coloring, const AmpOptions &opts) {
+  CastInserter ci(m, coloring, opts);
+  return ci.run();
+}

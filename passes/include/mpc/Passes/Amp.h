@@ -1,0 +1,95 @@
+//===- Amp.h - The AMP rewrite: painting, casts, cleanups -------*- C++ -*-===//
+//
+// The mixed-precision rewrite of a model: AmpColoring decides, insertAmpCasts
+// applies the decision (retypes slots, converts constants, inserts one cast
+// per (value, type)), and foldCasts removes no-op casts and low->high->low
+// chains. runAmpRewrite is the whole pipeline with the verifier around it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_AMP_H
+#define MPC_PASSES_AMP_H
+
+#include "mpc/Passes/AmpColoring.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// One cast the rewrite inserted.
+struct InsertedCast {
+  std::string from;   ///< value cast
+  std::string to;     ///< cast result
+  DType toType;
+  bool ofConstant;    ///< producer is an initializer or Constant (not in K)
+};
+
+/// The painting's verdict on one node, for reports and renderings.
+struct NodeDecision {
+  const Node *node = nullptr; ///< valid until the model is modified
+  std::string graph;          ///< name of the node's graph
+  std::string name;
+  std::string opType; ///< qualified ("com.microsoft::FusedMatMul")
+  AmpClass cls = AmpClass::Unlisted;
+  SlotColor color = SlotColor::Keep; ///< Allow when any slot converts
+  bool partial = false;              ///< some float slots convert, others stay fp32
+  AmpReason reason = AmpReason::Unlisted;
+  std::string detail;
+};
+
+/// Per-node decisions of a coloring, in graph order.
+std::vector<NodeDecision> summarizeDecisions(const AmpColoring &coloring);
+
+/// What the rewrite did, for the summary line, the log and the report.
+struct AmpResult {
+  unsigned nodesBefore = 0;    ///< M
+  unsigned slotsConverted = 0; ///< N
+  unsigned castsToTarget = 0;  ///< K: non-constant casts to the target type
+  unsigned castsToFp32 = 0;
+  unsigned constantsConverted = 0;
+  unsigned castsReused = 0; ///< existing Cast(to=float) retargeted
+  unsigned castsFolded = 0;
+  std::vector<InsertedCast> casts;
+  std::vector<std::string> typeChanges; ///< "value: f32 -> f16" lines (verbose 1)
+  std::vector<std::string> notes;       ///< saturated constants and similar
+  std::vector<NodeDecision> decisions;  ///< node pointers refer to the input model
+  bool changed = false;
+
+  /// "Converted N/M nodes to float16 precision using K cast(s) to float16
+  /// (excluding Const and Variable casts)".
+  std::string summaryLine(DType target) const;
+};
+
+/// Applies a coloring: retypes allow slots, converts or casts constants and
+/// inserts casts where producer and consumer disagree.
+AmpResult insertAmpCasts(Model &m, const AmpColoring &coloring, const AmpOptions &opts);
+
+/// Removes casts whose input already has the wanted type and folds
+/// low->high->low chains (never high->low->high). Graph output names stay.
+/// Returns the number of casts removed.
+unsigned foldCasts(Model &m);
+
+/// Removes nodes whose results are unused (no side effects in ONNX) and unused
+/// initializers. Returns the number of nodes removed.
+unsigned eliminateDeadCode(Model &m);
+
+struct AmpRunOptions {
+  AmpOptions amp;
+  /// Verify after every step (tests and debug builds) instead of only at the end.
+  bool verifyEach = false;
+  /// Called after the painting, before the model changes (dumps of the
+  /// colored input graph).
+  std::function<void(const Model &, const AmpColoring &, const AmpLists &)> afterColoring;
+};
+
+/// The whole rewrite. Fails (and leaves `m` in an unspecified state) when the
+/// lists are inconsistent or the output does not verify.
+llvm::Expected<AmpResult> runAmpRewrite(Model &m, const AmpRunOptions &opts,
+                                        const BackendCaps &caps,
+                                        llvm::raw_ostream *decisionLog = nullptr);
+
+} // namespace mpc
+
+#endif // MPC_PASSES_AMP_H

@@ -1,0 +1,102 @@
+//===- AmpColoring.h - The AMP painting analysis ----------------*- C++ -*-===//
+//
+// Colors every type slot (node, type parameter) of a model allow / deny /
+// keep with the algorithm of amp-algorithm.md. An analysis: it reads the
+// model, the lists, the options and the backend capabilities and mutates
+// nothing; InsertCasts applies its result.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_AMPCOLORING_H
+#define MPC_PASSES_AMPCOLORING_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Passes/AmpLists.h"
+#include "mpc/Target/BackendCaps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// Why a slot ended with its color; printed in the decision log and report.
+enum class AmpReason : uint8_t {
+  AllowList,        ///< op on the allow list
+  BetweenAllow,     ///< clear/infer on a clear/infer-only path between allow ops
+  FollowsAllow,     ///< bf16: infer op fed by allow and no deny
+  ClearNextToAllow, ///< clear op connected to allow through clear ops
+  ForceAll,         ///< UNSAFE_FORCE_ALL
+  DenyList,         ///< op on the deny list
+  DenyNodes,        ///< node name matched --deny-nodes
+  DenyPropagated,   ///< downstream of a deny op through infer/clear ops
+  InferAlone,       ///< infer op not between allow ops
+  ClearAlone,       ///< clear op not connected to allow
+  Unlisted,         ///< op on no list: an fp32 barrier
+  NotFloat32,       ///< the slot's type is not fp32
+  FixedType,        ///< the schema fixes the slot's type
+  ParamKeptFp32,    ///< a parameter slot the lists keep fp32 (BN stats, Resize scales)
+  TypeUnknown,      ///< no element type known for the slot
+  SchemaRejects,    ///< the op's schema does not accept the target type
+  NoKernel,         ///< the backend has no low-precision kernel
+  ShapePathGuard,   ///< only feeds shape/size/index computations
+  ConstantGuard,    ///< a constant input would flush to zero in the target type
+  ClusterDisagrees, ///< a sequence cluster member is not allow
+};
+
+llvm::StringRef ampReasonText(AmpReason r);
+
+enum class SlotColor : uint8_t { Keep, Allow, Deny };
+
+struct AmpSlot {
+  Node *node = nullptr;
+  std::string param; ///< type parameter ("T"), or "#in2"/"#out0" for fixed ports
+  AmpClass cls = AmpClass::Unlisted;
+  SlotColor color = SlotColor::Keep;
+  AmpReason reason = AmpReason::Unlisted;
+  bool processable = false;
+  std::string detail; ///< e.g. the deny op a slot was painted from
+};
+
+/// A constant that does not fit the target type, reported by the painting.
+struct ConstantIssue {
+  std::string value;  ///< initializer or Constant output name
+  std::string node;   ///< description of the consuming node
+  unsigned overflow = 0, underflow = 0, total = 0;
+  double example = 0; ///< one offending value
+  bool keptFp32 = false;
+};
+
+class AmpColoring {
+public:
+  /// Paints every graph of `m` (main, nested bodies, training graphs).
+  AmpColoring(Model &m, const AmpLists &lists, const AmpOptions &opts,
+              const BackendCaps &caps);
+
+  const std::vector<AmpSlot> &slots() const { return slotList; }
+  /// Slot of input/output port `port` of `n`.
+  unsigned slotOf(const Node &n, bool isInput, unsigned port) const;
+  bool isAllow(const Node &n, bool isInput, unsigned port) const {
+    return slotList[slotOf(n, isInput, port)].color == SlotColor::Allow;
+  }
+  /// Number of slots painted allow (N of the summary line).
+  unsigned numAllow() const;
+  const std::vector<ConstantIssue> &constantIssues() const { return constIssues; }
+  /// Nodes whose signature came from a newer-opset fallback.
+  const std::vector<std::string> &fallbackNotes() const { return fallbacks; }
+
+  /// One line per float slot: "Painting slot T of MatMul node 'fc1' ALLOW: ...".
+  void printDecisions(llvm::raw_ostream &os) const;
+
+private:
+  std::vector<AmpSlot> slotList;
+  llvm::DenseMap<const Node *, unsigned> portBase; ///< node -> first port index
+  std::vector<unsigned> portSlot;                  ///< inputs, then outputs, per node
+  std::vector<ConstantIssue> constIssues;
+  std::vector<std::string> fallbacks;
+
+  friend class AmpPainter;
+};
+
+} // namespace mpc
+
+#endif // MPC_PASSES_AMPCOLORING_H

@@ -1,0 +1,94 @@
+//===- AmpLists.h - Allow/infer/deny/clear lists and AMP options -*- C++ -*-===//
+//
+// The four op lists that drive the AMP painting (defaults: amp-lists.md), the
+// user's edits to them, the levels, and the typed options of the AMP pass.
+// The environment (MPC_AMP_*) is read once, by the tool, into AmpOptions;
+// nothing below the tool reads the environment.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_AMPLISTS_H
+#define MPC_PASSES_AMPLISTS_H
+
+#include "mpc/IR/DType.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+#include <array>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+class Node;
+
+enum class AmpClass : uint8_t { Allow, Infer, Deny, Clear, Unlisted };
+constexpr unsigned kNumAmpLists = 4; ///< Allow, Infer, Deny, Clear
+
+llvm::StringRef ampClassName(AmpClass c); ///< "allow", "infer", ...
+
+enum class AmpLevel : uint8_t {
+  Default,
+  TensorCoresOnly,  ///< only allow-list ops convert, each wrapped in casts
+  TreatInferAsDeny, ///< every infer op moves to deny
+  UnsafeForceAll,   ///< every processable slot is painted allow
+};
+
+llvm::StringRef ampLevelName(AmpLevel l);
+
+/// User edits, applied to the defaults: all ADDs, then all REMOVEs.
+struct AmpListEdits {
+  std::array<std::vector<std::string>, kNumAmpLists> add;
+  std::array<std::vector<std::string>, kNumAmpLists> remove;
+};
+
+class AmpLists {
+public:
+  /// The default lists for a target (f16 or bf16).
+  static AmpLists defaults(DType target);
+
+  /// Applies edits and the level; an op left on two lists is an error naming
+  /// the op and both lists.
+  llvm::Error apply(const AmpListEdits &edits, AmpLevel level);
+
+  /// The class of an op: looked up by "domain::op" for non-default domains and
+  /// by "op" for the default domain.
+  AmpClass classify(llvm::StringRef domain, llvm::StringRef opType) const;
+  AmpClass classify(const Node &n) const;
+  /// The reason a default entry is where it is ("" for user additions).
+  llvm::StringRef reason(llvm::StringRef qualifiedOp) const;
+
+  /// Entries of one list, sorted.
+  std::vector<std::string> entries(AmpClass c) const;
+
+private:
+  struct Entry {
+    AmpClass cls;
+    std::string reason;
+  };
+  llvm::StringMap<Entry> table;
+};
+
+/// Options of the AMP rewrite, filled from flags and MPC_AMP_* variables.
+struct AmpOptions {
+  DType target = DType::F16;
+  /// Graph inputs and outputs keep their element types (casts next to them).
+  bool keepIoTypes = true;
+  AmpLevel level = AmpLevel::Default;
+  AmpListEdits edits;
+  /// Nodes whose name matches are painted deny whatever their op.
+  std::string denyNodesRegex;
+  /// 0: summary only; 1: every cast and type change; 2: every decision.
+  unsigned verbose = 0;
+  /// Folder for before/after dumps (MPC_AMP_LOG_PATH or --dump-dir).
+  std::string logPath;
+};
+
+/// Reads the MPC_AMP_* (and other MPC_*) variables of `envp` into `opts`.
+/// Unknown MPC_ variables and malformed values are errors naming them.
+llvm::Error applyEnvironment(AmpOptions &opts, const char *const *envp);
+
+/// Splits a comma-separated list, trimming whitespace, dropping empties.
+std::vector<std::string> splitOpList(llvm::StringRef s);
+
+} // namespace mpc
+
+#endif // MPC_PASSES_AMPLISTS_H
