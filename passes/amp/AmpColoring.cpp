@@ -26,6 +26,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Regex.h"
 #include <cmath>
+#include <cstring>
 
 using namespace mpc;
 
@@ -555,24 +556,27 @@ void AmpPainter::paint() {
   }
 }
 
-/// Counts the values of a constant that overflow or flush to zero in `target`.
+/// Counts the values of a constant that overflow or flush to zero in `target`,
+/// by comparing magnitudes with the rounding boundaries (round to nearest even):
+/// f16 overflows from 65520 and flushes at or below 2^-25; bf16 overflows from
+/// 0x7F7F8000 (bits) and flushes at or below 2^-134.
 static void scanConstant(const Tensor &t, DType target, ConstantIssue &issue) {
-  const llvm::fltSemantics &sem =
-      target == DType::BF16 ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf();
+  const uint32_t overflowBits = target == DType::BF16 ? 0x7F7F8000u : 0x477FF000u;
+  const uint32_t flushBits = target == DType::BF16 ? 0x00400000u : 0x33000000u;
   issue.total = static_cast<unsigned>(t.numElements());
+  const uint8_t *p = t.bytes().data();
   for (int64_t i = 0; i < t.numElements(); ++i) {
-    double x = t.getAsDouble(i);
-    if (std::isnan(x) || std::isinf(x) || x == 0)
+    uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, 4);
+    uint32_t mag = bits & 0x7FFFFFFFu;
+    if (mag == 0 || mag >= 0x7F800000u) // zero, inf, NaN: exact in every float type
       continue;
-    llvm::APFloat f(static_cast<float>(x));
-    bool lost;
-    f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
-    if (f.isInfinity()) {
+    if (mag >= overflowBits) {
       if (!issue.overflow++)
-        issue.example = x;
-    } else if (f.isZero()) {
+        issue.example = t.getAsDouble(i);
+    } else if (mag <= flushBits) {
       if (!issue.overflow && !issue.underflow)
-        issue.example = x;
+        issue.example = t.getAsDouble(i);
       ++issue.underflow;
     }
   }

@@ -60,14 +60,14 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   for (const ConstantIssue &c : coloring.constantIssues()) {
     std::string line = llvm::formatv("constant '{0}' feeding {1}: ", c.value, c.node).str();
     if (c.overflow)
-      line += llvm::formatv("{0} of {1} value(s) overflow {2} (e.g. {3})", c.overflow, c.total,
+      line += llvm::formatv("{0} of {1} value(s) overflow {2} (e.g. {3:e})", c.overflow, c.total,
                             dtypeName(opts.amp.target), c.example)
                   .str();
     if (c.underflow)
       line += llvm::formatv("{0}{1} of {2} value(s) flush to zero in {3}{4}",
                             c.overflow ? "; " : "", c.underflow, c.total,
                             dtypeName(opts.amp.target),
-                            c.overflow ? "" : llvm::formatv(" (e.g. {0})", c.example).str())
+                            c.overflow ? "" : llvm::formatv(" (e.g. {0:e})", c.example).str())
                   .str();
     if (c.keptFp32)
       line += "; the consumer stays fp32";

@@ -1,0 +1,312 @@
+//===- Rewrite.cpp - `mpc rewrite`: the AMP compiler pass ------------------===//
+//
+// Loads a model, checks it, paints and rewrites it, re-checks the result
+// (mpc's verifier, and the ONNX checker with full type inference where
+// libonnx knows the model's opsets), then writes it atomically beside the
+// input. The input file is never written.
+//
+//===----------------------------------------------------------------------===//
+#include "Dump.h"
+#include "Tool.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Ops/OpSignature.h"
+#include "mpc/Passes/Amp.h"
+#include "mpc/Support/Diagnostics.h"
+#include "mpc/Text/Text.h"
+#include "mpc/Verify/Verifier.h"
+#include "onnx/checker.h"
+#include "onnx/shape_inference/implementation.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+
+using namespace mpc;
+using namespace mpc::tool;
+
+static const char kRewriteUsage[] =
+    R"(usage: mpc rewrite MODEL.onnx [options]
+
+Rewrites MODEL to mixed precision: colors every type slot by the
+allow/infer/deny/clear lists, propagates the colors, changes element types and
+inserts the casts that keep the model type-correct. Prints the summary line.
+
+options:
+  -o, --output FILE        output model (default: MODEL.amp.onnx beside the input;
+                           never the input itself)
+  --target fp16|bf16       16-bit type to convert to (default fp16)
+  --keep-io-types          graph inputs and outputs keep their types (default)
+  --no-keep-io-types       float graph inputs/outputs may become 16-bit
+  --allow OPS              add ops to the allow list (comma-separated; also
+  --infer OPS              --infer, --deny, --clear); an op is `Conv` or a
+  --deny OPS               domain-qualified `com.microsoft::FusedMatMul`
+  --clear OPS
+  --deny-nodes REGEX       paint nodes whose name matches deny (keep them fp32)
+  --level LEVEL            TENSOR_CORES_ONLY | TREAT_INFER_AS_DENY | UNSAFE_FORCE_ALL
+  --dump-dir DIR           write the graph before and after (ONNX, DOT, SVG) and
+                           the effective lists to DIR
+  --report FILE            write a JSON report of every decision
+  -v, --verbose N          1: log casts and type changes; 2: also every decision
+  --emit text              print the rewritten model in mpc's text form to
+                           stdout instead of writing ONNX
+  --verify-each            verify the model after every step
+  --time                   print the time of each phase to stderr
+  --strict-check           run libonnx's strict type inference on the output even
+                           above 20,000 nodes (mpc's verifier always runs)
+
+environment (flags override):
+  MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
+  MPC_AMP_LOG_PATH (like --dump-dir), MPC_AMP_VERBOSE, MPC_AMP_TARGET,
+  MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES. Unknown MPC_* variables are errors.
+
+exit status: 0 success, 1 bad input (one line on stderr, no output written),
+2 bad usage.
+)";
+
+namespace {
+struct RewriteArgs {
+  std::string input, output, dumpDir, report, emit;
+  bool verifyEach = false;
+  bool time = false;
+  bool strictCheck = false;
+  AmpOptions amp;
+};
+} // namespace
+
+/// Parses flags on top of the environment; returns a usage message on error.
+static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) {
+  ArgScanner s(argv);
+  static const char *kListFlags[] = {"--allow", "--infer", "--deny", "--clear"};
+  while (!s.done()) {
+    std::string v;
+    bool missing = false;
+    llvm::StringRef cur = s.peek();
+    if (s.value("-o", v, missing) || s.value("--output", v, missing)) {
+      a.output = v;
+    } else if (s.value("--target", v, missing)) {
+      if (v == "fp16" || v == "f16" || v == "float16")
+        a.amp.target = DType::F16;
+      else if (v == "bf16" || v == "bfloat16")
+        a.amp.target = DType::BF16;
+      else if (!missing)
+        return "--target must be fp16 or bf16, not '" + v + "'";
+    } else if (s.flag("--keep-io-types")) {
+      a.amp.keepIoTypes = true;
+    } else if (s.flag("--no-keep-io-types")) {
+      a.amp.keepIoTypes = false;
+    } else if (s.value("--deny-nodes", v, missing)) {
+      a.amp.denyNodesRegex = v;
+    } else if (s.value("--level", v, missing)) {
+      if (v == "TENSOR_CORES_ONLY")
+        a.amp.level = AmpLevel::TensorCoresOnly;
+      else if (v == "TREAT_INFER_AS_DENY")
+        a.amp.level = AmpLevel::TreatInferAsDeny;
+      else if (v == "UNSAFE_FORCE_ALL")
+        a.amp.level = AmpLevel::UnsafeForceAll;
+      else if (v == "DEFAULT")
+        a.amp.level = AmpLevel::Default;
+      else if (!missing)
+        return "--level must be TENSOR_CORES_ONLY, TREAT_INFER_AS_DENY or UNSAFE_FORCE_ALL";
+    } else if (s.value("--dump-dir", v, missing)) {
+      a.dumpDir = v;
+    } else if (s.value("--report", v, missing)) {
+      a.report = v;
+    } else if (s.value("--emit", v, missing)) {
+      if (v != "text" && !missing)
+        return "--emit takes 'text'";
+      a.emit = v;
+    } else if (s.value("-v", v, missing) || s.value("--verbose", v, missing)) {
+      if (v != "0" && v != "1" && v != "2" && !missing)
+        return "--verbose takes 0, 1 or 2";
+      if (!missing)
+        a.amp.verbose = static_cast<unsigned>(v[0] - '0');
+    } else if (s.flag("--verify-each")) {
+      a.verifyEach = true;
+    } else if (s.flag("--time")) {
+      a.time = true;
+    } else if (s.flag("--strict-check")) {
+      a.strictCheck = true;
+    } else {
+      bool matched = false;
+      for (unsigned c = 0; c < kNumAmpLists && !matched; ++c)
+        if (s.value(kListFlags[c], v, missing)) {
+          matched = true;
+          for (std::string &op : splitOpList(v))
+            a.amp.edits.add[c].push_back(op);
+        }
+      if (!matched) {
+        s.next();
+        if (cur.startswith("-") && cur != "-")
+          return "unknown option '" + cur.str() + "'";
+        if (!a.input.empty())
+          return "more than one input model ('" + a.input + "' and '" + cur.str() + "')";
+        a.input = cur.str();
+        continue;
+      }
+    }
+    if (missing)
+      return "option '" + cur.str() + "' needs a value";
+  }
+  if (a.input.empty())
+    return "no input model given";
+  return "";
+}
+
+/// MODEL.onnx -> MODEL.amp.onnx in the same folder.
+static std::string defaultOutput(llvm::StringRef input) {
+  llvm::SmallString<256> out(input);
+  llvm::StringRef ext = llvm::sys::path::extension(input);
+  llvm::sys::path::replace_extension(out, ".amp" + (ext.empty() ? ".onnx" : ext.str()));
+  return std::string(out);
+}
+
+/// Models up to this many nodes also get libonnx's strict type inference
+/// (it dominates the run time of larger ones; --strict-check forces it).
+constexpr unsigned kStrictCheckNodeLimit = 20000;
+
+/// Runs libonnx's checker (and, for models up to kStrictCheckNodeLimit nodes or
+/// with `strict`, its strict type inference) when it knows every opset the
+/// model imports (libonnx 1.12: default domain up to 17, IR up to 8).
+static llvm::Error onnxCheck(Model &m, bool strict) {
+  if (m.irVersion > 8)
+    return llvm::Error::success();
+  for (const OpsetId &o : m.opsets) {
+    int64_t known = newestKnownOpset(o.domain);
+    if (known >= 0 && o.version > known)
+      return llvm::Error::success();
+  }
+  onnx::ModelProto proto;
+  if (llvm::Error err = exportOnnx(m, proto))
+    return err;
+  // External tensors were inlined by exportOnnx; the checker reads no files.
+  try {
+    onnx::checker::check_model(proto);
+    // The checker's full mode: strict type inference over the whole model.
+    if (strict || m.graph->size() <= kStrictCheckNodeLimit) {
+      onnx::ShapeInferenceOptions opts{/*check_type=*/true, /*error_mode=*/1,
+                                       /*enable_data_propagation=*/false};
+      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
+    }
+  } catch (const std::exception &e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return inputError("internal error: the rewritten model fails the ONNX checker: {0}", what);
+  }
+  return llvm::Error::success();
+}
+
+static bool anyExternal(const Model &m) {
+  for (const Value *v : m.graph->initializers())
+    if (v->initializer()->isExternal())
+      return true;
+  return false;
+}
+
+int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp) {
+  for (const char *a : argv)
+    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
+      llvm::outs() << kRewriteUsage;
+      return Ok;
+    }
+  RewriteArgs a;
+  if (llvm::Error err = applyEnvironment(a.amp, envp))
+    return fail(std::move(err));
+  a.dumpDir = a.amp.logPath;
+  std::string usage = parseArgs(argv, a);
+  if (!usage.empty())
+    return usageError("rewrite", usage);
+
+  if (a.output.empty() && a.emit.empty())
+    a.output = defaultOutput(a.input);
+  if (!a.output.empty()) {
+    if (llvm::sys::fs::equivalent(a.input, a.output) || a.input == a.output)
+      return fail("the output '" + a.output + "' is the input model; mpc never overwrites its "
+                  "input (choose another -o)");
+    llvm::SmallString<256> dir(a.output);
+    llvm::sys::path::remove_filename(dir);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return fail("output folder '" + dir + "' does not exist");
+  }
+  if (!a.dumpDir.empty() && !llvm::sys::fs::is_directory(a.dumpDir))
+    return fail("dump folder '" + a.dumpDir + "' does not exist");
+  if (!a.report.empty()) {
+    llvm::SmallString<256> dir(a.report);
+    llvm::sys::path::remove_filename(dir);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return fail("report folder '" + dir + "' does not exist");
+  }
+
+  // Phase timer for --time (the rewrite benchmark reads these lines).
+  auto last = std::chrono::steady_clock::now();
+  auto phase = [&](const char *name) {
+    auto now = std::chrono::steady_clock::now();
+    if (a.time)
+      llvm::errs() << llvm::formatv("mpc: time: {0,-8} {1,8:f3} s\n", name,
+                                    std::chrono::duration<double>(now - last).count());
+    last = now;
+  };
+  auto modelOrErr = loadModel(a.input);
+  if (!modelOrErr)
+    return fail(modelOrErr.takeError());
+  Model &m = **modelOrErr;
+  if (llvm::Error err = verifyModel(m))
+    return fail(llvm::Twine(a.input) + ": " + llvm::toString(std::move(err)));
+  phase("load");
+
+  DumpTarget dump;
+  if (!a.dumpDir.empty()) {
+    dump.dir = a.dumpDir;
+    dump.stamp = llvm::sys::path::stem(a.input).str();
+  }
+  llvm::Error dumpErr = llvm::Error::success();
+  AmpRunOptions ro;
+  ro.amp = a.amp;
+  ro.verifyEach = a.verifyEach;
+  if (!dump.dir.empty())
+    ro.afterColoring = [&](const Model &, const AmpColoring &c, const AmpLists &lists) {
+      std::vector<NodeDecision> d = summarizeDecisions(c);
+      if (llvm::Error err = dumpGraph(dump, "before", m, d))
+        dumpErr = std::move(err);
+      else if (llvm::Error err2 = dumpLists(dump, m, lists, a.amp))
+        dumpErr = std::move(err2);
+    };
+  bool hadExternal = anyExternal(m);
+  SchemaOnlyCaps caps;
+  llvm::Expected<AmpResult> res = runAmpRewrite(m, ro, caps, &llvm::errs());
+  if (!res) {
+    llvm::consumeError(std::move(dumpErr));
+    return fail(res.takeError());
+  }
+  if (dumpErr)
+    return fail(std::move(dumpErr));
+  phase("rewrite");
+  if (llvm::Error err = onnxCheck(m, a.strictCheck))
+    return fail(std::move(err));
+  phase("check");
+
+  if (!a.emit.empty()) {
+    printModel(m, llvm::outs());
+  } else {
+    ExportOptions eo;
+    if (hadExternal)
+      eo.externalDataFile = llvm::sys::path::filename(a.output).str() + ".data";
+    if (llvm::Error err = writeOnnxFile(m, a.output, eo))
+      return fail(std::move(err));
+  }
+  phase("write");
+  if (!dump.dir.empty())
+    if (llvm::Error err = dumpGraph(dump, "after", m, res->decisions))
+      return fail(std::move(err));
+  if (!a.report.empty())
+    if (llvm::Error err = writeReport(a.report, m, *res, a.amp))
+      return fail(std::move(err));
+
+  // The process ends now: skip tearing down a possibly huge model.
+  (void)modelOrErr->release();
+  for (const std::string &note : res->notes)
+    warn(note);
+  (a.emit.empty() ? llvm::outs() : llvm::errs()) << res->summaryLine(a.amp.target) << "\n";
+  return Ok;
+}

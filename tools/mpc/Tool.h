@@ -1,0 +1,62 @@
+//===- Tool.h - Shared pieces of the mpc command-line tool ------*- C++ -*-===//
+//
+// Exit codes, error printing, argument scanning and model loading shared by
+// the subcommands. Errors print one line "mpc: error: ..." on stderr.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_TOOLS_TOOL_H
+#define MPC_TOOLS_TOOL_H
+
+#include "mpc/IR/Graph.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+namespace tool {
+
+enum ExitCode : int { Ok = 0, InputFailure = 1, UsageFailure = 2 };
+
+/// Prints "mpc: error: <msg>" and returns InputFailure.
+int fail(llvm::Error err);
+int fail(const llvm::Twine &msg);
+/// Prints "mpc <cmd>: <msg>" plus a hint to --help, returns UsageFailure.
+int usageError(llvm::StringRef cmd, const llvm::Twine &msg);
+void warn(const llvm::Twine &msg);
+
+/// A simple scanner over argv: flags with values as "--x V" or "--x=V".
+class ArgScanner {
+public:
+  ArgScanner(llvm::ArrayRef<const char *> args) : args(args.begin(), args.end()) {}
+  bool done() const { return pos >= args.size(); }
+  llvm::StringRef peek() const { return args[pos]; }
+  llvm::StringRef next() { return args[pos++]; }
+  /// If the current arg is `flag` (or `flag=value`), consumes it and its value.
+  /// Sets `missing` when the flag has no value.
+  bool value(llvm::StringRef flag, std::string &out, bool &missing);
+  bool flag(llvm::StringRef f) {
+    if (done() || peek() != f)
+      return false;
+    ++pos;
+    return true;
+  }
+
+private:
+  std::vector<std::string> args;
+  size_t pos = 0;
+};
+
+/// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
+llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);
+
+int runRewrite(llvm::ArrayRef<const char *> args, const char *const *envp);
+int runInspect(llvm::ArrayRef<const char *> args, const char *const *envp);
+int runRun(llvm::ArrayRef<const char *> args, const char *const *envp);
+
+} // namespace tool
+} // namespace mpc
+
+#endif // MPC_TOOLS_TOOL_H

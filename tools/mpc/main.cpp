@@ -1,0 +1,116 @@
+//===- main.cpp - The mpc command-line tool --------------------------------===//
+//
+// `mpc <command> [options]`: rewrite (the AMP compiler pass), inspect (what a
+// rewrite would decide), run (the runtime). Dispatch only; each command lives
+// in its own file.
+//
+//===----------------------------------------------------------------------===//
+#include "Tool.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Support/Diagnostics.h"
+#include "mpc/Text/Text.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <google/protobuf/stubs/common.h>
+
+extern char **environ;
+
+using namespace mpc;
+using namespace mpc::tool;
+
+static const char kUsage[] =
+    R"(usage: mpc <command> [options]
+
+mpc compiles ONNX models to mixed precision (float16/bfloat16) the way
+TensorFlow's automatic mixed precision does, and runs them.
+
+commands:
+  rewrite   rewrite a model to mixed precision (writes MODEL.amp.onnx)
+  inspect   show opsets, op histogram, parameters and what a rewrite would decide
+  run       execute a model on the CPU reference backend
+
+Run 'mpc <command> --help' for the options of a command.
+Other options: --help, --version.
+)";
+
+int tool::fail(llvm::Error err) {
+  std::string msg;
+  llvm::handleAllErrors(std::move(err), [&](const llvm::ErrorInfoBase &e) {
+    if (!msg.empty())
+      msg += "; ";
+    msg += e.message();
+  });
+  return fail(msg);
+}
+
+int tool::fail(const llvm::Twine &msg) {
+  llvm::errs() << "mpc: error: " << msg << "\n";
+  return InputFailure;
+}
+
+int tool::usageError(llvm::StringRef cmd, const llvm::Twine &msg) {
+  llvm::errs() << "mpc " << cmd << ": " << msg << " (see 'mpc " << cmd << " --help')\n";
+  return UsageFailure;
+}
+
+void tool::warn(const llvm::Twine &msg) { llvm::errs() << "mpc: warning: " << msg << "\n"; }
+
+bool ArgScanner::value(llvm::StringRef flag, std::string &out, bool &missing) {
+  if (done())
+    return false;
+  llvm::StringRef a = peek();
+  if (a == flag) {
+    ++pos;
+    if (done()) {
+      missing = true;
+      return true;
+    }
+    out = args[pos++];
+    return true;
+  }
+  if (a.startswith(flag) && a.size() > flag.size() && a[flag.size()] == '=') {
+    out = a.substr(flag.size() + 1).str();
+    ++pos;
+    return true;
+  }
+  return false;
+}
+
+llvm::Expected<std::unique_ptr<Model>> tool::loadModel(llvm::StringRef path) {
+  if (!path.endswith(".mpc"))
+    return importOnnxFile(path);
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return inputError("cannot read '{0}': {1}", path, buf.getError().message());
+  return parseModelText((*buf)->getBuffer(), path);
+}
+
+int main(int argc, const char **argv) {
+  // libonnx/protobuf print their own diagnostics on some failures; mpc
+  // reports errors itself.
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  if (argc < 2) {
+    llvm::errs() << kUsage;
+    return UsageFailure;
+  }
+  llvm::StringRef cmd = argv[1];
+  llvm::ArrayRef<const char *> rest(argv + 2, argv + argc);
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    llvm::outs() << kUsage;
+    return Ok;
+  }
+  if (cmd == "--version") {
+    llvm::outs() << "mpc " << MPC_VERSION << "\n";
+    return Ok;
+  }
+  if (cmd == "rewrite")
+    return runRewrite(rest, environ);
+  if (cmd == "inspect")
+    return runInspect(rest, environ);
+  if (cmd == "run")
+    return runRun(rest, environ);
+  llvm::errs() << "mpc: unknown command '" << cmd << "'\n\n" << kUsage;
+  return UsageFailure;
+}
