@@ -1,0 +1,516 @@
+//===- OnnxRoundTripTest.cpp - ONNX import and export ----------------------===//
+//
+// Hand-built ModelProtos covering every part of the format mpc carries:
+// import -> export -> import -> export is byte-identical, and the export
+// equals the input up to tensor encoding (typed fields become raw_data).
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxTestUtil.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Text/Text.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "gtest/gtest.h"
+#include <cstring>
+#include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/util/message_differencer.h>
+
+using namespace mpc;
+using namespace mpc::test;
+using onnx::AttributeProto;
+using onnx::TensorProto;
+
+namespace {
+
+void addUnknownVarint(google::protobuf::Message &msg, int field, uint64_t v) {
+  msg.GetReflection()->MutableUnknownFields(&msg)->AddVarint(field, v);
+}
+
+/// A model that uses every feature the importer must carry through.
+onnx::ModelProto richModel() {
+  onnx::ModelProto p;
+  p.set_ir_version(8);
+  addOpset(p, "", 17);
+  addOpset(p, "com.microsoft", 1);
+  addOpset(p, "local", 1);
+  p.set_producer_name("mpc-test");
+  p.set_producer_version("1.0");
+  p.set_domain("ai.mpc.test");
+  p.set_model_version(3);
+  p.set_doc_string("a model with everything");
+  for (auto kv : {std::make_pair("author", "me"), std::make_pair("license", "none")}) {
+    auto *e = p.add_metadata_props();
+    e->set_key(kv.first);
+    e->set_value(kv.second);
+  }
+  addUnknownVarint(p, 2000, 42); // a field from a newer ONNX
+
+  onnx::GraphProto &g = *p.mutable_graph();
+  g.set_name("main");
+  g.set_doc_string("the main graph");
+  addValue(g.mutable_input(), "x", TensorProto::FLOAT, {"N", "4"})->set_doc_string("input x");
+  addValue(g.mutable_input(), "cond", TensorProto::BOOL, {});
+
+  // Initializers in every encoding.
+  *g.add_initializer() = floatTensor("W", {4, 4}, std::vector<float>(16, 0.25f));
+  {
+    TensorProto t;
+    t.set_name("shape");
+    t.set_data_type(TensorProto::INT64);
+    t.add_dims(2);
+    t.add_int64_data(-1);
+    t.add_int64_data(4);
+    *g.add_initializer() = t;
+  }
+  {
+    TensorProto t; // f16 given as int32_data bit patterns: 1.0, -2.0
+    t.set_name("h");
+    t.set_data_type(TensorProto::FLOAT16);
+    t.add_dims(2);
+    t.add_int32_data(0x3C00);
+    t.add_int32_data(0xC000);
+    *g.add_initializer() = t;
+  }
+  {
+    TensorProto t;
+    t.set_name("bias");
+    t.set_data_type(TensorProto::FLOAT);
+    t.add_dims(4);
+    float vals[4] = {1, 2, 3, 4};
+    t.set_raw_data(std::string(reinterpret_cast<const char *>(vals), sizeof(vals)));
+    t.set_doc_string("raw bias");
+    *g.add_initializer() = t;
+  }
+  {
+    TensorProto t;
+    t.set_name("labels");
+    t.set_data_type(TensorProto::STRING);
+    t.add_dims(2);
+    t.add_string_data("cat");
+    t.add_string_data(std::string("d\0g", 3));
+    *g.add_initializer() = t;
+  }
+  {
+    TensorProto t;
+    t.set_name("ints");
+    t.set_data_type(TensorProto::INT32);
+    t.add_dims(3);
+    for (int v : {1, -2, 3})
+      t.add_int32_data(v);
+    *g.add_initializer() = t;
+  }
+  {
+    TensorProto t;
+    t.set_name("dbl");
+    t.set_data_type(TensorProto::DOUBLE);
+    t.add_double_data(0.1);
+    *g.add_initializer() = t;
+  }
+  *g.add_initializer() = floatTensor("maxv", {}, {6.0f});
+
+  // Nodes, in topological order.
+  auto *mm = addNode(g, "MatMul", {"x", "W"}, {"mm"}, "fc1");
+  mm->set_doc_string("the first layer");
+  addUnknownVarint(*mm, 1000, 7);
+  addNode(g, "Add", {"mm", "bias"}, {"add"});
+  addNode(g, "Reshape", {"add", "shape"}, {"rs"});
+  addNode(g, "Clip", {"rs", "", "maxv"}, {"clip"}, "clip_no_min");
+  addNode(g, "Dropout", {"clip"}, {"dr", ""});
+  auto *gelu = addNode(g, "FusedGelu", {"dr"}, {"gelu"}, "", "com.microsoft");
+  addAttr(*gelu, "approximate", AttributeProto::INT)->set_i(1);
+  auto *relu = addNode(g, "Relu", {"gelu"}, {"relu"});
+  auto *bogus = addAttr(*relu, "bogus", AttributeProto::INT); // not in Relu's schema
+  bogus->set_i(3);
+  bogus->set_doc_string("an attribute the schema lacks");
+  auto *mystery =
+      addNode(g, "Mystery", {"relu", "h", "labels"}, {"m0", "m1"}, "mystery", "my.custom");
+  addAttr(*mystery, "f", AttributeProto::FLOAT)->set_f(0.25f);
+  addAttr(*mystery, "s", AttributeProto::STRING)->set_s("text");
+  auto *ints = addAttr(*mystery, "ints", AttributeProto::INTS);
+  ints->add_ints(1);
+  ints->add_ints(-1);
+  auto *floats = addAttr(*mystery, "floats", AttributeProto::FLOATS);
+  floats->add_floats(0.5f);
+  auto *strs = addAttr(*mystery, "strs", AttributeProto::STRINGS);
+  strs->add_strings("a");
+  strs->add_strings("b");
+  *addAttr(*mystery, "t", AttributeProto::TENSOR)->mutable_t() =
+      floatTensor("", {2}, {1.5f, -1.5f});
+  auto *tensors = addAttr(*mystery, "ts", AttributeProto::TENSORS);
+  *tensors->add_tensors() = floatTensor("a", {1}, {1});
+  *tensors->add_tensors() = floatTensor("b", {1}, {2});
+  setTensorType(*addAttr(*mystery, "tp", AttributeProto::TYPE_PROTO)->mutable_tp(),
+                TensorProto::FLOAT16, {"3"});
+  addNode(g, "MyFunc", {"m0"}, {"fn"}, "call", "local");
+
+  // An If whose branches capture outer values (mm, dr, fn).
+  auto *ifNode = addNode(g, "If", {"cond"}, {"y"}, "branch");
+  onnx::GraphProto *thenG = addAttr(*ifNode, "then_branch", AttributeProto::GRAPH)->mutable_g();
+  thenG->set_name("then");
+  addNode(*thenG, "Neg", {"mm"}, {"t_out"});
+  addValue(thenG->mutable_output(), "t_out", TensorProto::FLOAT, {"N", "4"});
+  onnx::GraphProto *elseG = addAttr(*ifNode, "else_branch", AttributeProto::GRAPH)->mutable_g();
+  elseG->set_name("else");
+  *elseG->add_initializer() = floatTensor("two", {}, {2.0f});
+  addNode(*elseG, "Mul", {"dr", "two"}, {"e_mul"});
+  addNode(*elseG, "Add", {"e_mul", "fn"}, {"e_out"});
+  addValue(elseG->mutable_value_info(), "e_mul", TensorProto::FLOAT, {"N", "4"});
+  addValue(elseG->mutable_output(), "e_out", TensorProto::FLOAT, {"N", "4"});
+
+  addValue(g.mutable_output(), "y", TensorProto::FLOAT, {"N", "4"});
+  addValue(g.mutable_output(), "m1", TensorProto::FLOAT, {"?"});
+  addValue(g.mutable_value_info(), "mm", TensorProto::FLOAT, {"N", "4"})
+      ->set_doc_string("matmul result");
+  addValue(g.mutable_value_info(), "gelu", TensorProto::FLOAT, {"N", "4"});
+
+  // A local function (kept serialized) and a training entry.
+  onnx::FunctionProto *fn = p.add_functions();
+  fn->set_name("MyFunc");
+  fn->set_domain("local");
+  fn->add_input("X");
+  fn->add_output("Y");
+  auto *fnNode = fn->add_node();
+  fnNode->set_op_type("Identity");
+  fnNode->add_input("X");
+  fnNode->add_output("Y");
+  auto *fnOpset = fn->add_opset_import();
+  fnOpset->set_domain("");
+  fnOpset->set_version(17);
+
+  onnx::TrainingInfoProto *ti = p.add_training_info();
+  onnx::GraphProto *init = ti->mutable_initialization();
+  init->set_name("init");
+  auto *cst = addNode(*init, "Constant", {}, {"W_init"});
+  *addAttr(*cst, "value", AttributeProto::TENSOR)->mutable_t() =
+      floatTensor("", {4, 4}, std::vector<float>(16, 0.5f));
+  addValue(init->mutable_output(), "W_init", TensorProto::FLOAT, {"4", "4"});
+  onnx::GraphProto *algo = ti->mutable_algorithm();
+  algo->set_name("step");
+  addValue(algo->mutable_input(), "lr", TensorProto::FLOAT, {});
+  addNode(*algo, "Mul", {"W", "lr"}, {"W_delta"});
+  addNode(*algo, "Sub", {"W", "W_delta"}, {"W_new"});
+  addValue(algo->mutable_output(), "W_new", TensorProto::FLOAT, {"4", "4"});
+  auto *ib = ti->add_initialization_binding();
+  ib->set_key("W");
+  ib->set_value("W_init");
+  auto *ub = ti->add_update_binding();
+  ub->set_key("W");
+  ub->set_value("W_new");
+  return p;
+}
+
+/// Rewrites typed tensor fields as raw_data, the form mpc exports.
+void toRawData(TensorProto &t) {
+  if (t.data_type() == TensorProto::STRING || t.has_raw_data() ||
+      t.data_location() == TensorProto::EXTERNAL)
+    return;
+  std::string raw;
+  auto append = [&](const void *p, size_t n) { raw.append(static_cast<const char *>(p), n); };
+  switch (t.data_type()) {
+  case TensorProto::FLOAT:
+    for (float v : t.float_data())
+      append(&v, 4);
+    break;
+  case TensorProto::DOUBLE:
+    for (double v : t.double_data())
+      append(&v, 8);
+    break;
+  case TensorProto::INT64:
+    for (int64_t v : t.int64_data())
+      append(&v, 8);
+    break;
+  case TensorProto::INT32:
+    for (int32_t v : t.int32_data())
+      append(&v, 4);
+    break;
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16:
+    for (int32_t v : t.int32_data()) {
+      uint16_t h = static_cast<uint16_t>(v);
+      append(&h, 2);
+    }
+    break;
+  default:
+    FAIL() << "toRawData: type " << t.data_type() << " not handled by the test";
+  }
+  t.clear_float_data();
+  t.clear_double_data();
+  t.clear_int64_data();
+  t.clear_int32_data();
+  t.set_raw_data(raw);
+}
+
+void normalizeGraph(onnx::GraphProto &g) {
+  for (TensorProto &t : *g.mutable_initializer())
+    toRawData(t);
+  for (onnx::NodeProto &n : *g.mutable_node())
+    for (AttributeProto &a : *n.mutable_attribute()) {
+      if (a.has_t())
+        toRawData(*a.mutable_t());
+      for (TensorProto &t : *a.mutable_tensors())
+        toRawData(t);
+      if (a.has_g())
+        normalizeGraph(*a.mutable_g());
+      for (onnx::GraphProto &sub : *a.mutable_graphs())
+        normalizeGraph(sub);
+    }
+}
+
+onnx::ModelProto normalized(onnx::ModelProto p) {
+  normalizeGraph(*p.mutable_graph());
+  for (onnx::TrainingInfoProto &ti : *p.mutable_training_info()) {
+    if (ti.has_initialization())
+      normalizeGraph(*ti.mutable_initialization());
+    if (ti.has_algorithm())
+      normalizeGraph(*ti.mutable_algorithm());
+  }
+  return p;
+}
+
+std::unique_ptr<Model> importOk(const onnx::ModelProto &p, llvm::StringRef dir = ".") {
+  auto m = importOnnx(p, dir);
+  if (!m) {
+    ADD_FAILURE() << llvm::toString(m.takeError());
+    return nullptr;
+  }
+  return std::move(*m);
+}
+
+/// Asserts export(import(p)) equals normalized(p) and that a second round
+/// trip gives the same bytes.
+void expectLosslessRoundTrip(const onnx::ModelProto &p) {
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  onnx::ModelProto out;
+  ASSERT_FALSE(bool(exportOnnx(*m, out)));
+  onnx::ModelProto want = normalized(p);
+  google::protobuf::util::MessageDifferencer diff;
+  std::string report;
+  diff.ReportDifferencesToString(&report);
+  EXPECT_TRUE(diff.Compare(want, out)) << report;
+
+  auto bytes1 = exportOnnxBytes(*m);
+  ASSERT_TRUE(bool(bytes1)) << llvm::toString(bytes1.takeError());
+  auto m2 = importOnnxBytes(*bytes1, ".");
+  ASSERT_TRUE(bool(m2)) << llvm::toString(m2.takeError());
+  auto bytes2 = exportOnnxBytes(**m2);
+  ASSERT_TRUE(bool(bytes2)) << llvm::toString(bytes2.takeError());
+  EXPECT_EQ(*bytes1, *bytes2);
+  EXPECT_EQ(modelToText(*m), modelToText(**m2));
+}
+
+const Value *findValue(const Graph &g, llvm::StringRef name) {
+  for (const auto &v : g.values())
+    if (v->name() == name)
+      return v.get();
+  return nullptr;
+}
+
+} // namespace
+
+TEST(OnnxRoundTrip, TinyModel) { expectLosslessRoundTrip(tinyModel()); }
+
+TEST(OnnxRoundTrip, RichModelIsLossless) { expectLosslessRoundTrip(richModel()); }
+
+TEST(OnnxRoundTrip, RichModelImportsIntoTheIR) {
+  auto m = importOk(richModel());
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->irVersion, 8);
+  ASSERT_EQ(m->opsets.size(), 3u);
+  EXPECT_EQ(m->opsetVersion("com.microsoft"), 1);
+  EXPECT_EQ(m->metadataProps.size(), 2u);
+  EXPECT_EQ(m->functions.size(), 1u);
+  EXPECT_FALSE(m->unknownFields.empty());
+  ASSERT_EQ(m->trainingInfo.size(), 1u);
+  EXPECT_EQ(m->trainingInfo[0].updateBinding[0],
+            std::make_pair(std::string("W"), std::string("W_new")));
+
+  const Graph &g = *m->graph;
+  const Value *x = g.inputs()[0];
+  EXPECT_EQ(x->type.dims[0].param, "N");
+  EXPECT_EQ(x->docString, "input x");
+  EXPECT_EQ(findValue(g, "mm")->type, findValue(g, "gelu")->type);
+  EXPECT_TRUE(findValue(g, "mm")->hasValueInfo);
+  EXPECT_FALSE(findValue(g, "add")->type.isKnown());
+
+  const Tensor *h = findValue(g, "h")->initializer();
+  EXPECT_EQ(h->getAsDouble(0), 1.0);
+  EXPECT_EQ(h->getAsDouble(1), -2.0);
+  EXPECT_EQ(findValue(g, "shape")->initializer()->getAsDouble(0), -1.0);
+  EXPECT_EQ(findValue(g, "ints")->initializer()->getAsDouble(1), -2.0);
+  EXPECT_EQ(findValue(g, "bias")->initializer()->getAsDouble(3), 4.0);
+  EXPECT_EQ(findValue(g, "dbl")->initializer()->getAsDouble(0), 0.1);
+  EXPECT_EQ(findValue(g, "labels")->initializer()->strings()[1], std::string("d\0g", 3));
+
+  const Node *clip = findValue(g, "clip")->producer();
+  EXPECT_EQ(clip->name, "clip_no_min");
+  EXPECT_EQ(clip->input(1), nullptr);
+  const Node *dropout = findValue(g, "dr")->producer();
+  ASSERT_EQ(dropout->numOutputs(), 2u);
+  EXPECT_EQ(dropout->output(1), nullptr);
+  EXPECT_FALSE(findValue(g, "mm")->producer()->unknownFields.empty());
+  const Node *mystery = findValue(g, "m0")->producer();
+  EXPECT_EQ(mystery->qualifiedOpType(), "my.custom::Mystery");
+  EXPECT_EQ(mystery->attr("tp")->kind, AttrKind::TypeProto);
+  EXPECT_EQ(mystery->attr("ts")->tensors[1].name, "b");
+
+  // The If branches capture mm, dr and fn from the main graph.
+  const Node *ifNode = findValue(g, "y")->producer();
+  const Graph &elseG = *ifNode->attr("else_branch")->graphs[0];
+  EXPECT_EQ(elseG.parent(), &g);
+  EXPECT_EQ(elseG.owningNode(), ifNode);
+  bool captured = false;
+  for (const Use &u : findValue(g, "dr")->uses())
+    captured |= u.user->getParent() == &elseG;
+  EXPECT_TRUE(captured);
+  EXPECT_TRUE(findValue(elseG, "e_mul")->hasValueInfo);
+
+  // The algorithm captures W from the main graph.
+  const Graph &algo = *m->trainingInfo[0].algorithm;
+  EXPECT_EQ(algo.nodes().front().input(0), findValue(g, "W"));
+}
+
+TEST(OnnxRoundTrip, NodesOutOfOrderAreSorted) {
+  onnx::ModelProto p = tinyModel();
+  onnx::GraphProto &g = *p.mutable_graph();
+  g.clear_output();
+  addNode(g, "Neg", {"y"}, {"z"}); // Relu(x)->y, Neg(y)->z
+  g.mutable_node()->SwapElements(0, 1);
+  addValue(g.mutable_output(), "z", TensorProto::FLOAT, {"4"});
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->graph->nodes().front().opType, "Relu");
+  EXPECT_EQ(m->graph->nodes().back().order(), 1u);
+}
+
+TEST(OnnxRoundTrip, InputDefaultsStayInputs) {
+  onnx::ModelProto p = tinyModel();
+  p.set_ir_version(3);
+  *p.mutable_graph()->add_initializer() = floatTensor("x", {4}, {1, 2, 3, 4});
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  const Value *x = m->graph->inputs()[0];
+  EXPECT_EQ(x->kind(), ValueKind::GraphInput);
+  ASSERT_NE(x->initializer(), nullptr);
+  EXPECT_EQ(x->initializer()->getAsDouble(3), 4.0);
+  expectLosslessRoundTrip(p);
+}
+
+TEST(OnnxRoundTrip, ExternalDataIsReadFromTheModelFolder) {
+  TempDir dir;
+  std::vector<float> w(16);
+  for (int i = 0; i < 16; ++i)
+    w[i] = static_cast<float>(i) / 4;
+  std::string blob(256, '\0');
+  std::memcpy(&blob[0], w.data(), 64);
+  float b[2] = {-1, 1};
+  std::memcpy(&blob[128], b, 8);
+  dir.write("weights.bin", blob);
+
+  onnx::ModelProto p = tinyModel();
+  onnx::GraphProto &g = *p.mutable_graph();
+  auto external = [&](const std::string &name, std::vector<int64_t> dims, uint64_t offset,
+                      uint64_t length) {
+    TensorProto *t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    t->set_data_location(TensorProto::EXTERNAL);
+    for (auto kv : {std::make_pair(std::string("location"), std::string("weights.bin")),
+                    std::make_pair(std::string("offset"), std::to_string(offset)),
+                    std::make_pair(std::string("length"), std::to_string(length))}) {
+      auto *e = t->add_external_data();
+      e->set_key(kv.first);
+      e->set_value(kv.second);
+    }
+  };
+  external("W", {4, 4}, 0, 64);
+  external("B", {2}, 128, 8);
+  dir.write("model.onnx", serialize(p));
+
+  auto m = importOnnxFile(dir.file("model.onnx"));
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  Tensor *wt = (*m)->graph->initializers()[0]->initializer();
+  ASSERT_TRUE(wt->isExternal());
+  EXPECT_EQ(wt->externalRef()->path, dir.file("weights.bin"));
+  EXPECT_EQ((*m)->baseDir.rfind(dir.path(), 0), 0u);
+
+  // Exporting to bytes reads the data inline.
+  auto bytes = exportOnnxBytes(**m);
+  ASSERT_TRUE(bool(bytes));
+  auto inl = importOnnxBytes(*bytes, "/nonexistent");
+  ASSERT_TRUE(bool(inl)) << llvm::toString(inl.takeError());
+  const Tensor *w2 = (*inl)->graph->initializers()[0]->initializer();
+  ASSERT_FALSE(w2->isExternal());
+  EXPECT_EQ(w2->getAsDouble(5), 1.25);
+  EXPECT_EQ((*inl)->graph->initializers()[1]->initializer()->getAsDouble(0), -1.0);
+
+  ASSERT_FALSE(bool(wt->materialize()));
+  EXPECT_EQ(wt->getAsDouble(15), 3.75);
+}
+
+TEST(OnnxRoundTrip, WritesExternalDataFile) {
+  TempDir dir;
+  onnx::ModelProto p = tinyModel();
+  std::vector<float> big(64);
+  for (int i = 0; i < 64; ++i)
+    big[i] = static_cast<float>(i) - 10.5f;
+  *p.mutable_graph()->add_initializer() = floatTensor("big", {8, 8}, big);
+  *p.mutable_graph()->add_initializer() = floatTensor("big2", {16}, std::vector<float>(16, 3));
+  *p.mutable_graph()->add_initializer() = floatTensor("small", {2}, {1, 2});
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+
+  ExportOptions opts;
+  opts.externalDataFile = "out.weights";
+  opts.externalThreshold = 32;
+  ASSERT_FALSE(bool(writeOnnxFile(*m, dir.file("out.onnx"), opts)));
+
+  // The written proto refers to the data file; small tensors stay inline.
+  auto buf = llvm::MemoryBuffer::getFile(dir.file("out.onnx"));
+  ASSERT_TRUE(bool(buf));
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString((*buf)->getBuffer().str()));
+  const auto &inits = written.graph().initializer();
+  ASSERT_EQ(inits.size(), 3);
+  EXPECT_EQ(inits[0].data_location(), TensorProto::EXTERNAL);
+  EXPECT_EQ(inits[0].external_data(0).value(), "out.weights");
+  EXPECT_EQ(inits[1].external_data(1).key(), "offset");
+  EXPECT_EQ(inits[1].external_data(1).value(), "4096"); // 4 KiB aligned
+  EXPECT_NE(inits[2].data_location(), TensorProto::EXTERNAL);
+
+  auto back = importOnnxFile(dir.file("out.onnx"));
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  Tensor *t = (*back)->graph->initializers()[0]->initializer();
+  ASSERT_TRUE(t->isExternal());
+  ASSERT_FALSE(bool(t->materialize()));
+  EXPECT_EQ(t->getAsDouble(63), 52.5);
+  // Same model, same bytes: the inline export of both agrees.
+  auto b1 = exportOnnxBytes(*m);
+  auto b2 = exportOnnxBytes(**back);
+  ASSERT_TRUE(b1 && b2);
+  EXPECT_EQ(*b1, *b2);
+}
+
+// A pass that creates values sets hasValueInfo (Graph.h); export then writes
+// their types, so they survive a round trip.
+TEST(OnnxRoundTrip, NewValuesKeepTheirTypes) {
+  auto m = importOk(tinyModel());
+  ASSERT_TRUE(m);
+  Graph &g = *m->graph;
+  Node *relu = &g.nodes().front();
+  Node *cast = g.createNode("Cast", "", g.nodes().end(), relu);
+  cast->addInput(relu->output(0));
+  cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(DType::F16)));
+  cast->setOutput(0, m->freshName("y.f16"), Type::tensor(DType::F16, {4}))->hasValueInfo = true;
+  Node *back = g.createNode("Cast");
+  back->addInput(cast->output(0));
+  back->setAttr(Attribute::makeInt("to", static_cast<int64_t>(DType::F32)));
+  back->setOutput(0, "z", Type::tensor(DType::F32, {4}));
+  g.addOutput(back->output(0));
+  auto bytes = exportOnnxBytes(*m);
+  ASSERT_TRUE(bool(bytes));
+  auto again = importOnnxBytes(*bytes, ".");
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ(modelToText(**again), modelToText(*m));
+}
