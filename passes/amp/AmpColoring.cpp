@@ -273,6 +273,11 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
     };
     auto addPort = [&](bool isInput, unsigned port, const Value *v) {
       std::string param = typeParamOfPort(*n, lk.sig, isInput, port);
+      // An op without a schema (a custom domain, a function) that a list
+      // names: its float ports form one slot, as in FusedMatMul(A:T, B:T)->T.
+      if (!lk.sig && cls != AmpClass::Unlisted && v && v->type.isKnown() &&
+          isFloatingPoint(v->type.tensorElemType()))
+        param = "T";
       Local &l = slotFor(param);
       c.portSlot.push_back(l.slot);
       if (!v || !v->type.isKnown())
@@ -298,7 +303,8 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
 
     for (Local &l : locals) {
       AmpSlot &s = slots[l.slot];
-      schemaOk[l.slot] = !l.schemaRejects && lk.sig;
+      // Without a schema only the lists speak for the op.
+      schemaOk[l.slot] = !l.schemaRejects;
       auto keep = [&](AmpReason r) {
         s.processable = false;
         s.reason = r;
@@ -439,11 +445,15 @@ void AmpPainter::paint() {
           r, false, true, [&](unsigned t) { return !deny[t] && upstream[t]; },
           [&](unsigned t) {
             deny[t] = 1;
-            if (t != r && slots[t].detail.empty())
+            // A deny slot keeps its own reason when another deny op reaches it.
+            if (is(t, AmpClass::Deny)) {
+              why[t] = slots[t].reason == AmpReason::DenyNodes ? AmpReason::DenyNodes
+                                                               : AmpReason::DenyList;
+              return;
+            }
+            why[t] = AmpReason::DenyPropagated;
+            if (slots[t].detail.empty())
               slots[t].detail = describeNode(*slots[r].node);
-            why[t] = t == r ? (slots[t].reason == AmpReason::DenyNodes ? AmpReason::DenyNodes
-                                                                        : AmpReason::DenyList)
-                            : AmpReason::DenyPropagated;
           });
     }
     // 3. Clear and infer between allow ops become allow.

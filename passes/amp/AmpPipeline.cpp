@@ -53,6 +53,17 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
       return std::move(err);
   if (result.changed) {
     result.castsFolded = foldCasts(m);
+    // Casts the cleanup removed are not part of the result (nor of K).
+    std::vector<InsertedCast> kept;
+    result.castsToTarget = result.castsToFp32 = 0;
+    for (InsertedCast &c : result.casts) {
+      if (!c.result->producer())
+        continue;
+      result.castsToTarget += c.toType == opts.amp.target && !c.ofConstant;
+      result.castsToFp32 += c.toType == DType::F32;
+      kept.push_back(std::move(c));
+    }
+    result.casts = std::move(kept);
     if (opts.verifyEach)
       if (llvm::Error err = verifyAfter(m, "cleanup-fold-casts"))
         return std::move(err);

@@ -126,6 +126,9 @@ private:
   void keepGraphOutputs(Graph &g);
   void retypeGraphInputs(Graph &g);
   NodeList::iterator insertionPoint(Value *v);
+  static bool isOutputName(const Graph &g, llvm::StringRef name);
+  /// First node of each graph before the rewrite (null: the graph was empty).
+  llvm::DenseMap<const Graph *, Node *> firstOriginal;
 };
 
 } // namespace
@@ -239,14 +242,32 @@ void CastInserter::retypeSlots() {
 NodeList::iterator CastInserter::insertionPoint(Value *v) {
   if (Node *p = v->producer())
     return std::next(p->getIterator());
-  return v->graph()->nodes().begin();
+  // Casts of graph inputs and initializers go before the graph's first
+  // original node, in the order they are created.
+  Graph *g = v->graph();
+  auto it = firstOriginal.find(g);
+  if (it == firstOriginal.end()) {
+    Node *first = g->nodes().empty() ? nullptr : &g->nodes().front();
+    it = firstOriginal.try_emplace(g, first).first;
+  }
+  return it->second ? it->second->getIterator() : g->nodes().end();
+}
+
+bool CastInserter::isOutputName(const Graph &g, llvm::StringRef name) {
+  for (const Value *o : g.outputs())
+    if (o->name() == name)
+      return true;
+  return false;
 }
 
 Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName) {
   Graph &g = *v->graph();
   Node *cast = g.createNode("Cast", "", insertionPoint(v), v->producer());
   inserted.insert(cast);
-  cast->name = m.freshName((v->name() + "/" + castSuffix(want)).str());
+  // The node takes its result's name, unless that is a graph output's name.
+  cast->name = resultName == v->name() || v->isGraphOutput() || isOutputName(g, resultName)
+                   ? m.freshName((v->name() + "/" + castSuffix(want)).str())
+                   : resultName.str();
   cast->addInput(v);
   cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(want)));
   Type t = v->type;
@@ -255,7 +276,7 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   out->hasValueInfo = v->hasValueInfo || v->type.hasShape;
   bool ofConstant = v->kind() == ValueKind::Initializer ||
                     (v->producer() && v->producer()->opType == "Constant");
-  result.casts.push_back({v->name(), out->name(), want, ofConstant});
+  result.casts.push_back({v->name(), out->name(), out, want, ofConstant});
   if (want == target && !ofConstant)
     ++result.castsToTarget;
   if (want == DType::F32)
@@ -276,6 +297,15 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
   bool floatPair = have == DType::F32 && isHalfPrecision(want);
   Graph &g = *v->graph();
 
+  // v = Cast(x) widened x's type: x itself is v in x's type, exactly.
+  if (Node *c = v->producer())
+    if (c->opType == "Cast" && c->domain.empty() && c->numInputs() == 1 && c->input(0) &&
+        c->input(0)->type.tensorElemType() == want && isHalfPrecision(want) &&
+        have == DType::F32) {
+      cache[key] = c->input(0);
+      return c->input(0);
+    }
+
   // Inference initializers are stored in the target type (in place when every
   // consumer wants it, else one copy per precision).
   if (floatPair && v->kind() == ValueKind::Initializer && !m.isTraining() &&
@@ -284,10 +314,6 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
     if (!t->isExternal() || !t->materialize()) {
       unsigned sat = 0;
       Tensor conv = convertFloatTensor(*t, want, sat);
-      if (sat)
-        result.notes.push_back(llvm::formatv("initializer '{0}': {1} value(s) beyond the {2} "
-                                             "range saturated to the largest finite value",
-                                             v->name(), sat, dtypeName(want)));
       ++result.constantsConverted;
       if (allUsesWant && !v->isGraphOutput()) {
         conv.name = v->name();
@@ -308,10 +334,6 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
         a->tensors[0].dtype == DType::F32 && !a->tensors[0].isExternal()) {
       unsigned sat = 0;
       Tensor conv = convertFloatTensor(a->tensors[0], want, sat);
-      if (sat)
-        result.notes.push_back(llvm::formatv("constant '{0}': {1} value(s) beyond the {2} "
-                                             "range saturated to the largest finite value",
-                                             v->name(), sat, dtypeName(want)));
       ++result.constantsConverted;
       if (allUsesWant && !v->isGraphOutput()) {
         a->tensors[0] = std::move(conv);

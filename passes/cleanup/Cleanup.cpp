@@ -72,11 +72,25 @@ unsigned mpc::foldCasts(Model &m) {
         ++folded;
       }
     }
-    // A no-op cast forwards its input, unless it names a graph output.
-    if (from == to && !out->isGraphOutput() && in->type.kind == out->type.kind) {
-      Graph::replaceAllUsesWith(out, in);
-      ++folded;
+    if (from != to || in->type.kind != out->type.kind)
+      continue;
+    // A no-op cast forwards its input. When it names a graph output, its input
+    // takes over the name if it is a plain result of the same graph.
+    if (out->isGraphOutput()) {
+      Graph &g = *n->getParent();
+      if (in->kind() != ValueKind::NodeResult || in->graph() != &g || in->isGraphOutput() ||
+          out->numGraphOutputRefs() != 1)
+        continue;
+      std::string name = out->name();
+      Graph::renameValue(out, m.freshName(name + "/folded"));
+      Graph::renameValue(in, name);
+      for (unsigned i = 0; i < g.outputs().size(); ++i)
+        if (g.outputs()[i] == out)
+          g.setOutput(i, in);
+      in->hasValueInfo = true;
     }
+    Graph::replaceAllUsesWith(out, in);
+    ++folded;
   }
   eliminateDeadCode(m);
   return folded;

@@ -13,6 +13,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 
@@ -349,7 +350,8 @@ static std::string serializeDeterministic(const onnx::ModelProto &p) {
 }
 
 llvm::Expected<std::string> mpc::exportOnnxBytes(Model &m) {
-  onnx::ModelProto p;
+  pb::Arena arena;
+  onnx::ModelProto &p = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
   if (auto err = exportOnnx(m, p))
     return std::move(err);
   return serializeDeterministic(p);
@@ -390,7 +392,8 @@ static llvm::Error atomicWrite(llvm::StringRef path,
 }
 
 llvm::Error mpc::writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &opts) {
-  onnx::ModelProto p;
+  pb::Arena arena;
+  onnx::ModelProto &p = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
   if (opts.externalDataFile.empty()) {
     if (auto err = exportOnnx(m, p))
       return err;

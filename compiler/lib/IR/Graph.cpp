@@ -276,7 +276,44 @@ void Graph::renumber() {
   nextOrder = k;
 }
 
+/// True when every producer (in this graph) of a node's inputs, and of what
+/// its nested graphs capture, has a smaller order key: then list order, which
+/// follows the keys, is already topological.
+static bool isSortedByOrderKey(Graph &g) {
+  unsigned prev = 0;
+  bool first = true;
+  for (Node &n : g.nodes()) {
+    if (!first && n.order() <= prev)
+      return false;
+    first = false;
+    prev = n.order();
+    auto before = [&](Value *v) {
+      return !v || !v->producer() || v->producer()->getParent() != &g ||
+             v->producer()->order() < n.order();
+    };
+    for (Value *v : n.inputs())
+      if (!before(v))
+        return false;
+    for (Attribute &a : n.attrs)
+      for (auto &body : a.graphs) {
+        bool ok = true;
+        forEachGraph(*body, [&](Graph &sub) {
+          for (Node &inner : sub.nodes())
+            for (Value *v : inner.inputs())
+              ok &= before(v);
+          for (Value *v : sub.outputs())
+            ok &= before(v);
+        });
+        if (!ok)
+          return false;
+      }
+  }
+  return true;
+}
+
 bool Graph::sortTopologically() {
+  if (isSortedByOrderKey(*this))
+    return true;
   // Kahn's algorithm with a min-heap on (order key, list position): linear up
   // to the heap's log factor, and deterministic. Only dependencies on values
   // produced in this graph count; nested bodies count through their captures.

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
+#include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -111,16 +112,12 @@ llvm::Error Tensor::materialize() {
       r.path, r.length >= 0 ? static_cast<uint64_t>(r.length) : byteSize(), r.offset,
       /*IsVolatile=*/false);
   if (!bufOrErr)
-    return llvm::createStringError(bufOrErr.getError(),
-                                   "tensor '%s': cannot read external data '%s': %s",
-                                   name.c_str(), r.location.c_str(),
-                                   bufOrErr.getError().message().c_str());
+    return inputError("tensor '{0}': cannot read external data '{1}': {2}", name, r.location,
+                      bufOrErr.getError().message());
   llvm::StringRef data = (*bufOrErr)->getBuffer();
   if (data.size() != byteSize())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "tensor '%s': external data '%s' has %zu bytes, expected %llu",
-                                   name.c_str(), r.location.c_str(), data.size(),
-                                   static_cast<unsigned long long>(byteSize()));
+    return inputError("tensor '{0}': external data '{1}' has {2} bytes, expected {3}", name,
+                      r.location, data.size(), byteSize());
   raw.assign(data.bytes_begin(), data.bytes_end());
   external.reset();
   return llvm::Error::success();

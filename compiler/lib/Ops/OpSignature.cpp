@@ -10,7 +10,8 @@
 #include "onnx/defs/schema.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include <map>
+#include "llvm/ADT/SmallString.h"
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -325,16 +326,22 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
 
 SignatureLookup mpc::lookupSignature(llvm::StringRef domain, llvm::StringRef opType,
                                      int64_t opsetVersion) {
-  using Key = std::tuple<std::string, std::string, int64_t>;
+  // One hash of "domain\0op\0version" per lookup: passes call this per node.
   static std::mutex mu;
-  static std::map<Key, std::pair<std::unique_ptr<OpSignature>, bool>> cache;
+  static llvm::StringMap<std::pair<std::unique_ptr<OpSignature>, bool>> cache;
+  llvm::SmallString<64> key(domain);
+  key.push_back('\0');
+  key.append(opType);
+  key.push_back('\0');
+  char ver[8];
+  std::memcpy(ver, &opsetVersion, 8);
+  key.append(ver, ver + 8);
   std::lock_guard<std::mutex> lock(mu);
-  Key key{domain.str(), opType.str(), opsetVersion};
   auto it = cache.find(key);
   if (it == cache.end()) {
     bool fallback = false;
     auto sig = resolve(domain, opType, opsetVersion, fallback);
-    it = cache.emplace(key, std::make_pair(std::move(sig), fallback)).first;
+    it = cache.try_emplace(key, std::make_pair(std::move(sig), fallback)).first;
   }
   return {it->second.first.get(), it->second.second && it->second.first != nullptr};
 }

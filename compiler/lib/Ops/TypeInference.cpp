@@ -169,6 +169,11 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
     if (!outIsContainer && v->type.inner)
       return *v->type.inner;
   }
+  // A parameter that admits one tensor type only (Shape's T1, comparisons'
+  // T1) fixes the output type without any input.
+  const TypeConstraint *c = sig->constraint(f->typeStr);
+  if (c && c->tensorTypes.size() == 1 && c->seqTypes.empty() && c->optionalTypes.empty())
+    return Type::tensor(c->tensorTypes[0]);
   return Type();
 }
 

@@ -18,6 +18,11 @@ class GraphVerifier {
 public:
   GraphVerifier(const VerifyOptions &opts) : opts(opts) {}
   llvm::Error verify(const Graph &g);
+  /// Verifies a nested graph; its definitions are invisible afterwards.
+  llvm::Error verifyScoped(const Graph &g);
+  /// Makes every value of the graphs enclosing `g` visible (verifying a body
+  /// on its own).
+  void defineEnclosing(const Graph &g);
 
 private:
   const VerifyOptions &opts;
@@ -64,7 +69,8 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
       }
     if (opts.checkTypes) {
       // Ports sharing a type parameter carry one element type, and an allowed one.
-      llvm::StringMap<std::pair<DType, const Value *>> seen;
+      // (type parameter, element type, first value): few entries, no hashing.
+      llvm::SmallVector<std::tuple<std::string, DType, const Value *>, 4> seen;
       auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
         if (!v || !v->type.isKnown())
           return llvm::Error::success();
@@ -90,12 +96,17 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         if (!f->homogeneous)
           return llvm::Error::success();
         std::string param = typeParamOfPort(n, sig, isInput, port);
-        auto [it, inserted] = seen.try_emplace(param, e, v);
-        if (!inserted && it->second.first != e && e != DType::Undefined &&
-            it->second.first != DType::Undefined)
-          return inputError("{0}: {1} mixes {2} ('{3}') and {4} ('{5}') for type parameter {6}",
-                            graphLabel(g), describeNode(n), dtypeName(it->second.first),
-                            it->second.second->name(), dtypeName(e), v->name(), f->typeStr);
+        for (const auto &[p, pe, pv] : seen) {
+          if (p != param)
+            continue;
+          if (pe != e && e != DType::Undefined && pe != DType::Undefined)
+            return inputError("{0}: {1} mixes {2} ('{3}') and {4} ('{5}') for type parameter "
+                              "{6}",
+                              graphLabel(g), describeNode(n), dtypeName(pe), pv->name(),
+                              dtypeName(e), v->name(), f->typeStr);
+          return llvm::Error::success();
+        }
+        seen.emplace_back(param, e, v);
         return llvm::Error::success();
       };
       for (unsigned i = 0; i < n.numInputs(); ++i)
@@ -108,7 +119,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   }
   for (const Attribute &a : n.attrs)
     for (const auto &body : a.graphs)
-      if (auto err = verify(*body))
+      if (auto err = verifyScoped(*body))
         return err;
   for (const Value *v : n.outputs())
     if (v)
@@ -133,12 +144,29 @@ llvm::Error GraphVerifier::verify(const Graph &g) {
   return llvm::Error::success();
 }
 
+llvm::Error GraphVerifier::verifyScoped(const Graph &g) {
+  llvm::DenseSet<const Value *> outer = defined;
+  llvm::Error err = verify(g);
+  defined = std::move(outer);
+  return err;
+}
+
+void GraphVerifier::defineEnclosing(const Graph &g) {
+  for (const Graph *p = g.parent(); p; p = p->parent()) {
+    for (const Value *v : p->inputs())
+      defined.insert(v);
+    for (const Value *v : p->initializers())
+      defined.insert(v);
+    for (const Node &n : p->nodes())
+      for (const Value *v : n.outputs())
+        if (v)
+          defined.insert(v);
+  }
+}
+
 llvm::Error mpc::verifyGraph(const Graph &g, const VerifyOptions &opts) {
   GraphVerifier v(opts);
-  // Values of enclosing graphs are visible in a nested graph.
-  for (const Graph *p = g.parent(); p; p = p->parent()) {
-    (void)p;
-  }
+  v.defineEnclosing(g);
   return v.verify(g);
 }
 
@@ -148,10 +176,10 @@ llvm::Error mpc::verifyModel(const Model &m, const VerifyOptions &opts) {
     return err;
   for (const TrainingInfo &ti : m.trainingInfo) {
     if (ti.initialization)
-      if (auto err = v.verify(*ti.initialization))
+      if (auto err = v.verifyScoped(*ti.initialization))
         return err;
     if (ti.algorithm)
-      if (auto err = v.verify(*ti.algorithm))
+      if (auto err = v.verifyScoped(*ti.algorithm))
         return err;
   }
   return llvm::Error::success();

@@ -60,7 +60,8 @@ public:
 
   Type type;
   /// True when the model carried a value_info (or graph input/output) entry for
-  /// it; export writes value_info for such intermediate values and new ones.
+  /// it; export writes value_info for intermediate values with this flag, so
+  /// a pass that creates a value sets it to keep the value's type in the file.
   bool hasValueInfo = false;
   std::string docString;
 

@@ -22,6 +22,7 @@ namespace mpc {
 struct InsertedCast {
   std::string from;   ///< value cast
   std::string to;     ///< cast result
+  const Value *result; ///< the cast's result (no producer once folded away)
   DType toType;
   bool ofConstant;    ///< producer is an initializer or Constant (not in K)
 };
