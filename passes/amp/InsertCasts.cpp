@@ -17,7 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/Amp.h"
 #include "mpc/Support/Diagnostics.h"
-#include "llvm/ADT/APFloat.h"
+#include "mpc/Support/Float16.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -67,26 +67,22 @@ static Tensor convertFloatTensor(const Tensor &src, DType to, unsigned &saturate
   Tensor out(to, src.dims);
   out.name = src.name;
   out.docString = src.docString;
-  const llvm::fltSemantics &sem =
-      to == DType::BF16 ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf();
-  llvm::APFloat largest = llvm::APFloat::getLargest(sem);
+  const bool bf16 = to == DType::BF16;
+  const uint16_t largest = bf16 ? 0x7F7F : 0x7BFF;
   int64_t n = src.numElements();
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * 2);
   const uint8_t *in = src.bytes().data();
   for (int64_t i = 0; i < n; ++i) {
-    float x;
+    uint32_t x;
     std::memcpy(&x, in + 4 * i, 4);
-    llvm::APFloat f(x);
-    bool lost;
-    f.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
-    if (f.isInfinity() && std::isfinite(x)) {
-      f = largest;
-      if (x < 0)
-        f.changeSign();
+    uint16_t h = bf16 ? floatBitsToBFloat16Bits(x) : floatBitsToHalfBits(x);
+    bool finiteIn = (x & 0x7F800000u) != 0x7F800000u;
+    bool infOut = (h & 0x7FFF) == (bf16 ? 0x7F80 : 0x7C00);
+    if (finiteIn && infOut) {
+      h = static_cast<uint16_t>((h & 0x8000) | largest);
       ++saturated;
     }
-    uint16_t bits = static_cast<uint16_t>(f.bitcastToAPInt().getZExtValue());
-    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    std::memcpy(bytes.data() + 2 * i, &h, 2);
   }
   out.setBytes(std::move(bytes));
   return out;

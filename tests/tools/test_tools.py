@@ -1,0 +1,663 @@
+#!/usr/bin/env python3
+"""Tests of mpc's inspection outputs: rewrite dumps, the JSON report and `mpc inspect`.
+
+    python3 tests/tools/test_tools.py --mpc build/tools/mpc --source-dir . [-v] [-k PATTERN]
+
+Runs the real binary on models/*.onnx and on models built here with onnx.helper:
+  * dumps (--dump-dir): before/after ONNX files that onnx.load reads, DOT renderings whose
+    node colors match the report's decisions, an SVG when Graphviz `dot` is installed (a
+    warning, not a failure, when it is not), sanitized file names, byte-identical reruns, and
+    a 20,000-node chain that renders collapsed, in bounded time;
+  * the report (--report): one entry per node, the summary line's N/M/K, casts, FLOP and byte
+    fractions in [0, 1] (> 0.5 for the CNN), Tensor Core alignment of the GEMMs;
+  * inspect: header, op histogram, painting per op type, JSON form, exit codes (1 bad input,
+    2 bad usage), and that it writes nothing.
+
+Needs python3 with onnx and numpy. The last line printed is 'N passed, N failed[, N skipped]';
+the exit status is 1 on any failure, 77 (CTest's skip code) when onnx is missing.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ElementTree
+
+SKIP_EXIT_CODE = 77
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:  # pragma: no cover
+    print(f"onnx and numpy are required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(SKIP_EXIT_CODE)
+
+MPC = None
+SOURCE_DIR = None
+MODELS = ("mlp", "cnn", "transformer", "lstm")
+MPC_TIMEOUT_S = 300
+# The 20,000-node chain must be rewritten, dumped and rendered within this many seconds
+# (about 5 s on a 2-core machine; the bound leaves room for slow CI hosts).
+LARGE_GRAPH_BUDGET_S = 120
+
+# DOT fill colors by decision (tools/mpc/Dump.cpp).
+GREEN, RED, YELLOW, GREY, WHITE, BLUE = (
+    "#8fd19e", "#f28b82", "#fde68a", "#d1d5db", "#ffffff", "#bfdbfe")
+
+
+def clean_env(**extra):
+    """The environment without MPC_* variables (they would change decisions), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    env.update(extra)
+    return env
+
+
+def run_mpc(*args, env=None, cwd=None):
+    return subprocess.run([MPC, *args], capture_output=True, text=True, env=env or clean_env(),
+                          cwd=cwd, timeout=MPC_TIMEOUT_S)
+
+
+def model_path(name):
+    return os.path.join(SOURCE_DIR, "models", name + ".onnx")
+
+
+def count_nodes(graph):
+    """Nodes of a GraphProto and of every graph nested in its attributes."""
+    n = 0
+    for node in graph.node:
+        n += 1
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                n += count_nodes(a.g)
+            for g in a.graphs:
+                n += count_nodes(g)
+    return n
+
+
+def parse_dot_nodes(text):
+    """{dot id: {'label': str, 'fill': str, 'attrs': str}} for the node statements of a DOT."""
+    nodes = {}
+    for m in re.finditer(r'^\s*(\w+) \[(.*)\];$', text, re.M):
+        ident, attrs = m.group(1), m.group(2)
+        if ident in ("graph", "node", "edge"):
+            continue
+        label = re.search(r'(?<!x)label="((?:[^"\\]|\\.)*)"', attrs)
+        fill = re.search(r'fillcolor="([^"]*)"', attrs)
+        nodes[ident] = {"label": label.group(1) if label else "",
+                        "fill": fill.group(1) if fill else WHITE, "attrs": attrs}
+    return nodes
+
+
+def expected_fill(decision):
+    if decision["color"] == "allow":
+        return GREEN
+    if decision["color"] == "deny":
+        return RED
+    return {"infer": YELLOW, "clear": GREY}.get(decision["class"], WHITE)
+
+
+def save_model(nodes, inputs, outputs, initializers, path, graph_name="g", opset=17):
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs, initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=8, producer_name="test_tools")
+    onnx.save(model, path)
+    return model
+
+
+def chain_model(path, n_nodes, name_of, width=16):
+    """x -> MatMul -> Add -> MatMul -> Add ... (n_nodes nodes) -> y, weights shared."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((width, width)) * 0.1).astype(np.float32),
+                                "W")
+    b = numpy_helper.from_array(np.zeros(width, np.float32), "B")
+    nodes, prev = [], "x"
+    for i in range(n_nodes):
+        op = "MatMul" if i % 2 == 0 else "Add"
+        out = "y" if i == n_nodes - 1 else f"t{i}"
+        nodes.append(helper.make_node(op, [prev, "W" if op == "MatMul" else "B"], [out],
+                                      name=name_of(i, op)))
+        prev = out
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, width])
+    return save_model(nodes, [x], [y], [w, b], path, graph_name="chain")
+
+
+class TempDirCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mpc-tools-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def rewrite(self, model, *extra, dump=True, report=None, env=None):
+        """Rewrites `model` into self.tmp; returns the CompletedProcess."""
+        stem = os.path.splitext(os.path.basename(model))[0]
+        args = ["rewrite", model, "-o", os.path.join(self.tmp, stem + ".amp.onnx")]
+        if dump:
+            args += ["--dump-dir", self.tmp]
+        if report:
+            args += ["--report", report]
+        r = run_mpc(*args, *extra, env=env)
+        self.assertEqual(r.returncode, 0, f"mpc {' '.join(args)} failed: {r.stderr}")
+        return r
+
+    def read(self, name):
+        with open(os.path.join(self.tmp, name), encoding="utf-8") as f:
+            return f.read()
+
+
+class DumpTest(TempDirCase):
+    def test_files_named_and_loadable(self):
+        for name in MODELS:
+            with self.subTest(model=name):
+                src = onnx.load(model_path(name))
+                self.rewrite(model_path(name))
+                graph = src.graph.name
+                for phase in ("before", "after"):
+                    for ext in ("onnx", "dot"):
+                        path = os.path.join(self.tmp, f"{name}_{graph}_{phase}.{ext}")
+                        self.assertTrue(os.path.isfile(path), path)
+                before = onnx.load(os.path.join(self.tmp, f"{name}_{graph}_before.onnx"))
+                after = onnx.load(os.path.join(self.tmp, f"{name}_{graph}_after.onnx"))
+                self.assertEqual(len(before.graph.node), len(src.graph.node))
+                onnx.checker.check_model(after)
+                self.assertTrue(any(n.op_type == "Cast" for n in after.graph.node))
+                lists = self.read(f"{name}_{graph}_lists.txt")
+                self.assertIn("target: f16", lists)
+                self.assertIn("level: DEFAULT", lists)
+                self.assertIn("keep-io-types: true", lists)
+                self.assertIn("deny-nodes: (none)", lists)
+                self.assertRegex(lists, r"\[allow\] \d+ ops\n(.*\n)*MatMul\n")
+                self.assertFalse([f for f in os.listdir(self.tmp) if ".tmp" in f])
+
+    def test_lists_file_shows_edits(self):
+        env = clean_env(MPC_AMP_ALLOWLIST_REMOVE="Gemm", MPC_AMP_DENYLIST_ADD="Gemm")
+        self.rewrite(model_path("mlp"), "--deny-nodes", "fc1/.*", "--target", "bf16", env=env)
+        lists = self.read("mlp_mlp_lists.txt")
+        self.assertIn("target: bf16", lists)
+        self.assertIn("deny-nodes: fc1/.*", lists)
+        self.assertIn("allow removals: Gemm", lists)
+        sections = {}
+        for block in lists.split("\n[")[1:]:
+            header, *entries = block.strip().split("\n")
+            sections[header.split("]")[0]] = entries
+        self.assertEqual(sorted(sections), ["allow", "clear", "deny", "infer"])
+        for entries in sections.values():
+            self.assertEqual(entries, sorted(entries))
+        self.assertIn("Gemm", sections["deny"])
+        self.assertNotIn("Gemm", sections["allow"])
+
+    def test_dot_colors_mlp(self):
+        self.rewrite(model_path("mlp"))
+        for phase in ("before", "after"):
+            nodes = parse_dot_nodes(self.read(f"mlp_mlp_{phase}.dot"))
+            by_op = {}
+            for n in nodes.values():
+                by_op.setdefault(n["label"].split("\\n")[0], []).append(n)
+            self.assertEqual(len(by_op["Gemm"]), 3)
+            for n in by_op["Gemm"]:
+                self.assertEqual(n["fill"], GREEN, n)
+            self.assertEqual(by_op["Softmax"][0]["fill"], YELLOW)
+            inserted = [n for n in nodes.values() if "inserted" in n["label"]]
+            if phase == "before":
+                self.assertEqual(inserted, [])
+            else:
+                self.assertEqual(len(inserted), 2)
+                for n in inserted:
+                    self.assertIn("shape=diamond", n["attrs"])
+                    self.assertEqual(n["fill"], BLUE)
+
+    def test_dot_colors_match_report(self):
+        for name in MODELS:
+            with self.subTest(model=name):
+                report_path = os.path.join(self.tmp, name + ".json")
+                self.rewrite(model_path(name), report=report_path)
+                with open(report_path) as f:
+                    report = json.load(f)
+                for phase in ("before", "after"):
+                    nodes = parse_dot_nodes(self.read(f"{name}_{report['graph']}_{phase}.dot"))
+                    by_label = {n["label"]: n for n in nodes.values()}
+                    for d in report["nodes"]:
+                        label = d["op"] + "\\n" + d["name"]
+                        if d["partial"]:
+                            label += "\\npartial: some slots stay fp32"
+                        self.assertIn(label, by_label, f"{phase}: no DOT node for {d}")
+                        self.assertEqual(by_label[label]["fill"], expected_fill(d), (phase, d))
+                        self.assertEqual("peripheries=2" in by_label[label]["attrs"],
+                                         d["partial"])
+
+    def test_half_edges_bold_blue(self):
+        self.rewrite(model_path("mlp"))
+        after = self.read("mlp_mlp_after.dot")
+        before = self.read("mlp_mlp_before.dot")
+        half_edges = re.findall(r'-> \w+ \[label="f16"([^\]]*)\]', after)
+        self.assertGreater(len(half_edges), 0)
+        for attrs in half_edges:
+            self.assertIn('color="#1d4ed8"', attrs)
+            self.assertIn("bold", attrs)
+        self.assertNotIn('label="f16"', before)
+        self.assertIn('label="f32"', before)
+
+    def test_nested_graph_is_a_cluster(self):
+        # y = If(c) then {Relu(MatMul(x, W))} else {x}: the branches are clusters.
+        w = numpy_helper.from_array(np.eye(8, dtype=np.float32), "W")
+        then_g = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "W"], ["mm"], name="then/MatMul"),
+             helper.make_node("Relu", ["mm"], ["r"], name="then/Relu")],
+            "then_body", [], [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4, 8])])
+        else_g = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["e"], name="else/Identity")],
+            "else_body", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4, 8])])
+        node = helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g,
+                                else_branch=else_g)
+        path = os.path.join(self.tmp, "iff.onnx")
+        save_model([node], [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w], path,
+                   graph_name="iff")
+        self.rewrite(path)
+        dot = self.read("iff_iff_before.dot")
+        self.assertEqual(len(re.findall(r"subgraph cluster_\d+ \{", dot)), 2)
+        nodes = parse_dot_nodes(dot)
+        matmul = [n for n in nodes.values() if n["label"].startswith("MatMul")]
+        self.assertEqual(len(matmul), 1)
+        self.assertEqual(matmul[0]["fill"], GREEN)
+        self.assertRegex(dot, r"g0_in1 -> g\d+_n0 \[label=\"f32\", style=dashed\]")
+
+    @unittest.skipUnless(shutil.which("dot"), "graphviz dot is not installed")
+    def test_svg_rendered(self):
+        r = self.rewrite(model_path("cnn"))
+        self.assertNotIn("dot", r.stderr)
+        for phase in ("before", "after"):
+            root = ElementTree.parse(os.path.join(self.tmp, f"cnn_cnn_{phase}.svg")).getroot()
+            self.assertTrue(root.tag.endswith("svg"), root.tag)
+            self.assertIn("conv0/Conv", ElementTree.tostring(root, encoding="unicode"))
+
+    def test_missing_dot_is_a_warning(self):
+        empty_bin = os.path.join(self.tmp, "empty-bin")
+        os.mkdir(empty_bin)
+        r = self.rewrite(model_path("mlp"), env=clean_env(PATH=empty_bin))
+        self.assertIn("graphviz 'dot' not found", r.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(self.tmp, "mlp_mlp_after.dot")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "mlp_mlp_after.svg")))
+
+    def test_graph_name_sanitized(self):
+        path = os.path.join(self.tmp, "odd.onnx")
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
+        save_model([helper.make_node("MatMul", ["x", "x"], ["y"], name="mm")], [x], [y], [],
+                   path, graph_name="../enc/layer 1:main")
+        self.rewrite(path)
+        names = sorted(os.listdir(self.tmp))
+        self.assertIn("odd____enc_layer_1_main_before.onnx", names)
+        for f in names:
+            self.assertTrue(os.path.isfile(os.path.join(self.tmp, f)), f)
+        onnx.load(os.path.join(self.tmp, "odd____enc_layer_1_main_after.onnx"))
+
+    def test_deterministic(self):
+        outputs = []
+        for run in range(2):
+            out_dir = os.path.join(self.tmp, f"run{run}")
+            os.mkdir(out_dir)
+            r = run_mpc("rewrite", model_path("transformer"), "-o",
+                        os.path.join(out_dir, "t.amp.onnx"), "--dump-dir", out_dir, "--report",
+                        os.path.join(out_dir, "t.json"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            files = {}
+            for f in sorted(os.listdir(out_dir)):
+                with open(os.path.join(out_dir, f), "rb") as fh:
+                    files[f] = fh.read()
+            outputs.append(files)
+        self.assertEqual(sorted(outputs[0]), sorted(outputs[1]))
+        for f in outputs[0]:
+            self.assertEqual(outputs[0][f], outputs[1][f], f"{f} differs between runs")
+
+    def test_large_chain_collapsed(self):
+        path = os.path.join(self.tmp, "chain.onnx")
+        chain_model(path, 20000, lambda i, op: f"{op.lower()}_{i}")
+        start = time.monotonic()
+        r = self.rewrite(path, report=os.path.join(self.tmp, "chain.json"))
+        elapsed = time.monotonic() - start
+        self.assertLess(elapsed, LARGE_GRAPH_BUDGET_S)
+        self.assertNotIn("could not render", r.stderr)
+        for phase in ("before", "after"):
+            dot = self.read(f"chain_chain_{phase}.dot")
+            self.assertIn("collapsed into", dot)
+            boxes = [k for k in parse_dot_nodes(dot) if re.fullmatch(r"b\d+", k)]
+            self.assertGreater(len(boxes), 10)
+            self.assertLessEqual(len(boxes), 300)
+            self.assertRegex(dot, r'b\d+ \[label="(?:[^"]*\\n)?nodes \d+-\d+ \(\d+\)\\nallow \d+')
+            if shutil.which("dot"):
+                self.assertTrue(os.path.isfile(os.path.join(self.tmp,
+                                                            f"chain_chain_{phase}.svg")))
+        with open(os.path.join(self.tmp, "chain.json")) as f:
+            self.assertEqual(len(json.load(f)["nodes"]), 20000)
+
+    def test_large_graph_boxes_follow_name_scopes(self):
+        # 60 layers of 20 nodes named like an exporter's: /enc/layer.3/fc7/MatMul.
+        path = os.path.join(self.tmp, "scoped.onnx")
+        chain_model(path, 1200, lambda i, op: f"/enc/layer.{i // 20}/fc{i % 20 // 2}/{op}")
+        self.rewrite(path)
+        dot = self.read("scoped_chain_after.dot")
+        self.assertIn("by node-name prefix (depth 2", dot)
+        self.assertIn('label="enc/layer.7/*\\n', dot)
+
+
+class ReportTest(TempDirCase):
+    def report(self, name, *extra):
+        path = os.path.join(self.tmp, name + ".json")
+        r = self.rewrite(model_path(name), *extra, dump=False, report=path)
+        with open(path) as f:
+            return json.load(f), r
+
+    def test_structure(self):
+        for name in MODELS:
+            with self.subTest(model=name):
+                report, r = self.report(name)
+                src = onnx.load(model_path(name))
+                self.assertEqual(len(report["nodes"]), count_nodes(src.graph))
+                for entry in report["nodes"]:
+                    self.assertEqual(sorted(entry), ["class", "color", "detail", "graph", "name",
+                                                     "op", "partial", "reason"])
+                    self.assertIn(entry["color"], ("allow", "deny", "keep"))
+                self.assertEqual([n["name"] for n in report["nodes"]],
+                                 [n.name for n in src.graph.node])
+                summary = report["summary"]
+                self.assertEqual(summary["line"], r.stdout.strip().splitlines()[-1])
+                n, m, k = map(int, re.match(r"Converted (\d+)/(\d+) nodes .* using (\d+) cast",
+                                            summary["line"]).groups())
+                self.assertEqual((n, m, k), (summary["slots_converted"], summary["nodes_before"],
+                                             summary["casts_to_target"]))
+                self.assertEqual(summary["target"], "f16")
+                self.assertEqual(summary["level"], "DEFAULT")
+                for c in report["casts"]:
+                    self.assertEqual(sorted(c), ["from", "of_constant", "to", "type"])
+                    self.assertIn(c["type"], ("f16", "f32"))
+                self.assertEqual(sum(1 for c in report["casts"]
+                                     if c["type"] == "f16" and not c["of_constant"]), k)
+                for key in ("fp16_flops_fraction", "fp16_bytes_fraction"):
+                    self.assertGreaterEqual(report[key], 0.0)
+                    self.assertLessEqual(report[key], 1.0)
+                self.assertEqual(report["flops"]["unestimated_nodes"], 0)
+                self.assertEqual(report["bytes"]["unknown_values"], 0)
+                self.assertIsInstance(report["notes"], list)
+                self.assertFalse([f for f in os.listdir(self.tmp) if ".tmp" in f])
+
+    def test_fractions(self):
+        cnn, _ = self.report("cnn")
+        self.assertGreater(cnn["fp16_flops_fraction"], 0.5)
+        self.assertGreater(cnn["fp16_bytes_fraction"], 0.5)
+        # Conv FLOPs: 2*N*H*W*Cout*Cin*k*k (+bias) for both convolutions.
+        conv = [o for o in cnn["flops"]["by_op"] if o["op"] == "Conv"][0]
+        expected = 2 * 2 * 32 * 32 * 16 * 3 * 9 + 2 * 16 * 32 * 32 \
+            + 2 * 2 * 16 * 16 * 32 * 16 * 9 + 2 * 32 * 16 * 16
+        self.assertEqual(conv["flops"], expected)
+        mlp, _ = self.report("mlp")
+        gemm = [o for o in mlp["flops"]["by_op"] if o["op"] == "Gemm"][0]
+        self.assertEqual(gemm["flops"], 2 * 8 * (64 * 128 + 128 * 64 + 64 * 10) + 8 * (128 + 64 + 10))
+        softmax = [o for o in mlp["flops"]["by_op"] if o["op"] == "Softmax"][0]
+        self.assertEqual(softmax["half_flops"], 0)
+        # TENSOR_CORES_ONLY keeps more fp32 work than the default painting.
+        tco, _ = self.report("transformer", "--level", "TENSOR_CORES_ONLY")
+        default, _ = self.report("transformer")
+        self.assertLess(tco["fp16_bytes_fraction"], default["fp16_bytes_fraction"])
+
+    def test_flop_formulas(self):
+        rng = np.random.default_rng(1)
+
+        def weight(name, shape):
+            return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32),
+                                           name)
+        inits = [weight("Wt", (8, 4, 3, 3)), weight("E", (1, 25, 8)), weight("B", (5, 6)),
+                 numpy_helper.from_array(np.array([1, 4, 25], np.int64), "shape"),
+                 numpy_helper.from_array(np.array([2], np.int64), "axes")]
+        nodes = [
+            helper.make_node("ConvTranspose", ["x", "Wt"], ["ct"], name="up", strides=[2, 2],
+                             pads=[1, 1, 1, 1], output_padding=[1, 1]),
+            helper.make_node("MaxPool", ["ct"], ["mp"], name="pool", kernel_shape=[2, 2],
+                             strides=[2, 2]),
+            helper.make_node("Reshape", ["mp", "shape"], ["r"], name="flat"),
+            helper.make_node("Einsum", ["r", "E"], ["ein"], name="ein", equation="bij,bjk->bik"),
+            helper.make_node("ReduceSum", ["ein", "axes"], ["y1"], name="sum", keepdims=0),
+            helper.make_node("MatMul", ["q", "B"], ["mm"], name="bmm"),
+            helper.make_node("Softmax", ["mm"], ["y2"], name="sm"),
+            helper.make_node("Transpose", ["mp"], ["y3"], name="tr", perm=[0, 1, 3, 2]),
+        ]
+        f32 = TensorProto.FLOAT
+        path = os.path.join(self.tmp, "ops.onnx")
+        save_model(nodes, [helper.make_tensor_value_info("x", f32, [1, 8, 5, 5]),
+                           helper.make_tensor_value_info("q", f32, [2, 3, 4, 5])],
+                   [helper.make_tensor_value_info("y1", f32, [1, 4]),
+                    helper.make_tensor_value_info("y2", f32, [2, 3, 4, 6]),
+                    helper.make_tensor_value_info("y3", f32, [1, 4, 5, 5])], inits, path)
+        report_path = os.path.join(self.tmp, "ops.json")
+        self.rewrite(path, dump=False, report=report_path)
+        with open(report_path) as f:
+            report = json.load(f)
+        flops = {o["op"]: o["flops"] for o in report["flops"]["by_op"]}
+        self.assertEqual(flops, {
+            "ConvTranspose": 2 * 25 * 8 * 4 * 9,  # every input pixel meets every weight
+            "MaxPool": 4 * 5 * 5 * 4,            # output elements * window
+            "Einsum": 2 * 1 * 4 * 25 * 8,        # 2 * product of index sizes
+            "MatMul": 2 * 6 * 4 * 6 * 5,         # batch 2*3, M 4, N 6, K 5
+            "ReduceSum": 1 * 4 * 8,              # input elements
+            "Softmax": 2 * 3 * 4 * 6})           # output elements; data movement not listed
+        self.assertEqual(report["flops"]["unestimated_nodes"], 0)
+        rows = {n["name"]: n for n in report["tensor_cores"]["nodes"]}
+        self.assertEqual((rows["up"]["c_in"], rows["up"]["c_out"]), (8, 4))
+        self.assertEqual(rows["up"]["misaligned"], ["c_out"])
+        self.assertFalse(rows["ein"]["shape_known"])  # no GEMM view of an Einsum
+        self.assertEqual((rows["bmm"]["m"], rows["bmm"]["n"], rows["bmm"]["k"],
+                          rows["bmm"]["batch"]), (4, 6, 5, 6))
+        lstm, _ = self.report("lstm")
+        flops = {o["op"]: o["flops"] for o in lstm["flops"]["by_op"]}
+        # Per step and sequence: 2 * 4 gates * H * (I + H) + 4 * 4 gates * H.
+        self.assertEqual(flops["LSTM"], 10 * 4 * (2 * 4 * 48 * (32 + 48) + 4 * 4 * 48))
+
+    def test_tensor_cores(self):
+        mlp, _ = self.report("mlp")
+        tc = mlp["tensor_cores"]
+        rows = {n["name"]: n for n in tc["nodes"]}
+        self.assertEqual((rows["fc0/Gemm"]["m"], rows["fc0/Gemm"]["n"], rows["fc0/Gemm"]["k"]),
+                         (8, 128, 64))
+        self.assertTrue(rows["fc0/Gemm"]["multiples_of_8"])
+        self.assertFalse(rows["fc2/Gemm"]["multiples_of_8"])
+        self.assertEqual(rows["fc2/Gemm"]["misaligned"], ["n"])
+        self.assertEqual((tc["gemm_nodes"], tc["aligned"]), (3, 2))
+        # Casts: x f32[8,64] -> f16 moves 8*64*(4+2) bytes; logits f16[8,10] -> f32 8*10*(2+4).
+        self.assertEqual(tc["cast_bytes"]["to_target"], 8 * 64 * 6)
+        self.assertEqual(tc["cast_bytes"]["to_fp32"], 8 * 10 * 6)
+        cnn, _ = self.report("cnn")
+        rows = {n["name"]: n for n in cnn["tensor_cores"]["nodes"]}
+        self.assertEqual((rows["conv0/Conv"]["c_in"], rows["conv0/Conv"]["c_out"]), (3, 16))
+        self.assertEqual(rows["conv0/Conv"]["misaligned"], ["c_in"])
+        self.assertTrue(rows["conv1/Conv"]["multiples_of_8"])
+        lstm, _ = self.report("lstm")
+        rows = {n["name"]: n for n in lstm["tensor_cores"]["nodes"]}
+        self.assertEqual((rows["lstm/LSTM"]["c_in"], rows["lstm/LSTM"]["c_out"]), (32, 48))
+
+    def test_unknown_shapes_counted(self):
+        # A symbolic batch is taken as 1; a custom op's output shape is unknown, so the MatMul
+        # after it cannot be estimated and is counted as such.
+        path = os.path.join(self.tmp, "sym.onnx")
+        w = numpy_helper.from_array(np.ones((8, 8), np.float32), "W")
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="mm0"),
+                 helper.make_node("Mystery", ["a"], ["b"], name="custom", domain="test.custom"),
+                 helper.make_node("MatMul", ["b", "W"], ["y"], name="mm1")]
+        graph = helper.make_graph(
+            nodes, "sym", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 8])], [w])
+        model = helper.make_model(graph, ir_version=8, opset_imports=[
+            helper.make_opsetid("", 17), helper.make_opsetid("test.custom", 1)])
+        onnx.save(model, path)
+        report_path = os.path.join(self.tmp, "sym.json")
+        self.rewrite(path, dump=False, report=report_path)
+        with open(report_path) as f:
+            report = json.load(f)
+        self.assertEqual(report["symbolic_dims_taken_as_1"], ["batch"])
+        self.assertGreaterEqual(report["flops"]["unestimated_nodes"], 1)
+        self.assertGreater(report["flops"]["unestimated_node_fraction"], 0)
+        self.assertLessEqual(report["fp16_flops_fraction"], 1.0)
+        rows = {n["name"]: n for n in report["tensor_cores"]["nodes"]}
+        self.assertTrue(rows["mm0"]["shape_known"])
+        self.assertTrue(rows["mm0"]["symbolic_dims_taken_as_1"])
+        # M = batch = 1 here; a symbolic M is not judged, N = K = 8 are aligned.
+        self.assertEqual((rows["mm0"]["m"], rows["mm0"]["misaligned"]), (1, []))
+        self.assertFalse(rows["mm1"]["shape_known"])
+
+    def test_report_folder_missing(self):
+        r = run_mpc("rewrite", model_path("mlp"), "-o", os.path.join(self.tmp, "o.onnx"),
+                    "--report", os.path.join(self.tmp, "no", "such", "r.json"))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+
+class InspectTest(TempDirCase):
+    def inspect(self, *args, env=None, code=0):
+        r = run_mpc("inspect", *args, env=env)
+        self.assertEqual(r.returncode, code, r.stderr)
+        return r
+
+    def test_text(self):
+        out = self.inspect(model_path("mlp")).stdout
+        self.assertIn("ir version: 8", out)
+        self.assertIn("producer:   mpc models/make_models.py 1", out)
+        self.assertIn("opsets:     ai.onnx 17", out)
+        self.assertRegex(out, r"inputs \(1\):\n  x\s+f32\[8,64\]\n")
+        self.assertRegex(out, r"outputs \(1\):\n  probs\s+f32\[8,10\]\n")
+        self.assertIn("nodes:      6\n", out)
+        hist = out.split("op histogram:\n")[1].split("parameters:")[0]
+        self.assertEqual([line.split() for line in hist.strip().splitlines()],
+                         [["Gemm", "3"], ["Relu", "2"], ["Softmax", "1"]])
+        self.assertRegex(out, r"parameters: 17226 in 6 initializers, 68904 bytes")
+        self.assertRegex(out, r"\n  f32\s+17226 elements\s+68904 bytes\s+6 initializers\n")
+        self.assertRegex(out, r"\n  Gemm\s+3  allow 3\n")
+        self.assertRegex(out, r"\n  Softmax\s+1  keep 1 \(infer op not between allow ops\)\n")
+        self.assertIn("would convert 5 of 6 nodes", out)
+
+    def test_histogram_sorted(self):
+        out = self.inspect(model_path("transformer")).stdout
+        hist = out.split("op histogram:\n")[1].split("parameters:")[0]
+        rows = [(line.split()[0], int(line.split()[1])) for line in hist.strip().splitlines()]
+        self.assertEqual(rows, sorted(rows, key=lambda r: (-r[1], r[0])))
+        self.assertEqual(dict(rows)["MatMul"], 8)
+        src = onnx.load(model_path("transformer"))
+        self.assertEqual(sum(c for _, c in rows), len(src.graph.node))
+
+    def test_json_matches_model(self):
+        for name in MODELS:
+            with self.subTest(model=name):
+                data = json.loads(self.inspect(model_path(name), "--json").stdout)
+                src = onnx.load(model_path(name))
+                self.assertEqual(data["nodes"], len(src.graph.node))
+                self.assertEqual(data["ir_version"], src.ir_version)
+                elements = sum(int(np.prod(t.dims)) for t in src.graph.initializer)
+                self.assertEqual(data["parameters"]["elements"], elements)
+                hist = {h["op"]: h["count"] for h in data["op_histogram"]}
+                for op in set(n.op_type for n in src.graph.node):
+                    self.assertEqual(hist[op], sum(1 for n in src.graph.node if n.op_type == op))
+                for row in data["painting"]["ops"]:
+                    self.assertEqual(sum(g["count"] for g in row["decisions"]), row["count"])
+
+    def test_painting_agrees_with_rewrite(self):
+        for name in MODELS:
+            with self.subTest(model=name):
+                data = json.loads(self.inspect(model_path(name), "--json").stdout)
+                path = os.path.join(self.tmp, name + ".json")
+                self.rewrite(model_path(name), dump=False, report=path)
+                with open(path) as f:
+                    report = json.load(f)
+                self.assertEqual(data["painting"]["allow_slots"],
+                                 report["summary"]["slots_converted"])
+                self.assertEqual(data["painting"]["allow_nodes"],
+                                 report["summary"]["nodes_by_color"]["allow"])
+
+    def test_target_and_environment(self):
+        out = self.inspect(model_path("mlp"), "--target", "bf16").stdout
+        self.assertIn("target bf16", out)
+        self.assertIn("to bfloat16", out)
+        env = clean_env(MPC_AMP_ALLOWLIST_REMOVE="Gemm", MPC_AMP_DENYLIST_ADD="Gemm")
+        out = self.inspect(model_path("mlp"), env=env).stdout
+        gemm = re.search(r"\n  Gemm\s+3  (.*)\n", out).group(1)
+        self.assertNotIn("allow", gemm)
+        self.assertEqual(sum(int(n) for n in re.findall(r"deny (\d+)", gemm)), 3)
+        self.assertIn("(op on deny list)", gemm)
+        r = self.inspect(model_path("mlp"), env=clean_env(MPC_AMP_BOGUS="1"), code=1)
+        self.assertIn("MPC_AMP_BOGUS", r.stderr)
+
+    def test_deterministic(self):
+        a = self.inspect(model_path("transformer")).stdout
+        b = self.inspect(model_path("transformer")).stdout
+        self.assertEqual(a, b)
+
+    def test_exit_codes(self):
+        r = self.inspect(os.path.join(self.tmp, "missing.onnx"), code=1)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertTrue(r.stderr.startswith("mpc: error: "), r.stderr)
+        bad = os.path.join(self.tmp, "bad.onnx")
+        with open(bad, "wb") as f:
+            f.write(b"\x08\x07garbage that is not a model")
+        r = self.inspect(bad, code=1)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.inspect(model_path("mlp"), "--frobnicate", code=2)
+        self.inspect(model_path("mlp"), "--target", "fp8", code=2)
+        self.inspect(model_path("mlp"), "--target", code=2)
+        self.inspect(code=2)
+        self.inspect(model_path("mlp"), model_path("cnn"), code=2)
+        self.assertIn("usage: mpc inspect", self.inspect("--help").stdout)
+
+    def test_writes_nothing(self):
+        work = os.path.join(self.tmp, "work")
+        logs = os.path.join(self.tmp, "logs")
+        os.mkdir(work)
+        os.mkdir(logs)
+        model = os.path.join(work, "mlp.onnx")
+        shutil.copy(model_path("mlp"), model)
+        before = os.stat(model)
+        for extra in ([], ["--json"]):
+            r = run_mpc("inspect", model, *extra, env=clean_env(MPC_AMP_LOG_PATH=logs), cwd=work)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.listdir(work), ["mlp.onnx"])
+        self.assertEqual(os.listdir(logs), [])
+        after = os.stat(model)
+        self.assertEqual((before.st_size, before.st_mtime_ns), (after.st_size, after.st_mtime_ns))
+
+
+def main():
+    global MPC, SOURCE_DIR
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mpc", required=True, help="path to the mpc binary")
+    parser.add_argument("--source-dir", required=True, help="mpc's source folder")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-k", dest="pattern", help="run only tests whose id contains this")
+    args = parser.parse_args()
+    MPC = os.path.abspath(args.mpc)
+    SOURCE_DIR = os.path.abspath(args.source_dir)
+
+    suite = unittest.TestSuite()
+    loader = unittest.TestLoader()
+    for case in (DumpTest, ReportTest, InspectTest):
+        for test in loader.loadTestsFromTestCase(case):
+            if not args.pattern or args.pattern in test.id():
+                suite.addTest(test)
+    result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1,
+                                     stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    line = f"{passed} passed, {failed} failed"
+    if skipped:
+        line += f", {skipped} skipped"
+    print(line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

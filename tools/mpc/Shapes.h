@@ -1,0 +1,81 @@
+//===- Shapes.h - Static shape estimates for reports ------------*- C++ -*-===//
+//
+// A small static shape estimator for `mpc rewrite --report`: propagates known
+// shapes through the common ONNX ops (broadcasting element-wise ops, MatMul,
+// Gemm, Conv/Pool, Reshape with constant shapes, ...) so that the report can
+// count FLOPs and bytes. Estimates only: what is not known stays unknown, and
+// nothing here is used to rewrite a model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_TOOLS_SHAPES_H
+#define MPC_TOOLS_SHAPES_H
+
+#include "mpc/IR/Graph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/Optional.h"
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mpc {
+namespace tool {
+
+/// A static shape estimate. `dims` entries are -1 where a size is unknown;
+/// nothing is known (not even the rank) when `rankKnown` is false.
+struct ShapeInfo {
+  bool rankKnown = false;
+  std::vector<int64_t> dims;
+
+  static ShapeInfo of(std::vector<int64_t> d) { return ShapeInfo{true, std::move(d)}; }
+  unsigned rank() const { return static_cast<unsigned>(dims.size()); }
+  bool isFullyKnown() const;
+  /// Product of the dims; -1 unless every dim is known.
+  int64_t numElements() const;
+};
+
+/// Shapes of every value of a model's main graph and of the graphs nested in
+/// it (If/Loop/Scan bodies), plus the contents of small integer tensors that
+/// shape computations produce (Shape -> Gather -> Concat -> Reshape).
+class ShapeEstimator {
+public:
+  /// Estimates all shapes. Symbolic dimensions ("batch") are taken as 1 and
+  /// recorded in assumedSymbols(), so that ratios stay meaningful.
+  explicit ShapeEstimator(const Model &m);
+
+  /// The estimate for `v` (unknown for values the estimator never saw).
+  const ShapeInfo &shape(const Value *v) const;
+  /// The elements of a small constant tensor (initializer, Constant, or a
+  /// folded shape computation), null when not known.
+  const std::vector<double> *constValues(const Value *v) const;
+  /// Symbolic dimension names that were taken as 1, sorted.
+  const std::vector<std::string> &assumedSymbols() const { return symbols; }
+  /// True when the shape of `v` was computed from a symbolic dimension taken
+  /// as 1 (a dynamic batch), so its sizes are not the ones at run time.
+  bool dependsOnSymbols(const Value *v) const { return symbolic.count(v) != 0; }
+
+private:
+  llvm::DenseMap<const Value *, ShapeInfo> shapes;
+  llvm::DenseMap<const Value *, std::vector<double>> consts;
+  llvm::DenseSet<const Value *> symbolic;
+  std::vector<std::string> symbols;
+  ShapeInfo unknown;
+
+  void visitGraph(const Graph &g);
+  void visitNode(const Node &n);
+  /// The declared shape; sets `usedSymbols` when a symbolic dim was taken as 1.
+  ShapeInfo fromDeclaredType(const Type &t, bool &usedSymbols);
+};
+
+/// Visits `g` and every graph nested in its nodes' attributes, outer first
+/// (a const forEachGraph).
+void forEachGraphConst(const Graph &g, llvm::function_ref<void(const Graph &)> fn);
+
+/// The size of every index letter of an Einsum node (and its broadcast
+/// ellipsis dimensions), for FLOP counts; false when a shape is unknown.
+bool einsumIndexSizes(const Node &n, const ShapeEstimator &s, std::vector<int64_t> &sizes);
+
+} // namespace tool
+} // namespace mpc
+
+#endif // MPC_TOOLS_SHAPES_H
