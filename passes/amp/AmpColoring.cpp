@@ -272,7 +272,8 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
       return locals.back();
     };
     auto addPort = [&](bool isInput, unsigned port, const Value *v) {
-      std::string param = typeParamOfPort(*n, lk.sig, isInput, port);
+      llvm::StringRef ref = typeParamRef(*n, lk.sig, isInput, port);
+      std::string param = ref.empty() ? typeParamOfPort(*n, lk.sig, isInput, port) : ref.str();
       // An op without a schema (a custom domain, a function) that a list
       // names: its float ports form one slot, as in FusedMatMul(A:T, B:T)->T.
       if (!lk.sig && cls != AmpClass::Unlisted && v && v->type.isKnown() &&
@@ -617,11 +618,11 @@ void AmpPainter::constantGuard() {
       if (!t || t->isExternal() || t->dtype != DType::F32)
         continue;
       ConstantIssue issue;
-      issue.value = v->name();
-      issue.node = describeNode(*n);
       scanConstant(*t, opts.target, issue);
       if (!issue.overflow && !issue.underflow)
         continue;
+      issue.value = v->name();
+      issue.node = describeNode(*n);
       // A small constant (an epsilon, a scale) that flushes to zero changes
       // the math: its consumer stays fp32. Large overflowing constants
       // (attention masks) saturate when converted.

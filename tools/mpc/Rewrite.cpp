@@ -53,8 +53,8 @@ options:
                            stdout instead of writing ONNX
   --verify-each            verify the model after every step
   --time                   print the time of each phase to stderr
-  --strict-check           run libonnx's strict type inference on the output even
-                           above 20,000 nodes (mpc's verifier always runs)
+  --strict-check           run libonnx's checker with strict type inference on the
+                           output even above 5,000 nodes (mpc's verifier always runs)
 
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
@@ -162,15 +162,15 @@ static std::string defaultOutput(llvm::StringRef input) {
   return std::string(out);
 }
 
-/// Models up to this many nodes also get libonnx's strict type inference
-/// (it dominates the run time of larger ones; --strict-check forces it).
-constexpr unsigned kStrictCheckNodeLimit = 20000;
+/// Models up to this many nodes are also checked by libonnx's checker with
+/// strict type inference (above it, that check dominates the run time:
+/// --strict-check forces it; mpc's verifier checks every model).
+constexpr unsigned kStrictCheckNodeLimit = 5000;
 
-/// Runs libonnx's checker (and, for models up to kStrictCheckNodeLimit nodes or
-/// with `strict`, its strict type inference) when it knows every opset the
-/// model imports (libonnx 1.12: default domain up to 17, IR up to 8).
+/// Runs libonnx's checker and strict type inference when it knows every opset
+/// the model imports (libonnx 1.12: default domain up to 17, IR up to 8).
 static llvm::Error onnxCheck(Model &m, bool strict) {
-  if (m.irVersion > 8)
+  if (m.irVersion > 8 || (!strict && m.graph->size() > kStrictCheckNodeLimit))
     return llvm::Error::success();
   for (const OpsetId &o : m.opsets) {
     int64_t known = newestKnownOpset(o.domain);
@@ -184,11 +184,9 @@ static llvm::Error onnxCheck(Model &m, bool strict) {
   try {
     onnx::checker::check_model(proto);
     // The checker's full mode: strict type inference over the whole model.
-    if (strict || m.graph->size() <= kStrictCheckNodeLimit) {
-      onnx::ShapeInferenceOptions opts{/*check_type=*/true, /*error_mode=*/1,
-                                       /*enable_data_propagation=*/false};
-      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
-    }
+    onnx::ShapeInferenceOptions opts{/*check_type=*/true, /*error_mode=*/1,
+                                     /*enable_data_propagation=*/false};
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
   } catch (const std::exception &e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');

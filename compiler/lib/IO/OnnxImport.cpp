@@ -67,8 +67,11 @@ private:
 
   llvm::Error importGraph(const onnx::GraphProto &gp, Graph &g, const Scope *outer,
                           Scope &scope);
-  llvm::Expected<Type> importType(const onnx::TypeProto &tp, llvm::StringRef where);
-  llvm::Error importTensor(const onnx::TensorProto &tp, Tensor &t, llvm::StringRef where);
+  llvm::Expected<Type> importType(const onnx::TypeProto &tp,
+                                  llvm::function_ref<std::string()> where);
+  /// `describe` names the tensor in messages; it runs only on errors.
+  llvm::Error importTensor(const onnx::TensorProto &tp, Tensor &t,
+                           llvm::function_ref<std::string()> describe);
   llvm::Error importAttribute(const onnx::AttributeProto &ap, Attribute &a, Node &owner,
                               const Scope &scope);
   llvm::Error checkExternalLocation(llvm::StringRef loc, llvm::StringRef where,
@@ -85,12 +88,13 @@ llvm::Error Importer::defineName(Scope &scope, Value *v, const Graph &g) {
   return llvm::Error::success();
 }
 
-llvm::Expected<Type> Importer::importType(const onnx::TypeProto &tp, llvm::StringRef where) {
+llvm::Expected<Type> Importer::importType(const onnx::TypeProto &tp,
+                                          llvm::function_ref<std::string()> where) {
   Type t;
   t.denotation = tp.denotation();
   auto elemType = [&](int32_t e) -> llvm::Expected<DType> {
     if (!isKnownDType(e))
-      return inputError("{0}: unknown element type {1}", where, e);
+      return inputError("{0}: unknown element type {1}", where(), e);
     return static_cast<DType>(e);
   };
   auto importShape = [&](const onnx::TensorShapeProto &sp) {
@@ -193,20 +197,20 @@ llvm::Error Importer::checkExternalLocation(llvm::StringRef loc, llvm::StringRef
 }
 
 llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
-                                   llvm::StringRef where) {
+                                   llvm::function_ref<std::string()> describe) {
   t.name = tp.name();
   t.docString = tp.doc_string();
   t.unknownFields = unknownFieldsOf(tp);
   if (!isKnownDType(tp.data_type()) || tp.data_type() == 0)
-    return inputError("{0}: unsupported tensor data type {1}", where, tp.data_type());
+    return inputError("{0}: unsupported tensor data type {1}", describe(), tp.data_type());
   t.dtype = static_cast<DType>(tp.data_type());
   for (int64_t d : tp.dims()) {
     if (d < 0)
-      return inputError("{0}: negative dimension {1}", where, d);
+      return inputError("{0}: negative dimension {1}", describe(), d);
     t.dims.push_back(d);
   }
   if (tp.has_segment())
-    return inputError("{0}: segmented tensors are not supported", where);
+    return inputError("{0}: segmented tensors are not supported", describe());
 
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     ExternalRef r;
@@ -217,7 +221,7 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
         char *end = nullptr;
         long long v = std::strtoll(kv.value().c_str(), &end, 10);
         if (kv.value().empty() || *end || v < 0)
-          return inputError("{0}: external data {1} '{2}' is not a non-negative integer", where,
+          return inputError("{0}: external data {1} '{2}' is not a non-negative integer", describe(),
                             kv.key(), kv.value());
         if (kv.key() == "offset")
           r.offset = static_cast<uint64_t>(v);
@@ -226,15 +230,15 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
       } else if (kv.key() == "checksum")
         r.checksum = kv.value();
     }
-    if (auto err = checkExternalLocation(r.location, where, r.path))
+    if (auto err = checkExternalLocation(r.location, describe(), r.path))
       return err;
     if (r.length >= 0 && static_cast<uint64_t>(r.length) != t.byteSize() &&
         t.dtype != DType::String)
       return inputError("{0}: external data length {1} does not match its shape ({2} bytes)",
-                        where, r.length, t.byteSize());
+                        describe(), r.length, t.byteSize());
     uint64_t fileSize = 0;
     if (llvm::sys::fs::file_size(r.path, fileSize) || r.offset + t.byteSize() > fileSize)
-      return inputError("{0}: external data file '{1}' is shorter than offset + length", where,
+      return inputError("{0}: external data file '{1}' is shorter than offset + length", describe(),
                         r.location);
     t.setExternal(std::move(r));
     return llvm::Error::success();
@@ -246,7 +250,7 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
   if (tp.has_raw_data()) {
     raw.assign(tp.raw_data().begin(), tp.raw_data().end());
     if (raw.size() != t.byteSize())
-      return inputError("{0}: raw data has {1} bytes, shape needs {2}", where, raw.size(),
+      return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), raw.size(),
                         t.byteSize());
     t.setBytes(std::move(raw));
     return llvm::Error::success();
@@ -318,7 +322,7 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
     llvm_unreachable("rejected above");
   }
   if (static_cast<int64_t>(count) != n)
-    return inputError("{0}: has {1} values, its shape needs {2}", where, count, n);
+    return inputError("{0}: has {1} values, its shape needs {2}", describe(), count, n);
   if (t.dtype != DType::String)
     t.setBytes(std::move(raw));
   return llvm::Error::success();
@@ -331,9 +335,9 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
   a.refAttrName = ap.ref_attr_name();
   a.unknownFields = unknownFieldsOf(ap);
   a.kind = static_cast<AttrKind>(ap.type());
-  std::string where = describeNode(owner) + ", attribute '" + ap.name() + "'";
+  auto where = [&] { return describeNode(owner) + ", attribute '" + ap.name() + "'"; };
   if (ap.type() < 0 || ap.type() > 14)
-    return inputError("{0}: unknown attribute type {1}", where, static_cast<int>(ap.type()));
+    return inputError("{0}: unknown attribute type {1}", where(), static_cast<int>(ap.type()));
   a.f = ap.f();
   a.i = ap.i();
   a.s = ap.s();
@@ -390,7 +394,7 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
   for (const auto &vi : gp.input()) {
     if (vi.name().empty())
       return inputError("{0}: an input has no name", gname);
-    auto t = importType(vi.type(), gname + ", input '" + vi.name() + "'");
+    auto t = importType(vi.type(), [&] { return gname + ", input '" + vi.name() + "'"; });
     if (!t)
       return t.takeError();
     Value *v = g.addInput(vi.name(), std::move(*t));
@@ -399,7 +403,7 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
       return err;
   }
   for (const auto &tp : gp.initializer()) {
-    std::string where = gname + ", initializer '" + tp.name() + "'";
+    auto where = [&] { return gname + ", initializer '" + tp.name() + "'"; };
     if (tp.name().empty())
       return inputError("{0}: an initializer has no name", gname);
     Tensor t;
@@ -466,7 +470,7 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
     Value *v = scope.lookup(vi.name());
     if (!v || v->graph() != &g)
       continue; // value_info for an unused or outer name: nothing to attach it to
-    auto t = importType(vi.type(), gname + ", value_info '" + vi.name() + "'");
+    auto t = importType(vi.type(), [&] { return gname + ", value_info '" + vi.name() + "'"; });
     if (!t)
       return t.takeError();
     v->type = std::move(*t);
@@ -477,7 +481,7 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
     Value *v = scope.lookup(vi.name());
     if (!v)
       return inputError("{0}: output '{1}' is not defined", gname, vi.name());
-    auto t = importType(vi.type(), gname + ", output '" + vi.name() + "'");
+    auto t = importType(vi.type(), [&] { return gname + ", output '" + vi.name() + "'"; });
     if (!t)
       return t.takeError();
     if (t->isKnown() && v->graph() == &g && v->kind() == ValueKind::NodeResult)

@@ -116,6 +116,16 @@ static void addAllowedType(TypeConstraint &c, llvm::StringRef s) {
   }
 }
 
+/// Parses the fixed tensor types of formals once, so passes need not.
+static void setFixedTypes(OpSignature &sig) {
+  for (auto *formals : {&sig.inputs, &sig.outputs})
+    for (FormalParam &f : *formals) {
+      Type t;
+      if (!sig.constraint(f.typeStr) && parseTypeString(f.typeStr, t) && t.isTensor())
+        f.fixedElem = t.elem;
+    }
+}
+
 static FormalOption convertOption(onnx::OpSchema::FormalParameterOption o) {
   switch (o) {
   case onnx::OpSchema::Single:
@@ -157,6 +167,7 @@ static std::unique_ptr<OpSignature> fromSchema(const onnx::OpSchema &s) {
       addAllowedType(tc, t);
     sig->constraints.push_back(std::move(tc));
   }
+  setFixedTypes(*sig);
   return sig;
 }
 
@@ -266,6 +277,7 @@ static std::unique_ptr<OpSignature> buildNewOp(const PatchRow &row) {
   sig->minOutputs = countReq(sig->outputs);
   sig->maxOutputs = static_cast<int>(sig->outputs.size());
   parseConstraints(row.types, *sig);
+  setFixedTypes(*sig);
   return sig;
 }
 
@@ -308,6 +320,7 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
       sig->maxInputs = static_cast<int>(sig->inputs.size());
       if (row.types[0])
         parseConstraints(row.types, *sig);
+      setFixedTypes(*sig);
       sig->sinceVersion = row.since;
       break;
     }

@@ -30,23 +30,35 @@ static const LinkedParams kLinked[] = {
 static const LinkedParams *linkedParams(const Node &n) {
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return nullptr;
+  // Called per port on every node: reject the common ops by first letter.
+  char c = n.opType.empty() ? 0 : n.opType[0];
+  if (c != 'S' && c != 'C' && c != 'O')
+    return nullptr;
   for (const LinkedParams &l : kLinked)
     if (n.opType == l.opType)
       return &l;
   return nullptr;
 }
 
-std::string mpc::typeParamOfPort(const Node &n, const OpSignature *sig, bool isInput,
-                                 unsigned port) {
+llvm::StringRef mpc::typeParamRef(const Node &n, const OpSignature *sig, bool isInput,
+                                  unsigned port) {
   const FormalParam *f = nullptr;
   if (sig)
     f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
-  if (!f || !sig->constraint(f->typeStr))
-    return (isInput ? "#in" : "#out") + std::to_string(port);
+  if (!f || f->fixedElem != DType::Undefined || !sig->constraint(f->typeStr))
+    return "";
   if (const LinkedParams *l = linkedParams(n))
     if (f->typeStr == l->element)
       return l->container;
   return f->typeStr;
+}
+
+std::string mpc::typeParamOfPort(const Node &n, const OpSignature *sig, bool isInput,
+                                 unsigned port) {
+  llvm::StringRef p = typeParamRef(n, sig, isInput, port);
+  if (p.empty())
+    return (isInput ? "#in" : "#out") + std::to_string(port);
+  return p.str();
 }
 
 /// The element type named by a dtype-valued attribute, or Undefined.
@@ -148,7 +160,7 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
     return Type();
   }
   // Find an input typed by the same parameter (or by its linked partner).
-  std::string param = typeParamOfPort(n, sig, /*isInput=*/false, out);
+  llvm::StringRef param = typeParamRef(n, sig, /*isInput=*/false, out);
   const LinkedParams *link = linkedParams(n);
   for (unsigned i = 0; i < n.numInputs(); ++i) {
     Value *v = n.input(i);
@@ -159,7 +171,7 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
       continue;
     if (fi->typeStr == f->typeStr)
       return v->type.kind == TypeKind::Tensor ? Type::tensor(v->type.elem) : v->type;
-    if (!link || typeParamOfPort(n, sig, true, i) != param)
+    if (!link || typeParamRef(n, sig, true, i) != param)
       continue;
     // Linked container/element parameters: wrap or unwrap one level.
     bool outIsContainer = f->typeStr == link->container;

@@ -70,7 +70,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
     if (opts.checkTypes) {
       // Ports sharing a type parameter carry one element type, and an allowed one.
       // (type parameter, element type, first value): few entries, no hashing.
-      llvm::SmallVector<std::tuple<std::string, DType, const Value *>, 4> seen;
+      llvm::SmallVector<std::tuple<llvm::StringRef, DType, const Value *>, 4> seen;
       auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
         if (!v || !v->type.isKnown())
           return llvm::Error::success();
@@ -80,12 +80,10 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         DType e = v->type.tensorElemType();
         const TypeConstraint *c = sig->constraint(f->typeStr);
         if (!c) {
-          Type fixed;
-          if (parseTypeString(f->typeStr, fixed) && fixed.isTensor() && v->type.isTensor() &&
-              fixed.elem != e)
+          if (f->fixedElem != DType::Undefined && v->type.isTensor() && f->fixedElem != e)
             return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),
                               describeNode(n), isInput ? "input" : "output", v->name(),
-                              dtypeName(e), dtypeName(fixed.elem));
+                              dtypeName(e), dtypeName(f->fixedElem));
           return llvm::Error::success();
         }
         // A fallback signature (opset newer than the registry) may predate
@@ -97,7 +95,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
                             v->name(), dtypeName(e), n.opType, sig->sinceVersion, f->typeStr);
         if (!f->homogeneous)
           return llvm::Error::success();
-        std::string param = typeParamOfPort(n, sig, isInput, port);
+        llvm::StringRef param = typeParamRef(n, sig, isInput, port);
         for (const auto &[p, pe, pv] : seen) {
           if (p != param)
             continue;

@@ -30,6 +30,8 @@ struct FormalParam {
   FormalOption option = FormalOption::Single;
   bool homogeneous = true;
   int minArity = 1;
+  /// For a fixed tensor type ("tensor(int64)"): its element type, parsed once.
+  DType fixedElem = DType::Undefined;
 };
 
 /// The types one type parameter admits: tensors of `tensorTypes`, sequences of

@@ -27,6 +27,9 @@ void inferTypes(Model &m);
 /// The type parameter of input/output port `port` ("#in3"/"#out1" for ports
 /// of a fixed type or beyond the signature), merging parameters that must
 /// agree across one node (sequence element and container types).
+/// Like typeParamOfPort without allocating: "" for a port of a fixed type or
+/// beyond the signature (each such port is its own parameter).
+llvm::StringRef typeParamRef(const Node &n, const OpSignature *sig, bool isInput, unsigned port);
 std::string typeParamOfPort(const Node &n, const OpSignature *sig, bool isInput,
                             unsigned port);
 

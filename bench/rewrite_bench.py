@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""rewrite_bench.py - end-to-end speed and memory of `mpc rewrite` vs model size.
+
+Generates synthetic transformer stacks (bench/gen_stack.py) of 10 thousand to 1
+million nodes and times `mpc rewrite` on each (parse, rewrite, verify, write),
+pinned to one core, median of --repeat runs. Prints a Markdown table: nodes per
+second end to end, the phase breakdown `mpc rewrite --time` reports, and the
+peak resident memory, plus how both grow with size (the bar: >= 300,000 nodes/s
+on one core, linear growth). A benchmark, not a test.
+
+usage: python3 bench/rewrite_bench.py --mpc build/tools/mpc [--sizes 10000,100000]
+                                      [--repeat 3] [--workdir /tmp/mpc-bench]
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def generate(size, path):
+    if os.path.exists(path):
+        return
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_stack.py"), "--nodes", str(size),
+                    "-o", path], check=True, stdout=subprocess.DEVNULL)
+
+
+def run_once(mpc, model, out, pin):
+    """One rewrite; returns (phase seconds dict, peak RSS in MiB)."""
+    cmd = [mpc, "rewrite", model, "-o", out, "--time"]
+    if pin and shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0"] + cmd
+    timer = shutil.which("time") or "/usr/bin/time"
+    proc = subprocess.run([timer, "-f", "MAXRSS_KB %M"] + cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"mpc rewrite failed on {model}:\n{proc.stderr}")
+    phases = {m.group(1): float(m.group(2))
+              for m in re.finditer(r"mpc: time: (\w+)\s+([0-9.]+) s", proc.stderr)}
+    rss = int(re.search(r"MAXRSS_KB (\d+)", proc.stderr).group(1)) / 1024.0
+    return phases, rss
+
+
+def node_count(summary_model):
+    import onnx  # only for counting; mpc itself does not need it
+    return len(onnx.load(summary_model, load_external_data=False).graph.node)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--sizes", default="10000,30000,100000,300000,1000000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", default="/tmp/mpc-bench")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin to core 0")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+
+    rows = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        model = os.path.join(args.workdir, f"stack{size}.onnx")
+        out = os.path.join(args.workdir, f"stack{size}.amp.onnx")
+        generate(size, model)
+        nodes = node_count(model)
+        runs = [run_once(args.mpc, model, out, not args.no_pin) for _ in range(args.repeat)]
+        totals = [sum(p.values()) for p, _ in runs]
+        med = statistics.median(totals)
+        best = runs[totals.index(med)][0]
+        rss = max(r for _, r in runs)
+        rows.append((nodes, med, best, rss, os.path.getsize(model) / 2**20))
+        print(f"# {nodes} nodes: {med:.3f} s, {nodes / med:,.0f} nodes/s, {rss:.0f} MiB",
+              file=sys.stderr)
+
+    print("| nodes | model MiB | end to end s | nodes/s | load | rewrite | check | write "
+          "| peak RSS MiB | RSS bytes/node |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for nodes, med, ph, rss, mib in rows:
+        print(f"| {nodes:,} | {mib:.1f} | {med:.3f} | {nodes / med:,.0f} | "
+              f"{ph.get('load', 0):.3f} | {ph.get('rewrite', 0):.3f} | {ph.get('check', 0):.3f} | "
+              f"{ph.get('write', 0):.3f} | {rss:.0f} | {rss * 2**20 / nodes:,.0f} |")
+    if len(rows) > 1:
+        (n0, t0, _, r0, _), (n1, t1, _, r1, _) = rows[0], rows[-1]
+        print(f"\nGrowth from {n0:,} to {n1:,} nodes ({n1 / n0:.0f}x): time x{t1 / t0:.1f}, "
+              f"peak memory x{r1 / r0:.1f} (linear would be x{n1 / n0:.0f}).")
+
+
+if __name__ == "__main__":
+    main()
