@@ -7,7 +7,7 @@ set -euo pipefail
 
 debs=(cmake ninja-build g++ clang-14 llvm-14-dev llvm-14-tools libclang-rt-14-dev
       libonnx-dev libprotobuf-dev protobuf-compiler libgtest-dev libopenblas-dev
-      graphviz python3 python3-pip)
+      libgoogle-perftools-dev graphviz python3 python3-pip)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
