@@ -1,0 +1,61 @@
+//===- Pool.h - Max and average pooling -------------------------*- C++ -*-===//
+//
+// N-d MaxPool (optional Indices output), AveragePool (count_include_pad,
+// ceil_mode through the output size, dilations) and the global pools over
+// NC<spatial> tensors. Averages accumulate in fp32 (fp64 for double).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CPU_POOL_H
+#define MPC_RUNTIME_CPU_POOL_H
+
+#include "mpc/Runtime/Cpu/Conv.h"
+#include "mpc/Runtime/Float16.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+
+namespace mpc {
+namespace cpu {
+
+/// Shape parameters of a pooling op. outSpatial comes from windowOutputSize
+/// (which applies ceil_mode); windows that overhang the end padding because
+/// of ceil_mode are clipped.
+struct PoolGeometry {
+  int64_t batch = 1;
+  int64_t channels = 1;
+  llvm::SmallVector<int64_t, 3> inSpatial;
+  llvm::SmallVector<int64_t, 3> outSpatial;
+  llvm::SmallVector<int64_t, 3> kernel;
+  llvm::SmallVector<int64_t, 3> strides;
+  llvm::SmallVector<int64_t, 3> dilations;
+  llvm::SmallVector<int64_t, 3> padsBegin;
+  llvm::SmallVector<int64_t, 3> padsEnd;
+};
+
+/// ONNX MaxPool. A NaN in a window makes the result NaN (as PyTorch; ORT's
+/// CPU kernel skips NaNs). indices, when given, receives for each output the
+/// flat index of the (first) maximum in X, [N, C, in...] row-major, or with
+/// columnMajorIndices (storage_order = 1) the spatial part column-major.
+template <typename T>
+void maxPool(const PoolGeometry &g, const T *x, T *y,
+             int64_t *indices = nullptr, bool columnMajorIndices = false);
+
+/// ONNX AveragePool. The divisor counts the window taps inside the input, or
+/// with countIncludePad those inside the padded input (never the ceil_mode
+/// overhang beyond the end padding).
+template <typename T>
+void averagePool(const PoolGeometry &g, bool countIncludePad, const T *x, T *y);
+
+/// GlobalAveragePool over planes of planeSize elements (planes = N * C).
+template <typename T>
+void globalAveragePool(const T *x, T *y, int64_t planes, int64_t planeSize);
+
+/// GlobalMaxPool over planes of planeSize elements; NaN propagates.
+template <typename T>
+void globalMaxPool(const T *x, T *y, int64_t planes, int64_t planeSize);
+
+} // namespace cpu
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CPU_POOL_H

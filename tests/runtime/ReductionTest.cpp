@@ -1,0 +1,279 @@
+//===- ReductionTest.cpp - Reduce* over arbitrary axes --------------------===//
+//
+// All ten reductions against a naive double-precision loop written here, over
+// leading, middle, trailing, alternating and all axes, long rows that are
+// widened in chunks, size-1 and empty dimensions (ONNX identities), NaN and
+// -inf handling, and native int32/int64 accumulation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mpc/Runtime/Cpu/Reduce.h"
+
+#include "TestUtil.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mpc;
+using namespace mpc::test;
+using cpu::ReduceKind;
+
+namespace {
+
+template <typename T> class ReduceTest : public ::testing::Test {};
+using AllFloatTypes = ::testing::Types<float, Half, BFloat16, double>;
+TYPED_TEST_SUITE(ReduceTest, AllFloatTypes);
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+const char *kindName(ReduceKind k) {
+  static const char *names[] = {"Sum",    "Mean",      "Max", "Min",
+                                "Prod",   "SumSquare", "L1",  "L2",
+                                "LogSum", "LogSumExp"};
+  return names[int(k)];
+}
+
+/// Naive reference: for every output element, visit every input element
+/// that maps to it. Also returns the error scale of each result.
+std::vector<double> refReduce(ReduceKind kind, const std::vector<double> &x,
+                              const std::vector<int64_t> &shape,
+                              std::vector<int64_t> axes,
+                              std::vector<double> &scale) {
+  size_t rank = shape.size();
+  std::vector<bool> red(rank, axes.empty());
+  for (int64_t a : axes)
+    red[size_t(a < 0 ? a + int64_t(rank) : a)] = true;
+  std::vector<int64_t> outShape;
+  for (size_t d = 0; d < rank; ++d)
+    if (!red[d])
+      outShape.push_back(shape[d]);
+  int64_t outSize = product(outShape);
+  std::vector<std::vector<double>> groups(static_cast<size_t>(outSize));
+  for (int64_t i = 0; i < product(shape); ++i) {
+    std::vector<int64_t> idx = unravel(i, shape);
+    int64_t o = 0;
+    for (size_t d = 0; d < rank; ++d)
+      if (!red[d])
+        o = o * shape[d] + idx[d];
+    groups[size_t(o)].push_back(x[size_t(i)]);
+  }
+  std::vector<double> out;
+  scale.clear();
+  for (const std::vector<double> &g : groups) {
+    double sum = 0, abs = 0, sq = 0, prod = 1, mx = -kInf, mn = kInf;
+    bool nan = false;
+    for (double v : g) {
+      sum += v;
+      abs += std::fabs(v);
+      sq += v * v;
+      prod *= v;
+      mx = std::max(mx, v);
+      mn = std::min(mn, v);
+      nan |= std::isnan(v);
+    }
+    double lse = -kInf;
+    if (!g.empty() && !std::isinf(mx)) {
+      double s = 0;
+      for (double v : g)
+        s += std::exp(v - mx);
+      lse = mx + std::log(s);
+    } else if (!g.empty()) {
+      lse = mx;
+    }
+    double n = double(g.size());
+    switch (kind) {
+    case ReduceKind::Sum:
+      out.push_back(sum);
+      scale.push_back(abs);
+      break;
+    case ReduceKind::Mean:
+      out.push_back(sum / n);
+      scale.push_back(abs / n);
+      break;
+    case ReduceKind::Max:
+      out.push_back(nan ? NAN : mx);
+      scale.push_back(0);
+      break;
+    case ReduceKind::Min:
+      out.push_back(nan ? NAN : mn);
+      scale.push_back(0);
+      break;
+    case ReduceKind::Prod:
+      out.push_back(prod);
+      scale.push_back(std::fabs(prod) * n);
+      break;
+    case ReduceKind::SumSquare:
+      out.push_back(sq);
+      scale.push_back(sq);
+      break;
+    case ReduceKind::L1:
+      out.push_back(abs);
+      scale.push_back(abs);
+      break;
+    case ReduceKind::L2:
+      out.push_back(std::sqrt(sq));
+      scale.push_back(std::sqrt(sq));
+      break;
+    case ReduceKind::LogSum:
+      out.push_back(std::log(sum));
+      scale.push_back(1);
+      break;
+    case ReduceKind::LogSumExp:
+      out.push_back(lse);
+      scale.push_back(1);
+      break;
+    }
+  }
+  return out;
+}
+
+struct ReduceCase {
+  std::vector<int64_t> shape, axes;
+};
+const ReduceCase kReduceCases[] = {
+    {{2, 3, 4}, {}},
+    {{2, 3, 4}, {0}},
+    {{2, 3, 4}, {1}},
+    {{2, 3, 4}, {2}},
+    {{2, 3, 4}, {0, 2}},
+    {{2, 3, 4}, {-1}},
+    {{2, 3, 4}, {0, 1, 2}},
+    {{5, 1, 7}, {1}},
+    {{5, 1, 7}, {0, 1}},
+    {{3, 1000}, {1}},
+    {{2, 5000}, {1}},
+    {{1000, 3}, {0}},
+    {{2, 3, 4, 5}, {1, 3}},
+    {{2, 3, 4, 5}, {0, 2}},
+    {{4}, {0}},
+    {{}, {}},
+    {{0, 3}, {0}},
+    {{0, 3}, {1}},
+    {{3, 0, 2}, {1}},
+};
+
+template <typename T> void checkKind(ReduceKind kind, double lo, double hi) {
+  SCOPED_TRACE(kindName(kind));
+  std::mt19937 rng(15);
+  for (const ReduceCase &rc : kReduceCases) {
+    SCOPED_TRACE(shapeString(rc.shape) + " axes " + shapeString(rc.axes));
+    std::vector<T> x = randomVector<T>(size_t(product(rc.shape)), rng, lo, hi);
+    std::vector<double> scale;
+    std::vector<double> expected =
+        refReduce(kind, toDoubles(x), rc.shape, rc.axes, scale);
+    llvm::SmallVector<int64_t, 4> outShape;
+    ASSERT_TRUE(cpu::reduceOutputShape(rc.shape, rc.axes, true, outShape));
+    ASSERT_EQ(product(std::vector<int64_t>(outShape.begin(), outShape.end())),
+              int64_t(expected.size()));
+    std::vector<T> y(expected.size());
+    cpu::reduce<T>(kind, x.data(), rc.shape, rc.axes, y.data());
+    EXPECT_TRUE(allClose(y, expected, scale));
+  }
+}
+
+TYPED_TEST(ReduceTest, AllKindsMatchNaiveLoops) {
+  using T = TypeParam;
+  checkKind<T>(ReduceKind::Sum, -1, 1);
+  checkKind<T>(ReduceKind::Mean, -1, 1);
+  checkKind<T>(ReduceKind::Max, -1, 1);
+  checkKind<T>(ReduceKind::Min, -1, 1);
+  checkKind<T>(ReduceKind::Prod, 0.9, 1.1);
+  checkKind<T>(ReduceKind::SumSquare, -1, 1);
+  checkKind<T>(ReduceKind::L1, -1, 1);
+  checkKind<T>(ReduceKind::L2, -1, 1);
+  checkKind<T>(ReduceKind::LogSum, 0.1, 1);
+  checkKind<T>(ReduceKind::LogSumExp, -5, 5);
+}
+
+TYPED_TEST(ReduceTest, SpecialValues) {
+  using T = TypeParam;
+  std::vector<int64_t> shape = {3, 4};
+  std::vector<double> v = {1,     std::nan(""), 3,     4,     -kInf, -kInf,
+                           -kInf, -kInf,        20000, 19999, -kInf, 1};
+  std::vector<T> x;
+  for (double d : v)
+    x.push_back(fromDouble<T>(d));
+  std::vector<T> y(3);
+  cpu::reduce<T>(ReduceKind::Max, x.data(), shape, {1}, y.data());
+  EXPECT_TRUE(std::isnan(toDouble(y[0])));
+  EXPECT_EQ(toDouble(y[1]), -kInf);
+  cpu::reduce<T>(ReduceKind::Min, x.data(), shape, {1}, y.data());
+  EXPECT_TRUE(std::isnan(toDouble(y[0])));
+  cpu::reduce<T>(ReduceKind::LogSumExp, x.data(), shape, {1}, y.data());
+  EXPECT_TRUE(std::isnan(toDouble(y[0])));
+  EXPECT_EQ(toDouble(y[1]), -kInf); // All -inf: no inf - inf NaN.
+  double big = toDouble(fromDouble<T>(20000)),
+         big2 = toDouble(fromDouble<T>(19999));
+  double lse = big + std::log(1 + std::exp(big2 - big));
+  EXPECT_NEAR(toDouble(y[2]), lse, std::fabs(lse) * TypeTraits<T>::kTol.rtol);
+}
+
+TEST(ReduceEmptyTest, Identities) {
+  std::vector<int64_t> shape = {0, 2};
+  std::vector<float> y(2);
+  auto run = [&](ReduceKind k) {
+    cpu::reduce<float>(k, nullptr, shape, {0}, y.data());
+    return y[0];
+  };
+  EXPECT_EQ(run(ReduceKind::Sum), 0.0f);
+  EXPECT_EQ(run(ReduceKind::Prod), 1.0f);
+  EXPECT_EQ(run(ReduceKind::Max), -INFINITY);
+  EXPECT_EQ(run(ReduceKind::Min), INFINITY);
+  EXPECT_TRUE(std::isnan(run(ReduceKind::Mean)));
+  EXPECT_EQ(run(ReduceKind::L2), 0.0f);
+  EXPECT_EQ(run(ReduceKind::LogSum), -INFINITY);
+  EXPECT_EQ(run(ReduceKind::LogSumExp), -INFINITY);
+  std::vector<int32_t> yi(2);
+  cpu::reduce<int32_t>(ReduceKind::Max, nullptr, shape, {0}, yi.data());
+  EXPECT_EQ(yi[0], std::numeric_limits<int32_t>::lowest());
+  cpu::reduce<int32_t>(ReduceKind::Mean, nullptr, shape, {0}, yi.data());
+  EXPECT_EQ(yi[0], 0);
+}
+
+template <typename I> void checkIntegers() {
+  std::mt19937 rng(16);
+  std::uniform_int_distribution<int> dist(-50, 50);
+  std::vector<int64_t> shape = {4, 5, 6};
+  std::vector<I> x(120);
+  for (I &v : x)
+    v = I(dist(rng));
+  for (ReduceKind kind :
+       {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min,
+        ReduceKind::SumSquare, ReduceKind::L1, ReduceKind::L2}) {
+    SCOPED_TRACE(kindName(kind));
+    for (std::vector<int64_t> axes : {std::vector<int64_t>{1}, {0, 2}, {}}) {
+      std::vector<double> scale;
+      std::vector<double> xd(x.begin(), x.end());
+      std::vector<double> ref = refReduce(kind, xd, shape, axes, scale);
+      std::vector<I> y(ref.size());
+      cpu::reduce<I>(kind, x.data(), shape, axes, y.data());
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_EQ(int64_t(y[i]), int64_t(std::trunc(ref[i]))) << "at " << i;
+    }
+  }
+  // Products in int64 do not overflow here and must be exact.
+  std::vector<I> small = {2, -3, 4, 5, 1, -1};
+  std::vector<I> y(2);
+  cpu::reduce<I>(ReduceKind::Prod, small.data(), {2, 3}, {1}, y.data());
+  EXPECT_EQ(int64_t(y[0]), -24);
+  EXPECT_EQ(int64_t(y[1]), -5);
+}
+
+TEST(ReduceIntegerTest, Int32) { checkIntegers<int32_t>(); }
+TEST(ReduceIntegerTest, Int64) { checkIntegers<int64_t>(); }
+
+TEST(ReduceShapeTest, OutputShapes) {
+  llvm::SmallVector<int64_t, 4> out;
+  ASSERT_TRUE(cpu::reduceOutputShape({2, 3, 4}, {0, -1}, true, out));
+  EXPECT_EQ(std::vector<int64_t>(out.begin(), out.end()),
+            (std::vector<int64_t>{1, 3, 1}));
+  ASSERT_TRUE(cpu::reduceOutputShape({2, 3, 4}, {0, -1}, false, out));
+  EXPECT_EQ(std::vector<int64_t>(out.begin(), out.end()),
+            (std::vector<int64_t>{3}));
+  ASSERT_TRUE(cpu::reduceOutputShape({2, 3}, {}, false, out));
+  EXPECT_TRUE(out.empty());
+  EXPECT_FALSE(cpu::reduceOutputShape({2, 3}, {2}, false, out));
+  EXPECT_FALSE(cpu::reduceOutputShape({2, 3}, {1, -1}, false, out));
+}
+
+} // namespace
