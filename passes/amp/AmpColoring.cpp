@@ -254,7 +254,7 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
     struct Local {
       std::string param;
       unsigned slot;
-      bool sawF32 = false, sawOther = false, schemaRejects = false;
+      bool sawF32 = false, sawOther = false, sawUnknown = false, schemaRejects = false;
       DType other = DType::Undefined;
     };
     llvm::SmallVector<Local, 4> locals;
@@ -281,8 +281,14 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
         param = "T";
       Local &l = slotFor(param);
       c.portSlot.push_back(l.slot);
-      if (!v || !v->type.isKnown())
+      if (!v)
         return;
+      // A port whose type nobody knows (an untyped body input, a custom
+      // op's result) could be anything: its slot is left alone.
+      if (!v->type.isKnown() || v->type.tensorElemType() == DType::Undefined) {
+        l.sawUnknown = true;
+        return;
+      }
       DType e = v->type.tensorElemType();
       if (e == DType::F32)
         l.sawF32 = true;
@@ -316,7 +322,7 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
         keep(AmpReason::FixedType);
       else if (l.sawOther)
         keep(AmpReason::NotFloat32);
-      else if (!l.sawF32)
+      else if (!l.sawF32 || l.sawUnknown)
         keep(AmpReason::TypeUnknown);
       else if (cls == AmpClass::Unlisted)
         keep(AmpReason::Unlisted);

@@ -313,6 +313,12 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
     packValues<uint8_t>(tp.int32_data(), raw);
     count = static_cast<size_t>(std::min<int64_t>(tp.int32_data_size() * 2, n));
     break;
+  case DType::U2:
+  case DType::I2:
+    // int32_data holds one packed byte (four elements) per entry.
+    packValues<uint8_t>(tp.int32_data(), raw);
+    count = static_cast<size_t>(std::min<int64_t>(tp.int32_data_size() * 4, n));
+    break;
   case DType::String:
     for (const std::string &s : tp.string_data())
       t.strings().push_back(s);

@@ -43,6 +43,8 @@ static const DTypeInfo kDTypeInfo[] = {
     {"i4", "tensor(int4)", 4, false},
     {"f4e2m1", "tensor(float4e2m1)", 4, true},
     {"f8e8m0", "tensor(float8e8m0)", 8, true},
+    {"u2", "tensor(uint2)", 2, false},
+    {"i2", "tensor(int2)", 2, false},
 };
 static_assert(sizeof(kDTypeInfo) / sizeof(kDTypeInfo[0]) == kMaxDType + 1,
               "one row per DType");

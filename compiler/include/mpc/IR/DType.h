@@ -39,10 +39,12 @@ enum class DType : uint8_t {
   I4 = 22,
   F4E2M1 = 23,
   F8E8M0 = 24,
+  U2 = 25,
+  I2 = 26,
 };
 
 /// The largest DType value mpc knows; larger ONNX values are rejected on import.
-constexpr unsigned kMaxDType = 24;
+constexpr unsigned kMaxDType = 26;
 
 /// Short name used by the text printer and diagnostics ("f32", "f16", "i64").
 llvm::StringRef dtypeName(DType t);
