@@ -1,0 +1,110 @@
+//===- CpuBackend.h - The reference CPU backend and its kernel table -*- C++ -*-===//
+//
+// One table row per op: op type, domain, opset range, supported dtypes of the
+// type-determining operand, a shape function and a run function. The table
+// is a plain array (CpuKernelTable.cpp); lookups are a linear scan over a few
+// dozen rows at plan time only. CpuCaps is derived from the same rows, so the
+// compiler's painting and the runtime cannot disagree.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CPUBACKEND_H
+#define MPC_RUNTIME_CPUBACKEND_H
+
+#include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Target/BackendCaps.h"
+#include <vector>
+
+namespace mpc {
+
+/// A set of DTypes as a bit mask over the ONNX type numbers.
+using DTypeSet = uint32_t;
+constexpr DTypeSet dtypeBit(DType t) { return DTypeSet(1) << unsigned(t); }
+constexpr DTypeSet kFloatTypes = dtypeBit(DType::F32) | dtypeBit(DType::F16) |
+                                 dtypeBit(DType::BF16) | dtypeBit(DType::F64);
+constexpr DTypeSet kIntTypes = dtypeBit(DType::I8) | dtypeBit(DType::I16) |
+                               dtypeBit(DType::I32) | dtypeBit(DType::I64);
+constexpr DTypeSet kNumericTypes = kFloatTypes | kIntTypes;
+constexpr DTypeSet kAllTypes = kNumericTypes | dtypeBit(DType::Bool) |
+                               dtypeBit(DType::U8) | dtypeBit(DType::U16) |
+                               dtypeBit(DType::U32) | dtypeBit(DType::U64);
+
+/// Static type and shape of a value during planning.
+struct ShapedType {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+};
+
+/// Input to a shape function: the node, its input types (Undefined for an
+/// absent optional input) and, where known at plan time, input values
+/// (initializers and host-folded shape computations), else null.
+struct ShapeQuery {
+  const Node &node;
+  llvm::ArrayRef<ShapedType> inputs;
+  llvm::ArrayRef<const HostTensor *> values;
+};
+
+/// Computes output types; an Error names the node and what is wrong.
+using ShapeFn = llvm::Error (*)(const ShapeQuery &q,
+                                std::vector<ShapedType> &outputs);
+/// Runs the node on host buffers.
+using RunFn = llvm::Error (*)(const KernelCall &call);
+
+/// One kernel table row.
+struct CpuKernel {
+  const char *opType;
+  const char *domain;
+  int64_t minOpset, maxOpset;
+  /// Supported dtypes of input 0 (of output 0 for ops without inputs).
+  DTypeSet dtypes;
+  ShapeFn shape;
+  RunFn run;
+  /// Output values may depend on data (NonZero): allocated at run time.
+  bool dynamicShape = false;
+  /// Element-wise: the output may share the buffer of an operand with the
+  /// output's dtype and shape.
+  bool inPlace = false;
+};
+
+/// The whole table.
+llvm::ArrayRef<CpuKernel> cpuKernelTable();
+
+/// The row for a node at its model's opset, or null.
+const CpuKernel *findCpuKernel(const Node &n);
+
+/// The row for an op type/domain/opset, or null.
+const CpuKernel *findCpuKernel(llvm::StringRef opType, llvm::StringRef domain,
+                               int64_t opset);
+
+/// The capabilities derived from the CPU table: a 16-bit type is supported
+/// where the node's row lists it.
+class CpuCaps final : public BackendCaps {
+public:
+  std::string name() const override { return "cpu"; }
+  bool supportsLowPrecision(const Node &n, DType t) const override;
+};
+
+/// The reference CPU backend: aligned host allocations, synchronous kernels.
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(int numThreads = 0);
+  llvm::StringRef name() const override { return "cpu"; }
+  llvm::Error checkAvailable() const override { return llvm::Error::success(); }
+  llvm::Expected<DeviceBuffer> allocate(size_t bytes, BufferKind kind) override;
+  void release(DeviceBuffer buffer) override;
+  void copyToDevice(void *dst, const void *src, size_t bytes, Stream) override;
+  void copyToHost(void *dst, const void *src, size_t bytes, Stream) override;
+  bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const override;
+  llvm::Error launch(const KernelCall &call, Stream) override;
+  void synchronize(Stream) override {}
+  const BackendCaps &caps() const override { return cpuCaps; }
+  size_t peakAllocatedBytes() const override { return peakBytes; }
+
+private:
+  CpuCaps cpuCaps;
+  size_t currentBytes = 0, peakBytes = 0;
+};
+
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CPUBACKEND_H

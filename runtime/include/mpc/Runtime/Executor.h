@@ -1,0 +1,142 @@
+//===- Executor.h - Plans and runs a model on a backend ---------*- C++ -*-===//
+//
+// create() checks, before anything runs, that the backend has a kernel for
+// every node (one error naming op, domain, opset and node). plan() infers
+// every shape statically for the given input shapes with the kernel table's
+// shape functions, evaluates small host-computable values (initializers,
+// Shape/Gather/Concat/Unsqueeze/Cast chains feeding Reshape and friends) on
+// the host, and assigns every remaining value an offset in one transient
+// arena (MemoryPlanner.h). run() copies the inputs in, launches the nodes in
+// order and copies the outputs out.
+//
+// Memory: initializers and folded values live in the persistent pool, uploaded
+// once per executor (plan) and kept across runs. Activations live in the
+// arena, allocated on the first run and reused while the plan fits; an
+// element-wise binary op writes in place over an operand of its output's
+// dtype and shape whose last use it is. Kernels may use heap scratch of
+// their own (LSTM).
+//
+// Dynamic mode: a graph with control flow (If, Loop, Scan) or an op whose
+// output shape depends on data (NonZero) is not planned statically. Its
+// nodes are shaped as they run, every value gets its own backend allocation
+// (outside any arena), freed after its last use. Bodies run on
+// sub-executors (planned statically when they can be): the values they read
+// (formal inputs and values captured from enclosing graphs) are passed as
+// host copies, and their outputs come back as host copies.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_EXECUTOR_H
+#define MPC_RUNTIME_EXECUTOR_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/MemoryPlanner.h"
+#include "llvm/ADT/DenseMap.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// A named host tensor: a model input or output.
+struct NamedTensor {
+  std::string name;
+  HostTensor tensor;
+};
+
+/// Memory figures of the current plan, in bytes.
+struct MemoryStats {
+  /// Planned arena size.
+  uint64_t plannedPeak = 0;
+  /// Arena size without any reuse (sum of all aligned activation sizes).
+  uint64_t noReuseSum = 0;
+  /// Most bytes live at one step: no plan can do better.
+  uint64_t lowerBound = 0;
+  /// Persistent pool: initializers and folded values.
+  uint64_t persistent = 0;
+  /// Number of arena buffers.
+  size_t numBuffers = 0;
+  /// Values computed in place over an operand's buffer.
+  size_t numInPlace = 0;
+};
+
+class Executor {
+public:
+  ~Executor();
+
+  /// Checks that `backend` supports every node of the model's main graph
+  /// (and of every If/Loop/Scan body).
+  static llvm::Expected<std::unique_ptr<Executor>> create(const Model &model,
+                                                          Backend &backend);
+  /// The same for one graph (a body); values it reads from enclosing graphs
+  /// become named inputs (outerValues()).
+  static llvm::Expected<std::unique_ptr<Executor>> createForGraph(const Graph &graph,
+                                                                  Backend &backend);
+
+  /// Infers shapes, folds host-computable values and plans the arena for
+  /// these input shapes. run() calls it when the shapes change.
+  llvm::Error plan(llvm::ArrayRef<NamedTensor> inputs);
+
+  /// Runs the model. Every graph input without a default must be given, with
+  /// its declared dtype and a shape matching its declared dims.
+  llvm::Expected<std::vector<NamedTensor>> run(llvm::ArrayRef<NamedTensor> inputs);
+
+  const MemoryStats &memoryStats() const { return stats; }
+  /// The arena requests and plan (for checkMemoryPlan in tests).
+  llvm::ArrayRef<BufferRequest> bufferRequests() const { return requests; }
+  const MemoryPlan &memoryPlan() const { return arenaPlan; }
+  /// Number of nodes evaluated on the host during planning.
+  size_t numFoldedNodes() const { return numFolded; }
+  /// True when the graph runs in dynamic mode (see the file comment).
+  bool isDynamic() const { return dynamicMode; }
+  /// Values of enclosing graphs that this graph reads; run() takes them as
+  /// inputs by name.
+  llvm::ArrayRef<const Value *> outerValues() const { return outer; }
+
+  struct Slot; // private to runtime/lib (ExecutorSlot.h)
+
+private:
+  Executor(const Graph &g, Backend &b);
+  llvm::Error checkKernels();
+  llvm::Error loadInitializers();
+  llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
+                          std::vector<const HostTensor *> &bound) const;
+  TensorRef tensorRef(unsigned slot) const;
+  void releaseFolded();
+  llvm::Expected<std::vector<NamedTensor>>
+  runDynamic(const std::vector<const HostTensor *> &bound);
+  llvm::Expected<std::vector<HostTensor>>
+  runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> inputs);
+  llvm::Expected<HostTensor> hostValue(unsigned slot, const TensorRef &ref) const;
+
+  const Graph &graph;
+  Backend &backend;
+  std::vector<Slot> slots;
+  llvm::DenseMap<const Value *, unsigned> slotOf;
+  /// Nodes that run (not folded), in order.
+  std::vector<const Node *> steps;
+  std::vector<BufferRequest> requests;
+  std::vector<unsigned> requestSlot;
+  /// Formal inputs followed by the outer values: what run() binds by name.
+  std::vector<const Value *> formals;
+  MemoryPlan arenaPlan;
+  MemoryStats stats;
+  DeviceBuffer arena;
+  std::vector<DeviceBuffer> persistentBuffers, foldedBuffers;
+  std::vector<std::vector<int64_t>> plannedShapes;
+  bool planned = false;
+  bool dynamicMode = false;
+  size_t numFolded = 0;
+  /// Values of enclosing graphs read here (or by nested bodies).
+  std::vector<const Value *> outer;
+  /// Sub-executors of each control-flow node, one per graph attribute.
+  llvm::DenseMap<const Node *, std::vector<std::unique_ptr<Executor>>> bodies;
+  /// Values of this graph (or outer ones) a control-flow node's bodies read.
+  llvm::DenseMap<const Node *, std::vector<const Value *>> captures;
+};
+
+} // namespace mpc
+
+#endif // MPC_RUNTIME_EXECUTOR_H

@@ -1,0 +1,55 @@
+//===- HostTensor.h - Dense tensors in host memory --------------*- C++ -*-===//
+//
+// The unit of data exchanged with the executor: model inputs and outputs,
+// values folded during planning, and what the .npy/.npz/.pb readers return.
+// Bytes are packed little-endian in row-major order, 16-bit floats as 16 bits.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_HOSTTENSOR_H
+#define MPC_RUNTIME_HOSTTENSOR_H
+
+#include "mpc/IR/DType.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+class Tensor;
+
+/// A tensor whose storage is a byte vector on the host.
+struct HostTensor {
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  HostTensor() = default;
+  HostTensor(DType t, std::vector<int64_t> s);
+  int64_t numElements() const;
+  size_t byteSize() const { return bytes.size(); }
+  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> const T *data() const {
+    return reinterpret_cast<const T *>(bytes.data());
+  }
+  /// Element i converted to double (float, 16-bit float, integer, bool).
+  double getAsDouble(int64_t i) const;
+};
+
+/// Bytes per element of the dtypes the runtime stores (0 for others).
+size_t runtimeElementSize(DType t);
+
+/// "[2, 3, 32, 32]".
+std::string formatShape(llvm::ArrayRef<int64_t> shape);
+
+/// A host copy of an initializer or Constant attribute (materializing
+/// external data).
+llvm::Expected<HostTensor> hostTensorFromIR(const Tensor &t);
+
+/// Converts the elements to another dtype with the CPU Cast kernel.
+llvm::Expected<HostTensor> castHostTensor(const HostTensor &t, DType to);
+
+} // namespace mpc
+
+#endif // MPC_RUNTIME_HOSTTENSOR_H

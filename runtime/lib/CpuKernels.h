@@ -1,0 +1,127 @@
+//===- CpuKernels.h - Internal helpers of the CPU kernel glue --*- C++ -*-===//
+//
+// Type dispatch (a switch over DType calling a generic lambda with a value of
+// the storage type), attribute access and the shape/run functions the table
+// in CpuKernelTable.cpp lists. Private to runtime/lib.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_LIB_CPUKERNELS_H
+#define MPC_RUNTIME_LIB_CPUKERNELS_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Float16.h"
+#include "mpc/Support/Diagnostics.h"
+
+namespace mpc {
+namespace cpuk {
+
+/// Calls fn(T()) for the floating-point storage types.
+template <typename Fn> bool dispatchFloat(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::F32: fn(float()); return true;
+  case DType::F64: fn(double()); return true;
+  case DType::F16: fn(Half()); return true;
+  case DType::BF16: fn(BFloat16()); return true;
+  default: return false;
+  }
+}
+
+/// Calls fn(T()) for the float and signed integer storage types.
+template <typename Fn> bool dispatchSigned(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::I8: fn(int8_t()); return true;
+  case DType::I16: fn(int16_t()); return true;
+  case DType::I32: fn(int32_t()); return true;
+  case DType::I64: fn(int64_t()); return true;
+  default: return dispatchFloat(t, fn);
+  }
+}
+
+/// Calls fn(T()) for every storage type the runtime holds.
+template <typename Fn> bool dispatchAll(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::Bool: fn(bool()); return true;
+  case DType::U8: fn(uint8_t()); return true;
+  case DType::U16: fn(uint16_t()); return true;
+  case DType::U32: fn(uint32_t()); return true;
+  case DType::U64: fn(uint64_t()); return true;
+  default: return dispatchSigned(t, fn);
+  }
+}
+
+/// "node 'x' (Op): <msg>" as an InputError.
+llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
+/// The ints of an attribute, or `dflt`.
+std::vector<int64_t> intsAttr(const Node &n, llvm::StringRef name,
+                              std::vector<int64_t> dflt = {});
+/// Normalizes a possibly negative axis against `rank`; false when out of range.
+bool normalizeAxis(int64_t &axis, int64_t rank);
+/// Integer values of a known input (i32/i64), or an error naming the node.
+llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
+                                               llvm::StringRef what);
+/// Integer values of an input at run time.
+std::vector<int64_t> readInts(const TensorRef &t);
+
+// Shape functions.
+llvm::Error shapeSameAsInput0(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeCompare(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapePredicate(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeCast(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeGemm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeMatMul(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeConv(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapePool(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeGlobalPool(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeLayerNorm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeReduce(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeLSTM(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeReshape(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeFlatten(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeTranspose(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeSqueeze(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeUnsqueeze(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeShape(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeSize(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeGather(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeConcat(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeConstant(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeSlice(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeExpand(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeWhere(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeNonZero(const ShapeQuery &, std::vector<ShapedType> &);
+
+// Run functions.
+llvm::Error runCast(const KernelCall &);
+llvm::Error runWhere(const KernelCall &);
+llvm::Error runNot(const KernelCall &);
+llvm::Error runLogical(const KernelCall &);
+llvm::Error runGemm(const KernelCall &);
+llvm::Error runMatMul(const KernelCall &);
+llvm::Error runConv(const KernelCall &);
+llvm::Error runMaxPool(const KernelCall &);
+llvm::Error runAveragePool(const KernelCall &);
+llvm::Error runGlobalAveragePool(const KernelCall &);
+llvm::Error runGlobalMaxPool(const KernelCall &);
+llvm::Error runBatchNorm(const KernelCall &);
+llvm::Error runLayerNorm(const KernelCall &);
+llvm::Error runSoftmax(const KernelCall &);
+llvm::Error runLogSoftmax(const KernelCall &);
+llvm::Error runReduce(const KernelCall &);
+llvm::Error runLSTM(const KernelCall &);
+llvm::Error runCopy(const KernelCall &);
+llvm::Error runTranspose(const KernelCall &);
+llvm::Error runShape(const KernelCall &);
+llvm::Error runSize(const KernelCall &);
+llvm::Error runGather(const KernelCall &);
+llvm::Error runConcat(const KernelCall &);
+llvm::Error runConstant(const KernelCall &);
+llvm::Error runSlice(const KernelCall &);
+llvm::Error runExpand(const KernelCall &);
+llvm::Error runNonZero(const KernelCall &);
+
+} // namespace cpuk
+} // namespace mpc
+
+#endif // MPC_RUNTIME_LIB_CPUKERNELS_H

@@ -1,0 +1,525 @@
+//===- Executor.cpp - Static planning and in-order execution -----------------===//
+//
+// plan(): one pass over the nodes in topological order computing output
+// types with the table's shape functions; a node whose inputs are all known
+// on the host (or that reads only shapes: Shape, Size) and whose outputs are
+// small is evaluated right there and becomes a persistent value. Every other
+// value gets a live interval over the remaining steps and an arena offset.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Executor.h"
+#include "ExecutorSlot.h"
+#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+#include <cstring>
+#include <numeric>
+
+using namespace mpc;
+
+/// Values up to this many elements keep a host copy and may be folded.
+static constexpr int64_t kHostValueLimit = 1 << 16;
+
+
+Executor::Executor(const Graph &g, Backend &b) : graph(g), backend(b) {}
+
+Executor::~Executor() {
+  releaseFolded();
+  for (DeviceBuffer &buf : persistentBuffers)
+    backend.release(buf);
+  backend.release(arena);
+}
+
+void Executor::releaseFolded() {
+  for (DeviceBuffer &buf : foldedBuffers)
+    backend.release(buf);
+  foldedBuffers.clear();
+}
+
+llvm::Expected<std::unique_ptr<Executor>> Executor::create(const Model &model,
+                                                           Backend &backend) {
+  if (!model.graph)
+    return inputError("model has no graph");
+  auto ex = createForGraph(*model.graph, backend);
+  if (ex && !(*ex)->outer.empty())
+    return inputError("graph reads '{0}', which no graph defines", (*ex)->outer[0]->name());
+  return ex;
+}
+
+/// Control-flow ops run by the executor itself on sub-executors.
+static bool isControlFlow(const Node &n) {
+  return n.domain.empty() && (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan");
+}
+
+llvm::Expected<std::unique_ptr<Executor>> Executor::createForGraph(const Graph &graph,
+                                                                   Backend &backend) {
+  std::unique_ptr<Executor> ex(new Executor(graph, backend));
+  if (auto e = ex->checkKernels())
+    return std::move(e);
+  if (auto e = ex->loadInitializers())
+    return std::move(e);
+  return std::move(ex);
+}
+
+llvm::Error Executor::checkKernels() {
+  const Node *first = nullptr;
+  std::string firstDTypes;
+  unsigned count = 0;
+  for (const Node &n : graph.nodes()) {
+    if (isControlFlow(n)) {
+      dynamicMode = true;
+      for (const Attribute &a : n.attrs)
+        for (const auto &body : a.graphs) {
+          auto sub = createForGraph(*body, backend);
+          if (!sub)
+            return sub.takeError();
+          bodies[&n].push_back(std::move(*sub));
+        }
+      continue;
+    }
+    if (const CpuKernel *k = findCpuKernel(n))
+      dynamicMode |= k->dynamicShape;
+    llvm::SmallVector<DType, 4> dtypes;
+    for (const Value *v : n.inputs())
+      dtypes.push_back(v ? v->type.elem : DType::Undefined);
+    bool known = !dtypes.empty() ? dtypes[0] != DType::Undefined
+                                 : (n.numOutputs() && n.output(0) &&
+                                    n.output(0)->type.elem != DType::Undefined);
+    bool ok = findCpuKernel(n) && (!known || backend.supportsOp(n, dtypes));
+    if (ok)
+      continue;
+    if (!count++) {
+      first = &n;
+      firstDTypes = dtypes.empty() ? "" : dtypeName(dtypes[0]).str();
+    }
+  }
+  if (!count)
+    return llvm::Error::success();
+  std::string more =
+      count > 1 ? " (and " + std::to_string(count - 1) + " more unsupported nodes)" : "";
+  std::string domain = first->domain.empty() ? "ai.onnx" : first->domain;
+  return inputError("unsupported op {0} (domain '{1}', opset {2}{3}{4}) at {5}: the "
+                    "{6} backend has no kernel for it{7}",
+                    first->opType, domain, first->opsetVersion(),
+                    firstDTypes.empty() ? "" : ", input type ", firstDTypes,
+                    describeNode(*first), backend.name(), more);
+}
+
+llvm::Error Executor::loadInitializers() {
+  auto addSlot = [&](const Value *v) {
+    slotOf[v] = slots.size();
+    slots.emplace_back();
+    slots.back().value = v;
+    return unsigned(slots.size() - 1);
+  };
+  for (const Value *v : graph.inputs()) {
+    unsigned s = addSlot(v);
+    slots[s].kind = SlotKind::Input;
+  }
+  for (const Value *v : graph.initializers()) {
+    if (slotOf.count(v))
+      continue; // an input with a default: bound per run
+    unsigned s = addSlot(v);
+    Slot &slot = slots[s];
+    slot.kind = SlotKind::Initializer;
+    auto h = hostTensorFromIR(*v->initializer());
+    if (!h)
+      return h.takeError();
+    slot.type = ShapedType{h->dtype, h->shape};
+    auto buf = backend.allocate(h->byteSize(), BufferKind::Persistent);
+    if (!buf)
+      return buf.takeError();
+    backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), Stream());
+    persistentBuffers.push_back(*buf);
+    slot.persistent = buf->data;
+    stats.persistent += buf->size;
+    if (h->numElements() <= kHostValueLimit)
+      slot.host = std::make_unique<HostTensor>(std::move(*h));
+  }
+  for (const Node &n : graph.nodes())
+    for (const Value *v : n.outputs())
+      if (v)
+        addSlot(v);
+  // Values read here but defined in an enclosing graph, directly or by a
+  // nested body, become named inputs of this executor.
+  auto noteOuter = [&](const Value *v) {
+    if (v && !slotOf.count(v)) {
+      unsigned s = addSlot(v);
+      slots[s].kind = SlotKind::Input;
+      outer.push_back(v);
+    }
+  };
+  for (const Node &n : graph.nodes()) {
+    for (const Value *v : n.inputs())
+      noteOuter(v);
+    auto it = bodies.find(&n);
+    if (it == bodies.end())
+      continue;
+    std::vector<const Value *> &cap = captures[&n];
+    for (const auto &body : it->second)
+      for (const Value *v : body->outer) {
+        noteOuter(v);
+        if (std::find(cap.begin(), cap.end(), v) == cap.end())
+          cap.push_back(v);
+      }
+  }
+  formals.assign(graph.inputs().begin(), graph.inputs().end());
+  formals.insert(formals.end(), outer.begin(), outer.end());
+  backend.synchronize(Stream());
+  return llvm::Error::success();
+}
+
+static std::string describeDims(const Type &t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    s += i ? ", " : "";
+    s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
+         : t.dims[i].param.empty() ? "?" : t.dims[i].param;
+  }
+  return s + "]";
+}
+
+llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
+                                  std::vector<const HostTensor *> &bound) const {
+  llvm::StringMap<unsigned> index;
+  for (unsigned i = 0; i < formals.size(); ++i)
+    index[formals[i]->name()] = i;
+  bound.assign(formals.size(), nullptr);
+  for (const NamedTensor &t : inputs) {
+    auto it = index.find(t.name);
+    if (it == index.end())
+      return inputError("input '{0}' is not an input of the model", t.name);
+    bound[it->second] = &t.tensor;
+  }
+  llvm::StringMap<std::pair<int64_t, std::string>> symbols;
+  for (unsigned i = 0; i < bound.size(); ++i) {
+    const Value *v = formals[i];
+    const Type &decl = v->type;
+    if (!bound[i]) {
+      if (v->initializer())
+        continue;
+      return inputError("missing input '{0}' ({1} {2})", v->name(), dtypeName(decl.elem),
+                        describeDims(decl));
+    }
+    const HostTensor &t = *bound[i];
+    if (decl.elem != DType::Undefined && t.dtype != decl.elem)
+      return inputError("input '{0}': element type {1}, the model expects {2}", v->name(),
+                        dtypeName(t.dtype), dtypeName(decl.elem));
+    if (runtimeElementSize(t.dtype) == 0)
+      return inputError("input '{0}': element type {1} is not supported", v->name(),
+                        dtypeName(t.dtype));
+    if (!decl.hasShape)
+      continue;
+    bool ok = decl.dims.size() == t.shape.size();
+    for (size_t d = 0; ok && d < t.shape.size(); ++d) {
+      const Dim &dim = decl.dims[d];
+      if (dim.isKnown() && dim.value != t.shape[d])
+        ok = false;
+      if (dim.isSymbolic()) {
+        auto ins = symbols.try_emplace(dim.param, t.shape[d], v->name());
+        if (!ins.second && ins.first->second.first != t.shape[d])
+          return inputError("input '{0}': dimension '{1}' is {2} but {3} in input '{4}'",
+                            v->name(), dim.param, t.shape[d], ins.first->second.first,
+                            ins.first->second.second);
+      }
+    }
+    if (!ok)
+      return inputError("input '{0}': shape {1}, the model expects {2}", v->name(),
+                        formatShape(t.shape), describeDims(decl));
+  }
+  return llvm::Error::success();
+}
+
+/// The dtype planned for a node's first output.
+static DType outTypesDType(const Node &n, const std::vector<Executor::Slot> &slots,
+                           const llvm::DenseMap<const Value *, unsigned> &slotOf) {
+  return slots[slotOf.lookup(n.output(0))].type.dtype;
+}
+
+/// A host KernelCall over host tensors (for folding during planning).
+static void addHostRef(llvm::SmallVectorImpl<TensorRef> &refs, const ShapedType &t,
+                       const HostTensor *h) {
+  TensorRef r;
+  r.dtype = t.dtype;
+  r.shape.assign(t.shape.begin(), t.shape.end());
+  r.data = h ? const_cast<uint8_t *>(h->bytes.data()) : nullptr;
+  refs.push_back(r);
+}
+
+llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
+  std::vector<const HostTensor *> bound;
+  if (auto e = checkInputs(inputs, bound))
+    return e;
+  if (dynamicMode)
+    return llvm::Error::success(); // shaped and allocated while running
+  planned = false;
+  releaseFolded();
+  steps.clear();
+  requests.clear();
+  requestSlot.clear();
+  numFolded = 0;
+  uint64_t persistentBase = stats.persistent;
+  for (Slot &s : slots) {
+    s.firstStep = s.lastStep = -1;
+    if (s.kind == SlotKind::Folded) {
+      s.kind = SlotKind::Activation;
+      s.host.reset();
+      s.persistent = nullptr;
+    }
+  }
+  plannedShapes.assign(formals.size(), {});
+  std::vector<std::unique_ptr<HostTensor>> defaults;
+  for (unsigned i = 0; i < bound.size(); ++i) {
+    const HostTensor *t = bound[i];
+    if (!t) {
+      auto d = hostTensorFromIR(*formals[i]->initializer());
+      if (!d)
+        return d.takeError();
+      defaults.push_back(std::make_unique<HostTensor>(std::move(*d)));
+      t = defaults.back().get();
+    }
+    Slot &s = slots[slotOf[formals[i]]];
+    s.type = ShapedType{t->dtype, t->shape};
+    s.firstStep = s.lastStep = 0;
+    plannedShapes[i] = t->shape;
+  }
+
+  // Uses still ahead of each value (graph outputs never run out), and the
+  // slot whose buffer each value shares (itself unless computed in place).
+  std::vector<int64_t> remaining(slots.size(), 0);
+  for (const Node &n : graph.nodes())
+    for (const Value *v : n.inputs())
+      if (v && slotOf.count(v))
+        ++remaining[slotOf[v]];
+  for (const Value *v : graph.outputs())
+    ++remaining[slotOf[v]];
+  std::vector<unsigned> root(slots.size());
+  std::iota(root.begin(), root.end(), 0u);
+
+  for (const Node &n : graph.nodes()) {
+    const CpuKernel *row = findCpuKernel(n);
+    assert(row && "checked by create()");
+    for (const Value *v : n.inputs())
+      if (v && slotOf.count(v))
+        --remaining[slotOf[v]];
+    std::vector<ShapedType> inTypes;
+    std::vector<const HostTensor *> values;
+    bool allKnown = true;
+    for (const Value *v : n.inputs()) {
+      if (!v) {
+        inTypes.emplace_back();
+        values.push_back(nullptr);
+        continue;
+      }
+      auto it = slotOf.find(v);
+      if (it == slotOf.end())
+        return inputError("{0}: input '{1}' comes from an enclosing graph, which the "
+                          "executor does not support",
+                          describeNode(n), v->name());
+      const Slot &s = slots[it->second];
+      inTypes.push_back(s.type);
+      values.push_back(s.host.get());
+      allKnown &= s.host != nullptr;
+    }
+    std::vector<ShapedType> outTypes;
+    ShapeQuery q{n, inTypes, values};
+    if (auto e = row->shape(q, outTypes))
+      return e;
+    outTypes.resize(n.numOutputs());
+    int64_t outElems = 0;
+    for (unsigned o = 0; o < n.numOutputs(); ++o) {
+      if (!n.output(o))
+        continue;
+      Slot &s = slots[slotOf[n.output(o)]];
+      s.type = outTypes[o];
+      outElems += kernels::numElements(outTypes[o].shape);
+    }
+    bool readsShapesOnly = n.opType == "Shape" || n.opType == "Size";
+    if ((allKnown || readsShapesOnly) && outElems <= kHostValueLimit && n.numOutputs()) {
+      // Evaluate on the host now; the result is a persistent value.
+      KernelCall call;
+      call.node = &n;
+      for (size_t i = 0; i < inTypes.size(); ++i)
+        addHostRef(call.inputs, inTypes[i], values[i]);
+      std::vector<std::unique_ptr<HostTensor>> outs;
+      for (unsigned o = 0; o < n.numOutputs(); ++o) {
+        outs.push_back(std::make_unique<HostTensor>(outTypes[o].dtype, outTypes[o].shape));
+        addHostRef(call.outputs, outTypes[o], n.output(o) ? outs.back().get() : nullptr);
+      }
+      if (auto e = row->run(call))
+        return e;
+      for (unsigned o = 0; o < n.numOutputs(); ++o) {
+        if (!n.output(o))
+          continue;
+        Slot &s = slots[slotOf[n.output(o)]];
+        auto buf = backend.allocate(outs[o]->byteSize(), BufferKind::Persistent);
+        if (!buf)
+          return buf.takeError();
+        backend.copyToDevice(buf->data, outs[o]->bytes.data(), outs[o]->byteSize(),
+                             Stream());
+        foldedBuffers.push_back(*buf);
+        stats.persistent += buf->size;
+        s.kind = SlotKind::Folded;
+        s.persistent = buf->data;
+        s.host = std::move(outs[o]);
+      }
+      ++numFolded;
+      continue;
+    }
+    llvm::SmallVector<DType, 4> dts;
+    for (const ShapedType &t : inTypes)
+      dts.push_back(t.dtype);
+    if (!backend.supportsOp(n, dts))
+      return inputError("unsupported op {0} (domain '{1}', opset {2}, input type {3}) at "
+                        "{4}: the {5} backend has no kernel for it",
+                        n.opType, n.domain.empty() ? "ai.onnx" : n.domain,
+                        n.opsetVersion(), dts.empty() ? "none" : dtypeName(dts[0]),
+                        describeNode(n), backend.name());
+    int64_t step = steps.size();
+    steps.push_back(&n);
+    // In place: an element-wise op writes over an operand of the output's
+    // dtype and shape whose last use this is (the loops allow the alias).
+    int64_t inPlaceRoot = -1;
+    if (row->inPlace && n.numOutputs() == 1 && n.output(0))
+      for (unsigned k = 0; k < n.numInputs() && k < 2 && inPlaceRoot < 0; ++k) {
+        const Value *v = n.input(k);
+        if (!v)
+          continue;
+        unsigned sv = slotOf[v];
+        const Slot &s = slots[sv];
+        if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) &&
+            remaining[sv] == 0 && s.type.dtype == outTypesDType(n, slots, slotOf) &&
+            s.type.shape == slots[slotOf[n.output(0)]].type.shape)
+          inPlaceRoot = root[sv];
+      }
+    for (const Value *v : n.inputs())
+      if (v) {
+        Slot &s = slots[root[slotOf[v]]];
+        if (s.kind == SlotKind::Input || s.kind == SlotKind::Activation)
+          s.lastStep = std::max(s.lastStep, step);
+      }
+    for (const Value *v : n.outputs())
+      if (v) {
+        unsigned so = slotOf[v];
+        Slot &s = slots[so];
+        s.kind = SlotKind::Activation;
+        if (inPlaceRoot >= 0) {
+          root[so] = unsigned(inPlaceRoot);
+          continue;
+        }
+        s.firstStep = s.lastStep = step;
+      }
+  }
+  for (const Value *v : graph.outputs()) {
+    Slot &s = slots[root[slotOf[v]]];
+    if (s.kind == SlotKind::Input || s.kind == SlotKind::Activation)
+      s.lastStep = int64_t(steps.size());
+  }
+  uint64_t allSizes = 0;
+  for (unsigned i = 0; i < slots.size(); ++i) {
+    const Slot &s = slots[i];
+    if ((s.kind != SlotKind::Input && s.kind != SlotKind::Activation) ||
+        slots[root[i]].firstStep < 0)
+      continue;
+    allSizes += alignArenaSize(uint64_t(kernels::numElements(s.type.shape)) *
+                               runtimeElementSize(s.type.dtype));
+    if (root[i] != i)
+      continue;
+    requests.push_back(BufferRequest{
+        uint64_t(kernels::numElements(s.type.shape)) * runtimeElementSize(s.type.dtype),
+        s.firstStep, s.lastStep});
+    requestSlot.push_back(i);
+  }
+  arenaPlan = planMemory(requests);
+  for (size_t r = 0; r < requests.size(); ++r)
+    slots[requestSlot[r]].offset = arenaPlan.offsets[r];
+  for (unsigned i = 0; i < slots.size(); ++i)
+    if (root[i] != i)
+      slots[i].offset = slots[root[i]].offset;
+  stats.plannedPeak = arenaPlan.peak;
+  stats.noReuseSum = allSizes;
+  stats.numInPlace = 0;
+  for (unsigned i = 0; i < slots.size(); ++i)
+    stats.numInPlace += root[i] != i;
+  stats.lowerBound = arenaPlan.maxLiveBytes;
+  stats.numBuffers = requests.size();
+  (void)persistentBase;
+  planned = true;
+  return llvm::Error::success();
+}
+
+TensorRef Executor::tensorRef(unsigned i) const {
+  const Slot &s = slots[i];
+  TensorRef r;
+  r.dtype = s.type.dtype;
+  r.shape.assign(s.type.shape.begin(), s.type.shape.end());
+  if (s.kind == SlotKind::Initializer || s.kind == SlotKind::Folded)
+    r.data = s.persistent;
+  else
+    r.data = static_cast<char *>(arena.data) + s.offset;
+  return r;
+}
+
+llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTensor> inputs) {
+  std::vector<const HostTensor *> bound;
+  if (auto e = checkInputs(inputs, bound))
+    return std::move(e);
+  if (dynamicMode)
+    return runDynamic(bound);
+  bool replan = !planned;
+  for (unsigned i = 0; !replan && i < bound.size(); ++i)
+    replan = bound[i] && bound[i]->shape != plannedShapes[i];
+  if (replan)
+    if (auto e = plan(inputs))
+      return std::move(e);
+  if (!arena.data || arena.size < arenaPlan.peak) {
+    backend.release(arena);
+    arena = DeviceBuffer();
+    auto buf = backend.allocate(arenaPlan.peak, BufferKind::Transient);
+    if (!buf)
+      return buf.takeError();
+    arena = *buf;
+  }
+  Stream stream;
+  for (unsigned i = 0; i < bound.size(); ++i) {
+    const Slot &s = slots[slotOf[formals[i]]];
+    if (s.firstStep < 0)
+      continue;
+    std::unique_ptr<HostTensor> dflt;
+    const HostTensor *t = bound[i];
+    if (!t) {
+      auto d = hostTensorFromIR(*formals[i]->initializer());
+      if (!d)
+        return d.takeError();
+      dflt = std::make_unique<HostTensor>(std::move(*d));
+      t = dflt.get();
+    }
+    backend.copyToDevice(static_cast<char *>(arena.data) + s.offset, t->bytes.data(),
+                         t->byteSize(), stream);
+  }
+  for (const Node *n : steps) {
+    KernelCall call;
+    call.node = n;
+    for (const Value *v : n->inputs())
+      call.inputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
+    for (const Value *v : n->outputs())
+      call.outputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
+    if (auto e = backend.launch(call, stream))
+      return std::move(e);
+  }
+  backend.synchronize(stream);
+  std::vector<NamedTensor> outs;
+  for (const Value *v : graph.outputs()) {
+    unsigned i = slotOf[v];
+    const Slot &s = slots[i];
+    NamedTensor nt{v->name(), HostTensor(s.type.dtype, s.type.shape)};
+    if (s.host)
+      nt.tensor.bytes = s.host->bytes;
+    else
+      backend.copyToHost(nt.tensor.bytes.data(), tensorRef(i).data, nt.tensor.byteSize(),
+                         stream);
+    outs.push_back(std::move(nt));
+  }
+  backend.synchronize(stream);
+  return outs;
+}

@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `mpc run` against onnx.reference.ReferenceEvaluator.
+
+    python3 tests/runtime_exec/test_run.py --mpc build/tools/mpc --source-dir . [-v] [-k PATTERN]
+
+For each shipped model (models/*.onnx) and its `mpc rewrite` output (fp16 and bf16):
+  * inputs written as .npy, outputs read back from --outputs, compared with the reference
+    evaluator on the same model (fp32: rtol 1e-4; fp16 models against their own reference
+    evaluation: relative L2 <= 1e-2; bf16 models, which onnx.reference cannot run, against
+    the fp32 model's reference evaluation: relative L2 <= 5e-2);
+  * `--compare` between a model and its rewrite: lines, exit status 0, and exit 1 when the
+    tolerance is violated;
+  * inputs from .npz and TensorProto .pb; --random-inputs reproducible by --seed;
+  * bad input (missing input, wrong shape, wrong dtype, corrupt .npy, compressed .npz, a
+    header claiming a huge array, unsupported op, --device cuda): exit 1, one line on
+    stderr naming the problem, nothing written.
+
+The last line printed is 'N passed, N failed'; exit status 1 on any failure, 77 when onnx
+or numpy is missing.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+except ImportError as e:  # pragma: no cover
+    print(f"onnx (with onnx.reference) and numpy are required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed")
+    sys.exit(77)
+
+MPC = None
+SOURCE_DIR = None
+MODELS = ("mlp", "cnn", "transformer", "lstm")
+TIMEOUT_S = 300
+
+
+def mpc(*args, check=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    r = subprocess.run([MPC, *map(str, args)], capture_output=True, text=True,
+                       timeout=TIMEOUT_S, env=env)
+    if check is not None and r.returncode != check:
+        raise AssertionError(f"mpc {' '.join(map(str, args))}: exit {r.returncode}, "
+                             f"expected {check}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+    return r
+
+
+def np_dtype(elem):
+    return helper.tensor_dtype_to_np_dtype(elem)
+
+
+def model_inputs(model, seed=0):
+    """Random inputs for the declared (static) input shapes."""
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        tt = i.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        dt = np_dtype(tt.elem_type)
+        if np.issubdtype(dt, np.floating):
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(dt)
+        else:
+            feeds[i.name] = rng.integers(0, 10, shape).astype(dt)
+    return feeds
+
+
+def rel_l2(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    n = np.linalg.norm(b)
+    return np.linalg.norm(a - b) / (n if n > 0 else 1.0)
+
+
+class RunCase(unittest.TestCase):
+    rewritten = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        for m in MODELS:
+            src = os.path.join(SOURCE_DIR, "models", f"{m}.onnx")
+            for target in ("fp16", "bf16"):
+                out = os.path.join(cls.dir, f"{m}.{target}.onnx")
+                mpc("rewrite", src, "-o", out, "--target", target, check=0)
+                cls.rewritten[(m, target)] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_model(self, path, feeds, extra=()):
+        """Runs `mpc run` with .npy inputs; returns the outputs it wrote and stdout."""
+        work = tempfile.mkdtemp(dir=self.dir)
+        args = ["run", path]
+        for name, arr in feeds.items():
+            f = os.path.join(work, f"in_{name}.npy")
+            np.save(f, arr)
+            args += ["--input", f"{name}={f}"]
+        outdir = os.path.join(work, "out")
+        r = mpc(*args, "--outputs", outdir, *extra, check=0)
+        model = onnx.load(path)
+        outs = {}
+        for o in model.graph.output:
+            outs[o.name] = np.load(os.path.join(outdir, f"{o.name}.npy"))
+        return outs, r.stdout
+
+    def check_against_reference(self, path, rtol=None, l2=None):
+        model = onnx.load(path)
+        feeds = model_inputs(model)
+        got, stdout = self.run_model(path, feeds)
+        ref = ReferenceEvaluator(model).run(None, feeds)
+        for o, want in zip(model.graph.output, ref):
+            g = got[o.name]
+            self.assertEqual(g.shape, want.shape, o.name)
+            self.assertEqual(g.dtype, want.dtype, o.name)
+            if rtol is not None:
+                np.testing.assert_allclose(g, want, rtol=rtol, atol=rtol, err_msg=o.name)
+            else:
+                self.assertLessEqual(rel_l2(g, want), l2, o.name)
+        self.assertIn("planned peak", stdout)
+        self.assertIn("time: median", stdout)
+
+    def test_fp32_models_match_reference(self):
+        for m in MODELS:
+            with self.subTest(model=m):
+                self.check_against_reference(os.path.join(SOURCE_DIR, "models", f"{m}.onnx"),
+                                             rtol=1e-4)
+
+    def test_fp16_rewrites_match_their_reference(self):
+        for m in MODELS:
+            with self.subTest(model=m):
+                self.check_against_reference(self.rewritten[(m, "fp16")], l2=1e-2)
+
+    def test_bf16_rewrites_match_fp32_reference(self):
+        # onnx.reference cannot run MatMul in bfloat16, so the oracle is the reference
+        # evaluation of the original fp32 model on the same inputs.
+        for m in MODELS:
+            with self.subTest(model=m):
+                src = os.path.join(SOURCE_DIR, "models", f"{m}.onnx")
+                model = onnx.load(src)
+                feeds = model_inputs(model)
+                ref = ReferenceEvaluator(model).run(None, feeds)
+                got, _ = self.run_model(self.rewritten[(m, "bf16")], feeds)
+                for o, want in zip(model.graph.output, ref):
+                    self.assertEqual(got[o.name].shape, want.shape, o.name)
+                    self.assertLessEqual(rel_l2(got[o.name], want), 5e-2, o.name)
+
+    def test_compare_within_tolerance(self):
+        for m in MODELS:
+            with self.subTest(model=m):
+                src = os.path.join(SOURCE_DIR, "models", f"{m}.onnx")
+                r = mpc("run", src, "--random-inputs", "--compare",
+                        self.rewritten[(m, "fp16")], check=0)
+                self.assertRegex(r.stdout, r"compare '.*': max abs error .* relative L2 "
+                                 r"error .* tolerance 0.01 \(fp16\): ok")
+
+    def test_compare_out_of_tolerance_exits_1(self):
+        # A model whose output is x + 1 compared with one computing x + 2.
+        paths = []
+        for k in (1.0, 2.0):
+            g = helper.make_graph(
+                [helper.make_node("Add", ["x", "c"], ["y"])], "g",
+                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                [numpy_helper.from_array(np.full([4], k, np.float32), "c")])
+            p = os.path.join(self.dir, f"add{k}.onnx")
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+            paths.append(p)
+        r = mpc("run", paths[0], "--random-inputs", "--compare", paths[1], check=1)
+        self.assertIn("FAIL", r.stdout)
+
+    def test_npz_and_pb_inputs(self):
+        src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")
+        model = onnx.load(src)
+        feeds = model_inputs(model)
+        ref = ReferenceEvaluator(model).run(None, feeds)[0]
+        npz = os.path.join(self.dir, "in.npz")
+        np.savez(npz, **feeds)
+        out = os.path.join(self.dir, "npz_out")
+        mpc("run", src, "--input", npz, "--outputs", out, check=0)
+        np.testing.assert_allclose(np.load(os.path.join(out, "probs.npy")), ref, rtol=1e-4)
+        pb = os.path.join(self.dir, "x.pb")
+        with open(pb, "wb") as f:
+            f.write(numpy_helper.from_array(feeds["x"], "x").SerializeToString())
+        out = os.path.join(self.dir, "pb_out")
+        mpc("run", src, "--input", f"x={pb}", "--outputs", out, check=0)
+        np.testing.assert_allclose(np.load(os.path.join(out, "probs.npy")), ref, rtol=1e-4)
+
+    def test_random_inputs_are_seeded(self):
+        src = os.path.join(SOURCE_DIR, "models", "cnn.onnx")
+        a = mpc("run", src, "--random-inputs", "--seed", "7", check=0).stdout.splitlines()[0]
+        b = mpc("run", src, "--random-inputs", "--seed", "7", check=0).stdout.splitlines()[0]
+        c = mpc("run", src, "--random-inputs", "--seed", "8", check=0).stdout.splitlines()[0]
+        self.assertEqual(a, b)
+        self.assertNotEqual(a, c)
+
+    def test_symbolic_dims(self):
+        g = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+        p = os.path.join(self.dir, "sym.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        r = mpc("run", p, "--random-inputs", check=1)
+        self.assertIn("--dim batch=", r.stderr)
+        r = mpc("run", p, "--random-inputs", "--dim", "batch=5", check=0)
+        self.assertIn("[5, 3]", r.stdout)
+
+    def assert_bad_input(self, args, *needles):
+        outdir = os.path.join(self.dir, "bad_out")
+        r = mpc(*args, "--outputs", outdir, check=1)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+        self.assertFalse(os.path.exists(outdir) and os.listdir(outdir), "wrote outputs")
+
+    def test_bad_inputs(self):
+        src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")
+        d = self.dir
+        self.assert_bad_input(["run", src], "missing input 'x'")
+        wrong_shape = os.path.join(d, "wrong_shape.npy")
+        np.save(wrong_shape, np.zeros([3, 64], np.float32))
+        self.assert_bad_input(["run", src, "--input", f"x={wrong_shape}"], "input 'x'",
+                              "[3, 64]")
+        wrong_dtype = os.path.join(d, "wrong_dtype.npy")
+        np.save(wrong_dtype, np.zeros([8, 64], np.float64))
+        self.assert_bad_input(["run", src, "--input", f"x={wrong_dtype}"], "input 'x'", "f64")
+        corrupt = os.path.join(d, "corrupt.npy")
+        with open(corrupt, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00garbage")
+        self.assert_bad_input(["run", src, "--input", f"x={corrupt}"], "input 'x'")
+        truncated = os.path.join(d, "truncated.npy")
+        np.save(truncated, np.zeros([8, 64], np.float32))
+        with open(truncated, "r+b") as f:
+            f.truncate(200)
+        self.assert_bad_input(["run", src, "--input", f"x={truncated}"], "input 'x'")
+        huge = os.path.join(d, "huge.npy")
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000, 100000), }"
+        header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+        with open(huge, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        self.assert_bad_input(["run", src, "--input", f"x={huge}"], "input 'x'",
+                              "too large for memory")
+        compressed = os.path.join(d, "compressed.npz")
+        np.savez_compressed(compressed, x=np.zeros([8, 64], np.float32))
+        self.assert_bad_input(["run", src, "--input", compressed], "compressed")
+        self.assert_bad_input(["run", src, "--input", "x=/nonexistent.npy"], "input 'x'")
+        self.assert_bad_input(["run", src, "--random-inputs", "--device", "cuda"], "cuda")
+
+    def test_unsupported_op_is_one_error(self):
+        g = helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Det", ["r"], ["y"], name="det0")], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+        p = os.path.join(self.dir, "det.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        self.assert_bad_input(["run", p, "--random-inputs"], "Det", "opset 17", "det0",
+                              "ai.onnx")
+
+    def test_shape_computation_folded(self):
+        # Shape -> Gather -> Unsqueeze -> Concat -> Reshape: evaluated while planning.
+        nodes = [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+            helper.make_node("Unsqueeze", ["b", "zero1"], ["b1"]),
+            helper.make_node("Concat", ["b1", "minus1"], ["shape"], axis=0),
+            helper.make_node("Reshape", ["x", "shape"], ["y"]),
+        ]
+        g = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])],
+            [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")])
+        p = os.path.join(self.dir, "shapes.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        model = onnx.load(p)
+        feeds = model_inputs(model)
+        got, _ = self.run_model(p, feeds)
+        np.testing.assert_array_equal(got["y"], feeds["x"].reshape(2, 12))
+
+    def test_control_flow_and_data_dependent_shapes(self):
+        # If (captures outer values), Loop with scan outputs, Scan, NonZero: dynamic mode.
+        op = [helper.make_opsetid("", 17)]
+        paths = {k: os.path.join(self.dir, f"{k}.onnx") for k in ("if", "loop", "scan", "nonzero")}
+        # If: y = cond ? x*2 : x-1, where cond = ReduceSum(x) > 0; captures x
+        then_g = helper.make_graph([helper.make_node("Mul",["x","two"],["t"])],"then",[],[helper.make_tensor_value_info("t",TensorProto.FLOAT,[3])])
+        else_g = helper.make_graph([helper.make_node("Sub",["x","one"],["e"])],"else",[],[helper.make_tensor_value_info("e",TensorProto.FLOAT,[3])])
+        g = helper.make_graph([
+          helper.make_node("ReduceSum",["x"],["s"],keepdims=0),
+          helper.make_node("Greater",["s","zero"],["c"]),
+          helper.make_node("If",["c"],["y"],then_branch=then_g,else_branch=else_g)],"g",
+          [helper.make_tensor_value_info("x",TensorProto.FLOAT,[3])],[helper.make_tensor_value_info("y",TensorProto.FLOAT,[3])],
+          [numpy_helper.from_array(np.array(2,np.float32),"two"),numpy_helper.from_array(np.array(1,np.float32),"one"),numpy_helper.from_array(np.array(0,np.float32),"zero")])
+        onnx.save(helper.make_model(g,opset_imports=op),paths["if"])
+        # Loop: acc = acc + x, M trips; scan out acc each iter
+        body = helper.make_graph([
+          helper.make_node("Identity",["cin"],["cout"]),
+          helper.make_node("Add",["acc","x"],["acc2"]),
+          helper.make_node("Identity",["acc2"],["sc"])],"body",
+          [helper.make_tensor_value_info("i",TensorProto.INT64,[]),helper.make_tensor_value_info("cin",TensorProto.BOOL,[]),helper.make_tensor_value_info("acc",TensorProto.FLOAT,[3])],
+          [helper.make_tensor_value_info("cout",TensorProto.BOOL,[]),helper.make_tensor_value_info("acc2",TensorProto.FLOAT,[3]),helper.make_tensor_value_info("sc",TensorProto.FLOAT,[3])])
+        g = helper.make_graph([helper.make_node("Loop",["M","cond","a0"],["af","scans"],body=body)],"g",
+          [helper.make_tensor_value_info("x",TensorProto.FLOAT,[3]),helper.make_tensor_value_info("a0",TensorProto.FLOAT,[3])],
+          [helper.make_tensor_value_info("af",TensorProto.FLOAT,[3]),helper.make_tensor_value_info("scans",TensorProto.FLOAT,[None,3])],
+          [numpy_helper.from_array(np.array(4,np.int64),"M"),
+          numpy_helper.from_array(np.array(True),"cond")])
+        onnx.save(helper.make_model(g,opset_imports=op),paths["loop"])
+        # Scan: cumulative sum over rows
+        body = helper.make_graph([helper.make_node("Add",["s","r"],["s2"]),helper.make_node("Identity",["s2"],["o"])],"b",
+          [helper.make_tensor_value_info("s",TensorProto.FLOAT,[4]),helper.make_tensor_value_info("r",TensorProto.FLOAT,[4])],
+          [helper.make_tensor_value_info("s2",TensorProto.FLOAT,[4]),helper.make_tensor_value_info("o",TensorProto.FLOAT,[4])])
+        g = helper.make_graph([helper.make_node("Scan",["s0","xs"],["sf","os"],body=body,num_scan_inputs=1)],"g",
+          [helper.make_tensor_value_info("s0",TensorProto.FLOAT,[4]),helper.make_tensor_value_info("xs",TensorProto.FLOAT,[5,4])],
+          [helper.make_tensor_value_info("sf",TensorProto.FLOAT,[4]),helper.make_tensor_value_info("os",TensorProto.FLOAT,[5,4])])
+        onnx.save(helper.make_model(g,opset_imports=op),paths["scan"])
+        # NonZero then Transpose
+        g = helper.make_graph([helper.make_node("NonZero",["x"],["nz"]),helper.make_node("Transpose",["nz"],["y"])],"g",
+          [helper.make_tensor_value_info("x",TensorProto.FLOAT,[3,4])],[helper.make_tensor_value_info("y",TensorProto.INT64,[None,2])])
+        onnx.save(helper.make_model(g,opset_imports=op),paths["nonzero"])
+        for name, path in paths.items():
+            for seed in (0, 1):
+                with self.subTest(model=name, seed=seed):
+                    model = onnx.load(path)
+                    feeds = model_inputs(model, seed)
+                    got, stdout = self.run_model(path, feeds)
+                    ref = ReferenceEvaluator(model).run(None, feeds)
+                    for o, want in zip(model.graph.output, ref):
+                        np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6)
+                    self.assertIn("dynamic mode", stdout)
+
+    def test_help(self):
+        r = mpc("run", "--help", check=0)
+        for flag in ("--input", "--random-inputs", "--dim", "--seed", "--device",
+                     "--repeat", "--outputs", "--compare", "--threads"):
+            self.assertIn(flag, r.stdout)
+
+
+def main():
+    global MPC, SOURCE_DIR
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("-k", dest="pattern")
+    args = ap.parse_args()
+    MPC = os.path.abspath(args.mpc)
+    SOURCE_DIR = os.path.abspath(args.source_dir)
+    loader = unittest.TestLoader()
+    if args.pattern:
+        loader.testNamePatterns = [f"*{args.pattern}*"]
+    suite = loader.loadTestsFromTestCase(RunCase)
+    result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,517 @@
+//===- Run.cpp - `mpc run`: execute a model on a runtime backend -----------===//
+//
+// Loads and verifies a model, binds inputs (.npy, .npz, ONNX TensorProto .pb
+// or seeded random data), plans and runs it with the executor, prints a
+// summary per output plus timing and memory, optionally writes the outputs
+// as .npy and compares against a second model run on the same inputs. All
+// input problems are found before anything is run or written.
+//
+//===----------------------------------------------------------------------===//
+#include "Tool.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Executor.h"
+#include "mpc/Runtime/NpyIO.h"
+#include "mpc/Support/Diagnostics.h"
+#include "mpc/Verify/Verifier.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+using namespace mpc;
+using namespace mpc::tool;
+
+static const char kRunUsage[] =
+    R"(usage: mpc run MODEL.onnx [options]
+
+Runs MODEL on a runtime backend: checks that every node has a kernel, infers
+all shapes, plans memory statically, runs the nodes in order and prints, per
+output, its shape, dtype and a summary (min/max/mean, first values), then the
+run time and memory.
+
+options:
+  --input NAME=FILE     bind input NAME to FILE: .npy, .npz member-per-input
+                        (stored, not compressed) or an ONNX TensorProto .pb;
+                        `--input FILE.npz` binds every member by name and
+                        `--input FILE` binds the model's only input
+  --random-inputs       draw seeded random data for inputs not given (floats
+                        uniform in [-1, 1), integers in [0, 10), bools)
+  --dim NAME=VALUE      value of a symbolic dimension for --random-inputs
+  --seed S              random seed (default 0)
+  --device cpu|cuda     backend (default cpu)
+  --repeat N            run N times and report the median time (default 1)
+  --threads N           threads for the CPU backend's matrix products
+  --outputs DIR         write each output as DIR/NAME.npy (atomically;
+                        bfloat16 outputs are written as float32)
+  --compare OTHER.onnx  also run OTHER on the same inputs (cast to its input
+                        dtypes) and print per output the max abs error, the
+                        relative L2 error and whether it is within tolerance
+                        for OTHER's lowest float precision (fp16 1e-2, bf16
+                        5e-2, f32 1e-5)
+
+exit status: 0 success, 1 bad input or a --compare output out of tolerance
+(one line on stderr, nothing written), 2 bad usage.
+)";
+
+namespace {
+struct RunArgs {
+  std::string model, compare, outputs, device = "cpu";
+  std::vector<std::pair<std::string, std::string>> inputs; // name (may be empty), file
+  llvm::StringMap<int64_t> dims;
+  bool randomInputs = false;
+  uint64_t seed = 0;
+  unsigned repeat = 1;
+  int threads = 0;
+};
+} // namespace
+
+static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
+  ArgScanner s(argv);
+  while (!s.done()) {
+    std::string v;
+    bool missing = false;
+    llvm::StringRef cur = s.peek();
+    if (s.value("--input", v, missing)) {
+      if (!missing) {
+        auto [name, file] = llvm::StringRef(v).split('=');
+        if (file.empty())
+          a.inputs.push_back({"", v});
+        else
+          a.inputs.push_back({name.str(), file.str()});
+      }
+    } else if (s.value("--dim", v, missing)) {
+      auto [name, val] = llvm::StringRef(v).split('=');
+      int64_t d;
+      if (!missing && (name.empty() || val.getAsInteger(10, d) || d < 0))
+        return "--dim takes NAME=VALUE with a non-negative VALUE, not '" + v + "'";
+      if (!missing)
+        a.dims[name] = d;
+    } else if (s.flag("--random-inputs")) {
+      a.randomInputs = true;
+    } else if (s.value("--seed", v, missing)) {
+      if (!missing && llvm::StringRef(v).getAsInteger(10, a.seed))
+        return "--seed takes an unsigned integer";
+    } else if (s.value("--device", v, missing)) {
+      if (!missing && v != "cpu" && v != "cuda")
+        return "--device must be cpu or cuda, not '" + v + "'";
+      a.device = v;
+    } else if (s.value("--repeat", v, missing)) {
+      if (!missing && (llvm::StringRef(v).getAsInteger(10, a.repeat) || a.repeat == 0))
+        return "--repeat takes a positive integer";
+    } else if (s.value("--threads", v, missing)) {
+      if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
+        return "--threads takes a positive integer";
+    } else if (s.value("--outputs", v, missing)) {
+      a.outputs = v;
+    } else if (s.value("--compare", v, missing)) {
+      a.compare = v;
+    } else {
+      s.next();
+      if (cur.startswith("-") && cur != "-")
+        return "unknown option '" + cur.str() + "'";
+      if (!a.model.empty())
+        return "more than one model ('" + a.model + "' and '" + cur.str() + "')";
+      a.model = cur.str();
+      continue;
+    }
+    if (missing)
+      return "option '" + cur.str() + "' needs a value";
+  }
+  if (a.model.empty())
+    return "no model given";
+  return "";
+}
+
+/// Reads an ONNX TensorProto file.
+static llvm::Expected<NamedTensor> readTensorPb(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, false, false);
+  if (!buf)
+    return inputError("cannot read '{0}': {1}", path, buf.getError().message());
+  onnx::TensorProto p;
+  if (!p.ParseFromArray((*buf)->getBufferStart(), int((*buf)->getBufferSize())))
+    return inputError("{0}: not a valid ONNX TensorProto", path);
+  if (!isKnownDType(p.data_type()) || runtimeElementSize(DType(p.data_type())) == 0)
+    return inputError("{0}: unsupported element type {1}", path, p.data_type());
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    return inputError("{0}: external tensor data is not supported", path);
+  DType dt = DType(p.data_type());
+  std::vector<int64_t> shape(p.dims().begin(), p.dims().end());
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d && n > (uint64_t(1) << 40) / uint64_t(d)))
+      return inputError("{0}: shape {1} is too large for memory", path, formatShape(shape));
+    n *= uint64_t(d);
+  }
+  HostTensor t;
+  t.dtype = dt;
+  t.shape = shape;
+  size_t es = runtimeElementSize(dt);
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != n * es)
+      return inputError("{0}: has {1} bytes of data, shape {2} needs {3}", path,
+                        p.raw_data().size(), formatShape(shape), n * es);
+    t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
+    return NamedTensor{p.name(), std::move(t)};
+  }
+  t.bytes.resize(n * es);
+  auto fill = [&](const auto &field) -> llvm::Error {
+    if (uint64_t(field.size()) != n)
+      return inputError("{0}: has {1} values, shape {2} needs {3}", path, field.size(),
+                        formatShape(shape), n);
+    for (uint64_t i = 0; i < n; ++i) {
+      auto v = field.Get(int(i));
+      std::memcpy(t.bytes.data() + i * es, &v, es); // little-endian truncation
+    }
+    return llvm::Error::success();
+  };
+  llvm::Error err = llvm::Error::success();
+  switch (dt) {
+  case DType::F32: err = fill(p.float_data()); break;
+  case DType::F64: err = fill(p.double_data()); break;
+  case DType::I64: err = fill(p.int64_data()); break;
+  case DType::U32: case DType::U64: err = fill(p.uint64_data()); break;
+  default: err = fill(p.int32_data()); break;
+  }
+  if (err)
+    return std::move(err);
+  return NamedTensor{p.name(), std::move(t)};
+}
+
+/// Loads every --input file; names come from NAME=, the .npz member, the
+/// .pb tensor name, or the model's only input.
+static llvm::Error loadInputs(const RunArgs &a, const Graph &g,
+                              std::vector<NamedTensor> &out) {
+  for (auto &[name, file] : a.inputs) {
+    llvm::StringRef ext = llvm::sys::path::extension(file);
+    if (!llvm::sys::fs::exists(file))
+      return inputError("input '{0}': file '{1}' does not exist",
+                        name.empty() ? file : name, file);
+    if (ext == ".npz") {
+      auto members = readNpzFile(file);
+      if (!members)
+        return members.takeError();
+      for (NamedTensor &t : *members)
+        if (name.empty() || t.name == name)
+          out.push_back(std::move(t));
+      continue;
+    }
+    std::string bind = name;
+    if (bind.empty() && g.inputs().size() == 1)
+      bind = g.inputs()[0]->name();
+    if (ext == ".pb") {
+      auto t = readTensorPb(file);
+      if (!t)
+        return llvm::make_error<InputError>("input '" + (bind.empty() ? file : bind) +
+                                            "': " + llvm::toString(t.takeError()));
+      // NAME=, else the model's only input, else the TensorProto's name.
+      if (!bind.empty())
+        t->name = bind;
+      out.push_back(std::move(*t));
+      continue;
+    }
+    if (bind.empty())
+      return inputError("--input {0}: say which input it binds (NAME=FILE)", file);
+    auto t = readNpyFile(file);
+    if (!t)
+      return llvm::make_error<InputError>("input '" + bind +
+                                          "': " + llvm::toString(t.takeError()));
+    out.push_back(NamedTensor{bind, std::move(*t)});
+  }
+  return llvm::Error::success();
+}
+
+/// Seeded random data for each declared input not bound yet.
+static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
+                                std::vector<NamedTensor> &out) {
+  std::mt19937_64 rng(a.seed);
+  for (const Value *v : g.inputs()) {
+    if (std::any_of(out.begin(), out.end(), [&](const NamedTensor &t) { return t.name == v->name(); }))
+      continue;
+    if (v->initializer())
+      continue;
+    const Type &t = v->type;
+    if (!t.isTensor() || !t.hasShape)
+      return inputError("input '{0}': no declared shape to draw random data for", v->name());
+    std::vector<int64_t> shape;
+    for (const Dim &d : t.dims) {
+      if (d.isKnown()) {
+        shape.push_back(d.value);
+      } else if (d.isSymbolic() && a.dims.count(d.param)) {
+        shape.push_back(a.dims.lookup(d.param));
+      } else {
+        return inputError("input '{0}': dimension '{1}' needs a value (--dim {1}=N)",
+                          v->name(), d.isSymbolic() ? d.param : "?");
+      }
+    }
+    if (runtimeElementSize(t.elem) == 0)
+      return inputError("input '{0}': element type {1} is not supported", v->name(),
+                        dtypeName(t.elem));
+    HostTensor f(DType::F64, shape);
+    std::uniform_real_distribution<double> uni(-1.0, 1.0);
+    std::uniform_int_distribution<int> small(0, 9);
+    bool isInt = !isFloatingPoint(t.elem);
+    for (int64_t i = 0; i < f.numElements(); ++i)
+      f.data<double>()[i] = t.elem == DType::Bool ? small(rng) % 2 : isInt ? small(rng) : uni(rng);
+    auto c = castHostTensor(f, t.elem);
+    if (!c)
+      return c.takeError();
+    out.push_back(NamedTensor{v->name(), std::move(*c)});
+  }
+  return llvm::Error::success();
+}
+
+static std::string formatBytes(uint64_t b) {
+  if (b >= (uint64_t(1) << 20))
+    return llvm::formatv("{0:f2} MiB", double(b) / (1 << 20)).str();
+  if (b >= 1024)
+    return llvm::formatv("{0:f1} KiB", double(b) / 1024).str();
+  return std::to_string(b) + " B";
+}
+
+static void printSummary(llvm::raw_ostream &os, const NamedTensor &t) {
+  const HostTensor &h = t.tensor;
+  int64_t n = h.numElements();
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = h.getAsDouble(i);
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    sum += v;
+  }
+  os << llvm::formatv("output '{0}': {1} {2}", t.name, dtypeName(h.dtype),
+                      formatShape(h.shape));
+  if (n)
+    os << llvm::format("  min %.6g max %.6g mean %.6g", mn, mx, sum / n);
+  os << "  first [";
+  for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i)
+    os << (i ? ", " : "") << llvm::format("%.6g", h.getAsDouble(i));
+  os << (n > 5 ? ", ...]\n" : "]\n");
+}
+
+/// Lowest float precision among the values of the compared models (a rewrite
+/// keeps fp32 outputs but computes in 16 bits): the --compare tolerance.
+static std::pair<const char *, double> toleranceOf(const Graph &a, const Graph &b) {
+  bool f16 = false, bf16 = false;
+  for (const Graph *g : {&a, &b})
+    forEachGraph(const_cast<Graph &>(*g), [&](Graph &sub) {
+      for (const auto &v : sub.values()) {
+        f16 |= v->type.tensorElemType() == DType::F16;
+        bf16 |= v->type.tensorElemType() == DType::BF16;
+      }
+    });
+  if (bf16)
+    return {"bf16", 5e-2};
+  if (f16)
+    return {"fp16", 1e-2};
+  return {"f32", 1e-5};
+}
+
+namespace {
+/// One loaded model ready to run.
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Executor> exec;
+};
+} // namespace
+
+static llvm::Expected<Loaded> loadForRun(llvm::StringRef path, Backend &backend) {
+  Loaded l;
+  auto m = loadModel(path);
+  if (!m)
+    return m.takeError();
+  l.model = std::move(*m);
+  if (llvm::Error err = verifyModel(*l.model))
+    return inputError("{0}: {1}", path, llvm::toString(std::move(err)));
+  auto ex = Executor::create(*l.model, backend);
+  if (!ex)
+    return inputError("{0}: {1}", path, llvm::toString(ex.takeError()));
+  l.exec = std::move(*ex);
+  return std::move(l);
+}
+
+/// Inputs for the compared model: matched by name (else by position) and
+/// cast to its declared dtypes.
+static llvm::Expected<std::vector<NamedTensor>>
+inputsFor(const Graph &g, const Graph &ref, const std::vector<NamedTensor> &inputs) {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Value *v = g.inputs()[i];
+    const NamedTensor *src = nullptr;
+    for (const NamedTensor &t : inputs)
+      if (t.name == v->name())
+        src = &t;
+    if (!src && i < ref.inputs().size())
+      for (const NamedTensor &t : inputs)
+        if (t.name == ref.inputs()[i]->name())
+          src = &t;
+    if (!src)
+      continue; // reported as missing by the executor (or has a default)
+    DType want = v->type.elem == DType::Undefined ? src->tensor.dtype : v->type.elem;
+    auto c = castHostTensor(src->tensor, want);
+    if (!c)
+      return c.takeError();
+    out.push_back(NamedTensor{v->name(), std::move(*c)});
+  }
+  return out;
+}
+
+int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *) {
+  for (const char *a : args)
+    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
+      llvm::outs() << kRunUsage;
+      return Ok;
+    }
+  RunArgs a;
+  std::string usage = parseArgs(args, a);
+  if (!usage.empty())
+    return usageError("run", usage);
+
+  std::unique_ptr<Backend> backend;
+  if (a.device == "cuda") {
+    auto b = createCudaBackend();
+    if (!b)
+      return fail(b.takeError());
+    backend = std::move(*b);
+  } else {
+    backend = std::make_unique<CpuBackend>(a.threads);
+  }
+  if (llvm::Error err = backend->checkAvailable())
+    return fail(std::move(err));
+
+  auto main = loadForRun(a.model, *backend);
+  if (!main)
+    return fail(main.takeError());
+  const Graph &g = *main->model->graph;
+  std::vector<NamedTensor> inputs;
+  if (llvm::Error err = loadInputs(a, g, inputs))
+    return fail(std::move(err));
+  if (a.randomInputs)
+    if (llvm::Error err = randomInputs(a, g, inputs))
+      return fail(std::move(err));
+  if (llvm::Error err = main->exec->plan(inputs))
+    return fail(std::move(err));
+
+  // The compared model gets its own backend so that the memory figures
+  // printed are those of MODEL alone.
+  std::unique_ptr<Backend> otherBackend; // outlives `other`, which uses it
+  Loaded other;
+  std::vector<NamedTensor> otherInputs;
+  if (!a.compare.empty()) {
+    if (a.device == "cuda") {
+      auto b = createCudaBackend();
+      if (!b)
+        return fail(b.takeError());
+      otherBackend = std::move(*b);
+    } else {
+      otherBackend = std::make_unique<CpuBackend>(a.threads);
+    }
+    auto o = loadForRun(a.compare, *otherBackend);
+    if (!o)
+      return fail(o.takeError());
+    other = std::move(*o);
+    auto in = inputsFor(*other.model->graph, g, inputs);
+    if (!in)
+      return fail(in.takeError());
+    otherInputs = std::move(*in);
+    if (llvm::Error err = other.exec->plan(otherInputs))
+      return fail(llvm::Twine(a.compare) + ": " + llvm::toString(std::move(err)));
+  }
+  if (!a.outputs.empty()) {
+    if (auto ec = llvm::sys::fs::create_directories(a.outputs))
+      return fail(llvm::Twine("cannot create '") + a.outputs + "': " + ec.message());
+  }
+
+  std::vector<double> times;
+  std::vector<NamedTensor> outputs;
+  for (unsigned r = 0; r < a.repeat; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto outs = main->exec->run(inputs);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!outs)
+      return fail(outs.takeError());
+    times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    outputs = std::move(*outs);
+  }
+  std::sort(times.begin(), times.end());
+  llvm::raw_ostream &os = llvm::outs();
+  for (const NamedTensor &t : outputs)
+    printSummary(os, t);
+  const MemoryStats &ms = main->exec->memoryStats();
+  os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
+                      a.repeat, a.repeat == 1 ? "" : "s");
+  if (main->exec->isDynamic())
+    os << llvm::formatv("memory: dynamic mode (control flow or data-dependent shapes): "
+                        "one allocation per value, no static plan; persistent {0}, "
+                        "actual peak {1}\n",
+                        formatBytes(ms.persistent), formatBytes(backend->peakAllocatedBytes()));
+  else
+    os << llvm::formatv("memory: planned peak {0}, no-reuse sum {1}, lower bound {2}, "
+                      "persistent {3}, actual peak {4}\n",
+                      formatBytes(ms.plannedPeak), formatBytes(ms.noReuseSum),
+                      formatBytes(ms.lowerBound), formatBytes(ms.persistent),
+                        formatBytes(backend->peakAllocatedBytes()));
+
+  int status = Ok;
+  if (!a.compare.empty()) {
+    auto outs = other.exec->run(otherInputs);
+    if (!outs)
+      return fail(llvm::Twine(a.compare) + ": " + llvm::toString(outs.takeError()));
+    auto [tolName, tol] = toleranceOf(g, *other.model->graph);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const NamedTensor &ref = outputs[i];
+      const NamedTensor *got = nullptr;
+      for (const NamedTensor &t : *outs)
+        if (t.name == ref.name)
+          got = &t;
+      if (!got && i < outs->size())
+        got = &(*outs)[i];
+      if (!got || got->tensor.shape != ref.tensor.shape) {
+        os << llvm::formatv("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
+                            formatShape(ref.tensor.shape),
+                            got ? formatShape(got->tensor.shape) : "missing");
+        status = InputFailure;
+        continue;
+      }
+      double maxAbs = 0, diff2 = 0, ref2 = 0;
+      for (int64_t e = 0; e < ref.tensor.numElements(); ++e) {
+        double r = ref.tensor.getAsDouble(e), v = got->tensor.getAsDouble(e);
+        double d = std::fabs(r - v);
+        if (std::isnan(d))
+          d = (std::isnan(r) && std::isnan(v)) ? 0 : INFINITY;
+        maxAbs = std::max(maxAbs, d);
+        diff2 += d * d;
+        ref2 += r * r;
+      }
+      double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+      bool ok = rel <= tol;
+      os << llvm::formatv("compare '{0}': max abs error {1:e}, relative L2 error {2:e}, "
+                          "tolerance {3} ({4}): {5}\n",
+                          ref.name, maxAbs, rel, llvm::format("%g", tol), tolName,
+                          ok ? "ok" : "FAIL");
+      if (!ok)
+        status = InputFailure;
+    }
+  }
+
+  if (!a.outputs.empty()) {
+    for (const NamedTensor &t : outputs) {
+      std::string file = t.name;
+      for (char &c : file)
+        if (!llvm::isAlnum(c) && c != '_' && c != '-' && c != '.')
+          c = '_';
+      llvm::SmallString<256> path(a.outputs);
+      llvm::sys::path::append(path, file + ".npy");
+      if (llvm::Error err = writeNpyFile(path, t.tensor))
+        return fail(std::move(err));
+    }
+  }
+  return status;
+}
