@@ -246,8 +246,10 @@ Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
 
 void Graph::eraseNode(Node *n) {
   assert(n->parent == this && "erasing a node of another graph");
+#ifndef NDEBUG
   for (Value *v : n->outs)
     assert((!v || (!v->hasUses() && !v->isGraphOutput())) && "erasing a node whose result is used");
+#endif
   n->dropAllInputs();
   for (Value *v : n->outs)
     if (v)
