@@ -26,7 +26,7 @@ static constexpr DTypeSet kReduceTypes =
 
 static const CpuKernel kRows[] = {
     {"AveragePool", "", 7, kMax, kFloatTypes, shapePool, runAveragePool},
-    {"BatchNormalization", "", 9, kMax, kFloatTypes, shapeSameAsInput0, runBatchNorm},
+    {"BatchNormalization", "", 9, kMax, kFloatTypes, shapeBatchNorm, runBatchNorm},
     {"Concat", "", 4, kMax, kAllTypes, shapeConcat, runConcat},
     {"Constant", "", 9, kMax, kAllTypes, shapeConstant, runConstant},
     {"Conv", "", 1, kMax, kFloatTypes, shapeConv, runConv},

@@ -105,6 +105,7 @@ llvm::Error runAveragePool(const KernelCall &);
 llvm::Error runGlobalAveragePool(const KernelCall &);
 llvm::Error runGlobalMaxPool(const KernelCall &);
 llvm::Error runBatchNorm(const KernelCall &);
+llvm::Error shapeBatchNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLayerNorm(const KernelCall &);
 llvm::Error runSoftmax(const KernelCall &);
 llvm::Error runLogSoftmax(const KernelCall &);

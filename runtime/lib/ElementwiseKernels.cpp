@@ -80,12 +80,42 @@ template <typename Op> struct Predicate {
 template <typename Op, bool Compare> struct Binary {
   static llvm::Error run(const KernelCall &c) {
     Op op = makeOp<Op>(*c.node);
+    if constexpr (!Compare)
+      if (c.inputs.size() != 2)
+        return runVariadic(op, c);
     const TensorRef &a = c.inputs[0], &b = c.inputs[1];
     k::BroadcastPlan plan = k::makeBroadcastPlan(a.shape, b.shape);
     dispatchSigned(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       using Out = std::conditional_t<Compare, bool, T>;
       k::applyBinary<T, Out, Op>(op, a.as<T>(), b.as<T>(), c.outputs[0].as<Out>(), plan);
+    });
+    return llvm::Error::success();
+  }
+
+  /// Variadic Max/Min: one input is a copy; more fold left to right, each
+  /// step broadcasting the running result with the next input.
+  static llvm::Error runVariadic(const Op &op, const KernelCall &c) {
+    const TensorRef &out = c.outputs[0];
+    dispatchSigned(out.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const TensorRef &first = c.inputs[0];
+      std::vector<T> acc(first.as<T>(), first.as<T>() + first.numElements());
+      llvm::SmallVector<int64_t, 6> accShape(first.shape.begin(), first.shape.end());
+      for (size_t i = 1; i < c.inputs.size(); ++i) {
+        const TensorRef &in = c.inputs[i];
+        llvm::SmallVector<int64_t, 6> shape;
+        k::broadcastShapes(accShape, in.shape, shape);
+        int64_t n = 1;
+        for (int64_t d : shape)
+          n *= d;
+        std::vector<T> next(static_cast<size_t>(n));
+        k::BroadcastPlan plan = k::makeBroadcastPlan(accShape, in.shape);
+        k::applyBinary<T, T, Op>(op, acc.data(), in.as<T>(), next.data(), plan);
+        acc = std::move(next);
+        accShape = shape;
+      }
+      std::copy(acc.begin(), acc.end(), out.as<T>());
     });
     return llvm::Error::success();
   }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include <cstring>
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Cpu/Normalization.h"
@@ -270,6 +271,14 @@ llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<t
 // Normalization and softmax
 //===----------------------------------------------------------------------===//
 
+/// Inference-mode BatchNormalization only: batch statistics (training_mode 1)
+/// are refused before anything runs rather than computed wrongly.
+llvm::Error cpuk::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.node.intAttr("training_mode", 0) != 0)
+    return nodeError(q.node, "training_mode = 1 is not supported (inference only)");
+  return shapeSameAsInput0(q, out);
+}
+
 llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t batch = x.shape.empty() ? 1 : x.shape[0];
@@ -412,6 +421,11 @@ llvm::Error cpuk::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out)
                          hasAxes ? q.values[1] : nullptr, hasAxes);
   if (!axes)
     return axes.takeError();
+  // noop_with_empty_axes and no axes: the output is the input.
+  if (axes->empty() && q.node.intAttr("noop_with_empty_axes", 0)) {
+    out.assign(1, q.inputs[0]);
+    return llvm::Error::success();
+  }
   llvm::SmallVector<int64_t, 6> shape;
   if (!cpu::reduceOutputShape(q.inputs[0].shape, *axes, q.node.intAttr("keepdims", 1),
                               shape))
@@ -431,6 +445,11 @@ llvm::Error cpuk::runReduce(const KernelCall &c) {
   auto axes = reduceAxes(*c.node, c.inputs[0].shape.size(), &axesValue, hasAxes);
   if (!axes)
     return axes.takeError();
+  if (axes->empty() && c.node->intAttr("noop_with_empty_axes", 0)) {
+    std::memcpy(c.outputs[0].data, c.inputs[0].data,
+                size_t(c.inputs[0].numElements()) * runtimeElementSize(c.inputs[0].dtype));
+    return llvm::Error::success();
+  }
   cpu::ReduceKind kind = reduceKind(c.node->opType);
   dispatchSigned(c.inputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -55,6 +55,7 @@ llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);
 int runRewrite(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runInspect(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runRun(llvm::ArrayRef<const char *> args, const char *const *envp);
+int runOps(llvm::ArrayRef<const char *> args, const char *const *envp);
 
 } // namespace tool
 } // namespace mpc

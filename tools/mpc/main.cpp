@@ -30,6 +30,7 @@ commands:
   rewrite   rewrite a model to mixed precision (writes MODEL.amp.onnx)
   inspect   show opsets, op histogram, parameters and what a rewrite would decide
   run       execute a model on the CPU reference backend
+  ops       list the ops mpc knows: AMP class, CPU and CUDA kernels
 
 Run 'mpc <command> --help' for the options of a command.
 Other options: --help, --version.
@@ -111,6 +112,8 @@ int main(int argc, const char **argv) {
     return runInspect(rest, environ);
   if (cmd == "run")
     return runRun(rest, environ);
+  if (cmd == "ops")
+    return runOps(rest, environ);
   llvm::errs() << "mpc: unknown command '" << cmd << "'\n\n" << kUsage;
   return UsageFailure;
 }

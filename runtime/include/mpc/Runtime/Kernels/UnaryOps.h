@@ -269,15 +269,17 @@ struct Cos {
   template <typename T> MPC_HD T operator()(T x) const { return math::cos(x); }
 };
 
-/// min(max(x, minValue), maxValue); NaN propagates. The bounds are doubles so
-/// that every int32 and float bound is exact; integer T saturates them first.
+/// min(max(x, minValue), maxValue), so maxValue wins when the bounds cross
+/// (ONNX Clip); NaN propagates. The bounds are doubles so that every int32 and
+/// float bound is exact; integer T saturates them first.
 struct Clip {
   double minValue = -math::infinity<double>();
   double maxValue = math::infinity<double>();
   template <typename T> MPC_HD T operator()(T x) const {
     T lo = castValue<T>(minValue);
     T hi = castValue<T>(maxValue);
-    return x < lo ? lo : (x > hi ? hi : x);
+    T y = x < lo ? lo : x;
+    return y > hi ? hi : y;
   }
 };
 
