@@ -11,6 +11,7 @@
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Kernels/Convert.h"
 
+#include "IndexMath.h"
 #include "Scratch.h"
 
 #include <algorithm>
@@ -25,18 +26,6 @@ namespace cpu {
 
 // Column panels are kept under this many elements by chunking positions.
 static constexpr int64_t kPanelElements = int64_t(1) << 20;
-
-static int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-static int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
-static int64_t product(llvm::ArrayRef<int64_t> v) {
-  int64_t p = 1;
-  for (int64_t d : v)
-    p *= d;
-  return p;
-}
 
 int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
                          int64_t dilation, int64_t padBegin, int64_t padEnd,

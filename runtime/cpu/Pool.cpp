@@ -12,6 +12,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include "Accumulate.h"
+#include "IndexMath.h"
 #include "Scratch.h"
 
 #include <algorithm>
@@ -22,18 +23,6 @@ using namespace mpc::kernels;
 
 namespace mpc {
 namespace cpu {
-
-static int64_t floorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-static int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
-static int64_t product(llvm::ArrayRef<int64_t> v) {
-  int64_t p = 1;
-  for (int64_t d : v)
-    p *= d;
-  return p;
-}
 
 namespace {
 /// Per dimension and output coordinate: the first input position of the
