@@ -151,6 +151,18 @@ TEST(OnnxBadInput, WrongElementCount) {
   EXPECT_CONTAINS(importError(n), "negative dimension -1");
 }
 
+// A shape whose element count overflows 64 bits (found by the fuzzer: it
+// overflowed Tensor::numElements) is refused at import.
+TEST(OnnxBadInput, ShapeTooLarge) {
+  onnx::ModelProto p = tinyModel();
+  TensorProto *t = p.mutable_graph()->add_initializer();
+  t->set_name("huge");
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(int64_t(1) << 40);
+  t->add_dims(int64_t(1) << 40);
+  EXPECT_CONTAINS(importError(p), "initializer 'huge': shape is too large");
+}
+
 TEST(OnnxBadInput, UnknownElementType) {
   onnx::ModelProto p = tinyModel();
   p.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);

@@ -204,9 +204,14 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
   if (!isKnownDType(tp.data_type()) || tp.data_type() == 0)
     return inputError("{0}: unsupported tensor data type {1}", describe(), tp.data_type());
   t.dtype = static_cast<DType>(tp.data_type());
+  // Element counts and byte sizes must fit in 64 bits (a hostile shape must
+  // not overflow later arithmetic).
+  int64_t elements = 1;
   for (int64_t d : tp.dims()) {
     if (d < 0)
       return inputError("{0}: negative dimension {1}", describe(), d);
+    if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t(1) << 58))
+      return inputError("{0}: shape is too large", describe());
     t.dims.push_back(d);
   }
   if (tp.has_segment())

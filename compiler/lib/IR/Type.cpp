@@ -88,7 +88,8 @@ int64_t Type::numElements() const {
   for (const Dim &d : dims) {
     if (!d.isKnown())
       return -1;
-    n *= d.value;
+    if (__builtin_mul_overflow(n, d.value, &n))
+      return -1; // too large to count: as good as unknown
   }
   return n;
 }
