@@ -76,6 +76,8 @@ static const DefaultRow kDefaultLists[] = {
   {"ai.mpc.training::SigmoidGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::TanhGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::SoftmaxGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::LogSoftmaxGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::ErfGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::GeluGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::BatchNormalizationGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::LayerNormalizationGrad", AmpClass::Infer, "gradient of an infer op"},

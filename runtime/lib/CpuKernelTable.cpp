@@ -17,6 +17,7 @@ using namespace mpc::cpuk;
 namespace mpc {
 namespace cpuk {
 std::vector<CpuKernel> elementwiseRows();
+std::vector<CpuKernel> trainingRows();
 } // namespace cpuk
 } // namespace mpc
 
@@ -66,11 +67,14 @@ static const CpuKernel kRows[] = {
 
 llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
   // Built on first use (not by a global constructor): the fixed rows above
-  // followed by the element-wise rows.
+  // followed by the element-wise rows and the training rows (domain
+  // ai.mpc.training, TrainingKernels.cpp).
   static const std::vector<CpuKernel> table = [] {
     std::vector<CpuKernel> t(std::begin(kRows), std::end(kRows));
     std::vector<CpuKernel> ew = elementwiseRows();
     t.insert(t.end(), ew.begin(), ew.end());
+    std::vector<CpuKernel> tr = trainingRows();
+    t.insert(t.end(), tr.begin(), tr.end());
     return t;
   }();
   return table;
