@@ -1,0 +1,64 @@
+"""Helpers for tests of training models (docs/training.md).
+
+algorithm_as_model() turns the training step of a training model into a
+standalone ONNX model that `mpc run` and onnx.reference can run: its graph is
+the algorithm graph, and the inference-graph initializers it reads become
+its initializers (or, with state_as_inputs, extra graph inputs).
+"""
+import copy
+
+import onnx
+from onnx import helper
+
+
+def metadata(model):
+    """The model's metadata_props as a dict."""
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def gradient_pairs(model):
+    """[(param, grad)] from mpc.training.gradients."""
+    text = metadata(model).get("mpc.training.gradients", "")
+    return [tuple(line.split("=", 1)) for line in text.splitlines() if line]
+
+
+def _names_read(graph):
+    """Names a graph (and its subgraphs) reads."""
+    names = set()
+    for n in graph.node:
+        names.update(i for i in n.input if i)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                names |= _names_read(a.g)
+            for g in a.graphs:
+                names |= _names_read(g)
+    names.update(o.name for o in graph.output)
+    return names
+
+
+def algorithm_as_model(model, state_as_inputs=False, index=0):
+    """A standalone model running training_info[index].algorithm."""
+    alg = copy.deepcopy(model.training_info[index].algorithm)
+    defined = {i.name for i in alg.input} | {i.name for i in alg.initializer}
+    defined |= {o for n in alg.node for o in n.output}
+    read = _names_read(alg)
+    for init in model.graph.initializer:
+        if init.name in read and init.name not in defined:
+            if state_as_inputs:
+                alg.input.append(helper.make_tensor_value_info(
+                    init.name, init.data_type, list(init.dims)))
+            alg.initializer.append(init)
+    out = helper.make_model(alg, opset_imports=list(model.opset_import))
+    out.ir_version = model.ir_version
+    return out
+
+
+def reference_evaluator(model):
+    """onnx.reference.ReferenceEvaluator with mpc's ai.mpc.training ops."""
+    from onnx.reference import ReferenceEvaluator
+    try:
+        import mpc_training_ref
+        new_ops = list(mpc_training_ref.OPS)
+    except ImportError:
+        new_ops = []
+    return ReferenceEvaluator(model, new_ops=new_ops)
