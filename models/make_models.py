@@ -183,13 +183,68 @@ def make_lstm(seq=10, batch=4, features=32, hidden=48, classes=8):
                    "Single-layer LSTM over all time steps with a linear head (mpc example).")
 
 
-MODELS = {"mlp": make_mlp, "cnn": make_cnn, "transformer": make_transformer, "lstm": make_lstm}
+def make_digits_mlp():
+    """x[N,64] -> Gemm 64->64 -> Relu -> Gemm 64->10 -> Softmax: the digits classifier."""
+    b = GraphBuilder("digits_mlp", seed=5)
+    h = b.node("Gemm", ["x", b.weight("fc0/W", [64, 64]), b.const("fc0/B", np.zeros(64, np.float32))],
+               "fc0/Gemm")
+    h = b.node("Relu", [h], "fc0/Relu")
+    h = b.node("Gemm", [h, b.weight("fc1/W", [64, 10]), b.const("fc1/B", np.zeros(10, np.float32))],
+               "fc1/Gemm")
+    h = b.node("Softmax", [h], "softmax/Softmax", axis=-1)
+    return b.model([("x", ["N", 64])], [(h, "probs", TensorProto.FLOAT, ["N", 10])],
+                   "Digits classifier: two-layer perceptron with a softmax head (mpc training demo).")
+
+
+def make_digits_cnn():
+    """x[N,64] -> Reshape [N,1,8,8] -> (Conv, BN, Relu) -> MaxPool -> (Conv, BN, Relu) -> GAP -> Gemm."""
+    b = GraphBuilder("digits_cnn", seed=6)
+    h = b.node("Reshape", ["x", b.const("image/shape", np.array([-1, 1, 8, 8], np.int64))],
+               "image/Reshape")
+    for i, (cin, cout) in enumerate([(1, 16), (16, 32)]):
+        h = b.node("Conv", [h, b.weight(f"conv{i}/W", [cout, cin, 3, 3]),
+                            b.const(f"conv{i}/B", np.zeros(cout, np.float32))],
+                   f"conv{i}/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        bn = [b.const(f"bn{i}/scale", np.ones(cout, np.float32)),
+              b.const(f"bn{i}/bias", np.zeros(cout, np.float32)),
+              b.const(f"bn{i}/mean", np.zeros(cout, np.float32)),
+              b.const(f"bn{i}/var", np.ones(cout, np.float32))]
+        h = b.node("BatchNormalization", [h] + bn, f"bn{i}/BatchNormalization", epsilon=1e-5,
+                   momentum=0.9)
+        h = b.node("Relu", [h], f"conv{i}/Relu")
+        if i == 0:
+            h = b.node("MaxPool", [h], "pool0/MaxPool", kernel_shape=[2, 2], strides=[2, 2])
+    h = b.node("GlobalAveragePool", [h], "gap/GlobalAveragePool")
+    h = b.node("Flatten", [h], "gap/Flatten", axis=1)
+    h = b.node("Gemm", [h, b.weight("fc/W", [32, 10]), b.const("fc/B", np.zeros(10, np.float32))],
+               "fc/Gemm")
+    return b.model([("x", ["N", 64])], [(h, "logits", TensorProto.FLOAT, ["N", 10])],
+                   "Digits classifier: two-stage CNN with batch normalization (mpc training demo).")
+
+
+def make_digits_tanh_mlp():
+    """x[N,64] -> (Gemm 64->64, Tanh) x2 -> Gemm 64->10: the loss-scaling demo's classifier."""
+    b = GraphBuilder("digits_tanh_mlp", seed=7)
+    h = "x"
+    for i, (k, n) in enumerate([(64, 64), (64, 64), (64, 10)]):
+        h = b.node("Gemm", [h, b.weight(f"fc{i}/W", [k, n]),
+                            b.const(f"fc{i}/B", np.zeros(n, np.float32))], f"fc{i}/Gemm")
+        if i < 2:
+            h = b.node("Tanh", [h], f"fc{i}/Tanh")
+    return b.model([("x", ["N", 64])], [(h, "logits", TensorProto.FLOAT, ["N", 10])],
+                   "Digits classifier with tanh layers (mpc loss-scaling demo).")
+
+
+MODELS = {"mlp": make_mlp, "cnn": make_cnn, "transformer": make_transformer, "lstm": make_lstm,
+          "digits_mlp": make_digits_mlp, "digits_cnn": make_digits_cnn,
+          "digits_tanh_mlp": make_digits_tanh_mlp}
 
 
 def random_feeds(model, seed=0):
     """Seeded standard-normal float32 data for every graph input."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+    return {i.name: rng.standard_normal([d.dim_value if d.HasField("dim_value") else 4
+                                         for d in i.type.tensor_type.shape.dim])
             .astype(np.float32) for i in model.graph.input}
 
 
