@@ -101,6 +101,7 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
 std::vector<NodeDecision> mpc::summarizeDecisions(const AmpColoring &coloring) {
   std::vector<NodeDecision> out;
   const std::vector<AmpSlot> &slots = coloring.slots();
+  out.reserve(slots.empty() ? 0 : slots.size() / 2 + 1); // about two slots per node
   for (size_t i = 0; i < slots.size();) {
     const Node *n = slots[i].node;
     NodeDecision d;

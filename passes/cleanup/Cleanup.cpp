@@ -29,7 +29,9 @@ static bool widens(DType narrow, DType wide) {
 }
 
 static bool isCast(const Node &n) {
-  return n.opType == "Cast" && (n.domain.empty() || n.domain == "ai.onnx") &&
+  // StringRef compares: this runs on every node, twice.
+  llvm::StringRef op = n.opType, domain = n.domain;
+  return op == "Cast" && (domain.empty() || domain == "ai.onnx") &&
          n.numInputs() == 1 && n.numOutputs() == 1 && n.input(0) && n.output(0);
 }
 
@@ -103,7 +105,7 @@ unsigned mpc::eliminateDeadCode(Model &m) {
   // Reverse order: users before producers, so chains die in one sweep.
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node *n = *it;
-    if (!isCast(*n) && !(n->opType == "Constant" && n->domain.empty()))
+    if (!isCast(*n) && !(llvm::StringRef(n->opType) == "Constant" && n->domain.empty()))
       continue;
     bool used = false;
     for (Value *v : n->outputs())

@@ -152,7 +152,7 @@ void Node::setAttr(Attribute a) {
 }
 
 std::string Node::qualifiedOpType() const {
-  if (domain.empty() || domain == "ai.onnx")
+  if (domain.empty() || llvm::StringRef(domain) == "ai.onnx")
     return opType;
   return domain + "::" + opType;
 }
@@ -199,7 +199,8 @@ Value *Graph::addInput(llvm::StringRef valueName, Type t) {
 Value *Graph::addInitializer(llvm::StringRef valueName, Tensor data) {
   Type t = Type::tensor(data.dtype, data.dims);
   Value *v = newValue(valueName, ValueKind::Initializer, std::move(t));
-  data.name = valueName.str();
+  if (data.name != valueName) // importers pass the name already set
+    data.name = valueName.str();
   v->init = std::make_unique<Tensor>(std::move(data));
   initList.push_back(v);
   return v;
@@ -403,7 +404,7 @@ Model::~Model() {
 int64_t Model::opsetVersion(llvm::StringRef d) const {
   bool isDefault = d.empty() || d == "ai.onnx";
   for (const OpsetId &o : opsets) {
-    bool oDefault = o.domain.empty() || o.domain == "ai.onnx";
+    bool oDefault = o.domain.empty() || llvm::StringRef(o.domain) == "ai.onnx";
     if (isDefault ? oDefault : o.domain == d)
       return o.version;
   }

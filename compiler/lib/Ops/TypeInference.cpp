@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Ops/TypeInference.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mpc;
@@ -27,15 +29,22 @@ static const LinkedParams kLinked[] = {
     {"OptionalGetElement", "O", "V"},
 };
 
+/// "" and "ai.onnx" (StringRef compares: no strlen per call).
+static bool isDefaultDomain(const Node &n) {
+  llvm::StringRef d = n.domain;
+  return d.empty() || d == "ai.onnx";
+}
+
 static const LinkedParams *linkedParams(const Node &n) {
-  if (!n.domain.empty() && n.domain != "ai.onnx")
-    return nullptr;
   // Called per port on every node: reject the common ops by first letter.
-  char c = n.opType.empty() ? 0 : n.opType[0];
+  llvm::StringRef op = n.opType;
+  char c = op.empty() ? 0 : op[0];
   if (c != 'S' && c != 'C' && c != 'O')
     return nullptr;
+  if (!isDefaultDomain(n))
+    return nullptr;
   for (const LinkedParams &l : kLinked)
-    if (n.opType == l.opType)
+    if (op == l.opType)
       return &l;
   return nullptr;
 }
@@ -71,7 +80,7 @@ static DType dtypeAttr(const Node &n, llvm::StringRef name, DType dflt) {
 
 /// Types of outputs defined by attributes rather than inputs.
 static Type attributeTypedOutput(const Node &n, unsigned out) {
-  if (!n.domain.empty() && n.domain != "ai.onnx")
+  if (!isDefaultDomain(n))
     return Type();
   llvm::StringRef op = n.opType;
   if (op == "Cast")
@@ -120,18 +129,19 @@ static Type bodyTypedOutput(const Node &n, unsigned out) {
     const Attribute *a = n.attr(name);
     return a && !a->graphs.empty() ? a->graphs[0].get() : nullptr;
   };
-  if (n.opType == "If") {
+  llvm::StringRef op = n.opType;
+  if (op == "If") {
     if (const Graph *g = body("then_branch"))
       if (out < g->outputs().size())
         return g->outputs()[out]->type;
     return Type();
   }
-  if (n.opType == "Loop" || n.opType == "Scan") {
+  if (op == "Loop" || op == "Scan") {
     const Graph *g = body("body");
     if (!g)
       return Type();
     // Loop body outputs: cond, carried..., scan...; Scan body: carried..., scan...
-    unsigned skip = n.opType == "Loop" ? 1 : 0;
+    unsigned skip = op == "Loop" ? 1 : 0;
     if (out + skip >= g->outputs().size())
       return Type();
     Type t = g->outputs()[out + skip]->type;
@@ -143,7 +153,8 @@ static Type bodyTypedOutput(const Node &n, unsigned out) {
 }
 
 Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
-  if (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan")
+  llvm::StringRef op = n.opType;
+  if (op == "If" || op == "Loop" || op == "Scan")
     return bodyTypedOutput(n, out);
   Type byAttr = attributeTypedOutput(n, out);
   if (byAttr.isKnown() && byAttr.tensorElemType() != DType::Undefined)
@@ -189,13 +200,40 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
   return Type();
 }
 
-void mpc::inferTypes(Graph &g) {
+namespace {
+/// Signatures by "domain\0opType" for one inference run: every graph of a
+/// model imports the same opsets, so the op names decide the lookup.
+class SignatureCache {
+public:
+  SignatureLookup get(const Node &n) {
+    llvm::SmallString<64> key(n.domain);
+    key.push_back('\0');
+    key.append(n.opType);
+    auto it = map.find(key);
+    if (it != map.end())
+      return it->second;
+    SignatureLookup lk = lookupSignature(n);
+    map.try_emplace(key, lk);
+    return lk;
+  }
+
+private:
+  llvm::StringMap<SignatureLookup> map;
+};
+} // namespace
+
+static void inferTypesIn(Graph &g, SignatureCache &sigs) {
   for (Node &n : g.nodes()) {
     // Bodies first: If/Loop/Scan outputs are typed by their bodies.
     for (Attribute &a : n.attrs)
       for (auto &body : a.graphs)
-        inferTypes(*body);
-    SignatureLookup lk = lookupSignature(n);
+        inferTypesIn(*body, sigs);
+    bool anyUnknown = false;
+    for (const Value *v : n.outputs())
+      anyUnknown |= v && !v->type.isKnown();
+    if (!anyUnknown)
+      continue;
+    SignatureLookup lk = sigs.get(n);
     for (unsigned i = 0; i < n.numOutputs(); ++i) {
       Value *v = n.output(i);
       if (!v || v->type.isKnown())
@@ -205,12 +243,18 @@ void mpc::inferTypes(Graph &g) {
   }
 }
 
+void mpc::inferTypes(Graph &g) {
+  SignatureCache sigs;
+  inferTypesIn(g, sigs);
+}
+
 void mpc::inferTypes(Model &m) {
-  inferTypes(*m.graph);
+  SignatureCache sigs;
+  inferTypesIn(*m.graph, sigs);
   for (TrainingInfo &ti : m.trainingInfo) {
     if (ti.initialization)
-      inferTypes(*ti.initialization);
+      inferTypesIn(*ti.initialization, sigs);
     if (ti.algorithm)
-      inferTypes(*ti.algorithm);
+      inferTypesIn(*ti.algorithm, sigs);
   }
 }

@@ -1,15 +1,22 @@
 //===- Verifier.cpp - Structural and type invariants of the IR -------------===//
 //
 // One walk over each graph in list order with the set of values defined so
-// far; linear in nodes plus edges.
+// far; linear in nodes plus edges. Signatures are looked up once per
+// (domain, op) per verification, and a node whose (signature, port types)
+// combination already passed the type check is not checked again: the check
+// depends on nothing else, and errors are always reported by the full check.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Verify/Verifier.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/CachedHashString.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Allocator.h"
+#include <cstring>
 
 using namespace mpc;
 
@@ -27,11 +34,117 @@ public:
 private:
   const VerifyOptions &opts;
   llvm::DenseSet<const Value *> defined; // values visible at this point
+  /// Values a nested scope defined, undone when it ends (see verifyScoped).
+  std::vector<const Value *> *scopeLog = nullptr;
+  /// "domain\0opType" -> signature (the model's opsets are fixed for a run).
+  llvm::StringMap<SignatureLookup> sigCache;
+  /// Keys (signature, fallback, port kinds and element types) whose type
+  /// check passed.
+  llvm::DenseSet<llvm::CachedHashStringRef> typesOk;
+  llvm::BumpPtrAllocator keyArena;
+
   llvm::Error verifyNode(const Graph &g, const Node &n);
+  llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
+  SignatureLookup signatureOf(const Node &n);
+  void define(const Value *v) {
+    if (defined.insert(v).second && scopeLog)
+      scopeLog->push_back(v);
+  }
 };
 } // namespace
 
 static std::string graphLabel(const Graph &g) { return "graph '" + g.name + "'"; }
+
+/// Appends a port's type to a memo key: absent, kind and element type.
+static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Value *v) {
+  if (!v) {
+    key.push_back(char(0xff));
+    return;
+  }
+  key.push_back(static_cast<char>(v->type.kind));
+  key.push_back(static_cast<char>(v->type.tensorElemType()));
+}
+
+llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk) {
+  const OpSignature *sig = lk.sig;
+  // The check reads the signature, the fallback flag, the op (linked type
+  // parameters; fixed by the signature) and each port's presence, type kind
+  // and element type: a combination that passed once passes again.
+  llvm::SmallString<64> key;
+  key.append(reinterpret_cast<const char *>(&sig), reinterpret_cast<const char *>(&sig) + sizeof(sig));
+  key.push_back(lk.fallback ? 1 : 0);
+  for (const Value *v : n.inputs())
+    appendPortKey(key, v);
+  key.push_back(char(0xfe));
+  for (const Value *v : n.outputs())
+    appendPortKey(key, v);
+  llvm::CachedHashStringRef probe(key);
+  if (typesOk.count(probe))
+    return llvm::Error::success();
+  // Ports sharing a type parameter carry one element type, and an allowed one.
+  // (type parameter, element type, first value): few entries, no hashing.
+  llvm::SmallVector<std::tuple<llvm::StringRef, DType, const Value *>, 4> seen;
+  auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
+    if (!v || !v->type.isKnown())
+      return llvm::Error::success();
+    const FormalParam *f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
+    if (!f)
+      return llvm::Error::success();
+    DType e = v->type.tensorElemType();
+    const TypeConstraint *c = sig->constraint(f->typeStr);
+    if (!c) {
+      if (f->fixedElem != DType::Undefined && v->type.isTensor() && f->fixedElem != e)
+        return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),
+                          describeNode(n), isInput ? "input" : "output", v->name(),
+                          dtypeName(e), dtypeName(f->fixedElem));
+      return llvm::Error::success();
+    }
+    // A fallback signature (opset newer than the registry) may predate
+    // types the real one admits: only homogeneity is checked then.
+    if (e != DType::Undefined && !lk.fallback && !c->admits(v->type, e) && !c->allowsOther)
+      return inputError("{0}: {1} {2} '{3}' has type {4}, which {5}-{6} does not accept for "
+                        "{7}",
+                        graphLabel(g), describeNode(n), isInput ? "input" : "output",
+                        v->name(), dtypeName(e), n.opType, sig->sinceVersion, f->typeStr);
+    if (!f->homogeneous)
+      return llvm::Error::success();
+    llvm::StringRef param = typeParamRef(n, sig, isInput, port);
+    for (const auto &[p, pe, pv] : seen) {
+      if (p != param)
+        continue;
+      if (pe != e && e != DType::Undefined && pe != DType::Undefined)
+        return inputError("{0}: {1} mixes {2} ('{3}') and {4} ('{5}') for type parameter "
+                          "{6}",
+                          graphLabel(g), describeNode(n), dtypeName(pe), pv->name(),
+                          dtypeName(e), v->name(), f->typeStr);
+      return llvm::Error::success();
+    }
+    seen.emplace_back(param, e, v);
+    return llvm::Error::success();
+  };
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    if (auto err = check(n.input(i), true, i))
+      return err;
+  for (unsigned i = 0; i < n.numOutputs(); ++i)
+    if (auto err = check(n.output(i), false, i))
+      return err;
+  char *saved = keyArena.Allocate<char>(key.size());
+  std::memcpy(saved, key.data(), key.size());
+  typesOk.insert(llvm::CachedHashStringRef(llvm::StringRef(saved, key.size()), probe.hash()));
+  return llvm::Error::success();
+}
+
+SignatureLookup GraphVerifier::signatureOf(const Node &n) {
+  llvm::SmallString<64> key(n.domain);
+  key.push_back('\0');
+  key.append(n.opType);
+  auto it = sigCache.find(key);
+  if (it != sigCache.end())
+    return it->second;
+  SignatureLookup lk = lookupSignature(n);
+  sigCache.try_emplace(key, lk);
+  return lk;
+}
 
 llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   for (unsigned i = 0; i < n.numInputs(); ++i) {
@@ -40,7 +153,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
       return inputError("{0}: {1} uses '{2}' before it is defined", graphLabel(g),
                         describeNode(n), v->name());
   }
-  SignatureLookup lk = lookupSignature(n);
+  SignatureLookup lk = signatureOf(n);
   if (const OpSignature *sig = lk.sig) {
     // Trailing omitted optional inputs do not count.
     unsigned nin = n.numInputs();
@@ -67,55 +180,9 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
           return inputError("{0}: {1} omits its required input '{2}'", graphLabel(g),
                             describeNode(n), f->name);
       }
-    if (opts.checkTypes) {
-      // Ports sharing a type parameter carry one element type, and an allowed one.
-      // (type parameter, element type, first value): few entries, no hashing.
-      llvm::SmallVector<std::tuple<llvm::StringRef, DType, const Value *>, 4> seen;
-      auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
-        if (!v || !v->type.isKnown())
-          return llvm::Error::success();
-        const FormalParam *f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
-        if (!f)
-          return llvm::Error::success();
-        DType e = v->type.tensorElemType();
-        const TypeConstraint *c = sig->constraint(f->typeStr);
-        if (!c) {
-          if (f->fixedElem != DType::Undefined && v->type.isTensor() && f->fixedElem != e)
-            return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),
-                              describeNode(n), isInput ? "input" : "output", v->name(),
-                              dtypeName(e), dtypeName(f->fixedElem));
-          return llvm::Error::success();
-        }
-        // A fallback signature (opset newer than the registry) may predate
-        // types the real one admits: only homogeneity is checked then.
-        if (e != DType::Undefined && !lk.fallback && !c->admits(v->type, e) && !c->allowsOther)
-          return inputError("{0}: {1} {2} '{3}' has type {4}, which {5}-{6} does not accept for "
-                            "{7}",
-                            graphLabel(g), describeNode(n), isInput ? "input" : "output",
-                            v->name(), dtypeName(e), n.opType, sig->sinceVersion, f->typeStr);
-        if (!f->homogeneous)
-          return llvm::Error::success();
-        llvm::StringRef param = typeParamRef(n, sig, isInput, port);
-        for (const auto &[p, pe, pv] : seen) {
-          if (p != param)
-            continue;
-          if (pe != e && e != DType::Undefined && pe != DType::Undefined)
-            return inputError("{0}: {1} mixes {2} ('{3}') and {4} ('{5}') for type parameter "
-                              "{6}",
-                              graphLabel(g), describeNode(n), dtypeName(pe), pv->name(),
-                              dtypeName(e), v->name(), f->typeStr);
-          return llvm::Error::success();
-        }
-        seen.emplace_back(param, e, v);
-        return llvm::Error::success();
-      };
-      for (unsigned i = 0; i < n.numInputs(); ++i)
-        if (auto err = check(n.input(i), true, i))
-          return err;
-      for (unsigned i = 0; i < n.numOutputs(); ++i)
-        if (auto err = check(n.output(i), false, i))
-          return err;
-    }
+    if (opts.checkTypes)
+      if (auto err = checkTypes(g, n, lk))
+        return err;
   }
   for (const Attribute &a : n.attrs)
     for (const auto &body : a.graphs)
@@ -123,15 +190,16 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         return err;
   for (const Value *v : n.outputs())
     if (v)
-      defined.insert(v);
+      define(v);
   return llvm::Error::success();
 }
 
 llvm::Error GraphVerifier::verify(const Graph &g) {
+  defined.reserve(defined.size() + g.values().size());
   for (const Value *v : g.inputs())
-    defined.insert(v);
+    define(v);
   for (const Value *v : g.initializers())
-    defined.insert(v);
+    define(v);
   for (const Node &n : g.nodes()) {
     if (n.getParent() != &g)
       return inputError("{0}: {1} has a wrong parent graph", graphLabel(g), describeNode(n));
@@ -145,9 +213,15 @@ llvm::Error GraphVerifier::verify(const Graph &g) {
 }
 
 llvm::Error GraphVerifier::verifyScoped(const Graph &g) {
-  llvm::DenseSet<const Value *> outer = defined;
+  // The values this scope adds are erased afterwards (an undo log instead of
+  // a copy of the outer set per nested graph).
+  std::vector<const Value *> log;
+  std::vector<const Value *> *outerLog = scopeLog;
+  scopeLog = &log;
   llvm::Error err = verify(g);
-  defined = std::move(outer);
+  scopeLog = outerLog;
+  for (const Value *v : log)
+    defined.erase(v);
   return err;
 }
 

@@ -108,6 +108,8 @@ public:
 
   void setInput(unsigned i, Value *v);
   void addInput(Value *v);
+  /// Reserves room for `n` inputs (for builders that know the count).
+  void reserveInputs(unsigned n) { ins.reserve(n); }
   /// Grows the output list to `n` entries; new entries are omitted outputs.
   void resizeOutputs(unsigned n) {
     if (outs.size() < n)
