@@ -16,6 +16,8 @@
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -271,15 +273,28 @@ llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<t
 // Normalization and softmax
 //===----------------------------------------------------------------------===//
 
-/// Inference-mode BatchNormalization only: batch statistics (training_mode 1)
-/// are refused before anything runs rather than computed wrongly.
+// Training mode (opset 14+, training_mode = 1: batch statistics, updated
+// running statistics) lives with the other training kernels.
+namespace mpc {
+namespace cpuk {
+llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
+llvm::Error runBatchNormTraining(const KernelCall &c);
+} // namespace cpuk
+} // namespace mpc
+
+static bool isTrainingBatchNorm(const Node &n) {
+  return n.opsetVersion() >= 14 && n.intAttr("training_mode", 0) != 0;
+}
+
 llvm::Error cpuk::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.node.intAttr("training_mode", 0) != 0)
-    return nodeError(q.node, "training_mode = 1 is not supported (inference only)");
+  if (isTrainingBatchNorm(q.node))
+    return shapeBatchNormTraining(q, out);
   return shapeSameAsInput0(q, out);
 }
 
 llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
+  if (isTrainingBatchNorm(*c.node))
+    return runBatchNormTraining(c);
   const TensorRef &x = c.inputs[0];
   int64_t batch = x.shape.empty() ? 1 : x.shape[0];
   int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
@@ -328,23 +343,58 @@ llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
   if (c.hasInput(1) && c.inputs[1].numElements() != inner)
     return nodeError(*c.node, "scale does not broadcast over the normalized axes");
   DType p = c.inputs[1].dtype;
+  for (unsigned i = 1; i < c.outputs.size(); ++i)
+    if (c.outputs[i].data && c.outputs[i].dtype != DType::F32 &&
+        c.outputs[i].dtype != DType::F64)
+      return nodeError(*c.node, "Mean and InvStdDev must be float or double");
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = kernels::AccumType<T>;
-    A *mean = c.outputs.size() > 1 && c.outputs[1].data ? c.outputs[1].as<A>() : nullptr;
-    A *inv = c.outputs.size() > 2 && c.outputs[2].data ? c.outputs[2].as<A>() : nullptr;
+    // Mean/InvStdDev are computed in the accumulation type A and stored in
+    // their own type U (stash_type): a staging buffer when the two differ.
+    std::vector<A> stage[2];
+    A *stats[2] = {nullptr, nullptr};
+    for (unsigned i = 0; i < 2; ++i) {
+      const TensorRef *o = c.outputs.size() > i + 1 && c.outputs[i + 1].data
+                               ? &c.outputs[i + 1] : nullptr;
+      if (!o)
+        continue;
+      bool same = (o->dtype == DType::F64) == std::is_same_v<A, double>;
+      if (same) {
+        stats[i] = o->as<A>();
+      } else {
+        stage[i].resize(static_cast<size_t>(outer));
+        stats[i] = stage[i].data();
+      }
+    }
+    A *mean = stats[0], *inv = stats[1];
+    auto storeStats = [&] {
+      for (unsigned i = 0; i < 2; ++i) {
+        if (stage[i].empty())
+          continue;
+        const TensorRef &o = c.outputs[i + 1];
+        for (int64_t k = 0; k < outer; ++k) {
+          if (o.dtype == DType::F64)
+            o.as<double>()[k] = static_cast<double>(stage[i][k]);
+          else
+            o.as<float>()[k] = static_cast<float>(stage[i][k]);
+        }
+      }
+    };
     const void *bias = c.hasInput(2) ? c.inputs[2].data : nullptr;
     if constexpr (kernels::kIsFloat16<T>) {
       if (p == DType::F32) {
         cpu::layerNormalization<T, float>(x.as<T>(), c.inputs[1].as<float>(),
                                           static_cast<const float *>(bias),
                                           c.outputs[0].as<T>(), outer, inner, eps, mean, inv);
+        storeStats();
         return;
       }
     }
     cpu::layerNormalization<T, T>(x.as<T>(), c.inputs[1].as<T>(),
                                   static_cast<const T *>(bias), c.outputs[0].as<T>(),
                                   outer, inner, eps, mean, inv);
+    storeStats();
   });
   return llvm::Error::success();
 }

@@ -1,12 +1,806 @@
 //===- TrainingKernels.cpp - CPU kernels of the ai.mpc.training ops -------===//
 //
-// The gradient operators of docs/training.md, as rows of the CPU kernel
-// table.
+// The gradient operators of docs/training.md, the default-domain losses
+// (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss) and training-mode
+// BatchNormalization, as rows of the CPU kernel table: shape functions and
+// KernelCall wrappers over the math in runtime/cpu/TrainingOps.cpp.
+// Parameters and statistics of another float type than the data (fp32 scale
+// with fp16 data) are widened to the accumulation type here.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/TrainingOps.h"
+#include <algorithm>
 
 using namespace mpc;
 using namespace mpc::cpuk;
 
-std::vector<CpuKernel> mpc::cpuk::trainingRows() { return {}; }
+namespace mpc {
+namespace cpuk {
+llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
+llvm::Error runBatchNormTraining(const KernelCall &c);
+} // namespace cpuk
+} // namespace mpc
+
+static constexpr int64_t kMax = 1000;
+static const char *const kDomain = "ai.mpc.training";
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// The elements of a float tensor converted to A.
+template <typename A> static std::vector<A> loadAs(const TensorRef &t) {
+  std::vector<A> v(size_t(t.numElements()));
+  dispatchFloat(t.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    const S *p = t.as<S>();
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = kernels::castValue<A>(p[i]);
+  });
+  return v;
+}
+
+/// Stores v into an output of any float type; absent outputs are skipped.
+template <typename A> static void storeAs(const std::vector<A> &v, const TensorRef &t) {
+  if (!t.data)
+    return;
+  dispatchFloat(t.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    S *p = t.as<S>();
+    for (size_t i = 0; i < v.size(); ++i)
+      p[i] = kernels::castValue<S>(v[i]);
+  });
+}
+
+static bool hasOutput(const KernelCall &c, unsigned i) {
+  return i < c.outputs.size() && c.outputs[i].data != nullptr;
+}
+
+static int64_t numel(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+static bool isFloat(DType t) { return kFloatTypes & dtypeBit(t); }
+
+static llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what) {
+  if (i >= q.inputs.size() || !isFloat(q.inputs[i].dtype))
+    return nodeError(q.node, what + " must be a float tensor");
+  return llvm::Error::success();
+}
+
+static llvm::Error requireSameShape(const ShapeQuery &q, unsigned a, unsigned b) {
+  if (q.inputs[a].shape != q.inputs[b].shape)
+    return nodeError(q.node, "inputs " + std::to_string(a) + " and " + std::to_string(b) +
+                                 " differ in shape: " + formatShape(q.inputs[a].shape) +
+                                 " and " + formatShape(q.inputs[b].shape));
+  return llvm::Error::success();
+}
+
+static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
+  llvm::StringRef r = n.stringAttr("reduction", "mean");
+  if (r == "none")
+    return cpu::LossReduction::None;
+  if (r == "sum")
+    return cpu::LossReduction::Sum;
+  if (r == "mean")
+    return cpu::LossReduction::Mean;
+  return nodeError(n, "unknown reduction '" + r + "'");
+}
+
+/// [outer, axisDim, inner] around `axis` of shape.
+static void splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
+                    int64_t &axisDim, int64_t &inner) {
+  outer = axisDim = inner = 1;
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
+    (i < axis ? outer : i == axis ? axisDim : inner) *= shape[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise gradients
+//===----------------------------------------------------------------------===//
+
+/// dX: dtype of dY, shape of input 1 (which dY must match).
+static llvm::Error shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = requireSameShape(q, 0, 1))
+    return e;
+  if (q.inputs[0].dtype != q.inputs[1].dtype)
+    return nodeError(q.node, "dY and the forward value differ in dtype");
+  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
+  return llvm::Error::success();
+}
+
+template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const KernelCall &c) {
+  cpu::ActivationGrad kind = K;
+  if (K == cpu::ActivationGrad::Gelu) {
+    llvm::StringRef approx = c.node->stringAttr("approximate", "none");
+    if (approx == "tanh")
+      kind = cpu::ActivationGrad::GeluTanh;
+    else if (approx != "none")
+      return nodeError(*c.node, "unknown approximate '" + approx + "'");
+  }
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::activationGrad<T>(kind, c.inputs[0].as<T>(), c.inputs[1].as<T>(),
+                           c.outputs[0].as<T>(), c.outputs[0].numElements());
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Error shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto shape = knownInts(q, 1, "the shape input");
+  if (!shape)
+    return shape.takeError();
+  const auto &dy = q.inputs[0].shape;
+  bool ok = shape->size() <= dy.size();
+  for (size_t j = 0; ok && j < shape->size(); ++j) {
+    int64_t b = (*shape)[j], d = dy[dy.size() - shape->size() + j];
+    ok = b == d || b == 1;
+  }
+  if (!ok)
+    return nodeError(q.node, "shape " + formatShape(*shape) + " does not broadcast to dY " +
+                                 formatShape(dy));
+  out.assign(1, ShapedType{q.inputs[0].dtype, *shape});
+  return llvm::Error::success();
+}
+
+static llvm::Error runBiasGrad(const KernelCall &c) {
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::biasGrad<T>(c.inputs[0].as<T>(), c.inputs[0].shape, c.outputs[0].shape,
+                     c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Error shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t axis = q.node.intAttr("axis", -1);
+  if (!normalizeAxis(axis, std::max<int64_t>(q.inputs[1].shape.size(), 1)))
+    return nodeError(q.node, "axis out of range for " + formatShape(q.inputs[1].shape));
+  return shapeUnaryGrad(q, out);
+}
+
+template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
+  const auto &shape = c.inputs[1].shape;
+  int64_t axis = c.node->intAttr("axis", -1);
+  normalizeAxis(axis, std::max<int64_t>(shape.size(), 1));
+  int64_t outer, axisDim, inner;
+  splitAt(shape, axis, outer, axisDim, inner);
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::softmaxGrad<T>(c.inputs[0].as<T>(), c.inputs[1].as<T>(), c.outputs[0].as<T>(),
+                        outer, axisDim, inner, Log);
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization gradients
+//===----------------------------------------------------------------------===//
+
+static llvm::Error shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = requireSameShape(q, 0, 1))
+    return e;
+  for (unsigned i = 2; i < 5; ++i)
+    if (auto e = requireFloat(q, i, "Scale, Mean and InvStdDev"))
+      return e;
+  const auto &x = q.inputs[1].shape;
+  int64_t axis = q.node.intAttr("axis", -1);
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  int64_t outer, axisDim, inner;
+  splitAt(x, axis, outer, axisDim, inner);
+  inner *= axisDim;
+  if (numel(q.inputs[2].shape) != inner)
+    return nodeError(q.node, "Scale " + formatShape(q.inputs[2].shape) +
+                                 " does not cover the normalized axes of " + formatShape(x));
+  if (numel(q.inputs[3].shape) != outer ||
+      numel(q.inputs[4].shape) != outer)
+    return nodeError(q.node, "Mean and InvStdDev must have one element per row");
+  out.assign(1, ShapedType{q.inputs[0].dtype, x});
+  out.push_back(q.inputs[2]);
+  out.push_back(q.inputs[2]);
+  return llvm::Error::success();
+}
+
+static llvm::Error runLayerNormGrad(const KernelCall &c) {
+  const auto &x = c.inputs[1].shape;
+  int64_t axis = c.node->intAttr("axis", -1);
+  normalizeAxis(axis, x.size());
+  int64_t outer, axisDim, inner;
+  splitAt(x, axis, outer, axisDim, inner);
+  inner *= axisDim;
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = kernels::AccumType<T>;
+    std::vector<A> scale = loadAs<A>(c.inputs[2]), mean = loadAs<A>(c.inputs[3]),
+                   inv = loadAs<A>(c.inputs[4]);
+    std::vector<A> dScale(size_t(inner), A(0)), dBias(size_t(inner), A(0));
+    cpu::layerNormGrad<T>(c.inputs[0].as<T>(), c.inputs[1].as<T>(), scale.data(), mean.data(),
+                          inv.data(), hasOutput(c, 0) ? c.outputs[0].as<T>() : nullptr,
+                          hasOutput(c, 1) ? dScale.data() : nullptr,
+                          hasOutput(c, 2) ? dBias.data() : nullptr, outer, inner);
+    if (hasOutput(c, 1))
+      storeAs(dScale, c.outputs[1]);
+    if (hasOutput(c, 2))
+      storeAs(dBias, c.outputs[2]);
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Error shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = requireSameShape(q, 0, 1))
+    return e;
+  if (auto e = requireFloat(q, 2, "scale"))
+    return e;
+  const auto &x = q.inputs[1].shape;
+  if (x.size() < 2 || numel(q.inputs[2].shape) != x[1])
+    return nodeError(q.node, "scale " + formatShape(q.inputs[2].shape) +
+                                 " must have one element per channel of " + formatShape(x));
+  out.assign(1, ShapedType{q.inputs[0].dtype, x});
+  out.push_back(q.inputs[2]);
+  out.push_back(q.inputs[2]);
+  return llvm::Error::success();
+}
+
+static llvm::Error runBatchNormGrad(const KernelCall &c) {
+  const auto &x = c.inputs[1].shape;
+  int64_t batch = x[0], channels = x[1];
+  int64_t spatial = c.inputs[1].numElements() / std::max<int64_t>(batch * channels, 1);
+  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = kernels::AccumType<T>;
+    std::vector<A> scale = loadAs<A>(c.inputs[2]);
+    std::vector<A> dScale(static_cast<size_t>(channels)), dBias(static_cast<size_t>(channels));
+    cpu::batchNormGrad<T>(c.inputs[0].as<T>(), c.inputs[1].as<T>(), scale.data(), eps,
+                          hasOutput(c, 0) ? c.outputs[0].as<T>() : nullptr, dScale.data(),
+                          dBias.data(), batch, channels, spatial);
+    if (hasOutput(c, 1))
+      storeAs(dScale, c.outputs[1]);
+    if (hasOutput(c, 2))
+      storeAs(dBias, c.outputs[2]);
+  });
+  return llvm::Error::success();
+}
+
+/// Training-mode BatchNormalization (opset 14+, training_mode = 1): Y and
+/// the optional running_mean and running_var, typed like input_mean.
+llvm::Error cpuk::shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  if (x.size() < 2)
+    return nodeError(q.node, "input " + formatShape(x) + " has rank below 2");
+  for (unsigned i = 1; i < 5; ++i) {
+    if (auto e = requireFloat(q, i, "scale, B, input_mean and input_var"))
+      return e;
+    if (numel(q.inputs[i].shape) != x[1])
+      return nodeError(q.node, "scale, B, input_mean and input_var must have one element "
+                               "per channel of " + formatShape(x));
+  }
+  out.assign(1, q.inputs[0]);
+  out.push_back(q.inputs[3]);
+  out.push_back(q.inputs[4]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t batch = x.shape[0], channels = x.shape[1];
+  int64_t spatial = x.numElements() / std::max<int64_t>(batch * channels, 1);
+  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  float momentum = c.node->floatAttr("momentum", 0.9f);
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = kernels::AccumType<T>;
+    std::vector<A> scale = loadAs<A>(c.inputs[1]), bias = loadAs<A>(c.inputs[2]),
+                   mean = loadAs<A>(c.inputs[3]), var = loadAs<A>(c.inputs[4]);
+    std::vector<A> runMean(static_cast<size_t>(channels)), runVar(static_cast<size_t>(channels));
+    cpu::batchNormTraining<T>(x.as<T>(), scale.data(), bias.data(), mean.data(), var.data(),
+                              eps, momentum, c.outputs[0].as<T>(), runMean.data(),
+                              runVar.data(), batch, channels, spatial);
+    if (hasOutput(c, 1))
+      storeAs(runMean, c.outputs[1]);
+    if (hasOutput(c, 2))
+      storeAs(runVar, c.outputs[2]);
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling gradients
+//===----------------------------------------------------------------------===//
+
+static cpu::AutoPad autoPadOf(const Node &n) {
+  llvm::StringRef s = n.stringAttr("auto_pad", "NOTSET");
+  if (s == "SAME_UPPER")
+    return cpu::AutoPad::SameUpper;
+  if (s == "SAME_LOWER")
+    return cpu::AutoPad::SameLower;
+  if (s == "VALID")
+    return cpu::AutoPad::Valid;
+  return cpu::AutoPad::NotSet;
+}
+
+/// Strides, dilations and resolved pads of the forward window on x, and
+/// checks that dy has the forward output's shape.
+template <typename G>
+static llvm::Error windowOf(const Node &n, llvm::ArrayRef<int64_t> x,
+                            llvm::ArrayRef<int64_t> dy, int64_t dyChannels, G &g) {
+  size_t nd = g.kernel.size();
+  if (x.size() != nd + 2 || dy.size() != nd + 2)
+    return nodeError(n, "X " + formatShape(x) + " and dY " + formatShape(dy) +
+                            " do not match a " + std::to_string(nd) + "-d window");
+  auto st = intsAttr(n, "strides", std::vector<int64_t>(nd, 1));
+  auto dl = intsAttr(n, "dilations", std::vector<int64_t>(nd, 1));
+  auto pads = intsAttr(n, "pads", std::vector<int64_t>(2 * nd, 0));
+  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
+    return nodeError(n, "strides, dilations or pads have the wrong length");
+  bool ceil = n.intAttr("ceil_mode", 0) != 0;
+  cpu::AutoPad ap = autoPadOf(n);
+  g.inSpatial.assign(x.begin() + 2, x.end());
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t pb = pads[i], pe = pads[i + nd];
+    if (ap != cpu::AutoPad::NotSet)
+      cpu::resolveAutoPad(ap, x[i + 2], g.kernel[i], st[i], dl[i], pb, pe);
+    g.strides.push_back(st[i]);
+    g.dilations.push_back(dl[i]);
+    g.padsBegin.push_back(pb);
+    g.padsEnd.push_back(pe);
+    g.outSpatial.push_back(
+        cpu::windowOutputSize(x[i + 2], g.kernel[i], st[i], dl[i], pb, pe, ceil));
+  }
+  llvm::SmallVector<int64_t, 6> want = {x[0], dyChannels};
+  want.append(g.outSpatial.begin(), g.outSpatial.end());
+  if (llvm::ArrayRef<int64_t>(want) != dy)
+    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
+                            formatShape(want));
+  return llvm::Error::success();
+}
+
+static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
+                                                          llvm::ArrayRef<int64_t> dy,
+                                                          llvm::ArrayRef<int64_t> x,
+                                                          llvm::ArrayRef<int64_t> w) {
+  cpu::ConvGeometry g;
+  if (w.size() < 3 || x.size() != w.size())
+    return nodeError(n, "X " + formatShape(x) + " and W " + formatShape(w) +
+                            " ranks do not match");
+  g.batch = x[0];
+  g.inChannels = x[1];
+  g.outChannels = w[0];
+  g.group = n.intAttr("group", 1);
+  if (g.group <= 0 || x[1] != w[1] * g.group || w[0] % g.group)
+    return nodeError(n, "channels of X " + formatShape(x) + " and W " + formatShape(w) +
+                            " do not match group " + std::to_string(g.group));
+  g.kernel.assign(w.begin() + 2, w.end());
+  auto ks = intsAttr(n, "kernel_shape", {});
+  if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
+    return nodeError(n, "kernel_shape does not match W");
+  if (auto e = windowOf(n, x, dy, w[0], g))
+    return std::move(e);
+  return g;
+}
+
+static llvm::Error shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto g = convGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape, q.inputs[2].shape);
+  if (!g)
+    return g.takeError();
+  DType t = q.inputs[0].dtype;
+  if (q.inputs[1].dtype != t || q.inputs[2].dtype != t)
+    return nodeError(q.node, "dY, X and W must have one dtype");
+  out.assign(1, ShapedType{t, q.inputs[1].shape});
+  out.push_back(ShapedType{t, q.inputs[2].shape});
+  out.push_back(ShapedType{t, {g->outChannels}});
+  return llvm::Error::success();
+}
+
+static llvm::Error runConvGrad(const KernelCall &c) {
+  auto g = convGradGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
+  if (!g)
+    return g.takeError();
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::convGrad<T>(*g, c.inputs[0].as<T>(), c.inputs[1].as<T>(), c.inputs[2].as<T>(),
+                     hasOutput(c, 0) ? c.outputs[0].as<T>() : nullptr,
+                     hasOutput(c, 1) ? c.outputs[1].as<T>() : nullptr,
+                     hasOutput(c, 2) ? c.outputs[2].as<T>() : nullptr);
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
+                                                          llvm::ArrayRef<int64_t> dy,
+                                                          llvm::ArrayRef<int64_t> x) {
+  cpu::PoolGeometry g;
+  auto ks = intsAttr(n, "kernel_shape", {});
+  if (ks.empty())
+    return nodeError(n, "missing kernel_shape");
+  if (x.size() < 2)
+    return nodeError(n, "X " + formatShape(x) + " has rank below 2");
+  g.batch = x[0];
+  g.channels = x[1];
+  g.kernel.assign(ks.begin(), ks.end());
+  if (auto e = windowOf(n, x, dy, x[1], g))
+    return std::move(e);
+  return g;
+}
+
+static llvm::Error shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto g = poolGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
+  if (!g)
+    return g.takeError();
+  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
+  return llvm::Error::success();
+}
+
+template <bool Max> static llvm::Error runPoolGrad(const KernelCall &c) {
+  auto g = poolGradGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  if (!g)
+    return g.takeError();
+  bool includePad = c.node->intAttr("count_include_pad", 0) != 0;
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (Max)
+      cpu::maxPoolGrad<T>(*g, c.inputs[0].as<T>(), c.inputs[1].as<T>(), c.outputs[0].as<T>());
+    else
+      cpu::averagePoolGrad<T>(*g, includePad, c.inputs[0].as<T>(), c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Error shapeGlobalAveragePoolGrad(const ShapeQuery &q,
+                                              std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
+  bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
+  for (size_t i = 2; ok && i < dy.size(); ++i)
+    ok = dy[i] == 1;
+  if (!ok)
+    return nodeError(q.node, "dY " + formatShape(dy) + " is not the GlobalAveragePool "
+                                 "output shape of X " + formatShape(x));
+  out.assign(1, ShapedType{q.inputs[0].dtype, x});
+  return llvm::Error::success();
+}
+
+static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
+  const auto &x = c.inputs[1].shape;
+  int64_t planes = x[0] * x[1];
+  int64_t planeSize = c.inputs[1].numElements() / std::max<int64_t>(planes, 1);
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::globalAveragePoolGrad<T>(c.inputs[0].as<T>(), c.outputs[0].as<T>(), planes,
+                                  planeSize);
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Recurrent gradients
+//===----------------------------------------------------------------------===//
+
+// LSTMGrad ports: inputs dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
+// initial_c; outputs dX, dW, dR, dB, dinitial_h, dinitial_c.
+enum LstmGradPort : unsigned { kDY, kDYh, kDYc, kX, kW, kR, kB, kLens, kH0, kC0 };
+
+static bool present(const ShapeQuery &q, unsigned i) {
+  return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
+}
+
+/// The forward LSTM's sizes, after checking the attributes LSTMGrad
+/// implements and every present input's dtype and shape.
+static llvm::Expected<cpu::LstmShape> lstmGradShape(const ShapeQuery &q) {
+  const Node &n = q.node;
+  if (n.intAttr("layout", 0) != 0)
+    return nodeError(n, "layout = 1 is not supported");
+  if (n.attr("clip"))
+    return nodeError(n, "the clip attribute is not supported");
+  if (n.intAttr("input_forget", 0) != 0)
+    return nodeError(n, "input_forget = 1 is not supported");
+  if (const Attribute *a = n.attr("activations"))
+    for (size_t i = 0; i < a->strings.size(); ++i)
+      if (a->strings[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh"))
+        return nodeError(n, "activation " + a->strings[i] + " is not supported (only "
+                                                            "Sigmoid, Tanh, Tanh)");
+  llvm::StringRef dir = n.stringAttr("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return nodeError(n, "unknown direction '" + dir + "'");
+  if (q.inputs.size() <= kR || !present(q, kX) || !present(q, kW) || !present(q, kR))
+    return nodeError(n, "X, W and R are required");
+  if (!isFloat(q.inputs[kX].dtype))
+    return nodeError(n, "X must be a float tensor");
+  const auto &x = q.inputs[kX].shape, &r = q.inputs[kR].shape;
+  cpu::LstmShape s;
+  s.directions = dir == "bidirectional" ? 2 : 1;
+  s.reverse = dir == "reverse";
+  if (x.size() != 3 || r.size() != 3)
+    return nodeError(n, "X " + formatShape(x) + " and R " + formatShape(r) +
+                            " must have rank 3");
+  s.seq = x[0];
+  s.batch = x[1];
+  s.input = x[2];
+  s.hidden = r[2];
+  if (const Attribute *h = n.attr("hidden_size"))
+    if (h->i != s.hidden)
+      return nodeError(n, "hidden_size " + std::to_string(h->i) + " does not match R " +
+                              formatShape(r));
+  int64_t dirs = s.directions, hid = s.hidden, batch = s.batch;
+  auto expect = [&](unsigned i, std::vector<int64_t> want, const char *what) -> llvm::Error {
+    if (!present(q, i))
+      return llvm::Error::success();
+    if (q.inputs[i].shape != want)
+      return nodeError(n, std::string(what) + " " + formatShape(q.inputs[i].shape) +
+                              " should be " + formatShape(want));
+    if (i != kLens && q.inputs[i].dtype != q.inputs[kX].dtype)
+      return nodeError(n, std::string(what) + " is " +
+                              dtypeName(q.inputs[i].dtype).str() + " but X is " +
+                              dtypeName(q.inputs[kX].dtype).str());
+    return llvm::Error::success();
+  };
+  std::vector<int64_t> state = {dirs, batch, hid};
+  if (auto e = expect(kW, {dirs, 4 * hid, s.input}, "W"))
+    return std::move(e);
+  if (auto e = expect(kR, {dirs, 4 * hid, hid}, "R"))
+    return std::move(e);
+  if (auto e = expect(kB, {dirs, 8 * hid}, "B"))
+    return std::move(e);
+  if (auto e = expect(kDY, {s.seq, dirs, batch, hid}, "dY"))
+    return std::move(e);
+  for (unsigned i : {kDYh, kDYc, kH0, kC0})
+    if (auto e = expect(i, state, "dY_h, dY_c, initial_h and initial_c"))
+      return std::move(e);
+  if (auto e = expect(kLens, {batch}, "sequence_lens"))
+    return std::move(e);
+  if (present(q, kLens) && q.inputs[kLens].dtype != DType::I32 &&
+      q.inputs[kLens].dtype != DType::I64)
+    return nodeError(n, "sequence_lens must be int32");
+  return s;
+}
+
+static llvm::Error shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto s = lstmGradShape(q);
+  if (!s)
+    return s.takeError();
+  DType t = q.inputs[kX].dtype;
+  std::vector<int64_t> state = {s->directions, s->batch, s->hidden};
+  out = {q.inputs[kX], q.inputs[kW], q.inputs[kR],
+         ShapedType{t, {s->directions, 8 * s->hidden}}, ShapedType{t, state},
+         ShapedType{t, state}};
+  out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
+  return llvm::Error::success();
+}
+
+static llvm::Error runLstmGrad(const KernelCall &c) {
+  std::vector<ShapedType> types;
+  for (const TensorRef &t : c.inputs)
+    types.push_back(ShapedType{t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.end())});
+  std::vector<const HostTensor *> values(types.size(), nullptr);
+  auto s = lstmGradShape(ShapeQuery{*c.node, types, values});
+  if (!s)
+    return s.takeError();
+  std::vector<int64_t> lens;
+  if (c.hasInput(kLens)) {
+    lens = readInts(c.inputs[kLens]);
+    for (size_t i = 0; i < lens.size(); ++i)
+      if (lens[i] < 1 || lens[i] > s->seq)
+        return nodeError(*c.node, "sequence_lens[" + std::to_string(i) + "] = " +
+                                      std::to_string(lens[i]) + " is outside [1, " +
+                                      std::to_string(s->seq) + "]");
+  }
+  dispatchFloat(c.inputs[kX].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto in = [&](unsigned i) { return c.hasInput(i) ? c.inputs[i].as<T>() : nullptr; };
+    auto out = [&](unsigned i) { return hasOutput(c, i) ? c.outputs[i].as<T>() : nullptr; };
+    cpu::LstmGradBuffers<T> io;
+    io.dY = in(kDY);
+    io.dYh = in(kDYh);
+    io.dYc = in(kDYc);
+    io.x = in(kX);
+    io.w = in(kW);
+    io.r = in(kR);
+    io.b = in(kB);
+    io.h0 = in(kH0);
+    io.c0 = in(kC0);
+    io.lens = lens.empty() ? nullptr : lens.data();
+    io.dX = out(0);
+    io.dW = out(1);
+    io.dR = out(2);
+    io.dB = out(3);
+    io.dH0 = out(4);
+    io.dC0 = out(5);
+    cpu::lstmGrad<T>(*s, io);
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses and their gradients
+//===----------------------------------------------------------------------===//
+
+/// Scores [N, C, d...] and labels [N, d...] (int32/int64) at the given ports.
+static llvm::Error checkLabels(const ShapeQuery &q, unsigned scores, unsigned labels) {
+  const auto &s = q.inputs[scores].shape, &l = q.inputs[labels].shape;
+  DType lt = q.inputs[labels].dtype;
+  if (lt != DType::I32 && lt != DType::I64)
+    return nodeError(q.node, "labels must be int32 or int64");
+  bool ok = s.size() >= 2 && l.size() == s.size() - 1 && l[0] == s[0];
+  for (size_t i = 1; ok && i < l.size(); ++i)
+    ok = l[i] == s[i + 1];
+  if (!ok)
+    return nodeError(q.node, "labels " + formatShape(l) + " do not match scores " +
+                                 formatShape(s));
+  return llvm::Error::success();
+}
+
+/// Runs fn(I()) for the label dtype, after checking every label is a class
+/// index or the ignored value.
+template <typename Fn>
+static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classes, Fn &&fn) {
+  const TensorRef &l = c.inputs[port];
+  auto run = [&](auto tag) -> llvm::Error {
+    using I = decltype(tag);
+    cpu::LossLabels<I> labels;
+    labels.labels = l.as<I>();
+    if (const Attribute *a = c.node->attr("ignore_index")) {
+      labels.hasIgnoreIndex = true;
+      labels.ignoreIndex = a->i;
+    }
+    int64_t bad = cpu::findBadLabel(labels, l.numElements(), classes);
+    if (bad >= 0)
+      return nodeError(*c.node, "label " + std::to_string(int64_t(labels.labels[bad])) +
+                                    " at index " + std::to_string(bad) +
+                                    " is not a class index below " + std::to_string(classes));
+    fn(labels);
+    return llvm::Error::success();
+  };
+  return l.dtype == DType::I32 ? run(int32_t()) : run(int64_t());
+}
+
+static llvm::Error shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkLabels(q, 0, 1))
+    return e;
+  auto red = reductionOf(q.node);
+  if (!red)
+    return red.takeError();
+  const auto &s = q.inputs[0].shape;
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined &&
+      (q.inputs[2].shape.size() != 1 || q.inputs[2].shape[0] != s[1] ||
+       q.inputs[2].dtype != q.inputs[0].dtype))
+    return nodeError(q.node, "weights must be a [C] tensor of the scores' dtype");
+  std::vector<int64_t> lossShape;
+  if (*red == cpu::LossReduction::None)
+    lossShape = q.inputs[1].shape;
+  out.assign(1, ShapedType{q.inputs[0].dtype, lossShape});
+  out.push_back(q.inputs[0]);
+  return llvm::Error::success();
+}
+
+template <bool FromLogProb> static llvm::Error runClassificationLoss(const KernelCall &c) {
+  auto red = reductionOf(*c.node);
+  if (!red)
+    return red.takeError();
+  const auto &s = c.inputs[0].shape;
+  int64_t batch = s[0], classes = s[1];
+  int64_t inner = c.inputs[0].numElements() / std::max<int64_t>(batch * classes, 1);
+  llvm::Error err = llvm::Error::success();
+  dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *weights = c.hasInput(2) ? c.inputs[2].as<T>() : nullptr;
+    T *logProb = hasOutput(c, 1) ? c.outputs[1].as<T>() : nullptr;
+    err = withLabels(c, 1, classes, [&](const auto &labels) {
+      cpu::classificationLoss<T>(c.inputs[0].as<T>(), labels, weights, *red, FromLogProb,
+                                 c.outputs[0].as<T>(), logProb, batch, classes, inner);
+    });
+  });
+  return err;
+}
+
+static llvm::Error shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
+                                                    std::vector<ShapedType> &out) {
+  if (auto e = checkLabels(q, 1, 2))
+    return e;
+  auto red = reductionOf(q.node);
+  if (!red)
+    return red.takeError();
+  int64_t want = *red == cpu::LossReduction::None ? numel(q.inputs[2].shape) : 1;
+  if (numel(q.inputs[0].shape) != want)
+    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
+                                 " does not match the loss of reduction '" +
+                                 q.node.stringAttr("reduction", "mean") + "'");
+  if (q.inputs[0].dtype != q.inputs[1].dtype)
+    return nodeError(q.node, "dLoss and log_prob differ in dtype");
+  out.assign(1, q.inputs[1]);
+  return llvm::Error::success();
+}
+
+static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
+  auto red = reductionOf(*c.node);
+  if (!red)
+    return red.takeError();
+  const auto &s = c.inputs[1].shape;
+  int64_t batch = s[0], classes = s[1];
+  int64_t inner = c.inputs[1].numElements() / std::max<int64_t>(batch * classes, 1);
+  llvm::Error err = llvm::Error::success();
+  dispatchFloat(c.inputs[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    err = withLabels(c, 2, classes, [&](const auto &labels) {
+      cpu::softmaxCrossEntropyLossGrad<T>(c.inputs[0].as<T>(), c.inputs[1].as<T>(), labels,
+                                          *red, c.outputs[0].as<T>(), batch, classes, inner);
+    });
+  });
+  return err;
+}
+
+static llvm::Error shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = requireSameShape(q, 1, 2))
+    return e;
+  auto red = reductionOf(q.node);
+  if (!red)
+    return red.takeError();
+  if (*red == cpu::LossReduction::None ? q.inputs[0].shape != q.inputs[1].shape
+                                       : numel(q.inputs[0].shape) != 1)
+    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
+                                 " does not match the loss of reduction '" +
+                                 q.node.stringAttr("reduction", "mean") + "'");
+  if (q.inputs[0].dtype != q.inputs[1].dtype || q.inputs[1].dtype != q.inputs[2].dtype)
+    return nodeError(q.node, "dLoss, pred and target must have one dtype");
+  out.assign(1, q.inputs[1]);
+  return llvm::Error::success();
+}
+
+static llvm::Error runMSELossGrad(const KernelCall &c) {
+  auto red = reductionOf(*c.node);
+  if (!red)
+    return red.takeError();
+  dispatchFloat(c.inputs[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::mseLossGrad<T>(c.inputs[0].as<T>(), c.inputs[1].as<T>(), c.inputs[2].as<T>(), *red,
+                        c.outputs[0].as<T>(), c.outputs[0].numElements());
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Rows
+//===----------------------------------------------------------------------===//
+
+std::vector<CpuKernel> mpc::cpuk::trainingRows() {
+  using cpu::ActivationGrad;
+  return {
+      {"AveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapePoolGrad, runPoolGrad<false>},
+      {"BatchNormalizationGrad", kDomain, 1, kMax, kFloatTypes, shapeBatchNormGrad,
+       runBatchNormGrad},
+      {"BiasGrad", kDomain, 1, kMax, kFloatTypes, shapeBiasGrad, runBiasGrad},
+      {"ConvGrad", kDomain, 1, kMax, kFloatTypes, shapeConvGrad, runConvGrad},
+      {"ErfGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
+       runActivationGrad<ActivationGrad::Erf>},
+      {"GeluGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
+       runActivationGrad<ActivationGrad::Gelu>},
+      {"GlobalAveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapeGlobalAveragePoolGrad,
+       runGlobalAveragePoolGrad},
+      {"LayerNormalizationGrad", kDomain, 1, kMax, kFloatTypes, shapeLayerNormGrad,
+       runLayerNormGrad},
+      {"LogSoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<true>},
+      // Input 0 (dY) is optional: the mask admits an absent one (Undefined) and
+      // shapeLstmGrad checks X's dtype instead.
+      {"LSTMGrad", kDomain, 1, kMax, kFloatTypes | dtypeBit(DType::Undefined), shapeLstmGrad,
+       runLstmGrad},
+      {"MaxPoolGrad", kDomain, 1, kMax, kFloatTypes, shapePoolGrad, runPoolGrad<true>},
+      {"MSELossGrad", kDomain, 1, kMax, kFloatTypes, shapeMSELossGrad, runMSELossGrad},
+      {"ReluGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
+       runActivationGrad<ActivationGrad::Relu>},
+      {"SigmoidGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
+       runActivationGrad<ActivationGrad::Sigmoid>},
+      {"SoftmaxCrossEntropyLossGrad", kDomain, 1, kMax, kFloatTypes,
+       shapeSoftmaxCrossEntropyLossGrad, runSoftmaxCrossEntropyLossGrad},
+      {"SoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<false>},
+      {"TanhGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
+       runActivationGrad<ActivationGrad::Tanh>},
+      // Default-domain losses used by training graphs.
+      {"NegativeLogLikelihoodLoss", "", 12, kMax, kFloatTypes, shapeClassificationLoss,
+       runClassificationLoss<true>},
+      {"SoftmaxCrossEntropyLoss", "", 12, kMax, kFloatTypes, shapeClassificationLoss,
+       runClassificationLoss<false>},
+  };
+}

@@ -282,6 +282,7 @@ static std::unique_ptr<OpSignature> buildNewOp(const PatchRow &row) {
 }
 
 int64_t mpc::newestKnownOpset(llvm::StringRef domain) {
+  registerTrainingSchemas();
   const auto &map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto it = map.find(domain == "ai.onnx" ? "" : domain.str());
   return it == map.end() ? -1 : it->second.second;
@@ -339,6 +340,7 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
 
 SignatureLookup mpc::lookupSignature(llvm::StringRef domain, llvm::StringRef opType,
                                      int64_t opsetVersion) {
+  registerTrainingSchemas();
   // One hash of "domain\0op\0version" per lookup: passes call this per node.
   static std::mutex mu;
   static llvm::StringMap<std::pair<std::unique_ptr<OpSignature>, bool>> cache;

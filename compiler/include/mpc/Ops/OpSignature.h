@@ -81,6 +81,12 @@ SignatureLookup lookupSignature(const Node &n);
 /// The newest opset libonnx's registry knows for a domain (17 for "").
 int64_t newestKnownOpset(llvm::StringRef domain);
 
+/// Registers the libonnx schemas of the ai.mpc.training gradient ops
+/// (docs/training.md) and their domain's version range. Idempotent and
+/// thread-safe; lookupSignature() and newestKnownOpset() call it, and tools
+/// that call libonnx's checker or shape inference directly call it first.
+void registerTrainingSchemas();
+
 /// Parses "tensor(float16)", "seq(tensor(float))", "optional(...)".
 bool parseTypeString(llvm::StringRef s, Type &out);
 

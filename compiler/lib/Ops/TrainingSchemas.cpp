@@ -1,0 +1,311 @@
+//===- TrainingSchemas.cpp - libonnx schemas of the ai.mpc.training ops ----===//
+//
+// Registers the gradient operators of docs/training.md ("Gradient operators",
+// domain ai.mpc.training, version 1) with libonnx's OpSchemaRegistry, so the
+// checker, strict shape inference and lookupSignature() know them. Called
+// explicitly (registerTrainingSchemas), never from a global constructor.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Ops/OpSignature.h"
+#include "onnx/defs/schema.h"
+#include "onnx/defs/shape_inference.h"
+#include "onnx/defs/tensor_proto_util.h"
+#include <mutex>
+
+using onnx::AttributeProto;
+using onnx::InferenceContext;
+using onnx::OpSchema;
+
+static const char *const kDomain = "ai.mpc.training";
+
+static const std::vector<std::string> &floatTypes() {
+  static const std::vector<std::string> types = {"tensor(float16)", "tensor(float)",
+                                                 "tensor(double)", "tensor(bfloat16)"};
+  return types;
+}
+
+/// Output `out` takes the element type and (when known) shape of input `in`.
+static void sameAs(InferenceContext &ctx, size_t in, size_t out) {
+  if (ctx.getNumOutputs() <= out || ctx.getNumInputs() <= in)
+    return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
+  if (onnx::hasInputShape(ctx, in))
+    onnx::propagateShapeFromInputToOutput(ctx, in, out);
+}
+
+/// A schema with the domain, version and location filled in.
+static OpSchema base(const char *name, int line) {
+  OpSchema s;
+  s.SetName(name).SetDomain(kDomain).SinceVersion(1).SetLocation(__FILE__, line);
+  return s;
+}
+
+/// dY:T, <second>:T -> dX:T with dX shaped like input 1.
+static OpSchema unaryGrad(const char *name, const char *second, const char *doc, int line) {
+  OpSchema s = base(name, line);
+  s.SetDoc(doc)
+      .Input(0, "dY", "gradient of the forward output", "T")
+      .Input(1, second, "forward input or output", "T")
+      .Output(0, "dX", "gradient of the forward input", "T")
+      .TypeConstraint("T", floatTypes(), "float types")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (onnx::hasInputShape(ctx, 1))
+          onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
+        else if (onnx::hasInputShape(ctx, 0))
+          onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+      });
+  return s;
+}
+
+/// LSTMGrad: dX, dW, dR shaped like X, W, R; dB [dirs, 8H]; the state
+/// gradients [dirs, batch, H]. Every output is typed like X (input 3).
+static void inferLstmGrad(InferenceContext &ctx) {
+  const size_t kX = 3, kW = 4, kR = 5;
+  for (size_t i = 0; i < 3; ++i)
+    sameAs(ctx, kX + i, i);
+  for (size_t out = 3; out < ctx.getNumOutputs(); ++out)
+    onnx::propagateElemTypeFromInputToOutput(ctx, kX, out);
+  if (ctx.getNumOutputs() <= 3 || !onnx::hasInputShape(ctx, kX) ||
+      !onnx::hasInputShape(ctx, kW) || !onnx::hasInputShape(ctx, kR))
+    return;
+  const auto &x = onnx::getInputShape(ctx, kX), &w = onnx::getInputShape(ctx, kW),
+             &r = onnx::getInputShape(ctx, kR);
+  if (x.dim_size() != 3 || w.dim_size() != 3 || r.dim_size() != 3)
+    fail_shape_inference("LSTMGrad: X, W and R must have rank 3");
+  auto *db = onnx::getOutputShape(ctx, 3);
+  *db->add_dim() = w.dim(0);
+  if (r.dim(1).has_dim_value())
+    db->add_dim()->set_dim_value(2 * r.dim(1).dim_value());
+  else
+    db->add_dim();
+  for (size_t out = 4; out < ctx.getNumOutputs(); ++out) {
+    auto *shape = onnx::getOutputShape(ctx, out);
+    *shape->add_dim() = w.dim(0);
+    *shape->add_dim() = x.dim(1);
+    *shape->add_dim() = r.dim(2);
+  }
+}
+
+static void convAttrs(OpSchema &s) {
+  s.Attr("auto_pad", "as Conv", AttributeProto::STRING, std::string("NOTSET"))
+      .Attr("dilations", "as Conv", AttributeProto::INTS, false)
+      .Attr("group", "as Conv", AttributeProto::INT, static_cast<int64_t>(1))
+      .Attr("kernel_shape", "as Conv", AttributeProto::INTS, false)
+      .Attr("pads", "as Conv", AttributeProto::INTS, false)
+      .Attr("strides", "as Conv", AttributeProto::INTS, false);
+}
+
+static std::vector<OpSchema> trainingSchemas() {
+  std::vector<OpSchema> v;
+
+  {
+    OpSchema s = base("BiasGrad", __LINE__);
+    s.SetDoc("dY summed over the axes along which `shape` was broadcast to dY")
+        .Input(0, "dY", "gradient of the broadcast result", "T")
+        .Input(1, "shape", "shape of the operand before broadcasting", "tensor(int64)")
+        .Output(0, "dB", "gradient of the operand, shaped `shape`", "T")
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+          const onnx::TensorProto *shape = ctx.getInputData(1);
+          if (!shape)
+            return;
+          auto *out = onnx::getOutputShape(ctx, 0);
+          for (int64_t d : onnx::ParseData<int64_t>(shape))
+            out->add_dim()->set_dim_value(d);
+        });
+    v.push_back(std::move(s));
+  }
+  v.push_back(unaryGrad("ReluGrad", "X", "dY where X > 0, else 0", __LINE__));
+  v.push_back(unaryGrad("SigmoidGrad", "Y", "dY*Y*(1-Y), Y the forward output", __LINE__));
+  v.push_back(unaryGrad("TanhGrad", "Y", "dY*(1-Y^2), Y the forward output", __LINE__));
+  v.push_back(unaryGrad("ErfGrad", "X", "dY*2/sqrt(pi)*exp(-X^2)", __LINE__));
+  {
+    OpSchema s = unaryGrad("GeluGrad", "X", "derivative of opset-20 Gelu", __LINE__);
+    s.Attr("approximate", "none or tanh", AttributeProto::STRING, std::string("none"));
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = unaryGrad("SoftmaxGrad", "Y", "Y*(dY - sum_axis(dY*Y))", __LINE__);
+    s.Attr("axis", "softmax axis", AttributeProto::INT, static_cast<int64_t>(-1));
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = unaryGrad("LogSoftmaxGrad", "Y", "dY - exp(Y)*sum_axis(dY)", __LINE__);
+    s.Attr("axis", "log-softmax axis", AttributeProto::INT, static_cast<int64_t>(-1));
+    v.push_back(std::move(s));
+  }
+  v.push_back(unaryGrad("GlobalAveragePoolGrad", "X",
+                        "dY / spatial size, broadcast over X's spatial axes", __LINE__));
+  {
+    OpSchema s = unaryGrad("MaxPoolGrad", "X", "dY routed to the first maximum of each window",
+                           __LINE__);
+    s.Attr("auto_pad", "as MaxPool", AttributeProto::STRING, std::string("NOTSET"))
+        .Attr("ceil_mode", "as MaxPool", AttributeProto::INT, static_cast<int64_t>(0))
+        .Attr("dilations", "as MaxPool", AttributeProto::INTS, false)
+        .Attr("kernel_shape", "as MaxPool", AttributeProto::INTS, true)
+        .Attr("pads", "as MaxPool", AttributeProto::INTS, false)
+        .Attr("storage_order", "as MaxPool", AttributeProto::INT, static_cast<int64_t>(0))
+        .Attr("strides", "as MaxPool", AttributeProto::INTS, false);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = unaryGrad("AveragePoolGrad", "X", "dY spread evenly over each window",
+                           __LINE__);
+    s.Attr("auto_pad", "as AveragePool", AttributeProto::STRING, std::string("NOTSET"))
+        .Attr("ceil_mode", "as AveragePool", AttributeProto::INT, static_cast<int64_t>(0))
+        .Attr("count_include_pad", "as AveragePool", AttributeProto::INT,
+              static_cast<int64_t>(0))
+        .Attr("dilations", "as AveragePool", AttributeProto::INTS, false)
+        .Attr("kernel_shape", "as AveragePool", AttributeProto::INTS, true)
+        .Attr("pads", "as AveragePool", AttributeProto::INTS, false)
+        .Attr("strides", "as AveragePool", AttributeProto::INTS, false);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("LayerNormalizationGrad", __LINE__);
+    s.SetDoc("gradient of opset-17 LayerNormalization from its saved Mean and InvStdDev")
+        .Attr("axis", "first normalized axis", AttributeProto::INT, static_cast<int64_t>(-1))
+        .Input(0, "dY", "gradient of Y", "T")
+        .Input(1, "X", "forward input", "T")
+        .Input(2, "Scale", "forward scale", "T")
+        .Input(3, "Mean", "saved mean", "U")
+        .Input(4, "InvStdDev", "saved inverse standard deviation", "U")
+        .Output(0, "dX", "gradient of X", "T")
+        .Output(1, "dScale", "gradient of Scale", "T", OpSchema::Optional)
+        .Output(2, "dBias", "gradient of Bias", "T", OpSchema::Optional)
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeConstraint("U", floatTypes(), "statistics types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+          sameAs(ctx, 1, 0);
+          sameAs(ctx, 2, 1);
+          sameAs(ctx, 2, 2);
+        });
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("BatchNormalizationGrad", __LINE__);
+    s.SetDoc("gradient of training-mode BatchNormalization (batch statistics of X)")
+        .Attr("epsilon", "as BatchNormalization", AttributeProto::FLOAT, 1e-5f)
+        .Input(0, "dY", "gradient of Y", "T")
+        .Input(1, "X", "forward input", "T")
+        .Input(2, "scale", "forward scale", "T1")
+        .Output(0, "dX", "gradient of X", "T")
+        .Output(1, "dScale", "gradient of scale", "T1", OpSchema::Optional)
+        .Output(2, "dBias", "gradient of B", "T1", OpSchema::Optional)
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeConstraint("T1", floatTypes(), "parameter types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+          sameAs(ctx, 1, 0);
+          sameAs(ctx, 2, 1);
+          sameAs(ctx, 2, 2);
+        });
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("ConvGrad", __LINE__);
+    s.SetDoc("gradient of Conv with the same attributes")
+        .Input(0, "dY", "gradient of Y", "T")
+        .Input(1, "X", "forward input", "T")
+        .Input(2, "W", "forward weights", "T")
+        .Output(0, "dX", "gradient of X", "T", OpSchema::Optional)
+        .Output(1, "dW", "gradient of W", "T", OpSchema::Optional)
+        .Output(2, "dB", "gradient of B", "T", OpSchema::Optional)
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+          sameAs(ctx, 1, 0);
+          sameAs(ctx, 2, 1);
+          if (ctx.getNumOutputs() <= 2)
+            return;
+          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 2);
+          if (!onnx::hasInputShape(ctx, 2))
+            return;
+          const auto &w = onnx::getInputShape(ctx, 2);
+          if (w.dim_size() < 1)
+            fail_shape_inference("ConvGrad: W must have rank >= 1");
+          *onnx::getOutputShape(ctx, 2)->add_dim() = w.dim(0);
+        });
+    convAttrs(s);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("LSTMGrad", __LINE__);
+    s.SetDoc("gradient of LSTM (sigmoid/tanh/tanh, no peepholes, layout 0) by "
+             "backpropagation through time; the forward is recomputed from X, W, R, B and "
+             "the initial states")
+        .Attr("activation_alpha", "as LSTM (unused by the default activations)",
+              AttributeProto::FLOATS, false)
+        .Attr("activation_beta", "as LSTM (unused by the default activations)",
+              AttributeProto::FLOATS, false)
+        .Attr("activations", "as LSTM; only Sigmoid, Tanh, Tanh", AttributeProto::STRINGS,
+              false)
+        .Attr("clip", "as LSTM; not supported", AttributeProto::FLOAT, false)
+        .Attr("direction", "forward, reverse or bidirectional", AttributeProto::STRING,
+              std::string("forward"))
+        .Attr("hidden_size", "as LSTM", AttributeProto::INT, false)
+        .Attr("input_forget", "as LSTM; only 0", AttributeProto::INT, static_cast<int64_t>(0))
+        .Attr("layout", "as LSTM; only 0", AttributeProto::INT, static_cast<int64_t>(0))
+        .Input(0, "dY", "gradient of Y [seq, dirs, batch, H]", "T", OpSchema::Optional)
+        .Input(1, "dY_h", "gradient of Y_h [dirs, batch, H]", "T", OpSchema::Optional)
+        .Input(2, "dY_c", "gradient of Y_c [dirs, batch, H]", "T", OpSchema::Optional)
+        .Input(3, "X", "forward input [seq, batch, input]", "T")
+        .Input(4, "W", "forward input weights [dirs, 4H, input]", "T")
+        .Input(5, "R", "forward recurrence weights [dirs, 4H, H]", "T")
+        .Input(6, "B", "forward biases [dirs, 8H]", "T", OpSchema::Optional)
+        .Input(7, "sequence_lens", "forward sequence lengths [batch]", "T1",
+               OpSchema::Optional)
+        .Input(8, "initial_h", "forward initial hidden state", "T", OpSchema::Optional)
+        .Input(9, "initial_c", "forward initial cell state", "T", OpSchema::Optional)
+        .Output(0, "dX", "gradient of X", "T", OpSchema::Optional)
+        .Output(1, "dW", "gradient of W", "T", OpSchema::Optional)
+        .Output(2, "dR", "gradient of R", "T", OpSchema::Optional)
+        .Output(3, "dB", "gradient of B [dirs, 8H]", "T", OpSchema::Optional)
+        .Output(4, "dinitial_h", "gradient of initial_h", "T", OpSchema::Optional)
+        .Output(5, "dinitial_c", "gradient of initial_c", "T", OpSchema::Optional)
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeConstraint("T1", {"tensor(int32)"}, "sequence length type")
+        .TypeAndShapeInferenceFunction(inferLstmGrad);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("SoftmaxCrossEntropyLossGrad", __LINE__);
+    s.SetDoc("gradient of SoftmaxCrossEntropyLoss (no weights) with respect to the scores")
+        .Attr("reduction", "none, sum or mean", AttributeProto::STRING, std::string("mean"))
+        .Attr("ignore_index", "label value that contributes nothing", AttributeProto::INT,
+              false)
+        .Input(0, "dLoss", "gradient of the loss", "T")
+        .Input(1, "log_prob", "log-softmax of the scores", "T")
+        .Input(2, "labels", "class labels", "Tind")
+        .Output(0, "dScores", "gradient of the scores", "T")
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "label types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) { sameAs(ctx, 1, 0); });
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("MSELossGrad", __LINE__);
+    s.SetDoc("dLoss*2*(pred-target)/N")
+        .Attr("reduction", "none, sum or mean", AttributeProto::STRING, std::string("mean"))
+        .Input(0, "dLoss", "gradient of the loss", "T")
+        .Input(1, "pred", "predictions", "T")
+        .Input(2, "target", "targets", "T")
+        .Output(0, "dPred", "gradient of the predictions", "T")
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) { sameAs(ctx, 1, 0); });
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
+void mpc::registerTrainingSchemas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
+    if (!ranges.Map().count(kDomain))
+      ranges.AddDomainToVersion(kDomain, 1, 1);
+    for (OpSchema &s : trainingSchemas())
+      if (!onnx::OpSchemaRegistry::Schema(s.Name(), 1, kDomain))
+        onnx::RegisterSchema(std::move(s));
+  });
+}

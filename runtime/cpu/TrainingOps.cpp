@@ -1,0 +1,736 @@
+//===- TrainingOps.cpp - Gradient and loss kernels for training -----------===//
+//
+// Loops over raw buffers for the gradient ops of docs/training.md, the
+// classification losses and training-mode BatchNormalization. Sums and
+// statistics are kept in AccumType<T>; each output element is rounded once.
+// ConvGrad builds its own column panels and multiplies through cpu::gemm.
+// LSTMGrad recomputes the forward one batch entry at a time (entries may have
+// different lengths, so reverse directions start at different time steps).
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "mpc/Runtime/Cpu/Gemm.h"
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace mpc {
+namespace cpu {
+
+using kernels::AccumType;
+using kernels::load;
+using kernels::store;
+
+template <typename T> static AccumType<T> ld(T v) { return AccumType<T>(load(v)); }
+
+//===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+template <typename C> static C activationSlope(ActivationGrad kind, C v) {
+  const C invSqrtPi2 = C(1.1283791670955126);   // 2 / sqrt(pi)
+  const C invSqrt2 = C(0.70710678118654752);    // 1 / sqrt(2)
+  const C invSqrt2Pi = C(0.39894228040143268);  // 1 / sqrt(2 pi)
+  const C sqrt2OverPi = C(0.79788456080286536); // sqrt(2 / pi)
+  switch (kind) {
+  case ActivationGrad::Relu:
+    return v > C(0) ? C(1) : C(0);
+  case ActivationGrad::Sigmoid:
+    return v * (C(1) - v);
+  case ActivationGrad::Tanh:
+    return C(1) - v * v;
+  case ActivationGrad::Erf:
+    return invSqrtPi2 * std::exp(-v * v);
+  case ActivationGrad::Gelu:
+    return C(0.5) * (C(1) + std::erf(v * invSqrt2)) + v * invSqrt2Pi * std::exp(C(-0.5) * v * v);
+  case ActivationGrad::GeluTanh: {
+    C t = std::tanh(sqrt2OverPi * (v + C(0.044715) * v * v * v));
+    return C(0.5) * (C(1) + t) +
+           C(0.5) * v * (C(1) - t * t) * sqrt2OverPi * (C(1) + C(3 * 0.044715) * v * v);
+  }
+  }
+  return C(0);
+}
+
+template <typename T>
+void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n) {
+  using C = kernels::ComputeType<T>;
+  if (kind == ActivationGrad::Relu) {
+    // A select, not a product: 0 * inf would be NaN.
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = load(v[i]) > C(0) ? dy[i] : store<T>(C(0));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = store<T>(load(dy[i]) * activationSlope<C>(kind, load(v[i])));
+}
+
+template <typename T>
+void biasGrad(const T *dy, llvm::ArrayRef<int64_t> dyShape, llvm::ArrayRef<int64_t> bShape,
+              T *db) {
+  using A = AccumType<T>;
+  size_t rank = dyShape.size(), lead = rank - bShape.size();
+  // Stride into db of each dy axis (0 where the axis is summed).
+  std::vector<int64_t> strides(rank, 0);
+  int64_t s = 1, total = 1;
+  for (size_t j = bShape.size(); j-- > 0;) {
+    if (bShape[j] != 1)
+      strides[lead + j] = s;
+    s *= bShape[j];
+  }
+  for (int64_t d : dyShape)
+    total *= d;
+  std::vector<A> acc(size_t(s), A(0));
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    acc[size_t(off)] += ld(dy[i]);
+    for (size_t d = rank; d-- > 0;) {
+      off += strides[d];
+      if (++idx[d] < dyShape[d])
+        break;
+      off -= strides[d] * dyShape[d];
+      idx[d] = 0;
+    }
+  }
+  for (int64_t i = 0; i < s; ++i)
+    db[i] = store<T>(acc[size_t(i)]);
+}
+
+template <typename T>
+void softmaxGrad(const T *dy, const T *y, T *dx, int64_t outer, int64_t axisDim,
+                 int64_t inner, bool log) {
+  using A = AccumType<T>;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * axisDim * inner + i;
+      A sum = A(0);
+      for (int64_t a = 0; a < axisDim; ++a) {
+        int64_t k = base + a * inner;
+        sum += log ? ld(dy[k]) : ld(dy[k]) * ld(y[k]);
+      }
+      for (int64_t a = 0; a < axisDim; ++a) {
+        int64_t k = base + a * inner;
+        A r = log ? ld(dy[k]) - std::exp(ld(y[k])) * sum : ld(y[k]) * (ld(dy[k]) - sum);
+        dx[k] = store<T>(r);
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void layerNormGrad(const T *dy, const T *x, const AccumType<T> *scale,
+                   const AccumType<T> *mean, const AccumType<T> *invStdDev, T *dx,
+                   AccumType<T> *dScale, AccumType<T> *dBias, int64_t outer, int64_t inner) {
+  using A = AccumType<T>;
+  for (int64_t r = 0; r < outer; ++r) {
+    const T *xr = x + r * inner, *dyr = dy + r * inner;
+    A mu = mean[r], inv = invStdDev[r];
+    A sumG = A(0), sumGX = A(0);
+    for (int64_t j = 0; j < inner; ++j) {
+      A xhat = (ld(xr[j]) - mu) * inv, d = ld(dyr[j]), g = d * scale[j];
+      sumG += g;
+      sumGX += g * xhat;
+      if (dScale)
+        dScale[j] += d * xhat;
+      if (dBias)
+        dBias[j] += d;
+    }
+    if (!dx)
+      continue;
+    A m1 = sumG / A(inner), m2 = sumGX / A(inner);
+    for (int64_t j = 0; j < inner; ++j) {
+      A xhat = (ld(xr[j]) - mu) * inv, g = ld(dyr[j]) * scale[j];
+      dx[r * inner + j] = store<T>(inv * (g - m1 - xhat * m2));
+    }
+  }
+}
+
+/// Mean and biased variance of channel c of x [batch, channels, spatial].
+template <typename T>
+static void channelStats(const T *x, int64_t c, int64_t batch, int64_t channels,
+                         int64_t spatial, AccumType<T> &mean, AccumType<T> &var) {
+  using A = AccumType<T>;
+  A sum = A(0);
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *p = x + (n * channels + c) * spatial;
+    for (int64_t s = 0; s < spatial; ++s)
+      sum += ld(p[s]);
+  }
+  A count = A(batch * spatial);
+  mean = sum / count;
+  A sq = A(0);
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *p = x + (n * channels + c) * spatial;
+    for (int64_t s = 0; s < spatial; ++s) {
+      A d = ld(p[s]) - mean;
+      sq += d * d;
+    }
+  }
+  var = sq / count;
+}
+
+template <typename T>
+void batchNormGrad(const T *dy, const T *x, const AccumType<T> *scale, float epsilon, T *dx,
+                   AccumType<T> *dScale, AccumType<T> *dBias, int64_t batch,
+                   int64_t channels, int64_t spatial) {
+  using A = AccumType<T>;
+  for (int64_t c = 0; c < channels; ++c) {
+    A mean, var;
+    channelStats(x, c, batch, channels, spatial, mean, var);
+    A inv = A(1) / std::sqrt(var + A(epsilon));
+    A sumD = A(0), sumDX = A(0);
+    for (int64_t n = 0; n < batch; ++n) {
+      int64_t base = (n * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        A d = ld(dy[base + s]);
+        sumD += d;
+        sumDX += d * (ld(x[base + s]) - mean) * inv;
+      }
+    }
+    if (dScale)
+      dScale[c] = sumDX;
+    if (dBias)
+      dBias[c] = sumD;
+    if (!dx)
+      continue;
+    A count = A(batch * spatial), m1 = sumD / count, m2 = sumDX / count;
+    A k = scale[c] * inv;
+    for (int64_t n = 0; n < batch; ++n) {
+      int64_t base = (n * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        A xhat = (ld(x[base + s]) - mean) * inv;
+        dx[base + s] = store<T>(k * (ld(dy[base + s]) - m1 - xhat * m2));
+      }
+    }
+  }
+}
+
+template <typename T>
+void batchNormTraining(const T *x, const AccumType<T> *scale, const AccumType<T> *bias,
+                       const AccumType<T> *inMean, const AccumType<T> *inVar, float epsilon,
+                       float momentum, T *y, AccumType<T> *runMean, AccumType<T> *runVar,
+                       int64_t batch, int64_t channels, int64_t spatial) {
+  using A = AccumType<T>;
+  for (int64_t c = 0; c < channels; ++c) {
+    A mean, var;
+    channelStats(x, c, batch, channels, spatial, mean, var);
+    A k = scale[c] / std::sqrt(var + A(epsilon));
+    for (int64_t n = 0; n < batch; ++n) {
+      int64_t base = (n * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s)
+        y[base + s] = store<T>((ld(x[base + s]) - mean) * k + bias[c]);
+    }
+    A mom = A(momentum);
+    if (runMean)
+      runMean[c] = inMean[c] * mom + mean * (A(1) - mom);
+    if (runVar)
+      runVar[c] = inVar[c] * mom + var * (A(1) - mom);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// For every (kernel tap, output position) pair, the flat spatial index of
+/// the input element it reads, or -1 for padding. Row-major over taps, then
+/// positions: entry kk * outSize + oo.
+static std::vector<int64_t> windowMap(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out,
+                                      llvm::ArrayRef<int64_t> kernel,
+                                      llvm::ArrayRef<int64_t> strides,
+                                      llvm::ArrayRef<int64_t> dilations,
+                                      llvm::ArrayRef<int64_t> padsBegin) {
+  size_t nd = kernel.size();
+  int64_t taps = 1, outSize = 1;
+  for (size_t i = 0; i < nd; ++i) {
+    taps *= kernel[i];
+    outSize *= out[i];
+  }
+  std::vector<int64_t> map(size_t(taps * outSize), -1);
+  std::vector<int64_t> k(nd, 0), o(nd, 0);
+  for (int64_t kk = 0; kk < taps; ++kk) {
+    std::fill(o.begin(), o.end(), 0);
+    for (int64_t oo = 0; oo < outSize; ++oo) {
+      int64_t flat = 0;
+      bool inside = true;
+      for (size_t i = 0; i < nd && inside; ++i) {
+        int64_t p = o[i] * strides[i] - padsBegin[i] + k[i] * dilations[i];
+        inside = p >= 0 && p < in[i];
+        flat = flat * in[i] + p;
+      }
+      if (inside)
+        map[size_t(kk * outSize + oo)] = flat;
+      for (size_t i = nd; i-- > 0;) {
+        if (++o[i] < out[i])
+          break;
+        o[i] = 0;
+      }
+    }
+    for (size_t i = nd; i-- > 0;) {
+      if (++k[i] < kernel[i])
+        break;
+      k[i] = 0;
+    }
+  }
+  return map;
+}
+
+static int64_t product(llvm::ArrayRef<int64_t> v) {
+  int64_t p = 1;
+  for (int64_t d : v)
+    p *= d;
+  return p;
+}
+
+template <typename T>
+void convGrad(const ConvGeometry &g, const T *dy, const T *x, const T *w, T *dx, T *dw,
+              T *db) {
+  using A = AccumType<T>;
+  int64_t inSize = product(g.inSpatial), outSize = product(g.outSpatial);
+  int64_t taps = product(g.kernel);
+  int64_t cg = g.inChannels / g.group, mg = g.outChannels / g.group, rows = cg * taps;
+  if (db) {
+    for (int64_t m = 0; m < g.outChannels; ++m) {
+      A sum = A(0);
+      for (int64_t n = 0; n < g.batch; ++n)
+        for (int64_t o = 0; o < outSize; ++o)
+          sum += ld(dy[(n * g.outChannels + m) * outSize + o]);
+      db[m] = store<T>(sum);
+    }
+  }
+  if (!dx && !dw)
+    return;
+  std::vector<int64_t> map =
+      windowMap(g.inSpatial, g.outSpatial, g.kernel, g.strides, g.dilations, g.padsBegin);
+  std::vector<T> col(dw ? size_t(rows * outSize) : 0);
+  std::vector<A> colGrad(dx ? size_t(rows * outSize) : 0);
+  std::vector<A> dwAcc(dw ? size_t(g.outChannels * rows) : 0, A(0));
+  std::vector<A> dxAcc(dx ? size_t(g.inChannels * inSize) : 0);
+  const T zero = store<T>(A(0));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    std::fill(dxAcc.begin(), dxAcc.end(), A(0));
+    for (int64_t gi = 0; gi < g.group; ++gi) {
+      const T *dyG = dy + (n * g.outChannels + gi * mg) * outSize;
+      const T *xG = x + (n * g.inChannels + gi * cg) * inSize;
+      if (dw) {
+        // col[c * taps + kk][oo] = x[c][map[kk][oo]]
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t kk = 0; kk < taps; ++kk) {
+            T *dst = col.data() + (c * taps + kk) * outSize;
+            const int64_t *mp = map.data() + kk * outSize;
+            for (int64_t oo = 0; oo < outSize; ++oo)
+              dst[oo] = mp[oo] >= 0 ? xG[c * inSize + mp[oo]] : zero;
+          }
+        // dW_g [mg, rows] += dY_g [mg, out] * col^T
+        gemm<T, A>(false, true, mg, rows, outSize, A(1), dyG, outSize, col.data(), outSize,
+                   n == 0 ? A(0) : A(1), dwAcc.data() + gi * mg * rows, rows);
+      }
+      if (dx) {
+        // colGrad [rows, out] = W_g^T [rows, mg] * dY_g [mg, out]
+        gemm<T, A>(true, false, rows, outSize, mg, A(1), w + gi * mg * rows, rows, dyG,
+                   outSize, A(0), colGrad.data(), outSize);
+        A *dxG = dxAcc.data() + gi * cg * inSize;
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t kk = 0; kk < taps; ++kk) {
+            const A *src = colGrad.data() + (c * taps + kk) * outSize;
+            const int64_t *mp = map.data() + kk * outSize;
+            for (int64_t oo = 0; oo < outSize; ++oo)
+              if (mp[oo] >= 0)
+                dxG[c * inSize + mp[oo]] += src[oo];
+          }
+      }
+    }
+    if (dx)
+      for (int64_t i = 0; i < g.inChannels * inSize; ++i)
+        dx[n * g.inChannels * inSize + i] = store<T>(dxAcc[size_t(i)]);
+  }
+  if (dw)
+    for (int64_t i = 0; i < g.outChannels * rows; ++i)
+      dw[i] = store<T>(dwAcc[size_t(i)]);
+}
+
+template <typename T>
+void maxPoolGrad(const PoolGeometry &g, const T *dy, const T *x, T *dx) {
+  using A = AccumType<T>;
+  int64_t inSize = product(g.inSpatial), outSize = product(g.outSpatial);
+  int64_t taps = product(g.kernel);
+  std::vector<int64_t> map =
+      windowMap(g.inSpatial, g.outSpatial, g.kernel, g.strides, g.dilations, g.padsBegin);
+  std::vector<A> acc(static_cast<size_t>(inSize));
+  for (int64_t p = 0; p < g.batch * g.channels; ++p) {
+    const T *xp = x + p * inSize;
+    const T *dyp = dy + p * outSize;
+    std::fill(acc.begin(), acc.end(), A(0));
+    for (int64_t oo = 0; oo < outSize; ++oo) {
+      int64_t best = -1;
+      A bestVal = A(0);
+      for (int64_t kk = 0; kk < taps; ++kk) {
+        int64_t i = map[size_t(kk * outSize + oo)];
+        if (i < 0)
+          continue;
+        A v = ld(xp[i]);
+        if (best < 0 || v > bestVal) {
+          best = i;
+          bestVal = v;
+        }
+      }
+      if (best >= 0)
+        acc[size_t(best)] += ld(dyp[oo]);
+    }
+    for (int64_t i = 0; i < inSize; ++i)
+      dx[p * inSize + i] = store<T>(acc[size_t(i)]);
+  }
+}
+
+template <typename T>
+void averagePoolGrad(const PoolGeometry &g, bool countIncludePad, const T *dy, T *dx) {
+  using A = AccumType<T>;
+  size_t nd = g.kernel.size();
+  int64_t inSize = product(g.inSpatial), outSize = product(g.outSpatial);
+  int64_t taps = product(g.kernel);
+  std::vector<int64_t> map =
+      windowMap(g.inSpatial, g.outSpatial, g.kernel, g.strides, g.dilations, g.padsBegin);
+  // The divisor of each window: a product of per-axis tap counts.
+  std::vector<A> divisor(static_cast<size_t>(outSize));
+  std::vector<int64_t> o(nd, 0);
+  for (int64_t oo = 0; oo < outSize; ++oo) {
+    int64_t count = 1;
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t lo = countIncludePad ? -g.padsBegin[i] : 0;
+      int64_t hi = g.inSpatial[i] + (countIncludePad ? g.padsEnd[i] : 0);
+      int64_t c = 0;
+      for (int64_t k = 0; k < g.kernel[i]; ++k) {
+        int64_t p = o[i] * g.strides[i] - g.padsBegin[i] + k * g.dilations[i];
+        c += p >= lo && p < hi;
+      }
+      count *= c;
+    }
+    divisor[size_t(oo)] = A(count);
+    for (size_t i = nd; i-- > 0;) {
+      if (++o[i] < g.outSpatial[i])
+        break;
+      o[i] = 0;
+    }
+  }
+  std::vector<A> acc(static_cast<size_t>(inSize));
+  for (int64_t p = 0; p < g.batch * g.channels; ++p) {
+    const T *dyp = dy + p * outSize;
+    std::fill(acc.begin(), acc.end(), A(0));
+    for (int64_t kk = 0; kk < taps; ++kk)
+      for (int64_t oo = 0; oo < outSize; ++oo) {
+        int64_t i = map[size_t(kk * outSize + oo)];
+        if (i >= 0)
+          acc[size_t(i)] += ld(dyp[oo]) / divisor[size_t(oo)];
+      }
+    for (int64_t i = 0; i < inSize; ++i)
+      dx[p * inSize + i] = store<T>(acc[size_t(i)]);
+  }
+}
+
+template <typename T>
+void globalAveragePoolGrad(const T *dy, T *dx, int64_t planes, int64_t planeSize) {
+  using A = AccumType<T>;
+  for (int64_t p = 0; p < planes; ++p) {
+    T v = store<T>(ld(dy[p]) / A(planeSize));
+    std::fill(dx + p * planeSize, dx + (p + 1) * planeSize, v);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Recurrent
+//===----------------------------------------------------------------------===//
+
+/// All elements of an optional buffer widened to A (empty when absent).
+template <typename T, typename A = AccumType<T>>
+static std::vector<A> widenAll(const T *p, int64_t n) {
+  std::vector<A> v;
+  if (!p)
+    return v;
+  v.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[size_t(i)] = ld(p[i]);
+  return v;
+}
+
+template <typename A> static A sigmoidOf(A v) { return A(1) / (A(1) + std::exp(-v)); }
+
+/// One direction of one batch entry: the forward over its `len` steps, then
+/// the backward in reverse processing order. Gradients of the weights are
+/// accumulated into dW/dR/dB (this direction's slices) and of X into dX.
+/// Per step s, the time index is s (forward) or len - 1 - s (backward).
+template <typename T, typename A = AccumType<T>>
+static void lstmGradSequence(const LstmShape &s, const LstmGradBuffers<T> &io, int64_t d,
+                             int64_t bi, int64_t len, const std::vector<A> &x,
+                             const std::vector<A> &w, const std::vector<A> &r,
+                             const std::vector<A> &b, std::vector<A> &dX, std::vector<A> &dW,
+                             std::vector<A> &dR, std::vector<A> &dB, std::vector<A> &dH0,
+                             std::vector<A> &dC0) {
+  const int64_t hid = s.hidden, in = s.input, g4 = 4 * hid;
+  const bool backwards = s.reverse || d == 1;
+  const A *wd = w.data() + d * g4 * in, *rd = r.data() + d * g4 * hid;
+  const A *bd = b.empty() ? nullptr : b.data() + d * 2 * g4;
+  const int64_t state = (d * s.batch + bi) * hid;
+  auto timeOf = [&](int64_t step) { return backwards ? len - 1 - step : step; };
+  auto xAt = [&](int64_t t) { return x.data() + (t * s.batch + bi) * in; };
+
+  // Forward: activated gates [len][i, o, f, g], cell and hidden states
+  // [len + 1][hid] (entry 0 the initial state).
+  std::vector<A> gates(size_t(len * g4)), cs(size_t((len + 1) * hid)),
+      hs(size_t((len + 1) * hid));
+  for (int64_t j = 0; j < hid; ++j) {
+    hs[size_t(j)] = io.h0 ? ld(io.h0[state + j]) : A(0);
+    cs[size_t(j)] = io.c0 ? ld(io.c0[state + j]) : A(0);
+  }
+  for (int64_t step = 0; step < len; ++step) {
+    const A *xt = xAt(timeOf(step)), *hp = hs.data() + step * hid;
+    const A *cp = cs.data() + step * hid;
+    A *g = gates.data() + step * g4, *c = cs.data() + (step + 1) * hid,
+      *h = hs.data() + (step + 1) * hid;
+    for (int64_t k = 0; k < g4; ++k) {
+      A acc = bd ? bd[k] + bd[g4 + k] : A(0);
+      for (int64_t j = 0; j < in; ++j)
+        acc += wd[k * in + j] * xt[j];
+      for (int64_t j = 0; j < hid; ++j)
+        acc += rd[k * hid + j] * hp[j];
+      g[k] = k < 3 * hid ? sigmoidOf(acc) : std::tanh(acc);
+    }
+    for (int64_t j = 0; j < hid; ++j) {
+      A gi = g[j], go = g[hid + j], gf = g[2 * hid + j], gc = g[3 * hid + j];
+      c[j] = gf * cp[j] + gi * gc;
+      h[j] = go * std::tanh(c[j]);
+    }
+  }
+
+  // Backward: dh and dc flow from step s to step s - 1.
+  std::vector<A> dh(static_cast<size_t>(hid)), dc(static_cast<size_t>(hid)),
+      dg(static_cast<size_t>(g4));
+  for (int64_t j = 0; j < hid; ++j) {
+    dh[size_t(j)] = io.dYh ? ld(io.dYh[state + j]) : A(0);
+    dc[size_t(j)] = io.dYc ? ld(io.dYc[state + j]) : A(0);
+  }
+  for (int64_t step = len; step-- > 0;) {
+    int64_t t = timeOf(step);
+    const A *g = gates.data() + step * g4, *c = cs.data() + (step + 1) * hid;
+    const A *cp = cs.data() + step * hid, *hp = hs.data() + step * hid, *xt = xAt(t);
+    if (io.dY) {
+      const T *dy = io.dY + ((t * s.directions + d) * s.batch + bi) * hid;
+      for (int64_t j = 0; j < hid; ++j)
+        dh[size_t(j)] += ld(dy[j]);
+    }
+    for (int64_t j = 0; j < hid; ++j) {
+      A gi = g[j], go = g[hid + j], gf = g[2 * hid + j], gc = g[3 * hid + j];
+      A tc = std::tanh(c[j]);
+      A dcj = dc[size_t(j)] + dh[size_t(j)] * go * (A(1) - tc * tc);
+      dg[size_t(j)] = dcj * gc * gi * (A(1) - gi);
+      dg[size_t(hid + j)] = dh[size_t(j)] * tc * go * (A(1) - go);
+      dg[size_t(2 * hid + j)] = dcj * cp[j] * gf * (A(1) - gf);
+      dg[size_t(3 * hid + j)] = dcj * gi * (A(1) - gc * gc);
+      dc[size_t(j)] = dcj * gf;
+    }
+    std::fill(dh.begin(), dh.end(), A(0));
+    A *dWd = dW.data() + d * g4 * in, *dRd = dR.data() + d * g4 * hid;
+    A *dBd = dB.data() + d * 2 * g4, *dx = dX.data() + (t * s.batch + bi) * in;
+    for (int64_t k = 0; k < g4; ++k) {
+      A gk = dg[size_t(k)];
+      dBd[k] += gk;
+      dBd[g4 + k] += gk;
+      for (int64_t j = 0; j < in; ++j) {
+        dWd[k * in + j] += gk * xt[j];
+        dx[j] += gk * wd[k * in + j];
+      }
+      for (int64_t j = 0; j < hid; ++j) {
+        dRd[k * hid + j] += gk * hp[j];
+        dh[size_t(j)] += gk * rd[k * hid + j];
+      }
+    }
+  }
+  std::copy(dh.begin(), dh.end(), dH0.begin() + state);
+  std::copy(dc.begin(), dc.end(), dC0.begin() + state);
+}
+
+template <typename T> static void storeAll(const std::vector<AccumType<T>> &v, T *out) {
+  if (!out)
+    return;
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = store<T>(v[i]);
+}
+
+template <typename T> void lstmGrad(const LstmShape &s, const LstmGradBuffers<T> &io) {
+  using A = AccumType<T>;
+  const int64_t hid = s.hidden, in = s.input, g4 = 4 * hid, dirs = s.directions;
+  std::vector<A> x = widenAll(io.x, s.seq * s.batch * in);
+  std::vector<A> w = widenAll(io.w, dirs * g4 * in), r = widenAll(io.r, dirs * g4 * hid);
+  std::vector<A> b = widenAll(io.b, dirs * 2 * g4);
+  std::vector<A> dX(x.size(), A(0)), dW(w.size(), A(0)), dR(r.size(), A(0));
+  std::vector<A> dB(size_t(dirs * 2 * g4), A(0));
+  std::vector<A> dH0(size_t(dirs * s.batch * hid), A(0)), dC0(dH0.size(), A(0));
+  for (int64_t d = 0; d < dirs; ++d)
+    for (int64_t bi = 0; bi < s.batch; ++bi)
+      lstmGradSequence<T>(s, io, d, bi, io.lens ? io.lens[bi] : s.seq, x, w, r, b, dX, dW, dR,
+                          dB, dH0, dC0);
+  storeAll<T>(dX, io.dX);
+  storeAll<T>(dW, io.dW);
+  storeAll<T>(dR, io.dR);
+  storeAll<T>(dB, io.dB);
+  storeAll<T>(dH0, io.dH0);
+  storeAll<T>(dC0, io.dC0);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+template <typename I>
+static bool ignored(const LossLabels<I> &l, int64_t i) {
+  return l.hasIgnoreIndex && int64_t(l.labels[i]) == l.ignoreIndex;
+}
+
+template <typename I>
+int64_t findBadLabel(const LossLabels<I> &l, int64_t count, int64_t classes) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t v = int64_t(l.labels[i]);
+    if (!ignored(l, i) && (v < 0 || v >= classes))
+      return i;
+  }
+  return -1;
+}
+
+template <typename T, typename I>
+void classificationLoss(const T *scores, const LossLabels<I> &labels, const T *weights,
+                        LossReduction reduction, bool fromLogProb, T *loss, T *logProb,
+                        int64_t batch, int64_t classes, int64_t inner) {
+  using A = AccumType<T>;
+  A total = A(0), weightSum = A(0);
+  std::vector<A> lp(static_cast<size_t>(classes));
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = n * classes * inner + i;
+      for (int64_t c = 0; c < classes; ++c)
+        lp[size_t(c)] = ld(scores[base + c * inner]);
+      if (!fromLogProb) {
+        A mx = lp[0];
+        for (A v : lp)
+          mx = std::max(mx, v);
+        A sum = A(0);
+        for (A v : lp)
+          sum += std::exp(v - mx);
+        A lse = mx + std::log(sum);
+        for (A &v : lp)
+          v -= lse;
+      }
+      if (logProb)
+        for (int64_t c = 0; c < classes; ++c)
+          logProb[base + c * inner] = store<T>(lp[size_t(c)]);
+      int64_t li = n * inner + i;
+      A value = A(0);
+      if (!ignored(labels, li)) {
+        int64_t cls = int64_t(labels.labels[li]);
+        A wt = weights ? ld(weights[cls]) : A(1);
+        value = -lp[size_t(cls)] * wt;
+        weightSum += wt;
+      }
+      if (reduction == LossReduction::None)
+        loss[li] = store<T>(value);
+      else
+        total += value;
+    }
+  if (reduction == LossReduction::Sum)
+    loss[0] = store<T>(total);
+  else if (reduction == LossReduction::Mean)
+    loss[0] = store<T>(total / weightSum);
+}
+
+template <typename T, typename I>
+void softmaxCrossEntropyLossGrad(const T *dLoss, const T *logProb, const LossLabels<I> &labels,
+                                 LossReduction reduction, T *dScores, int64_t batch,
+                                 int64_t classes, int64_t inner) {
+  using A = AccumType<T>;
+  A scale = A(1);
+  if (reduction != LossReduction::None) {
+    scale = ld(dLoss[0]);
+    if (reduction == LossReduction::Mean) {
+      int64_t counted = 0;
+      for (int64_t i = 0; i < batch * inner; ++i)
+        counted += !ignored(labels, i);
+      scale = counted ? scale / A(counted) : A(0);
+    }
+  }
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = n * classes * inner + i, li = n * inner + i;
+      bool skip = ignored(labels, li);
+      A s = reduction == LossReduction::None ? ld(dLoss[li]) : scale;
+      int64_t cls = skip ? -1 : int64_t(labels.labels[li]);
+      for (int64_t c = 0; c < classes; ++c) {
+        int64_t k = base + c * inner;
+        A g = skip ? A(0) : (std::exp(ld(logProb[k])) - A(c == cls ? 1 : 0)) * s;
+        dScores[k] = store<T>(g);
+      }
+    }
+}
+
+template <typename T>
+void mseLossGrad(const T *dLoss, const T *pred, const T *target, LossReduction reduction,
+                 T *dPred, int64_t n) {
+  using A = AccumType<T>;
+  A scale = A(2);
+  if (reduction != LossReduction::None)
+    scale *= ld(dLoss[0]);
+  if (reduction == LossReduction::Mean)
+    scale /= A(n);
+  for (int64_t i = 0; i < n; ++i) {
+    A s = reduction == LossReduction::None ? scale * ld(dLoss[i]) : scale;
+    dPred[i] = store<T>(s * (ld(pred[i]) - ld(target[i])));
+  }
+}
+
+#define MPC_INSTANTIATE_TRAINING(T)                                                        \
+  template void activationGrad<T>(ActivationGrad, const T *, const T *, T *, int64_t);     \
+  template void biasGrad<T>(const T *, llvm::ArrayRef<int64_t>, llvm::ArrayRef<int64_t>,   \
+                            T *);                                                          \
+  template void softmaxGrad<T>(const T *, const T *, T *, int64_t, int64_t, int64_t, bool); \
+  template void layerNormGrad<T>(const T *, const T *, const AccumType<T> *,               \
+                                 const AccumType<T> *, const AccumType<T> *, T *,          \
+                                 AccumType<T> *, AccumType<T> *, int64_t, int64_t);        \
+  template void batchNormGrad<T>(const T *, const T *, const AccumType<T> *, float, T *,   \
+                                 AccumType<T> *, AccumType<T> *, int64_t, int64_t,         \
+                                 int64_t);                                                 \
+  template void batchNormTraining<T>(const T *, const AccumType<T> *, const AccumType<T> *, \
+                                     const AccumType<T> *, const AccumType<T> *, float,    \
+                                     float, T *, AccumType<T> *, AccumType<T> *, int64_t,  \
+                                     int64_t, int64_t);                                    \
+  template void convGrad<T>(const ConvGeometry &, const T *, const T *, const T *, T *,    \
+                            T *, T *);                                                     \
+  template void maxPoolGrad<T>(const PoolGeometry &, const T *, const T *, T *);           \
+  template void averagePoolGrad<T>(const PoolGeometry &, bool, const T *, T *);            \
+  template void globalAveragePoolGrad<T>(const T *, T *, int64_t, int64_t);                \
+  template void lstmGrad<T>(const LstmShape &, const LstmGradBuffers<T> &);               \
+  template void mseLossGrad<T>(const T *, const T *, const T *, LossReduction, T *,        \
+                               int64_t);                                                   \
+  template void classificationLoss<T, int32_t>(const T *, const LossLabels<int32_t> &,     \
+                                               const T *, LossReduction, bool, T *, T *,   \
+                                               int64_t, int64_t, int64_t);                 \
+  template void classificationLoss<T, int64_t>(const T *, const LossLabels<int64_t> &,     \
+                                               const T *, LossReduction, bool, T *, T *,   \
+                                               int64_t, int64_t, int64_t);                 \
+  template void softmaxCrossEntropyLossGrad<T, int32_t>(                                   \
+      const T *, const T *, const LossLabels<int32_t> &, LossReduction, T *, int64_t,      \
+      int64_t, int64_t);                                                                   \
+  template void softmaxCrossEntropyLossGrad<T, int64_t>(                                   \
+      const T *, const T *, const LossLabels<int64_t> &, LossReduction, T *, int64_t,      \
+      int64_t, int64_t);
+MPC_INSTANTIATE_TRAINING(float)
+MPC_INSTANTIATE_TRAINING(double)
+MPC_INSTANTIATE_TRAINING(Half)
+MPC_INSTANTIATE_TRAINING(BFloat16)
+#undef MPC_INSTANTIATE_TRAINING
+
+template int64_t findBadLabel<int32_t>(const LossLabels<int32_t> &, int64_t, int64_t);
+template int64_t findBadLabel<int64_t>(const LossLabels<int64_t> &, int64_t, int64_t);
+
+} // namespace cpu
+} // namespace mpc

@@ -1,0 +1,301 @@
+//===- TrainingOpsTest.cpp - Gradient kernels against naive loops ---------===//
+//
+// cpu::convGrad, cpu::biasGrad and cpu::maxPoolGrad for every storage type
+// against direct double-precision loops over the definitions (no im2col, no
+// GEMM), with the accumulation tolerance of TestUtil.h; cpu::lstmGrad against
+// central finite differences of a direct double LSTM loop.
+//
+//===----------------------------------------------------------------------===//
+#include "../runtime/TestUtil.h"
+#include "mpc/Runtime/Cpu/TrainingOps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::test;
+
+namespace {
+
+template <typename T> class TrainingOpsTest : public ::testing::Test {};
+using StorageTypes = ::testing::Types<float, double, Half, BFloat16>;
+TYPED_TEST_SUITE(TrainingOpsTest, StorageTypes);
+
+/// One 2-D Conv configuration.
+struct ConvCase {
+  int64_t n, c, h, w, m, group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+TYPED_TEST(TrainingOpsTest, ConvGradMatchesDirectLoops) {
+  using T = TypeParam;
+  const ConvCase cases[] = {
+      {2, 3, 5, 5, 4, 1, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
+      {1, 4, 7, 6, 6, 2, 3, 2, 2, 1, 1, 2, 1, 0, 1, 1},
+      {2, 3, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0},
+  };
+  std::mt19937 rng(7);
+  for (const ConvCase &k : cases) {
+    cpu::ConvGeometry g;
+    g.batch = k.n;
+    g.inChannels = k.c;
+    g.outChannels = k.m;
+    g.group = k.group;
+    g.inSpatial = {k.h, k.w};
+    g.kernel = {k.kh, k.kw};
+    g.strides = {k.sh, k.sw};
+    g.dilations = {k.dh, k.dw};
+    g.padsBegin = {k.pt, k.pl};
+    g.padsEnd = {k.pb, k.pr};
+    int64_t oh = cpu::windowOutputSize(k.h, k.kh, k.sh, k.dh, k.pt, k.pb);
+    int64_t ow = cpu::windowOutputSize(k.w, k.kw, k.sw, k.dw, k.pl, k.pr);
+    g.outSpatial = {oh, ow};
+    int64_t cg = k.c / k.group, mg = k.m / k.group;
+    auto x = randomVector<T>(size_t(k.n * k.c * k.h * k.w), rng);
+    auto w = randomVector<T>(size_t(k.m * cg * k.kh * k.kw), rng);
+    auto dy = randomVector<T>(size_t(k.n * k.m * oh * ow), rng);
+    std::vector<double> dxRef(x.size()), dxScale(x.size()), dwRef(w.size()),
+        dwScale(w.size()), dbRef(size_t(k.m)), dbScale(size_t(k.m));
+    for (int64_t n = 0; n < k.n; ++n)
+      for (int64_t m = 0; m < k.m; ++m)
+        for (int64_t yo = 0; yo < oh; ++yo)
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            double d = toDouble(dy[size_t(((n * k.m + m) * oh + yo) * ow + xo)]);
+            dbRef[size_t(m)] += d;
+            dbScale[size_t(m)] += std::fabs(d);
+            int64_t gi = m / mg;
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t a = 0; a < k.kh; ++a)
+                for (int64_t b = 0; b < k.kw; ++b) {
+                  int64_t yi = yo * k.sh - k.pt + a * k.dh, xi = xo * k.sw - k.pl + b * k.dw;
+                  if (yi < 0 || yi >= k.h || xi < 0 || xi >= k.w)
+                    continue;
+                  size_t xIdx = size_t(((n * k.c + gi * cg + c) * k.h + yi) * k.w + xi);
+                  size_t wIdx = size_t(((m * cg + c) * k.kh + a) * k.kw + b);
+                  dwRef[wIdx] += d * toDouble(x[xIdx]);
+                  dwScale[wIdx] += std::fabs(d * toDouble(x[xIdx]));
+                  dxRef[xIdx] += d * toDouble(w[wIdx]);
+                  dxScale[xIdx] += std::fabs(d * toDouble(w[wIdx]));
+                }
+          }
+    std::vector<T> dx(x.size()), dw(w.size()), db(size_t(k.m));
+    cpu::convGrad<T>(g, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
+    EXPECT_TRUE(allClose(dx, dxRef, dxScale)) << "dX, group " << k.group;
+    EXPECT_TRUE(allClose(dw, dwRef, dwScale)) << "dW, group " << k.group;
+    EXPECT_TRUE(allClose(db, dbRef, dbScale)) << "dB, group " << k.group;
+    // Outputs that are not requested are skipped.
+    std::vector<T> dwOnly(w.size());
+    cpu::convGrad<T>(g, dy.data(), x.data(), w.data(), nullptr, dwOnly.data(), nullptr);
+    EXPECT_TRUE(allClose(dwOnly, dwRef, dwScale)) << "dW alone";
+  }
+}
+
+TYPED_TEST(TrainingOpsTest, BiasGradSumsBroadcastAxes) {
+  using T = TypeParam;
+  std::mt19937 rng(11);
+  const std::vector<int64_t> dyShape = {2, 3, 4, 5};
+  const std::vector<std::vector<int64_t>> bShapes = {{5}, {3, 1, 1}, {1, 4, 1}, {2, 3, 4, 5},
+                                                     {1}};
+  auto dy = randomVector<T>(size_t(product(dyShape)), rng);
+  for (const auto &bShape : bShapes) {
+    std::vector<double> ref(size_t(product(bShape))), scale(ref.size());
+    size_t lead = dyShape.size() - bShape.size();
+    for (int64_t i = 0; i < product(dyShape); ++i) {
+      std::vector<int64_t> idx = unravel(i, dyShape);
+      int64_t off = 0;
+      for (size_t j = 0; j < bShape.size(); ++j)
+        off = off * bShape[j] + (bShape[j] == 1 ? 0 : idx[lead + j]);
+      ref[size_t(off)] += toDouble(dy[size_t(i)]);
+      scale[size_t(off)] += std::fabs(toDouble(dy[size_t(i)]));
+    }
+    std::vector<T> db(ref.size());
+    cpu::biasGrad<T>(dy.data(), dyShape, bShape, db.data());
+    EXPECT_TRUE(allClose(db, ref, scale)) << shapeString(bShape);
+  }
+}
+
+TYPED_TEST(TrainingOpsTest, MaxPoolGradRoutesToFirstMaximum) {
+  using T = TypeParam;
+  // x [1, 1, 3, 3] all equal except one smaller value; 2x2 windows, stride 1,
+  // one row/column of padding in front: padding never wins, ties go to the
+  // first element of the window in row-major order.
+  cpu::PoolGeometry g;
+  g.inSpatial = {3, 3};
+  g.kernel = {2, 2};
+  g.strides = {1, 1};
+  g.dilations = {1, 1};
+  g.padsBegin = {1, 1};
+  g.padsEnd = {0, 0};
+  g.outSpatial = {3, 3};
+  std::vector<T> x(9, fromDouble<T>(-2.0));
+  x[4] = fromDouble<T>(-3.0);
+  std::vector<T> dy(9);
+  for (int i = 0; i < 9; ++i)
+    dy[size_t(i)] = fromDouble<T>(0.25 * (i + 1));
+  std::vector<double> ref(9, 0.0);
+  for (int64_t oy = 0; oy < 3; ++oy)
+    for (int64_t ox = 0; ox < 3; ++ox) {
+      int64_t best = -1;
+      for (int64_t a = 0; a < 2 && best < 0; ++a)
+        for (int64_t b = 0; b < 2 && best < 0; ++b) {
+          int64_t yi = oy - 1 + a, xi = ox - 1 + b;
+          if (yi >= 0 && xi >= 0 && yi * 3 + xi != 4)
+            best = yi * 3 + xi;
+        }
+      ref[size_t(best)] += 0.25 * double(oy * 3 + ox + 1);
+    }
+  std::vector<T> dx(9);
+  cpu::maxPoolGrad<T>(g, dy.data(), x.data(), dx.data());
+  EXPECT_TRUE(allClose(dx, ref));
+}
+
+/// Inputs of one LSTM in double (absent ones empty), layout 0, gates i, o, f, c.
+struct LstmInputs {
+  cpu::LstmShape s;
+  std::vector<int64_t> lens;
+  std::vector<double> x, w, r, b, h0, c0, dy, dyh, dyc;
+};
+
+/// sum(dY*Y) + sum(dY_h*Y_h) + sum(dY_c*Y_c) of a direct double LSTM loop.
+double lstmLoss(const LstmInputs &in) {
+  const cpu::LstmShape &s = in.s;
+  int64_t hid = s.hidden, ni = s.input;
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  double loss = 0.0;
+  for (int64_t d = 0; d < s.directions; ++d)
+    for (int64_t n = 0; n < s.batch; ++n) {
+      int64_t len = in.lens.empty() ? s.seq : in.lens[size_t(n)];
+      int64_t st = (d * s.batch + n) * hid;
+      std::vector<double> h(static_cast<size_t>(hid)), c(static_cast<size_t>(hid)),
+          z(static_cast<size_t>(4 * hid));
+      for (int64_t j = 0; j < hid; ++j) {
+        h[size_t(j)] = in.h0.empty() ? 0.0 : in.h0[size_t(st + j)];
+        c[size_t(j)] = in.c0.empty() ? 0.0 : in.c0[size_t(st + j)];
+      }
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t t = (s.reverse || d == 1) ? len - 1 - k : k;
+        for (int64_t q = 0; q < 4 * hid; ++q) {
+          int64_t row = d * 4 * hid + q;
+          double v = in.b.empty() ? 0.0 : in.b[size_t(d * 8 * hid + q)] +
+                                               in.b[size_t(d * 8 * hid + 4 * hid + q)];
+          for (int64_t j = 0; j < ni; ++j)
+            v += in.w[size_t(row * ni + j)] * in.x[size_t((t * s.batch + n) * ni + j)];
+          for (int64_t j = 0; j < hid; ++j)
+            v += in.r[size_t(row * hid + j)] * h[size_t(j)];
+          z[size_t(q)] = v;
+        }
+        for (int64_t j = 0; j < hid; ++j) {
+          c[size_t(j)] = sig(z[size_t(2 * hid + j)]) * c[size_t(j)] +
+                         sig(z[size_t(j)]) * std::tanh(z[size_t(3 * hid + j)]);
+          h[size_t(j)] = sig(z[size_t(hid + j)]) * std::tanh(c[size_t(j)]);
+          if (!in.dy.empty())
+            loss += in.dy[size_t(((t * s.directions + d) * s.batch + n) * hid + j)] *
+                    h[size_t(j)];
+        }
+      }
+      for (int64_t j = 0; j < hid; ++j) {
+        loss += in.dyh.empty() ? 0.0 : in.dyh[size_t(st + j)] * h[size_t(j)];
+        loss += in.dyc.empty() ? 0.0 : in.dyc[size_t(st + j)] * c[size_t(j)];
+      }
+    }
+  return loss;
+}
+
+/// Central finite differences of lstmLoss with respect to one input vector.
+std::vector<double> lstmFiniteDiff(LstmInputs in, std::vector<double> LstmInputs::*wrt) {
+  std::vector<double> g((in.*wrt).size());
+  const double eps = 1e-6;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double v = (in.*wrt)[i];
+    (in.*wrt)[i] = v + eps;
+    double up = lstmLoss(in);
+    (in.*wrt)[i] = v - eps;
+    g[i] = (up - lstmLoss(in)) / (2 * eps);
+    (in.*wrt)[i] = v;
+  }
+  return g;
+}
+
+TYPED_TEST(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
+  using T = TypeParam;
+  std::mt19937 rng(23);
+  struct Case {
+    int64_t dirs;
+    bool reverse, lens, full;
+  };
+  for (Case k : {Case{2, false, true, true}, Case{1, true, false, true},
+                 Case{1, false, false, false}}) {
+    LstmInputs in;
+    in.s.seq = 3;
+    in.s.batch = 2;
+    in.s.input = 3;
+    in.s.hidden = 2;
+    in.s.directions = k.dirs;
+    in.s.reverse = k.reverse;
+    int64_t hid = in.s.hidden, state = k.dirs * in.s.batch * hid;
+    if (k.lens)
+      in.lens = {3, 1};
+    // Inputs rounded to T, then held in double for the loop and T for the kernel.
+    auto make = [&](std::vector<double> &v, int64_t n, std::vector<T> &t) {
+      t = randomVector<T>(size_t(n), rng);
+      v = toDoubles(t);
+    };
+    std::vector<T> x, w, r, b, h0, c0, dy, dyh, dyc;
+    make(in.x, in.s.seq * in.s.batch * in.s.input, x);
+    make(in.w, k.dirs * 4 * hid * in.s.input, w);
+    make(in.r, k.dirs * 4 * hid * hid, r);
+    make(in.dyh, state, dyh);
+    if (k.full) {
+      make(in.b, k.dirs * 8 * hid, b);
+      make(in.h0, state, h0);
+      make(in.c0, state, c0);
+      make(in.dy, in.s.seq * state, dy);
+      make(in.dyc, state, dyc);
+    }
+    auto ptr = [](const std::vector<T> &v) { return v.empty() ? nullptr : v.data(); };
+    std::vector<T> dx(x.size()), dw(w.size()), dr(r.size()), db(size_t(k.dirs * 8 * hid)),
+        dh0(static_cast<size_t>(state)), dc0(static_cast<size_t>(state));
+    cpu::LstmGradBuffers<T> io;
+    io.dY = ptr(dy);
+    io.dYh = ptr(dyh);
+    io.dYc = ptr(dyc);
+    io.x = x.data();
+    io.w = w.data();
+    io.r = r.data();
+    io.b = ptr(b);
+    io.h0 = ptr(h0);
+    io.c0 = ptr(c0);
+    io.lens = in.lens.empty() ? nullptr : in.lens.data();
+    io.dX = dx.data();
+    io.dW = dw.data();
+    io.dR = dr.data();
+    io.dB = db.data();
+    io.dH0 = dh0.data();
+    io.dC0 = dc0.data();
+    cpu::lstmGrad<T>(in.s, io);
+    // One rounding of the output plus fp32 evaluation; finite differences in
+    // double are good to about 1e-8.
+    Tolerance tol{std::max(TypeTraits<T>::kTol.rtol, 1e-6), 2e-6, 0.0};
+    if (in.b.empty())
+      in.b.assign(db.size(), 0.0);
+    if (in.h0.empty())
+      in.h0.assign(size_t(state), 0.0);
+    if (in.c0.empty())
+      in.c0.assign(size_t(state), 0.0);
+    EXPECT_TRUE(allClose(dx, lstmFiniteDiff(in, &LstmInputs::x), {}, tol)) << "dX";
+    EXPECT_TRUE(allClose(dw, lstmFiniteDiff(in, &LstmInputs::w), {}, tol)) << "dW";
+    EXPECT_TRUE(allClose(dr, lstmFiniteDiff(in, &LstmInputs::r), {}, tol)) << "dR";
+    EXPECT_TRUE(allClose(db, lstmFiniteDiff(in, &LstmInputs::b), {}, tol)) << "dB";
+    EXPECT_TRUE(allClose(dh0, lstmFiniteDiff(in, &LstmInputs::h0), {}, tol)) << "dH0";
+    EXPECT_TRUE(allClose(dc0, lstmFiniteDiff(in, &LstmInputs::c0), {}, tol)) << "dC0";
+    // Outputs that are not requested are skipped.
+    std::vector<T> drOnly(r.size());
+    cpu::LstmGradBuffers<T> only = io;
+    only.dX = only.dW = only.dB = only.dH0 = only.dC0 = nullptr;
+    only.dR = drOnly.data();
+    cpu::lstmGrad<T>(in.s, only);
+    EXPECT_TRUE(allClose(drOnly, toDoubles(dr), {}, Tolerance{0, 0, 0})) << "dR alone";
+  }
+}
+
+} // namespace
