@@ -1,0 +1,143 @@
+//===- NormKernels.cpp - CPU glue for instance, group and Lp normalization --===//
+//
+// InstanceNormalization, GroupNormalization and LpNormalization. Statistics
+// are accumulated in double whatever the storage type (float32 data gives
+// sums of up to millions of elements); each output is rounded once.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+/// Reads element i of a float tensor as double.
+static double loadAt(const TensorRef &t, int64_t i) {
+  double v = 0;
+  dispatchFloat(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    v = double(k::load(t.as<T>()[i]));
+  });
+  return v;
+}
+
+/// Normalizes `groups` contiguous runs of `len` elements per batch item of
+/// x; channel c of a run gets scale[c]/bias[c] (per-channel parameters over
+/// `chanLen` elements each).
+static void normalizeRuns(const KernelCall &c, int64_t runs, int64_t len, int64_t chanLen,
+                          bool perGroupParams, double eps) {
+  const TensorRef &x = c.inputs[0], &scale = c.inputs[1], &bias = c.inputs[2];
+  int64_t channels = scale.numElements();
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *p = x.as<T>();
+    T *y = c.outputs[0].as<T>();
+    for (int64_t r = 0; r < runs; ++r) {
+      const T *row = p + r * len;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < len; ++i)
+        sum += double(k::load(row[i]));
+      double mean = sum / double(len);
+      for (int64_t i = 0; i < len; ++i) {
+        double d = double(k::load(row[i])) - mean;
+        sq += d * d;
+      }
+      double inv = 1.0 / std::sqrt(sq / double(len) + eps);
+      for (int64_t i = 0; i < len; ++i) {
+        int64_t ch = perGroupParams ? r % channels : (r * len + i) / chanLen % channels;
+        double v = (double(k::load(row[i])) - mean) * inv * loadAt(scale, ch) +
+                   loadAt(bias, ch);
+        y[r * len + i] = k::store<T>(C(v));
+      }
+    }
+  });
+}
+
+llvm::Error cpuk::shapeInstanceNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  if (x.size() < 3 || q.inputs[1].shape != std::vector<int64_t>{x[1]} ||
+      q.inputs[2].shape != std::vector<int64_t>{x[1]})
+    return nodeError(q.node, "input " + formatShape(x) +
+                                 " needs [C] scale and bias and rank >= 3");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runInstanceNorm(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t runs = x.shape[0] * x.shape[1];
+  int64_t len = x.numElements() / std::max<int64_t>(runs, 1);
+  normalizeRuns(c, runs, len, len, true, c.node->floatAttr("epsilon", 1e-5f));
+  return llvm::Error::success();
+}
+
+/// GroupNormalization-18 takes [G] scale/bias; 21 takes [C].
+llvm::Error cpuk::shapeGroupNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  int64_t g = q.node.intAttr("num_groups", 0);
+  if (x.size() < 3 || g <= 0 || x[1] % g)
+    return nodeError(q.node, "channels of " + formatShape(x) + " not divisible by " +
+                                 "num_groups " + std::to_string(g));
+  int64_t want = q.node.opsetVersion() >= 21 ? x[1] : g;
+  if (q.inputs[1].shape != std::vector<int64_t>{want} ||
+      q.inputs[2].shape != std::vector<int64_t>{want})
+    return nodeError(q.node, "scale and bias must have " + std::to_string(want) + " values");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runGroupNorm(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t g = c.node->intAttr("num_groups", 1);
+  int64_t runs = x.shape[0] * g, len = x.numElements() / std::max<int64_t>(runs, 1);
+  int64_t chanLen = x.numElements() / std::max<int64_t>(x.shape[0] * x.shape[1], 1);
+  bool perGroup = c.node->opsetVersion() < 21;
+  normalizeRuns(c, runs, len, chanLen, perGroup, c.node->floatAttr("epsilon", 1e-5f));
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeLpNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t axis = q.node.intAttr("axis", -1), p = q.node.intAttr("p", 2);
+  if (!normalizeAxis(axis, q.inputs[0].shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(q.inputs[0].shape));
+  if (p != 1 && p != 2)
+    return nodeError(q.node, "p must be 1 or 2");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runLpNorm(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t axis = c.node->intAttr("axis", -1), p = c.node->intAttr("p", 2);
+  normalizeAxis(axis, x.shape.size());
+  int64_t outer = 1, dim = x.shape[axis], inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[i];
+  for (size_t i = axis + 1; i < x.shape.size(); ++i)
+    inner *= x.shape[i];
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *in = x.as<T>();
+    T *y = c.outputs[0].as<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double norm = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          double v = double(k::load(in[(o * dim + j) * inner + i]));
+          norm += p == 1 ? std::fabs(v) : v * v;
+        }
+        if (p == 2)
+          norm = std::sqrt(norm);
+        for (int64_t j = 0; j < dim; ++j) {
+          int64_t off = (o * dim + j) * inner + i;
+          double v = double(k::load(in[off]));
+          y[off] = k::store<T>(C(norm == 0 ? 0.0 : v / norm));
+        }
+      }
+  });
+  return llvm::Error::success();
+}
