@@ -1,0 +1,69 @@
+//===- TrainGraph.h - Build an ONNX training model --------------*- C++ -*-===//
+//
+// Reverse-mode differentiation over mpc's IR: turns an inference model into a
+// training model as docs/training.md describes (training_info[0].algorithm =
+// forward copy, loss, backward, optimizer update; update_binding; metadata).
+//
+// lowerGradientOps() lowers standard `Gradient` ops of an existing training
+// model with the same rules. What it does not do: differentiate
+// ops with subgraphs, bidirectional/peephole/clipped LSTMs or ops without a
+// rule (an error naming the op, the node and the gradient path), or insert
+// loss scaling (that is `mpc rewrite`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_TRAINGRAPH_H
+#define MPC_PASSES_TRAINGRAPH_H
+
+#include "mpc/IR/Graph.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+enum class LossKind { CrossEntropy, Mse, Output };
+enum class OptimizerKind { Sgd, Momentum, Adam };
+
+struct TrainGraphOptions {
+  LossKind loss = LossKind::CrossEntropy;
+  /// For LossKind::Output: the model output holding the loss.
+  std::string lossOutput;
+  /// The labels input of the algorithm graph (cross-entropy and mse).
+  std::string labels = "labels";
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float weightDecay = 0.0f;
+  /// The loss is multiplied by this (a multi-task or normalization weight).
+  double lossWeight = 1.0;
+  /// Parameters whose name matches (llvm::Regex search) are not trained.
+  std::string freezeRegex;
+  /// Adds every gradient as an extra algorithm-graph output.
+  bool exposeGradients = false;
+};
+
+struct TrainGraphResult {
+  /// Informational lines for stderr (e.g. "took the Softmax input as logits").
+  std::vector<std::string> notes;
+  unsigned numParameters = 0;
+  unsigned numGradientNodes = 0;
+};
+
+/// Adds training_info[0] and the training metadata to `m`. On error (bad
+/// input: no such loss output, op without gradient rule, ...) the model may
+/// be partly modified and must be discarded.
+llvm::Expected<TrainGraphResult> buildTrainingGraph(Model &m, const TrainGraphOptions &opts);
+
+/// Replaces every ai.onnx.preview.training::Gradient node of the model's
+/// training algorithms by the nodes computing it; returns how many.
+llvm::Expected<unsigned> lowerGradientOps(Model &m);
+
+/// The text of mpc.training.optimizer for `opts`.
+std::string describeOptimizer(const TrainGraphOptions &opts);
+
+} // namespace mpc
+
+#endif // MPC_PASSES_TRAINGRAPH_H

@@ -1,0 +1,567 @@
+//===- GradRules.cpp - Per-op gradient rules for train-graph ---------------===//
+//
+// One static function per forward op: given dY (the gradients of the node's
+// outputs) it emits the nodes computing dX for each input that needs one.
+// Standard ONNX where natural (MatMul/Gemm/Transpose/Reshape/element-wise),
+// ai.mpc.training ops otherwise (docs/training.md). Broadcast reductions
+// always go through BiasGrad, never ReduceSum.
+//
+//===----------------------------------------------------------------------===//
+#include "TrainGraphImpl.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/StringRef.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace mpc;
+using namespace mpc::train;
+
+//===----------------------------------------------------------------------===//
+// Emitter
+//===----------------------------------------------------------------------===//
+
+Node *Emitter::node(llvm::StringRef opType, llvm::StringRef domain, llvm::ArrayRef<Value *> ins,
+                    llvm::ArrayRef<DType> outTypes, llvm::StringRef hint) {
+  Node *n = graph.createNode(opType, domain);
+  // Values take the hint itself ("grad/fc0/Gemm/dA"); nodes add their op.
+  std::string valueBase = model.freshName(hint);
+  n->name = model.freshName(valueBase + "." + opType.str());
+  for (Value *v : ins)
+    n->addInput(v);
+  for (unsigned i = 0; i < outTypes.size(); ++i) {
+    if (outTypes[i] == DType::Undefined) {
+      n->resizeOutputs(i + 1);
+      continue;
+    }
+    std::string name = i == 0 ? valueBase : model.freshName(valueBase + "_" + std::to_string(i));
+    n->setOutput(i, name, Type::tensor(outTypes[i]));
+  }
+  created.push_back(n);
+  return n;
+}
+
+Value *Emitter::op(llvm::StringRef opType, llvm::ArrayRef<Value *> ins, DType t,
+                   llvm::StringRef hint, llvm::StringRef domain) {
+  return node(opType, domain, ins, {t}, hint)->output(0);
+}
+
+static Tensor scalarTensor(double v, DType t) {
+  Tensor data(t, {});
+  std::vector<uint8_t> bytes;
+  auto put = [&](const void *p, size_t n) {
+    const auto *b = static_cast<const uint8_t *>(p);
+    bytes.assign(b, b + n);
+  };
+  switch (t) {
+  case DType::F64: {
+    double d = v;
+    put(&d, sizeof d);
+    break;
+  }
+  case DType::I64: {
+    int64_t i = static_cast<int64_t>(v);
+    put(&i, sizeof i);
+    break;
+  }
+  default: {
+    assert(t == DType::F32 && "scalar constants are f32, f64 or i64");
+    float f = static_cast<float>(v);
+    put(&f, sizeof f);
+    break;
+  }
+  }
+  data.setBytes(std::move(bytes));
+  return data;
+}
+
+Value *Emitter::scalar(double v, DType t, llvm::StringRef hint) {
+  DType st = (t == DType::F64 || t == DType::I64) ? t : DType::F32;
+  Node *n = node("Constant", "", {}, {st}, hint);
+  n->setAttr(Attribute::makeTensor("value", scalarTensor(v, st)));
+  n->output(0)->type.hasShape = true;
+  if (st == t)
+    return n->output(0);
+  // Other float types (f16, bf16): a Cast keeps the constant exact enough.
+  Value *c = op("Cast", {n->output(0)}, t, (hint + "_cast").str());
+  c->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+  return c;
+}
+
+Value *Emitter::ints(llvm::ArrayRef<int64_t> v, llvm::StringRef hint) {
+  Tensor data(DType::I64, {static_cast<int64_t>(v.size())});
+  std::vector<uint8_t> bytes(v.size() * sizeof(int64_t));
+  if (!v.empty())
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+  data.setBytes(std::move(bytes));
+  Node *n = node("Constant", "", {}, {DType::I64}, hint);
+  n->setAttr(Attribute::makeTensor("value", std::move(data)));
+  return n->output(0);
+}
+
+Value *Emitter::shapeOf(Value *v) {
+  for (auto &[from, shape] : shapeCache)
+    if (from == v)
+      return shape;
+  Value *s = op("Shape", {v}, DType::I64, "grad/shape/" + v->name());
+  shapeCache.emplace_back(v, s);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static int rankOf(const Value *v) {
+  if (!v || !v->type.isTensor() || !v->type.hasShape)
+    return -1;
+  return static_cast<int>(v->type.dims.size());
+}
+
+/// True when both shapes are fully known and equal.
+static bool sameStaticShape(const Value *a, const Value *b) {
+  if (rankOf(a) < 0 || rankOf(a) != rankOf(b))
+    return false;
+  for (size_t i = 0; i < a->type.dims.size(); ++i)
+    if (!a->type.dims[i].isKnown() || a->type.dims[i].value != b->type.dims[i].value)
+      return false;
+  return true;
+}
+
+static DType elemOf(const Value *v) { return v->type.tensorElemType(); }
+
+/// dX of the forward operand `x` of a broadcasting op producing `y`: sums
+/// `g` over the broadcast axes (BiasGrad) unless the shapes match statically.
+static Value *unbroadcast(Emitter &e, Value *g, Value *x, const Value *y,
+                          const std::string &hint) {
+  if (sameStaticShape(x, y))
+    return g;
+  return e.op("BiasGrad", {g, e.shapeOf(x)}, elemOf(x), hint, kTrainingDomain);
+}
+
+static llvm::Error unsupported(const Node &n, llvm::StringRef why) {
+  return inputError("{0}: gradient not supported: {1}", describeNode(n), why);
+}
+
+/// Copies the plain (non-graph) attributes named in `names` from `from`.
+static void copyAttrs(const Node &from, Node &to, llvm::ArrayRef<llvm::StringRef> names) {
+  for (const Attribute &a : from.attrs) {
+    if (std::find(names.begin(), names.end(), llvm::StringRef(a.name)) == names.end())
+      continue;
+    Attribute c;
+    c.name = a.name;
+    c.kind = a.kind;
+    c.f = a.f;
+    c.i = a.i;
+    c.s = a.s;
+    c.floats = a.floats;
+    c.ints = a.ints;
+    c.strings = a.strings;
+    to.setAttr(std::move(c));
+  }
+}
+
+/// Transpose swapping the last two axes of a rank-`r` value.
+static Value *swapLast2(Emitter &e, Value *v, int r, const std::string &hint) {
+  std::vector<int64_t> perm;
+  for (int i = 0; i < r; ++i)
+    perm.push_back(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  Value *t = e.op("Transpose", {v}, elemOf(v), hint);
+  t->producer()->setAttr(Attribute::makeInts("perm", perm));
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+using Outs = std::vector<Value *>;
+struct Ctx {
+  Emitter &e;
+  const GradRequest &r;
+  Outs &dIn;
+  Node &n() const { return r.fwd; }
+  Value *in(unsigned i) const { return r.fwd.input(i); }
+  Value *out(unsigned i) const { return r.fwd.output(i); }
+  Value *dY(unsigned i = 0) const { return i < r.dOut.size() ? r.dOut[i] : nullptr; }
+  bool want(unsigned i) const { return i < r.wantIn.size() && r.wantIn[i]; }
+  std::string h(llvm::StringRef s) const { return r.hint + "/" + s.str(); }
+};
+using RuleFn = llvm::Error (*)(Ctx &);
+} // namespace
+
+static llvm::Error gradElementwise(Ctx &c) {
+  llvm::StringRef op = c.n().opType;
+  Value *a = c.in(0), *b = c.in(1), *y = c.out(0), *dy = c.dY();
+  Emitter &e = c.e;
+  if (c.want(0)) {
+    Value *g = dy;
+    if (op == "Mul")
+      g = e.op("Mul", {dy, b}, elemOf(a), c.h("dA_mul"));
+    else if (op == "Div")
+      g = e.op("Div", {dy, b}, elemOf(a), c.h("dA_div"));
+    c.dIn[0] = unbroadcast(e, g, a, y, c.h("dA"));
+  }
+  if (c.want(1)) {
+    Value *g = dy;
+    if (op == "Sub") {
+      g = e.op("Neg", {dy}, elemOf(b), c.h("dB_neg"));
+    } else if (op == "Mul") {
+      g = e.op("Mul", {dy, a}, elemOf(b), c.h("dB_mul"));
+    } else if (op == "Div") {
+      // d(A/B)/dB = -Y/B
+      Value *t = e.op("Mul", {dy, y}, elemOf(b), c.h("dB_mul"));
+      t = e.op("Div", {t, b}, elemOf(b), c.h("dB_div"));
+      g = e.op("Neg", {t}, elemOf(b), c.h("dB_neg"));
+    }
+    c.dIn[1] = unbroadcast(e, g, b, y, c.h("dB"));
+  }
+  return llvm::Error::success();
+}
+
+static llvm::Error gradNeg(Ctx &c) {
+  c.dIn[0] = c.e.op("Neg", {c.dY()}, elemOf(c.in(0)), c.h("dX"));
+  return llvm::Error::success();
+}
+
+static llvm::Error gradIdentity(Ctx &c) {
+  c.dIn[0] = c.dY();
+  return llvm::Error::success();
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: dX = Reshape(dY, Shape(X)).
+static llvm::Error gradReshapeLike(Ctx &c) {
+  if (c.want(0))
+    c.dIn[0] = c.e.op("Reshape", {c.dY(), c.e.shapeOf(c.in(0))}, elemOf(c.in(0)), c.h("dX"));
+  return llvm::Error::success();
+}
+
+static llvm::Error gradTranspose(Ctx &c) {
+  std::vector<int64_t> perm;
+  if (const Attribute *p = c.n().attr("perm")) {
+    perm = p->ints;
+  } else {
+    int r = rankOf(c.in(0));
+    if (r < 0)
+      return unsupported(c.n(), "Transpose without perm needs a known rank");
+    for (int i = r - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[perm[i]] = static_cast<int64_t>(i);
+  Value *t = c.e.op("Transpose", {c.dY()}, elemOf(c.in(0)), c.h("dX"));
+  t->producer()->setAttr(Attribute::makeInts("perm", inv));
+  c.dIn[0] = t;
+  return llvm::Error::success();
+}
+
+/// Unary ops whose gradient op reads (dY, X) or (dY, Y).
+static llvm::Error gradUnary(Ctx &c) {
+  llvm::StringRef op = c.n().opType;
+  bool readsOutput = op == "Sigmoid" || op == "Tanh" || op == "Softmax" || op == "LogSoftmax";
+  Value *saved = readsOutput ? c.out(0) : c.in(0);
+  Node *g = c.e.node((op + "Grad").str(), kTrainingDomain, {c.dY(), saved}, {elemOf(c.in(0))},
+                     c.h("dX"));
+  if (op == "Softmax" || op == "LogSoftmax")
+    g->setAttr(Attribute::makeInt("axis", c.n().intAttr("axis", -1)));
+  if (op == "Gelu")
+    g->setAttr(Attribute::makeString("approximate", c.n().stringAttr("approximate", "none").str()));
+  c.dIn[0] = g->output(0);
+  return llvm::Error::success();
+}
+
+/// True when `x` has the rank of `y` and the same (known) batch axes, so no
+/// broadcast reduction is needed for a MatMul operand.
+static bool batchMatches(const Value *x, const Value *y) {
+  int r = rankOf(x);
+  if (r < 0 || r != rankOf(y))
+    return false;
+  for (int i = 0; i < r - 2; ++i)
+    if (!x->type.dims[i].isKnown() || x->type.dims[i].value != y->type.dims[i].value)
+      return false;
+  return true;
+}
+
+static llvm::Error gradMatMul(Ctx &c) {
+  Value *a = c.in(0), *b = c.in(1), *dy = c.dY(), *y = c.out(0);
+  int ra = rankOf(a), rb = rankOf(b);
+  if (ra < 2 || rb < 2)
+    return unsupported(c.n(), "MatMul operands need a known rank of at least 2");
+  Emitter &e = c.e;
+  if (c.want(0)) {
+    Value *g = e.op("MatMul", {dy, swapLast2(e, b, rb, c.h("Bt"))}, elemOf(a), c.h("dA_mm"));
+    c.dIn[0] = batchMatches(a, y)
+                   ? g
+                   : e.op("BiasGrad", {g, e.shapeOf(a)}, elemOf(a), c.h("dA"), kTrainingDomain);
+  }
+  if (c.want(1)) {
+    Value *g = e.op("MatMul", {swapLast2(e, a, ra, c.h("At")), dy}, elemOf(b), c.h("dB_mm"));
+    c.dIn[1] = batchMatches(b, y)
+                   ? g
+                   : e.op("BiasGrad", {g, e.shapeOf(b)}, elemOf(b), c.h("dB"), kTrainingDomain);
+  }
+  return llvm::Error::success();
+}
+
+static llvm::Error gradGemm(Ctx &c) {
+  Value *a = c.in(0), *b = c.in(1), *dy = c.dY();
+  float alpha = c.n().floatAttr("alpha", 1.0f), beta = c.n().floatAttr("beta", 1.0f);
+  int64_t ta = c.n().intAttr("transA", 0), tb = c.n().intAttr("transB", 0);
+  Emitter &e = c.e;
+  auto gemm = [&](Value *x, Value *y, int64_t tx, int64_t ty, DType t, const std::string &h) {
+    Node *g = e.node("Gemm", "", {x, y}, {t}, h);
+    if (alpha != 1.0f)
+      g->setAttr(Attribute::makeFloat("alpha", alpha));
+    if (tx)
+      g->setAttr(Attribute::makeInt("transA", 1));
+    if (ty)
+      g->setAttr(Attribute::makeInt("transB", 1));
+    return g->output(0);
+  };
+  if (c.want(0))
+    c.dIn[0] = ta == 0 ? gemm(dy, b, 0, tb ? 0 : 1, elemOf(a), c.h("dA"))
+                       : gemm(b, dy, tb, 1, elemOf(a), c.h("dA"));
+  if (c.want(1))
+    c.dIn[1] = tb == 0 ? gemm(a, dy, ta ? 0 : 1, 0, elemOf(b), c.h("dB"))
+                       : gemm(dy, a, 1, ta, elemOf(b), c.h("dB"));
+  if (c.n().numInputs() > 2 && c.in(2) && c.want(2)) {
+    Value *cv = c.in(2), *g = dy;
+    if (beta != 1.0f)
+      g = e.op("Mul", {dy, e.scalar(beta, elemOf(cv), c.h("beta"))}, elemOf(cv), c.h("dC_beta"));
+    c.dIn[2] = unbroadcast(e, g, cv, c.out(0), c.h("dC"));
+  }
+  return llvm::Error::success();
+}
+
+/// Ops whose ai.mpc.training gradient takes (dY, X[, W]) plus the forward
+/// attributes and gives one gradient per forward input.
+static llvm::Error gradWithAttrs(Ctx &c) {
+  llvm::StringRef op = c.n().opType;
+  Emitter &e = c.e;
+  if (op == "Conv") {
+    std::vector<DType> outs(3, DType::Undefined);
+    for (unsigned i = 0; i < 3 && i < c.n().numInputs(); ++i)
+      if (c.in(i) && c.want(i))
+        outs[i] = elemOf(c.in(i));
+    Node *g = e.node("ConvGrad", kTrainingDomain, {c.dY(), c.in(0), c.in(1)}, outs, c.h("d"));
+    copyAttrs(c.n(), *g, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+    for (unsigned i = 0; i < 3; ++i)
+      if (outs[i] != DType::Undefined)
+        c.dIn[i] = g->output(i);
+    return llvm::Error::success();
+  }
+  if (op == "MaxPool" && c.n().numOutputs() > 1 && c.out(1) && c.out(1)->hasUses())
+    return unsupported(c.n(), "MaxPool with an Indices output");
+  Node *g = e.node((op + "Grad").str(), kTrainingDomain, {c.dY(), c.in(0)}, {elemOf(c.in(0))},
+                   c.h("dX"));
+  copyAttrs(c.n(), *g,
+            {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
+             "storage_order", "strides"});
+  c.dIn[0] = g->output(0);
+  return llvm::Error::success();
+}
+
+static llvm::Error gradBatchNorm(Ctx &c) {
+  Node &n = c.n();
+  std::vector<DType> outs(3, DType::Undefined);
+  for (unsigned i = 0; i < 3; ++i)
+    if (c.want(i))
+      outs[i] = elemOf(n.input(i));
+  Node *g = c.e.node("BatchNormalizationGrad", kTrainingDomain, {c.dY(), n.input(0), n.input(1)},
+                     outs, c.h("d"));
+  g->setAttr(Attribute::makeFloat("epsilon", n.floatAttr("epsilon", 1e-5f)));
+  for (unsigned i = 0; i < 3; ++i)
+    if (outs[i] != DType::Undefined)
+      c.dIn[i] = g->output(i);
+  return llvm::Error::success();
+}
+
+static llvm::Error gradLayerNorm(Ctx &c) {
+  Node &n = c.n();
+  if (n.numOutputs() < 3 || !n.output(1) || !n.output(2))
+    return unsupported(n, "LayerNormalization without its Mean/InvStdDev outputs");
+  std::vector<DType> outs(3, DType::Undefined);
+  for (unsigned i = 0; i < 3 && i < n.numInputs(); ++i)
+    if (n.input(i) && c.want(i))
+      outs[i] = elemOf(n.input(i));
+  Node *g = c.e.node("LayerNormalizationGrad", kTrainingDomain,
+                     {c.dY(), n.input(0), n.input(1), n.output(1), n.output(2)}, outs, c.h("d"));
+  g->setAttr(Attribute::makeInt("axis", n.intAttr("axis", -1)));
+  for (unsigned i = 0; i < 3; ++i)
+    if (outs[i] != DType::Undefined)
+      c.dIn[i] = g->output(i);
+  return llvm::Error::success();
+}
+
+static llvm::Error gradConcat(Ctx &c) {
+  Node &n = c.n();
+  int r = rankOf(c.out(0));
+  int64_t axis = n.intAttr("axis", 0);
+  if (axis < 0) {
+    if (r < 0)
+      return unsupported(n, "Concat with a negative axis needs a known rank");
+    axis += r;
+  }
+  Emitter &e = c.e;
+  std::vector<Value *> sizes;
+  Value *starts = e.ints({axis}, c.h("axis_start"));
+  Value *ends = e.ints({axis + 1}, c.h("axis_end"));
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    sizes.push_back(
+        e.op("Slice", {e.shapeOf(n.input(i)), starts, ends}, DType::I64, c.h("size")));
+  Value *split = e.op("Concat", sizes, DType::I64, c.h("sizes"));
+  split->producer()->setAttr(Attribute::makeInt("axis", 0));
+  std::vector<DType> outs;
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    outs.push_back(elemOf(n.input(i)));
+  Node *s = e.node("Split", "", {c.dY(), split}, outs, c.h("dX"));
+  s->setAttr(Attribute::makeInt("axis", axis));
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    if (c.want(i))
+      c.dIn[i] = s->output(i);
+  return llvm::Error::success();
+}
+
+/// Reads constant int64 axes from an initializer (or Constant node) input.
+static bool constantInts(const Value *v, std::vector<int64_t> &out) {
+  const Tensor *t = v ? v->initializer() : nullptr;
+  if (!t && v && v->producer() && v->producer()->opType == "Constant")
+    if (const Attribute *a = v->producer()->attr("value"))
+      if (!a->tensors.empty())
+        t = &a->tensors[0];
+  if (!t || t->isExternal())
+    return false;
+  for (int64_t i = 0; i < t->numElements(); ++i)
+    out.push_back(static_cast<int64_t>(t->getAsDouble(i)));
+  return true;
+}
+
+/// LSTMGrad recomputes the forward from X, W, R, B and the initial states.
+static llvm::Error gradLstm(Ctx &c) {
+  Node &n = c.n();
+  if (n.attr("activations") || n.attr("clip") || n.intAttr("input_forget", 0) ||
+      n.intAttr("layout", 0))
+    return unsupported(n, "LSTM activations, clip, input_forget and layout must keep their "
+                          "defaults");
+  if (n.numInputs() > 7 && n.input(7))
+    return unsupported(n, "LSTM peepholes (input P)");
+  auto in = [&](unsigned i) { return i < n.numInputs() ? n.input(i) : nullptr; };
+  std::vector<Value *> ins = {c.dY(0), c.dY(1), c.dY(2), in(0), in(1), in(2),
+                              in(3),   in(4),   in(5),   in(6)};
+  // Forward input i -> LSTMGrad output k: X, W, R, B, initial_h, initial_c.
+  const unsigned fwdInput[6] = {0, 1, 2, 3, 5, 6};
+  std::vector<DType> outs(6, DType::Undefined);
+  for (unsigned k = 0; k < 6; ++k)
+    if (in(fwdInput[k]) && c.want(fwdInput[k]))
+      outs[k] = elemOf(in(fwdInput[k]));
+  while (!ins.empty() && !ins.back())
+    ins.pop_back();
+  while (!outs.empty() && outs.back() == DType::Undefined)
+    outs.pop_back();
+  Node *g = c.e.node("LSTMGrad", kTrainingDomain, ins, outs, c.h("d"));
+  copyAttrs(n, *g, {"direction", "hidden_size"});
+  for (unsigned k = 0; k < outs.size(); ++k)
+    if (outs[k] != DType::Undefined)
+      c.dIn[fwdInput[k]] = g->output(k);
+  return llvm::Error::success();
+}
+
+static llvm::Error gradReduce(Ctx &c) {
+  Node &n = c.n();
+  bool isMean = n.opType == "ReduceMean";
+  std::vector<int64_t> axes;
+  if (const Attribute *a = n.attr("axes"))
+    axes = a->ints;
+  else if (n.numInputs() > 1 && n.input(1) && !constantInts(n.input(1), axes))
+    return unsupported(n, "axes must be a constant");
+  if (axes.empty() && n.intAttr("noop_with_empty_axes", 0))
+    return unsupported(n, "noop_with_empty_axes");
+  Emitter &e = c.e;
+  Value *x = c.in(0), *g = c.dY();
+  DType t = elemOf(x);
+  if (!n.intAttr("keepdims", 1) && !axes.empty())
+    g = e.op("Unsqueeze", {g, e.ints(axes, c.h("axes"))}, t, c.h("unsqueeze"));
+  g = e.op("Expand", {g, e.shapeOf(x)}, t, isMean ? c.h("expand") : c.h("dX"));
+  if (isMean) {
+    Value *nx = e.op("Size", {x}, DType::I64, c.h("size_x"));
+    Value *ny = e.op("Size", {c.out(0)}, DType::I64, c.h("size_y"));
+    Value *cnt = e.op("Div", {nx, ny}, DType::I64, c.h("count"));
+    Value *cf = e.op("Cast", {cnt}, t, c.h("count_f"));
+    cf->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+    g = e.op("Div", {g, cf}, t, c.h("dX"));
+  }
+  c.dIn[0] = g;
+  return llvm::Error::success();
+}
+
+namespace {
+struct RuleRow {
+  const char *op;
+  RuleFn fn;
+};
+} // namespace
+
+// Sorted by op name.
+static const RuleRow kRules[] = {
+    {"Add", gradElementwise},
+    {"AveragePool", gradWithAttrs},
+    {"BatchNormalization", gradBatchNorm},
+    {"Concat", gradConcat},
+    {"Conv", gradWithAttrs},
+    {"Div", gradElementwise},
+    {"Erf", gradUnary},
+    {"Flatten", gradReshapeLike},
+    {"Gelu", gradUnary},
+    {"Gemm", gradGemm},
+    {"GlobalAveragePool", gradWithAttrs},
+    {"Identity", gradIdentity},
+    {"LayerNormalization", gradLayerNorm},
+    {"LSTM", gradLstm},
+    {"LogSoftmax", gradUnary},
+    {"MatMul", gradMatMul},
+    {"MaxPool", gradWithAttrs},
+    {"Mul", gradElementwise},
+    {"Neg", gradNeg},
+    {"ReduceMean", gradReduce},
+    {"ReduceSum", gradReduce},
+    {"Relu", gradUnary},
+    {"Reshape", gradReshapeLike},
+    {"Sigmoid", gradUnary},
+    {"Softmax", gradUnary},
+    {"Squeeze", gradReshapeLike},
+    {"Sub", gradElementwise},
+    {"Tanh", gradUnary},
+    {"Transpose", gradTranspose},
+    {"Unsqueeze", gradReshapeLike},
+};
+
+static RuleFn findRule(const Node &n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    return nullptr;
+  for (const RuleRow &r : kRules)
+    if (n.opType == r.op)
+      return r.fn;
+  return nullptr;
+}
+
+bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
+
+llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
+                                         std::vector<Value *> &dIn) {
+  RuleFn fn = findRule(req.fwd);
+  if (!fn)
+    return false;
+  dIn.assign(req.fwd.numInputs(), nullptr);
+  if (!req.dOut.empty() && !req.dOut[0] && req.fwd.opType != "LSTM")
+    return unsupported(req.fwd, "only its first output may carry a gradient");
+  Ctx c{e, req, dIn};
+  if (llvm::Error err = fn(c))
+    return std::move(err);
+  for (unsigned i = 0; i < dIn.size(); ++i)
+    if (!c.want(i))
+      dIn[i] = nullptr;
+  return true;
+}

@@ -1,0 +1,754 @@
+//===- TrainGraph.cpp - Build an ONNX training model -----------------------===//
+//
+// Methodology: the algorithm graph is built in four straight-line stages.
+//   1. forward: a copy of the inference graph (BatchNormalization in training
+//      mode, LayerNormalization with its Mean/InvStdDev outputs);
+//   2. loss: SoftmaxCrossEntropyLoss, Sub/Mul/ReduceMean, or a model output;
+//   3. backward: reverse topological walk over the forward copy, visiting only
+//      nodes that lie between the loss and a trainable parameter; gradients of
+//      a value with several uses are summed with one Sum node;
+//   4. optimizer: plain standard ops reading the inference-graph state.
+// Then outputs, update_binding and metadata are written (docs/training.md).
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Passes/TrainGraph.h"
+#include "TrainGraphImpl.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Ops/TypeInference.h"
+#include "mpc/Support/Diagnostics.h"
+#include "onnx/onnx_pb.h"
+#include "onnx/shape_inference/implementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Regex.h"
+#include <cstdlib>
+#include <cstring>
+
+using namespace mpc;
+using namespace mpc::train;
+
+std::string mpc::describeOptimizer(const TrainGraphOptions &o) {
+  // The shortest %g text that reads back as the same float (0.001, not 0.00100000005).
+  auto g = [](float v) {
+    char buf[32];
+    for (int prec = 1; prec <= 9; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, static_cast<double>(v));
+      if (std::strtof(buf, nullptr) == v)
+        break;
+    }
+    return std::string(buf);
+  };
+  switch (o.optimizer) {
+  case OptimizerKind::Sgd:
+    return "sgd lr=" + g(o.lr) + " weight_decay=" + g(o.weightDecay);
+  case OptimizerKind::Momentum:
+    return "momentum lr=" + g(o.lr) + " momentum=" + g(o.momentum) +
+           " weight_decay=" + g(o.weightDecay);
+  case OptimizerKind::Adam:
+    return "adam lr=" + g(o.lr) + " beta1=" + g(o.beta1) + " beta2=" + g(o.beta2) +
+           " epsilon=" + g(o.epsilon) + " weight_decay=" + g(o.weightDecay);
+  }
+  llvm_unreachable("unknown optimizer");
+}
+
+namespace {
+/// State of one build.
+class Builder {
+public:
+  Builder(Model &m, const TrainGraphOptions &opts, TrainGraphResult &res)
+      : m(m), opts(opts), res(res) {}
+  llvm::Error run();
+
+private:
+  Model &m;
+  const TrainGraphOptions &opts;
+  TrainGraphResult &res;
+  Graph *alg = nullptr;
+  std::unique_ptr<Emitter> e;
+  std::string stepCounterName;
+
+  std::vector<Value *> params; // trainable, initializer order
+  llvm::DenseSet<const Value *> paramSet;
+  llvm::DenseMap<const Value *, Value *> copyOf;        // inference value -> algorithm copy
+  llvm::DenseMap<const Value *, const Value *> origOf;  // algorithm copy -> inference value
+  std::vector<Node *> forward;                          // the forward copy, in order
+  std::vector<std::pair<std::string, Value *>> bnStats; // running stat -> new value
+
+  Value *loss = nullptr, *seed = nullptr, *labels = nullptr;
+  std::vector<Value *> predictions;
+  std::vector<Node *> fp32Nodes;
+  std::vector<std::pair<Value *, Value *>> grads; // param -> gradient
+
+  llvm::DenseMap<Value *, llvm::SmallVector<Value *, 2>> contrib;
+  llvm::DenseMap<const Value *, const Value *> reachedFrom; // gradient path, towards the loss
+
+  llvm::Error checkInput();
+  llvm::Error collectParameters();
+  llvm::Error copyForward();
+  llvm::Error buildLoss();
+  llvm::Error buildBackward();
+  void buildOptimizer(std::vector<Value *> &outs,
+                      std::vector<std::pair<std::string, std::string>> &binding);
+  Value *sumOf(Value *v, const std::string &hint);
+  std::string displayName(const Value *v) const {
+    auto it = origOf.find(v);
+    return it != origOf.end() ? it->second->name() : v->name();
+  }
+  std::string gradientPath(const Node &n) const;
+  void markFp32Since(size_t first) {
+    for (size_t i = first; i < e->created.size(); ++i)
+      fp32Nodes.push_back(e->created[i]);
+  }
+};
+} // namespace
+
+static bool isTensorOfFloat(const Value *v) {
+  return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
+}
+
+static std::string shapeText(const Type &t) {
+  if (!t.hasShape)
+    return "unknown";
+  std::string s = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (i)
+      s += ",";
+    s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
+                             : (t.dims[i].param.empty() ? "?" : t.dims[i].param);
+  }
+  return s + "]";
+}
+
+llvm::Error Builder::checkInput() {
+  if (m.isTraining()) {
+    for (const TrainingInfo &ti : m.trainingInfo)
+      if (ti.algorithm)
+        for (const Node &n : ti.algorithm->nodes())
+          if (n.opType == "Gradient")
+            return inputError("{0} ({1}) in the existing training algorithm: lowering the "
+                              "standard Gradient op is not supported",
+                              describeNode(n), n.domain.empty() ? "ai.onnx" : n.domain);
+    return inputError("the model already has training_info; train-graph builds it from an "
+                      "inference model");
+  }
+  int64_t opset = m.opsetVersion("");
+  if (opset < 13)
+    return inputError("train-graph needs the default ONNX opset 13 or newer (the model imports "
+                      "{0})",
+                      opset);
+  return llvm::Error::success();
+}
+
+llvm::Error Builder::collectParameters() {
+  llvm::DenseSet<const Value *> runningStats;
+  for (const Node &n : m.graph->nodes())
+    if (n.opType == "BatchNormalization" && n.domain.empty())
+      for (unsigned i = 3; i < 5 && i < n.numInputs(); ++i)
+        if (n.input(i))
+          runningStats.insert(n.input(i));
+  llvm::Regex freeze(opts.freezeRegex);
+  std::string why;
+  if (!opts.freezeRegex.empty() && !freeze.isValid(why))
+    return inputError("--freeze '{0}' is not a valid regular expression: {1}", opts.freezeRegex,
+                      why);
+  unsigned candidates = 0;
+  for (Value *v : m.graph->initializers()) {
+    if (!isTensorOfFloat(v) || runningStats.count(v))
+      continue;
+    ++candidates;
+    if (!opts.freezeRegex.empty() && freeze.match(v->name()))
+      continue;
+    params.push_back(v);
+    paramSet.insert(v);
+  }
+  if (candidates == 0)
+    return inputError("the model has no float initializers: nothing to train");
+  if (params.empty())
+    return inputError("--freeze '{0}' freezes all {1} parameters: nothing to train",
+                      opts.freezeRegex, candidates);
+  return llvm::Error::success();
+}
+
+static Attribute copyPlainAttr(const Attribute &a) {
+  Attribute c;
+  c.name = a.name;
+  c.kind = a.kind;
+  c.docString = a.docString;
+  c.refAttrName = a.refAttrName;
+  c.f = a.f;
+  c.i = a.i;
+  c.s = a.s;
+  c.floats = a.floats;
+  c.ints = a.ints;
+  c.strings = a.strings;
+  c.tensors = a.tensors;
+  c.opaque = a.opaque;
+  c.unknownFields = a.unknownFields;
+  return c;
+}
+
+llvm::Error Builder::copyForward() {
+  for (Value *in : m.graph->inputs()) {
+    if (in->initializer())
+      continue; // IR < 4 default: an initializer, read by name
+    Value *c = alg->addInput(in->name(), in->type);
+    copyOf[in] = c;
+    origOf[c] = in;
+  }
+  for (const Node &n : m.graph->nodes()) {
+    for (const Attribute &a : n.attrs)
+      if (!a.graphs.empty())
+        return inputError("{0}: ops with subgraphs are not supported by train-graph",
+                          describeNode(n));
+    Node *c = alg->createNode(n.opType, n.domain);
+    c->docString = n.docString;
+    for (const Attribute &a : n.attrs)
+      c->attrs.push_back(copyPlainAttr(a));
+    for (Value *in : n.inputs()) {
+      auto it = in ? copyOf.find(in) : copyOf.end();
+      c->addInput(it != copyOf.end() ? it->second : in);
+    }
+    for (unsigned i = 0; i < n.numOutputs(); ++i) {
+      Value *o = n.output(i);
+      if (!o) {
+        c->resizeOutputs(i + 1);
+        continue;
+      }
+      Value *co = c->setOutput(i, m.freshName("fwd/" + o->name()), o->type);
+      co->hasValueInfo = o->hasValueInfo;
+      copyOf[o] = co;
+      origOf[co] = o;
+    }
+    // Named after the values, so values keep the plain "fwd/<name>".
+    c->name = m.freshName("fwd/" + (n.name.empty() ? n.opType : n.name));
+    bool isDefault = n.domain.empty() || n.domain == "ai.onnx";
+    if (isDefault && n.opType == "BatchNormalization") {
+      c->setAttr(Attribute::makeInt("training_mode", 1));
+      for (unsigned i = 1; i < 3; ++i) {
+        Value *stat = n.numInputs() > i + 2 ? n.input(i + 2) : nullptr;
+        if (c->numOutputs() > i && c->output(i))
+          return inputError("{0}: BatchNormalization already in training mode",
+                            describeNode(n));
+        if (!stat)
+          continue;
+        Value *o = c->setOutput(i, m.freshName("fwd/" + stat->name() + ".new"), stat->type);
+        if (stat->isConstant())
+          bnStats.emplace_back(stat->name(), o);
+      }
+    }
+    if (isDefault && n.opType == "LayerNormalization") {
+      DType stash = static_cast<DType>(n.intAttr("stash_type", 1));
+      for (unsigned i = 1; i < 3; ++i)
+        if (c->numOutputs() <= i || !c->output(i))
+          c->setOutput(i, m.freshName(c->name + (i == 1 ? "/Mean" : "/InvStdDev")),
+                       Type::tensor(stash));
+    }
+    forward.push_back(c);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Builder::buildLoss() {
+  Graph &g = *m.graph;
+  size_t first = e->created.size();
+  auto outputNames = [&] {
+    std::string s;
+    for (Value *o : g.outputs())
+      s += (s.empty() ? "'" : ", '") + o->name() + "'";
+    return s;
+  };
+  if (g.outputs().empty())
+    return inputError("the model has no outputs");
+
+  if (opts.loss == LossKind::Output) {
+    Value *out = nullptr;
+    for (Value *o : g.outputs())
+      if (o->name() == opts.lossOutput)
+        out = o;
+    if (!out)
+      return inputError("--loss '{0}': the model has no output of that name (outputs: {1})",
+                        opts.lossOutput, outputNames());
+    if (!isTensorOfFloat(out))
+      return inputError("--loss '{0}': the loss output must be a float tensor, not {1}",
+                        opts.lossOutput, dtypeName(out->type.tensorElemType()));
+    if (out->type.hasShape && !out->type.dims.empty())
+      return inputError("--loss '{0}': the loss output must be a scalar, its shape is {1}",
+                        opts.lossOutput, shapeText(out->type));
+    auto it = copyOf.find(out);
+    loss = it != copyOf.end() ? it->second : nullptr;
+    if (!loss || !loss->producer())
+      return inputError("--loss '{0}': the loss output is not computed by the model",
+                        opts.lossOutput);
+    predictions.push_back(loss);
+  } else {
+    Value *predOrig = g.outputs()[0];
+    Value *pred = copyOf.lookup(predOrig);
+    if (!pred || !isTensorOfFloat(pred))
+      return inputError("prediction '{0}' must be a float tensor computed by the model",
+                        predOrig->name());
+    bool ce = opts.loss == LossKind::CrossEntropy;
+    if (ce) {
+      Node *p = pred->producer();
+      int r = pred->type.hasShape ? static_cast<int>(pred->type.dims.size()) : -1;
+      if (p && p->opType == "Softmax" && p->domain.empty()) {
+        int64_t axis = p->intAttr("axis", -1);
+        if (axis == -1 || (r >= 0 && axis == r - 1)) {
+          res.notes.push_back("cross-entropy: output '" + predOrig->name() +
+                              "' is a Softmax over the last axis; its input '" +
+                              displayName(p->input(0)) + "' is taken as the logits");
+          pred = p->input(0);
+        }
+      }
+      if (pred->type.hasShape && pred->type.dims.size() < 2)
+        return inputError("cross-entropy: logits '{0}' must have shape [N, C, ...], not {1}",
+                          displayName(pred), shapeText(pred->type));
+    }
+    predictions.push_back(pred);
+    // The labels input: new, or an existing data input of the right type.
+    Type want = ce ? Type::tensor(DType::I64) : pred->type;
+    if (ce && pred->type.hasShape) {
+      want.hasShape = true;
+      want.dims = {pred->type.dims[0]};
+      for (size_t i = 2; i < pred->type.dims.size(); ++i)
+        want.dims.push_back(pred->type.dims[i]);
+    }
+    for (Value *in : alg->inputs())
+      if (in->name() == opts.labels)
+        labels = in;
+    if (labels) {
+      DType t = labels->type.tensorElemType();
+      bool ok = ce ? (t == DType::I64 || t == DType::I32) : t == pred->type.elem;
+      if (!ok)
+        return inputError("labels input '{0}' is {1}, but {2} needs {3} labels", opts.labels,
+                          dtypeName(t), ce ? "cross-entropy" : "mse",
+                          ce ? "int64 (or int32) class-index" : dtypeName(pred->type.elem));
+    } else {
+      if (m.isNameTaken(opts.labels))
+        return inputError("labels input '{0}': the model already has a value of that name that "
+                          "is not a graph input (choose another --labels)",
+                          opts.labels);
+      labels = alg->addInput(opts.labels, want);
+    }
+    DType ft = pred->type.elem;
+    if (ce) {
+      Node *sce = e->node("SoftmaxCrossEntropyLoss", "", {pred, labels}, {ft, ft}, "loss/sce");
+      sce->setAttr(Attribute::makeString("reduction", "mean"));
+      loss = sce->output(0);
+    } else {
+      Value *d = e->op("Sub", {pred, labels}, ft, "loss/diff");
+      Value *sq = e->op("Mul", {d, d}, ft, "loss/sq");
+      Node *rm = e->node("ReduceMean", "", {sq}, {ft}, "loss/mse");
+      rm->setAttr(Attribute::makeInt("keepdims", 0));
+      loss = rm->output(0);
+    }
+    loss->type.hasShape = true;
+    loss->type.dims.clear();
+  }
+  seed = e->scalar(1.0, loss->type.elem, "loss_grad_seed");
+  // --loss-weight w: the loss is w * L, and dLoss/dL = w seeds the loss gradient.
+  Value *rawLoss = loss, *dRaw = seed;
+  if (opts.lossWeight != 1.0) {
+    Value *w = e->scalar(opts.lossWeight, loss->type.elem, "loss/weight");
+    loss = e->op("Mul", {rawLoss, w}, loss->type.elem, "loss/weighted");
+    loss->type.hasShape = true;
+    loss->type.dims.clear();
+    dRaw = e->op("Mul", {seed, w}, loss->type.elem, "loss/weighted_grad");
+  }
+  if (opts.loss == LossKind::CrossEntropy) {
+    Node *sce = rawLoss->producer();
+    Node *gn = e->node("SoftmaxCrossEntropyLossGrad", kTrainingDomain,
+                       {dRaw, sce->output(1), labels}, {loss->type.elem}, "loss/sce_grad");
+    gn->setAttr(Attribute::makeString("reduction", "mean"));
+    contrib[predictions[0]].push_back(gn->output(0));
+    reachedFrom[predictions[0]] = loss;
+  } else if (opts.loss == LossKind::Mse) {
+    Value *gv = e->op("MSELossGrad", {dRaw, predictions[0], labels}, loss->type.elem,
+                      "loss/mse_grad", kTrainingDomain);
+    gv->producer()->setAttr(Attribute::makeString("reduction", "mean"));
+    contrib[predictions[0]].push_back(gv);
+    reachedFrom[predictions[0]] = loss;
+  } else {
+    contrib[rawLoss].push_back(dRaw);
+  }
+  markFp32Since(first);
+  return llvm::Error::success();
+}
+
+Value *Builder::sumOf(Value *v, const std::string &hint) {
+  auto it = contrib.find(v);
+  if (it == contrib.end() || it->second.empty())
+    return nullptr;
+  llvm::SmallVector<Value *, 2> &parts = it->second;
+  if (parts.size() == 1)
+    return parts[0];
+  std::vector<Value *> ins(parts.begin(), parts.end());
+  Value *s = e->op("Sum", ins, v->type.tensorElemType(), hint);
+  parts.assign(1, s);
+  return s;
+}
+
+std::string Builder::gradientPath(const Node &n) const {
+  std::string path;
+  const Value *v = nullptr;
+  for (Value *o : n.outputs())
+    if (o && reachedFrom.count(o)) {
+      v = o;
+      break;
+    }
+  if (!v)
+    for (Value *o : n.outputs())
+      if (o && contrib.count(o))
+        v = o;
+  unsigned guard = 0;
+  for (; v && guard < 10000; ++guard) {
+    if (!path.empty())
+      path = " <- " + path;
+    path = "'" + displayName(v) + "'" + path;
+    auto it = reachedFrom.find(v);
+    v = it == reachedFrom.end() ? nullptr : it->second;
+  }
+  return path;
+}
+
+llvm::Error Builder::buildBackward() {
+  // Values that depend on a trainable parameter (forward order).
+  llvm::DenseSet<const Value *> needs(paramSet.begin(), paramSet.end());
+  for (Node *n : forward) {
+    bool any = false;
+    for (Value *in : n->inputs())
+      any |= in && needs.count(in);
+    if (any)
+      for (Value *o : n->outputs())
+        if (isTensorOfFloat(o))
+          needs.insert(o);
+  }
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    Node *n = *it;
+    std::vector<Value *> dOut;
+    bool anyOut = false;
+    for (unsigned i = 0; i < n->numOutputs(); ++i) {
+      Value *o = n->output(i);
+      Value *d = o ? sumOf(o, "grad/sum/" + displayName(o)) : nullptr;
+      dOut.push_back(d);
+      anyOut |= d != nullptr;
+    }
+    Value *named = loss;
+    for (Value *o : n->outputs())
+      if (o) {
+        named = o;
+        break;
+      }
+    GradRequest req{*n, dOut, {}, "grad/" + displayName(named)};
+    bool anyIn = false;
+    for (Value *in : n->inputs()) {
+      bool w = in && needs.count(in) && isTensorOfFloat(in);
+      req.wantIn.push_back(w);
+      anyIn |= w;
+    }
+    if (!anyOut || !anyIn)
+      continue;
+    std::vector<Value *> dIn;
+    llvm::Expected<bool> ok = emitGradient(*e, req, dIn);
+    if (!ok)
+      return ok.takeError();
+    if (!*ok) {
+      std::string orig = n->name.substr(std::strlen("fwd/"));
+      return inputError("node '{0}' ({1}) has no gradient rule; the gradient reaches it from "
+                        "the loss through {2}",
+                        orig, n->qualifiedOpType(), gradientPath(*n));
+    }
+    Value *from = nullptr;
+    for (unsigned i = 0; i < n->numOutputs() && !from; ++i)
+      if (dOut[i])
+        from = n->output(i);
+    for (unsigned i = 0; i < dIn.size(); ++i) {
+      if (!dIn[i])
+        continue;
+      Value *in = n->input(i);
+      contrib[in].push_back(dIn[i]);
+      reachedFrom.try_emplace(in, from);
+    }
+  }
+  for (Value *p : params) {
+    Value *g = sumOf(p, "grad/sum/" + p->name());
+    if (!g)
+      continue;
+    grads.emplace_back(p, g);
+  }
+  if (grads.empty())
+    return inputError("no trainable parameter receives a gradient from the loss '{0}'",
+                      displayName(loss));
+  return llvm::Error::success();
+}
+
+/// A zero initializer shaped like `like` for optimizer state.
+static Tensor zerosLike(const Tensor &like) {
+  Tensor t(like.dtype, like.dims);
+  t.setBytes(std::vector<uint8_t>(t.byteSize(), 0));
+  return t;
+}
+
+void Builder::buildOptimizer(std::vector<Value *> &outs,
+                             std::vector<std::pair<std::string, std::string>> &binding) {
+  size_t first = e->created.size();
+  Graph &g = *m.graph;
+  // The step counter: an int64 scalar, incremented by every step.
+  Tensor zero(DType::I64, {});
+  zero.setBytes(std::vector<uint8_t>(8, 0));
+  Value *step = g.addInitializer(m.freshName("mpc.step"), std::move(zero));
+  step->hasValueInfo = false;
+  Value *stepNext = e->op("Add", {step, e->scalar(1, DType::I64, "opt/one")}, DType::I64,
+                          "opt/step_next");
+  stepNext->type.hasShape = true;
+
+  // Constants and bias corrections, one per element type.
+  struct PerType {
+    DType t;
+    Value *lr = nullptr, *wd = nullptr, *mu = nullptr, *b1 = nullptr, *b2 = nullptr,
+          *omb1 = nullptr, *omb2 = nullptr, *eps = nullptr, *bc1 = nullptr, *bc2 = nullptr;
+  };
+  std::vector<PerType> perType;
+  auto consts = [&](DType t) -> PerType & {
+    for (PerType &p : perType)
+      if (p.t == t)
+        return p;
+    PerType p;
+    p.t = t;
+    std::string s = std::string("opt/") + dtypeName(t).str() + "/";
+    p.lr = e->scalar(opts.lr, t, s + "lr");
+    if (opts.weightDecay != 0)
+      p.wd = e->scalar(opts.weightDecay, t, s + "weight_decay");
+    if (opts.optimizer == OptimizerKind::Momentum)
+      p.mu = e->scalar(opts.momentum, t, s + "momentum");
+    if (opts.optimizer == OptimizerKind::Adam) {
+      p.b1 = e->scalar(opts.beta1, t, s + "beta1");
+      p.b2 = e->scalar(opts.beta2, t, s + "beta2");
+      p.omb1 = e->scalar(1.0 - static_cast<double>(opts.beta1), t, s + "one_minus_beta1");
+      p.omb2 = e->scalar(1.0 - static_cast<double>(opts.beta2), t, s + "one_minus_beta2");
+      p.eps = e->scalar(opts.epsilon, t, s + "epsilon");
+      Value *one = e->scalar(1.0, t, s + "one");
+      Value *tf = e->op("Cast", {stepNext}, t, s + "step");
+      tf->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+      p.bc1 = e->op("Sub", {one, e->op("Pow", {p.b1, tf}, t, s + "beta1_pow")}, t,
+                    s + "bias_correction1");
+      p.bc2 = e->op("Sub", {one, e->op("Pow", {p.b2, tf}, t, s + "beta2_pow")}, t,
+                    s + "bias_correction2");
+    }
+    perType.push_back(p);
+    return perType.back();
+  };
+
+  auto addState = [&](Value *param, llvm::StringRef suffix) {
+    Value *v = g.addInitializer(m.freshName((param->name() + suffix).str()),
+                                zerosLike(*param->initializer()));
+    v->hasValueInfo = false;
+    return v;
+  };
+  for (auto &[p, grad] : grads) {
+    DType t = p->type.elem;
+    PerType &c = consts(t);
+    std::string s = "opt/" + p->name() + "/";
+    Value *gr = grad;
+    if (c.wd)
+      gr = e->op("Add", {gr, e->op("Mul", {c.wd, p}, t, s + "decay")}, t, s + "grad_decayed");
+    Value *delta = gr;
+    std::vector<std::pair<Value *, Value *>> state; // initializer -> new value
+    if (opts.optimizer == OptimizerKind::Momentum) {
+      Value *v = addState(p, ".momentum");
+      Value *v2 = e->op("Add", {e->op("Mul", {c.mu, v}, t, s + "v_decay"), gr}, t,
+                        "update/" + v->name());
+      state.emplace_back(v, v2);
+      delta = v2;
+    } else if (opts.optimizer == OptimizerKind::Adam) {
+      Value *mv = addState(p, ".adam_m");
+      Value *vv = addState(p, ".adam_v");
+      Value *m2 = e->op("Add",
+                        {e->op("Mul", {c.b1, mv}, t, s + "m_decay"),
+                         e->op("Mul", {c.omb1, gr}, t, s + "m_grad")},
+                        t, "update/" + mv->name());
+      Value *g2 = e->op("Mul", {gr, gr}, t, s + "grad_sq");
+      Value *v2 = e->op("Add",
+                        {e->op("Mul", {c.b2, vv}, t, s + "v_decay"),
+                         e->op("Mul", {c.omb2, g2}, t, s + "v_grad")},
+                        t, "update/" + vv->name());
+      state.emplace_back(mv, m2);
+      state.emplace_back(vv, v2);
+      Value *mhat = e->op("Div", {m2, c.bc1}, t, s + "m_hat");
+      Value *vhat = e->op("Div", {v2, c.bc2}, t, s + "v_hat");
+      Value *den = e->op("Add", {e->op("Sqrt", {vhat}, t, s + "v_sqrt"), c.eps}, t, s + "denom");
+      delta = e->op("Div", {mhat, den}, t, s + "direction");
+    }
+    Value *np = e->op("Sub", {p, e->op("Mul", {c.lr, delta}, t, s + "step")}, t,
+                      "update/" + p->name());
+    np->type = p->type;
+    outs.push_back(np);
+    binding.emplace_back(p->name(), np->name());
+    for (auto &[init, nv] : state) {
+      nv->type = init->type;
+      outs.push_back(nv);
+      binding.emplace_back(init->name(), nv->name());
+    }
+  }
+  for (auto &[name, v] : bnStats) {
+    outs.push_back(v);
+    binding.emplace_back(name, v->name());
+  }
+  outs.push_back(stepNext);
+  binding.emplace_back(step->name(), stepNext->name());
+  markFp32Since(first);
+  res.numParameters = static_cast<unsigned>(grads.size());
+  stepCounterName = step->name();
+}
+
+static void setMetadata(Model &m, llvm::StringRef key, std::string value) {
+  for (auto &kv : m.metadataProps)
+    if (kv.first == key) {
+      kv.second = std::move(value);
+      return;
+    }
+  m.metadataProps.emplace_back(key.str(), std::move(value));
+}
+
+static const char *lossKindName(LossKind k) {
+  switch (k) {
+  case LossKind::CrossEntropy:
+    return "cross-entropy";
+  case LossKind::Mse:
+    return "mse";
+  case LossKind::Output:
+    return "output";
+  }
+  llvm_unreachable("unknown loss kind");
+}
+
+/// Fills in the types and shapes of inference-graph values the file did not
+/// record, with ONNX's own shape inference (gradient rules need ranks). Only
+/// the in-memory types change: value_info written on export is unchanged.
+static void inferShapes(Model &m) {
+  inferTypes(m);
+  onnx::ModelProto proto;
+  if (llvm::Error err = exportOnnx(m, proto)) {
+    llvm::consumeError(std::move(err));
+    return;
+  }
+  try {
+    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance());
+  } catch (const std::exception &) {
+    return; // best effort: rules that need a rank report it
+  }
+  llvm::StringMap<const onnx::TypeProto *> inferred;
+  for (const auto &vi : proto.graph().value_info())
+    inferred[vi.name()] = &vi.type();
+  for (const auto &vi : proto.graph().output())
+    inferred[vi.name()] = &vi.type();
+  for (const auto &uv : m.graph->values()) {
+    Value *v = uv.get();
+    if (v->type.isTensor() && v->type.hasShape)
+      continue;
+    auto it = inferred.find(v->name());
+    if (it == inferred.end() || !it->second->has_tensor_type())
+      continue;
+    const auto &tt = it->second->tensor_type();
+    Type t = Type::tensor(tt.elem_type() ? static_cast<DType>(tt.elem_type()) : v->type.elem);
+    if (tt.has_shape()) {
+      t.hasShape = true;
+      for (const auto &d : tt.shape().dim())
+        t.dims.push_back(d.has_dim_value() ? Dim::known(d.dim_value())
+                                           : d.has_dim_param() ? Dim::symbolic(d.dim_param())
+                                                               : Dim{});
+    }
+    if (v->type.isTensor() && v->type.elem != DType::Undefined && v->type.elem != t.elem)
+      continue;
+    v->type = std::move(t);
+  }
+}
+
+llvm::Error Builder::run() {
+  if (llvm::Error err = checkInput())
+    return err;
+  inferShapes(m);
+  if (llvm::Error err = collectParameters())
+    return err;
+  auto algOwner = std::make_unique<Graph>(m, m.graph.get());
+  alg = algOwner.get();
+  alg->name = m.freshName((m.graph->name.empty() ? std::string("model") : m.graph->name) +
+                          "_training_step");
+  e = std::make_unique<Emitter>(m, *alg);
+  if (llvm::Error err = copyForward())
+    return err;
+  if (llvm::Error err = buildLoss())
+    return err;
+  size_t firstGrad = e->created.size();
+  if (llvm::Error err = buildBackward())
+    return err;
+  res.numGradientNodes = static_cast<unsigned>(e->created.size() - firstGrad);
+  // Readable gradient names: grad/<param> where the value is ours alone.
+  llvm::DenseSet<const Value *> renamed;
+  for (auto &[p, g] : grads)
+    if (g != seed && g->producer() && g->producer()->getParent() == alg &&
+        renamed.insert(g).second)
+      Graph::renameValue(g, m.freshName("grad/" + p->name()));
+
+  std::vector<Value *> outs{loss};
+  std::vector<std::pair<std::string, std::string>> binding;
+  buildOptimizer(outs, binding);
+  if (opts.exposeGradients) {
+    llvm::DenseSet<const Value *> listed(outs.begin(), outs.end());
+    for (auto &[p, g] : grads)
+      if (listed.insert(g).second) {
+        if (g->type.elem == p->type.elem)
+          g->type = p->type; // a gradient has its parameter's shape
+        outs.push_back(g);
+      }
+  }
+  for (Value *o : outs) {
+    o->hasValueInfo = true;
+    alg->addOutput(o);
+  }
+
+  // Metadata (docs/training.md).
+  setMetadata(m, "mpc.training.loss", loss->name());
+  setMetadata(m, "mpc.training.loss_grad_seed", seed->name());
+  std::string gradText, predText, fp32Text;
+  for (auto &[p, g] : grads)
+    gradText += p->name() + "=" + g->name() + "\n";
+  for (Value *v : predictions)
+    predText += v->name() + "\n";
+  for (Node *n : fp32Nodes)
+    fp32Text += n->name + "\n";
+  auto trim = [](std::string s) {
+    if (!s.empty() && s.back() == '\n')
+      s.pop_back();
+    return s;
+  };
+  setMetadata(m, "mpc.training.gradients", trim(gradText));
+  if (labels)
+    setMetadata(m, "mpc.training.labels", labels->name());
+  setMetadata(m, "mpc.training.predictions", trim(predText));
+  setMetadata(m, "mpc.training.loss_kind", lossKindName(opts.loss));
+  if (opts.lossWeight != 1.0)
+    setMetadata(m, "mpc.training.loss_weight", llvm::formatv("{0}", opts.lossWeight).str());
+  setMetadata(m, "mpc.training.optimizer", describeOptimizer(opts));
+  setMetadata(m, "mpc.training.step_counter", stepCounterName);
+  setMetadata(m, "mpc.training.fp32_nodes", trim(fp32Text));
+
+  if (m.opsetVersion(kTrainingDomain) < 0)
+    m.opsets.push_back({kTrainingDomain, 1});
+  TrainingInfo ti;
+  ti.algorithm = std::move(algOwner);
+  ti.updateBinding = std::move(binding);
+  m.trainingInfo.push_back(std::move(ti));
+  return llvm::Error::success();
+}
+
+llvm::Expected<TrainGraphResult> mpc::buildTrainingGraph(Model &m,
+                                                         const TrainGraphOptions &opts) {
+  TrainGraphResult res;
+  Builder b(m, opts, res);
+  if (llvm::Error err = b.run())
+    return std::move(err);
+  return res;
+}

@@ -1,0 +1,72 @@
+//===- TrainGraphImpl.h - Shared pieces of train-graph ----------*- C++ -*-===//
+//
+// The node emitter used by the training-graph builder (TrainGraph.cpp) and
+// the per-op gradient rules (GradRules.cpp). Private to passes/train.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_TRAIN_TRAINGRAPHIMPL_H
+#define MPC_PASSES_TRAIN_TRAINGRAPHIMPL_H
+
+#include "mpc/IR/Graph.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
+
+namespace mpc {
+namespace train {
+
+constexpr const char *kTrainingDomain = "ai.mpc.training";
+
+/// Appends nodes to the algorithm graph with fresh, model-unique names.
+class Emitter {
+public:
+  Emitter(Model &m, Graph &g) : model(m), graph(g) {}
+
+  /// Creates `opType` with the given inputs (null = omitted) and `numOut`
+  /// outputs of element types `outTypes` (one per output; Undefined omits
+  /// that output). Names derive from `hint`.
+  Node *node(llvm::StringRef opType, llvm::StringRef domain, llvm::ArrayRef<Value *> ins,
+             llvm::ArrayRef<DType> outTypes, llvm::StringRef hint);
+  /// A one-output node; returns its output.
+  Value *op(llvm::StringRef opType, llvm::ArrayRef<Value *> ins, DType t, llvm::StringRef hint,
+            llvm::StringRef domain = "");
+  /// A Constant node holding a scalar of type `t` (F32, F64, F16 or I64).
+  Value *scalar(double v, DType t, llvm::StringRef hint);
+  /// A Constant node holding a 1-D int64 tensor.
+  Value *ints(llvm::ArrayRef<int64_t> v, llvm::StringRef hint);
+  /// Shape(v) (one per value, cached).
+  Value *shapeOf(Value *v);
+
+  /// Every node created, in order (for the fp32 list and statistics).
+  std::vector<Node *> created;
+  Model &model;
+  Graph &graph;
+
+private:
+  std::vector<std::pair<Value *, Value *>> shapeCache;
+};
+
+/// What a gradient rule sees: the forward node (in the algorithm graph), the
+/// gradients of its outputs (null where none flows) and which inputs need one.
+struct GradRequest {
+  Node &fwd;
+  llvm::ArrayRef<Value *> dOut;
+  std::vector<bool> wantIn;
+  /// Prefix for new names ("grad/<node name>").
+  std::string hint;
+};
+
+/// Fills `dIn` (one per forward input; null = no gradient) for `req`. Returns
+/// false when the op has no gradient rule; an Error for an unsupported use of
+/// a supported op (unknown rank, ...).
+llvm::Expected<bool> emitGradient(Emitter &e, const GradRequest &req, std::vector<Value *> &dIn);
+
+/// Whether `opType` (default domain) has a gradient rule.
+bool hasGradientRule(const Node &n);
+
+} // namespace train
+} // namespace mpc
+
+#endif // MPC_PASSES_TRAIN_TRAINGRAPHIMPL_H

@@ -1,0 +1,629 @@
+"""Tests of `mpc train-graph` (docs/training.md).
+
+(a) Gradient checks: for every op with a gradient rule, a small float64 model whose float
+    inputs are initializers and whose loss is ReduceSum(Y * R) (R frozen). The gradients the
+    training model exposes (--expose-gradients), evaluated by onnx.reference on the
+    standalone algorithm graph (and by `mpc run` when it can run it), must match central
+    finite differences of the forward model in float64, also evaluated by onnx.reference.
+(b) The shipped models with each optimizer: the output passes the ONNX checker
+    (full_check), loads in mpc, and one step in onnx.reference gives a finite loss and, for
+    sgd, parameters changed by exactly -lr * gradient.
+(c) Bad input: exit status 1, one line on stderr, no output file.
+(d) Lowering of ai.onnx.preview.training::Gradient in an existing training model, checked
+    against the closed-form gradient of sum((x @ w)^2).
+
+Prints "N passed, N failed[, N skipped]".
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import mpc_testlib as lib  # noqa: E402
+
+lib.require_onnx_reference()
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import mpc_trainlib as tl  # noqa: E402
+
+ARGS = None
+REL_TOL = 1e-6
+FD_STEP = 1e-5
+OPSET = 17
+
+
+def run_mpc(*args, timeout=120):
+    return subprocess.run([ARGS.mpc, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def training_ref_ops():
+    try:
+        import mpc_training_ref
+        return {c.__name__ for c in mpc_training_ref.OPS}
+    except ImportError:
+        return set()
+
+
+def algorithm_ops(model):
+    return {(n.domain, n.op_type) for n in model.training_info[0].algorithm.node}
+
+
+def missing_ref_ops(model):
+    have = training_ref_ops()
+    return sorted(op for dom, op in algorithm_ops(model)
+                  if dom == "ai.mpc.training" and op not in have)
+
+
+# --------------------------------------------------------------------------------------------
+# (a) gradient checks
+# --------------------------------------------------------------------------------------------
+
+def f64(rng, *shape, low=-1.0, high=1.0, away=0.0):
+    a = rng.uniform(low, high, size=shape)
+    if away:
+        a = np.where(np.abs(a) < away, np.sign(a + 1e-12) * away, a)
+    return a.astype(np.float64)
+
+
+def make_case_model(nodes, inits, y_shape, fd_nodes=None, opset=OPSET):
+    """Forward model: nodes produce Y; L = ReduceSum(Y * R) over all axes (R frozen)."""
+    rng = np.random.default_rng(7)
+    r = f64(rng, *y_shape)
+    tail = [helper.make_node("Mul", ["Y", "Rloss"], ["YR"], name="loss_mul"),
+            helper.make_node("ReduceSum", ["YR"], ["L"], name="loss_sum", keepdims=0)]
+    tensors = [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    tensors.append(numpy_helper.from_array(r, "Rloss"))
+    out = helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])
+
+    def build(ns):
+        g = helper.make_graph(ns + tail, "gradcheck", [], [out], tensors)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8 if opset <= 17 else 9
+        return m
+    return build(nodes), build(fd_nodes if fd_nodes is not None else nodes)
+
+
+def _erf64_op():
+    """onnx.reference's Erf computes in float32 (np.vectorize(erf, otypes=["f"])): the
+    finite-difference oracle needs float64."""
+    import math
+    from onnx.reference.op_run import OpRun
+
+    class Erf(OpRun):
+        op_domain = ""
+
+        def _run(self, x):
+            return (np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype),)
+    return Erf
+
+
+def _gelu64_op():
+    """Gelu-20 in float64 numpy (onnx.reference only expands it from inferred types)."""
+    import math
+    from onnx.reference.op_run import OpRun
+
+    class Gelu(OpRun):
+        op_domain = ""
+
+        def _run(self, x, approximate=None):
+            a = approximate.decode() if isinstance(approximate, bytes) else approximate
+            x64 = x.astype(np.float64)
+            if a == "tanh":
+                y = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)))
+            else:
+                erf = np.vectorize(math.erf, otypes=[np.float64])
+                y = 0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))
+            return (y.astype(x.dtype),)
+    return Gelu
+
+
+FLOAT64_OPS = [_erf64_op(), _gelu64_op()]
+
+
+def eval_loss(model, overrides):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for t in m.graph.initializer:
+        if t.name in overrides:
+            t.CopyFrom(numpy_helper.from_array(overrides[t.name], t.name))
+    return float(ReferenceEvaluator(m, new_ops=FLOAT64_OPS).run(None, {})[0])
+
+
+def finite_differences(model, params):
+    grads = {}
+    for name, value in params.items():
+        g = np.zeros_like(value)
+        flat = value.reshape(-1)
+        for i in range(flat.size):
+            plus, minus = flat.copy(), flat.copy()
+            plus[i] += FD_STEP
+            minus[i] -= FD_STEP
+            lp = eval_loss(model, {name: plus.reshape(value.shape)})
+            lm = eval_loss(model, {name: minus.reshape(value.shape)})
+            g.reshape(-1)[i] = (lp - lm) / (2 * FD_STEP)
+        grads[name] = g
+    return grads
+
+
+def rel_error(got, ref):
+    got = np.asarray(got, dtype=np.float64).reshape(ref.shape)
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-12))
+
+
+def gradcheck_cases():
+    """name -> (nodes, inits, Y shape, nodes of the finite-difference model or None)."""
+    rng = np.random.default_rng(1234)
+    C = {}
+
+    def add(name, nodes, inits, y_shape, fd_nodes=None, opset=OPSET):
+        C[name] = (nodes, inits, y_shape, fd_nodes, opset)
+
+    n = helper.make_node
+    add("Add", [n("Add", ["A", "B"], ["Y"])], {"A": f64(rng, 2, 3), "B": f64(rng, 3)}, [2, 3])
+    add("Sub", [n("Sub", ["A", "B"], ["Y"])], {"A": f64(rng, 2, 3), "B": f64(rng, 2, 1)}, [2, 3])
+    add("Mul", [n("Mul", ["A", "B"], ["Y"])], {"A": f64(rng, 2, 3), "B": f64(rng, 1, 3)}, [2, 3])
+    add("Div", [n("Div", ["A", "B"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3, low=0.5, high=2.0)}, [2, 3])
+    add("Neg", [n("Neg", ["A"], ["Y"])], {"A": f64(rng, 2, 3)}, [2, 3])
+    add("MatMul", [n("MatMul", ["A", "B"], ["Y"])],
+        {"A": f64(rng, 2, 3, 4), "B": f64(rng, 4, 5)}, [2, 3, 5])
+    add("MatMul_batched", [n("MatMul", ["A", "B"], ["Y"])],
+        {"A": f64(rng, 2, 3, 4), "B": f64(rng, 1, 4, 2)}, [2, 3, 2])
+    add("Gemm", [n("Gemm", ["A", "B", "C"], ["Y"], alpha=0.7, beta=1.3, transB=1)],
+        {"A": f64(rng, 3, 4), "B": f64(rng, 5, 4), "C": f64(rng, 5)}, [3, 5])
+    add("Gemm_transA", [n("Gemm", ["A", "B", "C"], ["Y"], transA=1)],
+        {"A": f64(rng, 4, 3), "B": f64(rng, 4, 5), "C": f64(rng, 1, 5)}, [3, 5])
+    add("Gemm_both", [n("Gemm", ["A", "B"], ["Y"], transA=1, transB=1, alpha=2.0)],
+        {"A": f64(rng, 4, 3), "B": f64(rng, 5, 4)}, [3, 5])
+    add("Relu", [n("Relu", ["A"], ["Y"])], {"A": f64(rng, 3, 4, away=0.05)}, [3, 4])
+    add("Sigmoid", [n("Sigmoid", ["A"], ["Y"])], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Tanh", [n("Tanh", ["A"], ["Y"])], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Erf", [n("Erf", ["A"], ["Y"])], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Gelu", [n("Gelu", ["A"], ["Y"])], {"A": f64(rng, 3, 4)}, [3, 4], opset=20)
+    add("Gelu_tanh", [n("Gelu", ["A"], ["Y"], approximate="tanh")], {"A": f64(rng, 3, 4)},
+        [3, 4], opset=20)
+    add("Softmax", [n("Softmax", ["A"], ["Y"], axis=-1)], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Softmax_axis1", [n("Softmax", ["A"], ["Y"], axis=1)], {"A": f64(rng, 2, 3, 4)},
+        [2, 3, 4])
+    add("LogSoftmax", [n("LogSoftmax", ["A"], ["Y"], axis=-1)], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Identity", [n("Identity", ["A"], ["Y"])], {"A": f64(rng, 3, 4)}, [3, 4])
+    add("Flatten", [n("Flatten", ["A"], ["Y"], axis=2)], {"A": f64(rng, 2, 3, 2)}, [6, 2])
+    add("Reshape", [n("Reshape", ["A", "shape"], ["Y"])],
+        {"A": f64(rng, 2, 6), "shape": np.array([3, 4], dtype=np.int64)}, [3, 4])
+    add("Squeeze", [n("Squeeze", ["A", "axes"], ["Y"])],
+        {"A": f64(rng, 2, 1, 3), "axes": np.array([1], dtype=np.int64)}, [2, 3])
+    add("Unsqueeze", [n("Unsqueeze", ["A", "axes"], ["Y"])],
+        {"A": f64(rng, 2, 3), "axes": np.array([0], dtype=np.int64)}, [1, 2, 3])
+    add("Transpose", [n("Transpose", ["A"], ["Y"], perm=[1, 2, 0])], {"A": f64(rng, 2, 3, 4)},
+        [3, 4, 2])
+    add("Concat", [n("Concat", ["A", "B"], ["Y"], axis=1)],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 2, 2)}, [2, 5])
+    add("ReduceSum", [n("ReduceSum", ["A", "axes"], ["Y"], keepdims=0)],
+        {"A": f64(rng, 2, 3, 4), "axes": np.array([1], dtype=np.int64)}, [2, 4])
+    add("ReduceMean", [n("ReduceMean", ["A"], ["Y"], axes=[0, 2], keepdims=1)],
+        {"A": f64(rng, 2, 3, 4)}, [1, 3, 1])
+    add("SharedUse", [n("Mul", ["A", "A"], ["T"]), n("Add", ["T", "A"], ["Y"])],
+        {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Conv", [n("Conv", ["X", "W", "B"], ["Y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                   strides=[2, 2])],
+        {"X": f64(rng, 1, 2, 5, 5), "W": f64(rng, 3, 2, 3, 3), "B": f64(rng, 3)}, [1, 3, 3, 3])
+    distinct = rng.permutation(32).astype(np.float64).reshape(1, 2, 4, 4) / 8.0
+    add("MaxPool", [n("MaxPool", ["X"], ["Y"], kernel_shape=[2, 2], strides=[2, 2])],
+        {"X": distinct}, [1, 2, 2, 2])
+    add("AveragePool", [n("AveragePool", ["X"], ["Y"], kernel_shape=[3, 3], strides=[2, 2],
+                          pads=[1, 1, 1, 1])],
+        {"X": f64(rng, 1, 2, 5, 5)}, [1, 2, 3, 3])
+    add("GlobalAveragePool", [n("GlobalAveragePool", ["X"], ["Y"])],
+        {"X": f64(rng, 2, 3, 2, 2)}, [2, 3, 1, 1])
+    add("LSTM", [n("LSTM", ["X", "W", "R", "B"], ["Yl"], hidden_size=3),
+                 n("Squeeze", ["Yl", "axes1"], ["Y"])],
+        {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 12, 4), "R": f64(rng, 1, 12, 3),
+         "B": f64(rng, 1, 24), "axes1": np.array([1], dtype=np.int64)}, [3, 2, 3])
+    # Y is named but unused: onnx.reference binds an omitted ("") output to the name "",
+    # which would then feed every omitted input downstream.
+    add("LSTM_noBias_lastState", [n("LSTM", ["X", "W", "R"], ["Yunused", "Y"], hidden_size=2)],
+        {"X": f64(rng, 4, 1, 3), "W": f64(rng, 1, 8, 3), "R": f64(rng, 1, 8, 2)}, [1, 1, 2])
+    # (onnx.reference's LSTM, the oracle, runs one direction only)
+    add("LSTM_initial_states",
+        [n("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y"], hidden_size=3)],
+        {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 12, 4), "R": f64(rng, 1, 12, 3),
+         "B": f64(rng, 1, 24), "h0": f64(rng, 1, 2, 3), "c0": f64(rng, 1, 2, 3)}, [3, 1, 2, 3])
+    bn_inits = {"X": f64(rng, 3, 2, 2, 2), "scale": f64(rng, 2), "bias": f64(rng, 2),
+                "mean": np.zeros(2), "var": np.ones(2)}
+    add("BatchNormalization",
+        [n("BatchNormalization", ["X", "scale", "bias", "mean", "var"], ["Y"], epsilon=1e-5)],
+        bn_inits, [3, 2, 2, 2],
+        # The training step differentiates training-mode batch normalization.
+        [n("BatchNormalization", ["X", "scale", "bias", "mean", "var"], ["Y"], epsilon=1e-5,
+           training_mode=1)])
+    add("LayerNormalization",
+        [n("LayerNormalization", ["X", "scale", "bias"], ["Y"], axis=-1, epsilon=1e-5)],
+        {"X": f64(rng, 2, 3, 4), "scale": f64(rng, 4), "bias": f64(rng, 4)}, [2, 3, 4])
+    return C
+
+
+class GradientCheck(unittest.TestCase):
+    pass
+
+
+def _make_gradcheck(name, case):
+    def test(self):
+        nodes, inits, y_shape, fd_nodes, opset = case
+        model, fd_model = make_case_model(nodes, inits, y_shape, fd_nodes, opset)
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "L", "--freeze", "^Rloss$", "--optimizer",
+                        "sgd", "--expose-gradients", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            train = onnx.load(dst)
+            onnx.checker.check_model(train, full_check=True)
+            missing = missing_ref_ops(train)
+            if missing:
+                self.skipTest("no onnx.reference implementation of ai.mpc.training::"
+                              + ", ".join(missing))
+            alg = tl.algorithm_as_model(train)
+            import mpc_training_ref
+            outs = ReferenceEvaluator(alg, new_ops=list(mpc_training_ref.OPS) + FLOAT64_OPS
+                                      ).run(None, {})
+            by_name = dict(zip([o.name for o in alg.graph.output], outs))
+            pairs = dict(tl.gradient_pairs(train))
+            params = {k: v for k, v in inits.items() if v.dtype == np.float64
+                      and k not in ("mean", "var")}
+            self.assertEqual(sorted(pairs), sorted(params), "parameters with a gradient")
+            fd = finite_differences(fd_model, params)
+            for p in params:
+                err = rel_error(by_name[pairs[p]], fd[p])
+                self.assertLess(err, REL_TOL, f"d/d{p}: relative error {err:.3g} "
+                                f"(onnx.reference)")
+            mpc_run_check(self, alg, tmp, by_name, pairs, params, fd)
+    return test
+
+
+def mpc_run_check(test, alg, tmp, by_name, pairs, params, fd):
+    """Runs the standalone algorithm graph with `mpc run` when mpc can (else says why)."""
+    path = os.path.join(tmp, "alg.onnx")
+    onnx.save(alg, path)
+    outdir = os.path.join(tmp, "out")
+    os.makedirs(outdir, exist_ok=True)
+    r = run_mpc("run", path, "--outputs", outdir)
+    if r.returncode < 0:
+        test.fail(f"mpc run crashed (signal {-r.returncode}) on the algorithm graph")
+    if r.returncode != 0:
+        print(f"  [{test.id().split('.')[-1]}] mpc run skipped: "
+              f"{(r.stderr.strip().splitlines() or ['?'])[-1][:160]}")
+        return
+    for p in params:
+        safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in pairs[p])
+        fname = os.path.join(outdir, safe + ".npy")
+        if not os.path.exists(fname):
+            print(f"  mpc run: no {fname}; comparison skipped")
+            return
+        err = rel_error(np.load(fname), fd[p])
+        test.assertLess(err, REL_TOL, f"d/d{p}: relative error {err:.3g} (mpc run)")
+
+
+for _name, _case in gradcheck_cases().items():
+    setattr(GradientCheck, f"test_{_name}", _make_gradcheck(_name, _case))
+
+
+# --------------------------------------------------------------------------------------------
+# (b) shipped models
+# --------------------------------------------------------------------------------------------
+
+SHIPPED = {"mlp": "cross-entropy", "cnn": "cross-entropy", "transformer": "mse", "lstm": "mse"}
+LR = 0.05
+
+
+def model_feeds(model, train):
+    rng = np.random.default_rng(99)
+    alg = train.training_info[0].algorithm
+    labels = tl.metadata(train)["mpc.training.labels"]
+    feeds = {}
+    for vi in alg.input:
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 2 for d in tt.shape.dim]
+        if vi.name == labels and tt.elem_type == TensorProto.INT64:
+            # classes: the last dim of the logits
+            feeds[vi.name] = rng.integers(0, 8, size=shape).astype(np.int64)
+        else:
+            feeds[vi.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+class ShippedModels(unittest.TestCase):
+    pass
+
+
+def _make_shipped(model_name, loss, optimizer):
+    def test(self):
+        src = os.path.join(ARGS.source_dir, "models", model_name + ".onnx")
+        with tempfile.TemporaryDirectory() as tmp:
+            dst = os.path.join(tmp, "train.onnx")
+            r = run_mpc("train-graph", src, "--loss", loss, "--optimizer", optimizer, "--lr",
+                        str(LR), "--expose-gradients", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            train = onnx.load(dst)
+            onnx.checker.check_model(train, full_check=True)
+            md = tl.metadata(train)
+            for key in ("mpc.training.loss", "mpc.training.loss_grad_seed",
+                        "mpc.training.gradients", "mpc.training.labels",
+                        "mpc.training.predictions", "mpc.training.loss_kind",
+                        "mpc.training.optimizer", "mpc.training.step_counter",
+                        "mpc.training.fp32_nodes"):
+                self.assertIn(key, md)
+            alg = train.training_info[0].algorithm
+            self.assertEqual(alg.output[0].name, md["mpc.training.loss"])
+            seed = [nd for nd in alg.node if md["mpc.training.loss_grad_seed"] in nd.output]
+            self.assertEqual(seed[0].op_type, "Constant")
+            inference_inputs = [i.name for i in train.graph.input]
+            self.assertEqual([i.name for i in alg.input][:len(inference_inputs)],
+                             inference_inputs)
+            binding = {b.key: b.value for b in train.training_info[0].update_binding}
+            inits = {t.name for t in train.graph.initializer}
+            self.assertTrue(set(binding) <= inits)
+            self.assertIn(md["mpc.training.step_counter"], binding)
+            # determinism: same input, same bytes
+            dst2 = os.path.join(tmp, "train2.onnx")
+            r2 = run_mpc("train-graph", src, "--loss", loss, "--optimizer", optimizer, "--lr",
+                         str(LR), "--expose-gradients", "-o", dst2)
+            self.assertEqual(r2.returncode, 0, r2.stderr)
+            self.assertEqual(lib.read_bytes(dst), lib.read_bytes(dst2), "output not deterministic")
+            missing = missing_ref_ops(train)
+            if missing:
+                self.skipTest("no onnx.reference implementation of ai.mpc.training::"
+                              + ", ".join(missing))
+            sa = tl.algorithm_as_model(train)
+            outs = tl.reference_evaluator(sa).run(None, model_feeds(train, train))
+            by_name = dict(zip([o.name for o in sa.graph.output], outs))
+            loss_value = by_name[md["mpc.training.loss"]]
+            self.assertTrue(np.isfinite(loss_value).all(), f"loss {loss_value}")
+            params = {t.name: numpy_helper.to_array(t) for t in train.graph.initializer}
+            for p, g in tl.gradient_pairs(train):
+                new = by_name[binding[p]]
+                grad = by_name[g]
+                self.assertEqual(new.shape, params[p].shape)
+                self.assertTrue(np.isfinite(new).all(), p)
+                # First step from zero state: momentum gives v' = g, adam m_hat = g and
+                # v_hat = g^2 (docs/training.md optimizers, independent numpy formulas).
+                if optimizer == "adam":
+                    g64 = grad.astype(np.float64)
+                    expect = params[p] - LR * g64 / (np.abs(g64) + 1e-8)
+                    np.testing.assert_allclose(by_name[binding[p + ".adam_m"]], 0.1 * grad,
+                                               rtol=1e-5, atol=1e-7, err_msg=p)
+                    tol = dict(rtol=1e-4, atol=1e-4 * LR)
+                else:
+                    if optimizer == "momentum":
+                        np.testing.assert_allclose(by_name[binding[p + ".momentum"]], grad,
+                                                   rtol=1e-6, err_msg=p)
+                    expect = params[p] - np.float32(LR) * grad
+                    tol = dict(rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(new, expect, err_msg=p, **tol)
+            self.assertEqual(int(by_name[binding[md["mpc.training.step_counter"]]]), 1)
+    return test
+
+
+def _make_loads(model_name, loss):
+    def test(self):
+        src = os.path.join(ARGS.source_dir, "models", model_name + ".onnx")
+        with tempfile.TemporaryDirectory() as tmp:
+            dst = os.path.join(tmp, "train.onnx")
+            r = run_mpc("train-graph", src, "--loss", loss, "--optimizer", "adam", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # mpc imports and verifies a model before refusing one that already trains, so
+            # this error means the training model loaded and passed the verifier.
+            r3 = run_mpc("train-graph", dst, "--loss", loss, "-o", os.path.join(tmp, "x.onnx"))
+            self.assertEqual(r3.returncode, 1)
+            self.assertIn("already has training_info", r3.stderr,
+                          "the training model does not load in mpc (docs/training.md gives the "
+                          "algorithm inputs the inference inputs' names; the importer must let "
+                          "training stages see only the main graph's initializers)")
+    return test
+
+
+for _m, _loss in SHIPPED.items():
+    setattr(ShippedModels, f"test_{_m}_loads_in_mpc", _make_loads(_m, _loss))
+for _m, _loss in SHIPPED.items():
+    for _opt in ("sgd", "momentum", "adam"):
+        setattr(ShippedModels, f"test_{_m}_{_opt}", _make_shipped(_m, _loss, _opt))
+
+
+# --------------------------------------------------------------------------------------------
+# (c) bad input
+# --------------------------------------------------------------------------------------------
+
+class Options(unittest.TestCase):
+    def build(self, tmp, *args):
+        src = os.path.join(ARGS.source_dir, "models", "mlp.onnx")
+        dst = os.path.join(tmp, "t.onnx")
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--expose-gradients",
+                    *args, "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Softmax", r.stderr)  # the note about taking the logits
+        return onnx.load(dst)
+
+    def test_freeze_and_weight_decay(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            train = self.build(tmp, "--freeze", "^fc0/", "--weight-decay", "0.1", "--lr", "0.5")
+            pairs = dict(tl.gradient_pairs(train))
+            self.assertEqual(sorted(pairs), ["fc1/B", "fc1/W", "fc2/B", "fc2/W"])
+            binding = {b.key: b.value for b in train.training_info[0].update_binding}
+            self.assertNotIn("fc0/W", binding)
+            md = tl.metadata(train)
+            self.assertEqual(md["mpc.training.optimizer"], "sgd lr=0.5 weight_decay=0.1")
+            missing = missing_ref_ops(train)
+            if missing:
+                self.skipTest("no onnx.reference implementation of " + ", ".join(missing))
+            sa = tl.algorithm_as_model(train)
+            outs = tl.reference_evaluator(sa).run(None, model_feeds(train, train))
+            by_name = dict(zip([o.name for o in sa.graph.output], outs))
+            params = {t.name: numpy_helper.to_array(t) for t in train.graph.initializer}
+            for p, g in pairs.items():
+                w = params[p]
+                expect = w - np.float32(0.5) * (by_name[g] + np.float32(0.1) * w)
+                np.testing.assert_allclose(by_name[binding[p]], expect, rtol=1e-5, atol=1e-6)
+
+    def test_labels_name_and_metadata(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            train = self.build(tmp, "--labels", "target", "--optimizer", "momentum")
+            alg = train.training_info[0].algorithm
+            self.assertEqual(alg.input[-1].name, "target")
+            self.assertEqual(alg.input[-1].type.tensor_type.elem_type, TensorProto.INT64)
+            md = tl.metadata(train)
+            self.assertEqual(md["mpc.training.labels"], "target")
+            self.assertEqual(md["mpc.training.loss_kind"], "cross-entropy")
+            fp32 = set(md["mpc.training.fp32_nodes"].splitlines())
+            names = {n.name for n in alg.node}
+            self.assertTrue(fp32 <= names)
+            loss_nodes = [n.name for n in alg.node if n.op_type == "SoftmaxCrossEntropyLoss"]
+            self.assertEqual(len(loss_nodes), 1)
+            self.assertIn(loss_nodes[0], fp32)
+            self.assertEqual(len(names), len(alg.node), "node names are unique")
+
+
+class BadInput(unittest.TestCase):
+    def check_error(self, args, *expect, src=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            if src is None:
+                src = os.path.join(ARGS.source_dir, "models", "mlp.onnx")
+            dst = os.path.join(tmp, "out.onnx")
+            full = ["train-graph", src, *args]
+            if "-o" not in args:
+                full += ["-o", dst]
+            r = run_mpc(*full)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            lines = r.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, r.stderr)
+            for e in expect:
+                self.assertIn(e, lines[0])
+            self.assertFalse(os.path.exists(dst), "an output file was written")
+            self.assertEqual([f for f in os.listdir(tmp) if f != os.path.basename(src)], [])
+
+    def test_no_such_loss_output(self):
+        self.check_error(["--loss", "nope"], "nope", "no output")
+
+    def test_loss_not_scalar(self):
+        self.check_error(["--loss", "probs"], "probs", "scalar")
+
+    def test_labels_wrong_type(self):
+        self.check_error(["--loss", "cross-entropy", "--labels", "x"], "labels input 'x'",
+                         "int64")
+
+    def test_op_without_gradient_rule(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "sin.onnx")
+            x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+            y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+            w = numpy_helper.from_array(np.ones((3, 3), np.float32), "w")
+            g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                                   helper.make_node("Sin", ["h"], ["s"], name="the_sin"),
+                                   helper.make_node("Relu", ["s"], ["y"], name="act")],
+                                  "g", [x], [y], [w])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+            m.ir_version = 8
+            onnx.save(m, src)
+            self.check_error(["--loss", "mse"], "'the_sin' (Sin)", "no gradient rule",
+                             "'y' <- 's'", src=src)
+
+    def test_freeze_everything(self):
+        self.check_error(["--loss", "cross-entropy", "--freeze", "."], "--freeze", "all")
+
+    def test_output_is_input(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "mlp.onnx")
+            with open(os.path.join(ARGS.source_dir, "models", "mlp.onnx"), "rb") as f:
+                data = f.read()
+            with open(src, "wb") as f:
+                f.write(data)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "-o", src)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("is the input model", r.stderr)
+            self.assertEqual(lib.read_bytes(src), data)
+
+    def test_no_loss_given(self):
+        r = run_mpc("train-graph", os.path.join(ARGS.source_dir, "models", "mlp.onnx"), "-o",
+                    os.path.join(tempfile.gettempdir(), "never-written.onnx"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--loss is required", r.stderr)
+
+
+def gradient_op_model(xs_name="w"):
+    """A training model whose algorithm computes L = sum((xa @ w)^2) and Gradient(L, w)."""
+    rng = np.random.default_rng(5)
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 2])
+    w = numpy_helper.from_array(rng.standard_normal((3, 2)), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y], [w])
+    xa = helper.make_tensor_value_info("xa", TensorProto.DOUBLE, [2, 3])
+    alg = helper.make_graph(
+        [helper.make_node("MatMul", ["xa", "w"], ["t"], name="mm"),
+         helper.make_node("Mul", ["t", "t"], ["s"], name="sq"),
+         helper.make_node("ReduceSum", ["s"], ["L"], keepdims=0, name="sum"),
+         helper.make_node("Gradient", ["w", "xa"], ["dw"], domain="ai.onnx.preview.training",
+                          xs=[xs_name], zs=["xa"], y="L", name="grad_node")],
+        "alg", [xa], [helper.make_tensor_value_info("L", TensorProto.DOUBLE, []),
+                      helper.make_tensor_value_info("dw", TensorProto.DOUBLE, [3, 2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("ai.onnx.preview.training", 1)])
+    m.ir_version = 8
+    m.training_info.add().algorithm.CopyFrom(alg)
+    return m
+
+
+class GradientOp(unittest.TestCase):
+    def test_lowered(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "g.onnx"), os.path.join(tmp, "l.onnx")
+            onnx.save(gradient_op_model(), src)
+            r = run_mpc("train-graph", src, "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = onnx.load(dst)
+            onnx.checker.check_model(out, full_check=True)
+            self.assertNotIn("Gradient", {n.op_type for n in out.training_info[0].algorithm.node})
+            rng = np.random.default_rng(6)
+            xa = rng.standard_normal((2, 3))
+            sa = tl.algorithm_as_model(out)
+            loss, dw = tl.reference_evaluator(sa).run(None, {"xa": xa})
+            w = numpy_helper.to_array(out.graph.initializer[0])
+            np.testing.assert_allclose(dw, 2 * xa.T @ (xa @ w), rtol=1e-12)
+            np.testing.assert_allclose(loss, np.sum((xa @ w) ** 2), rtol=1e-12)
+
+    def test_bad_xs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "g.onnx"), os.path.join(tmp, "l.onnx")
+            onnx.save(gradient_op_model("nope"), src)
+            r = run_mpc("train-graph", src, "-o", dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("grad_node", r.stderr)
+            self.assertIn("'nope'", r.stderr)
+            self.assertFalse(os.path.exists(dst))
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("-k", default=None, help="run only tests whose id contains this")
+    ap.add_argument("-v", action="store_true")
+    ARGS = ap.parse_args()
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    for cls in (BadInput, Options, GradientOp, ShippedModels, GradientCheck):
+        for t in loader.loadTestsFromTestCase(cls):
+            if ARGS.k is None or ARGS.k in t.id():
+                suite.addTest(t)
+    return lib.run_suite(suite, verbosity=2 if ARGS.v else 1, show_skips=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

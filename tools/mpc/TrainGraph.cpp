@@ -1,0 +1,241 @@
+//===- TrainGraph.cpp - `mpc train-graph`: build a training model ----------===//
+//
+// Loads an inference model, adds the training step (forward copy, loss,
+// backward, optimizer update) as training_info[0] following docs/training.md,
+// checks the result (mpc's verifier and the ONNX checker) and writes it
+// atomically. The input file is never written; on error nothing is written.
+//
+//===----------------------------------------------------------------------===//
+#include "Tool.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Ops/OpSignature.h"
+#include "mpc/Passes/TrainGraph.h"
+#include "mpc/Support/Diagnostics.h"
+#include "mpc/Verify/Verifier.h"
+#include "onnx/checker.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::tool;
+
+static const char kTrainGraphUsage[] =
+    R"(usage: mpc train-graph MODEL.onnx --loss LOSS [options] -o TRAIN.onnx
+       mpc train-graph TRAINING.onnx -o LOWERED.onnx
+
+Builds a training model (docs/training.md): training_info[0].algorithm holds
+one training step (forward copy with BatchNormalization in training mode,
+loss, reverse-mode gradients, optimizer update), update_binding maps every
+updated initializer to its new value, metadata_props describe the pieces.
+
+options:
+  -o, --output FILE        output model (required; never the input itself)
+  --loss cross-entropy     SoftmaxCrossEntropyLoss(mean) on the first output
+                           (the input of a final Softmax is taken as the logits);
+                           int64 labels [N]
+  --loss mse               mean squared error against float labels shaped like
+                           the first output
+  --loss OUTPUT            the named scalar float model output is the loss
+  --labels NAME            the labels input (default "labels")
+  --optimizer sgd|momentum|adam   (default sgd)
+  --lr X                   learning rate (default 0.01)
+  --momentum X             momentum factor (default 0.9)
+  --beta1 X --beta2 X --epsilon X  Adam (defaults 0.9, 0.999, 1e-8)
+  --weight-decay X         L2 weight decay added to the gradient (default 0)
+  --loss-weight X          multiply the loss by X > 0 (a multi-task weight or a
+                           normalizer; default 1)
+  --freeze REGEX           float initializers whose name matches are not trained
+  --expose-gradients       add every gradient as an algorithm-graph output
+
+A training model whose algorithm uses ai.onnx.preview.training::Gradient is
+written with those ops lowered to gradient nodes (--loss and the optimizer
+options are not needed then).
+
+exit status: 0 success, 1 bad input (one line on stderr, no output written),
+2 bad usage.
+)";
+
+namespace {
+struct TrainGraphArgs {
+  std::string input, output;
+  bool lossGiven = false;
+  TrainGraphOptions opts;
+};
+} // namespace
+
+static bool parseFloat(const std::string &s, float &out) {
+  double d;
+  if (llvm::StringRef(s).getAsDouble(d) || !std::isfinite(d))
+    return false;
+  out = static_cast<float>(d);
+  return true;
+}
+
+/// Parses flags; returns a usage message on error.
+static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &a) {
+  ArgScanner s(argv);
+  struct NumFlag {
+    const char *flag;
+    float *dst;
+  };
+  const NumFlag nums[] = {{"--lr", &a.opts.lr},
+                          {"--momentum", &a.opts.momentum},
+                          {"--beta1", &a.opts.beta1},
+                          {"--beta2", &a.opts.beta2},
+                          {"--epsilon", &a.opts.epsilon},
+                          {"--weight-decay", &a.opts.weightDecay}};
+  while (!s.done()) {
+    std::string v;
+    bool missing = false;
+    llvm::StringRef cur = s.peek();
+    if (s.value("-o", v, missing) || s.value("--output", v, missing)) {
+      a.output = v;
+    } else if (s.value("--loss", v, missing)) {
+      a.lossGiven = !missing;
+      if (v == "cross-entropy") {
+        a.opts.loss = LossKind::CrossEntropy;
+      } else if (v == "mse") {
+        a.opts.loss = LossKind::Mse;
+      } else {
+        a.opts.loss = LossKind::Output;
+        a.opts.lossOutput = v;
+      }
+    } else if (s.value("--labels", v, missing)) {
+      if (!missing && v.empty())
+        return "--labels needs a name";
+      a.opts.labels = v;
+    } else if (s.value("--optimizer", v, missing)) {
+      if (v == "sgd")
+        a.opts.optimizer = OptimizerKind::Sgd;
+      else if (v == "momentum")
+        a.opts.optimizer = OptimizerKind::Momentum;
+      else if (v == "adam")
+        a.opts.optimizer = OptimizerKind::Adam;
+      else if (!missing)
+        return "--optimizer must be sgd, momentum or adam, not '" + v + "'";
+    } else if (s.value("--freeze", v, missing)) {
+      a.opts.freezeRegex = v;
+    } else if (s.flag("--expose-gradients")) {
+      a.opts.exposeGradients = true;
+    } else if (s.value("--loss-weight", v, missing)) {
+      float w = 0;
+      if (!missing && (!parseFloat(v, w) || !(w > 0)))
+        return "--loss-weight needs a positive finite number, not '" + v + "'";
+      a.opts.lossWeight = w;
+    } else {
+      bool matched = false;
+      for (const NumFlag &n : nums)
+        if (!matched && s.value(n.flag, v, missing)) {
+          matched = true;
+          if (!missing && !parseFloat(v, *n.dst))
+            return std::string(n.flag) + " needs a finite number, not '" + v + "'";
+        }
+      if (!matched) {
+        s.next();
+        if (cur.startswith("-") && cur != "-")
+          return "unknown option '" + cur.str() + "'";
+        if (!a.input.empty())
+          return "more than one input model ('" + a.input + "' and '" + cur.str() + "')";
+        a.input = cur.str();
+        continue;
+      }
+    }
+    if (missing)
+      return "option '" + cur.str() + "' needs a value";
+  }
+  if (a.input.empty())
+    return "no input model given";
+  if (a.output.empty())
+    return "-o is required";
+  return "";
+}
+
+/// libonnx's structural checker (the Python checker with full_check is run
+/// by the tests; libonnx 1.12 predates some of what the output uses).
+static llvm::Error onnxCheck(Model &m) {
+  for (const OpsetId &o : m.opsets) {
+    int64_t known = newestKnownOpset(o.domain);
+    if (known >= 0 && o.version > known)
+      return llvm::Error::success();
+  }
+  if (m.irVersion > 8)
+    return llvm::Error::success();
+  onnx::ModelProto proto;
+  if (llvm::Error err = exportOnnx(m, proto))
+    return err;
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception &e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    return inputError("internal error: the training model fails the ONNX checker: {0}", what);
+  }
+  return llvm::Error::success();
+}
+
+int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) {
+  for (const char *a : argv)
+    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
+      llvm::outs() << kTrainGraphUsage;
+      return Ok;
+    }
+  TrainGraphArgs a;
+  std::string usage = parseArgs(argv, a);
+  if (!usage.empty())
+    return usageError("train-graph", usage);
+  if (llvm::sys::fs::equivalent(a.input, a.output) || a.input == a.output)
+    return fail("the output '" + a.output + "' is the input model; mpc never overwrites its "
+                "input (choose another -o)");
+  llvm::SmallString<256> dir(a.output);
+  llvm::sys::path::remove_filename(dir);
+  if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+    return fail("output folder '" + dir + "' does not exist");
+
+  auto modelOrErr = loadModel(a.input);
+  if (!modelOrErr)
+    return fail(modelOrErr.takeError());
+  Model &m = **modelOrErr;
+  if (llvm::Error err = verifyModel(m))
+    return fail(llvm::Twine(a.input) + ": " + llvm::toString(std::move(err)));
+  // A training model whose algorithm uses the standard Gradient op: lower it.
+  if (m.isTraining()) {
+    llvm::Expected<unsigned> lowered = lowerGradientOps(m);
+    if (!lowered)
+      return fail(llvm::Twine(a.input) + ": " + llvm::toString(lowered.takeError()));
+    if (*lowered) {
+      if (llvm::Error err = verifyModel(m))
+        return fail("internal error: the lowered model fails mpc's verifier: " +
+                    llvm::toString(std::move(err)));
+      if (llvm::Error err = onnxCheck(m))
+        return fail(std::move(err));
+      if (llvm::Error err = writeOnnxFile(m, a.output))
+        return fail(std::move(err));
+      llvm::outs() << "train-graph: lowered " << *lowered << " Gradient op(s) -> " << a.output
+                   << "\n";
+      return Ok;
+    }
+  }
+  if (!a.lossGiven)
+    return usageError("train-graph",
+                      "--loss is required (cross-entropy, mse or the name of a scalar output)");
+  llvm::Expected<TrainGraphResult> res = buildTrainingGraph(m, a.opts);
+  if (!res)
+    return fail(llvm::Twine(a.input) + ": " + llvm::toString(res.takeError()));
+  if (llvm::Error err = verifyModel(m))
+    return fail("internal error: the training model fails mpc's verifier: " +
+                llvm::toString(std::move(err)));
+  if (llvm::Error err = onnxCheck(m))
+    return fail(std::move(err));
+  for (const std::string &note : res->notes)
+    llvm::errs() << "mpc: note: " << note << "\n";
+  if (llvm::Error err = writeOnnxFile(m, a.output))
+    return fail(std::move(err));
+  llvm::outs() << "train-graph: " << res->numParameters << " parameter(s) trained, "
+               << res->numGradientNodes << " gradient node(s), optimizer "
+               << describeOptimizer(a.opts) << " -> " << a.output << "\n";
+  return Ok;
+}
