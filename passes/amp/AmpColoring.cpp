@@ -245,6 +245,9 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
                                 .str());
     AmpClass cls = classOf(*n);
     bool pinned = denyNodes && !n->name.empty() && denyNodes->match(n->name);
+    // A training model's mpc.training.fp32_nodes are pinned like --deny-nodes.
+    bool trainingPinned = !pinned && opts.fp32Nodes.count(n);
+    pinned |= trainingPinned;
     if (pinned)
       cls = AmpClass::Deny;
 
@@ -318,6 +321,8 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
       };
       if (pinned)
         s.reason = AmpReason::DenyNodes;
+      if (trainingPinned)
+        s.detail = "training fp32 node";
       if (l.param[0] == '#')
         keep(AmpReason::FixedType);
       else if (l.sawOther)

@@ -11,6 +11,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <algorithm>
+#include <cstring>
 
 using namespace mpc;
 
@@ -35,9 +36,8 @@ static const DefaultRow kDefaultLists[] = {
   {"RNN", AmpClass::Allow, "cuDNN RNN on Tensor Cores"},
   {"com.microsoft::FusedMatMul", AmpClass::Allow, "onnxruntime fused GEMM"},
   {"com.microsoft::ConvGrad", AmpClass::Allow, "gradient of Conv (onnxruntime training)"},
-  {"ai.mpc.training::MatMulGrad", AmpClass::Allow, "gradient of MatMul: two GEMMs"},
-  {"ai.mpc.training::GemmGrad", AmpClass::Allow, "gradient of Gemm: GEMMs"},
   {"ai.mpc.training::ConvGrad", AmpClass::Allow, "gradient of Conv: convolutions"},
+  {"ai.mpc.training::LSTMGrad", AmpClass::Allow, "gradient of LSTM: recurrent GEMMs"},
 
   // Infer: safe either way; fp16 only between allow ops.
   {"Add", AmpClass::Infer, "element-wise, exact rounding"},
@@ -100,7 +100,6 @@ static const DefaultRow kDefaultLists[] = {
   {"SoftmaxCrossEntropyLoss", AmpClass::Deny, "loss needs fp32"},
   {"NegativeLogLikelihoodLoss", AmpClass::Deny, "loss needs fp32"},
   {"ai.mpc.training::SoftmaxCrossEntropyLossGrad", AmpClass::Deny, "gradient of a loss"},
-  {"ai.mpc.training::NegativeLogLikelihoodLossGrad", AmpClass::Deny, "gradient of a loss"},
   {"ai.mpc.training::MSELossGrad", AmpClass::Deny, "gradient of a loss"},
 
   // Clear: value-preserving layout, indexing, selection and comparison.
@@ -167,8 +166,6 @@ static const DefaultRow kDefaultLists[] = {
   {"ConcatFromSequence", AmpClass::Clear, "sequence cluster"},
   {"ai.mpc.training::ReluGrad", AmpClass::Clear, "gradient of a clear op"},
   {"ai.mpc.training::MaxPoolGrad", AmpClass::Clear, "gradient of a clear op"},
-  {"ai.mpc.training::ClipGrad", AmpClass::Clear, "gradient of a clear op"},
-  {"ai.mpc.training::GatherGrad", AmpClass::Clear, "gradient of a clear op"},
 };
 // clang-format on
 
@@ -383,10 +380,22 @@ llvm::Error mpc::applyEnvironment(AmpOptions &opts, const char *const *envp) {
       } else if (name == "MPC_AMP_DENY_NODES") {
         opts.denyNodesRegex = value.str();
       }
+    } else if (name == "MPC_AMP_LOSS_SCALE") {
+      if (llvm::Error err = parseLossScaleMode(value.trim(), name, opts.lossScale))
+        return err;
+    } else if (name.startswith("MPC_AMP_LOSS_SCALE_") &&
+               llvm::is_contained(llvm::ArrayRef<llvm::StringRef>{"INIT", "GROWTH", "BACKOFF",
+                                                                  "INTERVAL", "MIN", "MAX"},
+                                  name.drop_front(strlen("MPC_AMP_LOSS_SCALE_")))) {
+      std::string key = name.drop_front(strlen("MPC_AMP_LOSS_SCALE_")).lower();
+      if (llvm::Error err = parseLossScaleSetting(key, value.trim(), name, opts.lossScale))
+        return err;
     } else {
       return inputError("unknown environment variable {0} (mpc reads MPC_AMP_ALLOWLIST_ADD, "
                         "..._REMOVE, MPC_AMP_LEVEL, MPC_AMP_LOG_PATH, MPC_AMP_VERBOSE, "
-                        "MPC_AMP_TARGET, MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES)",
+                        "MPC_AMP_TARGET, MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES, "
+                        "MPC_AMP_LOSS_SCALE, MPC_AMP_LOSS_SCALE_{{INIT,GROWTH,BACKOFF,"
+                        "INTERVAL,MIN,MAX})",
                         name);
     }
   }

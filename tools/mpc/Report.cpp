@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dump.h"
 #include "Shapes.h"
+#include "mpc/Passes/LossScaling.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -517,6 +518,72 @@ static void writeTensorCores(llvm::json::OStream &j, const Model &m, const AmpRe
   });
 }
 
+/// Training models: what the loss-scaling stage inserted, read back from the
+/// model (the mpc.training.loss_scale* metadata and the nodes whose doc string
+/// starts with "mpc loss scaling: ", counted per role).
+static void writeLossScaling(llvm::json::OStream &j, const Model &after) {
+  const std::string *config = findMetadata(after, trainkeys::kLossScale);
+  j.attributeObject("loss_scaling", [&] {
+    j.attribute("inserted", config != nullptr);
+    if (!config) {
+      std::string why = lossScalingUnsupportedReason(after);
+      j.attribute("reason", why.empty() ? "loss scaling off" : why);
+      return;
+    }
+    llvm::StringRef cfg(*config);
+    j.attribute("mode", cfg.split(' ').first);
+    j.attribute("config", cfg);
+    auto lines = [&](const char *key) {
+      llvm::SmallVector<llvm::StringRef, 8> parts;
+      if (const std::string *v = findMetadata(after, key))
+        llvm::StringRef(*v).split(parts, '\n', -1, /*KeepEmpty=*/false);
+      return parts;
+    };
+    j.attributeArray("state", [&] {
+      for (llvm::StringRef s : lines(trainkeys::kLossScaleState))
+        j.value(s);
+    });
+    const std::string *found = findMetadata(after, trainkeys::kFoundInf);
+    const std::string *nonfinite = findMetadata(after, trainkeys::kGradNonfinite);
+    j.attribute("found_inf", found ? *found : "");
+    j.attribute("grad_nonfinite", nonfinite ? *nonfinite : "");
+    j.attributeArray("gradients", [&] {
+      for (llvm::StringRef line : lines(trainkeys::kGradients)) {
+        // Named pairs, not structured bindings: clang 14 cannot capture those.
+        std::pair<llvm::StringRef, llvm::StringRef> pg = line.split('=');
+        llvm::StringRef param = pg.first, grad = pg.second;
+        j.object([&] {
+          j.attribute("param", param.trim());
+          j.attribute("gradient", grad.trim());
+        });
+      }
+    });
+    std::map<std::string, int64_t> roles;
+    llvm::StringSet<> guarded;
+    if (!after.trainingInfo.empty() && after.trainingInfo[0].algorithm)
+      for (const Node &n : after.trainingInfo[0].algorithm->nodes()) {
+        llvm::StringRef doc(n.docString);
+        if (!doc.consume_front("mpc loss scaling: "))
+          continue;
+        ++roles[doc.str()];
+        if (doc == "guard" && n.output(0))
+          guarded.insert(n.output(0)->name());
+      }
+    j.attributeArray("guarded_updates", [&] {
+      for (const auto &b : after.trainingInfo[0].updateBinding)
+        if (guarded.count(b.second))
+          j.object([&] {
+            j.attribute("state", b.first);
+            j.attribute("output", b.second);
+          });
+    });
+    j.attributeObject("inserted_nodes", [&] {
+      for (const auto &r : roles)
+        j.attribute(r.first, r.second);
+    });
+  });
+}
+
 /// The whole report, small sections first and the per-node list last.
 static void writeJson(llvm::raw_ostream &os, const Model &after, const AmpResult &result,
                       const AmpOptions &opts) {
@@ -525,6 +592,8 @@ static void writeJson(llvm::raw_ostream &os, const Model &after, const AmpResult
     j.attribute("mpc_report_version", 1);
     j.attribute("graph", after.graph ? after.graph->name : "");
     j.attribute("summary", summarySection(result, opts));
+    if (after.isTraining())
+      writeLossScaling(j, after);
     if (after.graph) {
       ShapeEstimator shapes(after);
       Totals t;

@@ -11,6 +11,7 @@
 #include "mpc/IO/Onnx.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/Amp.h"
+#include "mpc/Passes/LossScaling.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "mpc/Verify/Verifier.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
+#include <cstring>
 
 using namespace mpc;
 using namespace mpc::tool;
@@ -56,10 +58,25 @@ options:
   --strict-check           run libonnx's checker with strict type inference on the
                            output even above 5,000 nodes (mpc's verifier always runs)
 
+training models (training_info with the docs/training.md metadata): the nodes
+named in mpc.training.fp32_nodes stay fp32, and loss scaling is inserted
+after the AMP rewrite (docs/training.md, "Loss scaling"):
+  --loss-scale MODE        dynamic (default for fp16) | N (static scale N) |
+                           none (no scaling; overflow check and skipped update
+                           kept; default for bf16) | off (nothing inserted)
+  --loss-scale-init S      initial dynamic scale (default 32768)
+  --loss-scale-growth F    factor after INTERVAL clean steps (default 2)
+  --loss-scale-backoff F   factor on overflow (default 0.5)
+  --loss-scale-interval N  clean steps before growing (default 2000)
+  --loss-scale-min S       lower clamp of the dynamic scale (default 1)
+  --loss-scale-max S       upper clamp of the dynamic scale (default 16777216)
+
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
   MPC_AMP_LOG_PATH (like --dump-dir), MPC_AMP_VERBOSE, MPC_AMP_TARGET,
-  MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES. Unknown MPC_* variables are errors.
+  MPC_AMP_KEEP_IO_TYPES, MPC_AMP_DENY_NODES, MPC_AMP_LOSS_SCALE (like
+  --loss-scale), MPC_AMP_LOSS_SCALE_{INIT,GROWTH,BACKOFF,INTERVAL,MIN,MAX}.
+  Unknown MPC_* variables are errors.
 
 exit status: 0 success, 1 bad input (one line on stderr, no output written),
 2 bad usage.
@@ -72,6 +89,9 @@ struct RewriteArgs {
   bool time = false;
   bool strictCheck = false;
   AmpOptions amp;
+  /// A bad --loss-scale* value: reported as a bad-input error (exit 1), like
+  /// the matching MPC_AMP_LOSS_SCALE* variable.
+  std::string lossScaleError;
 };
 } // namespace
 
@@ -122,6 +142,20 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
         return "--verbose takes 0, 1 or 2";
       if (!missing)
         a.amp.verbose = static_cast<unsigned>(v[0] - '0');
+    } else if (s.value("--loss-scale", v, missing)) {
+      if (!missing)
+        if (llvm::Error err = parseLossScaleMode(v, "--loss-scale", a.amp.lossScale))
+          a.lossScaleError = llvm::toString(std::move(err));
+    } else if (cur.startswith("--loss-scale-") &&
+               llvm::is_contained(llvm::ArrayRef<llvm::StringRef>{"init", "growth", "backoff",
+                                                                  "interval", "min", "max"},
+                                  cur.drop_front(strlen("--loss-scale-")).split('=').first)) {
+      std::string flag = cur.split('=').first.str();
+      s.value(flag, v, missing);
+      if (!missing)
+        if (llvm::Error err = parseLossScaleSetting(flag.substr(strlen("--loss-scale-")), v,
+                                                    flag, a.amp.lossScale))
+          a.lossScaleError = llvm::toString(std::move(err));
     } else if (s.flag("--verify-each")) {
       a.verifyEach = true;
     } else if (s.flag("--time")) {
@@ -215,6 +249,10 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   std::string usage = parseArgs(argv, a);
   if (!usage.empty())
     return usageError("rewrite", usage);
+  if (!a.lossScaleError.empty())
+    return fail(a.lossScaleError);
+  if (llvm::Error err = checkLossScaleOptions(a.amp.lossScale))
+    return fail(std::move(err));
 
   if (a.output.empty() && a.emit.empty())
     a.output = defaultOutput(a.input);
@@ -259,6 +297,13 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     dump.stamp = llvm::sys::path::stem(a.input).str();
   }
   llvm::Error dumpErr = llvm::Error::success();
+  // Training models: the loss subgraph and the optimizer stay fp32, and loss
+  // scaling follows the AMP rewrite when the model carries the metadata.
+  std::string noLossScaling;
+  if (m.isTraining()) {
+    a.amp.fp32Nodes = trainingFp32Nodes(m);
+    noLossScaling = lossScalingUnsupportedReason(m);
+  }
   AmpRunOptions ro;
   ro.amp = a.amp;
   ro.verifyEach = a.verifyEach;
@@ -279,6 +324,32 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   }
   if (dumpErr)
     return fail(std::move(dumpErr));
+  if (m.isTraining()) {
+    if (!noLossScaling.empty()) {
+      if (effectiveLossScaleMode(a.amp.lossScale, a.amp.target) != LossScaleMode::Off)
+        warn("training model: no loss scaling inserted: " + noLossScaling);
+    } else {
+      llvm::Expected<LossScalingResult> ls = insertLossScaling(m, a.amp.lossScale, a.amp.target);
+      if (!ls)
+        return fail(ls.takeError());
+      if (a.amp.verbose >= 1)
+        for (const std::string &line : ls->log)
+          llvm::errs() << line << "\n";
+      if (a.amp.verbose >= 2)
+        for (const std::string &line : ls->detailLog)
+          llvm::errs() << line << "\n";
+      llvm::errs() << ls->summaryLine() << "\n";
+      if (ls->status == LossScalingResult::Status::Inserted &&
+          ls->mode == LossScaleMode::Dynamic && a.amp.lossScale.min < 1)
+        warn(llvm::formatv("loss-scale min {0} lets the scale fall below 1 (gradients are "
+                           "then scaled down)",
+                           a.amp.lossScale.min));
+      if (llvm::Error err = verifyModel(m))
+        return fail(llvm::Twine("internal error: the model does not verify after loss "
+                                "scaling: ") +
+                    llvm::toString(std::move(err)));
+    }
+  }
   phase("rewrite");
   if (llvm::Error err = onnxCheck(m, a.strictCheck))
     return fail(std::move(err));

@@ -10,6 +10,7 @@
 #define MPC_PASSES_AMPLISTS_H
 
 #include "mpc/IR/DType.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include <array>
@@ -67,6 +68,36 @@ private:
   llvm::StringMap<Entry> table;
 };
 
+/// Loss scaling of training models (docs/training.md, "Loss scaling").
+enum class LossScaleMode : uint8_t {
+  Default, ///< dynamic for an fp16 target, none for bf16
+  Dynamic, ///< S is graph state: backoff on overflow, growth after `interval` clean steps
+  Static,  ///< S is a fixed initializer (`staticScale`)
+  None,    ///< no scaling; the overflow check and the skipped update stay
+  Off,     ///< nothing inserted: plain AMP
+};
+
+llvm::StringRef lossScaleModeName(LossScaleMode m); ///< "default", "dynamic", ...
+
+/// Settings of the loss-scaling stage (--loss-scale*, MPC_AMP_LOSS_SCALE*).
+struct LossScaleOptions {
+  LossScaleMode mode = LossScaleMode::Default;
+  double staticScale = 0; ///< the N of --loss-scale N
+  double init = 32768;    ///< 2^15
+  double growth = 2;
+  double backoff = 0.5;
+  int64_t interval = 2000;
+  double min = 1;
+  double max = 16777216; ///< 2^24
+};
+
+/// Parses "dynamic|none|off|N" into `o` (mode and static scale).
+llvm::Error parseLossScaleMode(llvm::StringRef text, llvm::StringRef what, LossScaleOptions &o);
+/// Parses one numeric loss-scale setting: `key` is init, growth, backoff,
+/// interval, min or max; `what` names the flag or variable in messages.
+llvm::Error parseLossScaleSetting(llvm::StringRef key, llvm::StringRef text,
+                                  llvm::StringRef what, LossScaleOptions &o);
+
 /// Options of the AMP rewrite, filled from flags and MPC_AMP_* variables.
 struct AmpOptions {
   DType target = DType::F16;
@@ -80,6 +111,10 @@ struct AmpOptions {
   unsigned verbose = 0;
   /// Folder for before/after dumps (MPC_AMP_LOG_PATH or --dump-dir).
   std::string logPath;
+  /// Nodes painted deny whatever their op, like --deny-nodes: the training
+  /// model's mpc.training.fp32_nodes (filled by the tool, see LossScaling.h).
+  llvm::DenseSet<const Node *> fp32Nodes;
+  LossScaleOptions lossScale;
 };
 
 /// Reads the MPC_AMP_* (and other MPC_*) variables of `envp` into `opts`.
