@@ -11,6 +11,7 @@
 #include "ExecutorSlot.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include <cstring>
 #include <numeric>
@@ -51,12 +52,13 @@ static bool isControlFlow(const Node &n) {
   return n.domain.empty() && (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan");
 }
 
-llvm::Expected<std::unique_ptr<Executor>> Executor::createForGraph(const Graph &graph,
-                                                                   Backend &backend) {
+llvm::Expected<std::unique_ptr<Executor>>
+Executor::createForGraph(const Graph &graph, Backend &backend,
+                         llvm::function_ref<bool(const Value *)> constantOuter) {
   std::unique_ptr<Executor> ex(new Executor(graph, backend));
   if (auto e = ex->checkKernels())
     return std::move(e);
-  if (auto e = ex->loadInitializers())
+  if (auto e = ex->loadInitializers(constantOuter))
     return std::move(e);
   return std::move(ex);
 }
@@ -105,7 +107,7 @@ llvm::Error Executor::checkKernels() {
                     describeNode(*first), backend.name(), more);
 }
 
-llvm::Error Executor::loadInitializers() {
+llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter) {
   auto addSlot = [&](const Value *v) {
     slotOf[v] = slots.size();
     slots.emplace_back();
@@ -116,7 +118,17 @@ llvm::Error Executor::loadInitializers() {
     unsigned s = addSlot(v);
     slots[s].kind = SlotKind::Input;
   }
-  for (const Value *v : graph.initializers()) {
+  // Initializers of this graph, then constant ones of enclosing graphs.
+  std::vector<const Value *> inits(graph.initializers().begin(), graph.initializers().end());
+  if (constantOuter) {
+    llvm::DenseSet<const Value *> seen(inits.begin(), inits.end());
+    for (const Node &n : graph.nodes())
+      for (const Value *v : n.inputs())
+        if (v && v->graph() != &graph && v->initializer() && constantOuter(v) &&
+            seen.insert(v).second)
+          inits.push_back(v);
+  }
+  for (const Value *v : inits) {
     if (slotOf.count(v))
       continue; // an input with a default: bound per run
     unsigned s = addSlot(v);

@@ -57,6 +57,9 @@ options:
                         for OTHER's lowest float precision (fp16 1e-2, bf16
                         5e-2, f32 1e-5)
 
+--train (with --data, --batch, ...) trains a training model instead; see
+'mpc run --train --help'.
+
 exit status: 0 success, 1 bad input or a --compare output out of tolerance
 (one line on stderr, nothing written), 2 bad usage.
 )";
@@ -363,7 +366,11 @@ inputsFor(const Graph &g, const Graph &ref, const std::vector<NamedTensor> &inpu
   return out;
 }
 
-int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *) {
+int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
+  // Training is its own command line (Train.cpp).
+  for (const char *a : args)
+    if (llvm::StringRef(a) == "--train")
+      return runTrain(args, envp);
   for (const char *a : args)
     if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
       llvm::outs() << kRunUsage;

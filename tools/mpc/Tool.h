@@ -56,6 +56,11 @@ int runRewrite(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runInspect(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runRun(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runOps(llvm::ArrayRef<const char *> args, const char *const *envp);
+/// `mpc train-graph` (TrainGraph.cpp): builds a training model.
+int runTrainGraph(llvm::ArrayRef<const char *> args, const char *const *envp);
+/// `mpc run --train` (Train.cpp); runRun hands over when it sees --train.
+int runTrain(llvm::ArrayRef<const char *> args, const char *const *envp);
+int runPlot(llvm::ArrayRef<const char *> args, const char *const *envp);
 
 } // namespace tool
 } // namespace mpc

@@ -29,8 +29,10 @@ TensorFlow's automatic mixed precision does, and runs them.
 commands:
   rewrite   rewrite a model to mixed precision (writes MODEL.amp.onnx)
   inspect   show opsets, op histogram, parameters and what a rewrite would decide
-  run       execute a model on the CPU reference backend
+  run       execute a model on the CPU reference backend (--train: train it)
   ops       list the ops mpc knows: AMP class, CPU and CUDA kernels
+  train-graph  build an ONNX training model (loss, gradients, optimizer)
+  plot      draw training curves from `mpc run --train --log` CSV files as SVG
 
 Run 'mpc <command> --help' for the options of a command.
 Other options: --help, --version.
@@ -114,6 +116,10 @@ int main(int argc, const char **argv) {
     return runRun(rest, environ);
   if (cmd == "ops")
     return runOps(rest, environ);
+  if (cmd == "train-graph")
+    return runTrainGraph(rest, environ);
+  if (cmd == "plot")
+    return runPlot(rest, environ);
   llvm::errs() << "mpc: unknown command '" << cmd << "'\n\n" << kUsage;
   return UsageFailure;
 }

@@ -34,6 +34,7 @@
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/MemoryPlanner.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,9 +72,12 @@ public:
   static llvm::Expected<std::unique_ptr<Executor>> create(const Model &model,
                                                           Backend &backend);
   /// The same for one graph (a body); values it reads from enclosing graphs
-  /// become named inputs (outerValues()).
-  static llvm::Expected<std::unique_ptr<Executor>> createForGraph(const Graph &graph,
-                                                                  Backend &backend);
+  /// become named inputs (outerValues()), except enclosing initializers for
+  /// which `constantOuter` is true: those are loaded like this graph's own
+  /// initializers (persistent, foldable: a training step's shape constants).
+  static llvm::Expected<std::unique_ptr<Executor>>
+  createForGraph(const Graph &graph, Backend &backend,
+                 llvm::function_ref<bool(const Value *)> constantOuter = nullptr);
 
   /// Infers shapes, folds host-computable values and plans the arena for
   /// these input shapes. run() calls it when the shapes change.
@@ -100,7 +104,7 @@ public:
 private:
   Executor(const Graph &g, Backend &b);
   llvm::Error checkKernels();
-  llvm::Error loadInitializers();
+  llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
   TensorRef tensorRef(unsigned slot) const;

@@ -1,0 +1,159 @@
+//===- Trainer.h - Runs the training step of a training model ---*- C++ -*-===//
+//
+// The backend-neutral training loop of `mpc run --train` (docs/training.md):
+// holds the training state (the inference-graph initializers that the
+// algorithm graph reads or update_binding writes) as host tensors, runs
+// training_info[0].algorithm on an executor of its own with batches cut from
+// the data, applies update_binding after every step and evaluates the
+// inference graph on the held-out split. Progress, logs and checkpoint files
+// are the tool's business (tools/mpc/Train.cpp).
+//
+// Batch order: epoch e of seed s visits the training samples in the order
+// trainingPermutation(s, e, n); batch b of the epoch is positions
+// [b*B, (b+1)*B) of it and the last partial batch is dropped. Step k (0-based)
+// is batch k % nb of epoch k / nb, so the step count alone fixes where a
+// resumed run continues.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_TRAINER_H
+#define MPC_RUNTIME_TRAINER_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/Executor.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+/// splitmix64 (Steele, Lea, Flood 2014): one 64-bit mixing step.
+uint64_t splitmix64(uint64_t x);
+
+/// The order in which epoch `epoch` of seed `seed` visits `n` samples. An
+/// std::mt19937_64 seeded with splitmix64(splitmix64(seed) + epoch) drives
+/// a Fisher-Yates shuffle of 0..n-1: for i = n-1 down to 1, j is drawn
+/// uniformly from [0, i] by rejection (draws r below 2^64 mod (i+1) are
+/// redrawn; j = r mod (i+1)) and elements i and j are swapped. Spelled out
+/// so that other implementations (the tests' NumPy one) reproduce it.
+std::vector<int64_t> trainingPermutation(uint64_t seed, uint64_t epoch, int64_t n);
+
+/// What one training step did.
+struct StepResult {
+  /// Steps applied so far, this one included.
+  uint64_t step = 0;
+  /// The epoch this step's batch belongs to (0-based).
+  uint64_t epoch = 0;
+  /// The algorithm's first output.
+  double loss = 0;
+  /// The mpc.training.found_inf output was true: the graph kept the state.
+  bool skipped = false;
+  /// The loss scale before and after the step (hasLossScale: the model has
+  /// a mpc.training.loss_scale_state).
+  bool hasLossScale = false;
+  double lossScaleBefore = 0, lossScaleAfter = 0;
+  /// Parameters whose gradient had an inf or NaN (mpc.training.grad_nonfinite).
+  std::vector<std::string> nonFiniteGradients;
+  /// Fraction of gradient elements that are exactly zero, when the
+  /// gradients are algorithm outputs.
+  bool hasGradZeroFraction = false;
+  double gradZeroFraction = 0;
+};
+
+/// The inference graph on the held-out split.
+struct EvalResult {
+  int64_t samples = 0;
+  /// Integer labels: argmax over the last axis of the first output.
+  bool hasAccuracy = false;
+  double accuracy = 0;
+  /// Float labels: mean squared error of the first output. Integer labels
+  /// with loss kind cross-entropy: mean cross-entropy of the first output,
+  /// read as probabilities (made by a Softmax), log-probabilities (a
+  /// LogSoftmax) or logits (anything else).
+  bool hasLoss = false;
+  double loss = 0;
+};
+
+class Trainer {
+public:
+  ~Trainer();
+
+  /// Checks the training model (training_info[0] with an algorithm, metadata,
+  /// update_binding targets, a kernel for every node of both graphs) and
+  /// that `batch` fits the declared batch dims. `model` must outlive the
+  /// trainer; its initializers are the initial state.
+  static llvm::Expected<std::unique_ptr<Trainer>> create(Model &model, Backend &backend,
+                                                         int64_t batch);
+
+  /// The algorithm's inputs: data inputs, then the labels input.
+  llvm::ArrayRef<const Value *> dataInputs() const { return inputs; }
+  llvm::StringRef labelsName() const { return labels; }
+
+  /// Takes the data arrays (named after dataInputs(); `<input>_test` arrays
+  /// form the held-out split, else its last `holdout` fraction) and checks
+  /// dtypes, shapes and sample counts. Errors name the array.
+  llvm::Error setData(std::vector<NamedTensor> arrays, double holdout);
+  int64_t numTrainSamples() const { return numTrain; }
+  int64_t numTestSamples() const { return numTest; }
+  /// Full batches per epoch (at least 1 once setData succeeded).
+  int64_t batchesPerEpoch() const { return numTrain / batchSize; }
+
+  /// Where the next step starts: `stepsDone` steps were applied with `seed`.
+  void setPosition(uint64_t seed, uint64_t stepsDone);
+  uint64_t stepsDone() const { return done; }
+  uint64_t seed() const { return seedValue; }
+
+  /// Runs one step on the next batch and applies update_binding.
+  llvm::Expected<StepResult> step();
+  /// Runs the inference graph with the current state on the held-out split
+  /// (chunks of --batch, or of the inference graph's fixed batch dim). Each
+  /// inference input reads the algorithm data input of its name, else the
+  /// one at its position.
+  llvm::Expected<EvalResult> evaluate();
+  /// Writes the current state into the model's initializers.
+  void syncModel();
+
+private:
+  Trainer(Model &m, Backend &b, int64_t batch);
+  llvm::Error init();
+  HostTensor *stateTensor(llvm::StringRef name);
+  llvm::Expected<std::unique_ptr<Executor>> inferenceExecutor();
+
+  Model &model;
+  Backend &backend;
+  int64_t batchSize;
+  const TrainingInfo *info = nullptr;
+  std::unique_ptr<Executor> algorithm;
+  /// Algorithm inputs (data then labels) and its outputs.
+  std::vector<const Value *> inputs;
+  std::string labels;
+  /// The run() arguments: one entry per algorithm input (the current batch),
+  /// then the state the algorithm reads, in outerValues() order.
+  std::vector<NamedTensor> feeds;
+  /// Inference inputs and the algorithm input whose data feeds each.
+  std::vector<std::pair<const Value *, size_t>> evalInputs;
+  /// State that update_binding writes but the algorithm does not read.
+  std::vector<NamedTensor> unreadState;
+  llvm::StringMap<HostTensor *> state;
+  /// Metadata-derived names; empty when absent.
+  std::string foundInf, gradNonFinite, lossScaleState, lossKind;
+  /// What the inference graph's first output holds (for the eval loss).
+  enum class OutputKind { Logits, Probabilities, LogProbabilities };
+  OutputKind outputKind = OutputKind::Logits;
+  std::vector<std::pair<std::string, std::string>> gradients; // PARAM, GRAD
+  bool gradientsAreOutputs = false;
+  /// Data: per algorithm input, the training and held-out samples.
+  std::vector<HostTensor> trainData, testData;
+  int64_t numTrain = 0, numTest = 0;
+  uint64_t seedValue = 0, done = 0;
+  uint64_t permEpoch = ~uint64_t(0);
+  std::vector<int64_t> perm;
+};
+
+} // namespace mpc
+
+#endif // MPC_RUNTIME_TRAINER_H

@@ -1,0 +1,536 @@
+//===- Trainer.cpp - The training loop of `mpc run --train` ------------------===//
+//
+// Setup checks everything a run can check before the first step (metadata,
+// bindings, kernels of both graphs, batch dims, data arrays), so that bad
+// input fails before anything is written. A step gathers the batch rows on
+// the host, runs the algorithm graph with the state as its outer values and
+// copies the bound outputs back into the state. Evaluation writes the state
+// into the model's initializers and runs a fresh executor of the inference
+// graph, so the executor itself needs no way to swap initializers.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Trainer.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+using namespace mpc;
+
+uint64_t mpc::splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::vector<int64_t> mpc::trainingPermutation(uint64_t seed, uint64_t epoch, int64_t n) {
+  std::vector<int64_t> p(size_t(std::max<int64_t>(n, 0)));
+  std::iota(p.begin(), p.end(), int64_t(0));
+  // std::shuffle and std::uniform_int_distribution differ between standard
+  // libraries; the engine itself is specified bit for bit.
+  std::mt19937_64 rng(splitmix64(splitmix64(seed) + epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    uint64_t bound = uint64_t(i) + 1;
+    uint64_t threshold = (0 - bound) % bound; // 2^64 mod bound
+    uint64_t r;
+    do
+      r = rng();
+    while (r < threshold);
+    std::swap(p[size_t(i)], p[size_t(r % bound)]);
+  }
+  return p;
+}
+
+static std::string metadataValue(const Model &m, llvm::StringRef key) {
+  for (const auto &[k, v] : m.metadataProps)
+    if (k == key)
+      return v;
+  return "";
+}
+
+static std::vector<std::string> metadataLines(const Model &m, llvm::StringRef key) {
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  std::string v = metadataValue(m, key);
+  llvm::StringRef(v).split(parts, '\n', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> out;
+  for (llvm::StringRef p : parts)
+    if (!p.trim().empty())
+      out.push_back(p.trim().str());
+  return out;
+}
+
+static std::string describeDims(const Type &t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    s += i ? ", " : "";
+    s += t.dims[i].isKnown()       ? std::to_string(t.dims[i].value)
+         : t.dims[i].param.empty() ? "?"
+                                   : t.dims[i].param;
+  }
+  return s + "]";
+}
+
+/// Rows `idx` (of the first dim) of `src`, into a tensor of `rows` rows;
+/// rows past idx.size() stay zero (padding for a fixed batch dim).
+static HostTensor gatherRows(const HostTensor &src, llvm::ArrayRef<int64_t> idx, int64_t rows) {
+  std::vector<int64_t> shape = src.shape;
+  shape[0] = rows;
+  HostTensor out(src.dtype, shape);
+  size_t rowBytes = src.shape[0] ? src.bytes.size() / size_t(src.shape[0]) : 0;
+  for (size_t i = 0; i < idx.size(); ++i)
+    std::memcpy(out.bytes.data() + i * rowBytes, src.bytes.data() + size_t(idx[i]) * rowBytes,
+                rowBytes);
+  return out;
+}
+
+/// Samples [begin, end) of `src`.
+static HostTensor sliceRows(const HostTensor &src, int64_t begin, int64_t end) {
+  std::vector<int64_t> idx(size_t(end - begin));
+  std::iota(idx.begin(), idx.end(), begin);
+  return gatherRows(src, idx, end - begin);
+}
+
+Trainer::Trainer(Model &m, Backend &b, int64_t batch) : model(m), backend(b), batchSize(batch) {}
+
+Trainer::~Trainer() = default;
+
+llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(Model &model, Backend &backend,
+                                                         int64_t batch) {
+  assert(batch > 0 && "the tool checks --batch");
+  std::unique_ptr<Trainer> t(new Trainer(model, backend, batch));
+  if (auto err = t->init())
+    return std::move(err);
+  return std::move(t);
+}
+
+HostTensor *Trainer::stateTensor(llvm::StringRef name) { return state.lookup(name); }
+
+llvm::Error Trainer::init() {
+  if (!model.isTraining() || !model.trainingInfo[0].algorithm)
+    return inputError("not a training model: it has no training_info with an algorithm "
+                      "graph (see docs/training.md)");
+  info = &model.trainingInfo[0];
+  const Graph &alg = *info->algorithm;
+  const Graph &main = *model.graph;
+  if (alg.inputs().empty())
+    return inputError("the training algorithm graph has no inputs");
+  if (alg.outputs().empty())
+    return inputError("the training algorithm graph has no outputs (the loss comes first)");
+  inputs.assign(alg.inputs().begin(), alg.inputs().end());
+  labels = metadataValue(model, "mpc.training.labels");
+  if (labels.empty())
+    labels = inputs.back()->name(); // the contract puts the labels last
+  if (llvm::none_of(inputs, [&](const Value *v) { return v->name() == labels; }))
+    return inputError("mpc.training.labels names '{0}', which is not an input of the "
+                      "algorithm graph",
+                      labels);
+  for (const Value *v : inputs) {
+    if (!v->type.isTensor())
+      return inputError("algorithm input '{0}' is not a tensor", v->name());
+    if (runtimeElementSize(v->type.elem) == 0)
+      return inputError("algorithm input '{0}': element type {1} is not supported", v->name(),
+                        dtypeName(v->type.elem));
+    if (!v->type.hasShape)
+      continue;
+    if (v->type.dims.empty())
+      return inputError("algorithm input '{0}' is a scalar: it has no sample dimension", v->name());
+    const Dim &d = v->type.dims[0];
+    if (d.isKnown() && d.value != batchSize)
+      return inputError("algorithm input '{0}' has a fixed batch dimension of {1}, not "
+                        "--batch {2}",
+                        v->name(), d.value, batchSize);
+  }
+
+  // Inference initializers the step reads but never updates (shape constants,
+  // frozen weights) are constants of the step's executor: loaded once, and
+  // foldable where a kernel needs them on the host (Reshape's target shape).
+  llvm::StringSet<> updated;
+  for (const auto &binding : info->updateBinding)
+    updated.insert(binding.first);
+  auto ex = Executor::createForGraph(alg, backend, [&](const Value *v) {
+    return v->graph() == &main && !updated.count(v->name());
+  });
+  if (!ex)
+    return inputError("training step: {0}", llvm::toString(ex.takeError()));
+  algorithm = std::move(*ex);
+
+  llvm::StringMap<const Value *> mainInits;
+  for (const Value *v : main.initializers())
+    mainInits[v->name()] = v;
+  llvm::StringMap<const Value *> algOutputs;
+  for (const Value *v : alg.outputs())
+    algOutputs[v->name()] = v;
+
+  // The feeds: the batch, then the state the algorithm reads.
+  for (const Value *v : inputs)
+    feeds.push_back(NamedTensor{v->name(), HostTensor()});
+  std::vector<const Value *> stateValues;
+  for (const Value *v : algorithm->outerValues()) {
+    if (!v->initializer() || v->graph() != &main)
+      return inputError("the training algorithm reads '{0}', which is not an initializer "
+                        "of the inference graph",
+                        v->name());
+    auto h = hostTensorFromIR(*v->initializer());
+    if (!h)
+      return h.takeError();
+    feeds.push_back(NamedTensor{v->name(), std::move(*h)});
+    stateValues.push_back(v);
+  }
+  for (const auto &binding : info->updateBinding) {
+    const std::string &target = binding.first, &source = binding.second;
+    auto it = mainInits.find(target);
+    if (it == mainInits.end())
+      return inputError("update_binding target '{0}' is not an initializer of the "
+                        "inference graph",
+                        target);
+    if (!algOutputs.count(source))
+      return inputError("update_binding '{0}' reads '{1}', which is not an output of the "
+                        "algorithm graph",
+                        target, source);
+    bool known = llvm::any_of(feeds, [&](const NamedTensor &t) { return t.name == target; }) ||
+                 llvm::any_of(unreadState, [&](const NamedTensor &t) { return t.name == target; });
+    if (known)
+      continue;
+    auto h = hostTensorFromIR(*it->second->initializer());
+    if (!h)
+      return h.takeError();
+    unreadState.push_back(NamedTensor{target, std::move(*h)});
+  }
+  // The vectors are complete: pointers into them stay valid from here on.
+  for (size_t i = inputs.size(); i < feeds.size(); ++i)
+    state[feeds[i].name] = &feeds[i].tensor;
+  for (NamedTensor &t : unreadState)
+    state[t.name] = &t.tensor;
+
+  foundInf = metadataValue(model, "mpc.training.found_inf");
+  gradNonFinite = metadataValue(model, "mpc.training.grad_nonfinite");
+  for (const std::string *name : {&foundInf, &gradNonFinite})
+    if (!name->empty() && !algOutputs.count(*name))
+      return inputError("metadata names '{0}' as a step output, but the algorithm graph "
+                        "has no such output",
+                        *name);
+  std::vector<std::string> scaleState = metadataLines(model, "mpc.training.loss_scale_state");
+  if (!scaleState.empty()) {
+    lossScaleState = scaleState[0];
+    if (!state.count(lossScaleState))
+      return inputError("mpc.training.loss_scale_state names '{0}', which is not training "
+                        "state (read by the algorithm or updated by update_binding)",
+                        lossScaleState);
+  }
+  for (const std::string &line : metadataLines(model, "mpc.training.gradients")) {
+    auto [param, grad] = llvm::StringRef(line).split('=');
+    if (param.empty() || grad.empty())
+      return inputError("mpc.training.gradients: line '{0}' is not PARAM=GRAD", line);
+    gradients.emplace_back(param.trim().str(), grad.trim().str());
+  }
+  gradientsAreOutputs = !gradients.empty() && llvm::all_of(gradients, [&](const auto &pg) {
+    return algOutputs.count(pg.second) != 0;
+  });
+  lossKind = metadataValue(model, "mpc.training.loss_kind");
+  // The evaluated cross-entropy reads the first output as probabilities or
+  // log-probabilities when a Softmax or LogSoftmax over the last axis makes
+  // it, else as logits.
+  if (const Node *p = main.outputs().empty() ? nullptr : main.outputs()[0]->producer()) {
+    int64_t rank = int64_t(p->output(0)->type.dims.size());
+    int64_t axis = p->intAttr("axis", -1);
+    bool lastAxis = axis == -1 || (p->output(0)->type.hasShape && axis == rank - 1);
+    if (p->domain.empty() && p->opType == "Softmax" && lastAxis)
+      outputKind = OutputKind::Probabilities;
+    if (p->domain.empty() && p->opType == "LogSoftmax" && lastAxis)
+      outputKind = OutputKind::LogProbabilities;
+  }
+
+  // Evaluation feeds each inference input the held-out data of the algorithm
+  // input of the same name (the contract), else of the same position among
+  // the data inputs (a model whose algorithm inputs are named otherwise).
+  std::vector<size_t> dataIndex;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->name() != labels)
+      dataIndex.push_back(i);
+  std::vector<const Value *> infInputs;
+  for (const Value *v : main.inputs())
+    if (!v->initializer())
+      infInputs.push_back(v);
+  if (infInputs.size() != dataIndex.size())
+    return inputError("the inference graph has {0} inputs, the algorithm graph {1} data "
+                      "inputs besides the labels '{2}'",
+                      infInputs.size(), dataIndex.size(), labels);
+  for (size_t k = 0; k < infInputs.size(); ++k) {
+    size_t src = dataIndex[k];
+    for (size_t i : dataIndex)
+      if (inputs[i]->name() == infInputs[k]->name())
+        src = i;
+    const Type &a = infInputs[k]->type, &b = inputs[src]->type;
+    if (a.elem != b.elem)
+      return inputError("inference input '{0}' is {1}, the algorithm input '{2}' feeding it "
+                        "in evaluation is {3}",
+                        infInputs[k]->name(), dtypeName(a.elem), inputs[src]->name(),
+                        dtypeName(b.elem));
+    evalInputs.emplace_back(infInputs[k], src);
+  }
+  auto inf = Executor::create(model, backend);
+  if (!inf)
+    return inputError("inference graph: {0}", llvm::toString(inf.takeError()));
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::setData(std::vector<NamedTensor> arrays, double holdout) {
+  llvm::StringMap<HostTensor *> byName;
+  std::string available;
+  for (NamedTensor &t : arrays) {
+    byName[t.name] = &t.tensor;
+    available += (available.empty() ? "" : ", ") + t.name;
+  }
+  auto check = [&](const Value *v, const std::string &name, const HostTensor &t) -> llvm::Error {
+    const Type &decl = v->type;
+    if (t.dtype != decl.elem)
+      return inputError("data array '{0}': element type {1}, the model's input '{2}' is {3}", name,
+                        dtypeName(t.dtype), v->name(), dtypeName(decl.elem));
+    if (t.shape.empty())
+      return inputError("data array '{0}' is a scalar: its first dimension must count samples",
+                        name);
+    bool ok = !decl.hasShape || decl.dims.size() == t.shape.size();
+    for (size_t d = 1; ok && decl.hasShape && d < t.shape.size(); ++d)
+      ok = !decl.dims[d].isKnown() || decl.dims[d].value == t.shape[d];
+    if (!ok)
+      return inputError("data array '{0}': shape {1} does not fit the model's input '{2}' "
+                        "{3} (first dimension: samples)",
+                        name, formatShape(t.shape), v->name(), describeDims(decl));
+    return llvm::Error::success();
+  };
+  bool anyTest =
+      llvm::any_of(inputs, [&](const Value *v) { return byName.count(v->name() + "_test") != 0; });
+  std::vector<HostTensor *> train, test;
+  for (const Value *v : inputs) {
+    HostTensor *t = byName.lookup(v->name());
+    if (!t)
+      return inputError("data: no array '{0}' for the model's input '{0}' (the file has: {1})",
+                        v->name(), available.empty() ? "nothing" : available);
+    if (auto err = check(v, v->name(), *t))
+      return err;
+    train.push_back(t);
+    if (!anyTest)
+      continue;
+    HostTensor *h = byName.lookup(v->name() + "_test");
+    if (!h)
+      return inputError("data: no array '{0}_test' (other inputs have a held-out array)",
+                        v->name());
+    if (auto err = check(v, v->name() + "_test", *h))
+      return err;
+    test.push_back(h);
+  }
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (train[i]->shape[0] != train[0]->shape[0])
+      return inputError("data array '{0}' has {1} samples, but '{2}' has {3}", inputs[i]->name(),
+                        train[i]->shape[0], inputs[0]->name(), train[0]->shape[0]);
+    if (anyTest && test[i]->shape[0] != test[0]->shape[0])
+      return inputError("data array '{0}_test' has {1} samples, but '{2}_test' has {3}",
+                        inputs[i]->name(), test[i]->shape[0], inputs[0]->name(), test[0]->shape[0]);
+  }
+  int64_t n = train[0]->shape[0];
+  trainData.clear();
+  testData.clear();
+  if (anyTest) {
+    numTrain = n;
+    numTest = test[0]->shape[0];
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      trainData.push_back(std::move(*train[i]));
+      testData.push_back(std::move(*test[i]));
+    }
+  } else {
+    numTest = int64_t(std::floor(double(n) * holdout));
+    numTrain = n - numTest;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      testData.push_back(sliceRows(*train[i], numTrain, n));
+      trainData.push_back(sliceRows(*train[i], 0, numTrain));
+    }
+  }
+  if (numTrain < batchSize)
+    return inputError("data: {0} training samples, fewer than one batch of {1}", numTrain,
+                      batchSize);
+  return llvm::Error::success();
+}
+
+void Trainer::setPosition(uint64_t seed, uint64_t stepsDone) {
+  seedValue = seed;
+  done = stepsDone;
+  permEpoch = ~uint64_t(0);
+}
+
+static double scalarOf(const HostTensor *t) {
+  return t && t->numElements() > 0 ? t->getAsDouble(0) : NAN;
+}
+
+llvm::Expected<StepResult> Trainer::step() {
+  assert(numTrain >= batchSize && "setData() first");
+  int64_t nb = batchesPerEpoch();
+  StepResult r;
+  r.epoch = done / uint64_t(nb);
+  uint64_t b = done % uint64_t(nb);
+  if (permEpoch != r.epoch) {
+    perm = trainingPermutation(seedValue, r.epoch, numTrain);
+    permEpoch = r.epoch;
+  }
+  llvm::ArrayRef<int64_t> rows(perm.data() + b * uint64_t(batchSize), size_t(batchSize));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    feeds[i].tensor = gatherRows(trainData[i], rows, batchSize);
+  if (!lossScaleState.empty()) {
+    r.hasLossScale = true;
+    r.lossScaleBefore = scalarOf(stateTensor(lossScaleState));
+  }
+
+  auto outs = algorithm->run(feeds);
+  if (!outs)
+    return inputError("training step {0}: {1}", done + 1, llvm::toString(outs.takeError()));
+  llvm::StringMap<const HostTensor *> out;
+  for (const NamedTensor &t : *outs)
+    out[t.name] = &t.tensor;
+  r.loss = scalarOf(&outs->front().tensor);
+  if (!foundInf.empty())
+    r.skipped = scalarOf(out.lookup(foundInf)) != 0;
+  if (!gradNonFinite.empty()) {
+    const HostTensor *g = out.lookup(gradNonFinite);
+    for (size_t i = 0; i < gradients.size() && int64_t(i) < g->numElements(); ++i)
+      if (std::isnan(g->getAsDouble(int64_t(i))))
+        r.nonFiniteGradients.push_back(gradients[i].first);
+  }
+  if (gradientsAreOutputs) {
+    int64_t zeros = 0, total = 0;
+    for (const auto &pg : gradients) {
+      const HostTensor *g = out.lookup(pg.second);
+      total += g->numElements();
+      for (int64_t e = 0; e < g->numElements(); ++e)
+        zeros += g->getAsDouble(e) == 0;
+    }
+    r.hasGradZeroFraction = true;
+    r.gradZeroFraction = total ? double(zeros) / double(total) : 0;
+  }
+  for (const auto &[target, source] : info->updateBinding) {
+    HostTensor *dst = stateTensor(target);
+    const HostTensor *src = out.lookup(source);
+    if (src->dtype != dst->dtype || src->shape != dst->shape)
+      return inputError("update_binding '{0}' <- '{1}': the step produced {2} {3}, the "
+                        "initializer is {4} {5}",
+                        target, source, dtypeName(src->dtype), formatShape(src->shape),
+                        dtypeName(dst->dtype), formatShape(dst->shape));
+  }
+  // Checked first, applied second: a failed step changes no state.
+  for (const auto &[target, source] : info->updateBinding)
+    stateTensor(target)->bytes = out.lookup(source)->bytes;
+  if (r.hasLossScale)
+    r.lossScaleAfter = scalarOf(stateTensor(lossScaleState));
+  r.step = ++done;
+  return r;
+}
+
+void Trainer::syncModel() {
+  for (Value *v : model.graph->initializers())
+    if (const HostTensor *t = stateTensor(v->name()))
+      v->initializer()->setBytes(t->bytes);
+}
+
+llvm::Expected<std::unique_ptr<Executor>> Trainer::inferenceExecutor() {
+  syncModel();
+  return Executor::create(model, backend);
+}
+
+llvm::Expected<EvalResult> Trainer::evaluate() {
+  EvalResult r;
+  if (numTest == 0)
+    return r;
+  auto ex = inferenceExecutor();
+  if (!ex)
+    return inputError("inference graph: {0}", llvm::toString(ex.takeError()));
+  // A fixed batch dim of the inference graph sets the chunk size (the last
+  // chunk is padded with zero rows).
+  int64_t chunk = batchSize;
+  const HostTensor *labelData = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]->name() == labels)
+      labelData = &testData[i];
+  for (const auto &[v, src] : evalInputs)
+    if (v->type.hasShape && !v->type.dims.empty() && v->type.dims[0].isKnown())
+      chunk = v->type.dims[0].value;
+  if (chunk <= 0)
+    return inputError("inference graph: a fixed batch dimension of {0}", chunk);
+  assert(labelData && "init() checked the labels input");
+  bool intLabels = !isFloatingPoint(labelData->dtype);
+  int64_t labelsPerSample = numTest ? labelData->numElements() / numTest : 0;
+  double correct = 0, lossSum = 0;
+  int64_t counted = 0, lossTerms = 0;
+  for (int64_t begin = 0; begin < numTest; begin += chunk) {
+    int64_t rowsUsed = std::min(chunk, numTest - begin);
+    std::vector<int64_t> idx(static_cast<size_t>(rowsUsed));
+    std::iota(idx.begin(), idx.end(), begin);
+    std::vector<NamedTensor> in;
+    for (const auto &[v, src] : evalInputs)
+      in.push_back(NamedTensor{v->name(), gatherRows(testData[src], idx, chunk)});
+    auto outs = (*ex)->run(in);
+    if (!outs)
+      return inputError("evaluation: {0}", llvm::toString(outs.takeError()));
+    const NamedTensor &y = outs->front();
+    int64_t perSample = y.tensor.numElements() / chunk;
+    int64_t classes = y.tensor.shape.empty() ? 1 : y.tensor.shape.back();
+    bool fits = y.tensor.numElements() % chunk == 0 &&
+                (intLabels ? classes > 0 && perSample == labelsPerSample * classes
+                           : perSample == labelsPerSample);
+    if (!fits)
+      return inputError("evaluation: the first output '{0}' has shape {1}, which does not "
+                        "fit labels of shape {2} per {3} samples",
+                        y.name, formatShape(y.tensor.shape), formatShape(labelData->shape),
+                        numTest);
+    for (int64_t s = 0; s < rowsUsed; ++s) {
+      for (int64_t l = 0; l < labelsPerSample; ++l) {
+        double label = labelData->getAsDouble((begin + s) * labelsPerSample + l);
+        if (!intLabels) {
+          double d = y.tensor.getAsDouble(s * perSample + l) - label;
+          lossSum += d * d;
+          ++lossTerms;
+          continue;
+        }
+        int64_t base = (s * labelsPerSample + l) * classes, best = 0;
+        double bestV = y.tensor.getAsDouble(base), mx = bestV;
+        for (int64_t c = 1; c < classes; ++c) {
+          double v = y.tensor.getAsDouble(base + c);
+          if (v > bestV) {
+            bestV = v;
+            best = c;
+          }
+          mx = std::max(mx, v);
+        }
+        correct += double(best) == label;
+        ++counted;
+        if (lossKind == "cross-entropy" && label >= 0 && label < double(classes)) {
+          double picked = y.tensor.getAsDouble(base + int64_t(label));
+          if (outputKind == OutputKind::Probabilities) {
+            lossSum -= std::log(picked);
+          } else if (outputKind == OutputKind::LogProbabilities) {
+            lossSum -= picked;
+          } else {
+            double sum = 0;
+            for (int64_t c = 0; c < classes; ++c)
+              sum += std::exp(y.tensor.getAsDouble(base + c) - mx);
+            lossSum += mx + std::log(sum) - picked;
+          }
+          ++lossTerms;
+        }
+      }
+    }
+  }
+  r.samples = numTest;
+  if (intLabels && counted) {
+    r.hasAccuracy = true;
+    r.accuracy = correct / double(counted);
+  }
+  if (lossTerms) {
+    r.hasLoss = true;
+    r.loss = lossSum / double(lossTerms);
+  }
+  return r;
+}

@@ -1,0 +1,605 @@
+//===- Train.cpp - `mpc run --train`: train a training model ---------------===//
+//
+// The command line around mpc::Trainer (runtime/Trainer.h): flags, progress
+// on stderr, the CSV log, checkpoints and the curves plot. Every input
+// problem (flags, model, checkpoint, data, output folders) is found before
+// the first step, so a bad run prints one line and writes nothing. Files are
+// written whole (temporary file, rename) at evaluation points and at the end.
+//
+// Checkpoint: the training model with its state initializers replaced by
+// the current state, plus metadata mpc.trainer.{step,epoch,seed,batch,
+// model_hash}. The hash covers the model without the state's data and
+// without mpc.trainer.* metadata, so a checkpoint and its training model
+// hash alike. Resuming restores the state and the step count; the batch
+// order depends only on (seed, step), so N steps in one run and K + (N-K)
+// steps across a resume give the same bytes.
+//
+//===----------------------------------------------------------------------===//
+#include "Plot.h"
+#include "Tool.h"
+#include "mpc/IO/Onnx.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/NpyIO.h"
+#include "mpc/Runtime/Trainer.h"
+#include "mpc/Support/Diagnostics.h"
+#include "mpc/Verify/Verifier.h"
+#include "onnx/onnx_pb.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <google/protobuf/arena.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+using namespace mpc;
+using namespace mpc::tool;
+
+static const char kTrainUsage[] =
+    R"(usage: mpc run TRAIN.onnx --train --data FILE.npz --batch B [options]
+
+Trains a training model (docs/training.md): each step runs
+training_info[0].algorithm on one batch and applies update_binding. Batches
+follow a seeded permutation per epoch (the last partial batch is dropped).
+The inference graph is evaluated on the held-out split every --eval-every
+steps and at the end (accuracy for integer labels, mean squared error for
+float labels). Prints progress on stderr and a final line on stdout:
+"final: step N loss L eval_accuracy A skipped K".
+
+data: FILE.npz (stored, not compressed) holds one array per algorithm input
+(data inputs and the labels input), sharing the first (sample) dimension.
+Arrays named <input>_test form the held-out split; without them the last
+--holdout fraction is held out.
+
+options:
+  --data FILE.npz     the training data (required)
+  --batch B           samples per step (required)
+  --steps N           train until step N (a resumed run continues from the
+                      checkpoint's step up to N)
+  --epochs E          train until the end of epoch E (default 1); not with
+                      --steps
+  --eval-every K      evaluate, log progress and checkpoint every K steps
+                      (default: progress every 10% of the steps)
+  --holdout F         held-out fraction without <input>_test arrays
+                      (default 0.1; 0 disables evaluation)
+  --checkpoint DIR    write DIR/checkpoint.onnx (atomically) at evaluation
+                      points and after the last step
+  --resume DIR|FILE   continue from DIR/checkpoint.onnx (or FILE), bit for
+                      bit as if the run had not stopped
+  --seed S            seed of the batch order (default 0; a resumed run keeps
+                      the checkpoint's)
+  --log FILE.csv      per-step log: step,epoch,loss,loss_scale,skipped,
+                      grad_zero_frac,eval_accuracy,eval_loss
+  --plot FILE.svg     loss (and evaluation) curves, as `mpc plot` draws them
+  --device cpu|cuda   backend (default cpu)
+  --threads N         threads for the CPU backend's matrix products
+
+exit status: 0 success, 1 bad input (one line on stderr, nothing written),
+2 bad usage.
+)";
+
+namespace {
+struct TrainArgs {
+  std::string model, data, checkpoint, resume, log, plot, device = "cpu";
+  int64_t batch = 0;
+  uint64_t steps = 0, epochs = 0, evalEvery = 0, seed = 0;
+  bool seedGiven = false;
+  double holdout = 0.1;
+  int threads = 0;
+};
+
+/// One row of the CSV log.
+struct LogRow {
+  StepResult step;
+  bool evaluated = false;
+  EvalResult eval;
+};
+} // namespace
+
+static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
+  ArgScanner s(argv);
+  auto positive = [](const std::string &v, uint64_t &out) {
+    return !llvm::StringRef(v).getAsInteger(10, out) && out > 0;
+  };
+  while (!s.done()) {
+    std::string v;
+    bool missing = false;
+    llvm::StringRef cur = s.peek();
+    uint64_t u = 0;
+    if (s.flag("--train")) {
+      continue;
+    } else if (s.value("--data", v, missing)) {
+      a.data = v;
+    } else if (s.value("--batch", v, missing)) {
+      if (!missing && (!positive(v, u) || u > (uint64_t(1) << 40)))
+        return "--batch takes a positive integer";
+      a.batch = int64_t(u);
+    } else if (s.value("--steps", v, missing)) {
+      if (!missing && !positive(v, a.steps))
+        return "--steps takes a positive integer";
+    } else if (s.value("--epochs", v, missing)) {
+      if (!missing && !positive(v, a.epochs))
+        return "--epochs takes a positive integer";
+    } else if (s.value("--eval-every", v, missing)) {
+      if (!missing && !positive(v, a.evalEvery))
+        return "--eval-every takes a positive integer";
+    } else if (s.value("--holdout", v, missing)) {
+      double f;
+      if (!missing && (llvm::StringRef(v).getAsDouble(f) || !(f >= 0 && f < 1)))
+        return "--holdout takes a fraction in [0, 1)";
+      a.holdout = missing ? a.holdout : f;
+    } else if (s.value("--checkpoint", v, missing)) {
+      a.checkpoint = v;
+    } else if (s.value("--resume", v, missing)) {
+      a.resume = v;
+    } else if (s.value("--seed", v, missing)) {
+      if (!missing && llvm::StringRef(v).getAsInteger(10, a.seed))
+        return "--seed takes an unsigned integer";
+      a.seedGiven = true;
+    } else if (s.value("--log", v, missing)) {
+      a.log = v;
+    } else if (s.value("--plot", v, missing)) {
+      a.plot = v;
+    } else if (s.value("--device", v, missing)) {
+      if (!missing && v != "cpu" && v != "cuda")
+        return "--device must be cpu or cuda, not '" + v + "'";
+      a.device = v;
+    } else if (s.value("--threads", v, missing)) {
+      if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
+        return "--threads takes a positive integer";
+    } else {
+      s.next();
+      if (cur.startswith("-") && cur != "-")
+        return "unknown option '" + cur.str() + "' with --train";
+      if (!a.model.empty())
+        return "more than one model ('" + a.model + "' and '" + cur.str() + "')";
+      a.model = cur.str();
+      continue;
+    }
+    if (missing)
+      return "option '" + cur.str() + "' needs a value";
+  }
+  if (a.model.empty())
+    return "no model given";
+  if (a.data.empty())
+    return "--train needs --data FILE.npz";
+  if (!a.batch)
+    return "--train needs --batch B";
+  if (a.steps && a.epochs)
+    return "give --steps or --epochs, not both";
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+static constexpr const char *kStepKey = "mpc.trainer.step";
+static constexpr const char *kEpochKey = "mpc.trainer.epoch";
+static constexpr const char *kSeedKey = "mpc.trainer.seed";
+static constexpr const char *kBatchKey = "mpc.trainer.batch";
+static constexpr const char *kHashKey = "mpc.trainer.model_hash";
+
+static void stripTensorData(onnx::TensorProto &t) {
+  t.clear_raw_data();
+  t.clear_float_data();
+  t.clear_double_data();
+  t.clear_int32_data();
+  t.clear_int64_data();
+  t.clear_uint64_data();
+  t.clear_string_data();
+  t.clear_external_data();
+  t.clear_data_location();
+}
+
+/// FNV-1a (64-bit) of the model without the data of its training state (the
+/// initializers update_binding writes) and without the trainer's own
+/// metadata, as 16 hex digits. Everything else counts: the graphs, frozen
+/// constants, the algorithm's constants (a learning rate), the metadata.
+static llvm::Expected<std::string> modelHash(Model &m) {
+  google::protobuf::Arena arena;
+  auto &p = *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
+  if (llvm::Error err = exportOnnx(m, p))
+    return std::move(err);
+  llvm::StringSet<> stateNames;
+  for (const onnx::TrainingInfoProto &ti : p.training_info())
+    for (const onnx::StringStringEntryProto &b : ti.update_binding())
+      stateNames.insert(b.key());
+  for (onnx::TensorProto &t : *p.mutable_graph()->mutable_initializer())
+    if (stateNames.count(t.name()))
+      stripTensorData(t);
+  auto *props = p.mutable_metadata_props();
+  for (int i = props->size() - 1; i >= 0; --i)
+    if (llvm::StringRef(props->Get(i).key()).startswith("mpc.trainer."))
+      props->DeleteSubrange(i, 1);
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream sos(&bytes);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    p.SerializeToCodedStream(&cos);
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  std::string hex;
+  llvm::raw_string_ostream(hex) << llvm::format_hex_no_prefix(h, 16);
+  return hex;
+}
+
+static const std::string *findMetadata(const Model &m, llvm::StringRef key) {
+  for (const auto &kv : m.metadataProps)
+    if (kv.first == key)
+      return &kv.second;
+  return nullptr;
+}
+
+/// Replaces the value of `key` in place (keeping the order) or appends it.
+static void setMetadata(Model &m, llvm::StringRef key, std::string value) {
+  for (auto &kv : m.metadataProps)
+    if (kv.first == key) {
+      kv.second = std::move(value);
+      return;
+    }
+  m.metadataProps.emplace_back(key.str(), std::move(value));
+}
+
+namespace {
+/// Where a checkpoint left off.
+struct ResumePoint {
+  uint64_t step = 0, epoch = 0, seed = 0;
+  int64_t batch = 0;
+};
+} // namespace
+
+/// Loads and checks a checkpoint of the model whose hash is `hash`.
+static llvm::Expected<std::unique_ptr<Model>>
+loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &at) {
+  std::string path = where;
+  if (llvm::sys::fs::is_directory(where)) {
+    llvm::SmallString<256> p(where);
+    llvm::sys::path::append(p, "checkpoint.onnx");
+    path = p.str().str();
+  }
+  if (!llvm::sys::fs::exists(path))
+    return inputError("--resume: no checkpoint '{0}'", path);
+  auto m = loadModel(path);
+  if (!m)
+    return inputError("checkpoint '{0}': {1}", path, llvm::toString(m.takeError()));
+  if (llvm::Error err = verifyModel(**m))
+    return inputError("checkpoint '{0}': {1}", path, llvm::toString(std::move(err)));
+  const std::string *stored = findMetadata(**m, kHashKey);
+  if (!stored)
+    return inputError("'{0}' is not an mpc checkpoint (no {1} metadata)", path, kHashKey);
+  auto actual = modelHash(**m);
+  if (!actual)
+    return actual.takeError();
+  if (*stored != hash || *actual != hash)
+    return inputError("checkpoint '{0}' is of a different model (model hash {1}, the "
+                      "training model's is {2})",
+                      path, *actual != hash ? *actual : *stored, hash);
+  auto number = [&](const char *key, uint64_t &out) -> llvm::Error {
+    const std::string *v = findMetadata(**m, key);
+    if (!v || llvm::StringRef(*v).getAsInteger(10, out))
+      return inputError("checkpoint '{0}': metadata {1} is missing or not a number", path, key);
+    return llvm::Error::success();
+  };
+  uint64_t batch = 0;
+  for (auto [key, out] : {std::pair<const char *, uint64_t *>{kStepKey, &at.step},
+                          {kEpochKey, &at.epoch},
+                          {kSeedKey, &at.seed},
+                          {kBatchKey, &batch}})
+    if (llvm::Error err = number(key, *out))
+      return std::move(err);
+  at.batch = int64_t(batch);
+  return std::move(*m);
+}
+
+static llvm::Error writeCheckpoint(Model &m, Trainer &t, const std::string &dir,
+                                   const std::string &hash, int64_t batch) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return inputError("cannot create '{0}': {1}", dir, ec.message());
+  t.syncModel();
+  setMetadata(m, kStepKey, std::to_string(t.stepsDone()));
+  setMetadata(m, kEpochKey, std::to_string(t.stepsDone() / uint64_t(t.batchesPerEpoch())));
+  setMetadata(m, kSeedKey, std::to_string(t.seed()));
+  setMetadata(m, kBatchKey, std::to_string(batch));
+  setMetadata(m, kHashKey, hash);
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, "checkpoint.onnx");
+  return writeOnnxFile(m, path);
+}
+
+//===----------------------------------------------------------------------===//
+// Logs and progress
+//===----------------------------------------------------------------------===//
+
+static std::string fmtDouble(double v, const char *spec = "%.9g") {
+  std::string s;
+  llvm::raw_string_ostream(s) << llvm::format(spec, v);
+  return s;
+}
+
+static std::string csvOf(const std::vector<LogRow> &rows) {
+  std::string out = "step,epoch,loss,loss_scale,skipped,grad_zero_frac,eval_accuracy,"
+                    "eval_loss\n";
+  for (const LogRow &r : rows) {
+    const StepResult &s = r.step;
+    out += std::to_string(s.step) + "," + std::to_string(s.epoch) + "," + fmtDouble(s.loss) + "," +
+           (s.hasLossScale ? fmtDouble(s.lossScaleAfter) : "") + "," + (s.skipped ? "1" : "0") +
+           "," + (s.hasGradZeroFraction ? fmtDouble(s.gradZeroFraction) : "") + "," +
+           (r.evaluated && r.eval.hasAccuracy ? fmtDouble(r.eval.accuracy) : "") + "," +
+           (r.evaluated && r.eval.hasLoss ? fmtDouble(r.eval.loss) : "") + "\n";
+  }
+  return out;
+}
+
+static std::string plotOf(const std::vector<LogRow> &rows, const std::string &title) {
+  PlotPanel loss, acc;
+  loss.yLabel = "loss";
+  acc.yLabel = "eval accuracy";
+  PlotSeries train{"train loss", {}}, evalLoss{"eval loss", {}}, evalAcc{"eval accuracy", {}};
+  for (const LogRow &r : rows) {
+    double x = double(r.step.step);
+    train.points.emplace_back(x, r.step.loss);
+    if (r.evaluated && r.eval.hasLoss)
+      evalLoss.points.emplace_back(x, r.eval.loss);
+    if (r.evaluated && r.eval.hasAccuracy)
+      evalAcc.points.emplace_back(x, r.eval.accuracy);
+  }
+  loss.series.push_back(std::move(train));
+  if (!evalLoss.points.empty())
+    loss.series.push_back(std::move(evalLoss));
+  std::vector<PlotPanel> panels{std::move(loss)};
+  if (!evalAcc.points.empty()) {
+    acc.series.push_back(std::move(evalAcc));
+    panels.push_back(std::move(acc));
+  }
+  return renderPlotSvg(panels, title, "step");
+}
+
+static std::string describeEval(const EvalResult &e) {
+  std::string s;
+  if (e.hasAccuracy)
+    s += " eval_accuracy " + fmtDouble(e.accuracy, "%.4f");
+  if (e.hasLoss)
+    s += " eval_loss " + fmtDouble(e.loss, "%.6g");
+  return s;
+}
+
+/// A folder for an output file must exist before training starts.
+static llvm::Error checkOutputFolder(const std::string &file, const char *flag) {
+  if (file.empty())
+    return llvm::Error::success();
+  llvm::SmallString<256> dir(file);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  if (!llvm::sys::fs::is_directory(dir))
+    return inputError("{0} {1}: folder '{2}' does not exist", flag, file, dir);
+  if (llvm::sys::fs::is_directory(file))
+    return inputError("{0} {1}: is a folder", flag, file);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// The command
+//===----------------------------------------------------------------------===//
+
+int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
+  for (const char *a : args)
+    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
+      llvm::outs() << kTrainUsage;
+      return Ok;
+    }
+  TrainArgs a;
+  std::string usage = parseArgs(args, a);
+  if (!usage.empty())
+    return usageError("run --train", usage);
+
+  for (auto [file, flag] :
+       {std::pair<const std::string *, const char *>{&a.log, "--log"}, {&a.plot, "--plot"}})
+    if (llvm::Error err = checkOutputFolder(*file, flag))
+      return fail(std::move(err));
+  if (!a.checkpoint.empty() && llvm::sys::fs::exists(a.checkpoint) &&
+      !llvm::sys::fs::is_directory(a.checkpoint))
+    return fail(llvm::Twine("--checkpoint ") + a.checkpoint + ": exists and is not a folder");
+  if (!llvm::sys::fs::exists(a.data))
+    return fail(llvm::Twine("--data: file '") + a.data + "' does not exist");
+
+  std::unique_ptr<Backend> backend;
+  if (a.device == "cuda") {
+    auto b = createCudaBackend();
+    if (!b)
+      return fail(b.takeError());
+    backend = std::move(*b);
+  } else {
+    backend = std::make_unique<CpuBackend>(a.threads);
+  }
+  if (llvm::Error err = backend->checkAvailable())
+    return fail(std::move(err));
+
+  auto loaded = loadModel(a.model);
+  if (!loaded)
+    return fail(loaded.takeError());
+  std::unique_ptr<Model> model = std::move(*loaded);
+  if (llvm::Error err = verifyModel(*model))
+    return fail(llvm::Twine(a.model) + ": " + llvm::toString(std::move(err)));
+  if (!model->isTraining())
+    return fail(llvm::Twine(a.model) + ": not a training model (no training_info; see "
+                                       "docs/training.md)");
+  auto hash = modelHash(*model);
+  if (!hash)
+    return fail(hash.takeError());
+
+  ResumePoint at;
+  at.seed = a.seed;
+  if (!a.resume.empty()) {
+    auto ck = loadCheckpoint(a.resume, *hash, at);
+    if (!ck)
+      return fail(ck.takeError());
+    if (a.seedGiven && a.seed != at.seed)
+      return fail(llvm::formatv("--seed {0}: the checkpoint was trained with seed {1} (a "
+                                "resumed run keeps it)",
+                                a.seed, at.seed)
+                      .str());
+    if (at.batch != a.batch)
+      return fail(llvm::formatv("--batch {0}: the checkpoint was trained with --batch {1}", a.batch,
+                                at.batch)
+                      .str());
+    model = std::move(*ck);
+  }
+
+  auto trainer = Trainer::create(*model, *backend, a.batch);
+  if (!trainer)
+    return fail(llvm::Twine(a.model) + ": " + llvm::toString(trainer.takeError()));
+  Trainer &t = **trainer;
+  {
+    auto arrays = readNpzFile(a.data);
+    if (!arrays)
+      return fail(arrays.takeError());
+    if (llvm::Error err = t.setData(std::move(*arrays), a.holdout))
+      return fail(llvm::Twine(a.data) + ": " + llvm::toString(std::move(err)));
+  }
+  uint64_t nb = uint64_t(t.batchesPerEpoch());
+  if (!a.resume.empty() && at.epoch != at.step / nb)
+    return fail(llvm::formatv("checkpoint at step {0} is in epoch {1}, but this data makes "
+                              "{2} batches per epoch (different data or --holdout?)",
+                              at.step, at.epoch, nb)
+                    .str());
+  t.setPosition(at.seed, at.step);
+  // --steps and --epochs count from the start of training, so that the same
+  // command line, resumed, ends where an uninterrupted run ends.
+  uint64_t last = a.steps ? a.steps : (a.epochs ? a.epochs : 1) * nb;
+  if (last <= at.step)
+    return fail(llvm::formatv("the checkpoint is at step {0}, already at or past the last "
+                              "step {1}",
+                              at.step, last)
+                    .str());
+  uint64_t total = last - at.step;
+  uint64_t every = a.evalEvery ? a.evalEvery : std::max<uint64_t>(1, last / 10);
+
+  bool tty = llvm::sys::Process::StandardErrIsDisplayed();
+  llvm::raw_ostream &err = llvm::errs();
+  std::vector<LogRow> rows;
+  uint64_t skipped = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto lastDraw = t0;
+  bool lineOpen = false;
+  size_t drawnWidth = 0;
+  auto closeLine = [&] {
+    if (lineOpen)
+      err << "\n";
+    lineOpen = false;
+    drawnWidth = 0;
+  };
+  auto writeFiles = [&]() -> llvm::Error {
+    if (!a.log.empty())
+      if (llvm::Error e = writeFileAtomically(a.log, csvOf(rows)))
+        return e;
+    return llvm::Error::success();
+  };
+
+  std::vector<double> stepMs; // time of each step alone (no evaluation, no files)
+  stepMs.reserve(total);
+  for (uint64_t i = 0; i < total; ++i) {
+    auto s0 = std::chrono::steady_clock::now();
+    auto r = t.step();
+    stepMs.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
+    if (!r) {
+      closeLine();
+      return fail(r.takeError());
+    }
+    rows.push_back(LogRow{*r, false, {}});
+    LogRow &row = rows.back();
+    skipped += r->skipped;
+    if (r->skipped) {
+      closeLine();
+      std::string what = "step " + std::to_string(r->step) + " skipped: non-finite gradient";
+      if (!r->nonFiniteGradients.empty())
+        what += " of " + llvm::join(r->nonFiniteGradients, ", ");
+      if (r->hasLossScale)
+        what += "; loss scale " + fmtDouble(r->lossScaleBefore, "%g") + " -> " +
+                fmtDouble(r->lossScaleAfter, "%g");
+      err << what << "\n";
+    }
+    bool evalPoint = r->step % every == 0 || r->step == last;
+    if (evalPoint && (a.evalEvery || r->step == last)) {
+      auto e = t.evaluate();
+      if (!e) {
+        closeLine();
+        return fail(e.takeError());
+      }
+      row.evaluated = e->samples > 0;
+      row.eval = *e;
+      if (!a.checkpoint.empty())
+        if (llvm::Error e2 = writeCheckpoint(*model, t, a.checkpoint, *hash, a.batch)) {
+          closeLine();
+          return fail(std::move(e2));
+        }
+      if (llvm::Error e2 = writeFiles()) {
+        closeLine();
+        return fail(std::move(e2));
+      }
+    }
+    std::string scale = r->hasLossScale ? " scale " + fmtDouble(r->lossScaleAfter, "%g") : "";
+    auto now = std::chrono::steady_clock::now();
+    if (tty) {
+      // One line redrawn in place (at most every 100 ms); an evaluation ends
+      // it, so that each evaluation stays on screen.
+      if (now - lastDraw > std::chrono::milliseconds(100) || r->step == last || evalPoint) {
+        double secs = std::chrono::duration<double>(now - t0).count();
+        std::string line = "step " + std::to_string(r->step) + "/" + std::to_string(last) +
+                           " loss " + fmtDouble(r->loss, "%.6g") + scale + " skipped " +
+                           std::to_string(skipped) + " " +
+                           fmtDouble(secs > 0 ? double(i + 1) / secs : 0, "%.1f") + " steps/s" +
+                           (row.evaluated ? describeEval(row.eval) : "");
+        size_t width = line.size();
+        line.resize(std::max(width, drawnWidth), ' ');
+        err << "\r" << line;
+        drawnWidth = width;
+        lineOpen = true;
+        lastDraw = now;
+        if (row.evaluated)
+          closeLine();
+      }
+    } else if (evalPoint) {
+      err << "step " << r->step << "/" << last << " epoch " << r->epoch << " loss "
+          << fmtDouble(r->loss, "%.6g") << scale << " skipped " << skipped
+          << (row.evaluated ? describeEval(row.eval) : "") << "\n";
+    }
+  }
+  closeLine();
+  if (!a.plot.empty())
+    if (llvm::Error e =
+            writeFileAtomically(a.plot, plotOf(rows, llvm::sys::path::filename(a.model).str())))
+      return fail(std::move(e));
+
+  std::vector<double> sorted = stepMs;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  err << "time: " << stepMs.size() << " step(s), median " << fmtDouble(median, "%.4f")
+      << " ms per step (" << fmtDouble(median > 0 ? 1000.0 / median : 0, "%.1f")
+      << " steps/s), evaluation excluded\n";
+
+  const LogRow &fin = rows.back();
+  llvm::outs() << "final: step " << fin.step.step << " loss " << fmtDouble(fin.step.loss, "%.6g");
+  if (fin.evaluated && fin.eval.hasAccuracy)
+    llvm::outs() << " eval_accuracy " << fmtDouble(fin.eval.accuracy, "%.4f");
+  else if (fin.evaluated && fin.eval.hasLoss)
+    llvm::outs() << " eval_mse " << fmtDouble(fin.eval.loss, "%.6g");
+  else
+    llvm::outs() << " eval_accuracy -";
+  llvm::outs() << " skipped " << skipped << "\n";
+  return Ok;
+}
