@@ -23,6 +23,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 using namespace mpc;
 
@@ -72,9 +74,20 @@ static Tensor convertFloatTensor(const Tensor &src, DType to, unsigned &saturate
   int64_t n = src.numElements();
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * 2);
   const uint8_t *in = src.bytes().data();
+  uint8_t *outBytes = bytes.data();
   for (int64_t i = 0; i < n; ++i) {
     uint32_t x;
     std::memcpy(&x, in + 4 * i, 4);
+    // Fast path for fp16: a result in the normal range (most weights) needs
+    // no special cases; the rounding is floatBitsToHalfBits' own.
+    uint32_t abs = x & 0x7fffffffu;
+    if (!bf16 && abs - 0x38800000u < 0x477ff000u - 0x38800000u) {
+      uint32_t r = (abs >> 13) - (112u << 10);
+      r += ((abs & 0x1fffu) + (r & 1u)) > 0x1000u;
+      uint16_t h = static_cast<uint16_t>(((x >> 16) & 0x8000u) | r);
+      std::memcpy(outBytes + 2 * i, &h, 2);
+      continue;
+    }
     uint16_t h = bf16 ? floatBitsToBFloat16Bits(x) : floatBitsToHalfBits(x);
     bool finiteIn = (x & 0x7F800000u) != 0x7F800000u;
     bool infOut = (h & 0x7FFF) == (bf16 ? 0x7F80 : 0x7C00);
@@ -122,6 +135,13 @@ private:
   void keepGraphOutputs(Graph &g);
   void retypeGraphInputs(Graph &g);
   NodeList::iterator insertionPoint(Value *v);
+  /// The training stage (algorithm or initialization graph) containing `g`, or null.
+  Graph *stageOf(Graph *g) const;
+  /// Where insertCast puts a cast of an inference-graph initializer that a
+  /// training stage reads (a stage may read initializers, not other values).
+  Graph *castHome = nullptr;
+  /// Casts of inference initializers made inside a training stage.
+  std::map<std::tuple<const Value *, unsigned, const Graph *>, Value *> stageCache;
   static bool isOutputName(const Graph &g, llvm::StringRef name);
   /// First node of each graph before the rewrite (null: the graph was empty).
   llvm::DenseMap<const Graph *, Node *> firstOriginal;
@@ -158,7 +178,7 @@ void CastInserter::collect() {
 /// retargeted instead of getting a second cast behind it.
 void CastInserter::reuseExistingCasts() {
   for (Node *n : allNodes) {
-    if (n->opType != "Cast" || !n->domain.empty() || n->numOutputs() != 1)
+    if (llvm::StringRef(n->opType) != "Cast" || !n->domain.empty() || n->numOutputs() != 1)
       continue;
     Value *out = n->output(0);
     Attribute *to = n->attr("to");
@@ -182,7 +202,7 @@ void CastInserter::reuseExistingCasts() {
 void CastInserter::retypeAttributes(Node &n) {
   if (!n.domain.empty())
     return;
-  if (n.opType == "ConstantOfShape") {
+  if (llvm::StringRef(n.opType) == "ConstantOfShape") {
     Attribute *a = n.attr("value");
     if (a && !a->tensors.empty() && a->tensors[0].dtype == DType::F32) {
       unsigned sat = 0;
@@ -236,11 +256,11 @@ void CastInserter::retypeSlots() {
 }
 
 NodeList::iterator CastInserter::insertionPoint(Value *v) {
-  if (Node *p = v->producer())
+  if (Node *p = v->producer(); p && !castHome)
     return std::next(p->getIterator());
   // Casts of graph inputs and initializers go before the graph's first
   // original node, in the order they are created.
-  Graph *g = v->graph();
+  Graph *g = castHome ? castHome : v->graph();
   auto it = firstOriginal.find(g);
   if (it == firstOriginal.end()) {
     Node *first = g->nodes().empty() ? nullptr : &g->nodes().front();
@@ -256,8 +276,16 @@ bool CastInserter::isOutputName(const Graph &g, llvm::StringRef name) {
   return false;
 }
 
+Graph *CastInserter::stageOf(Graph *g) const {
+  for (; g; g = g->parent())
+    for (const TrainingInfo &ti : m.trainingInfo)
+      if (g == ti.algorithm.get() || g == ti.initialization.get())
+        return g;
+  return nullptr;
+}
+
 Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName) {
-  Graph &g = *v->graph();
+  Graph &g = castHome ? *castHome : *v->graph();
   Node *cast = g.createNode("Cast", "", insertionPoint(v), v->producer());
   inserted.insert(cast);
   // The node takes its result's name, unless that is a graph output's name.
@@ -271,7 +299,7 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   Value *out = cast->setOutput(0, resultName, std::move(t));
   out->hasValueInfo = v->hasValueInfo || v->type.hasShape;
   bool ofConstant = v->kind() == ValueKind::Initializer ||
-                    (v->producer() && v->producer()->opType == "Constant");
+                    (v->producer() && llvm::StringRef(v->producer()->opType) == "Constant");
   result.casts.push_back({v->name(), out->name(), out, want, ofConstant});
   if (want == target && !ofConstant)
     ++result.castsToTarget;
@@ -295,7 +323,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
 
   // v = Cast(x) widened x's type: x itself is v in x's type, exactly.
   if (Node *c = v->producer())
-    if (c->opType == "Cast" && c->domain.empty() && c->numInputs() == 1 && c->input(0) &&
+    if (llvm::StringRef(c->opType) == "Cast" && c->domain.empty() && c->numInputs() == 1 && c->input(0) &&
         c->input(0)->type.tensorElemType() == want && isHalfPrecision(want) &&
         have == DType::F32) {
       cache[key] = c->input(0);
@@ -324,7 +352,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
   }
   // Constant nodes likewise.
   Node *p = v->producer();
-  if (!res && floatPair && p && p->opType == "Constant" && p->domain.empty()) {
+  if (!res && floatPair && p && llvm::StringRef(p->opType) == "Constant" && p->domain.empty()) {
     Attribute *a = p->attr("value");
     if (a && a->kind == AttrKind::Tensor && !a->tensors.empty() &&
         a->tensors[0].dtype == DType::F32 && !a->tensors[0].isExternal()) {
@@ -371,8 +399,19 @@ void CastInserter::fixValue(Value *v) {
     if (want != have)
       moves.push_back({u, want});
   }
+  bool inMain = v->graph() == m.graph.get();
   for (auto &mv : moves) {
     DType want = mv.second;
+    if (Graph *stage = inMain ? stageOf(mv.first.user->getParent()) : nullptr) {
+      Value *&repl = stageCache[{v, static_cast<unsigned>(want), stage}];
+      if (!repl) {
+        castHome = stage;
+        repl = insertCast(v, want, m.freshName((v->name() + "/" + castSuffix(want)).str()));
+        castHome = nullptr;
+      }
+      mv.first.user->setInput(mv.first.operand, repl);
+      continue;
+    }
     bool allWant = want == target ? wantTarget == total : wantTarget == 0;
     Value *repl = convertTo(v, want, allWant);
     if (repl != v)

@@ -164,7 +164,7 @@ training {
     return %w0
   }
   algorithm graph @step(%lr: f32[]) -> (%w_new: f32[4]) {
-    %g = Mul(%y, %lr) : f32[4]
+    %g = Mul(%w, %lr) : f32[4]
     %w_new = Sub(%w, %g) : f32[4]
     return %w_new
   }

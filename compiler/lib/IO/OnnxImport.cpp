@@ -21,8 +21,10 @@
 using namespace mpc;
 namespace pb = google::protobuf;
 
-static std::string unknownFieldsOf(const pb::Message &msg) {
-  const pb::UnknownFieldSet &u = msg.GetReflection()->GetUnknownFields(msg);
+/// The generated accessor, not reflection: this runs for every node, value
+/// and attribute.
+template <typename Msg> static std::string unknownFieldsOf(const Msg &msg) {
+  const pb::UnknownFieldSet &u = msg.unknown_fields();
   if (u.empty())
     return {};
   std::string s;
@@ -44,6 +46,16 @@ namespace {
 struct Scope {
   llvm::StringMap<Value *> names;
   const Scope *parent = nullptr;
+
+  /// Sizes the table for the names `gp` defines (no rehashing on import).
+  void reserveFor(const onnx::GraphProto &gp) {
+    if (!names.empty())
+      return;
+    unsigned n = static_cast<unsigned>(gp.input_size() + gp.initializer_size());
+    for (const auto &np : gp.node())
+      n += static_cast<unsigned>(np.output_size());
+    names = llvm::StringMap<Value *>(n);
+  }
 
   Value *lookup(llvm::StringRef n) const {
     for (const Scope *s = this; s; s = s->parent) {
@@ -82,9 +94,10 @@ private:
 } // namespace
 
 llvm::Error Importer::defineName(Scope &scope, Value *v, const Graph &g) {
-  if (scope.lookup(v->name()))
+  // One hash for this scope's check and insertion together.
+  if ((scope.parent && scope.parent->lookup(v->name())) ||
+      !scope.names.try_emplace(v->name(), v).second)
     return inputError("graph '{0}': value name '{1}' is defined twice", g.name, v->name());
-  scope.names[v->name()] = v;
   return llvm::Error::success();
 }
 
@@ -253,7 +266,10 @@ llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
   std::vector<uint8_t> raw;
   size_t count = 0; // values given in a typed field, if any
   if (tp.has_raw_data()) {
-    raw.assign(tp.raw_data().begin(), tp.raw_data().end());
+    const std::string &rd = tp.raw_data();
+    raw.resize(rd.size()); // memcpy, not a char -> uint8_t element loop
+    if (!rd.empty())
+      std::memcpy(raw.data(), rd.data(), rd.size());
     if (raw.size() != t.byteSize())
       return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), raw.size(),
                         t.byteSize());
@@ -401,6 +417,7 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
   for (const auto &qa : gp.quantization_annotation())
     g.quantizationAnnotations.push_back(qa.SerializeAsString());
   std::string gname = "graph '" + gp.name() + "'";
+  scope.reserveFor(gp);
 
   for (const auto &vi : gp.input()) {
     if (vi.name().empty())
@@ -439,8 +456,6 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
     n->name = np.name();
     n->docString = np.doc_string();
     n->unknownFields = unknownFieldsOf(np);
-    if (!n->name.empty())
-      model.reserveName(n->name);
     if (np.op_type().empty())
       return inputError("{0}: {1} has no op_type", gname, describeNode(*n));
     n->resizeOutputs(np.output_size()); // omitted optional outputs stay null
@@ -452,12 +467,18 @@ llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Sc
         return inputError("{0}: {1} defines '{2}', which is already defined", gname,
                           describeNode(*n), np.output(i));
     }
+    // Reserved after the outputs: a node is usually named like its first
+    // result, whose name is reserved already (one hash instead of two).
+    if (!n->name.empty() && !(np.output_size() > 0 && np.output(0) == n->name))
+      model.reserveName(n->name);
     nodes.push_back(n);
   }
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
   for (int k = 0; k < gp.node_size(); ++k) {
     const auto &np = gp.node(k);
     Node *n = nodes[k];
+    n->reserveInputs(static_cast<unsigned>(np.input_size()));
+    n->attrs.reserve(np.attribute_size());
     for (const std::string &in : np.input()) {
       if (in.empty()) {
         n->addInput(nullptr);
@@ -542,12 +563,17 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p) {
 
   for (const auto &tip : p.training_info()) {
     TrainingInfo ti;
+    // A training stage reads the inference graph's initializers, nothing else
+    // of it: its own inputs may reuse the inference inputs' names.
+    Scope initScope;
+    for (Value *v : model.graph->initializers())
+      initScope.names.try_emplace(v->name(), v);
     auto importStage = [&](const onnx::GraphProto &gp,
                            std::unique_ptr<Graph> &out) -> llvm::Error {
       out = std::make_unique<Graph>(model, model.graph.get());
       Scope s;
-      s.parent = &mainScope;
-      return importGraph(gp, *out, &mainScope, s);
+      s.parent = &initScope;
+      return importGraph(gp, *out, &initScope, s);
     };
     if (tip.has_initialization())
       if (auto err = importStage(tip.initialization(), ti.initialization))
