@@ -122,6 +122,79 @@ llvm::Error runSlice(const KernelCall &);
 llvm::Error runExpand(const KernelCall &);
 llvm::Error runNonZero(const KernelCall &);
 
+// TensorKernels.cpp: fill, N-ary and layout ops.
+llvm::Error shapeConstantOfShape(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runConstantOfShape(const KernelCall &);
+llvm::Error shapeDropout(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runDropout(const KernelCall &);
+llvm::Error shapeVariadicBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runSum(const KernelCall &);
+llvm::Error runMean(const KernelCall &);
+llvm::Error shapeLRN(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runLRN(const KernelCall &);
+llvm::Error shapePad(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runPad(const KernelCall &);
+llvm::Error shapeSplit(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runSplit(const KernelCall &);
+llvm::Error shapeTile(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runTile(const KernelCall &);
+llvm::Error shapeDepthToSpace(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runDepthToSpace(const KernelCall &);
+llvm::Error shapeSpaceToDepth(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runSpaceToDepth(const KernelCall &);
+llvm::Error shapeTrilu(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runTrilu(const KernelCall &);
+llvm::Error shapeRangeOp(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runRangeOp(const KernelCall &);
+
+// IndexKernels.cpp: indexing and selection ops.
+llvm::Error shapeArgReduce(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runArgReduce(const KernelCall &);
+llvm::Error shapeTopK(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runTopK(const KernelCall &);
+llvm::Error runCumSum(const KernelCall &);
+llvm::Error shapeGatherElements(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runGatherElements(const KernelCall &);
+llvm::Error runScatterElements(const KernelCall &);
+llvm::Error shapeGatherND(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runGatherND(const KernelCall &);
+llvm::Error runScatterND(const KernelCall &);
+llvm::Error shapeOneHot(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runOneHot(const KernelCall &);
+
+// NormKernels.cpp: instance, group and Lp normalization.
+llvm::Error shapeInstanceNorm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runInstanceNorm(const KernelCall &);
+llvm::Error shapeGroupNorm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runGroupNorm(const KernelCall &);
+llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runLpNorm(const KernelCall &);
+
+// MiscKernels.cpp: Einsum, Compress, ReverseSequence.
+llvm::Error shapeEinsum(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runEinsum(const KernelCall &);
+llvm::Error shapeCompress(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runCompress(const KernelCall &);
+llvm::Error shapeReverseSequence(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runReverseSequence(const KernelCall &);
+
+// ConvTransposeKernels.cpp.
+llvm::Error shapeConvTranspose(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runConvTranspose(const KernelCall &);
+
+// RnnKernels.cpp: GRU and RNN.
+llvm::Error shapeGRU(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runGRU(const KernelCall &);
+llvm::Error shapeRNN(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runRNN(const KernelCall &);
+
+// ResizeKernel.cpp.
+llvm::Error shapeResize(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runResize(const KernelCall &);
+
+// The rows of the ai.mpc.training domain (TrainingKernels.cpp).
+std::vector<CpuKernel> trainingRows();
+
 } // namespace cpuk
 } // namespace mpc
 
