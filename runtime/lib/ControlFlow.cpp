@@ -5,7 +5,9 @@
 // inputs of data-dependent ops are copied to the host for the shape
 // function), every value is its own backend allocation, released after its
 // last use. If/Loop/Scan bodies run on sub-executors with host copies of
-// their inputs and captured values.
+// their inputs and captured values. Sequence values stay on the host in
+// their slots (shared, never changed); sequence ops (SequenceOps.cpp) and
+// bodies take them as they are.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
@@ -37,20 +39,6 @@ static Executor *bodyOf(const Node &n, llvm::StringRef attrName,
   return nullptr;
 }
 
-/// Runs a body with formal inputs (in order) plus the captured values it reads.
-static llvm::Expected<std::vector<NamedTensor>>
-runBody(Executor &body, const Graph &g, std::vector<HostTensor> formalsIn,
-        const std::vector<NamedTensor> &captured) {
-  std::vector<NamedTensor> in;
-  for (size_t i = 0; i < formalsIn.size() && i < g.inputs().size(); ++i)
-    in.push_back(NamedTensor{g.inputs()[i]->name(), std::move(formalsIn[i])});
-  for (const Value *v : body.outerValues())
-    for (const NamedTensor &c : captured)
-      if (c.name == v->name())
-        in.push_back(c);
-  return body.run(in);
-}
-
 /// Stacks per-iteration tensors along a new axis 0.
 static HostTensor stack(const std::vector<HostTensor> &parts, const Value *bodyOut) {
   if (parts.empty()) {
@@ -71,18 +59,87 @@ static HostTensor stack(const std::vector<HostTensor> &parts, const Value *bodyO
   return out;
 }
 
+namespace {
+/// A value crossing into or out of a body: a tensor, or a sequence when
+/// `seq` is set.
+struct Operand {
+  HostTensor tensor;
+  std::shared_ptr<SequenceValue> seq;
+};
+} // namespace
+
 llvm::Expected<std::vector<HostTensor>>
-Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins) {
+Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
+                         llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqIns,
+                         std::vector<std::shared_ptr<SequenceValue>> &seqOuts) {
   const auto &subs = bodies[&n];
-  std::vector<NamedTensor> captured;
+  auto operand = [&](size_t i) {
+    Operand o;
+    if (i < seqIns.size() && seqIns[i])
+      o.seq = seqIns[i];
+    else if (i < ins.size() && ins[i])
+      o.tensor = *ins[i];
+    return o;
+  };
   // Captured values arrive after the node's own inputs (see runDynamic).
+  std::vector<std::pair<std::string, Operand>> captured;
   const std::vector<const Value *> &cap = captures[&n];
   for (size_t i = 0; i < cap.size(); ++i)
-    captured.push_back(NamedTensor{cap[i]->name(), *ins[n.numInputs() + i]});
+    captured.emplace_back(cap[i]->name(), operand(n.numInputs() + i));
+  // Runs a body with formal inputs (in order) plus the captured values it
+  // reads; sequences are bound to the body's slots directly.
+  auto callBody = [&](Executor &body, const Graph &g,
+                      std::vector<Operand> f) -> llvm::Expected<std::vector<Operand>> {
+    std::vector<NamedTensor> in;
+    body.boundSequences.assign(body.formals.size(), nullptr);
+    auto bind = [&](const std::string &name, Operand o) -> llvm::Error {
+      if (!o.seq) {
+        in.push_back(NamedTensor{name, std::move(o.tensor)});
+        return llvm::Error::success();
+      }
+      if (!body.dynamicMode)
+        return cpuk::nodeError(n, "sequence '" + name + "' passed to a body without "
+                                  "sequence-typed inputs");
+      for (size_t k = 0; k < body.formals.size(); ++k)
+        if (body.formals[k]->name() == name)
+          body.boundSequences[k] = o.seq;
+      return llvm::Error::success();
+    };
+    for (size_t i = 0; i < f.size() && i < g.inputs().size(); ++i)
+      if (auto e = bind(g.inputs()[i]->name(), std::move(f[i])))
+        return std::move(e);
+    for (const Value *v : body.outerValues())
+      for (const auto &c : captured)
+        if (c.first == v->name())
+          if (auto e = bind(c.first, c.second))
+            return std::move(e);
+    body.bodyCall = true;
+    auto outs = body.run(in);
+    body.boundSequences.clear();
+    if (!outs)
+      return outs.takeError();
+    std::vector<Operand> r(outs->size());
+    for (size_t k = 0; k < outs->size(); ++k) {
+      r[k].tensor = std::move((*outs)[k].tensor);
+      if (k < body.sequenceOutputs.size())
+        r[k].seq = std::move(body.sequenceOutputs[k]);
+    }
+    body.sequenceOutputs.clear();
+    return r;
+  };
   std::vector<HostTensor> results;
-  auto take = [&](std::vector<NamedTensor> &outs, size_t from, size_t count) {
-    for (size_t i = from; i < from + count && i < outs.size(); ++i)
-      results.push_back(std::move(outs[i].tensor));
+  auto give = [&](std::vector<Operand> &vals) {
+    for (Operand &o : vals) {
+      results.push_back(std::move(o.tensor));
+      seqOuts.push_back(std::move(o.seq));
+    }
+  };
+  auto tensorsOnly = [&](const std::vector<Operand> &vals, size_t from) -> llvm::Error {
+    for (size_t i = from; i < vals.size(); ++i)
+      if (vals[i].seq)
+        return cpuk::nodeError(n, "scan output " + llvm::Twine(i - from) +
+                                      " is a sequence; scan outputs must be tensors");
+    return llvm::Error::success();
   };
   if (n.opType == "If") {
     bool cond = ins[0]->getAsDouble(0) != 0;
@@ -90,10 +147,10 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins) 
     const Attribute *a = n.attr(cond ? "then_branch" : "else_branch");
     if (!body || !a)
       return cpuk::nodeError(n, "missing branch");
-    auto outs = runBody(*body, *a->graphs[0], {}, captured);
+    auto outs = callBody(*body, *a->graphs[0], {});
     if (!outs)
       return outs.takeError();
-    take(*outs, 0, outs->size());
+    give(*outs);
     return results;
   }
   if (n.opType == "Loop") {
@@ -103,30 +160,33 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins) 
     bool cond = ins[1] ? ins[1]->getAsDouble(0) != 0 : true;
     size_t numState = n.numInputs() - 2;
     size_t numScan = g.outputs().size() - 1 - numState;
-    std::vector<HostTensor> state;
+    std::vector<Operand> state;
     for (size_t i = 0; i < numState; ++i)
-      state.push_back(*ins[2 + i]);
+      state.push_back(operand(2 + i));
     std::vector<std::vector<HostTensor>> scans(numScan);
     for (int64_t it = 0; it < maxTrips && cond; ++it) {
-      std::vector<HostTensor> f;
-      f.emplace_back(DType::I64, std::vector<int64_t>{});
-      *f.back().data<int64_t>() = it;
-      f.emplace_back(DType::Bool, std::vector<int64_t>{});
-      *f.back().data<bool>() = cond;
-      for (HostTensor &s : state)
-        f.push_back(s);
-      auto outs = runBody(*body, g, std::move(f), captured);
+      std::vector<Operand> f(2);
+      f[0].tensor = HostTensor(DType::I64, {});
+      *f[0].tensor.data<int64_t>() = it;
+      f[1].tensor = HostTensor(DType::Bool, {});
+      *f[1].tensor.data<bool>() = cond;
+      f.insert(f.end(), state.begin(), state.end());
+      auto outs = callBody(*body, g, std::move(f));
       if (!outs)
         return outs.takeError();
+      if (auto e = tensorsOnly(*outs, 1 + numState))
+        return std::move(e);
       cond = (*outs)[0].tensor.getAsDouble(0) != 0;
       for (size_t i = 0; i < numState; ++i)
-        state[i] = std::move((*outs)[1 + i].tensor);
+        state[i] = std::move((*outs)[1 + i]);
       for (size_t k = 0; k < numScan; ++k)
         scans[k].push_back(std::move((*outs)[1 + numState + k].tensor));
     }
-    results = std::move(state);
-    for (size_t k = 0; k < numScan; ++k)
+    give(state);
+    for (size_t k = 0; k < numScan; ++k) {
       results.push_back(stack(scans[k], g.outputs()[1 + numState + k]));
+      seqOuts.emplace_back();
+    }
     return results;
   }
   // Scan (opset 9+), axis 0 and forward directions.
@@ -142,40 +202,89 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins) 
     return cpuk::nodeError(n, "Scan before opset 9 is not supported");
   size_t numState = n.numInputs() - numScanIn;
   size_t numScanOut = g.outputs().size() - numState;
-  std::vector<HostTensor> state;
+  std::vector<Operand> state;
   for (size_t i = 0; i < numState; ++i)
-    state.push_back(*ins[i]);
+    state.push_back(operand(i));
+  for (size_t j = 0; j < numScanIn; ++j)
+    if (!ins[numState + j])
+      return cpuk::nodeError(n, "scan inputs must be tensors");
   int64_t len = numScanIn ? ins[numState]->shape.at(0) : 0;
   std::vector<std::vector<HostTensor>> scans(numScanOut);
   for (int64_t t = 0; t < len; ++t) {
-    std::vector<HostTensor> f = state;
+    std::vector<Operand> f = state;
     for (size_t j = 0; j < numScanIn; ++j) {
       const HostTensor &x = *ins[numState + j];
       if (x.shape.empty() || x.shape[0] != len)
         return cpuk::nodeError(n, "scan inputs have different lengths");
-      HostTensor slice(x.dtype, {x.shape.begin() + 1, x.shape.end()});
-      std::memcpy(slice.bytes.data(), x.bytes.data() + t * slice.byteSize(),
-                  slice.byteSize());
+      Operand slice;
+      slice.tensor = HostTensor(x.dtype, {x.shape.begin() + 1, x.shape.end()});
+      std::memcpy(slice.tensor.bytes.data(), x.bytes.data() + t * slice.tensor.byteSize(),
+                  slice.tensor.byteSize());
       f.push_back(std::move(slice));
     }
-    auto outs = runBody(*body, g, std::move(f), captured);
+    auto outs = callBody(*body, g, std::move(f));
     if (!outs)
       return outs.takeError();
+    if (auto e = tensorsOnly(*outs, numState))
+      return std::move(e);
     for (size_t i = 0; i < numState; ++i)
-      state[i] = std::move((*outs)[i].tensor);
+      state[i] = std::move((*outs)[i]);
     for (size_t k = 0; k < numScanOut; ++k)
       scans[k].push_back(std::move((*outs)[numState + k].tensor));
   }
-  results = std::move(state);
-  for (size_t k = 0; k < numScanOut; ++k)
+  give(state);
+  for (size_t k = 0; k < numScanOut; ++k) {
     results.push_back(stack(scans[k], g.outputs()[numState + k]));
+    seqOuts.emplace_back();
+  }
   return results;
+}
+
+/// Runs a sequence op (or Identity over a sequence) of dynamic mode: reads
+/// sequences from their slots and tensors as host copies, and stores the
+/// result as a sequence slot or through `define` as a tensor.
+template <typename HostOf, typename Define>
+static llvm::Error runSequenceNode(const Node &n, const std::vector<unsigned> &inSlots,
+                                   unsigned out, std::vector<Executor::Slot> &slots,
+                                   HostOf &hostOf, Define &define) {
+  std::vector<SequenceOperand> ops;
+  for (unsigned s : inSlots) {
+    SequenceOperand o;
+    if (s != ~0u && slots[s].seq) {
+      o.seq = slots[s].seq.get();
+    } else if (s != ~0u) {
+      auto h = hostOf(s);
+      if (!h)
+        return h.takeError();
+      o.tensor = *h;
+    }
+    ops.push_back(o);
+  }
+  SequenceResult r;
+  if (n.opType == "Identity") {
+    r.seq = slots[inSlots[0]].seq; // sequences are never changed: share it
+  } else {
+    auto res = runSequenceOp(n, ops);
+    if (!res)
+      return res.takeError();
+    r = std::move(*res);
+  }
+  if (out == ~0u)
+    return llvm::Error::success();
+  if (r.seq) {
+    slots[out].type = ShapedType{r.seq->elem, {}};
+    slots[out].seq = std::move(r.seq);
+    return llvm::Error::success();
+  }
+  return define(out, &r.tensor, ShapedType{r.tensor.dtype, r.tensor.shape});
 }
 
 llvm::Expected<std::vector<NamedTensor>>
 Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   std::vector<DeviceBuffer> bufs(slots.size());
   std::vector<int64_t> uses(slots.size(), 0);
+  for (Slot &s : slots)
+    s.seq.reset();
   for (const Node &n : graph.nodes()) {
     for (const Value *v : n.inputs())
       if (v)
@@ -212,6 +321,12 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     return llvm::Error::success();
   };
   for (size_t i = 0; i < formals.size(); ++i) {
+    if (i < boundSequences.size() && boundSequences[i]) {
+      Slot &s = slots[slotOf[formals[i]]];
+      s.type = ShapedType{boundSequences[i]->elem, {}};
+      s.seq = boundSequences[i];
+      continue;
+    }
     std::unique_ptr<HostTensor> dflt;
     const HostTensor *t = bound[i];
     if (!t) {
@@ -230,6 +345,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       inSlots.push_back(v ? slotOf[v] : ~0u);
     std::vector<std::unique_ptr<HostTensor>> hostCopies;
     auto hostOf = [&](unsigned s) -> llvm::Expected<const HostTensor *> {
+      if (slots[s].seq)
+        return inputError("{0}: sequence value '{1}' used as a tensor (sequences may only "
+                          "feed sequence ops)",
+                          describeNode(n), slots[s].value->name());
       if (slots[s].kind == SlotKind::Initializer && slots[s].host)
         return slots[s].host.get();
       auto h = hostValue(s, ref(s));
@@ -238,13 +357,22 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       hostCopies.push_back(std::make_unique<HostTensor>(std::move(*h)));
       return hostCopies.back().get();
     };
-    if (bodies.count(&n)) {
+    if (isSequenceOp(n) || (n.opType == "Identity" && n.domain.empty() &&
+                            inSlots.size() == 1 && inSlots[0] != ~0u &&
+                            slots[inSlots[0]].seq)) {
+      if (auto e = runSequenceNode(
+              n, inSlots, n.numOutputs() && n.output(0) ? slotOf[n.output(0)] : ~0u,
+              slots, hostOf, define))
+        return std::move(e);
+    } else if (bodies.count(&n)) {
       std::vector<const HostTensor *> ins;
+      std::vector<std::shared_ptr<SequenceValue>> seqIns;
       std::vector<unsigned> all = inSlots;
       for (const Value *v : captures.lookup(&n))
         all.push_back(slotOf[v]);
       for (unsigned s : all) {
-        if (s == ~0u) {
+        seqIns.push_back(s == ~0u ? nullptr : slots[s].seq);
+        if (s == ~0u || slots[s].seq) {
           ins.push_back(nullptr);
           continue;
         }
@@ -253,15 +381,27 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
           return h.takeError();
         ins.push_back(*h);
       }
-      auto outs = runControlFlow(n, ins);
+      std::vector<std::shared_ptr<SequenceValue>> seqOuts;
+      auto outs = runControlFlow(n, ins, seqIns, seqOuts);
       if (!outs)
         return outs.takeError();
-      for (unsigned o = 0; o < n.numOutputs() && o < outs->size(); ++o)
-        if (n.output(o))
-          if (auto e = define(slotOf[n.output(o)], &(*outs)[o],
-                              ShapedType{(*outs)[o].dtype, (*outs)[o].shape}))
-            return std::move(e);
+      for (unsigned o = 0; o < n.numOutputs() && o < outs->size(); ++o) {
+        if (!n.output(o))
+          continue;
+        unsigned so = slotOf[n.output(o)];
+        if (o < seqOuts.size() && seqOuts[o]) {
+          slots[so].type = ShapedType{seqOuts[o]->elem, {}};
+          slots[so].seq = std::move(seqOuts[o]);
+          continue;
+        }
+        if (auto e = define(so, &(*outs)[o], ShapedType{(*outs)[o].dtype, (*outs)[o].shape}))
+          return std::move(e);
+      }
     } else {
+      for (unsigned s : inSlots)
+        if (s != ~0u && slots[s].seq)
+          return inputError("{0}: input '{1}' is a sequence; {2} takes tensors",
+                            describeNode(n), slots[s].value->name(), n.opType);
       const CpuKernel *row = findCpuKernel(n);
       std::vector<ShapedType> inTypes;
       std::vector<const HostTensor *> values;
@@ -291,6 +431,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       llvm::SmallVector<DType, 4> dts;
       for (const ShapedType &t : inTypes)
         dts.push_back(t.dtype);
+      // A node without inputs (Constant) is keyed by its output dtype; the
+      // shape function knows it where the IR type was never inferred.
+      if (dts.empty() && !outTypes.empty())
+        dts.push_back(outTypes[0].dtype);
       if (!backend.supportsOp(n, dts))
         return inputError("unsupported op {0} at {1} for input type {2}", n.opType,
                           describeNode(n), dts.empty() ? "none" : dtypeName(dts[0]));
@@ -316,6 +460,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       if (s != ~0u && --uses[s] == 0 && slots[s].kind != SlotKind::Initializer) {
         backend.release(bufs[s]);
         bufs[s] = DeviceBuffer();
+        slots[s].seq.reset();
       }
     };
     for (unsigned s : inSlots)
@@ -324,8 +469,22 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       drop(slotOf[v]);
   }
   backend.synchronize(Stream());
+  // A body returns its sequence outputs to the If/Loop/Scan running it; the
+  // main graph returns tensors only.
+  bool returnSequences = bodyCall;
+  bodyCall = false;
+  sequenceOutputs.assign(graph.outputs().size(), nullptr);
   std::vector<NamedTensor> outs;
   for (const Value *v : graph.outputs()) {
+    if (slots[slotOf[v]].seq) {
+      if (!returnSequences)
+        return inputError("graph output '{0}' is a sequence; the executor returns "
+                          "tensors only",
+                          v->name());
+      sequenceOutputs[outs.size()] = slots[slotOf[v]].seq;
+      outs.push_back(NamedTensor{v->name(), HostTensor()});
+      continue;
+    }
     auto h = hostValue(slotOf[v], ref(slotOf[v]));
     if (!h)
       return h.takeError();

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include <cstdlib>
 #include <cstring>
 
@@ -41,7 +43,7 @@ static const CpuKernel kRows[] = {
     {"Dropout", "", 1, kMax, kFloatTypes, shapeDropout, runDropout},
     {"Einsum", "", 12, kMax, kFloatTypes | kIntTypes, shapeEinsum, runEinsum},
     {"Expand", "", 8, kMax, kAllTypes, shapeExpand, runExpand},
-    {"Flatten", "", 1, kMax, kAllTypes, shapeFlatten, runCopy},
+    {"Flatten", "", 1, kMax, kAllTypes, shapeFlatten, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
     {"Gather", "", 1, kMax, kAllTypes, shapeGather, runGather},
     {"GatherElements", "", 11, kMax, kAllTypes, shapeGatherElements, runGatherElements},
     {"GatherND", "", 11, kMax, kAllTypes, shapeGatherND, runGatherND},
@@ -50,7 +52,7 @@ static const CpuKernel kRows[] = {
     {"GlobalMaxPool", "", 1, kMax, kFloatTypes, shapeGlobalPool, runGlobalMaxPool},
     {"GroupNormalization", "", 18, kMax, kFloatTypes, shapeGroupNorm, runGroupNorm},
     {"GRU", "", 7, kMax, kFloatTypes, shapeGRU, runGRU},
-    {"Identity", "", 1, kMax, kAllTypes, shapeSameAsInput0, runCopy},
+    {"Identity", "", 1, kMax, kAllTypes, shapeSameAsInput0, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
     {"InstanceNormalization", "", 6, kMax, kFloatTypes, shapeInstanceNorm, runInstanceNorm},
     {"LayerNormalization", "", 17, kMax, kFloatTypes, shapeLayerNorm, runLayerNorm},
     {"LogSoftmax", "", 1, kMax, kFloatTypes, shapeSameAsInput0, runLogSoftmax},
@@ -75,7 +77,7 @@ static const CpuKernel kRows[] = {
     {"ReduceProd", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
     {"ReduceSum", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
     {"ReduceSumSquare", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"Reshape", "", 5, kMax, kAllTypes, shapeReshape, runCopy},
+    {"Reshape", "", 5, kMax, kAllTypes, shapeReshape, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
     {"Resize", "", 10, kMax, kFloatTypes, shapeResize, runResize, /*dynamicShape=*/true},
     {"ReverseSequence", "", 10, kMax, kAllTypes, shapeReverseSequence, runReverseSequence},
     {"RNN", "", 7, kMax, kFloatTypes, shapeRNN, runRNN},
@@ -87,13 +89,13 @@ static const CpuKernel kRows[] = {
     {"Softmax", "", 1, kMax, kFloatTypes, shapeSameAsInput0, runSoftmax},
     {"SpaceToDepth", "", 1, kMax, kAllTypes, shapeSpaceToDepth, runSpaceToDepth},
     {"Split", "", 2, kMax, kAllTypes, shapeSplit, runSplit},
-    {"Squeeze", "", 1, kMax, kAllTypes, shapeSqueeze, runCopy},
+    {"Squeeze", "", 1, kMax, kAllTypes, shapeSqueeze, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
     {"Sum", "", 8, kMax, kFloatTypes, shapeVariadicBroadcast, runSum},
     {"Tile", "", 6, kMax, kAllTypes, shapeTile, runTile},
     {"TopK", "", 1, kMax, kFloatTypes | kIntTypes, shapeTopK, runTopK},
     {"Transpose", "", 1, kMax, kAllTypes, shapeTranspose, runTranspose},
     {"Trilu", "", 14, kMax, kAllTypes, shapeTrilu, runTrilu},
-    {"Unsqueeze", "", 1, kMax, kAllTypes, shapeUnsqueeze, runCopy},
+    {"Unsqueeze", "", 1, kMax, kAllTypes, shapeUnsqueeze, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
 };
 
 llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
@@ -113,11 +115,21 @@ llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
 
 const CpuKernel *mpc::findCpuKernel(llvm::StringRef opType, llvm::StringRef domain,
                                     int64_t opset) {
+  // Launches look rows up per node and per run: index the table by op type
+  // once (a hash instead of a scan of every row's name).
+  static const llvm::StringMap<llvm::SmallVector<const CpuKernel *, 2>> index = [] {
+    llvm::StringMap<llvm::SmallVector<const CpuKernel *, 2>> m;
+    for (const CpuKernel &k : cpuKernelTable())
+      m[k.opType].push_back(&k);
+    return m;
+  }();
+  auto it = index.find(opType);
+  if (it == index.end())
+    return nullptr;
   llvm::StringRef dom = domain == "ai.onnx" ? "" : domain;
-  for (const CpuKernel &k : cpuKernelTable())
-    if (opType == k.opType && dom == k.domain && opset >= k.minOpset &&
-        opset <= k.maxOpset)
-      return &k;
+  for (const CpuKernel *k : it->second)
+    if (dom == k->domain && opset >= k->minOpset && opset <= k->maxOpset)
+      return k;
   return nullptr;
 }
 
@@ -185,7 +197,10 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
 }
 
 llvm::Error CpuBackend::launch(const KernelCall &call, Stream) {
-  const CpuKernel *k = findCpuKernel(*call.node);
+  // Rows by node: a pointer hash instead of the op-type and opset lookups.
+  const CpuKernel *&k = rowOf[call.node];
+  if (!k)
+    k = findCpuKernel(*call.node);
   assert(k && "launch of a node without a kernel (checked at plan time)");
   return k->run(call);
 }

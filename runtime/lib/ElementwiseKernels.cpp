@@ -11,6 +11,7 @@
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Runtime/Kernels/Elementwise.h"
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace mpc;
@@ -177,6 +178,18 @@ static void broadcastOffsets(llvm::ArrayRef<int64_t> outShape,
 
 llvm::Error cpuk::runWhere(const KernelCall &c) {
   const TensorRef &out = c.outputs[0];
+  int64_t n = out.numElements();
+  size_t bytes = static_cast<size_t>(n) * runtimeElementSize(out.dtype);
+  // One condition for the whole tensor (a training step's skip guard):
+  // a copy of the chosen operand when it has the output's shape.
+  if (c.inputs[0].numElements() == 1) {
+    const TensorRef &pick = c.inputs[0].as<bool>()[0] ? c.inputs[1] : c.inputs[2];
+    if (pick.numElements() == n) {
+      if (pick.data != out.data && bytes)
+        std::memmove(out.data, pick.data, bytes);
+      return llvm::Error::success();
+    }
+  }
   std::vector<int64_t> oc, ox, oy;
   broadcastOffsets(out.shape, c.inputs[0].shape, oc);
   broadcastOffsets(out.shape, c.inputs[1].shape, ox);
@@ -303,7 +316,10 @@ std::vector<CpuKernel> elementwiseRows() {
       {"Or", "", 7, kMaxOp, dtypeBit(DType::Bool), shapeCompare, runLogical},
       {"Xor", "", 7, kMaxOp, dtypeBit(DType::Bool), shapeCompare, runLogical},
       {"Not", "", 1, kMaxOp, dtypeBit(DType::Bool), shapeSameAsInput0, runNot},
-      {"Where", "", 9, kMaxOp, dtypeBit(DType::Bool), shapeBroadcast, runWhere},
+      // In place over the "else" operand: a training step's skip guard
+      // Where(found_inf, old, new) then costs nothing on a clean step.
+      {"Where", "", 9, kMaxOp, dtypeBit(DType::Bool), shapeBroadcast, runWhere,
+       /*dynamicShape=*/false, /*inPlace=*/true},
       {"Cast", "", 6, kMaxOp, kAllTypes, shapeCast, runCast},
   };
   // Clip reads its bounds from inputs; replace the plain functor row.

@@ -13,6 +13,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include <chrono>
 #include <cstring>
 #include <numeric>
 
@@ -67,6 +68,12 @@ llvm::Error Executor::checkKernels() {
   const Node *first = nullptr;
   std::string firstDTypes;
   unsigned count = 0;
+  // Sequence values live on the host in dynamic mode only (a body whose
+  // formals or results are sequences).
+  for (const Value *v : graph.inputs())
+    dynamicMode |= v->type.kind == TypeKind::Sequence;
+  for (const Value *v : graph.outputs())
+    dynamicMode |= v->type.kind == TypeKind::Sequence;
   for (const Node &n : graph.nodes()) {
     if (isControlFlow(n)) {
       dynamicMode = true;
@@ -77,6 +84,11 @@ llvm::Error Executor::checkKernels() {
             return sub.takeError();
           bodies[&n].push_back(std::move(*sub));
         }
+      continue;
+    }
+    if (isSequenceOp(n)) {
+      // Run by the executor on host sequences (SequenceOps.cpp).
+      dynamicMode = true;
       continue;
     }
     if (const CpuKernel *k = findCpuKernel(n))
@@ -159,6 +171,7 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
       unsigned s = addSlot(v);
       slots[s].kind = SlotKind::Input;
       outer.push_back(v);
+      dynamicMode |= v->type.kind == TypeKind::Sequence;
     }
   };
   for (const Node &n : graph.nodes()) {
@@ -208,7 +221,7 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
     const Value *v = formals[i];
     const Type &decl = v->type;
     if (!bound[i]) {
-      if (v->initializer())
+      if (v->initializer() || (i < boundSequences.size() && boundSequences[i]))
         continue;
       return inputError("missing input '{0}' ({1} {2})", v->name(), dtypeName(decl.elem),
                         describeDims(decl));
@@ -265,6 +278,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   if (dynamicMode)
     return llvm::Error::success(); // shaped and allocated while running
   planned = false;
+  callsValid = false;
   releaseFolded();
   steps.clear();
   requests.clear();
@@ -280,20 +294,36 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     }
   }
   plannedShapes.assign(formals.size(), {});
-  std::vector<std::unique_ptr<HostTensor>> defaults;
+  plannedDefault.assign(formals.size(), false);
   for (unsigned i = 0; i < bound.size(); ++i) {
-    const HostTensor *t = bound[i];
-    if (!t) {
-      auto d = hostTensorFromIR(*formals[i]->initializer());
-      if (!d)
-        return d.takeError();
-      defaults.push_back(std::make_unique<HostTensor>(std::move(*d)));
-      t = defaults.back().get();
-    }
     Slot &s = slots[slotOf[formals[i]]];
-    s.type = ShapedType{t->dtype, t->shape};
-    s.firstStep = s.lastStep = 0;
-    plannedShapes[i] = t->shape;
+    s.kind = SlotKind::Input;
+    const HostTensor *t = bound[i];
+    if (t) {
+      s.type = ShapedType{t->dtype, t->shape};
+      s.firstStep = s.lastStep = 0;
+      plannedShapes[i] = t->shape;
+      continue;
+    }
+    // An unbound input with a default (IR 3 lists initializers among the
+    // inputs) is a constant of this plan, like an initializer: persistent
+    // and foldable (a Reshape target, a ConstantOfShape shape).
+    auto d = hostTensorFromIR(*formals[i]->initializer());
+    if (!d)
+      return d.takeError();
+    auto buf = backend.allocate(d->byteSize(), BufferKind::Persistent);
+    if (!buf)
+      return buf.takeError();
+    backend.copyToDevice(buf->data, d->bytes.data(), d->byteSize(), Stream());
+    foldedBuffers.push_back(*buf);
+    stats.persistent += buf->size;
+    s.kind = SlotKind::Folded;
+    s.persistent = buf->data;
+    s.type = ShapedType{d->dtype, d->shape};
+    if (d->numElements() <= kHostValueLimit)
+      s.host = std::make_unique<HostTensor>(std::move(*d));
+    plannedShapes[i] = s.type.shape;
+    plannedDefault[i] = true;
   }
 
   // Uses still ahead of each value (graph outputs never run out), and the
@@ -392,16 +422,31 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     // In place: an element-wise op writes over an operand of the output's
     // dtype and shape whose last use this is (the loops allow the alias).
     int64_t inPlaceRoot = -1;
+    // Candidates: the two operands of a binary op; Where's "else" operand,
+    // then its "then" operand (its condition is bool); the data of a
+    // reshape-like copy (its output is the same bytes under another shape).
+    static const unsigned kBinary[] = {0, 1}, kWhere[] = {2, 1}, kData[] = {0};
+    llvm::StringRef op = n.opType;
+    bool reshapeLike = n.domain.empty() && (op == "Reshape" || op == "Flatten" ||
+                                            op == "Squeeze" || op == "Unsqueeze" ||
+                                            op == "Identity");
+    llvm::ArrayRef<unsigned> cand = n.opType == "Where" ? llvm::ArrayRef<unsigned>(kWhere)
+                                    : reshapeLike      ? llvm::ArrayRef<unsigned>(kData)
+                                                       : llvm::ArrayRef<unsigned>(kBinary);
     if (row->inPlace && n.numOutputs() == 1 && n.output(0))
-      for (unsigned k = 0; k < n.numInputs() && k < 2 && inPlaceRoot < 0; ++k) {
-        const Value *v = n.input(k);
+      for (unsigned k : cand) {
+        if (inPlaceRoot >= 0)
+          break;
+        const Value *v = k < n.numInputs() ? n.input(k) : nullptr;
         if (!v)
           continue;
         unsigned sv = slotOf[v];
         const Slot &s = slots[sv];
         if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) &&
             remaining[sv] == 0 && s.type.dtype == outTypesDType(n, slots, slotOf) &&
-            s.type.shape == slots[slotOf[n.output(0)]].type.shape)
+            (reshapeLike ? kernels::numElements(s.type.shape) ==
+                               kernels::numElements(slots[slotOf[n.output(0)]].type.shape)
+                         : s.type.shape == slots[slotOf[n.output(0)]].type.shape))
           inPlaceRoot = root[sv];
       }
     for (const Value *v : n.inputs())
@@ -480,7 +525,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     return runDynamic(bound);
   bool replan = !planned;
   for (unsigned i = 0; !replan && i < bound.size(); ++i)
-    replan = bound[i] && bound[i]->shape != plannedShapes[i];
+    replan = (bound[i] == nullptr) != plannedDefault[i] ||
+             (bound[i] && bound[i]->shape != plannedShapes[i]);
   if (replan)
     if (auto e = plan(inputs))
       return std::move(e);
@@ -509,15 +555,37 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     backend.copyToDevice(static_cast<char *>(arena.data) + s.offset, t->bytes.data(),
                          t->byteSize(), stream);
   }
-  for (const Node *n : steps) {
-    KernelCall call;
-    call.node = n;
-    for (const Value *v : n->inputs())
-      call.inputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
-    for (const Value *v : n->outputs())
-      call.outputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
-    if (auto e = backend.launch(call, stream))
-      return std::move(e);
+  // The calls depend only on the plan and the arena's address: built once,
+  // reused by every run (a training step runs the same plan thousands of times).
+  if (!callsValid || callsArena != arena.data) {
+    calls.clear();
+    calls.reserve(steps.size());
+    for (const Node *n : steps) {
+      KernelCall call;
+      call.node = n;
+      for (const Value *v : n->inputs())
+        call.inputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
+      for (const Value *v : n->outputs())
+        call.outputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
+      calls.push_back(std::move(call));
+    }
+    callsArena = arena.data;
+    callsValid = true;
+  }
+  if (profiling) {
+    nodeTime.resize(calls.size(), 0.0);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      if (auto e = backend.launch(calls[i], stream))
+        return std::move(e);
+      backend.synchronize(stream);
+      nodeTime[i] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } else {
+    for (const KernelCall &call : calls)
+      if (auto e = backend.launch(call, stream))
+        return std::move(e);
   }
   backend.synchronize(stream);
   std::vector<NamedTensor> outs;

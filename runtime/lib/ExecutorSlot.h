@@ -19,6 +19,35 @@ enum class SlotKind {
   Folded,      ///< computed while planning: persistent pool
 };
 
+/// A sequence value (dynamic mode only): host tensors of one element type.
+/// Never changed once made (ops build new ones), so slots share them.
+struct SequenceValue {
+  DType elem = DType::Undefined;
+  std::vector<HostTensor> items;
+};
+
+/// True for the default-domain sequence ops the executor runs itself
+/// (SequenceOps.cpp): SequenceConstruct/At/Insert/Erase/Length/Empty,
+/// ConcatFromSequence, SplitToSequence.
+bool isSequenceOp(const Node &n);
+
+/// An operand of a sequence op: a sequence, a host tensor, or neither
+/// (an absent optional input).
+struct SequenceOperand {
+  const SequenceValue *seq = nullptr;
+  const HostTensor *tensor = nullptr;
+};
+
+/// The single output of a sequence op: a sequence or a tensor.
+struct SequenceResult {
+  std::shared_ptr<SequenceValue> seq;
+  HostTensor tensor;
+};
+
+/// Runs a sequence op on the host.
+llvm::Expected<SequenceResult> runSequenceOp(const Node &n,
+                                             llvm::ArrayRef<SequenceOperand> ins);
+
 struct Executor::Slot {
   const Value *value = nullptr;
   SlotKind kind = SlotKind::Activation;
@@ -31,6 +60,8 @@ struct Executor::Slot {
   uint64_t offset = 0;
   /// Live interval in steps (static mode).
   int64_t firstStep = -1, lastStep = -1;
+  /// The value when it is a sequence (dynamic mode).
+  std::shared_ptr<SequenceValue> seq;
 };
 
 } // namespace mpc

@@ -2,7 +2,8 @@
 //
 // Small models in mpc's text form: results against hand-computed values,
 // the memory plan against the checker, folding of shape computations,
-// re-planning for new input shapes and the error messages.
+// re-planning for new input shapes, inputs with defaults, sequence values
+// and the error messages.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
@@ -237,4 +238,146 @@ TEST(Executor, ShippedModelsPlanWithoutOverlaps) {
     EXPECT_LT(s.plannedPeak, s.noReuseSum);
     EXPECT_FALSE((*ex)->isDynamic());
   }
+}
+
+TEST(Executor, UnboundInputDefaultIsAPlanTimeConstant) {
+  // IR 3 style: %shape and %fill are inputs with defaults. Unbound, they are
+  // known while planning (Reshape's target, ConstantOfShape's shape); bound,
+  // they are inputs as any other.
+  auto f = load(R"(
+graph @g(%x: f32[2,6], %shape: i64[2], %fill: i64[1]) -> (%y: f32[3,4], %z: f32[2]) {
+  init %shape: i64[2] = [3, 4]
+  init %fill: i64[1] = [2]
+  %y = Reshape(%x, %shape) : f32[3,4]
+  %z = ConstantOfShape(%fill) {value = dense<f32[1]: [1.5]>} : f32[2]
+  return %y, %z
+})");
+  ASSERT_TRUE(f);
+  HostTensor x(DType::F32, {2, 6});
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    x.data<float>()[i] = float(i);
+  auto out = f->exec->run({{"x", x}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_FALSE(f->exec->isDynamic());
+  EXPECT_EQ((*out)[0].tensor.shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ((*out)[0].tensor.bytes, x.bytes);
+  EXPECT_EQ((*out)[1].tensor.shape, (std::vector<int64_t>{2}));
+  EXPECT_FLOAT_EQ((*out)[1].tensor.data<float>()[1], 1.5f);
+  // ConstantOfShape reads only the default: folded while planning.
+  EXPECT_EQ(f->exec->numFoldedNodes(), 1u);
+  EXPECT_EQ(checkMemoryPlan(f->exec->bufferRequests(), f->exec->memoryPlan()), "");
+
+  // Bound by the caller: a plain input again (and a re-plan).
+  HostTensor shape(DType::I64, {2});
+  shape.data<int64_t>()[0] = 4;
+  shape.data<int64_t>()[1] = 3;
+  std::string error;
+  auto bound = f->exec->run({{"x", x}, {"shape", shape}});
+  if (bound) {
+    EXPECT_EQ((*bound)[0].tensor.shape, (std::vector<int64_t>{4, 3}));
+  } else {
+    // A bound shape operand is not known before running (static mode).
+    error = llvm::toString(bound.takeError());
+    EXPECT_NE(error.find("must be known before running"), std::string::npos) << error;
+  }
+  // Unbound again: back to the default.
+  auto again = f->exec->run({{"x", x}});
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  EXPECT_EQ((*again)[0].tensor.shape, (std::vector<int64_t>{3, 4}));
+}
+
+TEST(Executor, SequenceOpsRunInDynamicMode) {
+  auto f = load(R"(
+graph @g(%x: i32[4,2], %one: i64[])
+    -> (%n: i64[], %at: i32[1,2], %cat: i32[5,2], %st: i32[1,2,2], %m: i64[]) {
+  init %minus1: i64[] = [-1]
+  %s = SplitToSequence(%x) {axis = 0} : seq<i32>
+  %n = SequenceLength(%s) : i64[]
+  %at = SequenceAt(%s, %minus1) : i32[1,2]
+  %s2 = SequenceInsert(%s, %at, %one) : seq<i32>
+  %cat = ConcatFromSequence(%s2) {axis = 0} : i32[5,2]
+  %s3 = SequenceErase(%s2) : seq<i32>
+  %s4 = SequenceErase(%s3, %one) : seq<i32>
+  %s5 = SequenceErase(%s4, %one) : seq<i32>
+  %st = ConcatFromSequence(%s5) {axis = 1, new_axis = 1} : i32[1,2,2]
+  %e = SequenceEmpty() {dtype = i64} : seq<i64>
+  %c = SequenceConstruct(%n, %n) : seq<i64>
+  %e2 = SequenceInsert(%e, %n) : seq<i64>
+  %m = SequenceLength(%e2) : i64[]
+  return %n, %at, %cat, %st, %m
+})");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->exec->isDynamic());
+  HostTensor x(DType::I32, {4, 2});
+  for (int i = 0; i < 8; ++i)
+    x.data<int32_t>()[i] = i;
+  HostTensor one(DType::I64, {});
+  *one.data<int64_t>() = 1;
+  auto out = f->exec->run({{"x", x}, {"one", one}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_EQ(*(*out)[0].tensor.data<int64_t>(), 4);
+  // Last row.
+  EXPECT_EQ((*out)[1].tensor.shape, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ((*out)[1].tensor.data<int32_t>()[0], 6);
+  // Rows 0, 3, 1, 2, 3 (the last row inserted at position 1).
+  const HostTensor &cat = (*out)[2].tensor;
+  EXPECT_EQ(cat.shape, (std::vector<int64_t>{5, 2}));
+  std::vector<int32_t> want = {0, 1, 6, 7, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(std::vector<int32_t>(cat.data<int32_t>(), cat.data<int32_t>() + 10), want);
+  // Erase last, then position 1 twice: rows 0 and 2, stacked on a new axis 1.
+  const HostTensor &st = (*out)[3].tensor;
+  EXPECT_EQ(st.shape, (std::vector<int64_t>{1, 2, 2}));
+  std::vector<int32_t> wantSt = {0, 1, 4, 5};
+  EXPECT_EQ(std::vector<int32_t>(st.data<int32_t>(), st.data<int32_t>() + 4), wantSt);
+  EXPECT_EQ(*(*out)[4].tensor.data<int64_t>(), 1);
+
+  // A position out of range is an error naming the node.
+  *one.data<int64_t>() = 9;
+  std::string error = runError(*f, {{"x", x}, {"one", one}});
+  EXPECT_NE(error.find("SequenceInsert"), std::string::npos) << error;
+  EXPECT_NE(error.find("out of range"), std::string::npos) << error;
+}
+
+TEST(Executor, SequencesCrossLoopBodies) {
+  // The loop state is a sequence: each trip appends the captured %x scaled
+  // by the trip count; the sequence comes back out of the body and the main
+  // graph concatenates it.
+  auto f = load(R"(
+graph @g(%n: i64[], %c: bool[], %x: f32[2]) -> (%y: f32[6], %len: i64[]) {
+  %s0 = SequenceEmpty() {dtype = f32} : seq<f32>
+  %sf = Loop(%n, %c, %s0) {
+    body = graph @body(%i: i64[], %ci: bool[], %s: seq<f32>) -> (%co: bool[], %sn: seq<f32>) {
+      %co = Identity(%ci)
+      %fi = Cast(%i) {to = f32} : f32[]
+      %t = Mul(%x, %fi) : f32[2]
+      %sn = SequenceInsert(%s, %t) : seq<f32>
+      return %co, %sn
+    }
+  } : seq<f32>
+  %y = ConcatFromSequence(%sf) {axis = 0} : f32[6]
+  %len = SequenceLength(%sf) : i64[]
+  return %y, %len
+})");
+  ASSERT_TRUE(f);
+  HostTensor n(DType::I64, {});
+  *n.data<int64_t>() = 3;
+  HostTensor c(DType::Bool, {});
+  *c.data<bool>() = true;
+  auto out = f->exec->run({{"n", n}, {"c", c}, {"x", floats({2}, {1, 10})}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  const HostTensor &y = (*out)[0].tensor;
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{6}));
+  std::vector<float> want = {0, 0, 1, 10, 2, 20};
+  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 6), want);
+  EXPECT_EQ(*(*out)[1].tensor.data<int64_t>(), 3);
+
+  // A sequence may not leave the main graph.
+  auto g = load(R"(
+graph @g(%x: f32[2]) -> (%s: seq<f32>) {
+  %s = SequenceConstruct(%x, %x) : seq<f32>
+  return %s
+})");
+  ASSERT_TRUE(g);
+  std::string error = runError(*g, {{"x", floats({2}, {1, 2})}});
+  EXPECT_NE(error.find("graph output 's' is a sequence"), std::string::npos) << error;
 }

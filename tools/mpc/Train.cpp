@@ -80,6 +80,8 @@ options:
   --plot FILE.svg     loss (and evaluation) curves, as `mpc plot` draws them
   --device cpu|cuda   backend (default cpu)
   --threads N         threads for the CPU backend's matrix products
+  --profile           time every node of the step and print the share of the
+                      step spent in the inserted loss-scaling subgraphs
 
 exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 2 bad usage.
@@ -93,6 +95,7 @@ struct TrainArgs {
   bool seedGiven = false;
   double holdout = 0.1;
   int threads = 0;
+  bool profile = false;
 };
 
 /// One row of the CSV log.
@@ -113,7 +116,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     bool missing = false;
     llvm::StringRef cur = s.peek();
     uint64_t u = 0;
-    if (s.flag("--train")) {
+    if (s.flag("--profile")) {
+      a.profile = true;
+    } else if (s.flag("--train")) {
       continue;
     } else if (s.value("--data", v, missing)) {
       a.data = v;
@@ -509,6 +514,8 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     return llvm::Error::success();
   };
 
+  if (a.profile)
+    t.stepExecutor().setProfiling(true);
   std::vector<double> stepMs; // time of each step alone (no evaluation, no files)
   stepMs.reserve(total);
   for (uint64_t i = 0; i < total; ++i) {
@@ -591,6 +598,27 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   err << "time: " << stepMs.size() << " step(s), median " << fmtDouble(median, "%.4f")
       << " ms per step (" << fmtDouble(median > 0 ? 1000.0 / median : 0, "%.1f")
       << " steps/s), evaluation excluded\n";
+  if (a.profile) {
+    // Nodes the rewrite inserted for loss scaling carry this doc string.
+    const Executor &ex = t.stepExecutor();
+    double all = 0, scaling = 0;
+    size_t nScaling = 0;
+    for (size_t i = 0; i < ex.nodeSeconds().size(); ++i) {
+      all += ex.nodeSeconds()[i];
+      if (llvm::StringRef(ex.scheduledNodes()[i]->docString).startswith("mpc loss scaling:")) {
+        scaling += ex.nodeSeconds()[i];
+        ++nScaling;
+      }
+    }
+    double stepSeconds = 0;
+    for (double ms : stepMs)
+      stepSeconds += ms / 1000.0;
+    err << "profile: " << ex.scheduledNodes().size() << " node(s) per step; " << nScaling
+        << " loss-scaling node(s) take "
+        << fmtDouble(all > 0 ? 100.0 * scaling / all : 0, "%.2f") << "% of node time, "
+        << fmtDouble(stepSeconds > 0 ? 100.0 * scaling / stepSeconds : 0, "%.2f")
+        << "% of step time\n";
+  }
 
   const LogRow &fin = rows.back();
   llvm::outs() << "final: step " << fin.step.step << " loss " << fmtDouble(fin.step.loss, "%.6g");

@@ -13,6 +13,7 @@
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Target/BackendCaps.h"
+#include "llvm/ADT/DenseMap.h"
 #include <vector>
 
 namespace mpc {
@@ -103,6 +104,8 @@ public:
 private:
   CpuCaps cpuCaps;
   size_t currentBytes = 0, peakBytes = 0;
+  /// Kernel rows of the nodes launched so far.
+  llvm::DenseMap<const Node *, const CpuKernel *> rowOf;
 };
 
 } // namespace mpc

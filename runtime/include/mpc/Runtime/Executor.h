@@ -9,6 +9,10 @@
 // arena (MemoryPlanner.h). run() copies the inputs in, launches the nodes in
 // order and copies the outputs out.
 //
+// Inputs with a default (IR 3 lists initializers among the graph inputs) that
+// run() is not given are planned as constants, like initializers: persistent
+// and foldable (a Reshape target); given, they are inputs like any other.
+//
 // Memory: initializers and folded values live in the persistent pool, uploaded
 // once per executor (plan) and kept across runs. Activations live in the
 // arena, allocated on the first run and reused while the plan fits; an
@@ -22,7 +26,10 @@
 // (outside any arena), freed after its last use. Bodies run on
 // sub-executors (planned statically when they can be): the values they read
 // (formal inputs and values captured from enclosing graphs) are passed as
-// host copies, and their outputs come back as host copies.
+// host copies, and their outputs come back as host copies. Sequence values
+// (SequenceConstruct, SplitToSequence, ...) exist in dynamic mode only, as
+// vectors of host tensors; they may cross into and out of bodies (a Loop's
+// state) but not out of the main graph.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_EXECUTOR_H
@@ -40,6 +47,8 @@
 #include <vector>
 
 namespace mpc {
+
+struct SequenceValue; // runtime/lib (ExecutorSlot.h)
 
 /// A named host tensor: a model input or output.
 struct NamedTensor {
@@ -88,6 +97,11 @@ public:
   llvm::Expected<std::vector<NamedTensor>> run(llvm::ArrayRef<NamedTensor> inputs);
 
   const MemoryStats &memoryStats() const { return stats; }
+  /// Per-node wall time (static mode): when on, run() adds each node's
+  /// launch time to nodeSeconds(), indexed like scheduledNodes().
+  void setProfiling(bool on) { profiling = on; }
+  llvm::ArrayRef<const Node *> scheduledNodes() const { return steps; }
+  llvm::ArrayRef<double> nodeSeconds() const { return nodeTime; }
   /// The arena requests and plan (for checkMemoryPlan in tests).
   llvm::ArrayRef<BufferRequest> bufferRequests() const { return requests; }
   const MemoryPlan &memoryPlan() const { return arenaPlan; }
@@ -111,8 +125,12 @@ private:
   void releaseFolded();
   llvm::Expected<std::vector<NamedTensor>>
   runDynamic(const std::vector<const HostTensor *> &bound);
+  /// Runs If/Loop/Scan; an operand i that is a sequence has inputs[i] null
+  /// and seqInputs[i] set, and seqOutputs[o] is set for a sequence result.
   llvm::Expected<std::vector<HostTensor>>
-  runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> inputs);
+  runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> inputs,
+                 llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqInputs,
+                 std::vector<std::shared_ptr<SequenceValue>> &seqOutputs);
   llvm::Expected<HostTensor> hostValue(unsigned slot, const TensorRef &ref) const;
 
   const Graph &graph;
@@ -130,7 +148,16 @@ private:
   DeviceBuffer arena;
   std::vector<DeviceBuffer> persistentBuffers, foldedBuffers;
   std::vector<std::vector<int64_t>> plannedShapes;
+  /// Per formal: true when the plan took its default (initializer) as a
+  /// known constant because the caller did not bind it.
+  std::vector<bool> plannedDefault;
   bool planned = false;
+  /// The kernel calls of `steps` for the current plan and arena (run()).
+  std::vector<KernelCall> calls;
+  const void *callsArena = nullptr;
+  bool callsValid = false;
+  bool profiling = false;
+  std::vector<double> nodeTime;
   bool dynamicMode = false;
   size_t numFolded = 0;
   /// Values of enclosing graphs read here (or by nested bodies).
@@ -139,6 +166,12 @@ private:
   llvm::DenseMap<const Node *, std::vector<std::unique_ptr<Executor>>> bodies;
   /// Values of this graph (or outer ones) a control-flow node's bodies read.
   llvm::DenseMap<const Node *, std::vector<const Value *>> captures;
+  /// Set by the If/Loop/Scan running this body, for its next run only:
+  /// sequences bound to formals (by index; null for tensors), whether
+  /// sequence outputs may be returned, and those outputs (null for tensors).
+  std::vector<std::shared_ptr<SequenceValue>> boundSequences;
+  bool bodyCall = false;
+  std::vector<std::shared_ptr<SequenceValue>> sequenceOutputs;
 };
 
 } // namespace mpc

@@ -116,6 +116,8 @@ public:
   llvm::Expected<EvalResult> evaluate();
   /// Writes the current state into the model's initializers.
   void syncModel();
+  /// The executor of the training step (for per-node profiles).
+  Executor &stepExecutor() { return *algorithm; }
 
 private:
   Trainer(Model &m, Backend &b, int64_t batch);
