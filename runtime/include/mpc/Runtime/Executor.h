@@ -99,7 +99,8 @@ public:
   const MemoryStats &memoryStats() const { return stats; }
   /// Per-node wall time (static mode): when on, run() adds each node's
   /// launch time to nodeSeconds(), indexed like scheduledNodes().
-  void setProfiling(bool on) { profiling = on; }
+  /// The clock's own cost (two reads, measured once) is subtracted.
+  void setProfiling(bool on);
   llvm::ArrayRef<const Node *> scheduledNodes() const { return steps; }
   llvm::ArrayRef<double> nodeSeconds() const { return nodeTime; }
   /// The arena requests and plan (for checkMemoryPlan in tests).
@@ -157,6 +158,7 @@ private:
   const void *callsArena = nullptr;
   bool callsValid = false;
   bool profiling = false;
+  double clockCost = 0;
   std::vector<double> nodeTime;
   bool dynamicMode = false;
   size_t numFolded = 0;
