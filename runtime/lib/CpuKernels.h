@@ -9,6 +9,7 @@
 #define MPC_RUNTIME_LIB_CPUKERNELS_H
 
 #include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Float16.h"
 #include "mpc/Support/Diagnostics.h"
@@ -191,6 +192,9 @@ llvm::Error runRNN(const KernelCall &);
 // ResizeKernel.cpp.
 llvm::Error shapeResize(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runResize(const KernelCall &);
+
+/// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
+cpu::AutoPad autoPadOf(const Node &n);
 
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();

@@ -95,7 +95,7 @@ llvm::Error cpuk::runMatMul(const KernelCall &c) {
 // Conv and pooling
 //===----------------------------------------------------------------------===//
 
-static cpu::AutoPad autoPadOf(const Node &n) {
+cpu::AutoPad cpuk::autoPadOf(const Node &n) {
   llvm::StringRef s = n.stringAttr("auto_pad", "NOTSET");
   if (s == "SAME_UPPER")
     return cpu::AutoPad::SameUpper;

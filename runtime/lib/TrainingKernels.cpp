@@ -313,17 +313,6 @@ llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
 // Convolution and pooling gradients
 //===----------------------------------------------------------------------===//
 
-static cpu::AutoPad autoPadOf(const Node &n) {
-  llvm::StringRef s = n.stringAttr("auto_pad", "NOTSET");
-  if (s == "SAME_UPPER")
-    return cpu::AutoPad::SameUpper;
-  if (s == "SAME_LOWER")
-    return cpu::AutoPad::SameLower;
-  if (s == "VALID")
-    return cpu::AutoPad::Valid;
-  return cpu::AutoPad::NotSet;
-}
-
 /// Strides, dilations and resolved pads of the forward window on x, and
 /// checks that dy has the forward output's shape.
 template <typename G>
