@@ -195,6 +195,9 @@ llvm::Error runResize(const KernelCall &);
 
 /// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
 cpu::AutoPad autoPadOf(const Node &n);
+/// Conv's geometry from its attributes and the X and W shapes (LinalgKernels.cpp).
+llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                               llvm::ArrayRef<int64_t> w);
 
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();

@@ -141,9 +141,8 @@ static llvm::Error windowGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
   return llvm::Error::success();
 }
 
-static llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n,
-                                                      llvm::ArrayRef<int64_t> x,
-                                                      llvm::ArrayRef<int64_t> w) {
+llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                                     llvm::ArrayRef<int64_t> w) {
   cpu::ConvGeometry g;
   if (w.size() < 3 || x.size() != w.size())
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +

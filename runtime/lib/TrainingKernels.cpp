@@ -349,27 +349,20 @@ static llvm::Error windowOf(const Node &n, llvm::ArrayRef<int64_t> x,
   return llvm::Error::success();
 }
 
+/// Conv's geometry of the forward (shared with Conv), and dY must have the
+/// forward output's shape.
 static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
                                                           llvm::ArrayRef<int64_t> dy,
                                                           llvm::ArrayRef<int64_t> x,
                                                           llvm::ArrayRef<int64_t> w) {
-  cpu::ConvGeometry g;
-  if (w.size() < 3 || x.size() != w.size())
-    return nodeError(n, "X " + formatShape(x) + " and W " + formatShape(w) +
-                            " ranks do not match");
-  g.batch = x[0];
-  g.inChannels = x[1];
-  g.outChannels = w[0];
-  g.group = n.intAttr("group", 1);
-  if (g.group <= 0 || x[1] != w[1] * g.group || w[0] % g.group)
-    return nodeError(n, "channels of X " + formatShape(x) + " and W " + formatShape(w) +
-                            " do not match group " + std::to_string(g.group));
-  g.kernel.assign(w.begin() + 2, w.end());
-  auto ks = intsAttr(n, "kernel_shape", {});
-  if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
-    return nodeError(n, "kernel_shape does not match W");
-  if (auto e = windowOf(n, x, dy, w[0], g))
-    return std::move(e);
+  auto g = convGeometry(n, x, w);
+  if (!g)
+    return g.takeError();
+  llvm::SmallVector<int64_t, 6> want = {g->batch, g->outChannels};
+  want.append(g->outSpatial.begin(), g->outSpatial.end());
+  if (llvm::ArrayRef<int64_t>(want) != dy)
+    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
+                            formatShape(want));
   return g;
 }
 
