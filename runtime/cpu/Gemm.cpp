@@ -282,35 +282,26 @@ bool matmulShape(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
 }
 
 template <typename T>
-void matmul(const T *a, llvm::ArrayRef<int64_t> aShape, const T *b,
-            llvm::ArrayRef<int64_t> bShape, T *c) {
-  llvm::SmallVector<int64_t, 6> outShape;
-  bool ok = matmulShape(aShape, bShape, outShape);
-  assert(ok && "matmul operand shapes do not match");
-  (void)ok;
-  int64_t m = aShape.size() > 1 ? aShape[aShape.size() - 2] : 1;
-  int64_t k = aShape.back();
-  int64_t n = bShape.size() > 1 ? bShape.back() : 1;
-  llvm::ArrayRef<int64_t> aBatch =
-      aShape.drop_back(std::min<size_t>(2, aShape.size()));
-  llvm::ArrayRef<int64_t> bBatch =
-      bShape.drop_back(std::min<size_t>(2, bShape.size()));
+void batchedMatmul(const MatrixBatch<T> &a, const MatrixBatch<T> &b, int64_t m,
+                   int64_t n, int64_t k, GemmScalar<T> alpha, T *c) {
   using S = GemmScalar<T>;
-
-  // B shared by every batch: A's rows are contiguous, fold them into M.
-  if (numElements(bBatch) == 1) {
-    gemm<T, T>(false, false, numElements(aBatch) * m, n, k, S(1), a, k, b, n,
-               S(0), c, n);
+  // B shared by every batch and A's matrices stacked densely: A's rows are
+  // contiguous, fold them into M.
+  if (numElements(b.batch) == 1 && !a.trans && a.ld == k &&
+      a.batchStride == m * k) {
+    gemm<T, T>(false, b.trans, numElements(a.batch) * m, n, k, alpha, a.data,
+               k, b.data, b.ld, S(0), c, n);
     return;
   }
-  BroadcastPlan plan = makeBroadcastPlan(aBatch, bBatch);
+  BroadcastPlan plan = makeBroadcastPlan(a.batch, b.batch);
   if (plan.numElements == 0 || m == 0 || n == 0)
     return;
   int64_t idx[kMaxBroadcastRank] = {};
   int64_t aOff = 0, bOff = 0;
   for (int64_t o = 0; o < plan.numElements; ++o) {
-    gemm<T, T>(false, false, m, n, k, S(1), a + aOff * m * k, k,
-               b + bOff * k * n, n, S(0), c + o * m * n, n);
+    gemm<T, T>(a.trans, b.trans, m, n, k, alpha, a.data + aOff * a.batchStride,
+               a.ld, b.data + bOff * b.batchStride, b.ld, S(0), c + o * m * n,
+               n);
     for (int d = plan.rank - 1; d >= 0; --d) {
       aOff += plan.aStrides[d];
       bOff += plan.bStrides[d];
@@ -321,6 +312,28 @@ void matmul(const T *a, llvm::ArrayRef<int64_t> aShape, const T *b,
       idx[d] = 0;
     }
   }
+}
+
+template <typename T>
+void matmul(const T *a, llvm::ArrayRef<int64_t> aShape, const T *b,
+            llvm::ArrayRef<int64_t> bShape, T *c) {
+  llvm::SmallVector<int64_t, 6> outShape;
+  bool ok = matmulShape(aShape, bShape, outShape);
+  assert(ok && "matmul operand shapes do not match");
+  (void)ok;
+  int64_t m = aShape.size() > 1 ? aShape[aShape.size() - 2] : 1;
+  int64_t k = aShape.back();
+  int64_t n = bShape.size() > 1 ? bShape.back() : 1;
+  MatrixBatch<T> ma, mb;
+  ma.data = a;
+  ma.batch = aShape.drop_back(std::min<size_t>(2, aShape.size()));
+  ma.batchStride = m * k;
+  ma.ld = k;
+  mb.data = b;
+  mb.batch = bShape.drop_back(std::min<size_t>(2, bShape.size()));
+  mb.batchStride = k * n;
+  mb.ld = n;
+  batchedMatmul<T>(ma, mb, m, n, k, GemmScalar<T>(1), c);
 }
 
 void setGemmThreads(int numThreads) { openblas_set_num_threads(numThreads); }
@@ -343,7 +356,10 @@ MPC_INSTANTIATE_GEMM(BFloat16, float)
                                 int64_t, GemmScalar<T>, const T *, int64_t,    \
                                 int64_t, T *, int64_t);                        \
   template void matmul<T>(const T *, llvm::ArrayRef<int64_t>, const T *,       \
-                          llvm::ArrayRef<int64_t>, T *);
+                          llvm::ArrayRef<int64_t>, T *);                       \
+  template void batchedMatmul<T>(const MatrixBatch<T> &,                       \
+                                 const MatrixBatch<T> &, int64_t, int64_t,     \
+                                 int64_t, GemmScalar<T>, T *);
 MPC_INSTANTIATE_MATMUL(float)
 MPC_INSTANTIATE_MATMUL(double)
 MPC_INSTANTIATE_MATMUL(Half)

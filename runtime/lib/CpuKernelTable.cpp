@@ -20,6 +20,7 @@ namespace mpc {
 namespace cpuk {
 std::vector<CpuKernel> elementwiseRows();
 std::vector<CpuKernel> trainingRows();
+std::vector<CpuKernel> contribRows();
 } // namespace cpuk
 } // namespace mpc
 
@@ -100,14 +101,17 @@ static const CpuKernel kRows[] = {
 
 llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
   // Built on first use (not by a global constructor): the fixed rows above
-  // followed by the element-wise rows and the training rows (domain
-  // ai.mpc.training, TrainingKernels.cpp).
+  // followed by the element-wise rows, the training rows (domain
+  // ai.mpc.training, TrainingKernels.cpp) and the onnxruntime contrib rows
+  // (domain com.microsoft, ContribKernels.cpp).
   static const std::vector<CpuKernel> table = [] {
     std::vector<CpuKernel> t(std::begin(kRows), std::end(kRows));
     std::vector<CpuKernel> ew = elementwiseRows();
     t.insert(t.end(), ew.begin(), ew.end());
     std::vector<CpuKernel> tr = trainingRows();
     t.insert(t.end(), tr.begin(), tr.end());
+    std::vector<CpuKernel> co = contribRows();
+    t.insert(t.end(), co.begin(), co.end());
     return t;
   }();
   return table;

@@ -201,6 +201,12 @@ llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int
 
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();
+/// ConvGrad of ai.mpc.training, also the com.microsoft row (TrainingKernels.cpp).
+llvm::Error shapeConvGrad(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runConvGrad(const KernelCall &);
+
+// The rows of the com.microsoft domain (ContribKernels.cpp).
+std::vector<CpuKernel> contribRows();
 
 } // namespace cpuk
 } // namespace mpc

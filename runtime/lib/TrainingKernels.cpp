@@ -366,7 +366,7 @@ static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
   return g;
 }
 
-static llvm::Error shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = convGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape, q.inputs[2].shape);
   if (!g)
     return g.takeError();
@@ -379,7 +379,7 @@ static llvm::Error shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
-static llvm::Error runConvGrad(const KernelCall &c) {
+llvm::Error cpuk::runConvGrad(const KernelCall &c) {
   auto g = convGradGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
   if (!g)
     return g.takeError();

@@ -6,11 +6,11 @@
 // explicitly (registerTrainingSchemas), never from a global constructor.
 //
 //===----------------------------------------------------------------------===//
+#include "SchemaRegistry.h"
 #include "mpc/Ops/OpSignature.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/shape_inference.h"
 #include "onnx/defs/tensor_proto_util.h"
-#include <mutex>
 
 using onnx::AttributeProto;
 using onnx::InferenceContext;
@@ -18,10 +18,21 @@ using onnx::OpSchema;
 
 static const char *const kDomain = "ai.mpc.training";
 
-static const std::vector<std::string> &floatTypes() {
+const std::vector<std::string> &mpc::schemaFloatTypes() {
   static const std::vector<std::string> types = {"tensor(float16)", "tensor(float)",
                                                  "tensor(double)", "tensor(bfloat16)"};
   return types;
+}
+
+static const std::vector<std::string> &floatTypes() { return mpc::schemaFloatTypes(); }
+
+void mpc::addVersion1Schemas(const char *domain, std::vector<OpSchema> schemas) {
+  auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
+  if (!ranges.Map().count(domain))
+    ranges.AddDomainToVersion(domain, 1, 1);
+  for (OpSchema &s : schemas)
+    if (!onnx::OpSchemaRegistry::Schema(s.Name(), 1, domain))
+      onnx::RegisterSchema(std::move(s));
 }
 
 /// Output `out` takes the element type and (when known) shape of input `in`.
@@ -299,13 +310,12 @@ static std::vector<OpSchema> trainingSchemas() {
 }
 
 void mpc::registerTrainingSchemas() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
-    if (!ranges.Map().count(kDomain))
-      ranges.AddDomainToVersion(kDomain, 1, 1);
-    for (OpSchema &s : trainingSchemas())
-      if (!onnx::OpSchemaRegistry::Schema(s.Name(), 1, kDomain))
-        onnx::RegisterSchema(std::move(s));
-  });
+  // A function-local static: after the first call the check is one load
+  // (std::call_once costs far more, and this runs once per signature lookup).
+  static const bool registered = [] {
+    mpc::addVersion1Schemas(kDomain, trainingSchemas());
+    registerContribSchemas(); // onnxruntime's FusedMatMul and ConvGrad
+    return true;
+  }();
+  (void)registered;
 }

@@ -87,6 +87,11 @@ int64_t newestKnownOpset(llvm::StringRef domain);
 /// that call libonnx's checker or shape inference directly call it first.
 void registerTrainingSchemas();
 
+/// Registers the libonnx schemas of the com.microsoft ops mpc runs
+/// (FusedMatMul, ConvGrad) and that domain's version range. Idempotent and
+/// thread-safe; registerTrainingSchemas() calls it.
+void registerContribSchemas();
+
 /// Parses "tensor(float16)", "seq(tensor(float))", "optional(...)".
 bool parseTypeString(llvm::StringRef s, Type &out);
 

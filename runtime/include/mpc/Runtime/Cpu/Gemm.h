@@ -59,6 +59,26 @@ template <typename T>
 void matmul(const T *a, llvm::ArrayRef<int64_t> aShape, const T *b,
             llvm::ArrayRef<int64_t> bShape, T *c);
 
+/// One operand of batchedMatmul: matrix i of the row-major flattened batch
+/// starts at data + i * batchStride, its rows are ld elements apart, and it is
+/// stored transposed when trans. A dense [batch..., rows, cols] tensor has
+/// batchStride rows * cols and ld cols; other strides describe operands whose
+/// batch axes sit between the matrix axes (FusedMatMul's transBatchA/B).
+template <typename T> struct MatrixBatch {
+  const T *data = nullptr;
+  llvm::ArrayRef<int64_t> batch;
+  int64_t batchStride = 0;
+  int64_t ld = 0;
+  bool trans = false;
+};
+
+/// C = alpha * op(A) * op(B) for every matrix pair of the numpy broadcast of
+/// A's and B's batch dimensions; op(A) is m x k, op(B) is k x n, and c is
+/// dense [broadcast batch..., m, n]. The engine of matmul; same accumulation.
+template <typename T>
+void batchedMatmul(const MatrixBatch<T> &a, const MatrixBatch<T> &b, int64_t m,
+                   int64_t n, int64_t k, GemmScalar<T> alpha, T *c);
+
 /// Sets the number of threads OpenBLAS uses (1 for single-threaded runs).
 void setGemmThreads(int numThreads);
 
