@@ -9,6 +9,12 @@
 // their slots (shared, never changed); sequence ops (SequenceOps.cpp) and
 // bodies take them as they are.
 //
+// A body runs statically planned when it can be; one whose shapes depend on
+// the values it is called with (a Slice bounded by the iteration number)
+// falls back to this mode while planning (Executor.cpp). A shape function
+// that still lacks an operand's value is asked again with every small
+// operand on the host (Range's float bounds).
+//
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Executor.h"
@@ -67,6 +73,142 @@ struct Operand {
   std::shared_ptr<SequenceValue> seq;
 };
 } // namespace
+
+/// Element `i` of `x` along axis 0.
+static HostTensor element(const HostTensor &x, int64_t i) {
+  HostTensor out(x.dtype, {x.shape.begin() + 1, x.shape.end()});
+  std::memcpy(out.bytes.data(), x.bytes.data() + i * out.byteSize(), out.byteSize());
+  return out;
+}
+
+/// Scan-8: every state and scan input has a leading batch axis, the scan
+/// axis is 1, and the optional first input sequence_lens gives each batch
+/// entry's length. Each batch entry runs the body from the initial states
+/// over its first sequence_lens[b] elements (the last ones first where
+/// `directions` says 1); its scan outputs are padded with zeros to the
+/// longest length. `callBody` runs the body on (states..., elements...).
+template <typename CallBody>
+static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const HostTensor *> ins,
+                            llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqIns,
+                            CallBody &callBody, std::vector<HostTensor> &results) {
+  size_t numScanIn = n.intAttr("num_scan_inputs", 0);
+  if (numScanIn == 0 || n.numInputs() < 1 + numScanIn)
+    return cpuk::nodeError(n, "num_scan_inputs must be between 1 and the number of "
+                              "states and scan inputs");
+  size_t numState = n.numInputs() - 1 - numScanIn;
+  if (g.outputs().size() < numState)
+    return cpuk::nodeError(n, "the body returns fewer values than there are states");
+  size_t numScanOut = g.outputs().size() - numState;
+  for (size_t i = 1; i < n.numInputs(); ++i)
+    if (i >= ins.size() || !ins[i] || (i < seqIns.size() && seqIns[i]))
+      return cpuk::nodeError(n, "states and scan inputs must be tensors");
+  std::vector<int64_t> dirs = cpuk::intsAttr(n, "directions", {});
+  if (dirs.size() > numScanIn)
+    return cpuk::nodeError(n, "more directions than scan inputs");
+  dirs.resize(numScanIn, 0);
+  for (int64_t d : dirs)
+    if (d != 0 && d != 1)
+      return cpuk::nodeError(n, "directions must be 0 (forward) or 1 (reverse)");
+  const HostTensor &first = *ins[1 + numState];
+  if (first.shape.size() < 2)
+    return cpuk::nodeError(n, "scan inputs need a batch axis and a sequence axis");
+  int64_t batch = first.shape[0], maxLen = first.shape[1];
+  for (size_t j = 0; j < numScanIn; ++j) {
+    const auto &shape = ins[1 + numState + j]->shape;
+    if (shape.size() < 2 || shape[0] != batch || shape[1] != maxLen)
+      return cpuk::nodeError(n, "scan input " + llvm::Twine(j) + " has shape " +
+                                    formatShape(shape) + "; the first one has batch " +
+                                    llvm::Twine(batch) + " and length " + llvm::Twine(maxLen));
+  }
+  for (size_t i = 0; i < numState; ++i)
+    if (ins[1 + i]->shape.empty() || ins[1 + i]->shape[0] != batch)
+      return cpuk::nodeError(n, "initial state " + llvm::Twine(i) + " has shape " +
+                                    formatShape(ins[1 + i]->shape) + "; the batch size is " +
+                                    llvm::Twine(batch));
+  std::vector<int64_t> lens(batch, maxLen);
+  if (ins[0]) {
+    if (ins[0]->numElements() != batch)
+      return cpuk::nodeError(n, "sequence_lens has " + llvm::Twine(ins[0]->numElements()) +
+                                    " entries; the batch size is " + llvm::Twine(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      lens[b] = int64_t(ins[0]->getAsDouble(b));
+      if (lens[b] < 0 || lens[b] > maxLen)
+        return cpuk::nodeError(n, "sequence_lens[" + llvm::Twine(b) + "] is " +
+                                      llvm::Twine(lens[b]) + "; the maximum is " +
+                                      llvm::Twine(maxLen));
+    }
+  }
+  // finals[i][b]: state i after batch entry b; outs[k][b][t]: scan output k.
+  std::vector<std::vector<HostTensor>> finals(numState);
+  std::vector<std::vector<std::vector<HostTensor>>> scans(
+      numScanOut, std::vector<std::vector<HostTensor>>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Operand> state(numState);
+    for (size_t i = 0; i < numState; ++i)
+      state[i].tensor = element(*ins[1 + i], b);
+    std::vector<HostTensor> xs;
+    for (size_t j = 0; j < numScanIn; ++j)
+      xs.push_back(element(*ins[1 + numState + j], b));
+    for (int64_t t = 0; t < lens[b]; ++t) {
+      std::vector<Operand> f = state;
+      for (size_t j = 0; j < numScanIn; ++j) {
+        Operand x;
+        x.tensor = element(xs[j], dirs[j] ? lens[b] - 1 - t : t);
+        f.push_back(std::move(x));
+      }
+      auto outs = callBody(std::move(f));
+      if (!outs)
+        return outs.takeError();
+      for (size_t k = 0; k < outs->size(); ++k)
+        if ((*outs)[k].seq)
+          return cpuk::nodeError(n, "body output " + llvm::Twine(k) +
+                                        " is a sequence; Scan-8 takes tensors only");
+      for (size_t i = 0; i < numState; ++i)
+        state[i] = std::move((*outs)[i]);
+      for (size_t k = 0; k < numScanOut; ++k)
+        scans[k][b].push_back(std::move((*outs)[numState + k].tensor));
+    }
+    for (size_t i = 0; i < numState; ++i)
+      finals[i].push_back(std::move(state[i].tensor));
+  }
+  for (size_t i = 0; i < numState; ++i) {
+    for (const HostTensor &s : finals[i])
+      if (s.shape != finals[i][0].shape || s.dtype != finals[i][0].dtype)
+        return cpuk::nodeError(n, "state " + llvm::Twine(i) + " ends with shape " +
+                                      formatShape(s.shape) + " in one batch entry and " +
+                                      formatShape(finals[i][0].shape) + " in another");
+    results.push_back(stack(finals[i], g.outputs()[i]));
+  }
+  for (size_t k = 0; k < numScanOut; ++k) {
+    // Every element has the first one's dtype and shape (the declared ones
+    // when no batch entry has any).
+    const HostTensor *proto = nullptr;
+    for (const auto &perBatch : scans[k])
+      if (!proto && !perBatch.empty())
+        proto = &perBatch[0];
+    const Value *declared = g.outputs()[numState + k];
+    std::vector<int64_t> shape = {batch, maxLen};
+    if (proto) {
+      shape.insert(shape.end(), proto->shape.begin(), proto->shape.end());
+    } else {
+      for (const Dim &d : declared->type.dims)
+        shape.push_back(d.isKnown() ? d.value : 0);
+    }
+    HostTensor out(proto ? proto->dtype : declared->type.elem, shape);
+    size_t elemBytes = batch * maxLen ? out.byteSize() / size_t(batch * maxLen) : 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (size_t t = 0; t < scans[k][b].size(); ++t) {
+        const HostTensor &e = scans[k][b][t];
+        if (e.shape != proto->shape || e.dtype != proto->dtype)
+          return cpuk::nodeError(n, "scan output " + llvm::Twine(k) + " has shape " +
+                                        formatShape(e.shape) + " in one iteration and " +
+                                        formatShape(proto->shape) + " in another");
+        std::memcpy(out.bytes.data() + (b * maxLen + t) * elemBytes, e.bytes.data(), elemBytes);
+      }
+    results.push_back(std::move(out));
+  }
+  return llvm::Error::success();
+}
 
 llvm::Expected<std::vector<HostTensor>>
 Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
@@ -189,17 +331,22 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     }
     return results;
   }
-  // Scan (opset 9+), axis 0 and forward directions.
   Executor *body = bodyOf(n, "body", subs);
   const Graph &g = *n.attr("body")->graphs[0];
   size_t numScanIn = n.intAttr("num_scan_inputs", 0);
+  if (n.opsetVersion() < 9) {
+    auto call = [&](std::vector<Operand> f) { return callBody(*body, g, std::move(f)); };
+    if (auto e = runScan8(n, g, ins, seqIns, call, results))
+      return std::move(e);
+    seqOuts.resize(results.size());
+    return results;
+  }
+  // Scan (opset 9+), axis 0 and forward directions.
   for (const char *attr : {"scan_input_axes", "scan_input_directions",
                            "scan_output_axes", "scan_output_directions"})
     for (int64_t v : cpuk::intsAttr(n, attr, {}))
       if (v != 0)
         return cpuk::nodeError(n, llvm::Twine(attr) + " other than 0 is not supported");
-  if (n.opsetVersion() < 9)
-    return cpuk::nodeError(n, "Scan before opset 9 is not supported");
   size_t numState = n.numInputs() - numScanIn;
   size_t numScanOut = g.outputs().size() - numState;
   std::vector<Operand> state;
@@ -425,8 +572,29 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
         }
       }
       std::vector<ShapedType> outTypes;
-      if (auto e = row->shape(ShapeQuery{n, inTypes, values}, outTypes))
-        return std::move(e);
+      if (llvm::Error e = row->shape(ShapeQuery{n, inTypes, values}, outTypes)) {
+        // A shape operand of another type (Range's float bounds, Resize's
+        // scales): once more with every small operand on the host.
+        bool fetched = false;
+        for (size_t i = 0; i < inSlots.size(); ++i) {
+          unsigned s = inSlots[i];
+          if (s == ~0u || values[i] || kernels::numElements(slots[s].type.shape) > kSmallIntLimit)
+            continue;
+          auto h = hostOf(s);
+          if (!h) {
+            llvm::consumeError(std::move(e));
+            return h.takeError();
+          }
+          values[i] = *h;
+          fetched = true;
+        }
+        if (!fetched)
+          return std::move(e);
+        llvm::consumeError(std::move(e));
+        outTypes.clear();
+        if (auto again = row->shape(ShapeQuery{n, inTypes, values}, outTypes))
+          return std::move(again);
+      }
       outTypes.resize(n.numOutputs());
       llvm::SmallVector<DType, 4> dts;
       for (const ShapedType &t : inTypes)

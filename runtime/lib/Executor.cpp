@@ -5,6 +5,8 @@
 // on the host (or that reads only shapes: Shape, Size) and whose outputs are
 // small is evaluated right there and becomes a persistent value. Every other
 // value gets a live interval over the remaining steps and an arena offset.
+// An If/Loop/Scan body whose shapes depend on values unknown while planning
+// (its inputs, captured values) falls back to dynamic mode (ControlFlow.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
@@ -256,6 +258,11 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
   return llvm::Error::success();
 }
 
+/// True for a graph attribute of If, Loop or Scan.
+static bool isControlFlowBody(const Graph &g) {
+  return g.owningNode() && isControlFlow(*g.owningNode());
+}
+
 /// The dtype planned for a node's first output.
 static DType outTypesDType(const Node &n, const std::vector<Executor::Slot> &slots,
                            const llvm::DenseMap<const Value *, unsigned> &slotOf) {
@@ -366,8 +373,29 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     }
     std::vector<ShapedType> outTypes;
     ShapeQuery q{n, inTypes, values};
-    if (auto e = row->shape(q, outTypes))
-      return e;
+    if (auto e = row->shape(q, outTypes)) {
+      // A body whose shapes depend on values that change from call to call
+      // (a Slice bounded by the iteration number, a Reshape to a loop-carried
+      // shape) has no plan valid for every call: it runs in dynamic mode,
+      // which shapes each node with its operands' values. Only an operand
+      // unknown here can be the cause; with all of them known the error is
+      // the model's.
+      if (allKnown || !isControlFlowBody(graph))
+        return e;
+      llvm::consumeError(std::move(e));
+      releaseFolded();
+      for (Slot &s : slots)
+        if (s.kind == SlotKind::Folded) {
+          s.kind = SlotKind::Activation;
+          s.host.reset();
+          s.persistent = nullptr;
+        }
+      for (const Value *v : formals)
+        slots[slotOf[v]].kind = SlotKind::Input;
+      steps.clear();
+      dynamicMode = true;
+      return llvm::Error::success();
+    }
     outTypes.resize(n.numOutputs());
     int64_t outElems = 0;
     for (unsigned o = 0; o < n.numOutputs(); ++o) {
@@ -546,6 +574,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   if (replan)
     if (auto e = plan(inputs))
       return std::move(e);
+  if (dynamicMode) // plan() fell back: a body with value-dependent shapes
+    return runDynamic(bound);
   if (!arena.data || arena.size < arenaPlan.peak) {
     backend.release(arena);
     arena = DeviceBuffer();
@@ -618,5 +648,86 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     outs.push_back(std::move(nt));
   }
   backend.synchronize(stream);
+  return outs;
+}
+
+llvm::Error Executor::bindSequences(llvm::ArrayRef<NamedTensor> inputs,
+                                    llvm::ArrayRef<NamedSequence> sequences) {
+  boundSequences.assign(formals.size(), nullptr);
+  llvm::StringMap<unsigned> index;
+  for (unsigned i = 0; i < formals.size(); ++i)
+    index[formals[i]->name()] = i;
+  for (const NamedTensor &t : inputs) {
+    auto it = index.find(t.name);
+    if (it != index.end() && formals[it->second]->type.kind == TypeKind::Sequence)
+      return inputError("input '{0}' is a sequence of tensors, not a tensor", t.name);
+  }
+  for (const NamedSequence &s : sequences) {
+    auto it = index.find(s.name);
+    if (it == index.end())
+      return inputError("input '{0}' is not an input of the model", s.name);
+    const Type &decl = formals[it->second]->type;
+    if (decl.kind != TypeKind::Sequence)
+      return inputError("input '{0}' is a tensor, not a sequence", s.name);
+    DType want = decl.tensorElemType();
+    auto seq = std::make_shared<SequenceValue>();
+    seq->elem = s.elem != DType::Undefined ? s.elem
+                : want != DType::Undefined  ? want
+                : s.items.empty()           ? DType::Undefined
+                                            : s.items[0].dtype;
+    if (want != DType::Undefined && seq->elem != want)
+      return inputError("input '{0}': a sequence of {1}, the model expects a sequence of {2}",
+                        s.name, dtypeName(seq->elem), dtypeName(want));
+    for (size_t i = 0; i < s.items.size(); ++i) {
+      DType dt = s.items[i].dtype;
+      if (dt != seq->elem)
+        return inputError("input '{0}': element {1} is {2}, the model expects a sequence "
+                          "of {3}",
+                          s.name, i, dtypeName(dt), dtypeName(seq->elem));
+      if (runtimeElementSize(dt) == 0)
+        return inputError("input '{0}': element type {1} is not supported", s.name,
+                          dtypeName(dt));
+    }
+    seq->items = s.items;
+    boundSequences[it->second] = std::move(seq);
+  }
+  for (unsigned i = 0; i < formals.size(); ++i)
+    if (formals[i]->type.kind == TypeKind::Sequence && !boundSequences[i] &&
+        !formals[i]->initializer())
+      return inputError("missing input '{0}' (a sequence of {1} tensors)", formals[i]->name(),
+                        dtypeName(formals[i]->type.tensorElemType()));
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs,
+                           llvm::ArrayRef<NamedSequence> sequences) {
+  llvm::Error e = bindSequences(inputs, sequences);
+  if (!e)
+    e = plan(inputs);
+  boundSequences.clear();
+  return e;
+}
+
+llvm::Expected<std::vector<NamedTensor>>
+Executor::run(llvm::ArrayRef<NamedTensor> inputs, llvm::ArrayRef<NamedSequence> sequences,
+              std::vector<std::optional<NamedSequence>> &seqOutputs) {
+  seqOutputs.clear();
+  if (llvm::Error e = bindSequences(inputs, sequences)) {
+    boundSequences.clear();
+    return std::move(e);
+  }
+  // As for a body: runDynamic hands sequence outputs over instead of refusing.
+  bodyCall = true;
+  auto outs = run(inputs);
+  bodyCall = false;
+  boundSequences.clear();
+  std::vector<std::shared_ptr<SequenceValue>> seqs = std::move(sequenceOutputs);
+  sequenceOutputs.clear();
+  if (!outs)
+    return outs.takeError();
+  seqOutputs.resize(outs->size());
+  for (size_t k = 0; k < outs->size() && k < seqs.size(); ++k)
+    if (seqs[k])
+      seqOutputs[k] = NamedSequence{(*outs)[k].name, seqs[k]->elem, seqs[k]->items};
   return outs;
 }

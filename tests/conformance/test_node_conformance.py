@@ -4,7 +4,9 @@
 Runs every node test shipped with the installed onnx wheel
 (onnx/backend/test/data/node/<test>/model.onnx + test_data_set_0/input_N.pb, output_N.pb)
 through `mpc run MODEL --input NAME=input_N.pb ... --outputs DIR` and compares each
-DIR/<output>.npy with output_N.pb:
+DIR/<output>.npy with output_N.pb (a sequence output: DIR/<output>.pb, an ONNX SequenceProto,
+compared element by element after checking the length; sequence inputs are passed as the
+SequenceProto input_N.pb they are shipped as):
 
   float32/float64  rtol 1e-4, atol 1e-5 (as onnx's own backend tests)
   float16          rtol 1e-3, atol 1e-3
@@ -17,7 +19,8 @@ Outcomes per test:
   unsupported  mpc has no CPU kernel for an op of the model (exit 1, "unsupported op ...
                has no kernel for it"), or the model's op has no CPU kernel row at all and
                mpc rejected the model before running; also a supported op whose test uses
-               a sequence/optional graph input/output or a type mpc has no kernels for
+               an optional/map graph input/output (or a sequence of them) or a type mpc has no
+               kernels for
                (string, complex, float8/float4, int4/int2), or a non-f32/f16/bf16 dtype
                the op's row does not list
   excluded     listed in EXCLUDED below (one-line reason each)
@@ -227,13 +230,40 @@ _EXOTIC = {getattr(onnx.TensorProto, n) for n in (
 
 
 def io_kind(model):
-    """'non-tensor' when a graph input/output is a sequence/optional/map, 'exotic' when
-    one has an element type mpc has no kernel for, else None."""
+    """'non-tensor' when a graph input/output is an optional/map (or a sequence of
+    anything but tensors), 'exotic' when one has an element type mpc has no kernel for,
+    else None. Sequences of tensors are supported (SequenceProto .pb in and out)."""
     for v in list(model.graph.input) + list(model.graph.output):
-        if not v.type.HasField("tensor_type"):
+        t = v.type
+        if t.HasField("sequence_type"):
+            t = t.sequence_type.elem_type
+        if not t.HasField("tensor_type"):
             return "non-tensor"
-        if v.type.tensor_type.elem_type in _EXOTIC:
+        if t.tensor_type.elem_type in _EXOTIC:
             return "exotic"
+    return None
+
+
+def is_sequence(value_info):
+    return value_info.type.HasField("sequence_type")
+
+
+def load_sequence(path):
+    s = onnx.SequenceProto()
+    with open(path, "rb") as f:
+        s.ParseFromString(f.read())
+    return s
+
+
+def compare_sequence(expected_sp, actual_sp, name):
+    """compare() for a sequence output: the same length, then each element."""
+    exp, act = list(expected_sp.tensor_values), list(actual_sp.tensor_values)
+    if len(exp) != len(act):
+        return f"output '{name}': sequence of {len(act)} tensors, expected {len(exp)}"
+    for i, (e, a) in enumerate(zip(exp, act)):
+        diff = compare(e, numpy_helper.to_array(a), f"{name}[{i}]")
+        if diff:
+            return diff
     return None
 
 
@@ -253,7 +283,9 @@ def fold_int_inputs(model, data_dir, inputs):
         et = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
         p = os.path.join(data_dir, f"input_{inputs.index(vi.name)}.pb") \
             if vi.name in inputs else None
-        t = load_tensor(p) if p and os.path.exists(p) else None
+        # Only tensors fold (a sequence's .pb is a SequenceProto).
+        t = load_tensor(p) if p and os.path.exists(p) and vi.type.HasField("tensor_type") \
+            else None
         # Integer operands, and scalars of any type (Range's start/limit/delta, OneHot's
         # depth): the shape operands mpc needs before running.
         if t is not None and (et in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) or
@@ -352,10 +384,23 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout):
             exp_path = os.path.join(data_dir, f"output_{k}.pb")
             if not os.path.exists(exp_path):
                 continue
-            act_path = os.path.join(out_dir, f"{out.name}.npy")
+            seq = is_sequence(out)
+            act_path = os.path.join(out_dir, f"{out.name}.{'pb' if seq else 'npy'}")
             if not os.path.exists(act_path):
-                res["detail"] = f"output '{out.name}': mpc wrote no {out.name}.npy"
+                res["detail"] = (f"output '{out.name}': mpc wrote no "
+                                 f"{os.path.basename(act_path)}")
                 return res
+            if seq:
+                try:
+                    diff = compare_sequence(load_sequence(exp_path), load_sequence(act_path),
+                                            out.name)
+                except Exception as e:
+                    res["detail"] = f"output '{out.name}': cannot read a SequenceProto: {e}"
+                    return res
+                if diff:
+                    res["detail"] = diff
+                    return res
+                continue
             try:
                 expected = load_tensor(exp_path)
                 if name in RECOMPUTED_EXPECTED:

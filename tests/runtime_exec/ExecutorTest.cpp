@@ -2,8 +2,8 @@
 //
 // Small models in mpc's text form: results against hand-computed values,
 // the memory plan against the checker, folding of shape computations,
-// re-planning for new input shapes, inputs with defaults, sequence values
-// and the error messages.
+// re-planning for new input shapes, inputs with defaults, sequence values,
+// Loop bodies with value-dependent shapes, Scan-8 and the error messages.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
@@ -380,4 +380,160 @@ graph @g(%x: f32[2]) -> (%s: seq<f32>) {
   ASSERT_TRUE(g);
   std::string error = runError(*g, {{"x", floats({2}, {1, 2})}});
   EXPECT_NE(error.find("graph output 's' is a sequence"), std::string::npos) << error;
+}
+
+TEST(Executor, LoopBodyWithValueDependentShapesRunsInDynamicMode) {
+  // The body slices %x at [i, i + k) (k captured): no single plan fits
+  // every trip, so the body falls back to dynamic mode; each slice is
+  // multiplied by %w (a [1] slice broadcasts, a [3] one is an error).
+  auto f = load(R"(
+graph @g(%n: i64[], %c: bool[], %x: f32[6], %k: i64[1]) -> (%y: f32[1], %ys: f32[?,1]) {
+  init %y0: f32[1] = [0]
+  %y, %ys = Loop(%n, %c, %y0) {
+    body = graph @body(%i: i64[], %ci: bool[], %acc: f32[1]) -> (%co: bool[], %acc2: f32[1], %sc: f32[1]) {
+      init %one: i64[1] = [1]
+      init %w: f32[2] = [1, 1]
+      %co = Identity(%ci) : bool[]
+      %lo = Reshape(%i, %one) : i64[1]
+      %hi = Add(%lo, %k) : i64[1]
+      %s = Slice(%x, %lo, %hi) : f32[?]
+      %m = Mul(%s, %w) : f32[2]
+      %r = ReduceSum(%m) {keepdims = 1} : f32[1]
+      %acc2 = Add(%acc, %r) : f32[1]
+      %sc = Identity(%acc2) : f32[1]
+      return %co, %acc2, %sc
+    }
+  } : f32[1], f32[?,1]
+  return %y, %ys
+})");
+  ASSERT_TRUE(f);
+  auto scalar = [](int64_t v) {
+    HostTensor t(DType::I64, {});
+    *t.data<int64_t>() = v;
+    return t;
+  };
+  HostTensor c(DType::Bool, {});
+  *c.data<bool>() = true;
+  HostTensor k(DType::I64, {1});
+  *k.data<int64_t>() = 2;
+  HostTensor x = floats({6}, {1, 2, 3, 4, 5, 6});
+  // Slices of length 2, the last one of length 1 (clamped): x[i] + x[i+1],
+  // then 2 * x[5]; the running sums come out per trip.
+  auto out = f->exec->run({{"n", scalar(6)}, {"c", c}, {"x", x}, {"k", k}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  const HostTensor &ys = (*out)[1].tensor;
+  ASSERT_EQ(ys.shape, (std::vector<int64_t>{6, 1}));
+  std::vector<float> want = {3, 8, 15, 24, 35, 47};
+  EXPECT_EQ(std::vector<float>(ys.data<float>(), ys.data<float>() + 6), want);
+  EXPECT_EQ((*out)[0].tensor.data<float>()[0], 47);
+
+  // Fewer trips, shorter slices (broadcast by %w): the body is shaped anew.
+  *k.data<int64_t>() = 1;
+  auto again = f->exec->run({{"n", scalar(3)}, {"c", c}, {"x", x}, {"k", k}});
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  const HostTensor &ys2 = (*again)[1].tensor;
+  ASSERT_EQ(ys2.shape, (std::vector<int64_t>{3, 1}));
+  std::vector<float> want2 = {2, 6, 12};
+  EXPECT_EQ(std::vector<float>(ys2.data<float>(), ys2.data<float>() + 3), want2);
+
+  // A shape error of the model is still one, naming the body's node.
+  *k.data<int64_t>() = 3;
+  std::string error = runError(*f, {{"n", scalar(2)}, {"c", c}, {"x", x}, {"k", k}});
+  EXPECT_NE(error.find("(Mul)"), std::string::npos) << error;
+
+  // The main graph does not fall back: its shape operands must be known.
+  auto g = load(R"(
+graph @g(%x: f32[6], %lo: i64[1], %hi: i64[1]) -> (%s: f32[?]) {
+  %s = Slice(%x, %lo, %hi) : f32[?]
+  return %s
+})");
+  ASSERT_TRUE(g);
+  HostTensor lo(DType::I64, {1}), hi(DType::I64, {1});
+  *lo.data<int64_t>() = 1;
+  *hi.data<int64_t>() = 3;
+  EXPECT_FALSE(g->exec->isDynamic());
+  error = runError(*g, {{"x", x}, {"lo", lo}, {"hi", hi}});
+  EXPECT_NE(error.find("must be known before running"), std::string::npos) << error;
+}
+
+TEST(Executor, Scan8RunsEachBatchEntryForItsLength) {
+  // Scan-8: batch axis 0, scan axis 1, lengths per batch entry; the second
+  // scan input (the same tensor) is read backwards within each length.
+  auto f = load(R"(
+opset ai.onnx 8
+graph @g(%lens: i64[2], %s0: f32[2,1], %xs: f32[2,3,1]) -> (%sf: f32[2,1], %o: f32[2,3,1]) {
+  %sf, %o = Scan(%lens, %s0, %xs, %xs) {
+    body = graph @body(%s: f32[1], %fwd: f32[1], %rev: f32[1]) -> (%s2: f32[1], %e: f32[1]) {
+      init %ten: f32[] = [10]
+      %t = Mul(%s, %ten) : f32[1]
+      %u = Add(%t, %fwd) : f32[1]
+      %s2 = Sub(%u, %rev) : f32[1]
+      %e = Identity(%rev) : f32[1]
+      return %s2, %e
+    },
+    directions = [0, 1],
+    num_scan_inputs = 2
+  } : f32[2,1], f32[2,3,1]
+  return %sf, %o
+})");
+  ASSERT_TRUE(f);
+  HostTensor lens(DType::I64, {2});
+  lens.data<int64_t>()[0] = 3;
+  lens.data<int64_t>()[1] = 2;
+  HostTensor s0 = floats({2, 1}, {0, 1});
+  HostTensor xs = floats({2, 3, 1}, {1, 2, 3, 4, 5, 6});
+  auto out = f->exec->run({{"lens", lens}, {"s0", s0}, {"xs", xs}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  // Entry 0: s = 10s + x[t] - x[2-t]: 0 + 1 - 3 = -2, -20 + 2 - 2 = -20,
+  // -200 + 3 - 1 = -198. Entry 1 (length 2): 10 + 4 - 5 = 9, 90 + 5 - 4 = 91.
+  const HostTensor &sf = (*out)[0].tensor;
+  ASSERT_EQ(sf.shape, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(sf.data<float>()[0], -198);
+  EXPECT_EQ(sf.data<float>()[1], 91);
+  // The reversed elements; entry 1's third one is padding (zeros).
+  const HostTensor &o = (*out)[1].tensor;
+  ASSERT_EQ(o.shape, (std::vector<int64_t>{2, 3, 1}));
+  std::vector<float> want = {3, 2, 1, 5, 4, 0};
+  EXPECT_EQ(std::vector<float>(o.data<float>(), o.data<float>() + 6), want);
+
+  lens.data<int64_t>()[1] = 4;
+  std::string error = runError(*f, {{"lens", lens}, {"s0", s0}, {"xs", xs}});
+  EXPECT_NE(error.find("sequence_lens[1] is 4; the maximum is 3"), std::string::npos) << error;
+}
+
+TEST(Executor, IfBranchWithCapturedSliceBoundsRunsInDynamicMode) {
+  // The bounds are main-graph inputs the branch captures: unknown while the
+  // branch is planned, so it falls back like a Loop body.
+  auto f = load(R"(
+graph @g(%c: bool[], %x: f32[6], %lo: i64[1], %hi: i64[1]) -> (%y: f32[?]) {
+  %y = If(%c) {
+    else_branch = graph @e() -> (%n: f32[6]) {
+      %n = Neg(%x) : f32[6]
+      return %n
+    },
+    then_branch = graph @t() -> (%s: f32[?]) {
+      %s = Slice(%x, %lo, %hi) : f32[?]
+      return %s
+    }
+  } : f32[?]
+  return %y
+})");
+  ASSERT_TRUE(f);
+  HostTensor c(DType::Bool, {});
+  *c.data<bool>() = true;
+  HostTensor lo(DType::I64, {1}), hi(DType::I64, {1});
+  *lo.data<int64_t>() = 1;
+  *hi.data<int64_t>() = 4;
+  HostTensor x = floats({6}, {1, 2, 3, 4, 5, 6});
+  auto out = f->exec->run({{"c", c}, {"x", x}, {"lo", lo}, {"hi", hi}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  const HostTensor &y = (*out)[0].tensor;
+  ASSERT_EQ(y.shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 3),
+            (std::vector<float>{2, 3, 4}));
+  *hi.data<int64_t>() = 2;
+  auto again = f->exec->run({{"c", c}, {"x", x}, {"lo", lo}, {"hi", hi}});
+  ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+  ASSERT_EQ((*again)[0].tensor.shape, (std::vector<int64_t>{1}));
+  EXPECT_EQ((*again)[0].tensor.data<float>()[0], 2);
 }

@@ -11,6 +11,13 @@ For each shipped model (models/*.onnx) and its `mpc rewrite` output (fp16 and bf
   * `--compare` between a model and its rewrite: lines, exit status 0, and exit 1 when the
     tolerance is violated;
   * inputs from .npz and TensorProto .pb; --random-inputs reproducible by --seed;
+  * sequence-typed inputs (SequenceProto .pb, .npz arr_0, arr_1, ..., empty) and outputs
+    (DIR/NAME.pb SequenceProto) against the reference evaluator; --compare of sequences
+    (same length required); bad sequence inputs (a TensorProto, wrong element type,
+    corrupt .pb, --random-inputs): exit 1, one line, nothing written;
+  * control flow: a Loop body whose shapes change from trip to trip (slice bounds carried
+    by the loop, a Range bounded by the trip count) against the reference evaluator; Scan-8
+    (batch axis, sequence_lens, a reversed scan input) against the spec's pseudo-code;
   * bad input (missing input, wrong shape, wrong dtype, corrupt .npy, compressed .npz, a
     header claiming a huge array, unsupported op, --device cuda): exit 1, one line on
     stderr naming the problem, nothing written.
@@ -341,6 +348,215 @@ class RunCase(unittest.TestCase):
                     for o, want in zip(model.graph.output, ref):
                         np.testing.assert_allclose(got[o.name], want, rtol=1e-5, atol=1e-6)
                     self.assertIn("dynamic mode", stdout)
+
+    def sequence_model(self):
+        """s: sequence(f32 [?, 3]), x: f32 [?, 3] -> s2 = SequenceInsert(s, x) (a sequence),
+        first = s2[0], cat = ConcatFromSequence(s2), n = SequenceLength(s2)."""
+        seq = helper.make_tensor_sequence_value_info
+        g = helper.make_graph([
+            helper.make_node("SequenceInsert", ["s", "x"], ["s2"]),
+            helper.make_node("SequenceAt", ["s2", "zero"], ["first"]),
+            helper.make_node("ConcatFromSequence", ["s2"], ["cat"], axis=0),
+            helper.make_node("SequenceLength", ["s2"], ["n"])], "g",
+            [seq("s", TensorProto.FLOAT, [None, 3]),
+             helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])],
+            [seq("s2", TensorProto.FLOAT, [None, 3]),
+             helper.make_tensor_value_info("first", TensorProto.FLOAT, [None, 3]),
+             helper.make_tensor_value_info("cat", TensorProto.FLOAT, [None, 3]),
+             helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+            [numpy_helper.from_array(np.array(0, np.int64), "zero")])
+        p = os.path.join(self.dir, "seq.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        return p
+
+    def test_sequence_inputs_and_outputs(self):
+        path = self.sequence_model()
+        model = onnx.load(path)
+        rng = np.random.default_rng(3)
+        x = rng.uniform(-1, 1, [1, 3]).astype(np.float32)
+        xf = os.path.join(self.dir, "seq_x.npy")
+        np.save(xf, x)
+        cases = {"pb3": [rng.uniform(-1, 1, [k, 3]).astype(np.float32) for k in (2, 4, 1)],
+                 "npz2": [rng.uniform(-1, 1, [2, 3]).astype(np.float32) for _ in range(2)],
+                 "pb_empty": [], "npz_empty": []}
+        for case, items in cases.items():
+            with self.subTest(case=case):
+                sf = os.path.join(self.dir, f"seq_{case}")
+                if case.startswith("pb"):
+                    sf += ".pb"
+                    with open(sf, "wb") as f:
+                        f.write(numpy_helper.from_list(items, "s").SerializeToString())
+                else:
+                    sf += ".npz"
+                    np.savez(sf, *items)
+                out = os.path.join(self.dir, f"seq_out_{case}")
+                r = mpc("run", path, "--input", f"s={sf}", "--input", f"x={xf}",
+                        "--outputs", out, check=0)
+                want = ReferenceEvaluator(model).run(None, {"s": items, "x": x})
+                got = onnx.SequenceProto()
+                with open(os.path.join(out, "s2.pb"), "rb") as f:
+                    got.ParseFromString(f.read())
+                got = numpy_helper.to_list(got)
+                self.assertEqual(len(got), len(want[0]))
+                for g_, w in zip(got, want[0]):
+                    self.assertEqual(g_.dtype, np.float32)
+                    np.testing.assert_array_equal(g_, w)
+                for name, w in zip(("first", "cat", "n"), want[1:]):
+                    np.testing.assert_array_equal(np.load(os.path.join(out, f"{name}.npy")), w,
+                                                  err_msg=name)
+                n = len(items) + 1
+                self.assertIn(f"output 's2': sequence of {n} f32 tensor", r.stdout)
+                self.assertIn("  element 0: f32 [", r.stdout)
+                self.assertFalse(os.path.exists(os.path.join(out, "s2.npy")))
+        # --compare: sequences element by element; a different length fails.
+        sf = os.path.join(self.dir, "seq_pb3.pb")
+        r = mpc("run", path, "--input", f"s={sf}", "--input", f"x={xf}", "--compare", path,
+                check=0)
+        self.assertRegex(r.stdout, r"compare 's2' \(sequence of 4\): max abs error .*: ok")
+        longer = onnx.load(path)
+        longer.graph.node.insert(1, helper.make_node("SequenceInsert", ["s2", "x"], ["s3"]))
+        for n in longer.graph.node[2:]:
+            n.input[0] = "s3"
+        longer.graph.output[0].name = "s3"
+        lp = os.path.join(self.dir, "seq_longer.onnx")
+        onnx.save(longer, lp)
+        r = mpc("run", path, "--input", f"s={sf}", "--input", f"x={xf}", "--compare", lp,
+                check=1)
+        self.assertIn("compare 's2': sequence length differs (4 vs 5): FAIL", r.stdout)
+
+    def test_sequence_bad_inputs(self):
+        path = self.sequence_model()
+        d = self.dir
+        xf = os.path.join(d, "seqbad_x.npy")
+        np.save(xf, np.zeros([1, 3], np.float32))
+        x = ["--input", f"x={xf}"]
+        tensor_pb = os.path.join(d, "seqbad_tensor.pb")
+        with open(tensor_pb, "wb") as f:
+            f.write(numpy_helper.from_array(np.zeros([2, 3], np.float32), "s")
+                    .SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"s={tensor_pb}", *x], "input 's'",
+                              "not an ONNX SequenceProto")
+        i64 = os.path.join(d, "seqbad_i64.pb")
+        with open(i64, "wb") as f:
+            f.write(numpy_helper.from_list([np.zeros([2, 3], np.int64)], "s")
+                    .SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"s={i64}", *x], "input 's'", "i64",
+                              "f32")
+        mixed = os.path.join(d, "seqbad_mixed.npz")
+        np.savez(mixed, np.zeros([2, 3], np.float32), np.zeros([2, 3], np.float64))
+        self.assert_bad_input(["run", path, "--input", f"s={mixed}", *x], "input 's'", "f64")
+        corrupt = os.path.join(d, "seqbad_corrupt.pb")
+        with open(corrupt, "wb") as f:
+            f.write(b"\x1a\xff\xff\x01garbage")
+        self.assert_bad_input(["run", path, "--input", f"s={corrupt}", *x], "input 's'",
+                              "not a valid ONNX SequenceProto")
+        npy = os.path.join(d, "seqbad.npy")
+        np.save(npy, np.zeros([2, 3], np.float32))
+        self.assert_bad_input(["run", path, "--input", f"s={npy}", *x], "input 's'",
+                              "SequenceProto")
+        self.assert_bad_input(["run", path, "--random-inputs"], "input 's'", "--input")
+        self.assert_bad_input(["run", path, *x], "missing input 's'")
+
+    def test_loop_body_with_value_dependent_shapes(self):
+        # The body slices x with loop-carried bounds [lo, hi) that grow apart each trip,
+        # appends the slice to a loop-carried tensor (a new shape every trip) and sums a
+        # Range whose float bounds come from the iteration number: no plan fits every
+        # trip, so the body falls back to dynamic mode.
+        f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+        vi = helper.make_tensor_value_info
+        consts = [numpy_helper.from_array(np.array([1], np.int64), "one"),
+                  numpy_helper.from_array(np.array([2], np.int64), "two"),
+                  numpy_helper.from_array(np.array(0, np.float32), "zf"),
+                  numpy_helper.from_array(np.array(1, np.float32), "of")]
+        body = helper.make_graph([
+            helper.make_node("Identity", ["cin"], ["cout"]),
+            helper.make_node("Slice", ["x", "lo", "hi"], ["s"]),
+            helper.make_node("Add", ["lo", "one"], ["lo2"]),
+            helper.make_node("Add", ["hi", "two"], ["hi2"]),
+            helper.make_node("Concat", ["cat", "s"], ["cat2"], axis=0),
+            helper.make_node("Cast", ["i"], ["fi"], to=f32),
+            helper.make_node("Range", ["zf", "fi", "of"], ["r"]),
+            helper.make_node("ReduceSum", ["r"], ["rs"], keepdims=1),
+            helper.make_node("ReduceSum", ["s"], ["ss"], keepdims=1),
+            helper.make_node("Add", ["rs", "ss"], ["sc"])], "body",
+            [vi("i", i64, []), vi("cin", TensorProto.BOOL, []), vi("lo", i64, [1]),
+             vi("hi", i64, [1]), vi("cat", f32, [None])],
+            [vi("cout", TensorProto.BOOL, []), vi("lo2", i64, [1]), vi("hi2", i64, [1]),
+             vi("cat2", f32, [None]), vi("sc", f32, [1])], consts)
+        g = helper.make_graph(
+            [helper.make_node("Loop", ["M", "cond", "lo0", "hi0", "cat0"],
+                              ["lof", "hif", "catf", "scans"], body=body)], "g",
+            [vi("x", f32, [12]), vi("M", i64, []), vi("cond", TensorProto.BOOL, []),
+             vi("lo0", i64, [1]), vi("hi0", i64, [1]), vi("cat0", f32, [0])],
+            [vi("lof", i64, [1]), vi("hif", i64, [1]), vi("catf", f32, [None]),
+             vi("scans", f32, [None, 1])])
+        path = os.path.join(self.dir, "loop_slice.onnx")
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(model, path)
+        x = np.arange(12, dtype=np.float32) * 1.5 - 4
+        for trips, lo, hi in ((4, 0, 1), (3, 2, 2), (1, 1, 3)):
+            with self.subTest(trips=trips, lo=lo, hi=hi):
+                feeds = {"x": x, "M": np.array(trips, np.int64), "cond": np.array(True),
+                         "lo0": np.array([lo], np.int64), "hi0": np.array([hi], np.int64),
+                         "cat0": np.zeros(0, np.float32)}
+                got, stdout = self.run_model(path, feeds)
+                ref = ReferenceEvaluator(model).run(None, feeds)
+                for o, want in zip(model.graph.output, ref):
+                    self.assertEqual(got[o.name].shape, want.shape, o.name)
+                    np.testing.assert_allclose(got[o.name], want, rtol=1e-6, err_msg=o.name)
+                self.assertIn("dynamic mode", stdout)
+
+    def test_scan8_batches_with_sequence_lens(self):
+        # Scan-8: batch axis 0, scan axis 1, per-entry lengths, the second scan input
+        # (the same tensor) read backwards. onnx.reference has no Scan-8: the oracle is
+        # the spec's pseudo-code in numpy. Past an entry's length the scan outputs are
+        # undefined by the spec; only the meaningful part is compared.
+        f32 = TensorProto.FLOAT
+        vi = helper.make_tensor_value_info
+        body = helper.make_graph([
+            helper.make_node("Add", ["s", "fwd"], ["t"]),
+            helper.make_node("Mul", ["rev", "w"], ["rw"]),
+            helper.make_node("Sub", ["t", "rw"], ["s2"]),
+            helper.make_node("Identity", ["s2"], ["b1"]),
+            helper.make_node("Identity", ["rev"], ["b2"])], "body",
+            [vi("s", f32, [2]), vi("fwd", f32, [2]), vi("rev", f32, [2])],
+            [vi("s2", f32, [2]), vi("b1", f32, [2]), vi("b2", f32, [2])],
+            [numpy_helper.from_array(np.array([0.5, 2], np.float32), "w")])
+        g = helper.make_graph(
+            [helper.make_node("Scan", ["lens", "s0", "xs", "xs"], ["sf", "o1", "o2"],
+                              body=body, num_scan_inputs=2, directions=[0, 1])], "g",
+            [vi("lens", TensorProto.INT64, [3]), vi("s0", f32, [3, 2]), vi("xs", f32, [3, 4, 2])],
+            [vi("sf", f32, [3, 2]), vi("o1", f32, [3, 4, 2]), vi("o2", f32, [3, 4, 2])])
+        path = os.path.join(self.dir, "scan8.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)]), path)
+        rng = np.random.default_rng(3)
+        s0 = rng.uniform(-1, 1, (3, 2)).astype(np.float32)
+        xs = rng.uniform(-1, 1, (3, 4, 2)).astype(np.float32)
+        w = np.array([0.5, 2], np.float32)
+        lens = np.array([4, 2, 0], np.int64)
+        got, _ = self.run_model(path, {"lens": lens, "s0": s0, "xs": xs})
+        for o in ("sf", "o1", "o2"):
+            self.assertEqual(got[o].shape, (3, 2) if o == "sf" else (3, 4, 2), o)
+        for b in range(3):
+            s = s0[b].copy()
+            n = int(lens[b])
+            for t in range(n):
+                rev = xs[b, n - 1 - t]
+                s = (s + xs[b, t]) - rev * w
+                np.testing.assert_allclose(got["o1"][b, t], s, rtol=1e-6, atol=1e-6)
+                np.testing.assert_allclose(got["o2"][b, t], rev, rtol=0, atol=0)
+            np.testing.assert_allclose(got["sf"][b], s, rtol=1e-6, atol=1e-6)
+        # Without sequence_lens every entry runs the full length.
+        g.node[0].input[0] = ""
+        del g.input[0]
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)]), path)
+        got, _ = self.run_model(path, {"s0": s0, "xs": xs})
+        for b in range(3):
+            s = s0[b].copy()
+            for t in range(4):
+                s = (s + xs[b, t]) - xs[b, 3 - t] * w
+                np.testing.assert_allclose(got["o1"][b, t], s, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got["sf"][b], s, rtol=1e-6, atol=1e-6)
 
     def test_help(self):
         r = mpc("run", "--help", check=0)

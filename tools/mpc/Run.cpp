@@ -1,24 +1,25 @@
 //===- Run.cpp - `mpc run`: execute a model on a runtime backend -----------===//
 //
 // Loads and verifies a model, binds inputs (.npy, .npz, ONNX TensorProto .pb
-// or seeded random data), plans and runs it with the executor, prints a
-// summary per output plus timing and memory, optionally writes the outputs
-// as .npy and compares against a second model run on the same inputs. All
-// input problems are found before anything is run or written.
+// or seeded random data; sequence inputs from SequenceProto .pb or .npz),
+// plans and runs it with the executor, prints a summary per output plus
+// timing and memory, optionally writes the outputs (.npy; sequences as
+// SequenceProto .pb) and compares against a second model run on the same
+// inputs. All input problems are found before anything is run or written.
 //
 //===----------------------------------------------------------------------===//
+#include "Plot.h"
+#include "ProtoIO.h"
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Verify/Verifier.h"
-#include "onnx/onnx_pb.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
@@ -41,21 +42,26 @@ options:
   --input NAME=FILE     bind input NAME to FILE: .npy, .npz member-per-input
                         (stored, not compressed) or an ONNX TensorProto .pb;
                         `--input FILE.npz` binds every member by name and
-                        `--input FILE` binds the model's only input
-  --random-inputs       draw seeded random data for inputs not given (floats
-                        uniform in [-1, 1), integers in [0, 10), bools)
+                        `--input FILE` binds the model's only input; a
+                        sequence input takes an ONNX SequenceProto .pb or a
+                        .npz of its elements (arr_0, arr_1, ...)
+  --random-inputs       draw seeded random data for tensor inputs not given
+                        (floats uniform in [-1, 1), integers in [0, 10),
+                        bools); sequence inputs need --input
   --dim NAME=VALUE      value of a symbolic dimension for --random-inputs
   --seed S              random seed (default 0)
   --device cpu|cuda     backend (default cpu)
   --repeat N            run N times and report the median time (default 1)
   --threads N           threads for the CPU backend's matrix products
   --outputs DIR         write each output as DIR/NAME.npy (atomically;
-                        bfloat16 outputs are written as float32)
+                        bfloat16 outputs are written as float32), a
+                        sequence output as DIR/NAME.pb (ONNX SequenceProto)
   --compare OTHER.onnx  also run OTHER on the same inputs (cast to its input
                         dtypes) and print per output the max abs error, the
                         relative L2 error and whether it is within tolerance
                         for OTHER's lowest float precision (fp16 1e-2, bf16
-                        5e-2, f32 1e-5)
+                        5e-2, f32 1e-5); sequences must have the same
+                        length and are compared over all their elements
 
 --train (with --data, --batch, ...) trains a training model instead; see
 'mpc run --train --help'.
@@ -133,70 +139,74 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
   return "";
 }
 
-/// Reads an ONNX TensorProto file.
-static llvm::Expected<NamedTensor> readTensorPb(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, false, false);
-  if (!buf)
-    return inputError("cannot read '{0}': {1}", path, buf.getError().message());
-  onnx::TensorProto p;
-  if (!p.ParseFromArray((*buf)->getBufferStart(), int((*buf)->getBufferSize())))
-    return inputError("{0}: not a valid ONNX TensorProto", path);
-  if (!isKnownDType(p.data_type()) || runtimeElementSize(DType(p.data_type())) == 0)
-    return inputError("{0}: unsupported element type {1}", path, p.data_type());
-  if (p.data_location() == onnx::TensorProto::EXTERNAL)
-    return inputError("{0}: external tensor data is not supported", path);
-  DType dt = DType(p.data_type());
-  std::vector<int64_t> shape(p.dims().begin(), p.dims().end());
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d && n > (uint64_t(1) << 40) / uint64_t(d)))
-      return inputError("{0}: shape {1} is too large for memory", path, formatShape(shape));
-    n *= uint64_t(d);
+/// The declared kind of a graph input, for messages ("an optional").
+static const char *kindName(TypeKind k) {
+  switch (k) {
+  case TypeKind::Tensor: return "a tensor";
+  case TypeKind::SparseTensor: return "a sparse tensor";
+  case TypeKind::Sequence: return "a sequence";
+  case TypeKind::Optional: return "an optional";
+  case TypeKind::Map: return "a map";
+  case TypeKind::Unknown: break;
   }
-  HostTensor t;
-  t.dtype = dt;
-  t.shape = shape;
-  size_t es = runtimeElementSize(dt);
-  if (p.has_raw_data()) {
-    if (p.raw_data().size() != n * es)
-      return inputError("{0}: has {1} bytes of data, shape {2} needs {3}", path,
-                        p.raw_data().size(), formatShape(shape), n * es);
-    t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
-    return NamedTensor{p.name(), std::move(t)};
-  }
-  t.bytes.resize(n * es);
-  auto fill = [&](const auto &field) -> llvm::Error {
-    if (uint64_t(field.size()) != n)
-      return inputError("{0}: has {1} values, shape {2} needs {3}", path, field.size(),
-                        formatShape(shape), n);
-    for (uint64_t i = 0; i < n; ++i) {
-      auto v = field.Get(int(i));
-      std::memcpy(t.bytes.data() + i * es, &v, es); // little-endian truncation
-    }
-    return llvm::Error::success();
-  };
-  llvm::Error err = llvm::Error::success();
-  switch (dt) {
-  case DType::F32: err = fill(p.float_data()); break;
-  case DType::F64: err = fill(p.double_data()); break;
-  case DType::I64: err = fill(p.int64_data()); break;
-  case DType::U32: case DType::U64: err = fill(p.uint64_data()); break;
-  default: err = fill(p.int32_data()); break;
-  }
-  if (err)
-    return std::move(err);
-  return NamedTensor{p.name(), std::move(t)};
+  return "of unknown type";
+}
+
+/// The graph input named `name`, or null.
+static const Value *graphInput(const Graph &g, llvm::StringRef name) {
+  for (const Value *v : g.inputs())
+    if (v->name() == name)
+      return v;
+  return nullptr;
+}
+
+/// Reads the value of a sequence-typed input: a SequenceProto .pb, or a .npz
+/// holding its elements as arr_0, arr_1, ...
+static llvm::Expected<NamedSequence> loadSequence(const Value &v, llvm::StringRef file) {
+  llvm::StringRef ext = llvm::sys::path::extension(file);
+  const Type *inner = v.type.inner.get();
+  if (!inner || inner->kind != TypeKind::Tensor)
+    return inputError("input '{0}' is a sequence of non-tensor values; only sequences of "
+                      "tensors are supported",
+                      v.name());
+  if (ext != ".pb" && ext != ".npz")
+    return inputError("input '{0}' is a sequence: give an ONNX SequenceProto .pb or a .npz "
+                      "of its elements (arr_0, arr_1, ...), not '{1}'",
+                      v.name(), file);
+  auto s = ext == ".pb" ? readSequencePb(file) : readSequenceNpz(file);
+  if (!s)
+    return llvm::make_error<InputError>("input '" + v.name() +
+                                        "': " + llvm::toString(s.takeError()));
+  s->name = v.name();
+  if (s->elem == DType::Undefined)
+    s->elem = inner->elem; // empty: the declared element type
+  return s;
 }
 
 /// Loads every --input file; names come from NAME=, the .npz member, the
-/// .pb tensor name, or the model's only input.
-static llvm::Error loadInputs(const RunArgs &a, const Graph &g,
-                              std::vector<NamedTensor> &out) {
+/// .pb tensor name, or the model's only input. Sequence-typed inputs (by
+/// their declared type) go to `seqs`.
+static llvm::Error loadInputs(const RunArgs &a, const Graph &g, std::vector<NamedTensor> &out,
+                              std::vector<NamedSequence> &seqs) {
   for (auto &[name, file] : a.inputs) {
     llvm::StringRef ext = llvm::sys::path::extension(file);
     if (!llvm::sys::fs::exists(file))
       return inputError("input '{0}': file '{1}' does not exist",
                         name.empty() ? file : name, file);
+    std::string bind = name;
+    if (bind.empty() && g.inputs().size() == 1)
+      bind = g.inputs()[0]->name();
+    const Value *target = bind.empty() ? nullptr : graphInput(g, bind);
+    if (target && target->type.kind == TypeKind::Sequence) {
+      auto s = loadSequence(*target, file);
+      if (!s)
+        return s.takeError();
+      seqs.push_back(std::move(*s));
+      continue;
+    }
+    if (target && target->type.kind != TypeKind::Tensor && target->type.isKnown())
+      return inputError("input '{0}' is {1}; mpc run takes tensor and sequence inputs only",
+                        bind, kindName(target->type.kind));
     if (ext == ".npz") {
       auto members = readNpzFile(file);
       if (!members)
@@ -206,9 +216,6 @@ static llvm::Error loadInputs(const RunArgs &a, const Graph &g,
           out.push_back(std::move(t));
       continue;
     }
-    std::string bind = name;
-    if (bind.empty() && g.inputs().size() == 1)
-      bind = g.inputs()[0]->name();
     if (ext == ".pb") {
       auto t = readTensorPb(file);
       if (!t)
@@ -233,14 +240,26 @@ static llvm::Error loadInputs(const RunArgs &a, const Graph &g,
 
 /// Seeded random data for each declared input not bound yet.
 static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
-                                std::vector<NamedTensor> &out) {
+                                std::vector<NamedTensor> &out,
+                                llvm::ArrayRef<NamedSequence> seqs) {
   std::mt19937_64 rng(a.seed);
   for (const Value *v : g.inputs()) {
     if (std::any_of(out.begin(), out.end(), [&](const NamedTensor &t) { return t.name == v->name(); }))
       continue;
+    if (std::any_of(seqs.begin(), seqs.end(),
+                    [&](const NamedSequence &s) { return s.name == v->name(); }))
+      continue;
     if (v->initializer())
       continue;
     const Type &t = v->type;
+    // A sequence's length and element shapes are not declared: no default.
+    if (t.kind == TypeKind::Sequence)
+      return inputError("input '{0}' is a sequence, which --random-inputs cannot draw: give "
+                        "it with --input {0}=FILE.pb (an ONNX SequenceProto) or FILE.npz",
+                        v->name());
+    if (t.kind != TypeKind::Tensor && t.isKnown())
+      return inputError("input '{0}' is {1}; mpc run takes tensor and sequence inputs only",
+                        v->name(), kindName(t.kind));
     if (!t.isTensor() || !t.hasShape)
       return inputError("input '{0}': no declared shape to draw random data for", v->name());
     std::vector<int64_t> shape;
@@ -279,8 +298,8 @@ static std::string formatBytes(uint64_t b) {
   return std::to_string(b) + " B";
 }
 
-static void printSummary(llvm::raw_ostream &os, const NamedTensor &t) {
-  const HostTensor &h = t.tensor;
+/// One line: `label`, dtype, shape, min/max/mean and the first values.
+static void printSummary(llvm::raw_ostream &os, const llvm::Twine &label, const HostTensor &h) {
   int64_t n = h.numElements();
   double mn = INFINITY, mx = -INFINITY, sum = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -289,14 +308,44 @@ static void printSummary(llvm::raw_ostream &os, const NamedTensor &t) {
     mx = std::max(mx, v);
     sum += v;
   }
-  os << llvm::formatv("output '{0}': {1} {2}", t.name, dtypeName(h.dtype),
-                      formatShape(h.shape));
+  os << llvm::formatv("{0}: {1} {2}", label.str(), dtypeName(h.dtype), formatShape(h.shape));
   if (n)
     os << llvm::format("  min %.6g max %.6g mean %.6g", mn, mx, sum / n);
   os << "  first [";
   for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i)
     os << (i ? ", " : "") << llvm::format("%.6g", h.getAsDouble(i));
   os << (n > 5 ? ", ...]\n" : "]\n");
+}
+
+/// Most elements of a sequence output summarized one per line.
+static constexpr size_t kSummaryItems = 8;
+
+static void printSequenceSummary(llvm::raw_ostream &os, const NamedSequence &s) {
+  os << llvm::formatv("output '{0}': sequence of {1} {2} tensor{3}\n", s.name, s.items.size(),
+                      dtypeName(s.elem), s.items.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < s.items.size() && i < kSummaryItems; ++i)
+    printSummary(os, "  element " + llvm::Twine(i), s.items[i]);
+  if (s.items.size() > kSummaryItems)
+    os << llvm::formatv("  ... {0} more\n", s.items.size() - kSummaryItems);
+}
+
+namespace {
+/// Error sums of one compared output (over every element of a sequence).
+struct ErrorSums {
+  double maxAbs = 0, diff2 = 0, ref2 = 0;
+};
+} // namespace
+
+static void addErrors(const HostTensor &ref, const HostTensor &got, ErrorSums &e) {
+  for (int64_t i = 0; i < ref.numElements(); ++i) {
+    double r = ref.getAsDouble(i), v = got.getAsDouble(i);
+    double d = std::fabs(r - v);
+    if (std::isnan(d))
+      d = (std::isnan(r) && std::isnan(v)) ? 0 : INFINITY;
+    e.maxAbs = std::max(e.maxAbs, d);
+    e.diff2 += d * d;
+    e.ref2 += r * r;
+  }
 }
 
 /// Lowest float precision among the values of the compared models (a rewrite
@@ -366,6 +415,37 @@ inputsFor(const Graph &g, const Graph &ref, const std::vector<NamedTensor> &inpu
   return out;
 }
 
+/// The same for sequence inputs: elements cast to the declared element type.
+static llvm::Expected<std::vector<NamedSequence>>
+sequencesFor(const Graph &g, const Graph &ref, const std::vector<NamedSequence> &seqs) {
+  std::vector<NamedSequence> out;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    const Value *v = g.inputs()[i];
+    const NamedSequence *src = nullptr;
+    for (const NamedSequence &s : seqs)
+      if (s.name == v->name())
+        src = &s;
+    if (!src && i < ref.inputs().size())
+      for (const NamedSequence &s : seqs)
+        if (s.name == ref.inputs()[i]->name())
+          src = &s;
+    if (!src)
+      continue;
+    DType want = v->type.tensorElemType();
+    if (want == DType::Undefined)
+      want = src->elem;
+    NamedSequence c{v->name(), want, {}};
+    for (const HostTensor &t : src->items) {
+      auto e = castHostTensor(t, want);
+      if (!e)
+        return e.takeError();
+      c.items.push_back(std::move(*e));
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   // Training is its own command line (Train.cpp).
   for (const char *a : args)
@@ -398,12 +478,13 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     return fail(main.takeError());
   const Graph &g = *main->model->graph;
   std::vector<NamedTensor> inputs;
-  if (llvm::Error err = loadInputs(a, g, inputs))
+  std::vector<NamedSequence> seqInputs;
+  if (llvm::Error err = loadInputs(a, g, inputs, seqInputs))
     return fail(std::move(err));
   if (a.randomInputs)
-    if (llvm::Error err = randomInputs(a, g, inputs))
+    if (llvm::Error err = randomInputs(a, g, inputs, seqInputs))
       return fail(std::move(err));
-  if (llvm::Error err = main->exec->plan(inputs))
+  if (llvm::Error err = main->exec->plan(inputs, seqInputs))
     return fail(std::move(err));
 
   // The compared model gets its own backend so that the memory figures
@@ -411,6 +492,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::unique_ptr<Backend> otherBackend; // outlives `other`, which uses it
   Loaded other;
   std::vector<NamedTensor> otherInputs;
+  std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
     if (a.device == "cuda") {
       auto b = createCudaBackend();
@@ -428,7 +510,11 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (!in)
       return fail(in.takeError());
     otherInputs = std::move(*in);
-    if (llvm::Error err = other.exec->plan(otherInputs))
+    auto seqIn = sequencesFor(*other.model->graph, g, seqInputs);
+    if (!seqIn)
+      return fail(seqIn.takeError());
+    otherSeqInputs = std::move(*seqIn);
+    if (llvm::Error err = other.exec->plan(otherInputs, otherSeqInputs))
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(std::move(err)));
   }
   if (!a.outputs.empty()) {
@@ -438,9 +524,11 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
 
   std::vector<double> times;
   std::vector<NamedTensor> outputs;
+  // Per output: set when it is a sequence (its entry in `outputs` is empty).
+  std::vector<std::optional<NamedSequence>> seqOutputs;
   for (unsigned r = 0; r < a.repeat; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    auto outs = main->exec->run(inputs);
+    auto outs = main->exec->run(inputs, seqInputs, seqOutputs);
     auto t1 = std::chrono::steady_clock::now();
     if (!outs)
       return fail(outs.takeError());
@@ -449,8 +537,12 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   }
   std::sort(times.begin(), times.end());
   llvm::raw_ostream &os = llvm::outs();
-  for (const NamedTensor &t : outputs)
-    printSummary(os, t);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (seqOutputs[i])
+      printSequenceSummary(os, *seqOutputs[i]);
+    else
+      printSummary(os, "output '" + outputs[i].name + "'", outputs[i].tensor);
+  }
   const MemoryStats &ms = main->exec->memoryStats();
   os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
                       a.repeat, a.repeat == 1 ? "" : "s");
@@ -468,40 +560,65 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
 
   int status = Ok;
   if (!a.compare.empty()) {
-    auto outs = other.exec->run(otherInputs);
+    std::vector<std::optional<NamedSequence>> otherSeqs;
+    auto outs = other.exec->run(otherInputs, otherSeqInputs, otherSeqs);
     if (!outs)
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(outs.takeError()));
     auto [tolName, tol] = toleranceOf(g, *other.model->graph);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const NamedTensor &ref = outputs[i];
-      const NamedTensor *got = nullptr;
-      for (const NamedTensor &t : *outs)
-        if (t.name == ref.name)
-          got = &t;
-      if (!got && i < outs->size())
-        got = &(*outs)[i];
-      if (!got || got->tensor.shape != ref.tensor.shape) {
-        os << llvm::formatv("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
-                            formatShape(ref.tensor.shape),
-                            got ? formatShape(got->tensor.shape) : "missing");
-        status = InputFailure;
-        continue;
+      size_t k = outs->size();
+      for (size_t j = 0; j < outs->size(); ++j)
+        if ((*outs)[j].name == ref.name)
+          k = j;
+      if (k == outs->size() && i < outs->size())
+        k = i;
+      const NamedTensor *got = k < outs->size() ? &(*outs)[k] : nullptr;
+      const std::optional<NamedSequence> &refSeq = seqOutputs[i];
+      const std::optional<NamedSequence> *gotSeq = got ? &otherSeqs[k] : nullptr;
+      ErrorSums e;
+      std::string what;
+      if (refSeq || (gotSeq && *gotSeq)) {
+        // Sequences: the same length, then element by element.
+        std::string bad;
+        if (!got || !refSeq || !*gotSeq)
+          bad = llvm::formatv("a sequence in one model, {0} in the other",
+                              got ? "a tensor" : "missing")
+                    .str();
+        else if (refSeq->items.size() != (*gotSeq)->items.size())
+          bad = llvm::formatv("sequence length differs ({0} vs {1})", refSeq->items.size(),
+                              (*gotSeq)->items.size())
+                    .str();
+        for (size_t j = 0; bad.empty() && j < refSeq->items.size(); ++j) {
+          const HostTensor &r = refSeq->items[j], &v = (*gotSeq)->items[j];
+          if (r.shape != v.shape)
+            bad = llvm::formatv("element {0}: shape differs ({1} vs {2})", j,
+                                formatShape(r.shape), formatShape(v.shape))
+                      .str();
+          else
+            addErrors(r, v, e);
+        }
+        if (!bad.empty()) {
+          os << llvm::formatv("compare '{0}': {1}: FAIL\n", ref.name, bad);
+          status = InputFailure;
+          continue;
+        }
+        what = llvm::formatv(" (sequence of {0})", refSeq->items.size()).str();
+      } else {
+        if (!got || got->tensor.shape != ref.tensor.shape) {
+          os << llvm::formatv("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
+                              formatShape(ref.tensor.shape),
+                              got ? formatShape(got->tensor.shape) : "missing");
+          status = InputFailure;
+          continue;
+        }
+        addErrors(ref.tensor, got->tensor, e);
       }
-      double maxAbs = 0, diff2 = 0, ref2 = 0;
-      for (int64_t e = 0; e < ref.tensor.numElements(); ++e) {
-        double r = ref.tensor.getAsDouble(e), v = got->tensor.getAsDouble(e);
-        double d = std::fabs(r - v);
-        if (std::isnan(d))
-          d = (std::isnan(r) && std::isnan(v)) ? 0 : INFINITY;
-        maxAbs = std::max(maxAbs, d);
-        diff2 += d * d;
-        ref2 += r * r;
-      }
-      double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+      double rel = e.ref2 > 0 ? std::sqrt(e.diff2 / e.ref2) : std::sqrt(e.diff2);
       bool ok = rel <= tol;
-      os << llvm::formatv("compare '{0}': max abs error {1:e}, relative L2 error {2:e}, "
-                          "tolerance {3} ({4}): {5}\n",
-                          ref.name, maxAbs, rel, llvm::format("%g", tol), tolName,
+      os << llvm::formatv("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
+                          "tolerance {4} ({5}): {6}\n",
+                          ref.name, what, e.maxAbs, rel, llvm::format("%g", tol), tolName,
                           ok ? "ok" : "FAIL");
       if (!ok)
         status = InputFailure;
@@ -509,14 +626,19 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   }
 
   if (!a.outputs.empty()) {
-    for (const NamedTensor &t : outputs) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const NamedTensor &t = outputs[i];
       std::string file = t.name;
       for (char &c : file)
         if (!llvm::isAlnum(c) && c != '_' && c != '-' && c != '.')
           c = '_';
       llvm::SmallString<256> path(a.outputs);
-      llvm::sys::path::append(path, file + ".npy");
-      if (llvm::Error err = writeNpyFile(path, t.tensor))
+      // Sequences as ONNX SequenceProto, tensors as .npy.
+      llvm::sys::path::append(path, file + (seqOutputs[i] ? ".pb" : ".npy"));
+      llvm::Error err = seqOutputs[i]
+                            ? writeFileAtomically(path, serializeSequencePb(*seqOutputs[i]))
+                            : writeNpyFile(path, t.tensor);
+      if (err)
         return fail(std::move(err));
     }
   }

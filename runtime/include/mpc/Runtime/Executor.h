@@ -26,10 +26,13 @@
 // (outside any arena), freed after its last use. Bodies run on
 // sub-executors (planned statically when they can be): the values they read
 // (formal inputs and values captured from enclosing graphs) are passed as
-// host copies, and their outputs come back as host copies. Sequence values
+// host copies, and their outputs come back as host copies. A body whose
+// shapes depend on values it only gets at run time (a Slice with
+// loop-carried bounds) falls back to dynamic mode itself. Sequence values
 // (SequenceConstruct, SplitToSequence, ...) exist in dynamic mode only, as
 // vectors of host tensors; they may cross into and out of bodies (a Loop's
-// state) but not out of the main graph.
+// state), and a main graph takes and returns them through the run() that
+// has sequence arguments.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_EXECUTOR_H
@@ -43,6 +46,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +58,14 @@ struct SequenceValue; // runtime/lib (ExecutorSlot.h)
 struct NamedTensor {
   std::string name;
   HostTensor tensor;
+};
+
+/// A named sequence of host tensors: a sequence-typed model input or output.
+struct NamedSequence {
+  std::string name;
+  /// Element type (what an empty sequence still has).
+  DType elem = DType::Undefined;
+  std::vector<HostTensor> items;
 };
 
 /// Memory figures of the current plan, in bytes.
@@ -96,6 +108,16 @@ public:
   /// its declared dtype and a shape matching its declared dims.
   llvm::Expected<std::vector<NamedTensor>> run(llvm::ArrayRef<NamedTensor> inputs);
 
+  /// plan() and run() for a graph with sequence-typed inputs or outputs
+  /// (dynamic mode): `sequences` binds the sequence inputs by name, and each
+  /// sequence output comes back in `seqOutputs` (one entry per graph output,
+  /// empty for a tensor) with an empty tensor in its place in the result.
+  llvm::Error plan(llvm::ArrayRef<NamedTensor> inputs,
+                   llvm::ArrayRef<NamedSequence> sequences);
+  llvm::Expected<std::vector<NamedTensor>>
+  run(llvm::ArrayRef<NamedTensor> inputs, llvm::ArrayRef<NamedSequence> sequences,
+      std::vector<std::optional<NamedSequence>> &seqOutputs);
+
   const MemoryStats &memoryStats() const { return stats; }
   /// Per-node wall time (static mode): when on, run() adds each node's
   /// launch time to nodeSeconds(), indexed like scheduledNodes().
@@ -122,6 +144,9 @@ private:
   llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
+  /// Sets boundSequences for the next call from a caller's sequence inputs.
+  llvm::Error bindSequences(llvm::ArrayRef<NamedTensor> inputs,
+                            llvm::ArrayRef<NamedSequence> sequences);
   TensorRef tensorRef(unsigned slot) const;
   void releaseFolded();
   llvm::Expected<std::vector<NamedTensor>>
