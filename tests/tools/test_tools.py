@@ -630,6 +630,50 @@ class InspectTest(TempDirCase):
         self.assertEqual((before.st_size, before.st_mtime_ns), (after.st_size, after.st_mtime_ns))
 
 
+class OnnxCheckBlameTest(TempDirCase):
+    """libonnx's checker runs on what rewrite and train-graph write; a failure the
+    input model already has is bad input (exit 1, one line naming the input), not
+    an internal error, and nothing is written."""
+
+    def invalid_model(self, opset=8):
+        # IR version 3 wants every initializer listed as a graph input; mpc's
+        # importer accepts it, libonnx's checker does not.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+        w = numpy_helper.from_array(np.ones((3, 4), np.float32), "w")
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y],
+                              [w])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 3
+        path = os.path.join(self.tmp, "ir3.onnx")
+        onnx.save(m, path)
+        with self.assertRaises(onnx.checker.ValidationError):
+            onnx.checker.check_model(m)
+        return path
+
+    def test_rewrite_blames_the_input(self):
+        model = self.invalid_model()
+        out = os.path.join(self.tmp, "out.onnx")
+        r = run_mpc("rewrite", model, "-o", out)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(f"{model}: the input model fails the ONNX checker", lines[0])
+        self.assertIn("w in initializer but not in graph input", lines[0])
+        self.assertNotIn("internal error", lines[0])
+        self.assertFalse(os.path.exists(out))
+
+    def test_train_graph_blames_the_input(self):
+        model = self.invalid_model(opset=13)  # train-graph wants opset 13+
+        out = os.path.join(self.tmp, "train.onnx")
+        r = run_mpc("train-graph", model, "--loss", "mse", "-o", out)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("the input model fails the ONNX checker", lines[0])
+        self.assertFalse(os.path.exists(out))
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -643,7 +687,7 @@ def main():
 
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
-    for case in (DumpTest, ReportTest, InspectTest):
+    for case in (DumpTest, ReportTest, InspectTest, OnnxCheckBlameTest):
         for test in loader.loadTestsFromTestCase(case):
             if not args.pattern or args.pattern in test.id():
                 suite.addTest(test)

@@ -15,9 +15,6 @@
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "mpc/Verify/Verifier.h"
-#include "onnx/checker.h"
-#include "onnx/shape_inference/implementation.h"
-#include "onnx/onnx_pb.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -201,34 +198,6 @@ static std::string defaultOutput(llvm::StringRef input) {
 /// --strict-check forces it; mpc's verifier checks every model).
 constexpr unsigned kStrictCheckNodeLimit = 5000;
 
-/// Runs libonnx's checker and strict type inference when it knows every opset
-/// the model imports (libonnx 1.12: default domain up to 17, IR up to 8).
-static llvm::Error onnxCheck(Model &m, bool strict) {
-  if (m.irVersion > 8 || (!strict && m.graph->size() > kStrictCheckNodeLimit))
-    return llvm::Error::success();
-  for (const OpsetId &o : m.opsets) {
-    int64_t known = newestKnownOpset(o.domain);
-    if (known >= 0 && o.version > known)
-      return llvm::Error::success();
-  }
-  onnx::ModelProto proto;
-  if (llvm::Error err = exportOnnx(m, proto))
-    return err;
-  // External tensors were inlined by exportOnnx; the checker reads no files.
-  try {
-    onnx::checker::check_model(proto);
-    // The checker's full mode: strict type inference over the whole model.
-    onnx::ShapeInferenceOptions opts{/*check_type=*/true, /*error_mode=*/1,
-                                     /*enable_data_propagation=*/false};
-    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
-  } catch (const std::exception &e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    return inputError("internal error: the rewritten model fails the ONNX checker: {0}", what);
-  }
-  return llvm::Error::success();
-}
-
 static bool anyExternal(const Model &m) {
   for (const Value *v : m.graph->initializers())
     if (v->initializer()->isExternal())
@@ -351,8 +320,9 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     }
   }
   phase("rewrite");
-  if (llvm::Error err = onnxCheck(m, a.strictCheck))
-    return fail(std::move(err));
+  if (m.graph->size() <= kStrictCheckNodeLimit || a.strictCheck)
+    if (llvm::Error err = checkWithOnnx(m, a.input, "rewritten model", /*typeInference=*/true))
+      return fail(std::move(err));
   phase("check");
 
   if (!a.emit.empty()) {

@@ -52,6 +52,13 @@ private:
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);
 
+/// Runs libonnx's checker (and with `typeInference` its strict type
+/// inference) on `m` when libonnx knows all of its opsets (OnnxCheck.cpp). A
+/// failure the model at `inputPath` shares is reported as bad input; any other
+/// is an internal error about "the <what>" ("rewritten model").
+llvm::Error checkWithOnnx(Model &m, llvm::StringRef inputPath, llvm::StringRef what,
+                          bool typeInference);
+
 int runRewrite(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runInspect(llvm::ArrayRef<const char *> args, const char *const *envp);
 int runRun(llvm::ArrayRef<const char *> args, const char *const *envp);

@@ -12,12 +12,9 @@
 #include "mpc/Passes/TrainGraph.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Verify/Verifier.h"
-#include "onnx/checker.h"
-#include "onnx/onnx_pb.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
-#include <algorithm>
 #include <cmath>
 
 using namespace mpc;
@@ -154,29 +151,6 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
   return "";
 }
 
-/// libonnx's structural checker (the Python checker with full_check is run
-/// by the tests; libonnx 1.12 predates some of what the output uses).
-static llvm::Error onnxCheck(Model &m) {
-  for (const OpsetId &o : m.opsets) {
-    int64_t known = newestKnownOpset(o.domain);
-    if (known >= 0 && o.version > known)
-      return llvm::Error::success();
-  }
-  if (m.irVersion > 8)
-    return llvm::Error::success();
-  onnx::ModelProto proto;
-  if (llvm::Error err = exportOnnx(m, proto))
-    return err;
-  try {
-    onnx::checker::check_model(proto);
-  } catch (const std::exception &e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    return inputError("internal error: the training model fails the ONNX checker: {0}", what);
-  }
-  return llvm::Error::success();
-}
-
 int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) {
   for (const char *a : argv)
     if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
@@ -210,7 +184,7 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
       if (llvm::Error err = verifyModel(m))
         return fail("internal error: the lowered model fails mpc's verifier: " +
                     llvm::toString(std::move(err)));
-      if (llvm::Error err = onnxCheck(m))
+      if (llvm::Error err = checkWithOnnx(m, a.input, "lowered model", false))
         return fail(std::move(err));
       if (llvm::Error err = writeOnnxFile(m, a.output))
         return fail(std::move(err));
@@ -228,7 +202,7 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   if (llvm::Error err = verifyModel(m))
     return fail("internal error: the training model fails mpc's verifier: " +
                 llvm::toString(std::move(err)));
-  if (llvm::Error err = onnxCheck(m))
+  if (llvm::Error err = checkWithOnnx(m, a.input, "training model", false))
     return fail(std::move(err));
   for (const std::string &note : res->notes)
     llvm::errs() << "mpc: note: " << note << "\n";
