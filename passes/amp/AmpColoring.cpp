@@ -141,6 +141,7 @@ private:
   std::vector<unsigned> succOff, succ, predOff, pred;
   std::vector<std::pair<unsigned, unsigned>> clusterEdges; // sequence-typed edges
   llvm::DenseMap<const Value *, bool> shapeOnly;
+  llvm::DenseMap<const Node *, AmpClass> nodeClass; // lists.classify, once per node
   std::vector<char> allow, deny;
 
   AmpClass classOf(const Node &n) const;
@@ -161,7 +162,10 @@ private:
 
 } // namespace mpc
 
-AmpClass AmpPainter::classOf(const Node &n) const { return lists.classify(n); }
+AmpClass AmpPainter::classOf(const Node &n) const {
+  auto it = nodeClass.find(&n);
+  return it != nodeClass.end() ? it->second : lists.classify(n);
+}
 
 void AmpPainter::collectNodes() {
   auto add = [&](Graph &g) {
@@ -177,6 +181,9 @@ void AmpPainter::collectNodes() {
     if (ti.algorithm)
       add(*ti.algorithm);
   }
+  nodeClass.reserve(static_cast<unsigned>(nodes.size()));
+  for (const Node *n : nodes)
+    nodeClass[n] = lists.classify(*n);
 }
 
 /// A float value is shape-only when it is used, is not a graph output, and
@@ -235,6 +242,13 @@ void AmpPainter::computeShapeGuard(Graph &g) {
 void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
   std::vector<AmpSlot> &slots = c.slotList;
   DType target = opts.target;
+  size_t ports = 0;
+  for (const Node *n : nodes)
+    ports += n->numInputs() + n->numOutputs();
+  slots.reserve(ports); // at most one slot per port
+  schemaOk.reserve(ports);
+  c.portSlot.reserve(ports);
+  c.portBase.reserve(static_cast<unsigned>(nodes.size()));
   for (Node *n : nodes) {
     SignatureLookup lk = lookupSignature(*n);
     if (lk.fallback && opts.verbose > 0)
@@ -254,20 +268,23 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
     unsigned base = static_cast<unsigned>(c.portSlot.size());
     c.portBase[n] = base;
     // Local slots of this node: param -> slot index, plus per-slot facts.
+    // Local slots of this node: one per type parameter, one per fixed port.
+    // Parameter names point into the cached signature (or are literals).
     struct Local {
-      std::string param;
+      llvm::StringRef param; ///< empty for a fixed port
       unsigned slot;
       bool sawF32 = false, sawOther = false, sawUnknown = false, schemaRejects = false;
       DType other = DType::Undefined;
     };
     llvm::SmallVector<Local, 4> locals;
-    auto slotFor = [&](const std::string &param) -> Local & {
-      for (Local &l : locals)
-        if (l.param == param)
-          return l;
+    auto slotFor = [&](llvm::StringRef param, bool isInput, unsigned port) -> Local & {
+      if (!param.empty())
+        for (Local &l : locals)
+          if (l.param == param)
+            return l;
       AmpSlot s;
       s.node = n;
-      s.param = param;
+      s.param = param.empty() ? typeParamOfPort(*n, lk.sig, isInput, port) : param.str();
       s.cls = cls;
       slots.push_back(std::move(s));
       schemaOk.push_back(1);
@@ -275,14 +292,13 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
       return locals.back();
     };
     auto addPort = [&](bool isInput, unsigned port, const Value *v) {
-      llvm::StringRef ref = typeParamRef(*n, lk.sig, isInput, port);
-      std::string param = ref.empty() ? typeParamOfPort(*n, lk.sig, isInput, port) : ref.str();
+      llvm::StringRef param = typeParamRef(*n, lk.sig, isInput, port);
       // An op without a schema (a custom domain, a function) that a list
       // names: its float ports form one slot, as in FusedMatMul(A:T, B:T)->T.
       if (!lk.sig && cls != AmpClass::Unlisted && v && v->type.isKnown() &&
           isFloatingPoint(v->type.tensorElemType()))
         param = "T";
-      Local &l = slotFor(param);
+      Local &l = slotFor(param, isInput, port);
       c.portSlot.push_back(l.slot);
       if (!v)
         return;
@@ -301,7 +317,7 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
       }
       if (lk.sig) {
         const FormalParam *f = isInput ? lk.sig->inputFormal(port) : lk.sig->outputFormal(port);
-        const TypeConstraint *tc = f ? lk.sig->constraint(f->typeStr) : nullptr;
+        const TypeConstraint *tc = f ? lk.sig->constraintOf(*f) : nullptr;
         if (tc && !tc->admits(v->type, target))
           l.schemaRejects = true;
       }
@@ -323,7 +339,7 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
         s.reason = AmpReason::DenyNodes;
       if (trainingPinned)
         s.detail = "training fp32 node";
-      if (l.param[0] == '#')
+      if (l.param.empty())
         keep(AmpReason::FixedType);
       else if (l.sawOther)
         keep(AmpReason::NotFloat32);
@@ -585,13 +601,27 @@ void AmpPainter::paint() {
 static void scanConstant(const Tensor &t, DType target, ConstantIssue &issue) {
   const uint32_t overflowBits = target == DType::BF16 ? 0x7F7F8000u : 0x477FF000u;
   const uint32_t flushBits = target == DType::BF16 ? 0x00400000u : 0x33000000u;
-  issue.total = static_cast<unsigned>(t.numElements());
+  const int64_t n = t.numElements();
+  issue.total = static_cast<unsigned>(n);
   const uint8_t *p = t.bytes().data();
-  for (int64_t i = 0; i < t.numElements(); ++i) {
+  // First a branch-free count (weights are scanned whole); the example value
+  // is looked for only when something was found.
+  unsigned over = 0, under = 0;
+  for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + 4 * i, 4);
     uint32_t mag = bits & 0x7FFFFFFFu;
-    if (mag == 0 || mag >= 0x7F800000u) // zero, inf, NaN: exact in every float type
+    // zero, inf and NaN are exact in every float type
+    over += (mag >= overflowBits) & (mag < 0x7F800000u);
+    under += (mag != 0) & (mag <= flushBits);
+  }
+  if (!over && !under)
+    return;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, 4);
+    uint32_t mag = bits & 0x7FFFFFFFu;
+    if (mag == 0 || mag >= 0x7F800000u)
       continue;
     if (mag >= overflowBits) {
       if (!issue.overflow++)

@@ -75,28 +75,55 @@ static Tensor convertFloatTensor(const Tensor &src, DType to, unsigned &saturate
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * 2);
   const uint8_t *in = src.bytes().data();
   uint8_t *outBytes = bytes.data();
-  for (int64_t i = 0; i < n; ++i) {
+  // Fast path for fp16: a result in the normal range (most weights) needs no
+  // special cases; the rounding is floatBitsToHalfBits' own. Blocks whose
+  // values are all normal run branch-free (the compiler vectorizes them).
+  auto isNormal = [](uint32_t x) {
+    return (x & 0x7fffffffu) - 0x38800000u < 0x477ff000u - 0x38800000u;
+  };
+  auto fastHalf = [](uint32_t x) {
+    uint32_t abs = x & 0x7fffffffu;
+    uint32_t r = (abs >> 13) - (112u << 10);
+    r += ((abs & 0x1fffu) + (r & 1u)) > 0x1000u;
+    return static_cast<uint16_t>(((x >> 16) & 0x8000u) | r);
+  };
+  auto convertOne = [&](int64_t i) {
     uint32_t x;
     std::memcpy(&x, in + 4 * i, 4);
-    // Fast path for fp16: a result in the normal range (most weights) needs
-    // no special cases; the rounding is floatBitsToHalfBits' own.
-    uint32_t abs = x & 0x7fffffffu;
-    if (!bf16 && abs - 0x38800000u < 0x477ff000u - 0x38800000u) {
-      uint32_t r = (abs >> 13) - (112u << 10);
-      r += ((abs & 0x1fffu) + (r & 1u)) > 0x1000u;
-      uint16_t h = static_cast<uint16_t>(((x >> 16) & 0x8000u) | r);
-      std::memcpy(outBytes + 2 * i, &h, 2);
+    uint16_t h;
+    if (!bf16 && isNormal(x)) {
+      h = fastHalf(x);
+    } else {
+      h = bf16 ? floatBitsToBFloat16Bits(x) : floatBitsToHalfBits(x);
+      bool finiteIn = (x & 0x7F800000u) != 0x7F800000u;
+      bool infOut = (h & 0x7FFF) == (bf16 ? 0x7F80 : 0x7C00);
+      if (finiteIn && infOut) {
+        h = static_cast<uint16_t>((h & 0x8000) | largest);
+        ++saturated;
+      }
+    }
+    std::memcpy(outBytes + 2 * i, &h, 2);
+  };
+  constexpr int64_t kBlock = 16;
+  int64_t i = 0;
+  for (; !bf16 && i + kBlock <= n; i += kBlock) {
+    uint32_t x[kBlock];
+    std::memcpy(x, in + 4 * i, sizeof x);
+    bool all = true;
+    for (int64_t k = 0; k < kBlock; ++k)
+      all &= isNormal(x[k]);
+    if (!all) {
+      for (int64_t k = 0; k < kBlock; ++k)
+        convertOne(i + k);
       continue;
     }
-    uint16_t h = bf16 ? floatBitsToBFloat16Bits(x) : floatBitsToHalfBits(x);
-    bool finiteIn = (x & 0x7F800000u) != 0x7F800000u;
-    bool infOut = (h & 0x7FFF) == (bf16 ? 0x7F80 : 0x7C00);
-    if (finiteIn && infOut) {
-      h = static_cast<uint16_t>((h & 0x8000) | largest);
-      ++saturated;
-    }
-    std::memcpy(bytes.data() + 2 * i, &h, 2);
+    uint16_t h[kBlock];
+    for (int64_t k = 0; k < kBlock; ++k)
+      h[k] = fastHalf(x[k]);
+    std::memcpy(outBytes + 2 * i, h, sizeof h);
   }
+  for (; i < n; ++i)
+    convertOne(i);
   out.setBytes(std::move(bytes));
   return out;
 }

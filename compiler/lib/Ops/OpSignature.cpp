@@ -116,12 +116,16 @@ static void addAllowedType(TypeConstraint &c, llvm::StringRef s) {
   }
 }
 
-/// Parses the fixed tensor types of formals once, so passes need not.
+/// Resolves each formal's constraint and parses fixed tensor types once, so
+/// passes need not. Runs again after every change to a signature.
 static void setFixedTypes(OpSignature &sig) {
   for (auto *formals : {&sig.inputs, &sig.outputs})
     for (FormalParam &f : *formals) {
+      const TypeConstraint *c = sig.constraint(f.typeStr);
+      f.constraintIndex = c ? static_cast<int>(c - sig.constraints.data()) : -1;
+      f.fixedElem = DType::Undefined;
       Type t;
-      if (!sig.constraint(f.typeStr) && parseTypeString(f.typeStr, t) && t.isTensor())
+      if (!c && parseTypeString(f.typeStr, t) && t.isTensor())
         f.fixedElem = t.elem;
     }
 }

@@ -54,7 +54,7 @@ llvm::StringRef mpc::typeParamRef(const Node &n, const OpSignature *sig, bool is
   const FormalParam *f = nullptr;
   if (sig)
     f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
-  if (!f || f->fixedElem != DType::Undefined || !sig->constraint(f->typeStr))
+  if (!f || f->fixedElem != DType::Undefined || !sig->constraintOf(*f))
     return "";
   if (const LinkedParams *l = linkedParams(n))
     if (f->typeStr == l->element)
@@ -164,7 +164,7 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
   const FormalParam *f = sig->outputFormal(out);
   if (!f)
     return Type();
-  if (!sig->constraint(f->typeStr)) {
+  if (!sig->constraintOf(*f)) {
     Type t;
     if (parseTypeString(f->typeStr, t))
       return t;
@@ -194,7 +194,7 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
   }
   // A parameter that admits one tensor type only (Shape's T1, comparisons'
   // T1) fixes the output type without any input.
-  const TypeConstraint *c = sig->constraint(f->typeStr);
+  const TypeConstraint *c = sig->constraintOf(*f);
   if (c && c->tensorTypes.size() == 1 && c->seqTypes.empty() && c->optionalTypes.empty())
     return Type::tensor(c->tensorTypes[0]);
   return Type();

@@ -91,7 +91,7 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
     if (!f)
       return llvm::Error::success();
     DType e = v->type.tensorElemType();
-    const TypeConstraint *c = sig->constraint(f->typeStr);
+    const TypeConstraint *c = sig->constraintOf(*f);
     if (!c) {
       if (f->fixedElem != DType::Undefined && v->type.isTensor() && f->fixedElem != e)
         return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),

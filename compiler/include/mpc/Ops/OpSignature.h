@@ -32,6 +32,9 @@ struct FormalParam {
   int minArity = 1;
   /// For a fixed tensor type ("tensor(int64)"): its element type, parsed once.
   DType fixedElem = DType::Undefined;
+  /// Index of the constraint named by typeStr in OpSignature::constraints, -1
+  /// for a fixed type; resolved once (OpSignature::constraintOf).
+  int constraintIndex = -1;
 };
 
 /// The types one type parameter admits: tensors of `tensorTypes`, sequences of
@@ -59,6 +62,10 @@ struct OpSignature {
 
   /// The constraint for a type parameter, null for fixed types.
   const TypeConstraint *constraint(llvm::StringRef param) const;
+  /// The constraint of a formal of this signature, null for fixed types.
+  const TypeConstraint *constraintOf(const FormalParam &f) const {
+    return f.constraintIndex < 0 ? nullptr : &constraints[f.constraintIndex];
+  }
   /// The formal of input port `port` (variadic formals cover the tail); null
   /// beyond the last formal.
   const FormalParam *inputFormal(unsigned port) const;
