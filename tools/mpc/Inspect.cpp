@@ -93,7 +93,6 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, InspectArgs &a) 
   while (!s.done()) {
     std::string v;
     bool missing = false;
-    llvm::StringRef cur = s.peek();
     if (s.value("--target", v, missing)) {
       if (missing)
         return "option '--target' needs a value";
@@ -109,12 +108,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, InspectArgs &a) 
       a.json = true;
       continue;
     }
-    s.next();
-    if (cur.startswith("-") && cur != "-")
-      return "unknown option '" + cur.str() + "'";
-    if (!a.input.empty())
-      return "more than one input model ('" + a.input + "' and '" + cur.str() + "')";
-    a.input = cur.str();
+    std::string err = s.positional(a.input, "input model");
+    if (!err.empty())
+      return err;
   }
   if (a.input.empty())
     return "no input model given";

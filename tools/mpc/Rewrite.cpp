@@ -168,12 +168,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
             a.amp.edits.add[c].push_back(op);
         }
       if (!matched) {
-        s.next();
-        if (cur.startswith("-") && cur != "-")
-          return "unknown option '" + cur.str() + "'";
-        if (!a.input.empty())
-          return "more than one input model ('" + a.input + "' and '" + cur.str() + "')";
-        a.input = cur.str();
+        std::string err = s.positional(a.input, "input model");
+        if (!err.empty())
+          return err;
         continue;
       }
     }
@@ -225,15 +222,9 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
 
   if (a.output.empty() && a.emit.empty())
     a.output = defaultOutput(a.input);
-  if (!a.output.empty()) {
-    if (llvm::sys::fs::equivalent(a.input, a.output) || a.input == a.output)
-      return fail("the output '" + a.output + "' is the input model; mpc never overwrites its "
-                  "input (choose another -o)");
-    llvm::SmallString<256> dir(a.output);
-    llvm::sys::path::remove_filename(dir);
-    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-      return fail("output folder '" + dir + "' does not exist");
-  }
+  if (!a.output.empty())
+    if (llvm::Error err = checkOutputPath(a.input, a.output))
+      return fail(std::move(err));
   if (!a.dumpDir.empty() && !llvm::sys::fs::is_directory(a.dumpDir))
     return fail("dump folder '" + a.dumpDir + "' does not exist");
   if (!a.report.empty()) {

@@ -123,12 +123,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
     } else if (s.value("--compare", v, missing)) {
       a.compare = v;
     } else {
-      s.next();
-      if (cur.startswith("-") && cur != "-")
-        return "unknown option '" + cur.str() + "'";
-      if (!a.model.empty())
-        return "more than one model ('" + a.model + "' and '" + cur.str() + "')";
-      a.model = cur.str();
+      std::string err = s.positional(a.model, "model");
+      if (!err.empty())
+        return err;
       continue;
     }
     if (missing)

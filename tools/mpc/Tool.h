@@ -43,11 +43,21 @@ public:
     ++pos;
     return true;
   }
+  /// Consumes the current argument as the subcommand's one positional
+  /// argument, stored in `slot` (`what` names it: "model"). Returns "" or the
+  /// usage message: an unknown option (with `context`, e.g. " with --train")
+  /// or a second positional argument.
+  std::string positional(std::string &slot, llvm::StringRef what,
+                         llvm::StringRef context = "");
 
 private:
   std::vector<std::string> args;
   size_t pos = 0;
 };
+
+/// Checks before any work that `output` can be written: it is not the input
+/// model (mpc never overwrites its input) and its folder exists.
+llvm::Error checkOutputPath(llvm::StringRef input, llvm::StringRef output);
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);

@@ -160,12 +160,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
         return "--threads takes a positive integer";
     } else {
-      s.next();
-      if (cur.startswith("-") && cur != "-")
-        return "unknown option '" + cur.str() + "' with --train";
-      if (!a.model.empty())
-        return "more than one model ('" + a.model + "' and '" + cur.str() + "')";
-      a.model = cur.str();
+      std::string err = s.positional(a.model, "model", " with --train");
+      if (!err.empty())
+        return err;
       continue;
     }
     if (missing)

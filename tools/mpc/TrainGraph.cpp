@@ -132,12 +132,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
             return std::string(n.flag) + " needs a finite number, not '" + v + "'";
         }
       if (!matched) {
-        s.next();
-        if (cur.startswith("-") && cur != "-")
-          return "unknown option '" + cur.str() + "'";
-        if (!a.input.empty())
-          return "more than one input model ('" + a.input + "' and '" + cur.str() + "')";
-        a.input = cur.str();
+        std::string err = s.positional(a.input, "input model");
+        if (!err.empty())
+          return err;
         continue;
       }
     }
@@ -161,13 +158,8 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   std::string usage = parseArgs(argv, a);
   if (!usage.empty())
     return usageError("train-graph", usage);
-  if (llvm::sys::fs::equivalent(a.input, a.output) || a.input == a.output)
-    return fail("the output '" + a.output + "' is the input model; mpc never overwrites its "
-                "input (choose another -o)");
-  llvm::SmallString<256> dir(a.output);
-  llvm::sys::path::remove_filename(dir);
-  if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-    return fail("output folder '" + dir + "' does not exist");
+  if (llvm::Error err = checkOutputPath(a.input, a.output))
+    return fail(std::move(err));
 
   auto modelOrErr = loadModel(a.input);
   if (!modelOrErr)

@@ -60,6 +60,29 @@ int tool::usageError(llvm::StringRef cmd, const llvm::Twine &msg) {
 
 void tool::warn(const llvm::Twine &msg) { llvm::errs() << "mpc: warning: " << msg << "\n"; }
 
+std::string ArgScanner::positional(std::string &slot, llvm::StringRef what,
+                                   llvm::StringRef context) {
+  llvm::StringRef cur = next();
+  if (cur.startswith("-") && cur != "-")
+    return ("unknown option '" + cur + "'" + context).str();
+  if (!slot.empty())
+    return ("more than one " + what + " ('" + slot + "' and '" + cur + "')").str();
+  slot = cur.str();
+  return "";
+}
+
+llvm::Error tool::checkOutputPath(llvm::StringRef input, llvm::StringRef output) {
+  if (llvm::sys::fs::equivalent(input, output) || input == output)
+    return inputError("the output '{0}' is the input model; mpc never overwrites its input "
+                      "(choose another -o)",
+                      output);
+  llvm::SmallString<256> dir(output);
+  llvm::sys::path::remove_filename(dir);
+  if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+    return inputError("output folder '{0}' does not exist", dir);
+  return llvm::Error::success();
+}
+
 bool ArgScanner::value(llvm::StringRef flag, std::string &out, bool &missing) {
   if (done())
     return false;
