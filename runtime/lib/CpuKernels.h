@@ -205,6 +205,12 @@ std::vector<CpuKernel> trainingRows();
 llvm::Error shapeConvGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runConvGrad(const KernelCall &);
 
+/// Recurrent kernels (LSTM, GRU, RNN) compute in fp32: a widened copy of
+/// input `i` (empty when absent), and `v` rounded into `out` (skipped when
+/// the output is absent) (LstmKernel.cpp).
+std::vector<float> widenInput(const KernelCall &c, unsigned i);
+void narrowFrom(const TensorRef &out, const std::vector<float> &v);
+
 // The rows of the com.microsoft domain (ContribKernels.cpp).
 std::vector<CpuKernel> contribRows();
 

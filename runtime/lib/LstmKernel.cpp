@@ -67,8 +67,7 @@ llvm::Error cpuk::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return llvm::Error::success();
 }
 
-/// A widened fp32 copy of an input (empty when absent).
-static std::vector<float> widen(const KernelCall &c, unsigned i) {
+std::vector<float> cpuk::widenInput(const KernelCall &c, unsigned i) {
   std::vector<float> v;
   if (!c.hasInput(i))
     return v;
@@ -80,7 +79,7 @@ static std::vector<float> widen(const KernelCall &c, unsigned i) {
   return v;
 }
 
-static void narrowTo(const TensorRef &out, const std::vector<float> &v) {
+void cpuk::narrowFrom(const TensorRef &out, const std::vector<float> &v) {
   if (!out.data)
     return;
   dispatchFloat(out.dtype, [&](auto tag) {
@@ -95,8 +94,9 @@ llvm::Error cpuk::runLSTM(const KernelCall &c) {
   int64_t in = c.inputs[0].shape[2];
   int64_t dirs = numDirections(n), hid = c.inputs[2].shape[2];
   bool reverse = n.stringAttr("direction", "forward") == "reverse";
-  std::vector<float> x = widen(c, 0), w = widen(c, 1), r = widen(c, 2), b = widen(c, 3),
-                     h0 = widen(c, 5), c0 = widen(c, 6), p = widen(c, 7);
+  std::vector<float> x = widenInput(c, 0), w = widenInput(c, 1), r = widenInput(c, 2),
+                     b = widenInput(c, 3), h0 = widenInput(c, 5), c0 = widenInput(c, 6),
+                     p = widenInput(c, 7);
   int64_t g4 = 4 * hid;
   std::vector<float> y(seq * dirs * batch * hid), yh(dirs * batch * hid),
       yc(dirs * batch * hid);
@@ -148,10 +148,10 @@ llvm::Error cpuk::runLSTM(const KernelCall &c) {
     std::copy(cell.begin(), cell.end(), yc.begin() + d * batch * hid);
   }
   if (c.outputs.size() > 0)
-    narrowTo(c.outputs[0], y);
+    narrowFrom(c.outputs[0], y);
   if (c.outputs.size() > 1)
-    narrowTo(c.outputs[1], yh);
+    narrowFrom(c.outputs[1], yh);
   if (c.outputs.size() > 2)
-    narrowTo(c.outputs[2], yc);
+    narrowFrom(c.outputs[2], yc);
   return llvm::Error::success();
 }

@@ -211,28 +211,6 @@ llvm::Error cpuk::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
 // The shared driver
 //===----------------------------------------------------------------------===//
 
-/// A widened fp32 copy of an input (empty when absent).
-static std::vector<float> widen(const KernelCall &c, unsigned i) {
-  std::vector<float> v;
-  if (!c.hasInput(i))
-    return v;
-  v.resize(c.inputs[i].numElements());
-  dispatchFloat(c.inputs[i].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::castArray<T, float>(c.inputs[i].as<T>(), v.data(), v.size());
-  });
-  return v;
-}
-
-static void narrowTo(const TensorRef &out, const std::vector<float> &v) {
-  if (!out.data)
-    return;
-  dispatchFloat(out.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::castArray<float, T>(v.data(), out.as<T>(), v.size());
-  });
-}
-
 /// Swaps the two leading axes of a [a, b, inner] array.
 static std::vector<float> swapLeading(const std::vector<float> &v, int64_t a, int64_t b,
                                       int64_t inner) {
@@ -272,11 +250,11 @@ static llvm::Expected<Recurrence> loadRecurrence(const KernelCall &c, int64_t ga
   if (!a)
     return a.takeError();
   p.acts = std::move(*a);
-  p.x = widen(c, 0);
-  p.w = widen(c, 1);
-  p.r = widen(c, 2);
-  p.b = widen(c, 3);
-  p.h0 = widen(c, 5);
+  p.x = widenInput(c, 0);
+  p.w = widenInput(c, 1);
+  p.r = widenInput(c, 2);
+  p.b = widenInput(c, 3);
+  p.h0 = widenInput(c, 5);
   if (batchMajor) {
     p.x = swapLeading(p.x, p.batch, p.seq, p.in);
     if (!p.h0.empty())
@@ -347,9 +325,9 @@ static void storeOutputs(const KernelCall &c, const Recurrence &p, std::vector<f
     yh = swapLeading(yh, p.dirs, p.batch, p.hid);
   }
   if (c.outputs.size() > 0)
-    narrowTo(c.outputs[0], y);
+    narrowFrom(c.outputs[0], y);
   if (c.outputs.size() > 1)
-    narrowTo(c.outputs[1], yh);
+    narrowFrom(c.outputs[1], yh);
 }
 
 //===----------------------------------------------------------------------===//
