@@ -461,6 +461,31 @@ class ReportTest(TempDirCase):
         # Per step and sequence: 2 * 4 gates * H * (I + H) + 4 * 4 gates * H.
         self.assertEqual(flops["LSTM"], 10 * 4 * (2 * 4 * 48 * (32 + 48) + 4 * 4 * 48))
 
+    def test_fused_matmul_counts_its_transposed_operands(self):
+        # com.microsoft::FusedMatMul multiplies op(A) and op(B): A [2, 5, 3] with
+        # transA is [2, 3, 5]; B [7, 2, 5] with transBatchB moves axis 0 behind the
+        # batch axes ([2, 7, 5]) and transB swaps the last two ([2, 5, 7]).
+        f32 = TensorProto.FLOAT
+        node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], name="fmm",
+                                domain="com.microsoft", transA=1, transB=1, transBatchB=1,
+                                alpha=0.5)
+        graph = helper.make_graph([node], "g",
+                                  [helper.make_tensor_value_info("a", f32, [2, 5, 3]),
+                                   helper.make_tensor_value_info("b", f32, [7, 2, 5])],
+                                  [helper.make_tensor_value_info("y", f32, [2, 3, 7])])
+        model = helper.make_model(graph, ir_version=8, opset_imports=[
+            helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+        path = os.path.join(self.tmp, "fused.onnx")
+        onnx.save(model, path)
+        report_path = os.path.join(self.tmp, "fused.json")
+        self.rewrite(path, dump=False, report=report_path)
+        with open(report_path) as f:
+            report = json.load(f)
+        flops = {o["op"]: o["flops"] for o in report["flops"]["by_op"]}
+        self.assertEqual(flops["com.microsoft::FusedMatMul"], 2 * 2 * 3 * 7 * 5)
+        row = {n["name"]: n for n in report["tensor_cores"]["nodes"]}["fmm"]
+        self.assertEqual((row["m"], row["n"], row["k"], row["batch"]), (3, 7, 5, 2))
+
     def test_tensor_cores(self):
         mlp, _ = self.report("mlp")
         tc = mlp["tensor_cores"]

@@ -63,7 +63,13 @@ static bool isDataMovementOp(llvm::StringRef op) {
       .Default(false);
 }
 
+static bool isFusedMatMul(const Node &n) {
+  return n.domain == "com.microsoft" && n.opType == "FusedMatMul";
+}
+
 static bool isGemmLike(const Node &n) {
+  if (isFusedMatMul(n))
+    return true;
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return false;
   return llvm::StringSwitch<bool>(n.opType)
@@ -95,7 +101,15 @@ static llvm::Optional<GemmShape> gemmShape(const Node &n, const ShapeEstimator &
   if (!a || !b || !out || !out->isFullyKnown() || !a->isFullyKnown() || !b->isFullyKnown())
     return llvm::None;
   GemmShape g;
-  if (n.opType == "MatMul") {
+  // FusedMatMul multiplies op(A) and op(B) (its trans flags) like MatMul.
+  ShapeInfo fusedA, fusedB;
+  if (isFusedMatMul(n)) {
+    fusedA = fusedMatMulOperand(*a, n.intAttr("transA", 0), n.intAttr("transBatchA", 0));
+    fusedB = fusedMatMulOperand(*b, n.intAttr("transB", 0), n.intAttr("transBatchB", 0));
+    a = &fusedA;
+    b = &fusedB;
+  }
+  if (n.opType == "MatMul" || isFusedMatMul(n)) {
     if (a->rank() == 0 || b->rank() == 0)
       return llvm::None;
     g.k = a->dims.back();
@@ -392,7 +406,8 @@ static llvm::json::Object flopsSection(const Totals &t) {
       {"unestimated_node_fraction",
        fraction(t.unestimatedNodes, static_cast<double>(t.computeNodes))},
       {"counting",
-       "MatMul/Gemm/Conv/ConvTranspose: 2*M*N*K (+bias); Einsum: 2*product of index sizes; "
+       "MatMul/FusedMatMul/Gemm/Conv/ConvTranspose: 2*M*N*K (+bias); Einsum: 2*product of "
+       "index sizes; "
        "LSTM/GRU/RNN: per step and direction 2*gates*H*(I+H) + 4*gates*H; pooling: output "
        "elements * window; reductions: input elements; other arithmetic: 1 per output element; "
        "data movement: 0"},

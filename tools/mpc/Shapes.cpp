@@ -159,6 +159,20 @@ static bool isReduceOp(llvm::StringRef op) { return op.startswith("Reduce"); }
 // Shape rules
 //===----------------------------------------------------------------------===//
 
+ShapeInfo mpc::tool::fusedMatMulOperand(const ShapeInfo &x, bool trans, bool transBatch) {
+  unsigned r = x.rank();
+  if (!x.rankKnown || r < 2)
+    return x;
+  transBatch &= r >= 3;
+  ShapeInfo s = ShapeInfo::of({});
+  for (unsigned i = transBatch ? 1 : 0; i < (transBatch ? r - 1 : r - 2); ++i)
+    s.dims.push_back(x.dims[i]);
+  int64_t rows = x.dims[transBatch ? 0 : r - 2], cols = x.dims[r - 1];
+  s.dims.push_back(trans ? cols : rows);
+  s.dims.push_back(trans ? rows : cols);
+  return s;
+}
+
 static ShapeInfo matMulShape(const ShapeInfo *a, const ShapeInfo *b) {
   if (!a || !b || !a->rankKnown || !b->rankKnown || a->rank() == 0 || b->rank() == 0)
     return unknownShape();
@@ -646,8 +660,14 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
     }
   } else if (isBroadcastOp(op)) {
     out = broadcast(in);
-  } else if (op == "MatMul" || op == "MatMulInteger" || op == "FusedMatMul") {
+  } else if (op == "MatMul" || op == "MatMulInteger") {
     out = matMulShape(x, y);
+  } else if (op == "FusedMatMul") {
+    if (x && y) {
+      ShapeInfo a = fusedMatMulOperand(*x, n.intAttr("transA", 0), n.intAttr("transBatchA", 0));
+      ShapeInfo b = fusedMatMulOperand(*y, n.intAttr("transB", 0), n.intAttr("transBatchB", 0));
+      out = matMulShape(&a, &b);
+    }
   } else if (op == "Gemm") {
     if (x && y && x->rankKnown && y->rankKnown && x->rank() == 2 && y->rank() == 2) {
       bool ta = n.intAttr("transA", 0) != 0, tb = n.intAttr("transB", 0) != 0;

@@ -34,6 +34,11 @@ struct ShapeInfo {
   int64_t numElements() const;
 };
 
+/// The shape of op(X) for an operand of com.microsoft::FusedMatMul:
+/// transBatch moves axis 0 behind the batch axes (rank >= 3), trans swaps the
+/// last two axes; a vector (or unknown rank) is returned as it is.
+ShapeInfo fusedMatMulOperand(const ShapeInfo &x, bool trans, bool transBatch);
+
 /// Shapes of every value of a model's main graph and of the graphs nested in
 /// it (If/Loop/Scan bodies), plus the contents of small integer tensors that
 /// shape computations produce (Shape -> Gather -> Concat -> Reshape).
