@@ -86,6 +86,20 @@ void layerNormalization(const T *x, const P *scale, const P *bias, T *y,
 }
 
 template <typename T, typename P>
+void rmsNormalization(const T *x, const P *scale, T *y, int64_t outer, int64_t inner,
+                      float epsilon) {
+  using S = AccumType<T>;
+  const S *sc = paramsOf<P, S>(scale, inner, ScratchSlot::Weights);
+  for (int64_t o = 0; o < outer; ++o)
+    withBlock<T, S>(x + o * inner, y + o * inner, inner, [&](const S *in, S *out) {
+      S ms = inner ? sumOf<S>(in, inner, [](S v) { return v * v; }) / S(inner) : S(0);
+      S inv = S(1) / math::sqrt(ms + S(epsilon));
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = in[i] * inv * sc[i];
+    });
+}
+
+template <typename T, typename P>
 void batchNormalization(const T *x, const P *scale, const P *bias,
                         const P *mean, const P *var, T *y, int64_t batch,
                         int64_t channels, int64_t spatial, float epsilon) {
@@ -148,6 +162,8 @@ void groupNormalization(const T *x, const T *scale, const T *bias, T *y,
   template void layerNormalization<T, P>(const T *, const P *, const P *, T *, \
                                          int64_t, int64_t, float,              \
                                          AccumType<T> *, AccumType<T> *);      \
+  template void rmsNormalization<T, P>(const T *, const P *, T *, int64_t,     \
+                                       int64_t, float);                        \
   template void batchNormalization<T, P>(const T *, const P *, const P *,      \
                                          const P *, const P *, T *, int64_t,   \
                                          int64_t, int64_t, float);

@@ -67,6 +67,7 @@ static const CpuKernel kRows[] = {
      /*dynamicShape=*/true},
     {"OneHot", "", 9, kMax, kFloatTypes | kIntTypes, shapeOneHot, runOneHot},
     {"Pad", "", 2, kMax, kAllTypes, shapePad, runPad},
+    {"RMSNormalization", "", 23, kMax, kFloatTypes, shapeRMSNorm, runRMSNorm},
     {"Range", "", 11, kMax, kFloatTypes | kIntTypes, shapeRangeOp, runRangeOp},
     {"ReduceL1", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
     {"ReduceL2", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},

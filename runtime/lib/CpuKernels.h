@@ -170,6 +170,8 @@ llvm::Error shapeGroupNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGroupNorm(const KernelCall &);
 llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLpNorm(const KernelCall &);
+llvm::Error shapeRMSNorm(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runRMSNorm(const KernelCall &);
 
 // MiscKernels.cpp: Einsum, Compress, ReverseSequence.
 llvm::Error shapeEinsum(const ShapeQuery &, std::vector<ShapedType> &);

@@ -1,11 +1,14 @@
 //===- NormKernels.cpp - CPU glue for instance, group and Lp normalization --===//
 //
-// InstanceNormalization, GroupNormalization and LpNormalization. Statistics
-// are accumulated in double whatever the storage type (float32 data gives
-// sums of up to millions of elements); each output is rounded once.
+// InstanceNormalization, GroupNormalization and LpNormalization accumulate
+// their statistics in double whatever the storage type (float32 data gives
+// sums of up to millions of elements); RMSNormalization runs
+// cpu::rmsNormalization (fp32 accumulation, like LayerNormalization). Each
+// output is rounded once.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/Normalization.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 
@@ -138,6 +141,83 @@ llvm::Error cpuk::runLpNorm(const KernelCall &c) {
           y[off] = k::store<T>(C(norm == 0 ? 0.0 : v / norm));
         }
       }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// RMSNormalization (opset 23)
+//===----------------------------------------------------------------------===//
+
+/// The normalized axes of an RMSNormalization: X's dims from `axis` on.
+static llvm::Expected<int64_t> rmsAxis(const Node &n, llvm::ArrayRef<int64_t> x) {
+  int64_t axis = n.intAttr("axis", -1);
+  if (!normalizeAxis(axis, static_cast<int64_t>(x.size())))
+    return nodeError(n, "axis out of range for " + formatShape(x.vec()));
+  return axis;
+}
+
+/// True when `scale` broadcasts (numpy rules, aligned right) to `norm`.
+static bool broadcastsTo(const std::vector<int64_t> &scale, llvm::ArrayRef<int64_t> norm) {
+  if (scale.size() > norm.size())
+    return false;
+  size_t off = norm.size() - scale.size();
+  for (size_t i = 0; i < scale.size(); ++i)
+    if (scale[i] != 1 && scale[i] != norm[off + i])
+      return false;
+  return true;
+}
+
+llvm::Error cpuk::shapeRMSNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const std::vector<int64_t> &x = q.inputs[0].shape, &scale = q.inputs[1].shape;
+  llvm::Expected<int64_t> axis = rmsAxis(q.node, x);
+  if (!axis)
+    return axis.takeError();
+  if (q.inputs[1].dtype != q.inputs[0].dtype)
+    return nodeError(q.node, "X is " + dtypeName(q.inputs[0].dtype).str() + " and scale " +
+                                 dtypeName(q.inputs[1].dtype).str() +
+                                 ": mixed types are not supported");
+  if (!broadcastsTo(scale, llvm::makeArrayRef(x).drop_front(*axis)))
+    return nodeError(q.node, "scale " + formatShape(scale) +
+                                 " does not broadcast to the normalized shape of X " +
+                                 formatShape(x));
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runRMSNorm(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &scale = c.inputs[1];
+  int64_t axis = *rmsAxis(*c.node, x.shape);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[i];
+  int64_t inner = x.numElements() / std::max<int64_t>(outer, 1);
+  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *sc = scale.as<T>();
+    // A scale smaller than the normalized shape is expanded once.
+    std::vector<T> expanded;
+    if (scale.numElements() != inner) {
+      std::vector<int64_t> norm(x.shape.begin() + axis, x.shape.end());
+      size_t off = norm.size() - scale.shape.size();
+      expanded.resize(static_cast<size_t>(inner));
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t rem = i, src = 0, stride = 1;
+        for (size_t d = norm.size(); d-- > 0;) {
+          int64_t idx = rem % norm[d];
+          rem /= norm[d];
+          if (d >= off) {
+            int64_t sd = scale.shape[d - off];
+            src += (sd == 1 ? 0 : idx) * stride;
+            stride *= sd;
+          }
+        }
+        expanded[i] = sc[src];
+      }
+      sc = expanded.data();
+    }
+    cpu::rmsNormalization<T, T>(x.as<T>(), sc, c.outputs[0].as<T>(), outer, inner, eps);
   });
   return llvm::Error::success();
 }

@@ -1,6 +1,6 @@
 //===- NormalizationTest.cpp - Softmax and normalization kernels ----------===//
 //
-// Softmax/LogSoftmax and Layer/Batch/Instance/Group normalization against
+// Softmax/LogSoftmax and Layer/RMS/Batch/Instance/Group normalization against
 // double-precision loops written here, for f32, f16, bf16 and f64: inner and
 // outer axes, blocks longer than the column tile, large offsets (the
 // statistics must not cancel), -inf/NaN in softmax and the optional
@@ -205,6 +205,46 @@ TYPED_TEST(NormTest, LayerNormalization) {
   checkLayerNorm<T, T>(0, 8, 0, true);
   if constexpr (kernels::kIsFloat16<T>)
     checkLayerNorm<T, float>(3, 33, 0, true); // fp32 scale and bias.
+}
+
+template <typename T, typename P>
+void checkRmsNorm(int64_t outer, int64_t inner, double offset, float eps) {
+  SCOPED_TRACE(testing::Message() << "outer " << outer << " inner " << inner << " offset "
+                                  << offset << " eps " << eps);
+  std::mt19937 rng(14);
+  std::vector<T> x = randomVector<T>(size_t(outer * inner), rng, offset - 1, offset + 1);
+  std::vector<P> scale = randomVector<P>(size_t(inner), rng, -2, 2);
+  std::vector<double> xd = toDoubles(x), expected(x.size()), errScale(x.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    double ms = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      ms += xd[size_t(o * inner + i)] * xd[size_t(o * inner + i)];
+    double inv = 1.0 / std::sqrt(ms / double(inner) + double(eps));
+    for (int64_t i = 0; i < inner; ++i) {
+      size_t k = size_t(o * inner + i);
+      expected[k] = xd[k] * inv * toDouble(scale[i]);
+      errScale[k] = std::fabs(xd[k]) * inv * std::fabs(toDouble(scale[i]));
+    }
+  }
+  std::vector<T> y(x.size());
+  cpu::rmsNormalization<T, P>(x.data(), scale.data(), y.data(), outer, inner, eps);
+  EXPECT_TRUE(allClose(y, expected, errScale));
+  // In place (y aliases x) gives the same result.
+  std::vector<T> inPlace = x;
+  cpu::rmsNormalization<T, P>(inPlace.data(), scale.data(), inPlace.data(), outer, inner, eps);
+  EXPECT_EQ(0, std::memcmp(inPlace.data(), y.data(), y.size() * sizeof(T)));
+}
+
+TYPED_TEST(NormTest, RMSNormalization) {
+  using T = TypeParam;
+  checkRmsNorm<T, T>(1, 1, 0, 1e-5f);
+  checkRmsNorm<T, T>(3, 7, 0, 1e-5f);
+  checkRmsNorm<T, T>(5, 1000, 0, 0.1f);
+  checkRmsNorm<T, T>(2, 4097, 0, 1e-5f);
+  checkRmsNorm<T, T>(4, 64, 100, 1e-5f); // large values: the mean of squares is ~1e4
+  checkRmsNorm<T, T>(0, 8, 0, 1e-5f);
+  if constexpr (kernels::kIsFloat16<T>)
+    checkRmsNorm<T, float>(3, 33, 0, 1e-5f); // fp32 scale
 }
 
 TYPED_TEST(NormTest, BatchNormalization) {

@@ -486,6 +486,46 @@ class ReportTest(TempDirCase):
         row = {n["name"]: n for n in report["tensor_cores"]["nodes"]}["fmm"]
         self.assertEqual((row["m"], row["n"], row["k"], row["batch"]), (3, 7, 5, 2))
 
+    def test_rms_normalization_is_a_typed_fp32_barrier(self):
+        # RMSNormalization (opset 23) is newer than libonnx: mpc's signature for it
+        # lets types flow through, so the MatMul after it converts too, while the
+        # unlisted op itself stays fp32. mpc runs both models; the original agrees
+        # with onnx.reference.
+        rng = np.random.default_rng(3)
+        f32 = TensorProto.FLOAT
+        inits = [numpy_helper.from_array((rng.standard_normal((16, 32)) * 0.2).astype(np.float32),
+                                         "W"),
+                 numpy_helper.from_array(rng.uniform(0.5, 1.5, (32,)).astype(np.float32), "S"),
+                 numpy_helper.from_array((rng.standard_normal((32, 8)) * 0.2).astype(np.float32),
+                                         "W2")]
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm1"),
+                 helper.make_node("RMSNormalization", ["h", "S"], ["n"], name="rms",
+                                  epsilon=1e-6),
+                 helper.make_node("MatMul", ["n", "W2"], ["y"], name="mm2")]
+        path = os.path.join(self.tmp, "rms.onnx")
+        save_model(nodes, [helper.make_tensor_value_info("x", f32, [4, 16])],
+                   [helper.make_tensor_value_info("y", f32, [4, 8])], inits, path, opset=23)
+        report_path = os.path.join(self.tmp, "rms.json")
+        self.rewrite(path, dump=False, report=report_path)
+        with open(report_path) as f:
+            colors = {n["name"]: n["color"] for n in json.load(f)["nodes"]}
+        self.assertEqual(colors, {"mm1": "allow", "rms": "keep", "mm2": "allow"})
+        x = rng.standard_normal((4, 16)).astype(np.float32)
+        np.save(os.path.join(self.tmp, "x.npy"), x)
+        out = os.path.join(self.tmp, "out")
+        os.mkdir(out)
+        r = run_mpc("run", path, "--input", "x=" + os.path.join(self.tmp, "x.npy"),
+                    "--outputs", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        from onnx.reference import ReferenceEvaluator
+        want = ReferenceEvaluator(onnx.load(path)).run(None, {"x": x})[0]
+        np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want, rtol=1e-5,
+                                   atol=1e-6)
+        r = run_mpc("run", os.path.join(self.tmp, "rms.amp.onnx"), "--random-inputs",
+                    "--compare", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"compare 'y': .*: ok")
+
     def test_tensor_cores(self):
         mlp, _ = self.report("mlp")
         tc = mlp["tensor_cores"]

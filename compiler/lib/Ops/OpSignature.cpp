@@ -201,6 +201,12 @@ static const PatchRow kPatches[] = {
     {PatchKind::NewOp, "Mish", 18, "X:T -> Y:T", "T=f16,f32,f64"},
     {PatchKind::NewOp, "Gelu", 20, "X:T -> Y:T", "T=f16,f32,f64,bf16"},
     {PatchKind::NewOp, "Mish", 22, "X:T -> Y:T", "T=f16,f32,f64,bf16"},
+    // Ops newer than libonnx that mpc runs, so that types flow through them.
+    {PatchKind::NewOp, "RMSNormalization", 23, "X:T scale:V -> Y:V",
+     "T=f16,f32,f64,bf16;V=f16,f32,f64,bf16"},
+    // Opset 18 made OptionalHasElement's input optional (absent: false) and let
+    // it be a tensor or a sequence (true).
+    {PatchKind::NewOp, "OptionalHasElement", 18, "input?:O -> output:tensor(bool)", ""},
     // Opset 18 turned the reduction axes attribute into an optional input.
     {PatchKind::AppendOptionalInput, "ReduceL1", 18, "axes:tensor(int64)", ""},
     {PatchKind::AppendOptionalInput, "ReduceL2", 18, "axes:tensor(int64)", ""},

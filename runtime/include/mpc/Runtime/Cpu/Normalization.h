@@ -28,6 +28,13 @@ void layerNormalization(const T *x, const P *scale, const P *bias, T *y,
                         kernels::AccumType<T> *mean = nullptr,
                         kernels::AccumType<T> *invStdDev = nullptr);
 
+/// ONNX RMSNormalization on x viewed as [outer, inner]: each row is divided
+/// by sqrt(mean(x^2) + epsilon), accumulated in fp32 (fp64 for double), and
+/// multiplied by scale (inner elements, P = T or float). y may alias x.
+template <typename T, typename P>
+void rmsNormalization(const T *x, const P *scale, T *y, int64_t outer, int64_t inner,
+                      float epsilon);
+
 /// ONNX BatchNormalization in inference mode on x [batch, channels,
 /// spatial]: y = (x - mean) / sqrt(var + epsilon) * scale + bias with the
 /// running statistics; parameters of type P (T or float).
