@@ -83,6 +83,7 @@ static const CpuKernel kRows[] = {
     {"Resize", "", 10, kMax, kFloatTypes, shapeResize, runResize, /*dynamicShape=*/true},
     {"ReverseSequence", "", 10, kMax, kAllTypes, shapeReverseSequence, runReverseSequence},
     {"RNN", "", 7, kMax, kFloatTypes, shapeRNN, runRNN},
+    {"RotaryEmbedding", "", 23, kMax, kFloatTypes, shapeRotaryEmbedding, runRotaryEmbedding},
     {"ScatterElements", "", 11, kMax, kAllTypes, shapeSameAsInput0, runScatterElements},
     {"ScatterND", "", 11, kMax, kAllTypes, shapeSameAsInput0, runScatterND},
     {"Shape", "", 1, kMax, kAllTypes, shapeShape, runShape},

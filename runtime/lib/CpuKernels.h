@@ -172,6 +172,9 @@ llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLpNorm(const KernelCall &);
 llvm::Error shapeRMSNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRMSNorm(const KernelCall &);
+// RotaryEmbeddingKernel.cpp.
+llvm::Error shapeRotaryEmbedding(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runRotaryEmbedding(const KernelCall &);
 
 // MiscKernels.cpp: Einsum, Compress, ReverseSequence.
 llvm::Error shapeEinsum(const ShapeQuery &, std::vector<ShapedType> &);

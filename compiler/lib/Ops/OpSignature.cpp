@@ -204,6 +204,8 @@ static const PatchRow kPatches[] = {
     // Ops newer than libonnx that mpc runs, so that types flow through them.
     {PatchKind::NewOp, "RMSNormalization", 23, "X:T scale:V -> Y:V",
      "T=f16,f32,f64,bf16;V=f16,f32,f64,bf16"},
+    {PatchKind::NewOp, "RotaryEmbedding", 23,
+     "X:T cos_cache:T sin_cache:T position_ids?:M -> Y:T", "T=f16,f32,f64,bf16;M=i64"},
     // Opset 18 made OptionalHasElement's input optional (absent: false) and let
     // it be a tensor or a sequence (true).
     {PatchKind::NewOp, "OptionalHasElement", 18, "input?:O -> output:tensor(bool)", ""},
