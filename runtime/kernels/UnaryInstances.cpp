@@ -15,6 +15,10 @@ namespace kernels {
   MPC_FLOAT_STORAGE_TYPES(MPC_DEFINE_UNARY, OP, MPC_SAME_TYPE)
 #define MPC_UNARY_SIGNED(OP)                                                   \
   MPC_SIGNED_STORAGE_TYPES(MPC_DEFINE_UNARY, OP, MPC_SAME_TYPE)
+#define MPC_UNARY_ARITHMETIC(OP)                                               \
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_DEFINE_UNARY, OP, MPC_SAME_TYPE)
+#define MPC_UNARY_INTEGER(OP)                                                  \
+  MPC_INTEGER_STORAGE_TYPES(MPC_DEFINE_UNARY, OP, MPC_SAME_TYPE)
 #define MPC_UNARY_PREDICATE(OP)                                                \
   MPC_FLOAT_STORAGE_TYPES(MPC_DEFINE_UNARY, OP, MPC_BOOL_TYPE)
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"

@@ -39,11 +39,14 @@ static const CpuKernel kRows[] = {
     {"ConstantOfShape", "", 9, kMax, kIntTypes, shapeConstantOfShape, runConstantOfShape},
     {"Conv", "", 1, kMax, kFloatTypes, shapeConv, runConv},
     {"ConvTranspose", "", 1, kMax, kFloatTypes, shapeConvTranspose, runConvTranspose},
+    {"CumProd", "", 26, kMax, kFloatTypes | kIntTypes | kUnsignedTypes, shapeSameAsInput0,
+     runCumProd},
     {"CumSum", "", 11, kMax, kFloatTypes | kIntTypes, shapeSameAsInput0, runCumSum},
     {"DepthToSpace", "", 1, kMax, kAllTypes, shapeDepthToSpace, runDepthToSpace},
     {"Dropout", "", 1, kMax, kFloatTypes, shapeDropout, runDropout},
     {"Einsum", "", 12, kMax, kFloatTypes | kIntTypes, shapeEinsum, runEinsum},
     {"Expand", "", 8, kMax, kAllTypes, shapeExpand, runExpand},
+    {"EyeLike", "", 9, kMax, kAllTypes, shapeEyeLike, runEyeLike},
     {"Flatten", "", 1, kMax, kAllTypes, shapeFlatten, runCopy, /*dynamicShape=*/false, /*inPlace=*/true},
     {"Gather", "", 1, kMax, kAllTypes, shapeGather, runGather},
     {"GatherElements", "", 11, kMax, kAllTypes, shapeGatherElements, runGatherElements},
@@ -196,9 +199,13 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
   DType key = keyDType(n, inputDTypes);
   if (!(k->dtypes & dtypeBit(key)))
     return false;
-  // Cast: the target type must be storable too.
+  // Cast, CastLike: the target type must be storable too (CastLike's is
+  // input 1's, checked again by its shape function where not yet known).
   if (n.opType == "Cast")
     return runtimeElementSize(DType(n.intAttr("to", 0))) != 0;
+  if (n.opType == "CastLike")
+    return inputDTypes.size() < 2 || inputDTypes[1] == DType::Undefined ||
+           runtimeElementSize(inputDTypes[1]) != 0;
   return true;
 }
 

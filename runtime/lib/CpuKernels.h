@@ -39,17 +39,47 @@ template <typename Fn> bool dispatchSigned(DType t, Fn &&fn) {
   }
 }
 
-/// Calls fn(T()) for every storage type the runtime holds.
-template <typename Fn> bool dispatchAll(DType t, Fn &&fn) {
+/// Calls fn(T()) for the unsigned integer storage types.
+template <typename Fn> bool dispatchUnsigned(DType t, Fn &&fn) {
   switch (t) {
-  case DType::Bool: fn(bool()); return true;
   case DType::U8: fn(uint8_t()); return true;
   case DType::U16: fn(uint16_t()); return true;
   case DType::U32: fn(uint32_t()); return true;
   case DType::U64: fn(uint64_t()); return true;
-  default: return dispatchSigned(t, fn);
+  default: return false;
   }
 }
+
+/// Calls fn(T()) for the signed and unsigned integer storage types.
+template <typename Fn> bool dispatchInteger(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::I8: fn(int8_t()); return true;
+  case DType::I16: fn(int16_t()); return true;
+  case DType::I32: fn(int32_t()); return true;
+  case DType::I64: fn(int64_t()); return true;
+  default: return dispatchUnsigned(t, fn);
+  }
+}
+
+/// Calls fn(T()) for the float and integer storage types (all but bool).
+template <typename Fn> bool dispatchArithmetic(DType t, Fn &&fn) {
+  return dispatchUnsigned(t, fn) || dispatchSigned(t, fn);
+}
+
+/// Calls fn(T()) for every storage type the runtime holds.
+template <typename Fn> bool dispatchAll(DType t, Fn &&fn) {
+  if (t == DType::Bool) {
+    fn(bool());
+    return true;
+  }
+  return dispatchArithmetic(t, fn);
+}
+
+/// The unsigned integer types, and with them every integer or non-bool type.
+constexpr DTypeSet kUnsignedTypes = dtypeBit(DType::U8) | dtypeBit(DType::U16) |
+                                    dtypeBit(DType::U32) | dtypeBit(DType::U64);
+constexpr DTypeSet kIntegerTypes = kIntTypes | kUnsignedTypes;
+constexpr DTypeSet kArithmeticTypes = kNumericTypes | kUnsignedTypes;
 
 /// "node 'x' (Op): <msg>" as an InputError.
 llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
@@ -70,6 +100,7 @@ llvm::Error shapeBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeCompare(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapePredicate(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeCast(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeCastLike(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeGemm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeMatMul(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConv(const ShapeQuery &, std::vector<ShapedType> &);
@@ -154,6 +185,7 @@ llvm::Error runArgReduce(const KernelCall &);
 llvm::Error shapeTopK(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runTopK(const KernelCall &);
 llvm::Error runCumSum(const KernelCall &);
+llvm::Error runCumProd(const KernelCall &);
 llvm::Error shapeGatherElements(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGatherElements(const KernelCall &);
 llvm::Error runScatterElements(const KernelCall &);
@@ -183,6 +215,8 @@ llvm::Error shapeCompress(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runCompress(const KernelCall &);
 llvm::Error shapeReverseSequence(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runReverseSequence(const KernelCall &);
+llvm::Error shapeEyeLike(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runEyeLike(const KernelCall &);
 
 // ConvTransposeKernels.cpp.
 llvm::Error shapeConvTranspose(const ShapeQuery &, std::vector<ShapedType> &);

@@ -1,7 +1,8 @@
 //===- ElementwiseKernels.cpp - CPU table rows for element-wise ops ---------===//
 //
-// Unary, binary, comparison, logical, Where and Cast glue over the
-// colleague's compiled loops (mpc/Runtime/Kernels/Elementwise.h, Cpu/Cast.h).
+// Unary, binary, bitwise, comparison, logical, Where, Cast and CastLike glue
+// over the colleague's compiled loops (mpc/Runtime/Kernels/Elementwise.h,
+// Cpu/Cast.h).
 // The rows of ElementwiseOps.def become table rows here; attributes become
 // functor fields in makeOp.
 //
@@ -45,21 +46,39 @@ template <> k::IsInf makeOp(const Node &n) {
                   n.intAttr("detect_positive", 1) != 0};
 }
 template <> k::Mod makeOp(const Node &n) { return k::Mod{n.intAttr("fmod", 0) != 0}; }
+template <> k::Swish makeOp(const Node &n) { return k::Swish{n.floatAttr("alpha", 1.0f)}; }
+template <> k::Shrink makeOp(const Node &n) {
+  return k::Shrink{n.floatAttr("lambd", 0.5f), n.floatAttr("bias", 0.0f)};
+}
+template <> k::BitShift makeOp(const Node &n) {
+  return k::BitShift{n.stringAttr("direction", "") == "LEFT"};
+}
 
 namespace {
-/// Unary rows over float types (Signed = false) or float and int types.
-template <typename Op, bool Signed> struct Unary {
+/// The storage types of a row kind of ElementwiseOps.def.
+enum class RowTypes { Float, Signed, Arithmetic, Integer };
+
+/// Calls fn(T()) for the types of kind K.
+template <RowTypes K, typename Fn> void dispatchRow(DType t, Fn &&fn) {
+  if constexpr (K == RowTypes::Float)
+    dispatchFloat(t, fn);
+  else if constexpr (K == RowTypes::Signed)
+    dispatchSigned(t, fn);
+  else if constexpr (K == RowTypes::Arithmetic)
+    dispatchArithmetic(t, fn);
+  else
+    dispatchInteger(t, fn);
+}
+
+/// Unary rows with the same input and output type.
+template <typename Op, RowTypes K> struct Unary {
   static llvm::Error run(const KernelCall &c) {
     Op op = makeOp<Op>(*c.node);
     const TensorRef &x = c.inputs[0];
-    auto body = [&](auto tag) {
+    dispatchRow<K>(x.dtype, [&](auto tag) {
       using T = decltype(tag);
       k::applyUnary<T, T, Op>(op, x.as<T>(), c.outputs[0].as<T>(), x.numElements());
-    };
-    if constexpr (Signed)
-      dispatchSigned(x.dtype, body);
-    else
-      dispatchFloat(x.dtype, body);
+    });
     return llvm::Error::success();
   }
 };
@@ -78,7 +97,7 @@ template <typename Op> struct Predicate {
 };
 
 /// Binary rows; Out is the same type (Compare = false) or bool.
-template <typename Op, bool Compare> struct Binary {
+template <typename Op, bool Compare, RowTypes K = RowTypes::Signed> struct Binary {
   static llvm::Error run(const KernelCall &c) {
     Op op = makeOp<Op>(*c.node);
     if constexpr (!Compare)
@@ -86,7 +105,7 @@ template <typename Op, bool Compare> struct Binary {
         return runVariadic(op, c);
     const TensorRef &a = c.inputs[0], &b = c.inputs[1];
     k::BroadcastPlan plan = k::makeBroadcastPlan(a.shape, b.shape);
-    dispatchSigned(a.dtype, [&](auto tag) {
+    dispatchRow<K>(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       using Out = std::conditional_t<Compare, bool, T>;
       k::applyBinary<T, Out, Op>(op, a.as<T>(), b.as<T>(), c.outputs[0].as<Out>(), plan);
@@ -98,7 +117,7 @@ template <typename Op, bool Compare> struct Binary {
   /// step broadcasting the running result with the next input.
   static llvm::Error runVariadic(const Op &op, const KernelCall &c) {
     const TensorRef &out = c.outputs[0];
-    dispatchSigned(out.dtype, [&](auto tag) {
+    dispatchRow<K>(out.dtype, [&](auto tag) {
       using T = decltype(tag);
       const TensorRef &first = c.inputs[0];
       std::vector<T> acc(first.as<T>(), first.as<T>() + first.numElements());
@@ -241,6 +260,14 @@ llvm::Error cpuk::runCast(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+llvm::Error cpuk::shapeCastLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  DType to = q.inputs[1].dtype;
+  if (runtimeElementSize(to) == 0)
+    return nodeError(q.node, "cannot cast to element type " + dtypeName(to));
+  out.assign(1, ShapedType{to, q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
 llvm::Error cpuk::shapeSameAsInput0(const ShapeQuery &q, std::vector<ShapedType> &out) {
   out.assign(q.node.numOutputs(), q.inputs[0]);
   return llvm::Error::success();
@@ -289,23 +316,40 @@ llvm::Error cpuk::shapeCast(const ShapeQuery &q, std::vector<ShapedType> &out) {
 }
 
 // The element-wise rows, built from ElementwiseOps.def (opsets 1..max:
-// these ops changed only in attributes and types the rows already cover).
+// these ops changed only in attributes and types the rows already cover;
+// rows added later start at their op's first opset, kFirstOpset below).
 // Binary rows may run in place. Unary rows do not: with out == in the
 // compiled unary loops fail their runtime alias check and run scalar (the
 // transformer's Erf took 2x longer), so they keep separate buffers.
 constexpr int64_t kMaxOp = 1000;
-#define UNARY_ROW(Op, Signed)                                                  \
-  {#Op, "", 1, kMaxOp, Signed ? kNumericTypes : kFloatTypes, shapeSameAsInput0, \
-   Unary<k::Op, Signed>::run, false, /*inPlace=*/false},
-#define MPC_UNARY_FLOAT(Op) UNARY_ROW(Op, false)
-#define MPC_UNARY_SIGNED(Op) UNARY_ROW(Op, true)
+#define UNARY_ROW(Op, Kind, Types)                                             \
+  {#Op, "", 1, kMaxOp, Types, shapeSameAsInput0,                                \
+   Unary<k::Op, RowTypes::Kind>::run, false, /*inPlace=*/false},
+#define MPC_UNARY_FLOAT(Op) UNARY_ROW(Op, Float, kFloatTypes)
+#define MPC_UNARY_SIGNED(Op) UNARY_ROW(Op, Signed, kNumericTypes)
+#define MPC_UNARY_ARITHMETIC(Op) UNARY_ROW(Op, Arithmetic, kArithmeticTypes)
+#define MPC_UNARY_INTEGER(Op) UNARY_ROW(Op, Integer, kIntegerTypes)
 #define MPC_UNARY_PREDICATE(Op)                                                \
   {#Op, "", 1, kMaxOp, kFloatTypes, shapePredicate, Predicate<k::Op>::run},
 #define MPC_BINARY_SIGNED(Op)                                                  \
   {#Op, "", 1, kMaxOp, kNumericTypes, shapeBroadcast, Binary<k::Op, false>::run,      \
    false, /*inPlace=*/true},
+#define MPC_BINARY_INTEGER(Op)                                                 \
+  {#Op, "", 1, kMaxOp, kIntegerTypes, shapeBroadcast,                           \
+   Binary<k::Op, false, RowTypes::Integer>::run, false, /*inPlace=*/true},
 #define MPC_BINARY_COMPARE(Op)                                                 \
   {#Op, "", 1, kMaxOp, kNumericTypes, shapeCompare, Binary<k::Op, true>::run},
+
+/// The first opset of the ops whose rows were added after the rest.
+static const struct {
+  const char *opType;
+  int64_t since;
+} kFirstOpset[] = {
+    {"Acos", 7},        {"Acosh", 9},      {"Asin", 7},       {"Asinh", 9},
+    {"Atan", 7},        {"Atanh", 9},      {"BitShift", 11},  {"BitwiseAnd", 18},
+    {"BitwiseNot", 18}, {"BitwiseOr", 18}, {"BitwiseXor", 18}, {"Cosh", 9},
+    {"Shrink", 9},      {"Sinh", 9},       {"Swish", 24},     {"Tan", 7},
+};
 
 namespace mpc {
 namespace cpuk {
@@ -321,11 +365,20 @@ std::vector<CpuKernel> elementwiseRows() {
       {"Where", "", 9, kMaxOp, dtypeBit(DType::Bool), shapeBroadcast, runWhere,
        /*dynamicShape=*/false, /*inPlace=*/true},
       {"Cast", "", 6, kMaxOp, kAllTypes, shapeCast, runCast},
+      // The target type is input 1's: Cast's conversions, to y's dtype.
+      {"CastLike", "", 15, kMaxOp, kAllTypes, shapeCastLike, runCast},
   };
-  // Clip reads its bounds from inputs; replace the plain functor row.
-  for (CpuKernel &r : rows)
+  for (CpuKernel &r : rows) {
+    // Clip reads its bounds from inputs; replace the plain functor row.
     if (llvm::StringRef(r.opType) == "Clip")
       r.run = runClip;
+    // ONNX BitShift admits unsigned types only.
+    if (llvm::StringRef(r.opType) == "BitShift")
+      r.dtypes = kUnsignedTypes;
+    for (const auto &f : kFirstOpset)
+      if (llvm::StringRef(r.opType) == f.opType)
+        r.minOpset = f.since;
+  }
   return rows;
 }
 } // namespace cpuk

@@ -1,12 +1,13 @@
 //===- IndexKernels.cpp - CPU glue for indexing and selection ops -----------===//
 //
-// ArgMax, ArgMin, TopK, CumSum, GatherElements, ScatterElements, GatherND,
-// ScatterND and OneHot. Selections compare in the compute type; CumSum and
-// scatter reductions widen 16-bit floats to float and round each stored
-// result once.
+// ArgMax, ArgMin, TopK, CumSum, CumProd, GatherElements, ScatterElements,
+// GatherND, ScatterND and OneHot. Selections compare in the compute type; the
+// scans (CumSum, CumProd) and scatter reductions widen 16-bit floats to float
+// and round each stored result once.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <algorithm>
@@ -151,10 +152,13 @@ llvm::Error cpuk::runTopK(const KernelCall &c) {
 }
 
 //===----------------------------------------------------------------------===//
-// CumSum
+// CumSum, CumProd
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::runCumSum(const KernelCall &c) {
+/// A running reduction along input 1's axis, starting from `identity` and
+/// combining with Op (k::Add or k::Mul: integers wrap around); `exclusive`
+/// stores the value before each step, `reverse` runs from the end.
+template <typename Op> static llvm::Error runScan(const KernelCall &c, int identity) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = readInts(c.inputs[1]).at(0), outer, dim, inner;
   if (!normalizeAxis(axis, x.shape.size()))
@@ -162,23 +166,24 @@ llvm::Error cpuk::runCumSum(const KernelCall &c) {
   splitAtAxis(x.shape, axis, outer, dim, inner);
   bool exclusive = c.node->intAttr("exclusive", 0) != 0;
   bool reverse = c.node->intAttr("reverse", 0) != 0;
-  dispatchSigned(x.dtype, [&](auto tag) {
+  const Op op{};
+  dispatchArithmetic(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
     const T *p = x.as<T>();
     T *y = c.outputs[0].as<T>();
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
-        C acc = C(0);
+        C acc = C(identity);
         for (int64_t s = 0; s < dim; ++s) {
           int64_t j = reverse ? dim - 1 - s : s;
           int64_t off = (o * dim + j) * inner + i;
           C v = k::load(p[off]);
           if (exclusive) {
             y[off] = k::store<T>(acc);
-            acc = C(acc + v);
+            acc = op(acc, v);
           } else {
-            acc = C(acc + v);
+            acc = op(acc, v);
             y[off] = k::store<T>(acc);
           }
         }
@@ -186,6 +191,10 @@ llvm::Error cpuk::runCumSum(const KernelCall &c) {
   });
   return llvm::Error::success();
 }
+
+llvm::Error cpuk::runCumSum(const KernelCall &c) { return runScan<k::Add>(c, 0); }
+
+llvm::Error cpuk::runCumProd(const KernelCall &c) { return runScan<k::Mul>(c, 1); }
 
 //===----------------------------------------------------------------------===//
 // GatherElements, ScatterElements

@@ -2,12 +2,13 @@
 //
 // Einsum by a direct loop over every label combination (accumulated in the
 // compute type's accumulator, rounded once), Compress (data-dependent shape:
-// the row is dynamic) and ReverseSequence.
+// the row is dynamic), ReverseSequence and EyeLike.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <map>
@@ -275,5 +276,37 @@ llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
       int64_t si = t == 0 ? srcT : i, sj = t == 0 ? j : srcT;
       std::memcpy(dst + (i * d1 + j) * row, src + (si * d1 + sj) * row, row);
     }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// EyeLike
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const ShapedType &x = q.inputs[0];
+  if (x.shape.size() != 2)
+    return nodeError(q.node, "input must be 2-D, got " + formatShape(x.shape));
+  int64_t to = q.node.intAttr("dtype", int64_t(x.dtype));
+  if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
+    return nodeError(q.node, "cannot make element type " + std::to_string(to));
+  out.assign(1, ShapedType{DType(to), x.shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runEyeLike(const KernelCall &c) {
+  const TensorRef &y = c.outputs[0];
+  int64_t rows = y.shape[0], cols = y.shape[1];
+  int64_t diag = c.node->intAttr("k", 0);
+  // All-zero bytes are zero in every storage type.
+  if (int64_t n = y.numElements())
+    std::memset(y.data, 0, size_t(n) * elemSize(y.dtype));
+  dispatchAll(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T one = k::castValue<T>(1);
+    T *p = y.as<T>();
+    for (int64_t i = std::max<int64_t>(0, -diag); i < rows && i + diag < cols; ++i)
+      p[i * cols + i + diag] = one;
+  });
   return llvm::Error::success();
 }

@@ -4,7 +4,8 @@
 // and bf16 against double-precision formulas written here (rounded to the
 // storage type), over sizes around the block length and with edge values;
 // numpy broadcasting against an independent index computation; integer and
-// double storage computed natively.
+// double storage computed natively; bitwise ops bit for bit on every integer
+// type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -192,6 +193,46 @@ TYPED_TEST(UnaryTest, Arithmetic) {
       "ClipDefault", k::Clip(), [](double x) { return x; }, -2, 2);
 }
 
+TYPED_TEST(UnaryTest, TrigonometricAndHyperbolic) {
+  using T = TypeParam;
+  checkUnary<T>(
+      "Tan", k::Tan(), [](double x) { return std::tan(x); }, -1.4, 1.4,
+      /*withEdges=*/false);
+  checkUnary<T>(
+      "Asin", k::Asin(), [](double x) { return std::asin(x); }, -1, 1);
+  checkUnary<T>(
+      "Acos", k::Acos(), [](double x) { return std::acos(x); }, -1, 1);
+  checkUnary<T>(
+      "Atan", k::Atan(), [](double x) { return std::atan(x); }, -20, 20);
+  checkUnary<T>(
+      "Sinh", k::Sinh(), [](double x) { return std::sinh(x); }, -10, 10);
+  checkUnary<T>(
+      "Cosh", k::Cosh(), [](double x) { return std::cosh(x); }, -10, 10);
+  checkUnary<T>(
+      "Asinh", k::Asinh(), [](double x) { return std::asinh(x); }, -100, 100);
+  checkUnary<T>(
+      "Acosh", k::Acosh(), [](double x) { return std::acosh(x); }, 1, 100);
+  checkUnary<T>(
+      "Atanh", k::Atanh(), [](double x) { return std::atanh(x); }, -0.99, 0.99);
+}
+
+TYPED_TEST(UnaryTest, SwishAndShrink) {
+  using T = TypeParam;
+  checkUnary<T>(
+      "Swish", k::Swish(), [](double x) { return x / (1 + std::exp(-x)); }, -12,
+      12);
+  checkUnary<T>(
+      "SwishAlpha", k::Swish{0.5f},
+      [](double x) { return x / (1 + std::exp(-0.5 * x)); }, -12, 12);
+  checkUnary<T>(
+      "Shrink", k::Shrink(),
+      [](double x) { return x < -0.5 ? x : (x > 0.5 ? x : 0.0); }, -3, 3);
+  checkUnary<T>(
+      "ShrinkSoft", k::Shrink{1.5f, 1.5f},
+      [](double x) { return x < -1.5 ? x + 1.5 : (x > 1.5 ? x - 1.5 : 0.0); },
+      -5, 5);
+}
+
 TYPED_TEST(UnaryTest, RoundHalvesToEven) {
   using T = TypeParam;
   // Multiples of 0.25 in [-8, 8) hit every tie; nearbyint rounds ties to even.
@@ -269,6 +310,32 @@ TEST(UnaryNativeTest, IntegersWrap) {
   k::applyUnary(k::Clip(), u8.data(), u8out.data(),
                 2); // Infinite bounds saturate.
   EXPECT_EQ(u8out, u8);
+}
+
+TEST(UnaryNativeTest, IntegerShrinkAndBitwiseNot) {
+  // Integers compare with the float lambd and shift by the float bias.
+  std::vector<int8_t> i8 = {-128, -5, -2, -1, 0, 1, 2, 5, 127};
+  std::vector<int8_t> i8out(i8.size());
+  k::applyUnary(k::Shrink{1.5f, 1.0f}, i8.data(), i8out.data(),
+                int64_t(i8.size()));
+  EXPECT_EQ(i8out, (std::vector<int8_t>{-127, -4, -1, 0, 0, 0, 1, 4, 126}));
+  std::vector<uint8_t> u8 = {0, 1, 2, 200, 255};
+  std::vector<uint8_t> u8out(u8.size());
+  k::applyUnary(k::Shrink{1.5f, 1.0f}, u8.data(), u8out.data(),
+                int64_t(u8.size()));
+  EXPECT_EQ(u8out, (std::vector<uint8_t>{0, 0, 1, 199, 254}));
+
+  k::applyUnary(k::BitwiseNot(), i8.data(), i8out.data(), int64_t(i8.size()));
+  EXPECT_EQ(i8out, (std::vector<int8_t>{127, 4, 1, 0, -1, -2, -3, -6, -128}));
+  std::vector<uint16_t> u16 = {0, 0xffff, 0x00f0};
+  std::vector<uint16_t> u16out(u16.size());
+  k::applyUnary(k::BitwiseNot(), u16.data(), u16out.data(), 3);
+  EXPECT_EQ(u16out, (std::vector<uint16_t>{0xffff, 0, 0xff0f}));
+  std::vector<uint64_t> u64 = {0, 0x0123456789abcdefull};
+  std::vector<uint64_t> u64out(u64.size());
+  k::applyUnary(k::BitwiseNot(), u64.data(), u64out.data(), 2);
+  EXPECT_EQ(u64out,
+            (std::vector<uint64_t>{~uint64_t(0), 0xfedcba9876543210ull}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -461,6 +528,84 @@ TEST(BinaryNativeTest, IntegerSemantics) {
   std::vector<uint16_t> uout(1);
   k::applyBinary(k::Mul(), u.data(), s1, u.data(), s1, uout.data());
   EXPECT_EQ(uout[0], 1); // 65535^2 mod 2^16, no int overflow.
+}
+
+/// Random bit patterns of T (every bit equally likely).
+template <typename T>
+std::vector<T> randomBits(size_t n, std::mt19937_64 &rng) {
+  std::vector<T> v(n);
+  for (T &x : v)
+    x = T(rng());
+  return v;
+}
+
+/// And, Or and Xor of every integer type, broadcast, bit for bit against the
+/// built-in operators.
+template <typename T> void checkBitwise() {
+  SCOPED_TRACE(sizeof(T) * 8);
+  std::mt19937_64 rng(17);
+  for (const ShapePair &c : kBroadcastCases) {
+    SCOPED_TRACE(shapeString(c.a) + " op " + shapeString(c.b));
+    std::vector<T> a = randomBits<T>(size_t(product(c.a)), rng);
+    std::vector<T> b = randomBits<T>(size_t(product(c.b)), rng);
+    std::vector<int64_t> outShape = refBroadcastShape(c.a, c.b);
+    size_t n = size_t(product(outShape));
+    std::vector<T> andOut(n), orOut(n), xorOut(n);
+    k::applyBinary(k::BitwiseAnd(), a.data(), c.a, b.data(), c.b,
+                   andOut.data());
+    k::applyBinary(k::BitwiseOr(), a.data(), c.a, b.data(), c.b, orOut.data());
+    k::applyBinary(k::BitwiseXor(), a.data(), c.a, b.data(), c.b,
+                   xorOut.data());
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<int64_t> idx = unravel(int64_t(i), outShape);
+      T x = a[size_t(operandIndex(idx, c.a))];
+      T y = b[size_t(operandIndex(idx, c.b))];
+      ASSERT_EQ(andOut[i], T(x & y)) << "And at " << i;
+      ASSERT_EQ(orOut[i], T(x | y)) << "Or at " << i;
+      ASSERT_EQ(xorOut[i], T(x ^ y)) << "Xor at " << i;
+    }
+  }
+}
+
+TEST(BinaryNativeTest, BitwiseIsExact) {
+  checkBitwise<int8_t>();
+  checkBitwise<int16_t>();
+  checkBitwise<int32_t>();
+  checkBitwise<int64_t>();
+  checkBitwise<uint8_t>();
+  checkBitwise<uint16_t>();
+  checkBitwise<uint32_t>();
+  checkBitwise<uint64_t>();
+}
+
+TEST(BinaryNativeTest, BitShift) {
+  std::vector<uint8_t> a = {1, 0x80, 0xff, 3, 0xff};
+  std::vector<uint8_t> s = {1, 1, 8, 9, 4};
+  std::vector<uint8_t> out(a.size());
+  std::vector<int64_t> shape = {int64_t(a.size())};
+  k::applyBinary(k::BitShift{true}, a.data(), shape, s.data(), shape,
+                 out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{2, 0, 0, 0, 0xf0})); // Bits drop off.
+  k::applyBinary(k::BitShift{false}, a.data(), shape, s.data(), shape,
+                 out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{0, 0x40, 0, 0, 0x0f}));
+  // A broadcast shift amount; shifts of the width or more give 0.
+  std::vector<uint64_t> w = {1, 0x8000000000000000ull, 12345};
+  std::vector<uint64_t> n63 = {63}, n64 = {64};
+  std::vector<uint64_t> wout(3);
+  std::vector<int64_t> ws = {3}, s1 = {1};
+  k::applyBinary(k::BitShift{true}, w.data(), ws, n63.data(), s1, wout.data());
+  EXPECT_EQ(wout, (std::vector<uint64_t>{0x8000000000000000ull, 0,
+                                         0x8000000000000000ull}));
+  k::applyBinary(k::BitShift{false}, w.data(), ws, n63.data(), s1, wout.data());
+  EXPECT_EQ(wout, (std::vector<uint64_t>{0, 1, 0}));
+  k::applyBinary(k::BitShift{false}, w.data(), ws, n64.data(), s1, wout.data());
+  EXPECT_EQ(wout, (std::vector<uint64_t>{0, 0, 0}));
+  std::vector<uint32_t> v = {16, 0xffffffffu}, sh = {2, 31};
+  std::vector<uint32_t> vout(2);
+  std::vector<int64_t> vs = {2};
+  k::applyBinary(k::BitShift{false}, v.data(), vs, sh.data(), vs, vout.data());
+  EXPECT_EQ(vout, (std::vector<uint32_t>{4, 1}));
 }
 
 TEST(BinaryNativeTest, DoubleBroadcast) {

@@ -2,7 +2,8 @@
 //
 // The float exp, tanh and erf the host loops use (MathFunctions.h) against
 // the double-precision libm, in units in the last place, over a sweep of
-// about a million float bit patterns each, plus their special values.
+// about a million float bit patterns each, plus their special values; the
+// same for the libm-backed trigonometric and hyperbolic overloads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,6 +102,49 @@ TEST(MathFunctionsTest, DoubleOverloadsAreLibm) {
   EXPECT_EQ(math::exp(1.5), std::exp(1.5));
   EXPECT_EQ(math::tanh(0.3), std::tanh(0.3));
   EXPECT_EQ(math::erf(-0.7), std::erf(-0.7));
+  EXPECT_EQ(math::tan(0.3), std::tan(0.3));
+  EXPECT_EQ(math::asinh(-2.5), std::asinh(-2.5));
+  EXPECT_EQ(math::atanh(0.5), std::atanh(0.5));
+}
+
+/// The trigonometric and hyperbolic float overloads (libm's float
+/// functions) over their domains against the double-precision result: within
+/// one ulp for the trigonometric ones, two for the hyperbolic ones (glibc's
+/// float sinh, cosh and their inverses reach 1.75 ulp); NaN outside.
+TEST(MathFunctionsTest, TrigonometricAndHyperbolicWithinLibmBounds) {
+  struct Case {
+    const char *name;
+    float (*f)(float);
+    double (*ref)(double);
+    float lo, hi;
+    double maxUlp;
+  };
+  const Case cases[] = {
+      {"tan", math::tan, ::tan, -1e4f, 1e4f, 1.0},
+      {"asin", math::asin, ::asin, -1.0f, 1.0f, 1.0},
+      {"acos", math::acos, ::acos, -1.0f, 1.0f, 1.0},
+      {"atan", math::atan, ::atan, -1e30f, 1e30f, 1.0},
+      {"sinh", math::sinh, ::sinh, -100.0f, 100.0f, 2.0},
+      {"cosh", math::cosh, ::cosh, -100.0f, 100.0f, 2.0},
+      {"asinh", math::asinh, ::asinh, -1e30f, 1e30f, 2.0},
+      {"acosh", math::acosh, ::acosh, 1.0f, 1e30f, 2.0},
+      {"atanh", math::atanh, ::atanh, -1.0f, 1.0f, 2.0},
+  };
+  for (const Case &c : cases) {
+    float at = 0;
+    double err = maxError(c.f, c.ref, c.lo, c.hi, at);
+    EXPECT_LE(err, c.maxUlp) << c.name << " at " << at;
+  }
+  EXPECT_TRUE(std::isnan(math::asin(1.5f)));
+  EXPECT_TRUE(std::isnan(math::acos(-1.5f)));
+  EXPECT_TRUE(std::isnan(math::acosh(0.5f)));
+  EXPECT_TRUE(std::isnan(math::atanh(2.0f)));
+  EXPECT_EQ(math::atanh(1.0f), kInf);
+  EXPECT_EQ(math::atanh(-1.0f), -kInf);
+  EXPECT_EQ(math::sinh(100.0f), kInf);
+  EXPECT_EQ(math::cosh(-100.0f), kInf);
+  EXPECT_TRUE(std::signbit(math::tan(-0.0f)));
+  EXPECT_TRUE(std::signbit(math::asinh(-0.0f)));
 }
 
 } // namespace

@@ -3,7 +3,7 @@
 // One functor per ONNX binary op, MPC_HD, computing in the compute type T.
 // Integer T is supported natively with GPU semantics: wrap-around instead of
 // signed-overflow UB, and x / 0 == x % 0 == 0 instead of a trap (numpy also
-// gives 0 for integer division by zero).
+// gives 0 for integer division by zero). The bitwise ops take integer T only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_KERNELS_BINARYOPS_H
@@ -144,6 +144,50 @@ struct Min {
 struct PRelu {
   template <typename T> MPC_HD T operator()(T x, T slope) const {
     return x < T(0) ? slope * x : x;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Bitwise (integer T only)
+//===----------------------------------------------------------------------===//
+
+/// a & b.
+struct BitwiseAnd {
+  template <typename T> MPC_HD T operator()(T a, T b) const {
+    static_assert(std::is_integral<T>::value, "BitwiseAnd takes integers");
+    return T(a & b);
+  }
+};
+
+/// a | b.
+struct BitwiseOr {
+  template <typename T> MPC_HD T operator()(T a, T b) const {
+    static_assert(std::is_integral<T>::value, "BitwiseOr takes integers");
+    return T(a | b);
+  }
+};
+
+/// a ^ b.
+struct BitwiseXor {
+  template <typename T> MPC_HD T operator()(T a, T b) const {
+    static_assert(std::is_integral<T>::value, "BitwiseXor takes integers");
+    return T(a ^ b);
+  }
+};
+
+/// a << b (left = true) or a >> b, on the bits of a as unsigned (ONNX
+/// BitShift admits unsigned types only; signed T shifts logically). Shift
+/// amounts of the type's width or more give 0, as numpy does, instead of UB.
+struct BitShift {
+  bool left = false;
+  template <typename T> MPC_HD T operator()(T a, T b) const {
+    static_assert(std::is_integral<T>::value, "BitShift takes integers");
+    using U = std::make_unsigned_t<T>;
+    using W = detail::Wrap<U>;
+    U n = U(b);
+    if (n >= U(sizeof(T) * 8))
+      return T(0);
+    return left ? T(W(U(a)) << n) : T(W(U(a)) >> n);
   }
 };
 

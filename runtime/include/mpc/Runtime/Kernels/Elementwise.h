@@ -243,9 +243,19 @@ void applyBinary(const Fn &fn, const In *a, llvm::ArrayRef<int64_t> aShape,
 
 #define MPC_FLOAT_STORAGE_TYPES(X, OP, OUT)                                    \
   X(float, OP, OUT) X(double, OP, OUT) X(Half, OP, OUT) X(BFloat16, OP, OUT)
-#define MPC_SIGNED_STORAGE_TYPES(X, OP, OUT)                                   \
-  MPC_FLOAT_STORAGE_TYPES(X, OP, OUT)                                          \
+#define MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)                               \
   X(int8_t, OP, OUT) X(int16_t, OP, OUT) X(int32_t, OP, OUT) X(int64_t, OP, OUT)
+#define MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)                             \
+  X(uint8_t, OP, OUT)                                                          \
+  X(uint16_t, OP, OUT) X(uint32_t, OP, OUT) X(uint64_t, OP, OUT)
+#define MPC_SIGNED_STORAGE_TYPES(X, OP, OUT)                                   \
+  MPC_FLOAT_STORAGE_TYPES(X, OP, OUT) MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)
+#define MPC_INTEGER_STORAGE_TYPES(X, OP, OUT)                                  \
+  MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)                                     \
+  MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)
+#define MPC_ARITHMETIC_STORAGE_TYPES(X, OP, OUT)                               \
+  MPC_SIGNED_STORAGE_TYPES(X, OP, OUT)                                         \
+  MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)
 #define MPC_SAME_TYPE(T) T
 #define MPC_BOOL_TYPE(T) bool
 
@@ -262,10 +272,16 @@ void applyBinary(const Fn &fn, const In *a, llvm::ArrayRef<int64_t> aShape,
   MPC_FLOAT_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_SAME_TYPE)
 #define MPC_UNARY_SIGNED(OP)                                                   \
   MPC_SIGNED_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_SAME_TYPE)
+#define MPC_UNARY_ARITHMETIC(OP)                                               \
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_SAME_TYPE)
+#define MPC_UNARY_INTEGER(OP)                                                  \
+  MPC_INTEGER_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_SAME_TYPE)
 #define MPC_UNARY_PREDICATE(OP)                                                \
   MPC_FLOAT_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_BOOL_TYPE)
 #define MPC_BINARY_SIGNED(OP)                                                  \
   MPC_SIGNED_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_SAME_TYPE)
+#define MPC_BINARY_INTEGER(OP)                                                 \
+  MPC_INTEGER_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_SAME_TYPE)
 #define MPC_BINARY_COMPARE(OP)                                                 \
   MPC_SIGNED_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_BOOL_TYPE)
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"

@@ -3,8 +3,9 @@
 // One functor per ONNX unary op, with the op's attributes as fields (ONNX
 // defaults). Bodies compute in the compute type T (float for float/fp16/bf16
 // storage, double for double) and are MPC_HD, so the CPU loops and the CUDA
-// kernels share them. Integer-capable ops (Relu, Neg, Abs, Sign, Clip) also
-// accept integer T with wrap-around instead of signed-overflow UB.
+// kernels share them. Integer-capable ops (Relu, Neg, Abs, Sign, Clip,
+// Shrink) also accept integer T with wrap-around instead of signed-overflow
+// UB; BitwiseNot takes integer T only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_KERNELS_UNARYOPS_H
@@ -98,6 +99,32 @@ struct HardSigmoid {
 struct HardSwish {
   template <typename T> MPC_HD T operator()(T x) const {
     return x * detail::clampUnit(x * (T(1) / T(6)) + T(0.5));
+  }
+};
+
+/// x * sigmoid(alpha * x) (ONNX Swish; SiLU for alpha = 1).
+struct Swish {
+  float alpha = 1.0f;
+  template <typename T> MPC_HD T operator()(T x) const {
+    return x * Sigmoid()(T(alpha) * x);
+  }
+};
+
+/// x + bias for x < -lambd, x - bias for x > lambd, 0 otherwise (NaN gives 0).
+/// Integer T compares and shifts in double, as numpy's promotion to float
+/// does, and converts back with Cast semantics (exact for |x| < 2^53).
+struct Shrink {
+  float lambd = 0.5f;
+  float bias = 0.0f;
+  template <typename T> MPC_HD T operator()(T x) const {
+    if constexpr (std::is_integral<T>::value) {
+      double v = double(x), l = double(lambd), b = double(bias);
+      if (v < -l)
+        return castValue<T>(v + b);
+      return v > l ? castValue<T>(v - b) : T(0);
+    } else {
+      return x < -T(lambd) ? x + T(bias) : (x > T(lambd) ? x - T(bias) : T(0));
+    }
   }
 };
 
@@ -267,6 +294,65 @@ struct Sin {
 /// Cosine.
 struct Cos {
   template <typename T> MPC_HD T operator()(T x) const { return math::cos(x); }
+};
+
+/// Tangent.
+struct Tan {
+  template <typename T> MPC_HD T operator()(T x) const { return math::tan(x); }
+};
+
+/// Arcsine (NaN outside [-1, 1]).
+struct Asin {
+  template <typename T> MPC_HD T operator()(T x) const { return math::asin(x); }
+};
+
+/// Arccosine (NaN outside [-1, 1]).
+struct Acos {
+  template <typename T> MPC_HD T operator()(T x) const { return math::acos(x); }
+};
+
+/// Arctangent.
+struct Atan {
+  template <typename T> MPC_HD T operator()(T x) const { return math::atan(x); }
+};
+
+/// Hyperbolic sine.
+struct Sinh {
+  template <typename T> MPC_HD T operator()(T x) const { return math::sinh(x); }
+};
+
+/// Hyperbolic cosine.
+struct Cosh {
+  template <typename T> MPC_HD T operator()(T x) const { return math::cosh(x); }
+};
+
+/// Inverse hyperbolic sine.
+struct Asinh {
+  template <typename T> MPC_HD T operator()(T x) const {
+    return math::asinh(x);
+  }
+};
+
+/// Inverse hyperbolic cosine (NaN below 1).
+struct Acosh {
+  template <typename T> MPC_HD T operator()(T x) const {
+    return math::acosh(x);
+  }
+};
+
+/// Inverse hyperbolic tangent (NaN outside [-1, 1], infinite at +-1).
+struct Atanh {
+  template <typename T> MPC_HD T operator()(T x) const {
+    return math::atanh(x);
+  }
+};
+
+/// ~x, for integer T only.
+struct BitwiseNot {
+  template <typename T> MPC_HD T operator()(T x) const {
+    static_assert(std::is_integral<T>::value, "BitwiseNot takes integers");
+    return T(~x);
+  }
 };
 
 /// min(max(x, minValue), maxValue), so maxValue wins when the bounds cross
