@@ -1,13 +1,13 @@
-//===- ControlFlow.cpp - Dynamic mode and If/Loop/Scan -----------------------===//
+//===- ControlFlow.cpp - Dynamic mode and If/Loop/Scan/SequenceMap -----------===//
 //
 // Graphs with control flow or data-dependent shapes run node by node: shapes
 // are inferred just before each node runs (small integer inputs and the
 // inputs of data-dependent ops are copied to the host for the shape
 // function), every value is its own backend allocation, released after its
-// last use. If/Loop/Scan bodies run on sub-executors with host copies of
-// their inputs and captured values. Sequence values stay on the host in
-// their slots (shared, never changed); sequence ops (SequenceOps.cpp) and
-// bodies take them as they are.
+// last use. If/Loop/Scan/SequenceMap bodies run on sub-executors with host
+// copies of their inputs and captured values. Sequence and optional values
+// stay on the host in their slots (shared, never changed); sequence and
+// optional ops (SequenceOps.cpp) and bodies take them as they are.
 //
 // A body runs statically planned when it can be; one whose shapes depend on
 // the values it is called with (a Slice bounded by the iteration number)
@@ -210,6 +210,67 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
   return llvm::Error::success();
 }
 
+/// SequenceMap: the body runs once per element of the input sequence, taking
+/// that element of every sequence input (all of one length) and every tensor
+/// input as it is; output k is the sequence of the body's k-th results.
+template <typename CallBody>
+static llvm::Error
+runSequenceMap(const Node &n, const Graph &g, llvm::ArrayRef<const HostTensor *> ins,
+               llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqIns, CallBody callBody,
+               std::vector<std::shared_ptr<SequenceValue>> &seqOuts) {
+  auto seqAt = [&](size_t i) { return i < seqIns.size() ? seqIns[i].get() : nullptr; };
+  if (!seqAt(0) || seqAt(0)->optional)
+    return cpuk::nodeError(n, "input 0 must be a sequence");
+  if (g.inputs().size() != n.numInputs())
+    return cpuk::nodeError(n, "the body takes " + llvm::Twine(g.inputs().size()) +
+                                  " inputs; the node has " + llvm::Twine(n.numInputs()));
+  size_t len = seqAt(0)->items.size();
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    const SequenceValue *s = seqAt(i);
+    if (s && s->optional)
+      return cpuk::nodeError(n, "input " + llvm::Twine(i) +
+                                    " is an optional; SequenceMap "
+                                    "takes sequences and tensors");
+    if (s && s->items.size() != len)
+      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " is a sequence of " +
+                                    llvm::Twine(s->items.size()) + " tensors; input 0 has " +
+                                    llvm::Twine(len));
+    if (!s && (i >= ins.size() || !ins[i]))
+      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " is missing");
+  }
+  std::vector<std::shared_ptr<SequenceValue>> outs;
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    outs.push_back(std::make_shared<SequenceValue>());
+    // The declared element type, what an empty result still has.
+    outs.back()->elem = g.outputs()[k]->type.tensorElemType();
+    if (outs.back()->elem == DType::Undefined && k < n.numOutputs() && n.output(k))
+      outs.back()->elem = n.output(k)->type.tensorElemType();
+  }
+  for (size_t t = 0; t < len; ++t) {
+    std::vector<Operand> f(n.numInputs());
+    for (size_t i = 0; i < n.numInputs(); ++i)
+      f[i].tensor = seqAt(i) ? seqAt(i)->items[t] : *ins[i];
+    auto res = callBody(std::move(f));
+    if (!res)
+      return res.takeError();
+    for (size_t k = 0; k < outs.size() && k < res->size(); ++k) {
+      Operand &o = (*res)[k];
+      if (o.seq)
+        return cpuk::nodeError(n, "body output " + llvm::Twine(k) +
+                                      " is not a tensor; SequenceMap collects tensors");
+      if (t == 0 || outs[k]->elem == DType::Undefined)
+        outs[k]->elem = o.tensor.dtype;
+      if (o.tensor.dtype != outs[k]->elem)
+        return cpuk::nodeError(n, "body output " + llvm::Twine(k) + " is " +
+                                      dtypeName(o.tensor.dtype) + " in one iteration and " +
+                                      dtypeName(outs[k]->elem) + " in another");
+      outs[k]->items.push_back(std::move(o.tensor));
+    }
+  }
+  seqOuts = std::move(outs);
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::vector<HostTensor>>
 Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
                          llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqIns,
@@ -293,6 +354,16 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     if (!outs)
       return outs.takeError();
     give(*outs);
+    return results;
+  }
+  if (n.opType == "SequenceMap") {
+    Executor *body = bodyOf(n, "body", subs);
+    const Graph &g = *n.attr("body")->graphs[0];
+    if (auto e = runSequenceMap(
+            n, g, ins, seqIns,
+            [&](std::vector<Operand> f) { return callBody(*body, g, std::move(f)); }, seqOuts))
+      return std::move(e);
+    results.resize(seqOuts.size());
     return results;
   }
   if (n.opType == "Loop") {
@@ -398,7 +469,7 @@ static llvm::Error runSequenceNode(const Node &n, const std::vector<unsigned> &i
   for (unsigned s : inSlots) {
     SequenceOperand o;
     if (s != ~0u && slots[s].seq) {
-      o.seq = slots[s].seq.get();
+      o.seq = slots[s].seq;
     } else if (s != ~0u) {
       auto h = hostOf(s);
       if (!h)
@@ -493,9 +564,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     std::vector<std::unique_ptr<HostTensor>> hostCopies;
     auto hostOf = [&](unsigned s) -> llvm::Expected<const HostTensor *> {
       if (slots[s].seq)
-        return inputError("{0}: sequence value '{1}' used as a tensor (sequences may only "
-                          "feed sequence ops)",
-                          describeNode(n), slots[s].value->name());
+        return inputError("{0}: {1} value '{2}' used as a tensor (sequences and optionals "
+                          "may only feed sequence and optional ops)",
+                          describeNode(n), slots[s].seq->optional ? "optional" : "sequence",
+                          slots[s].value->name());
       if (slots[s].kind == SlotKind::Initializer && slots[s].host)
         return slots[s].host.get();
       auto h = hostValue(s, ref(s));
@@ -547,8 +619,9 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     } else {
       for (unsigned s : inSlots)
         if (s != ~0u && slots[s].seq)
-          return inputError("{0}: input '{1}' is a sequence; {2} takes tensors",
-                            describeNode(n), slots[s].value->name(), n.opType);
+          return inputError("{0}: input '{1}' is {2}; {3} takes tensors", describeNode(n),
+                            slots[s].value->name(),
+                            slots[s].seq->optional ? "an optional" : "a sequence", n.opType);
       const CpuKernel *row = findCpuKernel(n);
       std::vector<ShapedType> inTypes;
       std::vector<const HostTensor *> values;
@@ -638,7 +711,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   }
   backend.synchronize(Stream());
   // A body returns its sequence outputs to the If/Loop/Scan running it; the
-  // main graph returns tensors only.
+  // main graph returns tensors only (but see the run() with sequences).
   bool returnSequences = bodyCall;
   bodyCall = false;
   sequenceOutputs.assign(graph.outputs().size(), nullptr);
@@ -646,9 +719,8 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   for (const Value *v : graph.outputs()) {
     if (slots[slotOf[v]].seq) {
       if (!returnSequences)
-        return inputError("graph output '{0}' is a sequence; the executor returns "
-                          "tensors only",
-                          v->name());
+        return inputError("graph output '{0}' is {1}; the executor returns tensors only", v->name(),
+                          slots[slotOf[v]].seq->optional ? "an optional" : "a sequence");
       sequenceOutputs[outs.size()] = slots[slotOf[v]].seq;
       outs.push_back(NamedTensor{v->name(), HostTensor()});
       continue;

@@ -53,7 +53,8 @@ llvm::Expected<std::unique_ptr<Executor>> Executor::create(const Model &model,
 
 /// Control-flow ops run by the executor itself on sub-executors.
 static bool isControlFlow(const Node &n) {
-  return n.domain.empty() && (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan");
+  return n.domain.empty() && (n.opType == "If" || n.opType == "Loop" || n.opType == "Scan" ||
+                              n.opType == "SequenceMap");
 }
 
 llvm::Expected<std::unique_ptr<Executor>>
@@ -71,12 +72,12 @@ llvm::Error Executor::checkKernels() {
   const Node *first = nullptr;
   std::string firstDTypes;
   unsigned count = 0;
-  // Sequence values live on the host in dynamic mode only (a body whose
-  // formals or results are sequences).
+  // Sequence and optional values live on the host in dynamic mode only (a
+  // body whose formals or results are sequences).
   for (const Value *v : graph.inputs())
-    dynamicMode |= v->type.kind == TypeKind::Sequence;
+    dynamicMode |= isContainerType(v->type);
   for (const Value *v : graph.outputs())
-    dynamicMode |= v->type.kind == TypeKind::Sequence;
+    dynamicMode |= isContainerType(v->type);
   for (const Node &n : graph.nodes()) {
     if (isControlFlow(n)) {
       dynamicMode = true;
@@ -174,7 +175,7 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
       unsigned s = addSlot(v);
       slots[s].kind = SlotKind::Input;
       outer.push_back(v);
-      dynamicMode |= v->type.kind == TypeKind::Sequence;
+      dynamicMode |= isContainerType(v->type);
     }
   };
   for (const Node &n : graph.nodes()) {
@@ -651,6 +652,66 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   return outs;
 }
 
+/// What a declared container type is called in messages.
+static std::string containerName(const Type &t) {
+  if (t.kind == TypeKind::Sequence)
+    return "a sequence of " + dtypeName(t.tensorElemType()).str() + " tensors";
+  if (t.inner && t.inner->kind == TypeKind::Sequence)
+    return "an optional sequence of " + dtypeName(t.tensorElemType()).str() + " tensors";
+  return "an optional " + dtypeName(t.tensorElemType()).str() + " tensor";
+}
+
+/// The value of a caller's sequence or optional input declared as `decl`.
+static llvm::Expected<std::shared_ptr<SequenceValue>> containerValue(const NamedSequence &s,
+                                                                     const Type &decl) {
+  bool wantOptional = decl.kind == TypeKind::Optional;
+  // An optional's declared element kind; unknown when it has no inner type.
+  bool declOfSeq = wantOptional && decl.inner && decl.inner->kind == TypeKind::Sequence;
+  bool declOfTensor = wantOptional && decl.inner && decl.inner->kind == TypeKind::Tensor;
+  if (s.optional != wantOptional || (s.optional && s.ofSequence && declOfTensor) ||
+      (s.optional && !s.ofSequence && declOfSeq))
+    return inputError("input '{0}' is {1}, not {2}", s.name, containerName(decl),
+                      !s.optional    ? "a sequence"
+                      : s.ofSequence ? "an optional sequence"
+                                     : "an optional tensor");
+  DType want = decl.tensorElemType();
+  auto seq = std::make_shared<SequenceValue>();
+  seq->elem = s.elem != DType::Undefined ? s.elem
+              : want != DType::Undefined ? want
+              : s.items.empty()          ? DType::Undefined
+                                         : s.items[0].dtype;
+  if (want != DType::Undefined && seq->elem != want)
+    return inputError("input '{0}': {1} values, the model expects {2}", s.name,
+                      dtypeName(seq->elem), containerName(decl));
+  if (s.optional && !s.ofSequence && s.hasValue && s.items.size() != 1)
+    return inputError("input '{0}': an optional tensor holds one tensor, not {1}", s.name,
+                      s.items.size());
+  for (size_t i = 0; i < s.items.size(); ++i) {
+    DType dt = s.items[i].dtype;
+    if (dt != seq->elem)
+      return inputError("input '{0}': element {1} is {2}, the model expects {3}", s.name, i,
+                        dtypeName(dt), containerName(decl));
+    if (runtimeElementSize(dt) == 0)
+      return inputError("input '{0}': element type {1} is not supported", s.name, dtypeName(dt));
+  }
+  if (!s.optional) {
+    seq->items = s.items;
+    return std::move(seq);
+  }
+  seq->optional = true;
+  seq->ofSequence = s.ofSequence;
+  if (!s.hasValue)
+    return std::move(seq);
+  if (!s.ofSequence) {
+    seq->items = s.items;
+    return std::move(seq);
+  }
+  seq->inner = std::make_shared<SequenceValue>();
+  seq->inner->elem = seq->elem;
+  seq->inner->items = s.items;
+  return std::move(seq);
+}
+
 llvm::Error Executor::bindSequences(llvm::ArrayRef<NamedTensor> inputs,
                                     llvm::ArrayRef<NamedSequence> sequences) {
   boundSequences.assign(formals.size(), nullptr);
@@ -659,43 +720,27 @@ llvm::Error Executor::bindSequences(llvm::ArrayRef<NamedTensor> inputs,
     index[formals[i]->name()] = i;
   for (const NamedTensor &t : inputs) {
     auto it = index.find(t.name);
-    if (it != index.end() && formals[it->second]->type.kind == TypeKind::Sequence)
-      return inputError("input '{0}' is a sequence of tensors, not a tensor", t.name);
+    if (it != index.end() && isContainerType(formals[it->second]->type))
+      return inputError("input '{0}' is {1}, not a tensor", t.name,
+                        containerName(formals[it->second]->type));
   }
   for (const NamedSequence &s : sequences) {
     auto it = index.find(s.name);
     if (it == index.end())
       return inputError("input '{0}' is not an input of the model", s.name);
     const Type &decl = formals[it->second]->type;
-    if (decl.kind != TypeKind::Sequence)
-      return inputError("input '{0}' is a tensor, not a sequence", s.name);
-    DType want = decl.tensorElemType();
-    auto seq = std::make_shared<SequenceValue>();
-    seq->elem = s.elem != DType::Undefined ? s.elem
-                : want != DType::Undefined  ? want
-                : s.items.empty()           ? DType::Undefined
-                                            : s.items[0].dtype;
-    if (want != DType::Undefined && seq->elem != want)
-      return inputError("input '{0}': a sequence of {1}, the model expects a sequence of {2}",
-                        s.name, dtypeName(seq->elem), dtypeName(want));
-    for (size_t i = 0; i < s.items.size(); ++i) {
-      DType dt = s.items[i].dtype;
-      if (dt != seq->elem)
-        return inputError("input '{0}': element {1} is {2}, the model expects a sequence "
-                          "of {3}",
-                          s.name, i, dtypeName(dt), dtypeName(seq->elem));
-      if (runtimeElementSize(dt) == 0)
-        return inputError("input '{0}': element type {1} is not supported", s.name,
-                          dtypeName(dt));
-    }
-    seq->items = s.items;
-    boundSequences[it->second] = std::move(seq);
+    if (!isContainerType(decl))
+      return inputError("input '{0}' is a tensor, not {1}", s.name,
+                        s.optional ? "an optional" : "a sequence");
+    auto seq = containerValue(s, decl);
+    if (!seq)
+      return seq.takeError();
+    boundSequences[it->second] = std::move(*seq);
   }
   for (unsigned i = 0; i < formals.size(); ++i)
-    if (formals[i]->type.kind == TypeKind::Sequence && !boundSequences[i] &&
-        !formals[i]->initializer())
-      return inputError("missing input '{0}' (a sequence of {1} tensors)", formals[i]->name(),
-                        dtypeName(formals[i]->type.tensorElemType()));
+    if (isContainerType(formals[i]->type) && !boundSequences[i] && !formals[i]->initializer())
+      return inputError("missing input '{0}' ({1})", formals[i]->name(),
+                        containerName(formals[i]->type));
   return llvm::Error::success();
 }
 
@@ -726,8 +771,22 @@ Executor::run(llvm::ArrayRef<NamedTensor> inputs, llvm::ArrayRef<NamedSequence> 
   if (!outs)
     return outs.takeError();
   seqOutputs.resize(outs->size());
-  for (size_t k = 0; k < outs->size() && k < seqs.size(); ++k)
-    if (seqs[k])
-      seqOutputs[k] = NamedSequence{(*outs)[k].name, seqs[k]->elem, seqs[k]->items};
+  for (size_t k = 0; k < outs->size() && k < seqs.size(); ++k) {
+    if (!seqs[k])
+      continue;
+    const SequenceValue &v = *seqs[k];
+    NamedSequence &out = seqOutputs[k].emplace();
+    out.name = (*outs)[k].name;
+    out.elem = v.elem;
+    out.optional = v.optional;
+    out.items = v.inner ? v.inner->items : v.items;
+    // An empty optional knows its element kind from the declaration at least.
+    const Type &decl = graph.outputs()[k]->type;
+    out.ofSequence = v.optional && (v.ofSequence || v.inner ||
+                                    (decl.inner && decl.inner->kind == TypeKind::Sequence));
+    out.hasValue = !v.isNone();
+    if (out.elem == DType::Undefined)
+      out.elem = decl.tensorElemType();
+  }
   return outs;
 }

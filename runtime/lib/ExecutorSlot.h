@@ -21,24 +21,41 @@ enum class SlotKind {
 
 /// A sequence value (dynamic mode only): host tensors of one element type.
 /// Never changed once made (ops build new ones), so slots share them.
+/// With `optional` set it is an optional value instead, carried the same way:
+/// it holds a sequence (`inner`), a tensor (items[0]) or nothing.
 struct SequenceValue {
   DType elem = DType::Undefined;
   std::vector<HostTensor> items;
+  bool optional = false;
+  /// Optional: its element is a sequence (what an empty one still knows).
+  bool ofSequence = false;
+  /// Optional holding a sequence: that sequence.
+  std::shared_ptr<SequenceValue> inner;
+
+  /// An optional holding nothing.
+  bool isNone() const { return optional && !inner && items.empty(); }
 };
 
-/// True for the default-domain sequence ops the executor runs itself
-/// (SequenceOps.cpp): SequenceConstruct/At/Insert/Erase/Length/Empty,
-/// ConcatFromSequence, SplitToSequence.
+/// True for the default-domain sequence and optional ops the executor runs
+/// itself (SequenceOps.cpp): SequenceConstruct/At/Insert/Erase/Length/Empty,
+/// ConcatFromSequence, SplitToSequence, Optional, OptionalHasElement,
+/// OptionalGetElement.
 bool isSequenceOp(const Node &n);
 
-/// An operand of a sequence op: a sequence, a host tensor, or neither
-/// (an absent optional input).
+/// True for a value of a type only dynamic mode holds (a sequence or an
+/// optional).
+inline bool isContainerType(const Type &t) {
+  return t.kind == TypeKind::Sequence || t.kind == TypeKind::Optional;
+}
+
+/// An operand of a sequence op: a sequence (or optional), a host tensor, or
+/// neither (an absent optional input).
 struct SequenceOperand {
-  const SequenceValue *seq = nullptr;
+  std::shared_ptr<SequenceValue> seq;
   const HostTensor *tensor = nullptr;
 };
 
-/// The single output of a sequence op: a sequence or a tensor.
+/// The single output of a sequence op: a sequence (or optional) or a tensor.
 struct SequenceResult {
   std::shared_ptr<SequenceValue> seq;
   HostTensor tensor;

@@ -3,7 +3,10 @@
 // Sequences exist in dynamic mode only: a sequence value is a vector of host
 // tensors of one element type, kept in its executor slot. The ops below move
 // tensors in and out of them on the host (they copy bytes, no arithmetic),
-// so every dtype the runtime stores works.
+// so every dtype the runtime stores works. Optional values (Optional,
+// OptionalHasElement, OptionalGetElement) are carried the same way: an
+// optional is a SequenceValue marked optional holding a tensor, a sequence
+// or nothing.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
@@ -18,8 +21,8 @@ bool mpc::isSequenceOp(const Node &n) {
     return false;
   return llvm::StringSwitch<bool>(n.opType)
       .Cases("SequenceConstruct", "SequenceAt", "SequenceInsert", "SequenceErase", true)
-      .Cases("SequenceLength", "SequenceEmpty", "ConcatFromSequence", "SplitToSequence",
-             true)
+      .Cases("SequenceLength", "SequenceEmpty", "ConcatFromSequence", "SplitToSequence", true)
+      .Cases("Optional", "OptionalHasElement", "OptionalGetElement", true)
       .Default(false);
 }
 
@@ -144,14 +147,65 @@ splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
   return std::move(seq);
 }
 
+/// Optional (wraps its input, or makes an empty optional of the output's
+/// declared type), OptionalHasElement and OptionalGetElement (opset 18 also
+/// takes a plain tensor or sequence, and no input at all for HasElement).
+static llvm::Expected<SequenceResult> runOptionalOp(const Node &n, const SequenceOperand &x) {
+  SequenceResult r;
+  bool isOptional = x.seq && x.seq->optional;
+  if (n.opType == "OptionalHasElement") {
+    r.tensor = HostTensor(DType::Bool, {});
+    *r.tensor.data<bool>() = isOptional ? !x.seq->isNone() : (x.seq || x.tensor);
+    return std::move(r);
+  }
+  if (n.opType == "OptionalGetElement") {
+    if (!isOptional) {
+      if (!x.seq && !x.tensor)
+        return cpuk::nodeError(n, "needs an input");
+      r.seq = x.seq;
+      if (x.tensor)
+        r.tensor = *x.tensor;
+      return std::move(r);
+    }
+    if (x.seq->isNone())
+      return cpuk::nodeError(n, "the optional input holds no value");
+    r.seq = x.seq->inner;
+    if (!r.seq)
+      r.tensor = x.seq->items[0];
+    return std::move(r);
+  }
+  // Optional.
+  if (isOptional)
+    return cpuk::nodeError(n, "input must be a tensor or a sequence, not an optional");
+  r.seq = std::make_shared<SequenceValue>();
+  r.seq->optional = true;
+  if (x.tensor) {
+    r.seq->elem = x.tensor->dtype;
+    r.seq->items.push_back(*x.tensor);
+  } else if (x.seq) {
+    r.seq->elem = x.seq->elem;
+    r.seq->ofSequence = true;
+    r.seq->inner = x.seq; // sequences are never changed: share it
+  } else {
+    // Empty: the element type is the declared one (the 'type' attribute,
+    // which type inference put on the output).
+    const Type *t = n.numOutputs() && n.output(0) ? &n.output(0)->type : nullptr;
+    if (t && t->kind == TypeKind::Optional && t->inner) {
+      r.seq->ofSequence = t->inner->kind == TypeKind::Sequence;
+      r.seq->elem = t->tensorElemType();
+    }
+  }
+  return std::move(r);
+}
+
 llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
                                                   llvm::ArrayRef<SequenceOperand> ins) {
   SequenceResult r;
   auto in = [&](unsigned i) { return i < ins.size() ? ins[i] : SequenceOperand(); };
   auto needSeq = [&](unsigned i) -> llvm::Expected<const SequenceValue *> {
-    if (!in(i).seq)
+    if (!in(i).seq || in(i).seq->optional)
       return cpuk::nodeError(n, "input " + llvm::Twine(i) + " must be a sequence");
-    return in(i).seq;
+    return in(i).seq.get();
   };
   auto needTensor = [&](unsigned i) -> llvm::Expected<const HostTensor *> {
     if (!in(i).tensor)
@@ -165,6 +219,8 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
     return llvm::Error::success();
   };
   llvm::StringRef op = n.opType;
+  if (op.startswith("Optional"))
+    return runOptionalOp(n, in(0));
   if (op == "SequenceEmpty") {
     r.seq = std::make_shared<SequenceValue>();
     r.seq->elem = DType(n.intAttr("dtype", int64_t(DType::F32)));

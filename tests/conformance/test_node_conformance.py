@@ -5,8 +5,9 @@ Runs every node test shipped with the installed onnx wheel
 (onnx/backend/test/data/node/<test>/model.onnx + test_data_set_0/input_N.pb, output_N.pb)
 through `mpc run MODEL --input NAME=input_N.pb ... --outputs DIR` and compares each
 DIR/<output>.npy with output_N.pb (a sequence output: DIR/<output>.pb, an ONNX SequenceProto,
-compared element by element after checking the length; sequence inputs are passed as the
-SequenceProto input_N.pb they are shipped as):
+compared element by element after checking the length; an optional output: DIR/<output>.pb, an
+ONNX OptionalProto, both empty or both holding matching values; sequence and optional inputs are
+passed as the SequenceProto/OptionalProto input_N.pb they are shipped as):
 
   float32/float64  rtol 1e-4, atol 1e-5 (as onnx's own backend tests)
   float16          rtol 1e-3, atol 1e-3
@@ -19,8 +20,8 @@ Outcomes per test:
   unsupported  mpc has no CPU kernel for an op of the model (exit 1, "unsupported op ...
                has no kernel for it"), or the model's op has no CPU kernel row at all and
                mpc rejected the model before running; also a supported op whose test uses
-               an optional/map graph input/output (or a sequence of them) or a type mpc has no
-               kernels for
+               a map graph input/output (or a sequence or optional of maps, optionals or
+               sequences of non-tensors) or a type mpc has no kernels for
                (string, complex, float8/float4, int4/int2), or a non-f32/f16/bf16 dtype
                the op's row does not list
   excluded     listed in EXCLUDED below (one-line reason each)
@@ -230,11 +231,14 @@ _EXOTIC = {getattr(onnx.TensorProto, n) for n in (
 
 
 def io_kind(model):
-    """'non-tensor' when a graph input/output is an optional/map (or a sequence of
-    anything but tensors), 'exotic' when one has an element type mpc has no kernel for,
-    else None. Sequences of tensors are supported (SequenceProto .pb in and out)."""
+    """'non-tensor' when a graph input/output is a map (or a sequence or optional of
+    anything but tensors and sequences of tensors), 'exotic' when one has an element type
+    mpc has no kernel for, else None. Sequences of tensors (SequenceProto .pb in and out)
+    and optional tensors or sequences of tensors (OptionalProto .pb) are supported."""
     for v in list(model.graph.input) + list(model.graph.output):
         t = v.type
+        if t.HasField("optional_type"):
+            t = t.optional_type.elem_type
         if t.HasField("sequence_type"):
             t = t.sequence_type.elem_type
         if not t.HasField("tensor_type"):
@@ -246,6 +250,10 @@ def io_kind(model):
 
 def is_sequence(value_info):
     return value_info.type.HasField("sequence_type")
+
+
+def is_optional(value_info):
+    return value_info.type.HasField("optional_type")
 
 
 def load_sequence(path):
@@ -264,6 +272,30 @@ def compare_sequence(expected_sp, actual_sp, name):
         diff = compare(e, numpy_helper.to_array(a), f"{name}[{i}]")
         if diff:
             return diff
+    return None
+
+
+def load_optional(path):
+    o = onnx.OptionalProto()
+    with open(path, "rb") as f:
+        o.ParseFromString(f.read())
+    return o
+
+
+def compare_optional(expected_op, actual_op, name):
+    """compare() for an optional output: the same kind of element (none, a tensor or a
+    sequence), then the element."""
+    kinds = {onnx.OptionalProto.UNDEFINED: "empty", onnx.OptionalProto.TENSOR: "a tensor",
+             onnx.OptionalProto.SEQUENCE: "a sequence"}
+    ek, ak = expected_op.elem_type, actual_op.elem_type
+    if ek != ak:
+        return (f"output '{name}': optional holding {kinds.get(ak, ak)}, expected "
+                f"{kinds.get(ek, ek)}")
+    if ek == onnx.OptionalProto.TENSOR:
+        return compare(expected_op.tensor_value,
+                       numpy_helper.to_array(actual_op.tensor_value), name)
+    if ek == onnx.OptionalProto.SEQUENCE:
+        return compare_sequence(expected_op.sequence_value, actual_op.sequence_value, name)
     return None
 
 
@@ -384,12 +416,23 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout):
             exp_path = os.path.join(data_dir, f"output_{k}.pb")
             if not os.path.exists(exp_path):
                 continue
-            seq = is_sequence(out)
-            act_path = os.path.join(out_dir, f"{out.name}.{'pb' if seq else 'npy'}")
+            seq, opt = is_sequence(out), is_optional(out)
+            act_path = os.path.join(out_dir, f"{out.name}.{'pb' if seq or opt else 'npy'}")
             if not os.path.exists(act_path):
                 res["detail"] = (f"output '{out.name}': mpc wrote no "
                                  f"{os.path.basename(act_path)}")
                 return res
+            if opt:
+                try:
+                    diff = compare_optional(load_optional(exp_path), load_optional(act_path),
+                                            out.name)
+                except Exception as e:
+                    res["detail"] = f"output '{out.name}': cannot read an OptionalProto: {e}"
+                    return res
+                if diff:
+                    res["detail"] = diff
+                    return res
+                continue
             if seq:
                 try:
                     diff = compare_sequence(load_sequence(exp_path), load_sequence(act_path),

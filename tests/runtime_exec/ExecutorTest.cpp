@@ -2,8 +2,9 @@
 //
 // Small models in mpc's text form: results against hand-computed values,
 // the memory plan against the checker, folding of shape computations,
-// re-planning for new input shapes, inputs with defaults, sequence values,
-// Loop bodies with value-dependent shapes, Scan-8 and the error messages.
+// re-planning for new input shapes, inputs with defaults, sequence and
+// optional values, SequenceMap, Loop bodies with value-dependent shapes,
+// Scan-8 and the error messages.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
@@ -536,4 +537,100 @@ graph @g(%c: bool[], %x: f32[6], %lo: i64[1], %hi: i64[1]) -> (%y: f32[?]) {
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   ASSERT_EQ((*again)[0].tensor.shape, (std::vector<int64_t>{1}));
   EXPECT_EQ((*again)[0].tensor.data<float>()[0], 2);
+}
+
+TEST(Executor, OptionalsCrossRunAndIfBodies) {
+  // %o is an optional tensor input: HasElement picks the If branch, the
+  // then-branch reads the captured optional; %w wraps %x, %e is empty.
+  auto f = load(R"(
+graph @g(%o: opt<f32>, %x: f32[2]) -> (%has: bool[], %y: f32[2], %w: opt<f32>, %same: opt<f32>) {
+  %has = OptionalHasElement(%o) : bool[]
+  %w = Optional(%x) : opt<f32>
+  %same = Identity(%o) : opt<f32>
+  %y = If(%has) {
+    else_branch = graph @e() -> (%b: f32[2]) {
+      %b = Neg(%x) : f32[2]
+      return %b
+    },
+    then_branch = graph @t() -> (%a: f32[2]) {
+      %v = OptionalGetElement(%o) : f32[2]
+      %a = Add(%v, %x) : f32[2]
+      return %a
+    }
+  } : f32[2]
+  return %has, %y, %w, %same
+})");
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->exec->isDynamic());
+  std::vector<NamedTensor> in = {{"x", floats({2}, {1, 2})}};
+  std::vector<std::optional<NamedSequence>> seqs;
+  NamedSequence o;
+  o.name = "o";
+  o.elem = DType::F32;
+  o.optional = true;
+  o.items.push_back(floats({2}, {10, 20}));
+  auto out = f->exec->run(in, {o}, seqs);
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  ASSERT_EQ(seqs.size(), 4u);
+  EXPECT_TRUE(*(*out)[0].tensor.data<bool>());
+  EXPECT_EQ((*out)[1].tensor.data<float>()[0], 11);
+  EXPECT_EQ((*out)[1].tensor.data<float>()[1], 22);
+  ASSERT_TRUE(seqs[2] && seqs[2]->optional && seqs[2]->hasValue && !seqs[2]->ofSequence);
+  EXPECT_EQ(seqs[2]->items.at(0).data<float>()[1], 2);
+  ASSERT_TRUE(seqs[3] && seqs[3]->hasValue);
+  EXPECT_EQ(seqs[3]->items.at(0).data<float>()[0], 10);
+
+  // Empty: the else branch, and the identity is empty too.
+  o.items.clear();
+  o.hasValue = false;
+  out = f->exec->run(in, {o}, seqs);
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_FALSE(*(*out)[0].tensor.data<bool>());
+  EXPECT_EQ((*out)[1].tensor.data<float>()[0], -1);
+  ASSERT_TRUE(seqs[3] && seqs[3]->optional);
+  EXPECT_FALSE(seqs[3]->hasValue);
+  EXPECT_EQ(seqs[3]->elem, DType::F32);
+
+  // A sequence is not an optional; an optional tensor holds one tensor.
+  NamedSequence s{"o", DType::F32, {floats({2}, {1, 2})}};
+  auto bad = f->exec->run(in, {s}, seqs);
+  ASSERT_FALSE(bool(bad));
+  std::string error = llvm::toString(bad.takeError());
+  EXPECT_NE(error.find("input 'o' is an optional f32 tensor, not a sequence"), std::string::npos)
+      << error;
+  o.hasValue = true;
+  o.items = {floats({2}, {1, 2}), floats({2}, {1, 2})};
+  bad = f->exec->run(in, {o}, seqs);
+  ASSERT_FALSE(bool(bad));
+  error = llvm::toString(bad.takeError());
+  EXPECT_NE(error.find("holds one tensor, not 2"), std::string::npos) << error;
+}
+
+TEST(Executor, SequenceMapRunsItsBodyPerElement) {
+  // The body scales each element by the captured %k and adds the tensor
+  // operand; elements differ in length, so does each result.
+  auto f = load(R"(
+graph @g(%x: f32[3], %b: f32[], %k: f32[]) -> (%n: i64[], %cat: f32[3]) {
+  %s = SplitToSequence(%x) {axis = 0, keepdims = 1} : seq<f32>
+  %m = SequenceMap(%s, %b) {
+    body = graph @body(%e: f32[?], %c: f32[]) -> (%r: f32[?]) {
+      %p = Mul(%e, %k) : f32[?]
+      %r = Add(%p, %c) : f32[?]
+      return %r
+    }
+  } : seq<f32>
+  %n = SequenceLength(%m) : i64[]
+  %cat = ConcatFromSequence(%m) {axis = 0} : f32[3]
+  return %n, %cat
+})");
+  ASSERT_TRUE(f);
+  HostTensor b(DType::F32, {}), k(DType::F32, {});
+  *b.data<float>() = 0.5f;
+  *k.data<float>() = 10;
+  auto out = f->exec->run({{"x", floats({3}, {1, 2, 3})}, {"b", b}, {"k", k}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_EQ(*(*out)[0].tensor.data<int64_t>(), 3);
+  const HostTensor &cat = (*out)[1].tensor;
+  std::vector<float> want = {10.5f, 20.5f, 30.5f};
+  EXPECT_EQ(std::vector<float>(cat.data<float>(), cat.data<float>() + 3), want);
 }

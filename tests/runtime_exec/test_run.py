@@ -15,6 +15,14 @@ For each shipped model (models/*.onnx) and its `mpc rewrite` output (fp16 and bf
     (DIR/NAME.pb SequenceProto) against the reference evaluator; --compare of sequences
     (same length required); bad sequence inputs (a TensorProto, wrong element type,
     corrupt .pb, --random-inputs): exit 1, one line, nothing written;
+  * optional-typed inputs (OptionalProto .pb: empty, a tensor, a sequence) and outputs
+    (DIR/NAME.pb OptionalProto): OptionalHasElement, and If over OptionalGetElement, against
+    the reference evaluator; Optional and Identity of optionals against the spec (the
+    reference evaluator mis-wraps them); --compare of optionals; bad optional inputs: exit
+    1, one line, nothing written;
+  * SequenceMap over a sequence and a tensor, two sequences (against the reference
+    evaluator), two sequences and a tensor (against numpy), and empty sequences; sequences
+    of different lengths: exit 1;
   * control flow: a Loop body whose shapes change from trip to trip (slice bounds carried
     by the loop, a Range bounded by the trip count) against the reference evaluator; Scan-8
     (batch axis, sequence_lens, a reversed scan input) against the spec's pseudo-code;
@@ -557,6 +565,244 @@ class RunCase(unittest.TestCase):
                 s = (s + xs[b, t]) - xs[b, 3 - t] * w
                 np.testing.assert_allclose(got["o1"][b, t], s, rtol=1e-6, atol=1e-6)
             np.testing.assert_allclose(got["sf"][b], s, rtol=1e-6, atol=1e-6)
+
+    def optional_model(self):
+        """o: optional(f32 [?]), x: f32 [3] -> has = OptionalHasElement(o), ident =
+        Identity(o) (an optional), wrapped = Optional(x), none = an empty optional
+        sequence, y = If(has, OptionalGetElement(o) + x, x)."""
+        f32 = TensorProto.FLOAT
+        vi = helper.make_tensor_value_info
+        opt_t = helper.make_optional_type_proto(helper.make_tensor_type_proto(f32, [None]))
+        seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(f32, None))
+        then = helper.make_graph([
+            helper.make_node("OptionalGetElement", ["o"], ["got"]),
+            helper.make_node("Add", ["got", "x"], ["y_then"])], "then", [],
+            [vi("y_then", f32, [3])])
+        other = helper.make_graph([helper.make_node("Identity", ["x"], ["y_else"])], "else",
+                                  [], [vi("y_else", f32, [3])])
+        g = helper.make_graph([
+            helper.make_node("OptionalHasElement", ["o"], ["has"]),
+            helper.make_node("Identity", ["o"], ["ident"]),
+            helper.make_node("Optional", ["x"], ["wrapped"]),
+            helper.make_node("Optional", [], ["none"], type=seq_t),
+            helper.make_node("If", ["has"], ["y"], then_branch=then, else_branch=other)], "g",
+            [helper.make_value_info("o", opt_t), vi("x", f32, [3])],
+            [vi("has", TensorProto.BOOL, []), helper.make_value_info("ident", opt_t),
+             helper.make_value_info("wrapped", helper.make_optional_type_proto(
+                 helper.make_tensor_type_proto(f32, [3]))),
+             helper.make_value_info("none", helper.make_optional_type_proto(seq_t)),
+             vi("y", f32, [3])])
+        p = os.path.join(self.dir, "opt.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), p)
+        return p
+
+    def test_optional_inputs_and_outputs(self):
+        path = self.optional_model()
+        model = onnx.load(path)
+        x = np.array([1, 2, 3], np.float32)
+        xf = os.path.join(self.dir, "opt_x.npy")
+        np.save(xf, x)
+        for case, o in {"empty": None, "tensor": np.array([10, 20, 30], np.float32)}.items():
+            with self.subTest(case=case):
+                of = os.path.join(self.dir, f"opt_{case}.pb")
+                with open(of, "wb") as f:
+                    f.write(numpy_helper.from_optional(o, "o").SerializeToString())
+                out = os.path.join(self.dir, f"opt_out_{case}")
+                r = mpc("run", path, "--input", f"o={of}", "--input", f"x={xf}",
+                        "--outputs", out, check=0)
+                # onnx.reference is the oracle of the tensor outputs (its Optional returns
+                # [x] and its Identity refuses None, so the optional outputs are checked
+                # against the spec: ident is o, wrapped holds x, none is empty).
+                ref = onnx.ModelProto()
+                ref.CopyFrom(model)
+                for k in (3, 2, 1):
+                    del ref.graph.node[k]
+                for k in (3, 2, 1):
+                    del ref.graph.output[k]
+                want = dict(zip(("has", "y"),
+                                ReferenceEvaluator(ref).run(None, {"o": o, "x": x})))
+                for name in ("has", "y"):
+                    np.testing.assert_array_equal(np.load(os.path.join(out, f"{name}.npy")),
+                                                  want[name], err_msg=name)
+                want.update(ident=o, wrapped=x, none=None)
+                for name in ("ident", "wrapped", "none"):
+                    got = onnx.OptionalProto()
+                    with open(os.path.join(out, f"{name}.pb"), "rb") as f:
+                        got.ParseFromString(f.read())
+                    got = numpy_helper.to_optional(got)
+                    if want[name] is None:
+                        self.assertIsNone(got, name)
+                    else:
+                        self.assertEqual(got.dtype, np.float32, name)
+                        np.testing.assert_array_equal(got, want[name], err_msg=name)
+                self.assertIn("output 'none': optional sequence, empty", r.stdout)
+                self.assertIn("output 'wrapped': optional holding: f32 [3]", r.stdout)
+                self.assertIn("output 'ident': optional " +
+                              ("tensor, empty" if o is None else "holding: f32 [3]"), r.stdout)
+        # --compare: optionals both empty or both holding matching values.
+        of = os.path.join(self.dir, "opt_tensor.pb")
+        r = mpc("run", path, "--input", f"o={of}", "--input", f"x={xf}", "--compare", path,
+                check=0)
+        self.assertRegex(r.stdout, r"compare 'ident' \(optional\): max abs error .*: ok")
+        self.assertRegex(r.stdout, r"compare 'none' \(empty optional\): .*: ok")
+        emptied = onnx.load(path)
+        emptied.graph.node[1].CopyFrom(helper.make_node(
+            "Optional", [], ["ident"], type=helper.make_tensor_type_proto(TensorProto.FLOAT,
+                                                                           [None])))
+        ep = os.path.join(self.dir, "opt_emptied.onnx")
+        onnx.save(emptied, ep)
+        r = mpc("run", path, "--input", f"o={of}", "--input", f"x={xf}", "--compare", ep,
+                check=1)
+        self.assertIn("compare 'ident': an empty optional in one model, a value in the other: "
+                      "FAIL", r.stdout)
+
+    def test_optional_sequence_input(self):
+        # o: optional(seq(f32)) -> s = OptionalGetElement(o) (a sequence), n = its length.
+        f32 = TensorProto.FLOAT
+        seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(f32, None))
+        g = helper.make_graph([
+            helper.make_node("OptionalGetElement", ["o"], ["s"]),
+            helper.make_node("SequenceLength", ["s"], ["n"])], "g",
+            [helper.make_value_info("o", helper.make_optional_type_proto(seq_t))],
+            [helper.make_value_info("s", seq_t),
+             helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+        path = os.path.join(self.dir, "optseq.onnx")
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+        onnx.save(model, path)
+        items = [np.array([1, 2], np.float32), np.array([3, 4, 5], np.float32)]
+        for case, o in {"two": items, "none": []}.items():
+            with self.subTest(case=case):
+                of = os.path.join(self.dir, f"optseq_{case}.pb")
+                with open(of, "wb") as f:
+                    f.write(numpy_helper.from_optional(
+                        o, "o", onnx.OptionalProto.SEQUENCE).SerializeToString())
+                out = os.path.join(self.dir, f"optseq_out_{case}")
+                mpc("run", path, "--input", f"o={of}", "--outputs", out, check=0)
+                want = ReferenceEvaluator(model).run(None, {"o": o})
+                got = onnx.SequenceProto()
+                with open(os.path.join(out, "s.pb"), "rb") as f:
+                    got.ParseFromString(f.read())
+                got = numpy_helper.to_list(got)
+                self.assertEqual(len(got), len(want[0]))
+                for g_, w in zip(got, want[0]):
+                    np.testing.assert_array_equal(g_, w)
+                np.testing.assert_array_equal(np.load(os.path.join(out, "n.npy")), want[1])
+        # An empty optional: OptionalGetElement refuses it, naming the node.
+        of = os.path.join(self.dir, "optseq_empty.pb")
+        with open(of, "wb") as f:
+            f.write(numpy_helper.from_optional(None, "o").SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"o={of}"], "OptionalGetElement",
+                              "holds no value")
+
+    def test_optional_bad_inputs(self):
+        path = self.optional_model()
+        d = self.dir
+        xf = os.path.join(d, "optbad_x.npy")
+        np.save(xf, np.zeros([3], np.float32))
+        x = ["--input", f"x={xf}"]
+        tensor_pb = os.path.join(d, "optbad_tensor.pb")
+        with open(tensor_pb, "wb") as f:
+            f.write(numpy_helper.from_array(np.zeros([2, 3], np.float32), "o")
+                    .SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"o={tensor_pb}", *x], "input 'o'",
+                              "not a valid ONNX OptionalProto")
+        i64 = os.path.join(d, "optbad_i64.pb")
+        with open(i64, "wb") as f:
+            f.write(numpy_helper.from_optional(np.zeros([3], np.int64), "o")
+                    .SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"o={i64}", *x], "input 'o'", "i64",
+                              "f32")
+        seq = os.path.join(d, "optbad_seq.pb")
+        with open(seq, "wb") as f:
+            f.write(numpy_helper.from_optional([np.zeros([3], np.float32)], "o")
+                    .SerializeToString())
+        self.assert_bad_input(["run", path, "--input", f"o={seq}", *x], "input 'o'",
+                              "optional f32 tensor", "not an optional sequence")
+        npy = os.path.join(d, "optbad.npy")
+        np.save(npy, np.zeros([3], np.float32))
+        self.assert_bad_input(["run", path, "--input", f"o={npy}", *x], "input 'o'",
+                              "OptionalProto")
+        self.assert_bad_input(["run", path, "--random-inputs"], "input 'o'", "--input")
+        self.assert_bad_input(["run", path, *x], "missing input 'o'")
+
+    def test_sequence_map_matches_reference(self):
+        # SequenceMap over sequences and a tensor: the body adds its element(s) and the
+        # tensor, and returns the element's shape; elements differ in length. onnx.reference
+        # maps one sequence plus tensors, or two sequences: it is the oracle there; with two
+        # sequences and a tensor the oracle is the same sum in numpy.
+        f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+        vi = helper.make_tensor_value_info
+        seq = helper.make_tensor_sequence_value_info
+        rng = np.random.default_rng(5)
+        t = np.array(0.5, np.float32)
+        tf = os.path.join(self.dir, "seqmap_t.npy")
+        np.save(tf, t)
+
+        def make(outer):
+            """SequenceMap over the graph inputs `outer` (sequences s1, s2, tensor t)."""
+            body_in = [vi(f"b_{n}", f32, [None] if n != "t" else []) for n in outer]
+            nodes, acc = [], "b_s1"
+            for n in outer[1:]:
+                nodes.append(helper.make_node("Add", [acc, f"b_{n}"], [f"acc_{n}"]))
+                acc = f"acc_{n}"
+            nodes += [helper.make_node("Identity", [acc], ["sum"]),
+                      helper.make_node("Shape", ["b_s1"], ["shape"])]
+            body = helper.make_graph(nodes, "body", body_in,
+                                     [vi("sum", f32, [None]), vi("shape", i64, [1])])
+            g = helper.make_graph(
+                [helper.make_node("SequenceMap", outer, ["sums", "shapes"], body=body)], "g",
+                [seq(n, f32, [None]) if n != "t" else vi("t", f32, []) for n in outer],
+                [seq("sums", f32, [None]), seq("shapes", i64, [1])])
+            model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+            path = os.path.join(self.dir, f"seqmap_{'_'.join(outer)}.onnx")
+            onnx.save(model, path)
+            return model, path
+
+        def write_seq(name, items):
+            f = os.path.join(self.dir, f"seqmap_{name}.pb")
+            with open(f, "wb") as fh:
+                fh.write(numpy_helper.from_list(items, name.split("_")[0]).SerializeToString())
+            return f
+
+        for outer in (("s1", "t"), ("s1", "s2"), ("s1", "s2", "t")):
+            model, path = make(outer)
+            for n in (3, 0):
+                with self.subTest(inputs=outer, length=n):
+                    feeds = {"t": t}
+                    args = ["run", path, "--outputs", os.path.join(self.dir, "seqmap_out")]
+                    for name in outer:
+                        if name == "t":
+                            args += ["--input", f"t={tf}"]
+                            continue
+                        feeds[name] = [rng.uniform(-1, 1, [k + 1]).astype(np.float32)
+                                       for k in range(n)]
+                        args += ["--input", f"{name}={write_seq(f'{name}_{n}', feeds[name])}"]
+                    r = mpc(*args, check=0)
+                    feeds = {k: v for k, v in feeds.items() if k in outer}
+                    if n == 0:  # onnx.reference cannot map empty sequences
+                        want = [[], []]
+                    elif len(outer) == 3:
+                        want = [[a + b + t for a, b in zip(feeds["s1"], feeds["s2"])],
+                                [np.array(a.shape, np.int64) for a in feeds["s1"]]]
+                    else:
+                        want = ReferenceEvaluator(model).run(None, feeds)
+                    for name, w in zip(("sums", "shapes"), want):
+                        got = onnx.SequenceProto()
+                        with open(os.path.join(self.dir, "seqmap_out", f"{name}.pb"),
+                                  "rb") as f:
+                            got.ParseFromString(f.read())
+                        got = numpy_helper.to_list(got)
+                        self.assertEqual(len(got), n, name)
+                        for g_, w_ in zip(got, w):
+                            self.assertEqual(g_.dtype, w_.dtype, name)
+                            np.testing.assert_allclose(g_, w_, rtol=1e-6, err_msg=name)
+                    self.assertIn("dynamic mode", r.stdout)
+        # Sequences of different lengths: exit 1, naming the node.
+        f1 = write_seq("s1_short", [np.zeros([1], np.float32)])
+        f2 = write_seq("s2_long", [np.zeros([1], np.float32)] * 2)
+        self.assert_bad_input(["run", path, "--input", f"s1={f1}", "--input", f"s2={f2}",
+                               "--input", f"t={tf}"], "SequenceMap",
+                              "input 1 is a sequence of 2 tensors; input 0 has 1")
 
     def test_help(self):
         r = mpc("run", "--help", check=0)

@@ -1,10 +1,11 @@
-//===- ProtoIO.cpp - ONNX TensorProto / SequenceProto files ---------------===//
+//===- ProtoIO.cpp - ONNX Tensor/Sequence/OptionalProto files -------------===//
 //
 // TensorProto data comes as raw_data or as the typed repeated fields (values
 // truncated to the element size, little-endian). A SequenceProto must hold
 // tensors; a file that parses but carries fields SequenceProto does not have
 // (a TensorProto given for a sequence input) is refused rather than read as
-// an empty sequence.
+// an empty sequence. An OptionalProto holds nothing (elem_type UNDEFINED), a
+// tensor or a sequence of tensors; the same leftover check applies.
 //
 //===----------------------------------------------------------------------===//
 #include "ProtoIO.h"
@@ -87,6 +88,29 @@ llvm::Expected<NamedTensor> tool::readTensorPb(llvm::StringRef path) {
   return NamedTensor{p.name(), std::move(*t)};
 }
 
+/// The tensors of a SequenceProto; `what` names it in errors.
+static llvm::Error sequenceFromProto(const onnx::SequenceProto &p, const std::string &what,
+                                     NamedSequence &s) {
+  bool others = p.sparse_tensor_values_size() || p.sequence_values_size() || p.map_values_size() ||
+                p.optional_values_size();
+  bool tensors = p.elem_type() == onnx::SequenceProto::TENSOR ||
+                 (p.elem_type() == onnx::SequenceProto::UNDEFINED && !p.tensor_values_size());
+  if (!tensors || others)
+    return inputError("{0}: a sequence of {1}; only sequences of tensors are supported", what,
+                      onnx::SequenceProto::DataType_Name(p.elem_type()));
+  for (int i = 0; i < p.tensor_values_size(); ++i) {
+    auto t = tensorFromProto(p.tensor_values(i), what + ": element " + std::to_string(i));
+    if (!t)
+      return t.takeError();
+    if (i && t->dtype != s.elem)
+      return inputError("{0}: element {1} is {2}, element 0 is {3}", what, i, dtypeName(t->dtype),
+                        dtypeName(s.elem));
+    s.elem = t->dtype;
+    s.items.push_back(std::move(*t));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<NamedSequence> tool::readSequencePb(llvm::StringRef path) {
   auto buf = readFile(path);
   if (!buf)
@@ -99,26 +123,54 @@ llvm::Expected<NamedSequence> tool::readSequencePb(llvm::StringRef path) {
   // is something else.
   if (!p.unknown_fields().empty())
     return inputError("{0}: not an ONNX SequenceProto (a TensorProto?)", path);
-  bool others = p.sparse_tensor_values_size() || p.sequence_values_size() ||
-                p.map_values_size() || p.optional_values_size();
-  bool tensors = p.elem_type() == onnx::SequenceProto::TENSOR ||
-                 (p.elem_type() == onnx::SequenceProto::UNDEFINED && !p.tensor_values_size());
-  if (!tensors || others)
-    return inputError("{0}: a sequence of {1}; only sequences of tensors are supported", path,
-                      onnx::SequenceProto::DataType_Name(p.elem_type()));
   NamedSequence s;
   s.name = p.name();
-  for (int i = 0; i < p.tensor_values_size(); ++i) {
-    auto t = tensorFromProto(p.tensor_values(i), (path + ": element " + llvm::Twine(i)).str());
+  if (auto e = sequenceFromProto(p, path.str(), s))
+    return std::move(e);
+  return std::move(s);
+}
+
+llvm::Expected<NamedSequence> tool::readOptionalPb(llvm::StringRef path) {
+  auto buf = readFile(path);
+  if (!buf)
+    return buf.takeError();
+  onnx::OptionalProto p;
+  if (!p.ParseFromArray((*buf)->getBufferStart(), int((*buf)->getBufferSize())) ||
+      !p.unknown_fields().empty())
+    return inputError("{0}: not a valid ONNX OptionalProto", path);
+  NamedSequence s;
+  s.name = p.name();
+  s.optional = true;
+  bool others = p.has_sparse_tensor_value() || p.has_map_value() || p.has_optional_value();
+  switch (p.elem_type()) {
+  case onnx::OptionalProto::UNDEFINED:
+    if (others || p.has_tensor_value() || p.has_sequence_value())
+      break;
+    s.hasValue = false; // empty: the declared type says of what
+    return std::move(s);
+  case onnx::OptionalProto::TENSOR: {
+    if (others || p.has_sequence_value())
+      break;
+    auto t = tensorFromProto(p.tensor_value(), path.str());
     if (!t)
       return t.takeError();
-    if (i && t->dtype != s.elem)
-      return inputError("{0}: element {1} is {2}, element 0 is {3}", path, i,
-                        dtypeName(t->dtype), dtypeName(s.elem));
     s.elem = t->dtype;
     s.items.push_back(std::move(*t));
+    return std::move(s);
   }
-  return std::move(s);
+  case onnx::OptionalProto::SEQUENCE:
+    if (others || p.has_tensor_value())
+      break;
+    s.ofSequence = true;
+    if (auto e = sequenceFromProto(p.sequence_value(), path.str(), s))
+      return std::move(e);
+    return std::move(s);
+  default:
+    break;
+  }
+  return inputError("{0}: an optional {1}; only optional tensors and sequences of tensors "
+                    "are supported",
+                    path, onnx::OptionalProto::DataType_Name(p.elem_type()));
 }
 
 llvm::Expected<NamedSequence> tool::readSequenceNpz(llvm::StringRef path) {
@@ -148,16 +200,39 @@ llvm::Expected<NamedSequence> tool::readSequenceNpz(llvm::StringRef path) {
   return std::move(s);
 }
 
+static void tensorToProto(const HostTensor &t, onnx::TensorProto &tp) {
+  for (int64_t d : t.shape)
+    tp.add_dims(d);
+  tp.set_data_type(int(t.dtype));
+  tp.set_raw_data(t.bytes.data(), t.bytes.size());
+}
+
+/// Fills a SequenceProto with the tensors of `s`.
+static void sequenceToProto(const NamedSequence &s, onnx::SequenceProto &p) {
+  p.set_elem_type(onnx::SequenceProto::TENSOR);
+  for (const HostTensor &t : s.items)
+    tensorToProto(t, *p.add_tensor_values());
+}
+
 std::string tool::serializeSequencePb(const NamedSequence &s) {
   onnx::SequenceProto p;
   p.set_name(s.name);
-  p.set_elem_type(onnx::SequenceProto::TENSOR);
-  for (const HostTensor &t : s.items) {
-    onnx::TensorProto *tp = p.add_tensor_values();
-    for (int64_t d : t.shape)
-      tp->add_dims(d);
-    tp->set_data_type(int(t.dtype));
-    tp->set_raw_data(t.bytes.data(), t.bytes.size());
+  sequenceToProto(s, p);
+  return p.SerializeAsString();
+}
+
+std::string tool::serializeOptionalPb(const NamedSequence &s) {
+  onnx::OptionalProto p;
+  p.set_name(s.name);
+  // An empty optional has elem_type UNDEFINED (as onnx.numpy_helper writes it).
+  if (!s.hasValue) {
+    p.set_elem_type(onnx::OptionalProto::UNDEFINED);
+  } else if (s.ofSequence) {
+    p.set_elem_type(onnx::OptionalProto::SEQUENCE);
+    sequenceToProto(s, *p.mutable_sequence_value());
+  } else {
+    p.set_elem_type(onnx::OptionalProto::TENSOR);
+    tensorToProto(s.items.at(0), *p.mutable_tensor_value());
   }
   return p.SerializeAsString();
 }

@@ -1,10 +1,11 @@
 //===- Run.cpp - `mpc run`: execute a model on a runtime backend -----------===//
 //
 // Loads and verifies a model, binds inputs (.npy, .npz, ONNX TensorProto .pb
-// or seeded random data; sequence inputs from SequenceProto .pb or .npz),
-// plans and runs it with the executor, prints a summary per output plus
-// timing and memory, optionally writes the outputs (.npy; sequences as
-// SequenceProto .pb) and compares against a second model run on the same
+// or seeded random data; sequence inputs from SequenceProto .pb or .npz,
+// optional inputs from OptionalProto .pb), plans and runs it with the
+// executor, prints a summary per output plus timing and memory, optionally
+// writes the outputs (.npy; sequences as SequenceProto .pb, optionals as
+// OptionalProto .pb) and compares against a second model run on the same
 // inputs. All input problems are found before anything is run or written.
 //
 //===----------------------------------------------------------------------===//
@@ -44,10 +45,11 @@ options:
                         `--input FILE.npz` binds every member by name and
                         `--input FILE` binds the model's only input; a
                         sequence input takes an ONNX SequenceProto .pb or a
-                        .npz of its elements (arr_0, arr_1, ...)
+                        .npz of its elements (arr_0, arr_1, ...), an optional
+                        input an ONNX OptionalProto .pb
   --random-inputs       draw seeded random data for tensor inputs not given
                         (floats uniform in [-1, 1), integers in [0, 10),
-                        bools); sequence inputs need --input
+                        bools); sequence and optional inputs need --input
   --dim NAME=VALUE      value of a symbolic dimension for --random-inputs
   --seed S              random seed (default 0)
   --device cpu|cuda     backend (default cpu)
@@ -55,13 +57,15 @@ options:
   --threads N           threads for the CPU backend's matrix products
   --outputs DIR         write each output as DIR/NAME.npy (atomically;
                         bfloat16 outputs are written as float32), a
-                        sequence output as DIR/NAME.pb (ONNX SequenceProto)
+                        sequence output as DIR/NAME.pb (ONNX SequenceProto),
+                        an optional one as DIR/NAME.pb (ONNX OptionalProto)
   --compare OTHER.onnx  also run OTHER on the same inputs (cast to its input
                         dtypes) and print per output the max abs error, the
                         relative L2 error and whether it is within tolerance
                         for OTHER's lowest float precision (fp16 1e-2, bf16
                         5e-2, f32 1e-5); sequences must have the same
-                        length and are compared over all their elements
+                        length and are compared over all their elements,
+                        optionals must both be empty or both hold a value
 
 --train (with --data, --batch, ...) trains a training model instead; see
 'mpc run --train --help'.
@@ -180,9 +184,34 @@ static llvm::Expected<NamedSequence> loadSequence(const Value &v, llvm::StringRe
   return s;
 }
 
+/// Reads the value of an optional-typed input: an OptionalProto .pb holding
+/// a tensor or a sequence of tensors, or nothing.
+static llvm::Expected<NamedSequence> loadOptional(const Value &v, llvm::StringRef file) {
+  const Type *inner = v.type.inner.get();
+  bool ofSeq = inner && inner->kind == TypeKind::Sequence;
+  const Type *elem = ofSeq ? inner->inner.get() : inner;
+  if (!elem || elem->kind != TypeKind::Tensor)
+    return inputError("input '{0}' is an optional of non-tensor values; only optional "
+                      "tensors and sequences of tensors are supported",
+                      v.name());
+  if (llvm::sys::path::extension(file) != ".pb")
+    return inputError("input '{0}' is an optional: give an ONNX OptionalProto .pb, not '{1}'",
+                      v.name(), file);
+  auto s = readOptionalPb(file);
+  if (!s)
+    return llvm::make_error<InputError>("input '" + v.name() +
+                                        "': " + llvm::toString(s.takeError()));
+  s->name = v.name();
+  if (!s->hasValue)
+    s->ofSequence = ofSeq; // empty: the declared kind and element type
+  if (s->elem == DType::Undefined)
+    s->elem = elem->elem;
+  return s;
+}
+
 /// Loads every --input file; names come from NAME=, the .npz member, the
-/// .pb tensor name, or the model's only input. Sequence-typed inputs (by
-/// their declared type) go to `seqs`.
+/// .pb tensor name, or the model's only input. Sequence- and optional-typed
+/// inputs (by their declared type) go to `seqs`.
 static llvm::Error loadInputs(const RunArgs &a, const Graph &g, std::vector<NamedTensor> &out,
                               std::vector<NamedSequence> &seqs) {
   for (auto &[name, file] : a.inputs) {
@@ -194,15 +223,18 @@ static llvm::Error loadInputs(const RunArgs &a, const Graph &g, std::vector<Name
     if (bind.empty() && g.inputs().size() == 1)
       bind = g.inputs()[0]->name();
     const Value *target = bind.empty() ? nullptr : graphInput(g, bind);
-    if (target && target->type.kind == TypeKind::Sequence) {
-      auto s = loadSequence(*target, file);
+    if (target &&
+        (target->type.kind == TypeKind::Sequence || target->type.kind == TypeKind::Optional)) {
+      auto s = target->type.kind == TypeKind::Sequence ? loadSequence(*target, file)
+                                                       : loadOptional(*target, file);
       if (!s)
         return s.takeError();
       seqs.push_back(std::move(*s));
       continue;
     }
     if (target && target->type.kind != TypeKind::Tensor && target->type.isKnown())
-      return inputError("input '{0}' is {1}; mpc run takes tensor and sequence inputs only",
+      return inputError("input '{0}' is {1}; mpc run takes tensor, sequence and optional "
+                        "inputs only",
                         bind, kindName(target->type.kind));
     if (ext == ".npz") {
       auto members = readNpzFile(file);
@@ -254,8 +286,13 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
       return inputError("input '{0}' is a sequence, which --random-inputs cannot draw: give "
                         "it with --input {0}=FILE.pb (an ONNX SequenceProto) or FILE.npz",
                         v->name());
+    if (t.kind == TypeKind::Optional)
+      return inputError("input '{0}' is an optional, which --random-inputs cannot draw: give "
+                        "it with --input {0}=FILE.pb (an ONNX OptionalProto)",
+                        v->name());
     if (t.kind != TypeKind::Tensor && t.isKnown())
-      return inputError("input '{0}' is {1}; mpc run takes tensor and sequence inputs only",
+      return inputError("input '{0}' is {1}; mpc run takes tensor, sequence and optional "
+                        "inputs only",
                         v->name(), kindName(t.kind));
     if (!t.isTensor() || !t.hasShape)
       return inputError("input '{0}': no declared shape to draw random data for", v->name());
@@ -318,8 +355,21 @@ static void printSummary(llvm::raw_ostream &os, const llvm::Twine &label, const 
 static constexpr size_t kSummaryItems = 8;
 
 static void printSequenceSummary(llvm::raw_ostream &os, const NamedSequence &s) {
-  os << llvm::formatv("output '{0}': sequence of {1} {2} tensor{3}\n", s.name, s.items.size(),
-                      dtypeName(s.elem), s.items.size() == 1 ? "" : "s");
+  if (s.optional && !s.hasValue) {
+    os << llvm::formatv("output '{0}': optional {1}, empty\n", s.name,
+                        s.ofSequence ? "sequence" : "tensor");
+    return;
+  }
+  if (s.optional && !s.ofSequence) {
+    printSummary(os, "output '" + s.name + "': optional holding", s.items.at(0));
+    return;
+  }
+  if (s.optional)
+    os << llvm::formatv("output '{0}': optional holding a ", s.name);
+  else
+    os << llvm::formatv("output '{0}': ", s.name);
+  os << llvm::formatv("sequence of {0} {1} tensor{2}\n", s.items.size(), dtypeName(s.elem),
+                      s.items.size() == 1 ? "" : "s");
   for (size_t i = 0; i < s.items.size() && i < kSummaryItems; ++i)
     printSummary(os, "  element " + llvm::Twine(i), s.items[i]);
   if (s.items.size() > kSummaryItems)
@@ -412,7 +462,8 @@ inputsFor(const Graph &g, const Graph &ref, const std::vector<NamedTensor> &inpu
   return out;
 }
 
-/// The same for sequence inputs: elements cast to the declared element type.
+/// The same for sequence and optional inputs: elements cast to the declared
+/// element type.
 static llvm::Expected<std::vector<NamedSequence>>
 sequencesFor(const Graph &g, const Graph &ref, const std::vector<NamedSequence> &seqs) {
   std::vector<NamedSequence> out;
@@ -431,7 +482,10 @@ sequencesFor(const Graph &g, const Graph &ref, const std::vector<NamedSequence> 
     DType want = v->type.tensorElemType();
     if (want == DType::Undefined)
       want = src->elem;
-    NamedSequence c{v->name(), want, {}};
+    NamedSequence c = *src;
+    c.name = v->name();
+    c.elem = want;
+    c.items.clear();
     for (const HostTensor &t : src->items) {
       auto e = castHostTensor(t, want);
       if (!e)
@@ -576,12 +630,18 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       ErrorSums e;
       std::string what;
       if (refSeq || (gotSeq && *gotSeq)) {
-        // Sequences: the same length, then element by element.
+        // Sequences: the same length, then element by element; optionals:
+        // both empty, or their values compared the same way.
         std::string bad;
         if (!got || !refSeq || !*gotSeq)
           bad = llvm::formatv("a sequence in one model, {0} in the other",
                               got ? "a tensor" : "missing")
                     .str();
+        else if (refSeq->optional != (*gotSeq)->optional ||
+                 refSeq->ofSequence != (*gotSeq)->ofSequence)
+          bad = "an optional in one model, not in the other";
+        else if (refSeq->hasValue != (*gotSeq)->hasValue)
+          bad = "an empty optional in one model, a value in the other";
         else if (refSeq->items.size() != (*gotSeq)->items.size())
           bad = llvm::formatv("sequence length differs ({0} vs {1})", refSeq->items.size(),
                               (*gotSeq)->items.size())
@@ -600,7 +660,12 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
           status = InputFailure;
           continue;
         }
-        what = llvm::formatv(" (sequence of {0})", refSeq->items.size()).str();
+        what = refSeq->optional && !refSeq->hasValue ? " (empty optional)"
+               : refSeq->optional && !refSeq->ofSequence
+                   ? " (optional)"
+                   : llvm::formatv(" ({0}sequence of {1})", refSeq->optional ? "optional " : "",
+                                   refSeq->items.size())
+                         .str();
       } else {
         if (!got || got->tensor.shape != ref.tensor.shape) {
           os << llvm::formatv("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
@@ -630,11 +695,13 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
         if (!llvm::isAlnum(c) && c != '_' && c != '-' && c != '.')
           c = '_';
       llvm::SmallString<256> path(a.outputs);
-      // Sequences as ONNX SequenceProto, tensors as .npy.
+      // Sequences as ONNX SequenceProto, optionals as OptionalProto, tensors
+      // as .npy.
       llvm::sys::path::append(path, file + (seqOutputs[i] ? ".pb" : ".npy"));
-      llvm::Error err = seqOutputs[i]
-                            ? writeFileAtomically(path, serializeSequencePb(*seqOutputs[i]))
-                            : writeNpyFile(path, t.tensor);
+      llvm::Error err = !seqOutputs[i] ? writeNpyFile(path, t.tensor)
+                        : seqOutputs[i]->optional
+                            ? writeFileAtomically(path, serializeOptionalPb(*seqOutputs[i]))
+                            : writeFileAtomically(path, serializeSequencePb(*seqOutputs[i]));
       if (err)
         return fail(std::move(err));
     }

@@ -32,7 +32,10 @@
 // (SequenceConstruct, SplitToSequence, ...) exist in dynamic mode only, as
 // vectors of host tensors; they may cross into and out of bodies (a Loop's
 // state), and a main graph takes and returns them through the run() that
-// has sequence arguments.
+// has sequence arguments. Optional values (Optional, OptionalGetElement,
+// ...: nothing, a tensor or a sequence) are carried like sequences, and
+// cross the same run() as NamedSequences marked optional. SequenceMap runs
+// its body once per sequence element, like Loop and Scan.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_EXECUTOR_H
@@ -61,11 +64,19 @@ struct NamedTensor {
 };
 
 /// A named sequence of host tensors: a sequence-typed model input or output.
+/// With `optional` set, an optional-typed one instead: it holds nothing
+/// (`hasValue` false), one tensor (items[0]) or, with `ofSequence`, a
+/// sequence (items, maybe none).
 struct NamedSequence {
   std::string name;
   /// Element type (what an empty sequence still has).
   DType elem = DType::Undefined;
   std::vector<HostTensor> items;
+  bool optional = false;
+  /// Optional: its element is a sequence rather than a tensor.
+  bool ofSequence = false;
+  /// Optional: false when it holds nothing.
+  bool hasValue = true;
 };
 
 /// Memory figures of the current plan, in bytes.
@@ -108,9 +119,9 @@ public:
   /// its declared dtype and a shape matching its declared dims.
   llvm::Expected<std::vector<NamedTensor>> run(llvm::ArrayRef<NamedTensor> inputs);
 
-  /// plan() and run() for a graph with sequence-typed inputs or outputs
-  /// (dynamic mode): `sequences` binds the sequence inputs by name, and each
-  /// sequence output comes back in `seqOutputs` (one entry per graph output,
+  /// plan() and run() for a graph with sequence- or optional-typed inputs or
+  /// outputs (dynamic mode): `sequences` binds those inputs by name, and each
+  /// such output comes back in `seqOutputs` (one entry per graph output,
   /// empty for a tensor) with an empty tensor in its place in the result.
   llvm::Error plan(llvm::ArrayRef<NamedTensor> inputs,
                    llvm::ArrayRef<NamedSequence> sequences);
@@ -144,15 +155,17 @@ private:
   llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
-  /// Sets boundSequences for the next call from a caller's sequence inputs.
+  /// Sets boundSequences for the next call from a caller's sequence (and
+  /// optional) inputs.
   llvm::Error bindSequences(llvm::ArrayRef<NamedTensor> inputs,
                             llvm::ArrayRef<NamedSequence> sequences);
   TensorRef tensorRef(unsigned slot) const;
   void releaseFolded();
   llvm::Expected<std::vector<NamedTensor>>
   runDynamic(const std::vector<const HostTensor *> &bound);
-  /// Runs If/Loop/Scan; an operand i that is a sequence has inputs[i] null
-  /// and seqInputs[i] set, and seqOutputs[o] is set for a sequence result.
+  /// Runs If/Loop/Scan/SequenceMap; an operand i that is a sequence (or an
+  /// optional) has inputs[i] null and seqInputs[i] set, and seqOutputs[o] is
+  /// set for such a result.
   llvm::Expected<std::vector<HostTensor>>
   runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> inputs,
                  llvm::ArrayRef<std::shared_ptr<SequenceValue>> seqInputs,
