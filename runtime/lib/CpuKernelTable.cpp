@@ -31,6 +31,7 @@ static constexpr DTypeSet kReduceTypes =
 static const CpuKernel kRows[] = {
     {"ArgMax", "", 1, kMax, kFloatTypes | kIntTypes, shapeArgReduce, runArgReduce},
     {"ArgMin", "", 1, kMax, kFloatTypes | kIntTypes, shapeArgReduce, runArgReduce},
+    {"Attention", "", 23, kMax, kFloatTypes, shapeAttention, runAttention},
     {"AveragePool", "", 7, kMax, kFloatTypes, shapePool, runAveragePool},
     {"BatchNormalization", "", 9, kMax, kFloatTypes, shapeBatchNorm, runBatchNorm},
     {"Compress", "", 9, kMax, kAllTypes, shapeCompress, runCompress, /*dynamicShape=*/true},

@@ -204,6 +204,9 @@ llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLpNorm(const KernelCall &);
 llvm::Error shapeRMSNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRMSNorm(const KernelCall &);
+// AttentionKernel.cpp.
+llvm::Error shapeAttention(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error runAttention(const KernelCall &);
 // RotaryEmbeddingKernel.cpp.
 llvm::Error shapeRotaryEmbedding(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRotaryEmbedding(const KernelCall &);

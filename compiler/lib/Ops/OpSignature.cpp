@@ -204,6 +204,14 @@ static const PatchRow kPatches[] = {
     // Ops newer than libonnx that mpc runs, so that types flow through them.
     {PatchKind::NewOp, "RMSNormalization", 23, "X:T scale:V -> Y:V",
      "T=f16,f32,f64,bf16;V=f16,f32,f64,bf16"},
+    {PatchKind::NewOp, "Attention", 23,
+     "Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 -> Y:T1 present_key?:T1 "
+     "present_value?:T2 qk_matmul_output?:T1",
+     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=bool,f16,f32,f64,bf16"},
+    {PatchKind::NewOp, "Attention", 24,
+     "Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:tensor(int64) "
+     "-> Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1",
+     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=bool,f16,f32,f64,bf16"},
     {PatchKind::NewOp, "RotaryEmbedding", 23,
      "X:T cos_cache:T sin_cache:T position_ids?:M -> Y:T", "T=f16,f32,f64,bf16;M=i64"},
     // Opset 18 made OptionalHasElement's input optional (absent: false) and let

@@ -1,0 +1,322 @@
+//===- AttentionKernel.cpp - ONNX Attention on the CPU ----------------------===//
+//
+// Attention (opset 23; 24 adds nonpad_kv_seqlen) is softmax(QK^T*scale +
+// bias)V per query head, where the bias comes from attn_mask, is_causal and
+// nonpad_kv_seqlen, past_key/past_value are prepended to K/V (and returned as
+// present_key/present_value), and each query head h reads the key/value head
+// h / (q_heads / kv_heads). Everything is computed in fp32 (double for f64
+// inputs) from widened inputs and each output is rounded once.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include <cmath>
+#include <limits>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+namespace {
+/// The layout of one Attention call. `total` is past + kvSeq.
+struct AttnLayout {
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, qSeq = 0, kvSeq = 0, past = 0, total = 0;
+  int64_t headSize = 0, vHeadSize = 0;
+  bool threeD = false, hasPast = false;
+  /// attn_mask's shape padded on the left to rank 4 (empty when absent).
+  std::vector<int64_t> mask;
+};
+
+enum : unsigned { kQ, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+} // namespace
+
+static bool present(llvm::ArrayRef<ShapedType> ins, unsigned i) {
+  return i < ins.size() && ins[i].dtype != DType::Undefined;
+}
+
+static llvm::Expected<AttnLayout> attnLayout(const Node &n, llvm::ArrayRef<ShapedType> ins) {
+  AttnLayout l;
+  const auto &q = ins[kQ].shape, &kk = ins[kK].shape, &v = ins[kV].shape;
+  if (q.size() != kk.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
+    return nodeError(n, "Q " + formatShape(q) + ", K " + formatShape(kk) + " and V " +
+                            formatShape(v) + " must all be 3-D or all 4-D");
+  if (q.size() == 3) {
+    l.threeD = true;
+    l.qHeads = n.intAttr("q_num_heads", 0);
+    l.kvHeads = n.intAttr("kv_num_heads", 0);
+    if (l.qHeads <= 0 || l.kvHeads <= 0)
+      return nodeError(n, "3-D inputs need positive q_num_heads and kv_num_heads");
+    if (q[2] % l.qHeads || kk[2] % l.kvHeads || v[2] % l.kvHeads)
+      return nodeError(n, "hidden sizes of Q " + formatShape(q) + ", K " + formatShape(kk) +
+                              " and V " + formatShape(v) + " must be multiples of q_num_heads " +
+                              std::to_string(l.qHeads) + " and kv_num_heads " +
+                              std::to_string(l.kvHeads));
+    l.batch = q[0];
+    l.qSeq = q[1];
+    l.headSize = q[2] / l.qHeads;
+    l.kvSeq = kk[1];
+    if (kk[2] / l.kvHeads != l.headSize)
+      return nodeError(n, "K " + formatShape(kk) + " does not have Q's head size " +
+                              std::to_string(l.headSize));
+    l.vHeadSize = v[2] / l.kvHeads;
+    if (kk[0] != l.batch || v[0] != l.batch || v[1] != l.kvSeq)
+      return nodeError(n, "K " + formatShape(kk) + " and V " + formatShape(v) + " do not match Q " +
+                              formatShape(q));
+  } else {
+    l.batch = q[0];
+    l.qHeads = q[1];
+    l.qSeq = q[2];
+    l.headSize = q[3];
+    l.kvHeads = kk[1];
+    l.kvSeq = kk[2];
+    l.vHeadSize = v[3];
+    if (kk[0] != l.batch || kk[3] != l.headSize || v[0] != l.batch || v[1] != l.kvHeads ||
+        v[2] != l.kvSeq)
+      return nodeError(n, "K " + formatShape(kk) + " and V " + formatShape(v) + " do not match Q " +
+                              formatShape(q));
+  }
+  if (l.kvHeads <= 0 || l.qHeads % l.kvHeads)
+    return nodeError(n, "q heads " + std::to_string(l.qHeads) + " are not a multiple of kv heads " +
+                            std::to_string(l.kvHeads));
+  bool pk = present(ins, kPastKey), pv = present(ins, kPastValue);
+  if (pk != pv)
+    return nodeError(n, "past_key and past_value must be given together");
+  if (pk) {
+    const auto &a = ins[kPastKey].shape, &b = ins[kPastValue].shape;
+    std::vector<int64_t> wantK = {l.batch, l.kvHeads, a.size() == 4 ? a[2] : -1, l.headSize};
+    std::vector<int64_t> wantV = {l.batch, l.kvHeads, wantK[2], l.vHeadSize};
+    if (a != wantK || b != wantV)
+      return nodeError(n, "past_key " + formatShape(a) + " and past_value " + formatShape(b) +
+                              " must be [batch, kv_heads, past, head_size] and [batch, "
+                              "kv_heads, past, v_head_size]");
+    l.hasPast = true;
+    l.past = a[2];
+  }
+  l.total = l.past + l.kvSeq;
+  if (present(ins, kMask)) {
+    const ShapedType &m = ins[kMask];
+    if (m.dtype != DType::Bool && !(kFloatTypes & dtypeBit(m.dtype)))
+      return nodeError(n, "attn_mask must be bool or floating-point");
+    if (m.shape.empty() || m.shape.size() > 4)
+      return nodeError(n, "attn_mask " + formatShape(m.shape) + " must have rank 1 to 4");
+    l.mask.assign(4 - m.shape.size(), 1);
+    l.mask.insert(l.mask.end(), m.shape.begin(), m.shape.end());
+    const int64_t full[3] = {l.batch, l.qHeads, l.qSeq};
+    bool ok = l.mask[3] >= 1 && l.mask[3] <= l.total;
+    for (int d = 0; d < 3; ++d)
+      ok = ok && (l.mask[d] == 1 || l.mask[d] == full[d]);
+    if (!ok)
+      return nodeError(n, "attn_mask " + formatShape(m.shape) + " does not broadcast to " +
+                              formatShape({l.batch, l.qHeads, l.qSeq, l.total}));
+  }
+  if (present(ins, kNonpad)) {
+    const ShapedType &s = ins[kNonpad];
+    if ((s.dtype != DType::I64 && s.dtype != DType::I32) || s.shape.size() != 1 ||
+        s.shape[0] != l.batch)
+      return nodeError(n, "nonpad_kv_seqlen " + formatShape(s.shape) +
+                              " must be an integer vector of length batch " +
+                              std::to_string(l.batch));
+  }
+  int64_t mode = n.intAttr("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3)
+    return nodeError(n, "qk_matmul_output_mode " + std::to_string(mode) + " is not 0..3");
+  return l;
+}
+
+llvm::Error cpuk::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  llvm::Expected<AttnLayout> lay = attnLayout(q.node, q.inputs);
+  if (!lay)
+    return lay.takeError();
+  const AttnLayout &l = *lay;
+  if (q.inputs[kK].dtype != q.inputs[kQ].dtype)
+    return nodeError(q.node, "K must have Q's element type");
+  DType t = q.inputs[kQ].dtype, tv = q.inputs[kV].dtype;
+  std::vector<int64_t> y = l.threeD ? std::vector<int64_t>{l.batch, l.qSeq, l.qHeads * l.vHeadSize}
+                                    : std::vector<int64_t>{l.batch, l.qHeads, l.qSeq, l.vHeadSize};
+  out = {ShapedType{t, y}, ShapedType{t, {l.batch, l.kvHeads, l.total, l.headSize}},
+         ShapedType{tv, {l.batch, l.kvHeads, l.total, l.vHeadSize}},
+         ShapedType{t, {l.batch, l.qHeads, l.qSeq, l.total}}};
+  out.resize(q.node.numOutputs());
+  return llvm::Error::success();
+}
+
+/// A tensor widened to C (any float or integer element type; bool as 0/1).
+template <typename C> static std::vector<C> widen(const TensorRef &t) {
+  std::vector<C> v(static_cast<size_t>(t.numElements()));
+  dispatchAll(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = t.as<T>();
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = k::castValue<C>(p[i]);
+  });
+  return v;
+}
+
+/// Rounds `v` once into output `i` when the node produces it.
+template <typename C>
+static void narrowInto(const KernelCall &c, unsigned i, const std::vector<C> &v) {
+  if (i >= c.outputs.size() || !c.outputs[i].data)
+    return;
+  const TensorRef &o = c.outputs[i];
+  dispatchFloat(o.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *p = o.as<T>();
+    for (size_t j = 0; j < v.size(); ++j)
+      p[j] = k::castValue<T>(v[j]);
+  });
+}
+
+/// Concatenates past [b, g, past, d] and new rows (3-D [b, s, g*d] or 4-D
+/// [b, g, s, d]) into [b, g, total, d].
+template <typename C>
+static std::vector<C> concatCache(const AttnLayout &l, const std::vector<C> &past,
+                                  const std::vector<C> &cur, int64_t d) {
+  std::vector<C> out(static_cast<size_t>(l.batch * l.kvHeads * l.total * d));
+  for (int64_t b = 0; b < l.batch; ++b)
+    for (int64_t g = 0; g < l.kvHeads; ++g) {
+      C *dst = out.data() + (b * l.kvHeads + g) * l.total * d;
+      if (l.hasPast)
+        std::copy_n(past.data() + (b * l.kvHeads + g) * l.past * d, l.past * d, dst);
+      for (int64_t s = 0; s < l.kvSeq; ++s) {
+        int64_t src = l.threeD ? ((b * l.kvSeq + s) * l.kvHeads + g) * d
+                               : ((b * l.kvHeads + g) * l.kvSeq + s) * d;
+        std::copy_n(cur.data() + src, d, dst + (l.past + s) * d);
+      }
+    }
+  return out;
+}
+
+/// The additive bias of row (b, h, i): attn_mask (bool: 0 / -inf; columns
+/// past its last dimension -inf), the causal triangle shifted by the past
+/// length, and the nonpad_kv_seqlen padding.
+template <typename C>
+static void biasRow(const KernelCall &c, const AttnLayout &l, const std::vector<C> &mask,
+                    const std::vector<int64_t> &nonpad, int64_t b, int64_t h, int64_t i, C *bias) {
+  const C negInf = -std::numeric_limits<C>::infinity();
+  std::fill_n(bias, l.total, C(0));
+  if (!l.mask.empty()) {
+    const std::vector<int64_t> &m = l.mask;
+    int64_t off = ((m[0] == 1 ? 0 : b) * m[1] + (m[1] == 1 ? 0 : h)) * m[2] + (m[2] == 1 ? 0 : i);
+    off *= m[3];
+    bool isBool = c.inputs[kMask].dtype == DType::Bool;
+    for (int64_t j = 0; j < l.total; ++j) {
+      if (j >= m[3])
+        bias[j] = negInf;
+      else if (isBool)
+        bias[j] = mask[static_cast<size_t>(off + j)] != C(0) ? C(0) : negInf;
+      else
+        bias[j] = mask[static_cast<size_t>(off + j)];
+    }
+  }
+  if (c.node->intAttr("is_causal", 0) != 0)
+    for (int64_t j = i + l.past + 1; j < l.total; ++j)
+      bias[j] += negInf;
+  if (!nonpad.empty())
+    for (int64_t j = std::max<int64_t>(nonpad[static_cast<size_t>(b)], 0); j < l.total; ++j)
+      bias[j] += negInf;
+}
+
+template <typename C> static void attend(const KernelCall &c, const AttnLayout &l) {
+  const Node &n = *c.node;
+  std::vector<C> q = widen<C>(c.inputs[kQ]), kNew = widen<C>(c.inputs[kK]),
+                 vNew = widen<C>(c.inputs[kV]), pastK, pastV, mask;
+  if (l.hasPast) {
+    pastK = widen<C>(c.inputs[kPastKey]);
+    pastV = widen<C>(c.inputs[kPastValue]);
+  }
+  if (!l.mask.empty())
+    mask = widen<C>(c.inputs[kMask]);
+  std::vector<int64_t> nonpad;
+  if (c.hasInput(kNonpad))
+    nonpad = readInts(c.inputs[kNonpad]);
+  std::vector<C> keys = concatCache(l, pastK, kNew, l.headSize);
+  std::vector<C> values = concatCache(l, pastV, vNew, l.vHeadSize);
+  narrowInto(c, 1, keys);
+  narrowInto(c, 2, values);
+
+  // Q and K are both scaled by sqrt(scale) before the product, as the spec's
+  // diagram does (it keeps 16-bit products in range).
+  C scale = n.attr("scale") ? C(n.floatAttr("scale", 1.0f)) : C(1) / std::sqrt(C(l.headSize));
+  C rootScale = std::sqrt(scale);
+  for (C &x : keys)
+    x *= rootScale;
+  C softcap = C(n.floatAttr("softcap", 0.0f));
+  int64_t mode = n.intAttr("qk_matmul_output_mode", 0);
+  bool wantQk = c.outputs.size() > 3 && c.outputs[3].data;
+
+  int64_t group = l.qHeads / l.kvHeads, hs = l.headSize, vs = l.vHeadSize;
+  std::vector<C> y(static_cast<size_t>(l.batch * l.qHeads * l.qSeq * vs));
+  std::vector<C> qk(wantQk ? static_cast<size_t>(l.batch * l.qHeads * l.qSeq * l.total) : 0);
+  std::vector<C> qRow(hs), score(l.total), bias(l.total), acc(vs);
+  for (int64_t b = 0; b < l.batch; ++b)
+    for (int64_t h = 0; h < l.qHeads; ++h) {
+      int64_t g = h / group;
+      const C *kb = keys.data() + (b * l.kvHeads + g) * l.total * hs;
+      const C *vb = values.data() + (b * l.kvHeads + g) * l.total * vs;
+      for (int64_t i = 0; i < l.qSeq; ++i) {
+        int64_t qOff = l.threeD ? ((b * l.qSeq + i) * l.qHeads + h) * hs
+                                : ((b * l.qHeads + h) * l.qSeq + i) * hs;
+        for (int64_t d = 0; d < hs; ++d)
+          qRow[d] = q[static_cast<size_t>(qOff + d)] * rootScale;
+        C *qkRow = wantQk ? qk.data() + ((b * l.qHeads + h) * l.qSeq + i) * l.total : nullptr;
+        for (int64_t j = 0; j < l.total; ++j) {
+          C s = 0;
+          for (int64_t d = 0; d < hs; ++d)
+            s += qRow[d] * kb[j * hs + d];
+          if (qkRow && mode == 0)
+            qkRow[j] = s;
+          if (softcap > 0)
+            s = softcap * std::tanh(s / softcap);
+          if (qkRow && mode == 1)
+            qkRow[j] = s;
+          score[j] = s;
+        }
+        biasRow(c, l, mask, nonpad, b, h, i, bias.data());
+        // Softmax with numpy's IEEE behavior: a row that is all -inf (or
+        // holds a NaN) gives NaN everywhere, as the reference does.
+        C mx = -std::numeric_limits<C>::infinity();
+        for (int64_t j = 0; j < l.total; ++j) {
+          score[j] += bias[j];
+          if (qkRow && mode == 2)
+            qkRow[j] = score[j];
+          if (score[j] > mx || std::isnan(score[j]))
+            mx = std::isnan(mx) ? mx : score[j];
+        }
+        C sum = 0;
+        for (int64_t j = 0; j < l.total; ++j) {
+          score[j] = std::exp(score[j] - mx);
+          sum += score[j];
+        }
+        for (int64_t j = 0; j < l.total; ++j) {
+          score[j] /= sum;
+          if (qkRow && mode == 3)
+            qkRow[j] = score[j];
+        }
+        std::fill(acc.begin(), acc.end(), C(0));
+        for (int64_t j = 0; j < l.total; ++j)
+          for (int64_t d = 0; d < vs; ++d)
+            acc[d] += score[j] * vb[j * vs + d];
+        int64_t yOff = l.threeD ? ((b * l.qSeq + i) * l.qHeads + h) * vs
+                                : ((b * l.qHeads + h) * l.qSeq + i) * vs;
+        std::copy(acc.begin(), acc.end(), y.begin() + yOff);
+      }
+    }
+  narrowInto(c, 0, y);
+  if (wantQk)
+    narrowInto(c, 3, qk);
+}
+
+llvm::Error cpuk::runAttention(const KernelCall &c) {
+  std::vector<ShapedType> ins(c.inputs.size());
+  for (size_t i = 0; i < ins.size(); ++i)
+    ins[i] = ShapedType{c.inputs[i].dtype,
+                        std::vector<int64_t>(c.inputs[i].shape.begin(), c.inputs[i].shape.end())};
+  llvm::Expected<AttnLayout> lay = attnLayout(*c.node, ins);
+  if (!lay)
+    return lay.takeError();
+  if (c.inputs[kQ].dtype == DType::F64)
+    attend<double>(c, *lay);
+  else
+    attend<float>(c, *lay);
+  return llvm::Error::success();
+}
