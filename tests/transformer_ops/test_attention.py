@@ -11,25 +11,19 @@ too), a bool mask shorter than the key sequence, 3-D inputs with a different val
 
 usage: test_attention.py --mpc build/tools/mpc --source-dir .
 """
-import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-try:
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-except ImportError as e:  # pragma: no cover
-    print(f"numpy and onnx are required ({e})", file=sys.stderr)
-    print("0 passed, 0 failed, 1 skipped")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_transformer_ops as harness  # noqa: E402  (exits 77 without numpy/onnx)
 
-MPC = None
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
 # type -> (ONNX element type, numpy type for rounding, relative tolerance)
 TYPES = {"f32": (TensorProto.FLOAT, np.float32, 1e-5),
          "f16": (TensorProto.FLOAT16, np.float16, 2e-3)}
@@ -65,22 +59,6 @@ def attention_model(inputs, elem, attrs, n_out, cast=True):
     return model
 
 
-def run_mpc(model, feeds, n_out, tmp):
-    """`mpc run` with .npy inputs; returns (returncode, [outputs] or stderr)."""
-    path = os.path.join(tmp, "model.onnx")
-    onnx.save(model, path)
-    args = [MPC, "run", path]
-    for name, arr in feeds.items():
-        f = os.path.join(tmp, name + ".npy")
-        np.save(f, arr)
-        args += ["--input", f"{name}={f}"]
-    out = os.path.join(tmp, "out")
-    r = subprocess.run(args + ["--outputs", out], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        return r.returncode, r.stderr
-    return 0, [np.load(os.path.join(out, o + ".npy")) for o in OUTPUTS[:n_out]]
-
-
 def reference(inputs, attrs, n_out, dt):
     """onnx.reference's Attention in float64 on the inputs rounded to `dt`."""
     rounded = [(n, a if a is None or a.dtype == np.bool_
@@ -106,7 +84,8 @@ class AttentionTest(unittest.TestCase):
         for dt in TYPES:
             with self.subTest(dt=dt):
                 model = attention_model(inputs, TYPES[dt][0], attrs, n_out)
-                code, got = run_mpc(model, {n: a for n, a in inputs if n}, n_out, self.tmp)
+                code, got = harness.run_outputs(model, {n: a for n, a in inputs if n},
+                                                OUTPUTS[:n_out], self.tmp)
                 self.assertEqual(code, 0, got)
                 want = reference(inputs, attrs, n_out, dt)
                 tol = TYPES[dt][2]
@@ -144,7 +123,7 @@ class AttentionTest(unittest.TestCase):
                   ("v", self.normal(1, 2, 8))]
         model = attention_model(inputs, TensorProto.FLOAT, {"q_num_heads": 3,
                                                             "kv_num_heads": 2}, 1)
-        code, err = run_mpc(model, dict(inputs), 1, self.tmp)
+        code, err = harness.run_outputs(model, dict(inputs), ["y"], self.tmp)
         self.assertEqual(code, 1, err)
         lines = err.strip().splitlines()
         self.assertEqual(len(lines), 1, err)
@@ -152,19 +131,5 @@ class AttentionTest(unittest.TestCase):
         self.assertIn("'op'", lines[0])
 
 
-def main():
-    global MPC
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mpc", required=True)
-    parser.add_argument("--source-dir", default=".")
-    args = parser.parse_args()
-    MPC = os.path.abspath(args.mpc)
-    result = unittest.TextTestRunner(verbosity=1, stream=sys.stdout).run(
-        unittest.TestLoader().loadTestsFromTestCase(AttentionTest))
-    failed = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - failed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main(AttentionTest, __doc__))

@@ -35,8 +35,8 @@ TYPES = {"f32": (TensorProto.FLOAT, np.float32, 2e-6),
          "bf16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16, 1.6e-2)}
 
 
-def run_model(model, feeds, tmp):
-    """`mpc run` on model with .npy inputs; returns (returncode, output or stderr)."""
+def run_outputs(model, feeds, out_names, tmp):
+    """`mpc run` on model with .npy inputs; returns (returncode, [outputs] or stderr)."""
     path = os.path.join(tmp, "model.onnx")
     onnx.save(model, path)
     args = [MPC, "run", path]
@@ -48,7 +48,13 @@ def run_model(model, feeds, tmp):
     r = subprocess.run(args + ["--outputs", out], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         return r.returncode, r.stderr
-    return 0, np.load(os.path.join(out, "y.npy"))
+    return 0, [np.load(os.path.join(out, n + ".npy")) for n in out_names]
+
+
+def run_model(model, feeds, tmp):
+    """run_outputs for the one output y: (returncode, y or stderr)."""
+    code, got = run_outputs(model, feeds, ["y"], tmp)
+    return code, got[0] if code == 0 else got
 
 
 def one_op(op, inputs, dt, attrs, int_inputs=()):
@@ -201,19 +207,20 @@ class TransformerOpsTest(unittest.TestCase):
                 self.assertIn("'op'", lines[0])
 
 
-def main():
+def main(case, doc):
+    """Runs the unittest case `case` with --mpc and --source-dir, as ctest calls it."""
     global MPC
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--mpc", required=True)
     parser.add_argument("--source-dir", default=".")
     args = parser.parse_args()
     MPC = os.path.abspath(args.mpc)
     result = unittest.TextTestRunner(verbosity=1, stream=sys.stdout).run(
-        unittest.TestLoader().loadTestsFromTestCase(TransformerOpsTest))
+        unittest.TestLoader().loadTestsFromTestCase(case))
     failed = len(result.failures) + len(result.errors)
     print(f"{result.testsRun - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(TransformerOpsTest, __doc__))
