@@ -324,7 +324,7 @@ llvm::Error cpuk::shapeCast(const ShapeQuery &q, std::vector<ShapedType> &out) {
 constexpr int64_t kMaxOp = 1000;
 #define UNARY_ROW(Op, Kind, Types)                                             \
   {#Op, "", 1, kMaxOp, Types, shapeSameAsInput0,                                \
-   Unary<k::Op, RowTypes::Kind>::run, false, /*inPlace=*/false},
+   Unary<k::Op, RowTypes::Kind>::run, false, InPlace::None},
 #define MPC_UNARY_FLOAT(Op) UNARY_ROW(Op, Float, kFloatTypes)
 #define MPC_UNARY_SIGNED(Op) UNARY_ROW(Op, Signed, kNumericTypes)
 #define MPC_UNARY_ARITHMETIC(Op) UNARY_ROW(Op, Arithmetic, kArithmeticTypes)
@@ -333,10 +333,10 @@ constexpr int64_t kMaxOp = 1000;
   {#Op, "", 1, kMaxOp, kFloatTypes, shapePredicate, Predicate<k::Op>::run},
 #define MPC_BINARY_SIGNED(Op)                                                  \
   {#Op, "", 1, kMaxOp, kNumericTypes, shapeBroadcast, Binary<k::Op, false>::run,      \
-   false, /*inPlace=*/true},
+   false, InPlace::Operands},
 #define MPC_BINARY_INTEGER(Op)                                                 \
   {#Op, "", 1, kMaxOp, kIntegerTypes, shapeBroadcast,                           \
-   Binary<k::Op, false, RowTypes::Integer>::run, false, /*inPlace=*/true},
+   Binary<k::Op, false, RowTypes::Integer>::run, false, InPlace::Operands},
 #define MPC_BINARY_COMPARE(Op)                                                 \
   {#Op, "", 1, kMaxOp, kNumericTypes, shapeCompare, Binary<k::Op, true>::run},
 
@@ -363,7 +363,7 @@ std::vector<CpuKernel> elementwiseRows() {
       // In place over the "else" operand: a training step's skip guard
       // Where(found_inf, old, new) then costs nothing on a clean step.
       {"Where", "", 9, kMaxOp, dtypeBit(DType::Bool), shapeBroadcast, runWhere,
-       /*dynamicShape=*/false, /*inPlace=*/true},
+       /*dynamicShape=*/false, InPlace::WhereBranches},
       {"Cast", "", 6, kMaxOp, kAllTypes, shapeCast, runCast},
       // The target type is input 1's: Cast's conversions, to y's dtype.
       {"CastLike", "", 15, kMaxOp, kAllTypes, shapeCastLike, runCast},

@@ -452,18 +452,14 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     // In place: an element-wise op writes over an operand of the output's
     // dtype and shape whose last use this is (the loops allow the alias).
     int64_t inPlaceRoot = -1;
-    // Candidates: the two operands of a binary op; Where's "else" operand,
-    // then its "then" operand (its condition is bool); the data of a
-    // reshape-like copy (its output is the same bytes under another shape).
+    // The row says which operands are candidates (CpuBackend.h, InPlace).
     static const unsigned kBinary[] = {0, 1}, kWhere[] = {2, 1}, kData[] = {0};
-    llvm::StringRef op = n.opType;
-    bool reshapeLike = n.domain.empty() && (op == "Reshape" || op == "Flatten" ||
-                                            op == "Squeeze" || op == "Unsqueeze" ||
-                                            op == "Identity");
-    llvm::ArrayRef<unsigned> cand = n.opType == "Where" ? llvm::ArrayRef<unsigned>(kWhere)
-                                    : reshapeLike      ? llvm::ArrayRef<unsigned>(kData)
-                                                       : llvm::ArrayRef<unsigned>(kBinary);
-    if (row->inPlace && n.numOutputs() == 1 && n.output(0))
+    bool reshapeLike = row->inPlace == InPlace::Data;
+    llvm::ArrayRef<unsigned> cand = row->inPlace == InPlace::WhereBranches
+                                        ? llvm::ArrayRef<unsigned>(kWhere)
+                                    : reshapeLike ? llvm::ArrayRef<unsigned>(kData)
+                                                  : llvm::ArrayRef<unsigned>(kBinary);
+    if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0))
       for (unsigned k : cand) {
         if (inPlaceRoot >= 0)
           break;

@@ -51,6 +51,16 @@ using ShapeFn = llvm::Error (*)(const ShapeQuery &q,
 /// Runs the node on host buffers.
 using RunFn = llvm::Error (*)(const KernelCall &call);
 
+/// The operand a node's output may overwrite (the memory planner's in-place
+/// choice): candidates are tried in order, and the first whose last use is
+/// this node and whose dtype and shape fit takes the output.
+enum class InPlace : uint8_t {
+  None,
+  Operands,      ///< element-wise: input 0, then 1, with the output's dtype and shape
+  WhereBranches, ///< Where: the else operand, then the then operand (the condition is bool)
+  Data,          ///< a reshape-like copy: input 0, same dtype and element count
+};
+
 /// One kernel table row.
 struct CpuKernel {
   const char *opType;
@@ -62,9 +72,8 @@ struct CpuKernel {
   RunFn run;
   /// Output values may depend on data (NonZero): allocated at run time.
   bool dynamicShape = false;
-  /// Element-wise: the output may share the buffer of an operand with the
-  /// output's dtype and shape.
-  bool inPlace = false;
+  /// Which operand, if any, the output may share a buffer with.
+  InPlace inPlace = InPlace::None;
 };
 
 /// The whole table.
