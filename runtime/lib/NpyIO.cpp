@@ -7,6 +7,7 @@
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Path.h"
@@ -250,24 +251,9 @@ std::string mpc::serializeNpy(const HostTensor &in) {
 }
 
 llvm::Error mpc::writeNpyFile(llvm::StringRef path, const HostTensor &t) {
-  llvm::SmallString<256> tmp(path);
-  tmp += ".tmp-%%%%%%";
-  int fd;
-  llvm::SmallString<256> tmpPath;
-  if (auto ec = llvm::sys::fs::createUniqueFile(tmp, fd, tmpPath))
-    return inputError("cannot write '{0}': {1}", path, ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << serializeNpy(t);
-    os.close();
-    if (os.has_error()) {
-      llvm::sys::fs::remove(tmpPath);
-      return inputError("cannot write '{0}': {1}", path, os.error().message());
-    }
-  }
-  if (auto ec = llvm::sys::fs::rename(tmpPath, path)) {
-    llvm::sys::fs::remove(tmpPath);
-    return inputError("cannot write '{0}': {1}", path, ec.message());
-  }
+  // A temporary file in the same folder, then a rename: complete or absent.
+  if (llvm::Error err =
+          llvm::writeFileAtomically((path + ".tmp-%%%%%%").str(), path, serializeNpy(t)))
+    return inputError("cannot write '{0}': {1}", path, llvm::toString(std::move(err)));
   return llvm::Error::success();
 }

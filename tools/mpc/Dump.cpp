@@ -73,13 +73,6 @@ static std::string dumpPath(const DumpTarget &t, const Model &m, llvm::StringRef
   return std::string(p);
 }
 
-static llvm::Error writeAtomically(llvm::StringRef path, llvm::StringRef contents) {
-  std::string model = (path + ".tmp-%%%%%%").str();
-  if (llvm::Error err = llvm::writeFileAtomically(model, path, contents))
-    return inputError("cannot write '{0}': {1}", path, llvm::toString(std::move(err)));
-  return llvm::Error::success();
-}
-
 /// Renders `dotPath` to `svgPath` with Graphviz. A missing or failing `dot`
 /// is a warning: the DOT file is the primary rendering.
 static void renderSvg(llvm::StringRef dotPath, llvm::StringRef svgPath) {
@@ -691,7 +684,7 @@ llvm::Error tool::dumpGraph(const DumpTarget &t, llvm::StringRef phase, Model &m
   if (llvm::Error err = writeOnnxFile(m, base + ".onnx", eo))
     return err;
   std::string dotPath = base + ".dot";
-  if (llvm::Error err = writeAtomically(dotPath, renderDot(m, phase, decisions)))
+  if (llvm::Error err = writeFileAtomically(dotPath, renderDot(m, phase, decisions)))
     return err;
   renderSvg(dotPath, base + ".svg");
   return llvm::Error::success();
@@ -723,5 +716,5 @@ llvm::Error tool::dumpLists(const DumpTarget &t, const Model &m, const AmpLists 
     for (const std::string &e : entries)
       os << e << "\n";
   }
-  return writeAtomically(dumpPath(t, m, "lists.txt"), os.str());
+  return writeFileAtomically(dumpPath(t, m, "lists.txt"), os.str());
 }

@@ -323,11 +323,10 @@ static void printJson(llvm::raw_ostream &os, llvm::StringRef path, const Model &
 }
 
 int tool::runInspect(llvm::ArrayRef<const char *> argv, const char *const *envp) {
-  for (const char *a : argv)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kInspectUsage;
-      return Ok;
-    }
+  if (wantsHelp(argv)) {
+    llvm::outs() << kInspectUsage;
+    return Ok;
+  }
   InspectArgs a;
   if (llvm::Error err = applyEnvironment(a.amp, envp))
     return fail(std::move(err));

@@ -44,42 +44,6 @@ exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 )";
 
 //===----------------------------------------------------------------------===//
-// Atomic file writing
-//===----------------------------------------------------------------------===//
-
-llvm::Error tool::writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes) {
-  llvm::SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  if (!llvm::sys::fs::is_directory(dir))
-    return inputError("cannot write '{0}': folder '{1}' does not exist", path, dir);
-  llvm::SmallString<256> pattern(dir);
-  llvm::sys::path::append(pattern, llvm::sys::path::filename(path) + ".tmp-%%%%%%");
-  int fd;
-  llvm::SmallString<256> tmp;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(pattern, fd, tmp))
-    return inputError("cannot create a file in '{0}': {1}", dir, ec.message());
-  std::string why;
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << bytes;
-    os.close();
-    if (os.has_error()) {
-      why = os.error().message();
-      os.clear_error();
-    }
-  }
-  if (why.empty())
-    if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-      why = ec.message();
-  if (why.empty())
-    return llvm::Error::success();
-  llvm::sys::fs::remove(tmp);
-  return inputError("cannot write '{0}': {1}", path, why);
-}
-
-//===----------------------------------------------------------------------===//
 // The renderer
 //===----------------------------------------------------------------------===//
 
@@ -411,11 +375,10 @@ static llvm::Expected<PlotSeries> readCsvSeries(const std::string &path, llvm::S
 }
 
 int tool::runPlot(llvm::ArrayRef<const char *> args, const char *const *) {
-  for (const char *a : args)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kPlotUsage;
-      return Ok;
-    }
+  if (wantsHelp(args)) {
+    llvm::outs() << kPlotUsage;
+    return Ok;
+  }
   PlotArgs a;
   std::string usage = parseArgs(args, a);
   if (!usage.empty())

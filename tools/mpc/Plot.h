@@ -32,10 +32,6 @@ struct PlotPanel {
   std::vector<PlotSeries> series;
 };
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and
-/// a rename: the file is complete or absent.
-llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
-
 /// Renders the panels stacked vertically, sharing the x axis (`xLabel`).
 std::string renderPlotSvg(llvm::ArrayRef<PlotPanel> panels, const std::string &title,
                           const std::string &xLabel);

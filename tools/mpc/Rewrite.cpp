@@ -203,11 +203,10 @@ static bool anyExternal(const Model &m) {
 }
 
 int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp) {
-  for (const char *a : argv)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kRewriteUsage;
-      return Ok;
-    }
+  if (wantsHelp(argv)) {
+    llvm::outs() << kRewriteUsage;
+    return Ok;
+  }
   RewriteArgs a;
   if (llvm::Error err = applyEnvironment(a.amp, envp))
     return fail(std::move(err));

@@ -497,32 +497,40 @@ sequencesFor(const Graph &g, const Graph &ref, const std::vector<NamedSequence> 
   return out;
 }
 
+llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
+                                                            int threads) {
+  std::unique_ptr<Backend> backend;
+  if (device == "cuda") {
+    auto b = createCudaBackend();
+    if (!b)
+      return b.takeError();
+    backend = std::move(*b);
+  } else {
+    backend = std::make_unique<CpuBackend>(threads);
+  }
+  if (llvm::Error err = backend->checkAvailable())
+    return std::move(err);
+  return std::move(backend);
+}
+
 int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   // Training is its own command line (Train.cpp).
   for (const char *a : args)
     if (llvm::StringRef(a) == "--train")
       return runTrain(args, envp);
-  for (const char *a : args)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kRunUsage;
-      return Ok;
-    }
+  if (wantsHelp(args)) {
+    llvm::outs() << kRunUsage;
+    return Ok;
+  }
   RunArgs a;
   std::string usage = parseArgs(args, a);
   if (!usage.empty())
     return usageError("run", usage);
 
-  std::unique_ptr<Backend> backend;
-  if (a.device == "cuda") {
-    auto b = createCudaBackend();
-    if (!b)
-      return fail(b.takeError());
-    backend = std::move(*b);
-  } else {
-    backend = std::make_unique<CpuBackend>(a.threads);
-  }
-  if (llvm::Error err = backend->checkAvailable())
-    return fail(std::move(err));
+  auto created = createBackend(a.device, a.threads);
+  if (!created)
+    return fail(created.takeError());
+  std::unique_ptr<Backend> backend = std::move(*created);
 
   auto main = loadForRun(a.model, *backend);
   if (!main)
@@ -545,14 +553,10 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::vector<NamedTensor> otherInputs;
   std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
-    if (a.device == "cuda") {
-      auto b = createCudaBackend();
-      if (!b)
-        return fail(b.takeError());
-      otherBackend = std::move(*b);
-    } else {
-      otherBackend = std::make_unique<CpuBackend>(a.threads);
-    }
+    auto ob = createBackend(a.device, a.threads);
+    if (!ob)
+      return fail(ob.takeError());
+    otherBackend = std::move(*ob);
     auto o = loadForRun(a.compare, *otherBackend);
     if (!o)
       return fail(o.takeError());

@@ -16,6 +16,7 @@
 #include <vector>
 
 namespace mpc {
+class Backend;
 namespace tool {
 
 enum ExitCode : int { Ok = 0, InputFailure = 1, UsageFailure = 2 };
@@ -58,6 +59,18 @@ private:
 /// Checks before any work that `output` can be written: it is not the input
 /// model (mpc never overwrites its input) and its folder exists.
 llvm::Error checkOutputPath(llvm::StringRef input, llvm::StringRef output);
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and
+/// a rename (llvm::writeFileAtomically): the file is complete or absent. A
+/// missing folder is named in the error.
+llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
+
+/// True when the subcommand's arguments ask for its help (--help, -h).
+bool wantsHelp(llvm::ArrayRef<const char *> args);
+
+/// The backend `--device` names ("cpu" or "cuda"), checked to be usable here
+/// (Run.cpp).
+llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads);
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);

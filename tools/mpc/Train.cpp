@@ -398,11 +398,10 @@ static llvm::Error checkOutputFolder(const std::string &file, const char *flag) 
 //===----------------------------------------------------------------------===//
 
 int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
-  for (const char *a : args)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kTrainUsage;
-      return Ok;
-    }
+  if (wantsHelp(args)) {
+    llvm::outs() << kTrainUsage;
+    return Ok;
+  }
   TrainArgs a;
   std::string usage = parseArgs(args, a);
   if (!usage.empty())
@@ -418,17 +417,10 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!llvm::sys::fs::exists(a.data))
     return fail(llvm::Twine("--data: file '") + a.data + "' does not exist");
 
-  std::unique_ptr<Backend> backend;
-  if (a.device == "cuda") {
-    auto b = createCudaBackend();
-    if (!b)
-      return fail(b.takeError());
-    backend = std::move(*b);
-  } else {
-    backend = std::make_unique<CpuBackend>(a.threads);
-  }
-  if (llvm::Error err = backend->checkAvailable())
-    return fail(std::move(err));
+  auto created = createBackend(a.device, a.threads);
+  if (!created)
+    return fail(created.takeError());
+  std::unique_ptr<Backend> backend = std::move(*created);
 
   auto loaded = loadModel(a.model);
   if (!loaded)

@@ -149,11 +149,10 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
 }
 
 int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) {
-  for (const char *a : argv)
-    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h") {
-      llvm::outs() << kTrainGraphUsage;
-      return Ok;
-    }
+  if (wantsHelp(argv)) {
+    llvm::outs() << kTrainGraphUsage;
+    return Ok;
+  }
   TrainGraphArgs a;
   std::string usage = parseArgs(argv, a);
   if (!usage.empty())

@@ -10,6 +10,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -59,6 +60,26 @@ int tool::usageError(llvm::StringRef cmd, const llvm::Twine &msg) {
 }
 
 void tool::warn(const llvm::Twine &msg) { llvm::errs() << "mpc: warning: " << msg << "\n"; }
+
+llvm::Error tool::writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes) {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  if (!llvm::sys::fs::is_directory(dir))
+    return inputError("cannot write '{0}': folder '{1}' does not exist", path, dir);
+  if (llvm::Error err =
+          llvm::writeFileAtomically((path + ".tmp-%%%%%%").str(), path, bytes))
+    return inputError("cannot write '{0}': {1}", path, llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+bool tool::wantsHelp(llvm::ArrayRef<const char *> args) {
+  for (const char *a : args)
+    if (llvm::StringRef(a) == "--help" || llvm::StringRef(a) == "-h")
+      return true;
+  return false;
+}
 
 std::string ArgScanner::positional(std::string &slot, llvm::StringRef what,
                                    llvm::StringRef context) {
