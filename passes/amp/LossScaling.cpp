@@ -160,28 +160,6 @@ static std::string describeConfig(const LossScaleOptions &o, LossScaleMode mode)
   llvm_unreachable("bad LossScaleMode");
 }
 
-//===----------------------------------------------------------------------===//
-// Metadata
-//===----------------------------------------------------------------------===//
-
-const std::string *mpc::findMetadata(const Model &m, llvm::StringRef key) {
-  for (const auto &kv : m.metadataProps)
-    if (kv.first == key)
-      return &kv.second;
-  return nullptr;
-}
-
-/// Non-empty lines of a metadata list value, whitespace trimmed.
-static std::vector<llvm::StringRef> metadataLines(llvm::StringRef text) {
-  llvm::SmallVector<llvm::StringRef, 16> parts;
-  text.split(parts, '\n', -1, /*KeepEmpty=*/false);
-  std::vector<llvm::StringRef> out;
-  for (llvm::StringRef p : parts)
-    if (!p.trim().empty())
-      out.push_back(p.trim());
-  return out;
-}
-
 std::string mpc::lossScalingUnsupportedReason(const Model &m) {
   if (!m.isTraining())
     return "not a training model";
@@ -189,18 +167,18 @@ std::string mpc::lossScalingUnsupportedReason(const Model &m) {
     return "training_info[0] has no algorithm graph";
   std::vector<std::string> missing;
   for (const char *k : {trainkeys::kLoss, trainkeys::kSeed, trainkeys::kGradients})
-    if (!findMetadata(m, k))
+    if (!m.findMetadata(k))
       missing.push_back(k);
   if (!missing.empty())
     return "it lacks the docs/training.md metadata " + llvm::join(missing, ", ");
-  if (metadataLines(*findMetadata(m, trainkeys::kGradients)).empty())
+  if (metadataLines(*m.findMetadata(trainkeys::kGradients)).empty())
     return trainkeys::kGradients + std::string(" lists no gradient");
   return "";
 }
 
 llvm::DenseSet<const Node *> mpc::trainingFp32Nodes(const Model &m) {
   llvm::DenseSet<const Node *> out;
-  const std::string *names = findMetadata(m, trainkeys::kFp32Nodes);
+  const std::string *names = m.findMetadata(trainkeys::kFp32Nodes);
   if (!names || !m.isTraining() || !m.trainingInfo[0].algorithm)
     return out;
   llvm::StringSet<> wanted;
@@ -413,7 +391,7 @@ llvm::Error LossScaler::run() {
     mainInits[v->name()] = v;
 
   // Resolve the metadata before changing anything.
-  llvm::Expected<Value *> seedOr = lookupAlg(trainkeys::kSeed, *findMetadata(m, trainkeys::kSeed));
+  llvm::Expected<Value *> seedOr = lookupAlg(trainkeys::kSeed, *m.findMetadata(trainkeys::kSeed));
   if (!seedOr)
     return seedOr.takeError();
   Value *seed = *seedOr;
@@ -422,7 +400,7 @@ llvm::Error LossScaler::run() {
     Value *value;
   };
   std::vector<Grad> grads;
-  for (llvm::StringRef line : metadataLines(*findMetadata(m, trainkeys::kGradients))) {
+  for (llvm::StringRef line : metadataLines(*m.findMetadata(trainkeys::kGradients))) {
     auto [param, grad] = line.split('=');
     if (grad.empty())
       return inputError("metadata {0}: line '{1}' is not PARAM=GRAD", trainkeys::kGradients, line);
@@ -512,7 +490,7 @@ llvm::Error LossScaler::run() {
     res.log.push_back(llvm::formatv("Loss scaling: seed '{0}' scaled: Mul('{0}', '{1}') -> '{2}' "
                                     "({3} reader(s)); the loss '{4}' is not scaled",
                                     seed->name(), scale->name(), scaledSeed->name(), uses.size(),
-                                    *findMetadata(m, trainkeys::kLoss))
+                                    *m.findMetadata(trainkeys::kLoss))
                           .str());
   }
 
@@ -762,7 +740,7 @@ llvm::Expected<LossScalingResult> mpc::insertLossScaling(Model &m, const LossSca
                                                          DType target) {
   LossScalingResult res;
   res.mode = effectiveLossScaleMode(opts, target);
-  if (const std::string *prev = findMetadata(m, trainkeys::kLossScale)) {
+  if (const std::string *prev = m.findMetadata(trainkeys::kLossScale)) {
     res.status = LossScalingResult::Status::AlreadyScaled;
     res.config = *prev;
     return res;

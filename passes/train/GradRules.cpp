@@ -148,16 +148,7 @@ static void copyAttrs(const Node &from, Node &to, llvm::ArrayRef<llvm::StringRef
   for (const Attribute &a : from.attrs) {
     if (std::find(names.begin(), names.end(), llvm::StringRef(a.name)) == names.end())
       continue;
-    Attribute c;
-    c.name = a.name;
-    c.kind = a.kind;
-    c.f = a.f;
-    c.i = a.i;
-    c.s = a.s;
-    c.floats = a.floats;
-    c.ints = a.ints;
-    c.strings = a.strings;
-    to.setAttr(std::move(c));
+    to.setAttr(a.copyWithoutGraphs());
   }
 }
 
@@ -564,4 +555,23 @@ llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
     if (!c.want(i))
       dIn[i] = nullptr;
   return true;
+}
+
+bool train::isFloatTensor(const Value *v) {
+  return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
+}
+
+llvm::DenseSet<const Value *> train::valuesDependingOn(llvm::ArrayRef<Node *> forward,
+                                                       llvm::ArrayRef<const Value *> seeds) {
+  llvm::DenseSet<const Value *> needs(seeds.begin(), seeds.end());
+  for (Node *n : forward) {
+    bool any = false;
+    for (Value *in : n->inputs())
+      any |= in && needs.count(in);
+    if (any)
+      for (Value *o : n->outputs())
+        if (isFloatTensor(o))
+          needs.insert(o);
+  }
+  return needs;
 }

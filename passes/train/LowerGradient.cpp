@@ -17,10 +17,6 @@
 using namespace mpc;
 using namespace mpc::train;
 
-static bool isFloatTensor(const Value *v) {
-  return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
-}
-
 /// Finds a value visible in `alg` by name (its own values, then the main graph's).
 static Value *lookupValue(Graph &alg, llvm::StringRef name) {
   for (Graph *g = &alg; g; g = g->parent())
@@ -56,16 +52,8 @@ static llvm::Error lowerOne(Model &m, Graph &alg, Node &gradNode) {
     if (&n == y->producer())
       break;
   }
-  llvm::DenseSet<const Value *> needs(xs.begin(), xs.end());
-  for (Node *n : forward) {
-    bool any = false;
-    for (Value *in : n->inputs())
-      any |= in && needs.count(in);
-    if (any)
-      for (Value *o : n->outputs())
-        if (isFloatTensor(o))
-          needs.insert(o);
-  }
+  std::vector<const Value *> seeds(xs.begin(), xs.end());
+  llvm::DenseSet<const Value *> needs = valuesDependingOn(forward, seeds);
   Emitter e(m, alg);
   std::string base = "lowered/" + (gradNode.name.empty() ? std::string("Gradient") : gradNode.name);
   DType t = y->type.elem;

@@ -105,10 +105,6 @@ private:
 };
 } // namespace
 
-static bool isTensorOfFloat(const Value *v) {
-  return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
-}
-
 static std::string shapeText(const Type &t) {
   if (!t.hasShape)
     return "unknown";
@@ -156,7 +152,7 @@ llvm::Error Builder::collectParameters() {
                       why);
   unsigned candidates = 0;
   for (Value *v : m.graph->initializers()) {
-    if (!isTensorOfFloat(v) || runningStats.count(v))
+    if (!isFloatTensor(v) || runningStats.count(v))
       continue;
     ++candidates;
     if (!opts.freezeRegex.empty() && freeze.match(v->name()))
@@ -170,24 +166,6 @@ llvm::Error Builder::collectParameters() {
     return inputError("--freeze '{0}' freezes all {1} parameters: nothing to train",
                       opts.freezeRegex, candidates);
   return llvm::Error::success();
-}
-
-static Attribute copyPlainAttr(const Attribute &a) {
-  Attribute c;
-  c.name = a.name;
-  c.kind = a.kind;
-  c.docString = a.docString;
-  c.refAttrName = a.refAttrName;
-  c.f = a.f;
-  c.i = a.i;
-  c.s = a.s;
-  c.floats = a.floats;
-  c.ints = a.ints;
-  c.strings = a.strings;
-  c.tensors = a.tensors;
-  c.opaque = a.opaque;
-  c.unknownFields = a.unknownFields;
-  return c;
 }
 
 llvm::Error Builder::copyForward() {
@@ -206,7 +184,7 @@ llvm::Error Builder::copyForward() {
     Node *c = alg->createNode(n.opType, n.domain);
     c->docString = n.docString;
     for (const Attribute &a : n.attrs)
-      c->attrs.push_back(copyPlainAttr(a));
+      c->attrs.push_back(a.copyWithoutGraphs());
     for (Value *in : n.inputs()) {
       auto it = in ? copyOf.find(in) : copyOf.end();
       c->addInput(it != copyOf.end() ? it->second : in);
@@ -271,7 +249,7 @@ llvm::Error Builder::buildLoss() {
     if (!out)
       return inputError("--loss '{0}': the model has no output of that name (outputs: {1})",
                         opts.lossOutput, outputNames());
-    if (!isTensorOfFloat(out))
+    if (!isFloatTensor(out))
       return inputError("--loss '{0}': the loss output must be a float tensor, not {1}",
                         opts.lossOutput, dtypeName(out->type.tensorElemType()));
     if (out->type.hasShape && !out->type.dims.empty())
@@ -286,7 +264,7 @@ llvm::Error Builder::buildLoss() {
   } else {
     Value *predOrig = g.outputs()[0];
     Value *pred = copyOf.lookup(predOrig);
-    if (!pred || !isTensorOfFloat(pred))
+    if (!pred || !isFloatTensor(pred))
       return inputError("prediction '{0}' must be a float tensor computed by the model",
                         predOrig->name());
     bool ce = opts.loss == LossKind::CrossEntropy;
@@ -415,16 +393,8 @@ std::string Builder::gradientPath(const Node &n) const {
 
 llvm::Error Builder::buildBackward() {
   // Values that depend on a trainable parameter (forward order).
-  llvm::DenseSet<const Value *> needs(paramSet.begin(), paramSet.end());
-  for (Node *n : forward) {
-    bool any = false;
-    for (Value *in : n->inputs())
-      any |= in && needs.count(in);
-    if (any)
-      for (Value *o : n->outputs())
-        if (isTensorOfFloat(o))
-          needs.insert(o);
-  }
+  std::vector<const Value *> seeds(paramSet.begin(), paramSet.end());
+  llvm::DenseSet<const Value *> needs = valuesDependingOn(forward, seeds);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     Node *n = *it;
     std::vector<Value *> dOut;
@@ -444,7 +414,7 @@ llvm::Error Builder::buildBackward() {
     GradRequest req{*n, dOut, {}, "grad/" + displayName(named)};
     bool anyIn = false;
     for (Value *in : n->inputs()) {
-      bool w = in && needs.count(in) && isTensorOfFloat(in);
+      bool w = in && needs.count(in) && isFloatTensor(in);
       req.wantIn.push_back(w);
       anyIn |= w;
     }
@@ -603,15 +573,6 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
   stepCounterName = step->name();
 }
 
-static void setMetadata(Model &m, llvm::StringRef key, std::string value) {
-  for (auto &kv : m.metadataProps)
-    if (kv.first == key) {
-      kv.second = std::move(value);
-      return;
-    }
-  m.metadataProps.emplace_back(key.str(), std::move(value));
-}
-
 static const char *lossKindName(LossKind k) {
   switch (k) {
   case LossKind::CrossEntropy:
@@ -710,8 +671,8 @@ llvm::Error Builder::run() {
   }
 
   // Metadata (docs/training.md).
-  setMetadata(m, "mpc.training.loss", loss->name());
-  setMetadata(m, "mpc.training.loss_grad_seed", seed->name());
+  m.setMetadata("mpc.training.loss", loss->name());
+  m.setMetadata("mpc.training.loss_grad_seed", seed->name());
   std::string gradText, predText, fp32Text;
   for (auto &[p, g] : grads)
     gradText += p->name() + "=" + g->name() + "\n";
@@ -724,16 +685,16 @@ llvm::Error Builder::run() {
       s.pop_back();
     return s;
   };
-  setMetadata(m, "mpc.training.gradients", trim(gradText));
+  m.setMetadata("mpc.training.gradients", trim(gradText));
   if (labels)
-    setMetadata(m, "mpc.training.labels", labels->name());
-  setMetadata(m, "mpc.training.predictions", trim(predText));
-  setMetadata(m, "mpc.training.loss_kind", lossKindName(opts.loss));
+    m.setMetadata("mpc.training.labels", labels->name());
+  m.setMetadata("mpc.training.predictions", trim(predText));
+  m.setMetadata("mpc.training.loss_kind", lossKindName(opts.loss));
   if (opts.lossWeight != 1.0)
-    setMetadata(m, "mpc.training.loss_weight", llvm::formatv("{0}", opts.lossWeight).str());
-  setMetadata(m, "mpc.training.optimizer", describeOptimizer(opts));
-  setMetadata(m, "mpc.training.step_counter", stepCounterName);
-  setMetadata(m, "mpc.training.fp32_nodes", trim(fp32Text));
+    m.setMetadata("mpc.training.loss_weight", llvm::formatv("{0}", opts.lossWeight).str());
+  m.setMetadata("mpc.training.optimizer", describeOptimizer(opts));
+  m.setMetadata("mpc.training.step_counter", stepCounterName);
+  m.setMetadata("mpc.training.fp32_nodes", trim(fp32Text));
 
   if (m.opsetVersion(kTrainingDomain) < 0)
     m.opsets.push_back({kTrainingDomain, 1});

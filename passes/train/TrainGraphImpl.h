@@ -66,6 +66,14 @@ llvm::Expected<bool> emitGradient(Emitter &e, const GradRequest &req, std::vecto
 /// Whether `opType` (default domain) has a gradient rule.
 bool hasGradientRule(const Node &n);
 
+/// A tensor of a floating-point type: what can carry a gradient.
+bool isFloatTensor(const Value *v);
+
+/// The float tensors that depend on `seeds` through `forward` (in order),
+/// the seeds included: the values a backward pass must reach.
+llvm::DenseSet<const Value *> valuesDependingOn(llvm::ArrayRef<Node *> forward,
+                                                llvm::ArrayRef<const Value *> seeds);
+
 } // namespace train
 } // namespace mpc
 

@@ -47,22 +47,10 @@ std::vector<int64_t> mpc::trainingPermutation(uint64_t seed, uint64_t epoch, int
   return p;
 }
 
+/// Metadata entry `key`, "" when absent.
 static std::string metadataValue(const Model &m, llvm::StringRef key) {
-  for (const auto &[k, v] : m.metadataProps)
-    if (k == key)
-      return v;
-  return "";
-}
-
-static std::vector<std::string> metadataLines(const Model &m, llvm::StringRef key) {
-  llvm::SmallVector<llvm::StringRef, 8> parts;
-  std::string v = metadataValue(m, key);
-  llvm::StringRef(v).split(parts, '\n', -1, /*KeepEmpty=*/false);
-  std::vector<std::string> out;
-  for (llvm::StringRef p : parts)
-    if (!p.trim().empty())
-      out.push_back(p.trim().str());
-  return out;
+  const std::string *v = m.findMetadata(key);
+  return v ? *v : std::string();
 }
 
 static std::string describeDims(const Type &t) {
@@ -215,16 +203,18 @@ llvm::Error Trainer::init() {
       return inputError("metadata names '{0}' as a step output, but the algorithm graph "
                         "has no such output",
                         *name);
-  std::vector<std::string> scaleState = metadataLines(model, "mpc.training.loss_scale_state");
+  std::string scaleText = metadataValue(model, "mpc.training.loss_scale_state");
+  std::vector<llvm::StringRef> scaleState = metadataLines(scaleText);
   if (!scaleState.empty()) {
-    lossScaleState = scaleState[0];
+    lossScaleState = scaleState[0].str();
     if (!state.count(lossScaleState))
       return inputError("mpc.training.loss_scale_state names '{0}', which is not training "
                         "state (read by the algorithm or updated by update_binding)",
                         lossScaleState);
   }
-  for (const std::string &line : metadataLines(model, "mpc.training.gradients")) {
-    auto [param, grad] = llvm::StringRef(line).split('=');
+  std::string gradText = metadataValue(model, "mpc.training.gradients");
+  for (llvm::StringRef line : metadataLines(gradText)) {
+    auto [param, grad] = line.split('=');
     if (param.empty() || grad.empty())
       return inputError("mpc.training.gradients: line '{0}' is not PARAM=GRAD", line);
     gradients.emplace_back(param.trim().str(), grad.trim().str());

@@ -537,7 +537,7 @@ static void writeTensorCores(llvm::json::OStream &j, const Model &m, const AmpRe
 /// model (the mpc.training.loss_scale* metadata and the nodes whose doc string
 /// starts with "mpc loss scaling: ", counted per role).
 static void writeLossScaling(llvm::json::OStream &j, const Model &after) {
-  const std::string *config = findMetadata(after, trainkeys::kLossScale);
+  const std::string *config = after.findMetadata(trainkeys::kLossScale);
   j.attributeObject("loss_scaling", [&] {
     j.attribute("inserted", config != nullptr);
     if (!config) {
@@ -550,7 +550,7 @@ static void writeLossScaling(llvm::json::OStream &j, const Model &after) {
     j.attribute("config", cfg);
     auto lines = [&](const char *key) {
       llvm::SmallVector<llvm::StringRef, 8> parts;
-      if (const std::string *v = findMetadata(after, key))
+      if (const std::string *v = after.findMetadata(key))
         llvm::StringRef(*v).split(parts, '\n', -1, /*KeepEmpty=*/false);
       return parts;
     };
@@ -558,8 +558,8 @@ static void writeLossScaling(llvm::json::OStream &j, const Model &after) {
       for (llvm::StringRef s : lines(trainkeys::kLossScaleState))
         j.value(s);
     });
-    const std::string *found = findMetadata(after, trainkeys::kFoundInf);
-    const std::string *nonfinite = findMetadata(after, trainkeys::kGradNonfinite);
+    const std::string *found = after.findMetadata(trainkeys::kFoundInf);
+    const std::string *nonfinite = after.findMetadata(trainkeys::kGradNonfinite);
     j.attribute("found_inf", found ? *found : "");
     j.attribute("grad_nonfinite", nonfinite ? *nonfinite : "");
     j.attributeArray("gradients", [&] {

@@ -238,22 +238,6 @@ static llvm::Expected<std::string> modelHash(Model &m) {
   return hex;
 }
 
-static const std::string *findMetadata(const Model &m, llvm::StringRef key) {
-  for (const auto &kv : m.metadataProps)
-    if (kv.first == key)
-      return &kv.second;
-  return nullptr;
-}
-
-/// Replaces the value of `key` in place (keeping the order) or appends it.
-static void setMetadata(Model &m, llvm::StringRef key, std::string value) {
-  for (auto &kv : m.metadataProps)
-    if (kv.first == key) {
-      kv.second = std::move(value);
-      return;
-    }
-  m.metadataProps.emplace_back(key.str(), std::move(value));
-}
 
 namespace {
 /// Where a checkpoint left off.
@@ -279,7 +263,7 @@ loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &a
     return inputError("checkpoint '{0}': {1}", path, llvm::toString(m.takeError()));
   if (llvm::Error err = verifyModel(**m))
     return inputError("checkpoint '{0}': {1}", path, llvm::toString(std::move(err)));
-  const std::string *stored = findMetadata(**m, kHashKey);
+  const std::string *stored = (*m)->findMetadata(kHashKey);
   if (!stored)
     return inputError("'{0}' is not an mpc checkpoint (no {1} metadata)", path, kHashKey);
   auto actual = modelHash(**m);
@@ -290,7 +274,7 @@ loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &a
                       "training model's is {2})",
                       path, *actual != hash ? *actual : *stored, hash);
   auto number = [&](const char *key, uint64_t &out) -> llvm::Error {
-    const std::string *v = findMetadata(**m, key);
+    const std::string *v = (*m)->findMetadata(key);
     if (!v || llvm::StringRef(*v).getAsInteger(10, out))
       return inputError("checkpoint '{0}': metadata {1} is missing or not a number", path, key);
     return llvm::Error::success();
@@ -311,11 +295,11 @@ static llvm::Error writeCheckpoint(Model &m, Trainer &t, const std::string &dir,
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return inputError("cannot create '{0}': {1}", dir, ec.message());
   t.syncModel();
-  setMetadata(m, kStepKey, std::to_string(t.stepsDone()));
-  setMetadata(m, kEpochKey, std::to_string(t.stepsDone() / uint64_t(t.batchesPerEpoch())));
-  setMetadata(m, kSeedKey, std::to_string(t.seed()));
-  setMetadata(m, kBatchKey, std::to_string(batch));
-  setMetadata(m, kHashKey, hash);
+  m.setMetadata(kStepKey, std::to_string(t.stepsDone()));
+  m.setMetadata(kEpochKey, std::to_string(t.stepsDone() / uint64_t(t.batchesPerEpoch())));
+  m.setMetadata(kSeedKey, std::to_string(t.seed()));
+  m.setMetadata(kBatchKey, std::to_string(batch));
+  m.setMetadata(kHashKey, hash);
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, "checkpoint.onnx");
   return writeOnnxFile(m, path);

@@ -20,6 +20,24 @@ using namespace mpc;
 
 Attribute::~Attribute() = default;
 
+Attribute Attribute::copyWithoutGraphs() const {
+  Attribute c;
+  c.name = name;
+  c.kind = kind;
+  c.docString = docString;
+  c.refAttrName = refAttrName;
+  c.f = f;
+  c.i = i;
+  c.s = s;
+  c.floats = floats;
+  c.ints = ints;
+  c.strings = strings;
+  c.tensors = tensors;
+  c.opaque = opaque;
+  c.unknownFields = unknownFields;
+  return c;
+}
+
 Attribute Attribute::makeInt(std::string n, int64_t v) {
   Attribute a;
   a.name = std::move(n);
@@ -399,6 +417,32 @@ Model::Model() = default;
 Model::~Model() {
   trainingInfo.clear();
   graph.reset();
+}
+
+const std::string *Model::findMetadata(llvm::StringRef key) const {
+  for (const auto &kv : metadataProps)
+    if (kv.first == key)
+      return &kv.second;
+  return nullptr;
+}
+
+void Model::setMetadata(llvm::StringRef key, std::string value) {
+  for (auto &kv : metadataProps)
+    if (kv.first == key) {
+      kv.second = std::move(value);
+      return;
+    }
+  metadataProps.emplace_back(key.str(), std::move(value));
+}
+
+std::vector<llvm::StringRef> mpc::metadataLines(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef, 16> parts;
+  text.split(parts, '\n', -1, /*KeepEmpty=*/false);
+  std::vector<llvm::StringRef> out;
+  for (llvm::StringRef p : parts)
+    if (!p.trim().empty())
+      out.push_back(p.trim());
+  return out;
 }
 
 int64_t Model::opsetVersion(llvm::StringRef d) const {

@@ -58,6 +58,10 @@ struct Attribute {
   Attribute &operator=(Attribute &&) = default;
   ~Attribute();
 
+  /// A copy of every field but the graphs (an attribute without subgraphs
+  /// copies whole; graph attributes need a graph clone).
+  Attribute copyWithoutGraphs() const;
+
   static Attribute makeInt(std::string name, int64_t v);
   static Attribute makeFloat(std::string name, float v);
   static Attribute makeString(std::string name, std::string v);

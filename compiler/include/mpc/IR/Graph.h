@@ -274,6 +274,11 @@ public:
   int64_t opsetVersion(llvm::StringRef domain) const;
   bool isTraining() const { return !trainingInfo.empty(); }
 
+  /// The value of metadata entry `key`, null when absent.
+  const std::string *findMetadata(llvm::StringRef key) const;
+  /// Replaces the value of `key` in place (keeping the order) or appends it.
+  void setMetadata(llvm::StringRef key, std::string value);
+
   /// Records a name as taken (every value and node name of every graph).
   void reserveName(llvm::StringRef n) { takenNames.insert(n); }
   bool isNameTaken(llvm::StringRef n) const { return takenNames.count(n) != 0; }
@@ -287,6 +292,10 @@ private:
 
 /// Visits `g` and every graph nested in its nodes' attributes, outer first.
 void forEachGraph(Graph &g, llvm::function_ref<void(Graph &)> fn);
+
+/// The non-empty lines of a list-valued metadata entry, whitespace trimmed
+/// (the mpc.training.* lists of docs/training.md).
+std::vector<llvm::StringRef> metadataLines(llvm::StringRef text);
 
 } // namespace mpc
 

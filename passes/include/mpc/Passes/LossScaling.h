@@ -50,9 +50,6 @@ constexpr const char *kFoundInf = "mpc.training.found_inf";
 constexpr const char *kGradNonfinite = "mpc.training.grad_nonfinite";
 } // namespace trainkeys
 
-/// The value of metadata key `key`, or null.
-const std::string *findMetadata(const Model &m, llvm::StringRef key);
-
 /// Checks the settings together (min <= init <= max, ...); one-line errors
 /// naming the settings.
 llvm::Error checkLossScaleOptions(const LossScaleOptions &o);
