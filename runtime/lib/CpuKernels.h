@@ -241,6 +241,14 @@ cpu::AutoPad autoPadOf(const Node &n);
 llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
                                                llvm::ArrayRef<int64_t> w);
 
+/// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
+/// from the BatchNormalization row.
+llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
+llvm::Error runBatchNormTraining(const KernelCall &c);
+/// Rejects the LSTM attributes the LSTM and LSTMGrad kernels do not
+/// implement (layout, clip, input_forget, other activations) (LstmKernel.cpp).
+llvm::Error checkLstmAttrs(const Node &n);
+
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();
 /// ConvGrad of ai.mpc.training, also the com.microsoft row (TrainingKernels.cpp).

@@ -274,13 +274,6 @@ llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<t
 
 // Training mode (opset 14+, training_mode = 1: batch statistics, updated
 // running statistics) lives with the other training kernels.
-namespace mpc {
-namespace cpuk {
-llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
-llvm::Error runBatchNormTraining(const KernelCall &c);
-} // namespace cpuk
-} // namespace mpc
-
 static bool isTrainingBatchNorm(const Node &n) {
   return n.opsetVersion() >= 14 && n.intAttr("training_mode", 0) != 0;
 }

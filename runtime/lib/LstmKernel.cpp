@@ -24,8 +24,7 @@ static int64_t numDirections(const Node &n) {
   return n.stringAttr("direction", "forward") == "bidirectional" ? 2 : 1;
 }
 
-/// Rejects the attributes this kernel does not implement.
-static llvm::Error checkLstmAttrs(const Node &n) {
+llvm::Error cpuk::checkLstmAttrs(const Node &n) {
   if (n.intAttr("layout", 0) != 0)
     return nodeError(n, "layout = 1 is not supported");
   if (n.attr("clip"))
@@ -36,7 +35,8 @@ static llvm::Error checkLstmAttrs(const Node &n) {
     for (size_t i = 0; i < a->strings.size(); ++i) {
       const char *expect = i % 3 == 0 ? "Sigmoid" : "Tanh";
       if (a->strings[i] != expect)
-        return nodeError(n, "activation " + a->strings[i] + " is not supported");
+        return nodeError(n, "activation " + a->strings[i] +
+                                " is not supported (only Sigmoid, Tanh, Tanh)");
     }
   }
   return llvm::Error::success();

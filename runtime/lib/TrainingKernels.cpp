@@ -15,13 +15,6 @@
 using namespace mpc;
 using namespace mpc::cpuk;
 
-namespace mpc {
-namespace cpuk {
-llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
-llvm::Error runBatchNormTraining(const KernelCall &c);
-} // namespace cpuk
-} // namespace mpc
-
 static constexpr int64_t kMax = 1000;
 static const char *const kDomain = "ai.mpc.training";
 
@@ -474,17 +467,8 @@ static bool present(const ShapeQuery &q, unsigned i) {
 /// implements and every present input's dtype and shape.
 static llvm::Expected<cpu::LstmShape> lstmGradShape(const ShapeQuery &q) {
   const Node &n = q.node;
-  if (n.intAttr("layout", 0) != 0)
-    return nodeError(n, "layout = 1 is not supported");
-  if (n.attr("clip"))
-    return nodeError(n, "the clip attribute is not supported");
-  if (n.intAttr("input_forget", 0) != 0)
-    return nodeError(n, "input_forget = 1 is not supported");
-  if (const Attribute *a = n.attr("activations"))
-    for (size_t i = 0; i < a->strings.size(); ++i)
-      if (a->strings[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh"))
-        return nodeError(n, "activation " + a->strings[i] + " is not supported (only "
-                                                            "Sigmoid, Tanh, Tanh)");
+  if (llvm::Error err = checkLstmAttrs(n))
+    return std::move(err);
   llvm::StringRef dir = n.stringAttr("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
     return nodeError(n, "unknown direction '" + dir + "'");
