@@ -340,3 +340,24 @@ TEST(TypeTest, CopiesAreDeepAndCompareByValue) {
   EXPECT_EQ(sym.numElements(), -1);
   EXPECT_EQ(Type().tensorElemType(), DType::Undefined);
 }
+
+TEST_F(IRTest, IdsAreDenseAndUniqueAcrossNestedGraphs) {
+  Value *x = input("x");
+  Node *a = node(*g, "Relu", {x}, "a");
+  Graph &body = addBody(*a, "body");
+  Node *inner = node(body, "Neg", {x}, "i");
+  Node *b = node(*g, "Abs", {a->output(0)}, "b");
+  EXPECT_EQ(m.valueIdBound(), 4u);
+  EXPECT_EQ(m.nodeIdBound(), 3u);
+  std::set<unsigned> valueIds{x->id(), a->output(0)->id(), inner->output(0)->id(),
+                              b->output(0)->id()};
+  std::set<unsigned> nodeIds{a->id(), inner->id(), b->id()};
+  EXPECT_EQ(valueIds, (std::set<unsigned>{0, 1, 2, 3}));
+  EXPECT_EQ(nodeIds, (std::set<unsigned>{0, 1, 2}));
+  // Erasing does not hand an id out again.
+  g->eraseNode(b);
+  Node *c = node(*g, "Abs", {a->output(0)}, "c");
+  EXPECT_EQ(c->id(), 3u);
+  EXPECT_EQ(c->output(0)->id(), 4u);
+  EXPECT_EQ(m.valueIdBound(), 5u);
+}

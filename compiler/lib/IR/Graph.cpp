@@ -200,6 +200,7 @@ Value *Graph::newValue(llvm::StringRef valueName, ValueKind k, Type t) {
   Value *v = valueStore.back().get();
   v->valueName = valueName.str();
   v->valueKind = k;
+  v->valueId = owningModel->nextValueId++;
   v->owner = this;
   v->type = std::move(t);
   if (!valueName.empty())
@@ -258,6 +259,7 @@ Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
   n->opType = opType.str();
   n->domain = domain.str();
   n->parent = this;
+  n->nodeId = owningModel->nextNodeId++;
   n->orderKey = orderFrom ? orderFrom->orderKey : nextOrder++;
   nodeList.insert(insertPt, n);
   return n;

@@ -47,6 +47,9 @@ public:
   Graph *graph() const { return owner; }
   Node *producer() const { return producerNode; }
   unsigned producerResult() const { return resultIndex; }
+  /// Dense per-model number, unique among the model's values (every graph):
+  /// passes keep per-value facts in vectors of Model::valueIdBound() entries.
+  unsigned id() const { return valueId; }
 
   /// Tensor data of an initializer (or of a graph input with a default).
   Tensor *initializer() const { return init.get(); }
@@ -70,6 +73,7 @@ private:
   friend class Node;
   std::string valueName;
   ValueKind valueKind = ValueKind::NodeResult;
+  unsigned valueId = 0;
   Graph *owner = nullptr;
   Node *producerNode = nullptr;
   unsigned resultIndex = 0;
@@ -96,6 +100,9 @@ public:
   /// Position in the graph as imported (or of the node it was inserted next
   /// to); the tie-breaker that keeps every ordering deterministic.
   unsigned order() const { return orderKey; }
+  /// Dense per-model number, unique among the model's nodes (every graph):
+  /// passes keep per-node facts in vectors of Model::nodeIdBound() entries.
+  unsigned id() const { return nodeId; }
 
   unsigned numInputs() const { return static_cast<unsigned>(ins.size()); }
   unsigned numOutputs() const { return static_cast<unsigned>(outs.size()); }
@@ -138,6 +145,7 @@ private:
   friend struct llvm::ilist_traits<Node>;
   Graph *parent = nullptr;
   unsigned orderKey = 0;
+  unsigned nodeId = 0;
   std::vector<Value *> ins;
   std::vector<Value *> outs;
 };
@@ -279,6 +287,11 @@ public:
   /// Replaces the value of `key` in place (keeping the order) or appends it.
   void setMetadata(llvm::StringRef key, std::string value);
 
+  /// One more than the largest value / node id handed out so far (ids of
+  /// erased values and nodes are not reused).
+  unsigned valueIdBound() const { return nextValueId; }
+  unsigned nodeIdBound() const { return nextNodeId; }
+
   /// Records a name as taken (every value and node name of every graph).
   void reserveName(llvm::StringRef n) { takenNames.insert(n); }
   bool isNameTaken(llvm::StringRef n) const { return takenNames.count(n) != 0; }
@@ -286,6 +299,9 @@ public:
   std::string freshName(llvm::StringRef base);
 
 private:
+  friend class Graph;
+  unsigned nextValueId = 0;
+  unsigned nextNodeId = 0;
   llvm::StringSet<> takenNames;
   llvm::StringMap<unsigned> nextSuffix;
 };
