@@ -20,8 +20,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # (label, regular expression on the function names of callgrind_annotate --inclusive=yes)
 PHASES = [
     ("total", r"^main$"),
-    ("import: protobuf parse", r"google::protobuf::MessageLite::ParseFromCodedStream"),
-    ("import: IR construction", r"^mpc::importOnnx\(onnx::ModelProto"),
+    # Before the wire reader: protobuf's parse of the whole file, then the IR
+    # built from the ModelProto. Since: the wire bytes read into views (with
+    # protobuf's parse of the rest), then the IR built from the views
+    # (importViews, into which g++ inlines Importer::importModel).
+    ("import: protobuf parse",
+     r"google::protobuf::MessageLite::ParseFromCodedStream|^mpc::onnxio::decodeModel\("),
+    ("import: IR construction",
+     r"^mpc::importOnnx\(onnx::ModelProto|^importViews\(|Importer::importModel\(onnx::ModelProto"),
     ("verifier (input and output)", r"^mpc::verifyModel\("),
     ("  of which after the rewrite", r"^verifyAfter\("),
     ("type inference", r"^mpc::inferTypes\(mpc::Model"),

@@ -212,3 +212,19 @@ TEST(OnnxBadInput, ExternalFileMissingOrShort) {
   off->set_value("-4");
   EXPECT_CONTAINS(importError(p, dir.path()), "external data offset '-4' is not a non-negative");
 }
+
+// The main graph's nodes are read straight from the wire bytes; a malformed
+// one is a parse error like anywhere else, and it wins over an input error
+// found before it (the undefined input of 'neg1').
+TEST(OnnxBadInput, MalformedNodeInTheMainGraph) {
+  onnx::ModelProto p = tinyModel();
+  addNode(*p.mutable_graph(), "Neg", {"nope"}, {"z"}, "neg1");
+  addNode(*p.mutable_graph(), "Abs", {"y"}, {"w"});
+  std::string bytes = serialize(p);
+  size_t at = bytes.find("Abs");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at - 2] = '\x27'; // op_type's tag with wire type 7, which does not exist
+  EXPECT_CONTAINS(importError(bytes), "not a valid ONNX model");
+  bytes[at - 2] = '\x22'; // repaired: the input error
+  EXPECT_CONTAINS(importError(bytes), "node 'neg1' (Neg) uses 'nope', which is not defined");
+}

@@ -11,8 +11,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "gtest/gtest.h"
 #include <cstring>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <google/protobuf/wire_format_lite.h>
 
 using namespace mpc;
 using namespace mpc::test;
@@ -266,8 +269,52 @@ onnx::ModelProto normalized(onnx::ModelProto p) {
   return p;
 }
 
+/// protobuf's parse of a whole file, as mpc's importer limits it.
+bool parseWhole(const std::string &bytes, onnx::ModelProto &p) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(200);
+  return p.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+/// The import of the file bytes (the main graph read from the wire) against
+/// the import of protobuf's parse of them: the same error, or models with the
+/// same text and the same exported bytes.
+void expectSameAsParsed(const std::string &bytes, llvm::StringRef dir = ".") {
+  auto wire = importOnnxBytes(bytes, dir);
+  onnx::ModelProto p;
+  if (!parseWhole(bytes, p)) {
+    ASSERT_FALSE(bool(wire));
+    EXPECT_NE(llvm::toString(wire.takeError()).find("not a valid ONNX model"), std::string::npos);
+    return;
+  }
+  auto parsed = importOnnx(p, dir);
+  ASSERT_EQ(bool(wire), bool(parsed));
+  if (!wire) {
+    EXPECT_EQ(llvm::toString(wire.takeError()), llvm::toString(parsed.takeError()));
+    return;
+  }
+  EXPECT_EQ(modelToText(**wire), modelToText(**parsed));
+  // Types in full (a Dim's unused fields do not show in text or bytes).
+  const auto &wireValues = (*wire)->graph->values();
+  const auto &parsedValues = (*parsed)->graph->values();
+  ASSERT_EQ(wireValues.size(), parsedValues.size());
+  for (size_t i = 0; i < wireValues.size(); ++i)
+    EXPECT_TRUE(wireValues[i]->type == parsedValues[i]->type) << wireValues[i]->name();
+  auto wireBytes = exportOnnxBytes(**wire);
+  auto parsedBytes = exportOnnxBytes(**parsed);
+  ASSERT_EQ(bool(wireBytes), bool(parsedBytes));
+  if (!wireBytes) {
+    EXPECT_EQ(llvm::toString(wireBytes.takeError()), llvm::toString(parsedBytes.takeError()));
+    return;
+  }
+  EXPECT_EQ(*wireBytes, *parsedBytes);
+}
+
+/// Imports `p` from its bytes (checked against the parsed-message import).
 std::unique_ptr<Model> importOk(const onnx::ModelProto &p, llvm::StringRef dir = ".") {
-  auto m = importOnnx(p, dir);
+  expectSameAsParsed(serialize(p), dir);
+  auto m = importOnnxBytes(serialize(p), dir);
   if (!m) {
     ADD_FAILURE() << llvm::toString(m.takeError());
     return nullptr;
@@ -296,6 +343,65 @@ void expectLosslessRoundTrip(const onnx::ModelProto &p) {
   ASSERT_TRUE(bool(bytes2)) << llvm::toString(bytes2.takeError());
   EXPECT_EQ(*bytes1, *bytes2);
   EXPECT_EQ(modelToText(*m), modelToText(**m2));
+}
+
+//===- Hand-written wire bytes --------------------------------------------===//
+//
+// protobuf's serializer writes one canonical form; a file may use others
+// (packed repeated scalars, repeated singular fields, interleaved fields).
+
+using Wire = google::protobuf::internal::WireFormatLite;
+
+/// Bytes written by `fn` through a CodedOutputStream.
+std::string wireBytes(llvm::function_ref<void(google::protobuf::io::CodedOutputStream &)> fn) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream sos(&out);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    fn(cos);
+  }
+  return out;
+}
+
+std::string lenField(int field, const std::string &payload) {
+  return wireBytes([&](auto &os) { Wire::WriteBytes(field, payload, &os); });
+}
+
+std::string intField(int field, int64_t v) {
+  return wireBytes([&](auto &os) { Wire::WriteInt64(field, v, &os); });
+}
+
+std::string floatField(int field, float v) {
+  return wireBytes([&](auto &os) { Wire::WriteFloat(field, v, &os); });
+}
+
+std::string packedInts(int field, std::vector<int64_t> vs) {
+  std::string body = wireBytes([&](auto &os) {
+    for (int64_t v : vs)
+      Wire::WriteInt64NoTag(v, &os);
+  });
+  return lenField(field, body);
+}
+
+std::string packedFloats(int field, std::vector<float> vs) {
+  std::string body = wireBytes([&](auto &os) {
+    for (float v : vs)
+      Wire::WriteFloatNoTag(v, &os);
+  });
+  return lenField(field, body);
+}
+
+/// `p` with `graphTail` appended to its graph's bytes (repeated fields such
+/// as nodes, field 1, and initializers, field 5, append to their lists).
+std::string withGraphTail(onnx::ModelProto p, const std::string &graphTail) {
+  std::string graph = p.graph().SerializeAsString() + graphTail;
+  p.clear_graph();
+  return serialize(p) + lenField(7, graph);
+}
+
+/// NodeProto bytes: Relu(x) -> `out`, then `extra` fields.
+std::string reluNode(const std::string &out, const std::string &extra = "") {
+  return lenField(1, "x") + lenField(2, out) + lenField(4, "Relu") + extra;
 }
 
 const Value *findValue(const Graph &g, llvm::StringRef name) {
@@ -513,4 +619,184 @@ TEST(OnnxRoundTrip, NewValuesKeepTheirTypes) {
   auto again = importOnnxBytes(*bytes, ".");
   ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
   EXPECT_EQ(modelToText(**again), modelToText(*m));
+}
+
+//===----------------------------------------------------------------------===//
+// The wire reader against protobuf's parse
+//===----------------------------------------------------------------------===//
+
+TEST(OnnxWireImport, RichModelImportsAsParsed) {
+  expectSameAsParsed(serialize(richModel()));
+  expectSameAsParsed(serialize(tinyModel()));
+}
+
+TEST(OnnxWireImport, PackedAndUnpackedRepeatedScalars) {
+  std::string unpacked = lenField(1, "v") + intField(8, 1) + intField(8, -2) + intField(8, 3) +
+                         intField(20, AttributeProto::INTS);
+  std::string packed =
+      lenField(1, "v") + packedInts(8, {1, -2, 3}) + intField(20, AttributeProto::INTS);
+  std::string floats = lenField(1, "w") + packedFloats(7, {0.5f, -1}) + floatField(7, 2) +
+                       intField(20, AttributeProto::FLOATS);
+  std::string a = withGraphTail(tinyModel(), lenField(1, reluNode("r", lenField(5, unpacked))));
+  std::string b = withGraphTail(
+      tinyModel(), lenField(1, reluNode("r", lenField(5, packed) + lenField(5, floats))));
+  expectSameAsParsed(a);
+  expectSameAsParsed(b);
+  auto ma = importOnnxBytes(a, ".");
+  auto mb = importOnnxBytes(b, ".");
+  ASSERT_TRUE(ma && mb);
+  const Node &na = (*ma)->graph->nodes().back();
+  const Node &nb = (*mb)->graph->nodes().back();
+  EXPECT_EQ(na.attr("v")->ints, (std::vector<int64_t>{1, -2, 3}));
+  EXPECT_EQ(nb.attr("v")->ints, (std::vector<int64_t>{1, -2, 3}));
+  EXPECT_EQ(nb.attr("w")->floats, (std::vector<float>{0.5f, -1, 2}));
+
+  // Tensor dims, packed or not.
+  std::string raw(24, '\0');
+  std::string dimsUnpacked = intField(1, 2) + intField(1, 3) + intField(2, TensorProto::FLOAT) +
+                             lenField(8, "t") + lenField(9, raw);
+  std::string dimsPacked =
+      packedInts(1, {2, 3}) + intField(2, TensorProto::FLOAT) + lenField(8, "t") + lenField(9, raw);
+  expectSameAsParsed(withGraphTail(tinyModel(), lenField(5, dimsUnpacked)));
+  expectSameAsParsed(withGraphTail(tinyModel(), lenField(5, dimsPacked)));
+}
+
+TEST(OnnxWireImport, LastValueOfASingularFieldWins) {
+  std::string attr = lenField(1, "first") + intField(3, 1) + lenField(1, "a") + intField(3, 7) +
+                     intField(20, AttributeProto::FLOAT) + intField(20, AttributeProto::INT);
+  std::string node = lenField(4, "Neg") + lenField(3, "n1") + reluNode("r", lenField(5, attr)) +
+                     lenField(3, "n2") + lenField(7, "") + lenField(6, "doc1") +
+                     lenField(6, "doc2");
+  std::string bytes = withGraphTail(tinyModel(), lenField(1, node));
+  expectSameAsParsed(bytes);
+  auto m = importOnnxBytes(bytes, ".");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  const Node &n = (*m)->graph->nodes().back();
+  EXPECT_EQ(n.opType, "Relu");
+  EXPECT_EQ(n.name, "n2");
+  EXPECT_EQ(n.docString, "doc2");
+  ASSERT_NE(n.attr("a"), nullptr);
+  EXPECT_EQ(n.attr("a")->kind, AttrKind::Int);
+  EXPECT_EQ(n.attr("a")->i, 7);
+
+  std::string tensor = intField(2, TensorProto::INT64) + intField(1, 1) + lenField(8, "w0") +
+                       lenField(9, std::string(4, '\1')) + intField(2, TensorProto::FLOAT) +
+                       lenField(9, std::string(4, '\0')) + lenField(8, "w");
+  expectSameAsParsed(withGraphTail(tinyModel(), lenField(5, tensor)));
+}
+
+TEST(OnnxWireImport, InputsAndOutputsMayInterleave) {
+  std::string node = lenField(2, "o1") + lenField(1, "x") + lenField(2, "o2") + lenField(1, "") +
+                     lenField(1, "x") + lenField(4, "Split");
+  expectSameAsParsed(withGraphTail(tinyModel(), lenField(1, node)));
+}
+
+TEST(OnnxWireImport, UnknownFieldsAreKept) {
+  // On a node, on a plain attribute, as an attribute type this ONNX lacks,
+  // and on a raw_data initializer.
+  std::string node = reluNode("r1", intField(1000, 7));
+  std::string attr =
+      reluNode("r2", lenField(5, lenField(1, "a") + intField(3, 1) +
+                                     intField(20, AttributeProto::INT) + intField(99, 5)));
+  std::string kind = reluNode("r3", lenField(5, lenField(1, "a") + intField(20, 99)));
+  std::string wrongWireType = reluNode("r4", intField(3, 5)); // name as a varint
+  std::string tensor = intField(2, TensorProto::FLOAT) + lenField(8, "t") +
+                       lenField(9, std::string(4, '\0')) + intField(1000, 1);
+  for (const std::string &tail : {lenField(1, node), lenField(1, attr), lenField(1, kind),
+                                  lenField(1, wrongWireType), lenField(5, tensor)})
+    expectSameAsParsed(withGraphTail(tinyModel(), tail));
+  auto m = importOnnxBytes(withGraphTail(tinyModel(), lenField(1, node) + lenField(1, attr)), ".");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  const Node &withAttr = (*m)->graph->nodes().back();
+  EXPECT_FALSE(withAttr.attrs[0].unknownFields.empty());
+  EXPECT_FALSE(withAttr.getPrevNode()->unknownFields.empty());
+}
+
+TEST(OnnxWireImport, TensorTypesAsParsed) {
+  auto dim = [](const std::string &fields) { return lenField(1, fields); };
+  std::string shape = dim(intField(1, 3)) + dim(lenField(2, "N")) +
+                      dim(intField(1, 2) + lenField(2, "M")) + // a oneof: the last wins
+                      dim(lenField(2, "K") + intField(1, 5) + lenField(3, "den")) + dim("");
+  std::string tensor =
+      intField(1, TensorProto::INT64) + lenField(2, shape) + intField(1, TensorProto::FLOAT);
+  std::vector<std::string> types = {
+      lenField(1, tensor) + lenField(6, "image"),
+      lenField(1, tensor) + lenField(1, intField(1, TensorProto::DOUBLE)), // merged
+      lenField(1, intField(1, TensorProto::FLOAT) + lenField(2, "") + lenField(2, dim(""))),
+      lenField(1, intField(1, 99)), // an unknown element type
+      lenField(6, "no value"),
+      lenField(4, lenField(1, lenField(1, intField(1, TensorProto::FLOAT)))), // a sequence
+  };
+  for (const std::string &type : types) {
+    std::string input = lenField(1, "v") + lenField(2, type) + lenField(3, "doc");
+    expectSameAsParsed(withGraphTail(tinyModel(), lenField(11, input)));
+    std::string twice = lenField(2, type) + lenField(1, "v") + lenField(2, lenField(6, "d"));
+    expectSameAsParsed(withGraphTail(tinyModel(), lenField(11, twice)));
+  }
+}
+
+TEST(OnnxWireImport, AGraphGivenTwiceIsMerged) {
+  onnx::ModelProto p = tinyModel();
+  onnx::GraphProto more;
+  addNode(more, "Neg", {"y"}, {"z"});
+  std::string bytes = serialize(p) + lenField(7, more.SerializeAsString());
+  expectSameAsParsed(bytes);
+  auto m = importOnnxBytes(bytes, ".");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ((*m)->graph->size(), 2u);
+}
+
+TEST(OnnxWireImport, MalformedNodesDoNotParse) {
+  std::string node = reluNode("r");
+  for (size_t cut = 1; cut < node.size(); ++cut)
+    expectSameAsParsed(withGraphTail(tinyModel(), lenField(1, node.substr(0, cut))));
+  // A parse error after an input error: the parse error is reported.
+  onnx::ModelProto p = tinyModel();
+  addNode(*p.mutable_graph(), "Neg", {"nope"}, {"z"});
+  std::string truncated("\x0a\x05x", 3);
+  // A malformed node, and a node with a malformed attribute (read when the
+  // node's inputs are connected, after the input error is found).
+  for (const std::string &node : {truncated, reluNode("r", lenField(5, truncated))}) {
+    auto m = importOnnxBytes(withGraphTail(p, lenField(1, node)), ".");
+    ASSERT_FALSE(bool(m));
+    EXPECT_NE(llvm::toString(m.takeError()).find("not a valid ONNX model"), std::string::npos);
+  }
+}
+
+// Every prefix and many one-byte corruptions of a model with every feature:
+// the wire reader agrees with protobuf's parse on each.
+TEST(OnnxWireImport, CorruptedFilesImportAsParsed) {
+  std::string bytes = serialize(richModel());
+  for (size_t cut = 0; cut < bytes.size(); cut += 7)
+    expectSameAsParsed(bytes.substr(0, cut));
+  for (size_t i = 0; i < bytes.size(); i += 3)
+    for (unsigned char x : {0x00, 0x01, 0x80, 0xff}) {
+      std::string b = bytes;
+      b[i] = static_cast<char>(x);
+      expectSameAsParsed(b);
+    }
+}
+
+// protobuf's nesting limit (200) counts through the wire-read main graph as
+// it does through a whole-file parse: nested If bodies, then nested sequence
+// types, around the limit.
+TEST(OnnxWireImport, NestingLimitIsKept) {
+  for (int bodies : {64, 65, 66})
+    for (int seqs = 0; seqs < 4; ++seqs) {
+      onnx::ModelProto p = tinyModel();
+      onnx::GraphProto *g = p.mutable_graph();
+      addValue(g->mutable_input(), "c", TensorProto::BOOL, {});
+      for (int k = 0; k < bodies; ++k) {
+        auto *ifNode = addNode(*g, "If", {"c"}, {"if" + std::to_string(k)});
+        g = addAttr(*ifNode, "then_branch", AttributeProto::GRAPH)->mutable_g();
+        g->set_name("body" + std::to_string(k));
+      }
+      addNode(*g, "Neg", {"x"}, {"inner"});
+      onnx::TypeProto *tp =
+          addValue(g->mutable_output(), "inner", TensorProto::FLOAT, {})->mutable_type();
+      for (int s = 0; s < seqs; ++s)
+        tp = tp->mutable_sequence_type()->mutable_elem_type();
+      tp->mutable_tensor_type()->set_elem_type(TensorProto::FLOAT);
+      expectSameAsParsed(serialize(p));
+    }
 }

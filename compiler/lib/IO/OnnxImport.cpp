@@ -3,34 +3,29 @@
 // Builds the IR from a ModelProto. Node outputs are created before inputs are
 // connected, so graphs whose nodes are not in topological order import (and
 // are sorted); cycles, undefined inputs and duplicate names are input errors
-// that name the graph, node and value.
+// that name the graph, node and value. The graph comes as views (OnnxWire.h):
+// the main graph's hot parts straight from the file's wire bytes, the rest
+// from parsed messages.
 //
 //===----------------------------------------------------------------------===//
+#include "OnnxWire.h"
 #include "mpc/IO/Onnx.h"
 #include "mpc/Support/Diagnostics.h"
 #include "onnx/onnx_pb.h"
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/CachedHashString.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/xxhash.h"
+#include <cstring>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/unknown_field_set.h>
-#include <cstring>
 
 using namespace mpc;
+using namespace mpc::onnxio;
 namespace pb = google::protobuf;
-
-/// The generated accessor, not reflection: this runs for every node, value
-/// and attribute.
-template <typename Msg> static std::string unknownFieldsOf(const Msg &msg) {
-  const pb::UnknownFieldSet &u = msg.unknown_fields();
-  if (u.empty())
-    return {};
-  std::string s;
-  u.SerializeToString(&s);
-  return s;
-}
 
 static std::vector<std::pair<std::string, std::string>>
 importProps(const pb::RepeatedPtrField<onnx::StringStringEntryProto> &props) {
@@ -40,50 +35,84 @@ importProps(const pb::RepeatedPtrField<onnx::StringStringEntryProto> &props) {
   return out;
 }
 
+static llvm::Error notAModel() {
+  return inputError("not a valid ONNX model (the protobuf does not parse; truncated or not "
+                    "ONNX)");
+}
+
 namespace {
 
 /// Name scope of one graph, chained to the enclosing graph's scope.
 struct Scope {
-  llvm::StringMap<Value *> names;
+  /// Keys are the values' own names, with their hashes: a probe compares
+  /// hashes before it reads a name.
+  llvm::DenseMap<llvm::CachedHashStringRef, Value *> names;
   const Scope *parent = nullptr;
 
-  /// Sizes the table for the names `gp` defines (no rehashing on import).
-  void reserveFor(const onnx::GraphProto &gp) {
-    if (!names.empty())
-      return;
-    unsigned n = static_cast<unsigned>(gp.input_size() + gp.initializer_size());
-    for (const auto &np : gp.node())
-      n += static_cast<unsigned>(np.output_size());
-    names = llvm::StringMap<Value *>(n);
+  /// xxHash64 reads eight bytes at a time (StringMap's hash reads one).
+  static llvm::CachedHashStringRef key(llvm::StringRef name) {
+    return llvm::CachedHashStringRef(name, static_cast<uint32_t>(llvm::xxHash64(name)));
   }
 
-  Value *lookup(llvm::StringRef n) const {
+  /// Sizes the table for the names `gv` defines (no rehashing on import).
+  void reserveFor(const GraphView &gv) {
+    if (!names.empty())
+      return;
+    size_t n = gv.inputs.size() + gv.initializers.size();
+    for (const NodeView &nv : gv.nodes)
+      n += nv.numOutputs;
+    names.reserve(static_cast<unsigned>(n));
+  }
+
+  /// Adds `v` under its name; false when this scope has the name already.
+  bool define(llvm::CachedHashStringRef k, Value *v) { return names.try_emplace(k, v).second; }
+  bool define(Value *v) { return define(key(v->name()), v); }
+
+  /// The value a name refers to here or in an enclosing scope.
+  Value *lookup(llvm::CachedHashStringRef k) const {
     for (const Scope *s = this; s; s = s->parent) {
-      auto it = s->names.find(n);
+      auto it = s->names.find(k);
       if (it != s->names.end())
         return it->second;
     }
     return nullptr;
   }
+  Value *lookup(llvm::StringRef name) const { return lookup(key(name)); }
 };
 
 class Importer {
 public:
   Importer(Model &m, llvm::StringRef baseDir) : model(m), baseDir(baseDir) {}
 
-  llvm::Error importModel(const onnx::ModelProto &p);
+  /// `p` gives every field but the main graph, which `mainGraph` views
+  /// (null when the model has none).
+  llvm::Error importModel(const onnx::ModelProto &p, const GraphView *mainGraph);
 
 private:
   Model &model;
   std::string baseDir;
+  /// Attributes of wire nodes that are not plain, parsed.
+  pb::Arena fallbackArena;
 
-  llvm::Error importGraph(const onnx::GraphProto &gp, Graph &g, const Scope *outer,
-                          Scope &scope);
+  llvm::Error importGraph(const GraphView &gv, Graph &g, Scope &scope);
+  llvm::Error importGraph(const onnx::GraphProto &gp, Graph &g, Scope &scope) {
+    GraphView gv;
+    viewGraph(gv, gp);
+    return importGraph(gv, g, scope);
+  }
   llvm::Expected<Type> importType(const onnx::TypeProto &tp,
                                   llvm::function_ref<std::string()> where);
+  llvm::Expected<Type> importType(const ValueInfoView &vi, llvm::function_ref<std::string()> where);
   /// `describe` names the tensor in messages; it runs only on errors.
-  llvm::Error importTensor(const onnx::TensorProto &tp, Tensor &t,
+  llvm::Error importTensor(const TensorView &tv, Tensor &t,
                            llvm::function_ref<std::string()> describe);
+  llvm::Error importExternalData(const onnx::TensorProto &tp, Tensor &t,
+                                 llvm::function_ref<std::string()> describe);
+  llvm::Error importTypedData(const onnx::TensorProto &tp, Tensor &t,
+                              llvm::function_ref<std::string()> describe);
+  /// `depth`: the attribute's nesting below the ModelProto.
+  llvm::Error importAttribute(const AttrRef &ar, Attribute &a, Node &owner, const Scope &scope,
+                              int depth);
   llvm::Error importAttribute(const onnx::AttributeProto &ap, Attribute &a, Node &owner,
                               const Scope &scope);
   llvm::Error checkExternalLocation(llvm::StringRef loc, llvm::StringRef where,
@@ -94,22 +123,36 @@ private:
 } // namespace
 
 llvm::Error Importer::defineName(Scope &scope, Value *v, const Graph &g) {
-  // One hash for this scope's check and insertion together.
-  if ((scope.parent && scope.parent->lookup(v->name())) ||
-      !scope.names.try_emplace(v->name(), v).second)
+  // One hash for the enclosing scopes' check and this scope's insertion.
+  llvm::CachedHashStringRef k = Scope::key(v->name());
+  if ((scope.parent && scope.parent->lookup(k)) || !scope.define(k, v))
     return inputError("graph '{0}': value name '{1}' is defined twice", g.name, v->name());
   return llvm::Error::success();
+}
+
+static llvm::Expected<DType> elemTypeOf(int32_t e, llvm::function_ref<std::string()> where) {
+  if (!isKnownDType(e))
+    return inputError("{0}: unknown element type {1}", where(), e);
+  return static_cast<DType>(e);
+}
+
+llvm::Expected<Type> Importer::importType(const ValueInfoView &vi,
+                                          llvm::function_ref<std::string()> where) {
+  if (vi.type)
+    return importType(*vi.type, where);
+  auto e = elemTypeOf(vi.elemType, where);
+  if (!e)
+    return e.takeError();
+  Type t = vi.tensorType;
+  t.elem = *e;
+  return t;
 }
 
 llvm::Expected<Type> Importer::importType(const onnx::TypeProto &tp,
                                           llvm::function_ref<std::string()> where) {
   Type t;
   t.denotation = tp.denotation();
-  auto elemType = [&](int32_t e) -> llvm::Expected<DType> {
-    if (!isKnownDType(e))
-      return inputError("{0}: unknown element type {1}", where(), e);
-    return static_cast<DType>(e);
-  };
+  auto elemType = [&](int32_t e) { return elemTypeOf(e, where); };
   auto importShape = [&](const onnx::TensorShapeProto &sp) {
     t.hasShape = true;
     for (const auto &d : sp.dim()) {
@@ -209,73 +252,79 @@ llvm::Error Importer::checkExternalLocation(llvm::StringRef loc, llvm::StringRef
   return llvm::Error::success();
 }
 
-llvm::Error Importer::importTensor(const onnx::TensorProto &tp, Tensor &t,
+llvm::Error Importer::importTensor(const TensorView &tv, Tensor &t,
                                    llvm::function_ref<std::string()> describe) {
-  t.name = tp.name();
-  t.docString = tp.doc_string();
-  t.unknownFields = unknownFieldsOf(tp);
-  if (!isKnownDType(tp.data_type()) || tp.data_type() == 0)
-    return inputError("{0}: unsupported tensor data type {1}", describe(), tp.data_type());
-  t.dtype = static_cast<DType>(tp.data_type());
+  t.name.assign(tv.name.data(), tv.name.size());
+  t.docString.assign(tv.docString.data(), tv.docString.size());
+  if (tv.proto)
+    t.unknownFields = unknownFieldsOf(*tv.proto);
+  if (!isKnownDType(tv.dataType) || tv.dataType == 0)
+    return inputError("{0}: unsupported tensor data type {1}", describe(), tv.dataType);
+  t.dtype = static_cast<DType>(tv.dataType);
   // Element counts and byte sizes must fit in 64 bits (a hostile shape must
   // not overflow later arithmetic).
   int64_t elements = 1;
-  for (int64_t d : tp.dims()) {
+  t.dims.reserve(tv.dims.size());
+  for (int64_t d : tv.dims) {
     if (d < 0)
       return inputError("{0}: negative dimension {1}", describe(), d);
     if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t(1) << 58))
       return inputError("{0}: shape is too large", describe());
     t.dims.push_back(d);
   }
-  if (tp.has_segment())
+  if (tv.proto && tv.proto->has_segment())
     return inputError("{0}: segmented tensors are not supported", describe());
-
-  if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
-    ExternalRef r;
-    for (const auto &kv : tp.external_data()) {
-      if (kv.key() == "location")
-        r.location = kv.value();
-      else if (kv.key() == "offset" || kv.key() == "length") {
-        char *end = nullptr;
-        long long v = std::strtoll(kv.value().c_str(), &end, 10);
-        if (kv.value().empty() || *end || v < 0)
-          return inputError("{0}: external data {1} '{2}' is not a non-negative integer", describe(),
-                            kv.key(), kv.value());
-        if (kv.key() == "offset")
-          r.offset = static_cast<uint64_t>(v);
-        else
-          r.length = v;
-      } else if (kv.key() == "checksum")
-        r.checksum = kv.value();
-    }
-    if (auto err = checkExternalLocation(r.location, describe(), r.path))
-      return err;
-    if (r.length >= 0 && static_cast<uint64_t>(r.length) != t.byteSize() &&
-        t.dtype != DType::String)
-      return inputError("{0}: external data length {1} does not match its shape ({2} bytes)",
-                        describe(), r.length, t.byteSize());
-    uint64_t fileSize = 0;
-    if (llvm::sys::fs::file_size(r.path, fileSize) || r.offset + t.byteSize() > fileSize)
-      return inputError("{0}: external data file '{1}' is shorter than offset + length", describe(),
-                        r.location);
-    t.setExternal(std::move(r));
-    return llvm::Error::success();
+  if (tv.proto && tv.proto->data_location() == onnx::TensorProto::EXTERNAL)
+    return importExternalData(*tv.proto, t, describe);
+  if (!tv.hasRawData) {
+    assert(tv.proto && "wire views carry raw data");
+    return importTypedData(*tv.proto, t, describe);
   }
+  // One copy, from the file (or the parsed message) into the IR.
+  if (tv.rawData.size() != t.byteSize())
+    return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), tv.rawData.size(),
+                      t.byteSize());
+  t.setBytes(std::vector<uint8_t>(tv.rawData.bytes_begin(), tv.rawData.bytes_end()));
+  return llvm::Error::success();
+}
 
+llvm::Error Importer::importExternalData(const onnx::TensorProto &tp, Tensor &t,
+                                         llvm::function_ref<std::string()> describe) {
+  ExternalRef r;
+  for (const auto &kv : tp.external_data()) {
+    if (kv.key() == "location")
+      r.location = kv.value();
+    else if (kv.key() == "offset" || kv.key() == "length") {
+      char *end = nullptr;
+      long long v = std::strtoll(kv.value().c_str(), &end, 10);
+      if (kv.value().empty() || *end || v < 0)
+        return inputError("{0}: external data {1} '{2}' is not a non-negative integer", describe(),
+                          kv.key(), kv.value());
+      if (kv.key() == "offset")
+        r.offset = static_cast<uint64_t>(v);
+      else
+        r.length = v;
+    } else if (kv.key() == "checksum")
+      r.checksum = kv.value();
+  }
+  if (auto err = checkExternalLocation(r.location, describe(), r.path))
+    return err;
+  if (r.length >= 0 && static_cast<uint64_t>(r.length) != t.byteSize() && t.dtype != DType::String)
+    return inputError("{0}: external data length {1} does not match its shape ({2} bytes)",
+                      describe(), r.length, t.byteSize());
+  uint64_t fileSize = 0;
+  if (llvm::sys::fs::file_size(r.path, fileSize) || r.offset + t.byteSize() > fileSize)
+    return inputError("{0}: external data file '{1}' is shorter than offset + length", describe(),
+                      r.location);
+  t.setExternal(std::move(r));
+  return llvm::Error::success();
+}
+
+llvm::Error Importer::importTypedData(const onnx::TensorProto &tp, Tensor &t,
+                                      llvm::function_ref<std::string()> describe) {
   int64_t n = t.numElements();
   std::vector<uint8_t> raw;
   size_t count = 0; // values given in a typed field, if any
-  if (tp.has_raw_data()) {
-    const std::string &rd = tp.raw_data();
-    raw.resize(rd.size()); // memcpy, not a char -> uint8_t element loop
-    if (!rd.empty())
-      std::memcpy(raw.data(), rd.data(), rd.size());
-    if (raw.size() != t.byteSize())
-      return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), raw.size(),
-                        t.byteSize());
-    t.setBytes(std::move(raw));
-    return llvm::Error::success();
-  }
   switch (t.dtype) {
   case DType::F32:
     packValues<float>(tp.float_data(), raw);
@@ -373,7 +422,7 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
   a.strings.assign(ap.strings().begin(), ap.strings().end());
   auto importOneTensor = [&](const onnx::TensorProto &tp) -> llvm::Error {
     a.tensors.emplace_back();
-    return importTensor(tp, a.tensors.back(), where);
+    return importTensor(viewTensor(tp), a.tensors.back(), where);
   };
   if (ap.has_t())
     if (auto err = importOneTensor(ap.t()))
@@ -385,7 +434,7 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
     auto g = std::make_unique<Graph>(model, owner.getParent(), &owner);
     Scope inner;
     inner.parent = &scope;
-    if (auto err = importGraph(gp, *g, &scope, inner))
+    if (auto err = importGraph(gp, *g, inner))
       return err;
     a.graphs.push_back(std::move(g));
     return llvm::Error::success();
@@ -407,137 +456,143 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
   return llvm::Error::success();
 }
 
-llvm::Error Importer::importGraph(const onnx::GraphProto &gp, Graph &g, const Scope *outer,
-                                  Scope &scope) {
-  g.name = gp.name();
-  g.docString = gp.doc_string();
-  g.unknownFields = unknownFieldsOf(gp);
-  for (const auto &sp : gp.sparse_initializer())
-    g.sparseInitializers.push_back(sp.SerializeAsString());
-  for (const auto &qa : gp.quantization_annotation())
-    g.quantizationAnnotations.push_back(qa.SerializeAsString());
-  std::string gname = "graph '" + gp.name() + "'";
-  scope.reserveFor(gp);
+llvm::Error Importer::importAttribute(const AttrRef &ar, Attribute &a, Node &owner,
+                                      const Scope &scope, int depth) {
+  if (ar.proto)
+    return importAttribute(*ar.proto, a, owner, scope);
+  if (decodePlainAttribute(ar.wire, a))
+    return llvm::Error::success();
+  a = Attribute();
+  const auto *ap = parseIn<onnx::AttributeProto>(fallbackArena, ar.wire, depth);
+  if (!ap)
+    return notAModel();
+  return importAttribute(*ap, a, owner, scope);
+}
 
-  for (const auto &vi : gp.input()) {
-    if (vi.name().empty())
+llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
+  g.name = gv.name.str();
+  g.docString = gv.docString.str();
+  g.unknownFields = gv.unknownFields;
+  g.sparseInitializers = gv.sparseInitializers;
+  g.quantizationAnnotations = gv.quantizationAnnotations;
+  std::string gname = "graph '" + g.name + "'";
+  scope.reserveFor(gv);
+
+  for (const ValueInfoView &vi : gv.inputs) {
+    if (vi.name.empty())
       return inputError("{0}: an input has no name", gname);
-    auto t = importType(vi.type(), [&] { return gname + ", input '" + vi.name() + "'"; });
+    auto t = importType(vi, [&] { return gname + ", input '" + vi.name.str() + "'"; });
     if (!t)
       return t.takeError();
-    Value *v = g.addInput(vi.name(), std::move(*t));
-    v->docString = vi.doc_string();
+    Value *v = g.addInput(vi.name, std::move(*t));
+    v->docString = vi.docString.str();
     if (auto err = defineName(scope, v, g))
       return err;
   }
-  for (const auto &tp : gp.initializer()) {
-    auto where = [&] { return gname + ", initializer '" + tp.name() + "'"; };
-    if (tp.name().empty())
+  for (const TensorView &tv : gv.initializers) {
+    auto where = [&] { return gname + ", initializer '" + tv.name.str() + "'"; };
+    if (tv.name.empty())
       return inputError("{0}: an initializer has no name", gname);
     Tensor t;
-    if (auto err = importTensor(tp, t, where))
+    if (auto err = importTensor(tv, t, where))
       return err;
-    auto it = scope.names.find(tp.name());
+    auto it = scope.names.find(Scope::key(tv.name));
     if (it != scope.names.end() && it->second->kind() == ValueKind::GraphInput &&
         !it->second->initializer()) {
       g.setInputDefault(it->second, std::move(t));
       continue;
     }
-    Value *v = g.addInitializer(tp.name(), std::move(t));
+    Value *v = g.addInitializer(tv.name, std::move(t));
     if (auto err = defineName(scope, v, g))
       return err;
   }
 
   // Phase 1: nodes and their results, so inputs may refer to later nodes.
   std::vector<Node *> nodes;
-  nodes.reserve(gp.node_size());
-  for (const auto &np : gp.node()) {
-    Node *n = g.createNode(np.op_type(), np.domain());
-    n->name = np.name();
-    n->docString = np.doc_string();
-    n->unknownFields = unknownFieldsOf(np);
-    if (np.op_type().empty())
+  nodes.reserve(gv.nodes.size());
+  for (const NodeView &nv : gv.nodes) {
+    Node *n = g.createNode(nv.opType, nv.domain);
+    n->name.assign(nv.name.data(), nv.name.size());
+    n->docString.assign(nv.docString.data(), nv.docString.size());
+    if (nv.proto)
+      n->unknownFields = unknownFieldsOf(*nv.proto);
+    if (nv.opType.empty())
       return inputError("{0}: {1} has no op_type", gname, describeNode(*n));
-    n->resizeOutputs(np.output_size()); // omitted optional outputs stay null
-    for (int i = 0; i < np.output_size(); ++i) {
-      if (np.output(i).empty())
+    llvm::ArrayRef<llvm::StringRef> outs = gv.outputsOf(nv);
+    n->resizeOutputs(static_cast<unsigned>(outs.size())); // omitted optional outputs stay null
+    for (unsigned i = 0; i < outs.size(); ++i) {
+      if (outs[i].empty())
         continue;
-      Value *v = n->setOutput(i, np.output(i), Type());
+      Value *v = n->setOutput(i, outs[i], Type());
       if (auto err = defineName(scope, v, g))
         return inputError("{0}: {1} defines '{2}', which is already defined", gname,
-                          describeNode(*n), np.output(i));
+                          describeNode(*n), outs[i]);
     }
     // Reserved after the outputs: a node is usually named like its first
     // result, whose name is reserved already (one hash instead of two).
-    if (!n->name.empty() && !(np.output_size() > 0 && np.output(0) == n->name))
-      model.reserveName(n->name);
+    if (!nv.name.empty() && !(!outs.empty() && outs[0] == nv.name))
+      model.reserveName(nv.name);
     nodes.push_back(n);
   }
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
-  for (int k = 0; k < gp.node_size(); ++k) {
-    const auto &np = gp.node(k);
+  for (size_t k = 0; k < gv.nodes.size(); ++k) {
+    const NodeView &nv = gv.nodes[k];
     Node *n = nodes[k];
-    n->reserveInputs(static_cast<unsigned>(np.input_size()));
-    n->attrs.reserve(np.attribute_size());
-    for (const std::string &in : np.input()) {
-      if (in.empty()) {
-        n->addInput(nullptr);
-        continue;
-      }
-      Value *v = scope.lookup(in);
-      if (!v)
+    llvm::ArrayRef<llvm::StringRef> ins = gv.inputsOf(nv);
+    n->reserveInputs(static_cast<unsigned>(ins.size()));
+    if (nv.numAttrs)
+      n->attrs.reserve(nv.numAttrs);
+    for (llvm::StringRef in : ins) {
+      Value *v = nullptr; // an omitted optional input
+      if (!in.empty() && !(v = scope.lookup(in)))
         return inputError("{0}: {1} uses '{2}', which is not defined", gname, describeNode(*n),
                           in);
       n->addInput(v);
     }
-    for (const auto &ap : np.attribute()) {
-      Attribute a;
-      if (auto err = importAttribute(ap, a, *n, scope))
+    for (const AttrRef &ar : gv.attrsOf(nv))
+      if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
         return err;
-      n->attrs.push_back(std::move(a));
-    }
   }
 
-  for (const auto &vi : gp.value_info()) {
-    Value *v = scope.lookup(vi.name());
+  for (const ValueInfoView &vi : gv.valueInfo) {
+    Value *v = scope.lookup(vi.name);
     if (!v || v->graph() != &g)
       continue; // value_info for an unused or outer name: nothing to attach it to
-    auto t = importType(vi.type(), [&] { return gname + ", value_info '" + vi.name() + "'"; });
+    auto t = importType(vi, [&] { return gname + ", value_info '" + vi.name.str() + "'"; });
     if (!t)
       return t.takeError();
     v->type = std::move(*t);
     v->hasValueInfo = true;
-    v->docString = vi.doc_string();
+    v->docString = vi.docString.str();
   }
-  for (const auto &vi : gp.output()) {
-    Value *v = scope.lookup(vi.name());
+  for (const ValueInfoView &vi : gv.outputs) {
+    Value *v = scope.lookup(vi.name);
     if (!v)
-      return inputError("{0}: output '{1}' is not defined", gname, vi.name());
-    auto t = importType(vi.type(), [&] { return gname + ", output '" + vi.name() + "'"; });
+      return inputError("{0}: output '{1}' is not defined", gname, vi.name);
+    auto t = importType(vi, [&] { return gname + ", output '" + vi.name.str() + "'"; });
     if (!t)
       return t.takeError();
     if (t->isKnown() && v->graph() == &g && v->kind() == ValueKind::NodeResult)
       v->type = std::move(*t);
     if (v->graph() == &g && v->kind() == ValueKind::NodeResult)
-      v->docString = vi.doc_string();
+      v->docString = vi.docString.str();
     g.addOutput(v);
   }
 
   if (!g.sortTopologically())
     return inputError("{0}: the nodes form a cycle", gname);
   g.renumber();
-  (void)outer;
   return llvm::Error::success();
 }
 
-llvm::Error Importer::importModel(const onnx::ModelProto &p) {
+llvm::Error Importer::importModel(const onnx::ModelProto &p, const GraphView *mainGraph) {
   if (!p.has_ir_version() || p.ir_version() < kMinIrVersion)
     return inputError("unsupported IR version {0} (mpc reads {1} to {2})", p.ir_version(),
                       kMinIrVersion, kMaxIrVersion);
   if (p.ir_version() > kMaxIrVersion)
     return inputError("unsupported IR version {0} (mpc reads {1} to {2})", p.ir_version(),
                       kMinIrVersion, kMaxIrVersion);
-  if (!p.has_graph())
+  if (!mainGraph)
     return inputError("the model has no graph");
   model.irVersion = p.ir_version();
   model.producerName = p.producer_name();
@@ -558,7 +613,7 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p) {
 
   model.graph = std::make_unique<Graph>(model);
   Scope mainScope;
-  if (auto err = importGraph(p.graph(), *model.graph, nullptr, mainScope))
+  if (auto err = importGraph(*mainGraph, *model.graph, mainScope))
     return err;
 
   for (const auto &tip : p.training_info()) {
@@ -567,13 +622,13 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p) {
     // of it: its own inputs may reuse the inference inputs' names.
     Scope initScope;
     for (Value *v : model.graph->initializers())
-      initScope.names.try_emplace(v->name(), v);
+      initScope.define(v);
     auto importStage = [&](const onnx::GraphProto &gp,
                            std::unique_ptr<Graph> &out) -> llvm::Error {
       out = std::make_unique<Graph>(model, model.graph.get());
       Scope s;
       s.parent = &initScope;
-      return importGraph(gp, *out, &initScope, s);
+      return importGraph(gp, *out, s);
     };
     if (tip.has_initialization())
       if (auto err = importStage(tip.initialization(), ti.initialization))
@@ -590,32 +645,127 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p) {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::unique_ptr<Model>> mpc::importOnnx(const onnx::ModelProto &proto,
-                                                       llvm::StringRef baseDir) {
+//===----------------------------------------------------------------------===//
+// Views of parsed messages
+//===----------------------------------------------------------------------===//
+
+TensorView onnxio::viewTensor(const onnx::TensorProto &tp) {
+  TensorView t;
+  t.proto = &tp;
+  t.name = tp.name();
+  t.docString = tp.doc_string();
+  t.dataType = tp.data_type();
+  t.dims.assign(tp.dims().begin(), tp.dims().end());
+  t.hasRawData = tp.has_raw_data();
+  t.rawData = tp.raw_data();
+  return t;
+}
+
+ValueInfoView onnxio::viewValueInfo(const onnx::ValueInfoProto &vi) {
+  ValueInfoView v;
+  v.name = vi.name();
+  v.docString = vi.doc_string();
+  v.type = &vi.type();
+  return v;
+}
+
+void onnxio::appendNode(GraphView &g, const onnx::NodeProto &np) {
+  NodeView n;
+  n.opType = np.op_type();
+  n.domain = np.domain();
+  n.name = np.name();
+  n.docString = np.doc_string();
+  n.proto = &np;
+  n.firstName = static_cast<unsigned>(g.names.size());
+  n.numInputs = static_cast<unsigned>(np.input_size());
+  n.numOutputs = static_cast<unsigned>(np.output_size());
+  g.names.insert(g.names.end(), np.input().begin(), np.input().end());
+  g.names.insert(g.names.end(), np.output().begin(), np.output().end());
+  n.firstAttr = static_cast<unsigned>(g.attrs.size());
+  n.numAttrs = static_cast<unsigned>(np.attribute_size());
+  for (const auto &ap : np.attribute())
+    g.attrs.push_back({llvm::StringRef(), &ap});
+  g.nodes.push_back(std::move(n));
+}
+
+void onnxio::setGraphFields(GraphView &g, const onnx::GraphProto &gp) {
+  g.name = gp.name();
+  g.docString = gp.doc_string();
+  g.unknownFields = unknownFieldsOf(gp);
+  for (const auto &sp : gp.sparse_initializer())
+    g.sparseInitializers.push_back(sp.SerializeAsString());
+  for (const auto &qa : gp.quantization_annotation())
+    g.quantizationAnnotations.push_back(qa.SerializeAsString());
+}
+
+void onnxio::viewGraph(GraphView &g, const onnx::GraphProto &gp) {
+  setGraphFields(g, gp);
+  for (const auto &vi : gp.input())
+    g.inputs.push_back(viewValueInfo(vi));
+  for (const auto &tp : gp.initializer())
+    g.initializers.push_back(viewTensor(tp));
+  g.nodes.reserve(gp.node_size());
+  for (const auto &np : gp.node())
+    appendNode(g, np);
+  for (const auto &vi : gp.value_info())
+    g.valueInfo.push_back(viewValueInfo(vi));
+  for (const auto &vi : gp.output())
+    g.outputs.push_back(viewValueInfo(vi));
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+/// `p` gives every field but the main graph, which `mainGraph` views.
+static llvm::Expected<std::unique_ptr<Model>>
+importViews(const onnx::ModelProto &p, const GraphView *mainGraph, llvm::StringRef baseDir) {
   auto m = std::make_unique<Model>();
   m->baseDir = baseDir.str();
   Importer imp(*m, baseDir);
-  if (auto err = imp.importModel(proto))
-    return std::move(err);
-  return std::move(m);
+  if (auto err = imp.importModel(p, mainGraph))
+    return err;
+  return m;
+}
+
+llvm::Expected<std::unique_ptr<Model>> mpc::importOnnx(const onnx::ModelProto &proto,
+                                                       llvm::StringRef baseDir) {
+  GraphView main;
+  if (proto.has_graph())
+    viewGraph(main, proto.graph());
+  return importViews(proto, proto.has_graph() ? &main : nullptr, baseDir);
+}
+
+/// The whole file parsed into a ModelProto, then imported.
+static llvm::Expected<std::unique_ptr<Model>> importParsed(llvm::StringRef bytes,
+                                                           llvm::StringRef baseDir) {
+  // Parse into an arena: allocation is a pointer bump and teardown is free.
+  pb::Arena arena;
+  onnx::ModelProto &proto = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
+  pb::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
+                              static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(INT32_MAX);
+  in.SetRecursionLimit(kRecursionLimit);
+  if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return notAModel();
+  return importOnnx(proto, baseDir);
 }
 
 llvm::Expected<std::unique_ptr<Model>> mpc::importOnnxBytes(llvm::StringRef bytes,
                                                             llvm::StringRef baseDir) {
-  // Parse into an arena: allocation is a pointer bump and teardown is free,
-  // which matters for models of a million nodes.
-  pb::Arena arena;
-  onnx::ModelProto &proto = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
-  pb::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
-                              static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
-  in.SetTotalBytesLimit(INT32_MAX);
-  in.SetRecursionLimit(200);
   if (bytes.size() > INT32_MAX)
     return inputError("the file is larger than 2 GiB; store weights as external data");
-  if (!proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return inputError("not a valid ONNX model (the protobuf does not parse; truncated or not "
-                      "ONNX)");
-  return importOnnx(proto, baseDir);
+  pb::Arena arena;
+  ModelWire wire;
+  if (decodeModel(bytes, wire, arena)) {
+    auto m = importViews(*wire.rest, wire.hasGraph ? &wire.graph : nullptr, baseDir);
+    if (m)
+      return m;
+    llvm::consumeError(m.takeError());
+  }
+  // A file the wire reader refuses, or an input error: the whole-message
+  // parse decides what is wrong (a parse error anywhere comes first).
+  return importParsed(bytes, baseDir);
 }
 
 llvm::Expected<std::unique_ptr<Model>> mpc::importOnnxFile(llvm::StringRef path) {
