@@ -17,6 +17,13 @@
 // Every traversal is a DFS over the slot graph in CSR form; each pass enters
 // a slot at most once, so the analysis is linear in slots plus edges.
 //
+// Data layout: one walk over the model collects the nodes, classifies each
+// distinct (domain, op type) once (schema, list class, which ports share a
+// type parameter) and computes the shape-path guard; per-node and per-value
+// facts are vectors indexed by Node::id() / Value::id(); slots hold no
+// strings (parameter names point into the cached signatures, the detail text
+// is built when printed).
+//
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/AmpColoring.h"
 #include "mpc/Ops/OpSignature.h"
@@ -24,11 +31,16 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
+#include <array>
 #include <cmath>
 #include <cstring>
 
 using namespace mpc;
+
+static_assert(sizeof(void *) != 8 || sizeof(AmpSlot) == 40,
+              "AmpSlot grew: the traversals read slots by the hundred thousand");
 
 llvm::StringRef mpc::ampReasonText(AmpReason r) {
   switch (r) {
@@ -83,6 +95,29 @@ struct PaintableParam {
   const char *opType;
   const char *param;
 };
+
+/// A formal input or output of an op, resolved once per op.
+struct FormalInfo {
+  int group = -1; ///< index into OpInfo::groupParam; -1 for a fixed-type port
+  const TypeConstraint *tc = nullptr;
+  bool tensorAdmitsTarget = true; ///< tc admits a tensor of the target type
+};
+
+/// Facts about one (domain, op type), computed once per distinct op: the
+/// schema, the list class, and which ports share a type parameter.
+struct OpInfo {
+  SignatureLookup lk;
+  AmpClass cls = AmpClass::Unlisted;
+  bool isCast = false;     ///< default-domain Cast
+  bool isConstant = false; ///< default-domain Constant
+  /// The only parameter the lists let convert (kPaintableParams), or null.
+  const char *paintParam = nullptr;
+  std::vector<FormalInfo> ins, outs;
+  bool insVariadic = false, outsVariadic = false;
+  /// Distinct type parameters of the op's formals; a schema-less op's float
+  /// ports share "T" (group 0).
+  llvm::SmallVector<llvm::StringRef, 4> groupParam;
+};
 } // namespace
 
 static const PaintableParam kPaintableParams[] = {
@@ -91,14 +126,15 @@ static const PaintableParam kPaintableParams[] = {
     {"OneHot", "T3"},            {"Pad", "T"},              {"ConstantOfShape", "T2"},
 };
 
-/// False when the lists keep `param` of `n` fp32 whatever the painting says.
-static bool isPaintableParam(const Node &n, llvm::StringRef param) {
+/// The parameter of `n`'s op that alone may convert (the lists keep the
+/// others fp32), or null when every parameter may.
+static const char *paintableParamOf(const Node &n) {
   if (!n.domain.empty() && n.domain != "ai.onnx")
-    return true;
+    return nullptr;
   for (const PaintableParam &p : kPaintableParams)
     if (n.opType == p.opType)
-      return param == p.param;
-  return true;
+      return p.param;
+  return nullptr;
 }
 
 static bool isIntegerType(DType t) {
@@ -118,6 +154,20 @@ static bool isIntegerType(DType t) {
   }
 }
 
+/// Type::tensorElemType with the common case (a tensor) inline.
+static DType elemTypeOf(const Type &t) {
+  return t.kind == TypeKind::Tensor ? t.elem : t.tensorElemType();
+}
+
+/// The formal of port `port` (variadic formals cover the tail), as
+/// OpSignature::inputFormal/outputFormal.
+static const FormalInfo *formalOf(const std::vector<FormalInfo> &formals, bool variadic,
+                                  unsigned port) {
+  if (port < formals.size())
+    return &formals[port];
+  return variadic && !formals.empty() ? &formals.back() : nullptr;
+}
+
 namespace mpc {
 
 class AmpPainter {
@@ -135,68 +185,140 @@ private:
   const AmpOptions &opts;
   const BackendCaps &caps;
 
-  std::vector<Node *> nodes;
+  std::vector<Node *> nodes; // every graph, outer first (forEachGraph order)
+  std::vector<OpInfo> ops;
+  llvm::StringMap<unsigned> defaultOps;                    // op type -> ops index
+  llvm::StringMap<llvm::StringMap<unsigned>> otherDomains; // domain -> op type -> index
+  /// Direct-mapped cache in front of defaultOps for op types of up to 16
+  /// bytes (all but a few): two words compared instead of a string hashed.
+  struct OpCacheEntry {
+    uint64_t lo = 0, hi = 0;
+    size_t len = ~size_t(0);
+    unsigned op = 0;
+  };
+  std::array<OpCacheEntry, 64> opCache;
+  std::vector<unsigned> dfsStack;
   std::vector<char> schemaOk; // per slot: the schema admits the target type
   // CSR adjacency of the slot graph.
   std::vector<unsigned> succOff, succ, predOff, pred;
   std::vector<std::pair<unsigned, unsigned>> clusterEdges; // sequence-typed edges
-  llvm::DenseMap<const Value *, bool> shapeOnly;
-  llvm::DenseMap<const Node *, AmpClass> nodeClass; // lists.classify, once per node
+  /// (node, input) fed by an initializer or a Constant, in graph order: the
+  /// inputs the constant guard looks at.
+  std::vector<std::pair<Node *, unsigned>> constantInputs;
+  std::vector<char> shapeOnly; // by Value::id()
   std::vector<char> allow, deny;
 
-  AmpClass classOf(const Node &n) const;
-  void collectNodes();
-  void computeShapeGuard(Graph &g);
+  unsigned opOf(const Node &n);
+  unsigned mapOpOf(const Node &n);
+  unsigned addOp(const Node &n);
+  const OpInfo &opInfo(const Node &n) const { return ops[c.nodeOp[n.id()]]; }
+  void collect(Graph &g, bool guard);
+  void computeShapeGuard(Graph &g, size_t begin, size_t end);
   void buildSlots(const llvm::Regex *denyNodes);
   void buildEdges();
   template <typename Enter, typename Visit>
   void dfs(unsigned root, bool followInputs, bool followOutputs, Enter enter, Visit visit);
   void paint();
   void constantGuard();
-  void finish();
-  unsigned outSlot(const Value *v) const {
-    Node *p = v->producer();
-    return c.slotOf(*p, false, v->producerResult());
-  }
 };
 
 } // namespace mpc
 
-AmpClass AmpPainter::classOf(const Node &n) const {
-  auto it = nodeClass.find(&n);
-  return it != nodeClass.end() ? it->second : lists.classify(n);
+unsigned AmpPainter::addOp(const Node &n) {
+  OpInfo op;
+  op.lk = lookupSignature(n);
+  op.cls = lists.classify(n);
+  op.isCast = n.opType == "Cast" && n.domain.empty();
+  op.isConstant = n.opType == "Constant" && n.domain.empty();
+  op.paintParam = paintableParamOf(n);
+  auto groupOf = [&](llvm::StringRef param) {
+    if (param.empty())
+      return -1;
+    for (unsigned g = 0; g < op.groupParam.size(); ++g)
+      if (op.groupParam[g] == param)
+        return static_cast<int>(g);
+    op.groupParam.push_back(param);
+    return static_cast<int>(op.groupParam.size() - 1);
+  };
+  if (const OpSignature *sig = op.lk.sig) {
+    auto resolve = [&](const std::vector<FormalParam> &formals, bool isInput,
+                       std::vector<FormalInfo> &out) {
+      for (unsigned k = 0; k < formals.size(); ++k) {
+        FormalInfo f;
+        f.group = groupOf(typeParamRef(n, sig, isInput, k));
+        f.tc = sig->constraintOf(formals[k]);
+        f.tensorAdmitsTarget = !f.tc || f.tc->admitsTensor(opts.target);
+        out.push_back(f);
+      }
+    };
+    resolve(sig->inputs, true, op.ins);
+    resolve(sig->outputs, false, op.outs);
+    op.insVariadic = !sig->inputs.empty() && sig->inputs.back().option == FormalOption::Variadic;
+    op.outsVariadic = !sig->outputs.empty() && sig->outputs.back().option == FormalOption::Variadic;
+  } else {
+    groupOf("T");
+  }
+  ops.push_back(std::move(op));
+  c.opNames.push_back(n.qualifiedOpType());
+  return static_cast<unsigned>(ops.size() - 1);
 }
 
-void AmpPainter::collectNodes() {
-  auto add = [&](Graph &g) {
-    forEachGraph(g, [&](Graph &sub) {
-      for (Node &n : sub.nodes())
-        nodes.push_back(&n);
-    });
-  };
-  add(*m.graph);
-  for (TrainingInfo &ti : m.trainingInfo) {
-    if (ti.initialization)
-      add(*ti.initialization);
-    if (ti.algorithm)
-      add(*ti.algorithm);
+unsigned AmpPainter::mapOpOf(const Node &n) {
+  llvm::StringMap<unsigned> &byType = n.domain.empty() ? defaultOps : otherDomains[n.domain];
+  auto inserted = byType.try_emplace(n.opType, 0);
+  if (inserted.second)
+    inserted.first->second = addOp(n);
+  return inserted.first->second;
+}
+
+unsigned AmpPainter::opOf(const Node &n) {
+  llvm::StringRef type = n.opType;
+  if (!n.domain.empty() || type.size() > 16)
+    return mapOpOf(n);
+  uint64_t w[2] = {0, 0};
+  std::memcpy(w, type.data(), type.size());
+  size_t h = ((w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full)) >> 58;
+  OpCacheEntry &e = opCache[h];
+  if (e.len == type.size() && e.lo == w[0] && e.hi == w[1])
+    return e.op;
+  e.lo = w[0];
+  e.hi = w[1];
+  e.len = type.size();
+  e.op = mapOpOf(n);
+  return e.op;
+}
+
+/// Collects the nodes of `g` and of the graphs nested in it (outer first, as
+/// forEachGraph), classifies them, and computes the shape-path guard of each
+/// graph when `guard` is set: one walk over the model.
+void AmpPainter::collect(Graph &g, bool guard) {
+  size_t begin = nodes.size();
+  bool nested = false;
+  for (Node &n : g.nodes()) {
+    nodes.push_back(&n);
+    c.nodeOp[n.id()] = opOf(n);
+    for (const Attribute &a : n.attrs)
+      nested |= !a.graphs.empty();
   }
-  nodeClass.reserve(static_cast<unsigned>(nodes.size()));
-  for (const Node *n : nodes)
-    nodeClass[n] = lists.classify(*n);
+  size_t end = nodes.size();
+  if (guard)
+    computeShapeGuard(g, begin, end);
+  if (!nested)
+    return;
+  for (size_t i = begin; i < end; ++i)
+    for (Attribute &a : nodes[i]->attrs)
+      for (auto &sub : a.graphs)
+        collect(*sub, guard);
 }
 
 /// A float value is shape-only when it is used, is not a graph output, and
 /// every use converts it to an integer or feeds a clear/infer op whose results
 /// are shape-only themselves. Reverse order visits users first.
-void AmpPainter::computeShapeGuard(Graph &g) {
-  std::vector<Node *> order;
-  for (Node &n : g.nodes())
-    order.push_back(&n);
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node &n = **it;
+void AmpPainter::computeShapeGuard(Graph &g, size_t begin, size_t end) {
+  for (size_t k = end; k-- > begin;) {
+    Node &n = *nodes[k];
     for (Value *v : n.outputs()) {
-      if (!v || v->type.tensorElemType() != DType::F32 || !v->hasUses() || v->isGraphOutput())
+      if (!v || elemTypeOf(v->type) != DType::F32 || !v->hasUses() || v->isGraphOutput())
         continue;
       bool only = true;
       for (const Use &u : v->uses()) {
@@ -205,7 +327,8 @@ void AmpPainter::computeShapeGuard(Graph &g) {
           only = false;
           break;
         }
-        if (user.opType == "Cast" && user.domain.empty()) {
+        const OpInfo &uop = opInfo(user);
+        if (uop.isCast) {
           const Attribute *to = user.attr("to");
           if (to && to->kind == AttrKind::Int && isKnownDType(to->i) &&
               isIntegerType(static_cast<DType>(to->i)))
@@ -213,18 +336,16 @@ void AmpPainter::computeShapeGuard(Graph &g) {
           only = false;
           break;
         }
-        AmpClass uc = classOf(user);
-        if (uc != AmpClass::Clear && uc != AmpClass::Infer) {
+        if (uop.cls != AmpClass::Clear && uop.cls != AmpClass::Infer) {
           only = false;
           break;
         }
         bool anyFloatOut = false;
         for (Value *o : user.outputs()) {
-          if (!o || o->type.tensorElemType() != DType::F32)
+          if (!o || elemTypeOf(o->type) != DType::F32)
             continue;
           anyFloatOut = true;
-          auto sit = shapeOnly.find(o);
-          if (sit == shapeOnly.end() || !sit->second) {
+          if (!shapeOnly[o->id()]) {
             only = false;
             break;
           }
@@ -234,7 +355,7 @@ void AmpPainter::computeShapeGuard(Graph &g) {
           break;
         }
       }
-      shapeOnly[v] = only;
+      shapeOnly[v->id()] = only;
     }
   }
 }
@@ -248,85 +369,94 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
   slots.reserve(ports); // at most one slot per port
   schemaOk.reserve(ports);
   c.portSlot.reserve(ports);
-  c.portBase.reserve(static_cast<unsigned>(nodes.size()));
+  // Local slots of a node: one per type parameter, one per fixed port.
+  struct Local {
+    int group; ///< OpInfo::groupParam index; -1 for a fixed port
+    unsigned slot;
+    bool sawF32 = false, sawOther = false, sawUnknown = false, schemaRejects = false;
+    DType other = DType::Undefined;
+  };
+  llvm::SmallVector<Local, 8> locals;
   for (Node *n : nodes) {
-    SignatureLookup lk = lookupSignature(*n);
-    if (lk.fallback && opts.verbose > 0)
+    const OpInfo &op = opInfo(*n);
+    const OpSignature *sig = op.lk.sig;
+    if (op.lk.fallback && opts.verbose > 0)
       c.fallbacks.push_back(llvm::formatv("{0}: opset {1} is newer than the schemas mpc "
                                           "knows; using {2}-{3}",
                                           describeNode(*n), n->opsetVersion(), n->opType,
-                                          lk.sig->sinceVersion)
+                                          sig->sinceVersion)
                                 .str());
-    AmpClass cls = classOf(*n);
+    AmpClass cls = op.cls;
     bool pinned = denyNodes && !n->name.empty() && denyNodes->match(n->name);
     // A training model's mpc.training.fp32_nodes are pinned like --deny-nodes.
-    bool trainingPinned = !pinned && opts.fp32Nodes.count(n);
+    bool trainingPinned = !pinned && !opts.fp32Nodes.empty() && opts.fp32Nodes.count(n);
     pinned |= trainingPinned;
     if (pinned)
       cls = AmpClass::Deny;
 
     unsigned base = static_cast<unsigned>(c.portSlot.size());
-    c.portBase[n] = base;
-    // Local slots of this node: param -> slot index, plus per-slot facts.
-    // Local slots of this node: one per type parameter, one per fixed port.
-    // Parameter names point into the cached signature (or are literals).
-    struct Local {
-      llvm::StringRef param; ///< empty for a fixed port
-      unsigned slot;
-      bool sawF32 = false, sawOther = false, sawUnknown = false, schemaRejects = false;
-      DType other = DType::Undefined;
-    };
-    llvm::SmallVector<Local, 4> locals;
-    auto slotFor = [&](llvm::StringRef param, bool isInput, unsigned port) -> Local & {
-      if (!param.empty())
-        for (Local &l : locals)
-          if (l.param == param)
-            return l;
-      AmpSlot s;
-      s.node = n;
-      s.param = param.empty() ? typeParamOfPort(*n, lk.sig, isInput, port) : param.str();
-      s.cls = cls;
-      slots.push_back(std::move(s));
-      schemaOk.push_back(1);
-      locals.push_back(Local{param, static_cast<unsigned>(slots.size() - 1)});
-      return locals.back();
-    };
-    auto addPort = [&](bool isInput, unsigned port, const Value *v) {
-      llvm::StringRef param = typeParamRef(*n, lk.sig, isInput, port);
+    c.portBase[n->id()] = base;
+    unsigned numIn = n->numInputs(), numOut = n->numOutputs();
+    locals.clear();
+    for (unsigned k = 0; k < numIn + numOut; ++k) {
+      bool isInput = k < numIn;
+      unsigned port = isInput ? k : k - numIn;
+      const Value *v = isInput ? n->input(port) : n->output(port);
+      const FormalInfo *f = isInput ? formalOf(op.ins, op.insVariadic, port)
+                                    : formalOf(op.outs, op.outsVariadic, port);
+      int group = f ? f->group : -1;
       // An op without a schema (a custom domain, a function) that a list
       // names: its float ports form one slot, as in FusedMatMul(A:T, B:T)->T.
-      if (!lk.sig && cls != AmpClass::Unlisted && v && v->type.isKnown() &&
-          isFloatingPoint(v->type.tensorElemType()))
-        param = "T";
-      Local &l = slotFor(param, isInput, port);
-      c.portSlot.push_back(l.slot);
+      if (!sig && cls != AmpClass::Unlisted && v && v->type.isKnown() &&
+          isFloatingPoint(elemTypeOf(v->type)))
+        group = 0;
+      Local *l = nullptr;
+      if (group >= 0)
+        for (Local &cand : locals)
+          if (cand.group == group) {
+            l = &cand;
+            break;
+          }
+      if (!l) {
+        AmpSlot s;
+        s.node = n;
+        if (group >= 0)
+          s.param = op.groupParam[group];
+        s.cls = cls;
+        slots.push_back(s);
+        schemaOk.push_back(1);
+        locals.push_back(Local{group, static_cast<unsigned>(slots.size() - 1)});
+        l = &locals.back();
+      }
+      c.portSlot.push_back(l->slot);
       if (!v)
-        return;
+        continue;
       // A port whose type nobody knows (an untyped body input, a custom
       // op's result) could be anything: its slot is left alone.
-      if (!v->type.isKnown() || v->type.tensorElemType() == DType::Undefined) {
-        l.sawUnknown = true;
-        return;
+      DType e = v->type.isKnown() ? elemTypeOf(v->type) : DType::Undefined;
+      if (e == DType::Undefined) {
+        l->sawUnknown = true;
+        continue;
       }
-      DType e = v->type.tensorElemType();
       if (e == DType::F32)
-        l.sawF32 = true;
+        l->sawF32 = true;
       else {
-        l.sawOther = true;
-        l.other = e;
+        l->sawOther = true;
+        l->other = e;
       }
-      if (lk.sig) {
-        const FormalParam *f = isInput ? lk.sig->inputFormal(port) : lk.sig->outputFormal(port);
-        const TypeConstraint *tc = f ? lk.sig->constraintOf(*f) : nullptr;
-        if (tc && !tc->admits(v->type, target))
-          l.schemaRejects = true;
-      }
-    };
-    for (unsigned i = 0; i < n->numInputs(); ++i)
-      addPort(true, i, n->input(i));
-    for (unsigned i = 0; i < n->numOutputs(); ++i)
-      addPort(false, i, n->output(i));
+      if (sig && f && f->tc &&
+          !(v->type.kind == TypeKind::Tensor ? f->tensorAdmitsTarget
+                                             : f->tc->admits(v->type, target)))
+        l->schemaRejects = true;
+    }
 
+    int lowPrecisionOk = -1; // the backend query, made at most once per node
+    auto supportsLowPrecision = [&] {
+      if (lowPrecisionOk < 0)
+        lowPrecisionOk = caps.supportsLowPrecision(*n, target);
+      return lowPrecisionOk != 0;
+    };
+    bool clearOrInfer = cls == AmpClass::Clear || cls == AmpClass::Infer;
     for (Local &l : locals) {
       AmpSlot &s = slots[l.slot];
       // Without a schema only the lists speak for the op.
@@ -338,8 +468,8 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
       if (pinned)
         s.reason = AmpReason::DenyNodes;
       if (trainingPinned)
-        s.detail = "training fp32 node";
-      if (l.param.empty())
+        s.detailKind = AmpDetail::TrainingFp32;
+      if (l.group < 0)
         keep(AmpReason::FixedType);
       else if (l.sawOther)
         keep(AmpReason::NotFloat32);
@@ -347,37 +477,37 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
         keep(AmpReason::TypeUnknown);
       else if (cls == AmpClass::Unlisted)
         keep(AmpReason::Unlisted);
-      else if (!isPaintableParam(*n, l.param))
+      else if (op.paintParam && s.param != op.paintParam)
         keep(AmpReason::ParamKeptFp32);
-      else if ((cls == AmpClass::Clear || cls == AmpClass::Infer) && !schemaOk[l.slot])
+      else if (clearOrInfer && l.schemaRejects)
         keep(AmpReason::SchemaRejects);
-      else if ((cls == AmpClass::Clear || cls == AmpClass::Infer) &&
-               !caps.supportsLowPrecision(*n, target))
+      else if (clearOrInfer && !supportsLowPrecision())
         keep(AmpReason::NoKernel);
       else
         s.processable = true;
-      if (!s.processable && l.sawOther)
-        s.detail = dtypeName(l.other).str();
+      if (!s.processable && l.sawOther) {
+        s.detailType = l.other;
+        s.detailKind = dtypeName(l.other).empty() ? AmpDetail::None : AmpDetail::OtherType;
+      }
     }
     // Shape-path guard: a clear/infer slot whose results all only compute shapes.
-    if (cls == AmpClass::Clear || cls == AmpClass::Infer) {
-      for (Local &l : locals) {
-        AmpSlot &s = slots[l.slot];
-        if (!s.processable)
+    if (!clearOrInfer)
+      continue;
+    for (Local &l : locals) {
+      AmpSlot &s = slots[l.slot];
+      if (!s.processable)
+        continue;
+      bool anyOut = false, allShape = true;
+      for (unsigned i = 0; i < numOut; ++i) {
+        Value *o = n->output(i);
+        if (!o || c.portSlot[base + numIn + i] != l.slot)
           continue;
-        bool anyOut = false, allShape = true;
-        for (unsigned i = 0; i < n->numOutputs(); ++i) {
-          Value *o = n->output(i);
-          if (!o || c.portSlot[base + n->numInputs() + i] != l.slot)
-            continue;
-          anyOut = true;
-          auto it = shapeOnly.find(o);
-          allShape &= it != shapeOnly.end() && it->second;
-        }
-        if (anyOut && allShape) {
-          s.processable = false;
-          s.reason = AmpReason::ShapePathGuard;
-        }
+        anyOut = true;
+        allShape &= shapeOnly[o->id()] != 0;
+      }
+      if (anyOut && allShape) {
+        s.processable = false;
+        s.reason = AmpReason::ShapePathGuard;
       }
     }
   }
@@ -385,41 +515,61 @@ void AmpPainter::buildSlots(const llvm::Regex *denyNodes) {
 
 void AmpPainter::buildEdges() {
   std::vector<std::pair<unsigned, unsigned>> edges;
-  for (Node *n : nodes)
+  edges.reserve(c.portSlot.size());
+  for (Node *n : nodes) {
+    unsigned base = c.portBase[n->id()];
     for (unsigned i = 0; i < n->numInputs(); ++i) {
       Value *v = n->input(i);
-      if (!v || !v->producer())
+      if (!v)
         continue;
-      unsigned from = outSlot(v), to = c.slotOf(*n, true, i);
+      bool fromConstantOp = v->producer() && opInfo(*v->producer()).isConstant;
+      if (v->kind() == ValueKind::Initializer || fromConstantOp)
+        constantInputs.push_back({n, i});
+      if (!v->producer())
+        continue;
+      unsigned from = c.slotOf(*v->producer(), false, v->producerResult());
+      unsigned to = c.portSlot[base + i];
       edges.push_back({from, to});
       if (v->type.kind == TypeKind::Sequence || v->type.kind == TypeKind::Optional)
         clusterEdges.push_back({from, to});
     }
+  }
+  // Both CSR directions in one count and one fill pass.
   unsigned ns = static_cast<unsigned>(c.slotList.size());
-  auto buildCsr = [&](bool bySrc, std::vector<unsigned> &off, std::vector<unsigned> &adj) {
-    off.assign(ns + 1, 0);
-    for (auto &e : edges)
-      ++off[(bySrc ? e.first : e.second) + 1];
-    for (unsigned i = 0; i < ns; ++i)
-      off[i + 1] += off[i];
-    adj.resize(edges.size());
-    std::vector<unsigned> fill(off.begin(), off.end() - 1);
-    for (auto &e : edges)
-      adj[fill[bySrc ? e.first : e.second]++] = bySrc ? e.second : e.first;
-  };
-  buildCsr(true, succOff, succ);
-  buildCsr(false, predOff, pred);
+  succOff.assign(ns + 1, 0);
+  predOff.assign(ns + 1, 0);
+  for (const auto &e : edges) {
+    ++succOff[e.first + 1];
+    ++predOff[e.second + 1];
+  }
+  for (unsigned i = 0; i < ns; ++i) {
+    succOff[i + 1] += succOff[i];
+    predOff[i + 1] += predOff[i];
+  }
+  succ.resize(edges.size());
+  pred.resize(edges.size());
+  std::vector<unsigned> succFill(succOff.begin(), succOff.end() - 1);
+  std::vector<unsigned> predFill(predOff.begin(), predOff.end() - 1);
+  for (const auto &e : edges) {
+    succ[succFill[e.first]++] = e.second;
+    pred[predFill[e.second]++] = e.first;
+  }
 }
 
 template <typename Enter, typename Visit>
 void AmpPainter::dfs(unsigned root, bool followInputs, bool followOutputs, Enter enter,
                      Visit visit) {
-  llvm::SmallVector<unsigned, 64> stack{root};
+  std::vector<unsigned> &stack = dfsStack; // reused: most walks enter nothing
+  stack.clear();
+  stack.push_back(root);
   visit(root);
+  const unsigned *predO = predOff.data(), *predA = pred.data();
+  const unsigned *succO = succOff.data(), *succA = succ.data();
   while (!stack.empty()) {
-    unsigned s = stack.pop_back_val();
-    auto step = [&](const std::vector<unsigned> &off, const std::vector<unsigned> &adj) {
-      for (unsigned k = off[s]; k < off[s + 1]; ++k) {
+    unsigned s = stack.back();
+    stack.pop_back();
+    auto step = [&](const unsigned *off, const unsigned *adj) {
+      for (unsigned k = off[s], e = off[s + 1]; k < e; ++k) {
         unsigned t = adj[k];
         if (t != root && enter(t)) {
           visit(t);
@@ -428,9 +578,9 @@ void AmpPainter::dfs(unsigned root, bool followInputs, bool followOutputs, Enter
       }
     };
     if (followInputs)
-      step(predOff, pred);
+      step(predO, predA);
     if (followOutputs)
-      step(succOff, succ);
+      step(succO, succA);
   }
 }
 
@@ -440,8 +590,16 @@ void AmpPainter::paint() {
   allow.assign(ns, 0);
   deny.assign(ns, 0);
   std::vector<AmpReason> why(ns, AmpReason::Unlisted);
-  auto is = [&](unsigned s, AmpClass k) { return slots[s].cls == k; };
-  auto proc = [&](unsigned s) { return slots[s].processable; };
+  // The traversals read class and processability of every slot they touch:
+  // a byte each, not the 40-byte slots.
+  std::vector<AmpClass> slotCls(ns);
+  std::vector<char> slotProc(ns);
+  for (unsigned s = 0; s < ns; ++s) {
+    slotCls[s] = slots[s].cls;
+    slotProc[s] = slots[s].processable;
+  }
+  auto is = [&](unsigned s, AmpClass k) { return slotCls[s] == k; };
+  auto proc = [&](unsigned s) { return slotProc[s] != 0; };
 
   if (opts.level == AmpLevel::UnsafeForceAll) {
     for (unsigned s = 0; s < ns; ++s)
@@ -480,8 +638,10 @@ void AmpPainter::paint() {
               return;
             }
             why[t] = AmpReason::DenyPropagated;
-            if (slots[t].detail.empty())
-              slots[t].detail = describeNode(*slots[r].node);
+            if (!slots[t].hasDetail()) {
+              slots[t].detailKind = AmpDetail::DenyOp;
+              slots[t].detailRef = slots[r].node;
+            }
           });
     }
     // 3. Clear and infer between allow ops become allow.
@@ -556,7 +716,7 @@ void AmpPainter::paint() {
     std::vector<unsigned> parent(ns);
     for (unsigned s = 0; s < ns; ++s)
       parent[s] = s;
-    std::function<unsigned(unsigned)> find = [&](unsigned x) {
+    auto find = [&](unsigned x) {
       while (parent[x] != x)
         x = parent[x] = parent[parent[x]];
       return x;
@@ -598,24 +758,50 @@ void AmpPainter::paint() {
 /// by comparing magnitudes with the rounding boundaries (round to nearest even):
 /// f16 overflows from 65520 and flushes at or below 2^-25; bf16 overflows from
 /// 0x7F7F8000 (bits) and flushes at or below 2^-134.
+/// True when any of the `n` fp32 values at `p` has a magnitude in
+/// [overflowBits, inf) or in (0, flushBits]; zero, inf and NaN are exact in
+/// every float type. Both tests are one unsigned range check, four lanes at a
+/// time (weights are scanned whole).
+static bool anyOutOfRange(const uint8_t *p, int64_t n, uint32_t overflowBits, uint32_t flushBits) {
+  typedef uint32_t Lanes __attribute__((vector_size(16)));
+  typedef int32_t Mask __attribute__((vector_size(16))); // lane compares give -1 / 0
+  const uint32_t overSpan = 0x7F800000u - overflowBits;
+  const Lanes magMask = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu};
+  const Lanes overLo = {overflowBits, overflowBits, overflowBits, overflowBits};
+  const Lanes overLen = {overSpan, overSpan, overSpan, overSpan};
+  const Lanes one = {1, 1, 1, 1};
+  const Lanes flush = {flushBits, flushBits, flushBits, flushBits};
+  Mask hit = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    Lanes bits;
+    std::memcpy(&bits, p + 4 * i, sizeof(bits));
+    Lanes mag = bits & magMask;
+    hit |= ((mag - overLo) < overLen) | ((mag - one) < flush);
+  }
+  bool any = (hit[0] | hit[1] | hit[2] | hit[3]) != 0;
+  for (; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, 4);
+    uint32_t mag = bits & 0x7FFFFFFFu;
+    any |= (mag - overflowBits < overSpan) | (mag - 1 < flushBits);
+  }
+  return any;
+}
+
+/// Counts the values of a constant that overflow or flush to zero in `target`,
+/// by comparing magnitudes with the rounding boundaries (round to nearest even):
+/// f16 overflows from 65520 and flushes at or below 2^-25; bf16 overflows from
+/// 0x7F7F8000 (bits) and flushes at or below 2^-134.
 static void scanConstant(const Tensor &t, DType target, ConstantIssue &issue) {
   const uint32_t overflowBits = target == DType::BF16 ? 0x7F7F8000u : 0x477FF000u;
   const uint32_t flushBits = target == DType::BF16 ? 0x00400000u : 0x33000000u;
   const int64_t n = t.numElements();
   issue.total = static_cast<unsigned>(n);
   const uint8_t *p = t.bytes().data();
-  // First a branch-free count (weights are scanned whole); the example value
-  // is looked for only when something was found.
-  unsigned over = 0, under = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, p + 4 * i, 4);
-    uint32_t mag = bits & 0x7FFFFFFFu;
-    // zero, inf and NaN are exact in every float type
-    over += (mag >= overflowBits) & (mag < 0x7F800000u);
-    under += (mag != 0) & (mag <= flushBits);
-  }
-  if (!over && !under)
+  // First a branch-free test; the values are counted and the example looked
+  // for only when something was found.
+  if (!anyOutOfRange(p, n, overflowBits, flushBits))
     return;
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
@@ -634,13 +820,13 @@ static void scanConstant(const Tensor &t, DType target, ConstantIssue &issue) {
   }
 }
 
-/// The constant tensor behind a value: an initializer or a Constant's value.
-static const Tensor *constantTensor(const Value *v) {
+/// The constant tensor behind a value: an initializer or a Constant's value
+/// (`fromConstantOp`: its producer is a Constant node).
+static const Tensor *constantTensor(const Value *v, bool fromConstantOp) {
   if (v->initializer() && v->kind() == ValueKind::Initializer)
     return v->initializer();
-  const Node *p = v->producer();
-  if (p && p->opType == "Constant" && p->domain.empty()) {
-    const Attribute *a = p->attr("value");
+  if (fromConstantOp) {
+    const Attribute *a = v->producer()->attr("value");
     if (a && a->kind == AttrKind::Tensor && !a->tensors.empty())
       return &a->tensors[0];
   }
@@ -649,41 +835,47 @@ static const Tensor *constantTensor(const Value *v) {
 
 void AmpPainter::constantGuard() {
   std::vector<AmpSlot> &slots = c.slotList;
-  for (Node *n : nodes)
-    for (unsigned i = 0; i < n->numInputs(); ++i) {
-      Value *v = n->input(i);
-      unsigned s = c.slotOf(*n, true, i);
-      if (!v || slots[s].color != SlotColor::Allow || v->type.tensorElemType() != DType::F32)
-        continue;
-      const Tensor *t = constantTensor(v);
-      if (!t || t->isExternal() || t->dtype != DType::F32)
-        continue;
-      ConstantIssue issue;
-      scanConstant(*t, opts.target, issue);
-      if (!issue.overflow && !issue.underflow)
-        continue;
-      issue.value = v->name();
-      issue.node = describeNode(*n);
-      // A small constant (an epsilon, a scale) that flushes to zero changes
-      // the math: its consumer stays fp32. Large overflowing constants
-      // (attention masks) saturate when converted.
-      if (issue.underflow && issue.total <= 16) {
-        issue.keptFp32 = true;
-        slots[s].color = SlotColor::Keep;
-        slots[s].reason = AmpReason::ConstantGuard;
-        slots[s].detail = v->name();
-      }
-      c.constIssues.push_back(std::move(issue));
+  for (auto [n, i] : constantInputs) {
+    Value *v = n->input(i);
+    unsigned s = c.portSlot[c.portBase[n->id()] + i];
+    if (slots[s].color != SlotColor::Allow || elemTypeOf(v->type) != DType::F32)
+      continue;
+    const Tensor *t = constantTensor(v, v->producer() && opInfo(*v->producer()).isConstant);
+    if (!t || t->isExternal() || t->dtype != DType::F32)
+      continue;
+    ConstantIssue issue;
+    scanConstant(*t, opts.target, issue);
+    if (!issue.overflow && !issue.underflow)
+      continue;
+    issue.value = v->name();
+    issue.node = describeNode(*n);
+    // A small constant (an epsilon, a scale) that flushes to zero changes
+    // the math: its consumer stays fp32. Large overflowing constants
+    // (attention masks) saturate when converted.
+    if (issue.underflow && issue.total <= 16) {
+      issue.keptFp32 = true;
+      slots[s].color = SlotColor::Keep;
+      slots[s].reason = AmpReason::ConstantGuard;
+      slots[s].detailKind = v->name().empty() ? AmpDetail::None : AmpDetail::Constant;
+      slots[s].detailRef = v;
     }
+    c.constIssues.push_back(std::move(issue));
+  }
 }
 
 void AmpPainter::run() {
-  collectNodes();
-  auto guard = [&](Graph &g) { forEachGraph(g, [&](Graph &sub) { computeShapeGuard(sub); }); };
-  guard(*m.graph);
-  for (TrainingInfo &ti : m.trainingInfo)
+  c.portBase.assign(m.nodeIdBound(), AmpColoring::kNotPainted);
+  c.nodeOp.assign(m.nodeIdBound(), 0);
+  shapeOnly.assign(m.valueIdBound(), 0);
+  // The shape-path guard covers the main graph and the training algorithm,
+  // not the initialization graphs.
+  collect(*m.graph, /*guard=*/true);
+  for (TrainingInfo &ti : m.trainingInfo) {
+    if (ti.initialization)
+      collect(*ti.initialization, /*guard=*/false);
     if (ti.algorithm)
-      guard(*ti.algorithm);
+      collect(*ti.algorithm, /*guard=*/true);
+  }
   llvm::Optional<llvm::Regex> re;
   if (!opts.denyNodesRegex.empty())
     re.emplace(opts.denyNodesRegex);
@@ -699,10 +891,34 @@ AmpColoring::AmpColoring(Model &m, const AmpLists &lists, const AmpOptions &opts
   p.run();
 }
 
-unsigned AmpColoring::slotOf(const Node &n, bool isInput, unsigned port) const {
-  auto it = portBase.find(&n);
-  assert(it != portBase.end() && "node was not painted");
-  return portSlot[it->second + (isInput ? port : n.numInputs() + port)];
+std::string AmpSlot::detail() const {
+  switch (detailKind) {
+  case AmpDetail::None:
+    return "";
+  case AmpDetail::TrainingFp32:
+    return "training fp32 node";
+  case AmpDetail::OtherType:
+    return dtypeName(detailType).str();
+  case AmpDetail::DenyOp:
+    return describeNode(*static_cast<const Node *>(detailRef));
+  case AmpDetail::Constant:
+    return static_cast<const Value *>(detailRef)->name();
+  }
+  llvm_unreachable("bad AmpDetail");
+}
+
+std::string AmpColoring::paramText(unsigned slot) const {
+  const AmpSlot &s = slotList[slot];
+  if (!s.param.empty())
+    return s.param.str();
+  // A fixed slot has exactly one port.
+  const Node &n = *s.node;
+  unsigned base = portBase[n.id()];
+  for (unsigned k = 0; k < n.numInputs() + n.numOutputs(); ++k)
+    if (portSlot[base + k] == slot)
+      return k < n.numInputs() ? "#in" + std::to_string(k)
+                               : "#out" + std::to_string(k - n.numInputs());
+  llvm_unreachable("slot has no port");
 }
 
 unsigned AmpColoring::numAllow() const {
@@ -713,17 +929,18 @@ unsigned AmpColoring::numAllow() const {
 }
 
 void AmpColoring::printDecisions(llvm::raw_ostream &os) const {
-  for (const AmpSlot &s : slotList) {
+  for (unsigned i = 0; i < slotList.size(); ++i) {
+    const AmpSlot &s = slotList[i];
     if (s.reason == AmpReason::FixedType || s.reason == AmpReason::NotFloat32 ||
         s.reason == AmpReason::TypeUnknown)
       continue;
     const char *color = s.color == SlotColor::Allow  ? "ALLOW"
                         : s.color == SlotColor::Deny ? "DENY"
                                                      : "KEEP";
-    os << "Painting slot " << s.param << " of " << describeNode(*s.node) << " [" << ampClassName(s.cls)
-       << "] " << color << ": " << ampReasonText(s.reason);
-    if (!s.detail.empty())
-      os << " (" << s.detail << ")";
+    os << "Painting slot " << paramText(i) << " of " << describeNode(*s.node) << " ["
+       << ampClassName(s.cls) << "] " << color << ": " << ampReasonText(s.reason);
+    if (s.hasDetail())
+      os << " (" << s.detail() << ")";
     os << "\n";
   }
 }

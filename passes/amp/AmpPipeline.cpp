@@ -13,6 +13,7 @@
 #include "mpc/Verify/Verifier.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/Regex.h"
+#include <cstring>
 
 using namespace mpc;
 
@@ -37,7 +38,7 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   }
   inferTypes(m);
   AmpColoring coloring(m, lists, opts.amp, caps);
-  std::vector<NodeDecision> decisions = summarizeDecisions(coloring);
+  AmpDecisions decisions = summarizeDecisions(coloring);
   if (opts.afterColoring)
     opts.afterColoring(m, coloring, lists);
   if (decisionLog) {
@@ -98,17 +99,36 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   return result;
 }
 
-std::vector<NodeDecision> mpc::summarizeDecisions(const AmpColoring &coloring) {
-  std::vector<NodeDecision> out;
+AmpDecisions mpc::summarizeDecisions(const AmpColoring &coloring) {
+  AmpDecisions out;
+  out.strings = std::make_shared<llvm::BumpPtrAllocator>();
+  llvm::BumpPtrAllocator &arena = *out.strings;
+  auto save = [&](llvm::StringRef s) -> llvm::StringRef {
+    if (s.empty())
+      return {};
+    char *p = arena.Allocate<char>(s.size()); // no terminator: nobody needs one
+    std::memcpy(p, s.data(), s.size());
+    return {p, s.size()};
+  };
+  // Graph and op names are kept once each; node names and details per node.
+  std::vector<llvm::StringRef> opNames(coloring.numOps());
+  for (unsigned op = 0; op < opNames.size(); ++op)
+    opNames[op] = save(coloring.opName(op));
+  const Graph *graph = nullptr;
+  llvm::StringRef graphName;
   const std::vector<AmpSlot> &slots = coloring.slots();
   out.reserve(slots.empty() ? 0 : slots.size() / 2 + 1); // about two slots per node
   for (size_t i = 0; i < slots.size();) {
     const Node *n = slots[i].node;
+    if (n->getParent() != graph) {
+      graph = n->getParent();
+      graphName = save(graph->name);
+    }
     NodeDecision d;
     d.node = n;
-    d.graph = n->getParent()->name;
-    d.name = n->name;
-    d.opType = n->qualifiedOpType();
+    d.graph = graphName;
+    d.name = save(n->name);
+    d.opType = opNames[coloring.opIndex(*n)];
     d.cls = slots[i].cls;
     bool anyAllow = false, anyDeny = false, anyFloatKeep = false;
     const AmpSlot *main = nullptr;
@@ -127,8 +147,9 @@ std::vector<NodeDecision> mpc::summarizeDecisions(const AmpColoring &coloring) {
     d.color = anyAllow ? SlotColor::Allow : anyDeny ? SlotColor::Deny : SlotColor::Keep;
     d.partial = anyAllow && anyFloatKeep;
     d.reason = main->reason;
-    d.detail = main->detail;
-    out.push_back(std::move(d));
+    if (main->hasDetail())
+      d.detail = save(main->detail());
+    out.push_back(d);
   }
   return out;
 }

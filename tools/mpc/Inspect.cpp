@@ -176,7 +176,7 @@ static Inspection inspect(Model &m, const AmpLists &lists, const AmpOptions &opt
   r.slotsAllow = coloring.numAllow();
   std::map<std::string, OpRow> rows;
   for (const NodeDecision &d : summarizeDecisions(coloring)) {
-    OpRow &row = rows[d.opType];
+    OpRow &row = rows[d.opType.str()];
     ++row.count;
     ++row.groups[GroupKey{d.color, d.partial, d.reason}];
     r.allowNodes += d.color == SlotColor::Allow;

@@ -268,7 +268,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   ro.verifyEach = a.verifyEach;
   if (!dump.dir.empty())
     ro.afterColoring = [&](const Model &, const AmpColoring &c, const AmpLists &lists) {
-      std::vector<NodeDecision> d = summarizeDecisions(c);
+      AmpDecisions d = summarizeDecisions(c);
       if (llvm::Error err = dumpGraph(dump, "before", m, d))
         dumpErr = std::move(err);
       else if (llvm::Error err2 = dumpLists(dump, m, lists, a.amp))

@@ -10,9 +10,11 @@
 #define MPC_PASSES_AMP_H
 
 #include "mpc/Passes/AmpColoring.h"
+#include "llvm/Support/Allocator.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,21 +29,31 @@ struct InsertedCast {
   bool ofConstant;    ///< producer is an initializer or Constant (not in K)
 };
 
-/// The painting's verdict on one node, for reports and renderings.
+/// The painting's verdict on one node, for reports and renderings. The
+/// strings are owned by the AmpDecisions holding the entry.
 struct NodeDecision {
   const Node *node = nullptr; ///< valid until the model is modified
-  std::string graph;          ///< name of the node's graph
-  std::string name;
-  std::string opType; ///< qualified ("com.microsoft::FusedMatMul")
+  llvm::StringRef graph;      ///< name of the node's graph
+  llvm::StringRef name;
+  llvm::StringRef opType; ///< qualified ("com.microsoft::FusedMatMul")
   AmpClass cls = AmpClass::Unlisted;
   SlotColor color = SlotColor::Keep; ///< Allow when any slot converts
   bool partial = false;              ///< some float slots convert, others stay fp32
   AmpReason reason = AmpReason::Unlisted;
-  std::string detail;
+  llvm::StringRef detail;
 };
 
+class AmpDecisions;
 /// Per-node decisions of a coloring, in graph order.
-std::vector<NodeDecision> summarizeDecisions(const AmpColoring &coloring);
+AmpDecisions summarizeDecisions(const AmpColoring &coloring);
+
+/// Per-node decisions, in graph order. Owns the strings its entries name
+/// (shared by copies), so they stay valid after the model changes and the
+/// coloring is gone; a copy into a plain std::vector would not own them.
+class AmpDecisions : public std::vector<NodeDecision> {
+  friend AmpDecisions summarizeDecisions(const AmpColoring &coloring);
+  std::shared_ptr<llvm::BumpPtrAllocator> strings;
+};
 
 /// What the rewrite did, for the summary line, the log and the report.
 struct AmpResult {
@@ -55,7 +67,7 @@ struct AmpResult {
   std::vector<InsertedCast> casts;
   std::vector<std::string> typeChanges; ///< "value: f32 -> f16" lines (verbose 1)
   std::vector<std::string> notes;       ///< saturated constants and similar
-  std::vector<NodeDecision> decisions;  ///< node pointers refer to the input model
+  AmpDecisions decisions;               ///< node pointers refer to the input model
   bool changed = false;
 
   /// "Converted N/M nodes to float16 precision using K cast(s) to float16

@@ -12,8 +12,8 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Passes/AmpLists.h"
 #include "mpc/Target/BackendCaps.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cassert>
 #include <string>
 #include <vector>
 
@@ -47,14 +47,35 @@ llvm::StringRef ampReasonText(AmpReason r);
 
 enum class SlotColor : uint8_t { Keep, Allow, Deny };
 
+/// What a slot's detail text names; the text is built only when printed.
+enum class AmpDetail : uint8_t {
+  None,
+  TrainingFp32, ///< "training fp32 node"
+  OtherType,    ///< the slot's element type when it is not fp32
+  DenyOp,       ///< the deny op the slot was painted from (a Node)
+  Constant,     ///< the constant that flushes to zero (a Value)
+};
+
+/// One type slot: 40 bytes, no strings (names point into the model and into
+/// the cached operator signatures).
 struct AmpSlot {
   Node *node = nullptr;
-  std::string param; ///< type parameter ("T"), or "#in2"/"#out0" for fixed ports
+  /// Type parameter ("T"), pointing into the cached signature; empty for a
+  /// fixed port (AmpColoring::paramText names it "#in2"/"#out0").
+  llvm::StringRef param;
+  union {
+    const void *detailRef = nullptr; ///< DenyOp: the Node; Constant: the Value
+    DType detailType;                ///< OtherType
+  };
   AmpClass cls = AmpClass::Unlisted;
   SlotColor color = SlotColor::Keep;
   AmpReason reason = AmpReason::Unlisted;
   bool processable = false;
-  std::string detail; ///< e.g. the deny op a slot was painted from
+  AmpDetail detailKind = AmpDetail::None;
+
+  /// E.g. the deny op a slot was painted from; "" when there is none.
+  std::string detail() const;
+  bool hasDetail() const { return detailKind != AmpDetail::None; }
 };
 
 /// A constant that does not fit the target type, reported by the painting.
@@ -74,7 +95,10 @@ public:
 
   const std::vector<AmpSlot> &slots() const { return slotList; }
   /// Slot of input/output port `port` of `n`.
-  unsigned slotOf(const Node &n, bool isInput, unsigned port) const;
+  unsigned slotOf(const Node &n, bool isInput, unsigned port) const {
+    assert(n.id() < portBase.size() && portBase[n.id()] != kNotPainted && "node was not painted");
+    return portSlot[portBase[n.id()] + (isInput ? port : n.numInputs() + port)];
+  }
   bool isAllow(const Node &n, bool isInput, unsigned port) const {
     return slotList[slotOf(n, isInput, port)].color == SlotColor::Allow;
   }
@@ -87,10 +111,22 @@ public:
   /// One line per float slot: "Painting slot T of MatMul node 'fc1' ALLOW: ...".
   void printDecisions(llvm::raw_ostream &os) const;
 
+  /// The slot's type parameter, or "#inN"/"#outN" for a fixed port.
+  std::string paramText(unsigned slot) const;
+  /// Painted (domain, op type) pairs are numbered densely; decision summaries
+  /// keep one copy of each op's name.
+  unsigned numOps() const { return static_cast<unsigned>(opNames.size()); }
+  unsigned opIndex(const Node &n) const { return nodeOp[n.id()]; }
+  /// "Domain::OpType" (or "OpType" in the default domain) of op `op`.
+  llvm::StringRef opName(unsigned op) const { return opNames[op]; }
+
 private:
+  static constexpr unsigned kNotPainted = ~0u;
   std::vector<AmpSlot> slotList;
-  llvm::DenseMap<const Node *, unsigned> portBase; ///< node -> first port index
-  std::vector<unsigned> portSlot;                  ///< inputs, then outputs, per node
+  std::vector<unsigned> portBase; ///< by Node::id(): first port index
+  std::vector<unsigned> portSlot; ///< inputs, then outputs, per node
+  std::vector<unsigned> nodeOp;   ///< by Node::id(): index into opNames
+  std::vector<std::string> opNames;
   std::vector<ConstantIssue> constIssues;
   std::vector<std::string> fallbacks;
 
