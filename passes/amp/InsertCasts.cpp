@@ -19,7 +19,6 @@
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Support/Float16.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <cstring>
@@ -142,16 +141,28 @@ private:
   const AmpOptions &opts;
   DType target;
   AmpResult result;
-  /// Original element type of every value before retyping.
-  llvm::DenseMap<const Value *, DType> origType;
+  /// Original element type of every value before retyping, by value id;
+  /// kNotRecorded for ids no graph reaches, and values created by the
+  /// rewrite have ids past its end.
+  std::vector<DType> origType;
+  static constexpr DType kNotRecorded = static_cast<DType>(0xFF);
+  /// Nodes with ids from here on are casts and constant copies this rewrite
+  /// created; their uses are correct by construction and they were not painted.
+  unsigned firstInsertedNode = 0;
   /// (value, type) -> the value holding it in that type.
   llvm::DenseMap<std::pair<const Value *, unsigned>, Value *> cache;
   std::vector<Node *> allNodes;
-  /// Casts and constant copies this rewrite created; their uses are correct
-  /// by construction and they were not painted.
-  llvm::DenseSet<const Node *> inserted;
+  /// Every graph of the model, outer first (the rewrite adds none).
+  std::vector<Graph *> graphs;
 
   bool isTopLevel(const Graph &g) const { return &g == m.graph.get(); }
+  bool isInserted(const Node &n) const { return n.id() >= firstInsertedNode; }
+  /// The element type `v` had before the rewrite (its current one for a
+  /// value the rewrite created).
+  DType originalType(const Value &v) const {
+    DType t = v.id() < origType.size() ? origType[v.id()] : kNotRecorded;
+    return t == kNotRecorded ? v.type.tensorElemType() : t;
+  }
   void collect();
   void reuseExistingCasts();
   void retypeSlots();
@@ -177,17 +188,20 @@ private:
 } // namespace
 
 void CastInserter::collect() {
+  firstInsertedNode = m.nodeIdBound();
+  origType.assign(m.valueIdBound(), kNotRecorded);
   auto add = [&](Graph &g) {
     forEachGraph(g, [&](Graph &sub) {
+      graphs.push_back(&sub);
       for (Value *v : sub.inputs())
-        origType[v] = v->type.tensorElemType();
+        origType[v->id()] = v->type.tensorElemType();
       for (Value *v : sub.initializers())
-        origType[v] = v->type.tensorElemType();
+        origType[v->id()] = v->type.tensorElemType();
       for (Node &n : sub.nodes()) {
         allNodes.push_back(&n);
         for (Value *v : n.outputs())
           if (v)
-            origType[v] = v->type.tensorElemType();
+            origType[v->id()] = v->type.tensorElemType();
       }
     });
   };
@@ -242,7 +256,7 @@ void CastInserter::retypeAttributes(Node &n) {
     }
     return;
   }
-  for (const char *name : {"dtype", "to"}) {
+  for (llvm::StringLiteral name : {llvm::StringLiteral("dtype"), llvm::StringLiteral("to")}) {
     Attribute *a = n.attr(name);
     if (a && a->kind == AttrKind::Int && a->i == static_cast<int64_t>(DType::F32))
       a->i = static_cast<int64_t>(target);
@@ -314,7 +328,6 @@ Graph *CastInserter::stageOf(Graph *g) const {
 Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName) {
   Graph &g = castHome ? *castHome : *v->graph();
   Node *cast = g.createNode("Cast", "", insertionPoint(v), v->producer());
-  inserted.insert(cast);
   // The node takes its result's name, unless that is a graph output's name.
   cast->name = resultName == v->name() || v->isGraphOutput() || isOutputName(g, resultName)
                    ? m.freshName((v->name() + "/" + castSuffix(want)).str())
@@ -392,7 +405,6 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
         res = v;
       } else {
         Node *c = g.createNode("Constant", "", std::next(p->getIterator()), p);
-        inserted.insert(c);
         std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
         c->name = name;
         c->setAttr(Attribute::makeTensor("value", std::move(conv)));
@@ -411,14 +423,13 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
 /// Groups the uses of `v` by wanted type and redirects each group.
 void CastInserter::fixValue(Value *v) {
   DType have = v->type.tensorElemType();
-  auto oit = origType.find(v);
-  DType orig = oit == origType.end() ? have : oit->second;
+  DType orig = originalType(*v);
   if (orig != DType::F32)
     return; // only fp32 values take part in the rewrite
   llvm::SmallVector<std::pair<Use, DType>, 8> moves;
   unsigned wantTarget = 0, total = 0;
   for (const Use &u : v->uses()) {
-    if (inserted.count(u.user))
+    if (isInserted(*u.user))
       continue;
     DType want = coloring.isAllow(*u.user, true, u.operand) ? target : orig;
     ++total;
@@ -452,10 +463,9 @@ void CastInserter::keepGraphOutputs(Graph &g) {
   bool keep = opts.keepIoTypes || !isTopLevel(g);
   for (unsigned i = 0; i < g.outputs().size(); ++i) {
     Value *v = g.outputs()[i];
-    auto oit = origType.find(v);
-    if (oit == origType.end() || v->graph() != &g)
+    if (v->id() >= origType.size() || origType[v->id()] == kNotRecorded || v->graph() != &g)
       continue;
-    DType orig = oit->second, have = v->type.tensorElemType();
+    DType orig = origType[v->id()], have = v->type.tensorElemType();
     if (orig == have || !keep)
       continue;
     std::string name = v->name();
@@ -498,31 +508,22 @@ AmpResult CastInserter::run() {
   collect();
   reuseExistingCasts();
   retypeSlots();
-  auto perGraph = [&](Graph &root, llvm::function_ref<void(Graph &)> fn) {
-    forEachGraph(root, fn);
-  };
-  auto eachGraph = [&](llvm::function_ref<void(Graph &)> fn) {
-    perGraph(*m.graph, fn);
-    for (TrainingInfo &ti : m.trainingInfo) {
-      if (ti.initialization)
-        perGraph(*ti.initialization, fn);
-      if (ti.algorithm)
-        perGraph(*ti.algorithm, fn);
-    }
-  };
-  eachGraph([&](Graph &g) { retypeGraphInputs(g); });
-  eachGraph([&](Graph &g) { keepGraphOutputs(g); });
+  for (Graph *g : graphs)
+    retypeGraphInputs(*g);
+  for (Graph *g : graphs)
+    keepGraphOutputs(*g);
   // Fix every value in a deterministic order: inputs, initializers, results.
-  eachGraph([&](Graph &g) {
-    std::vector<Value *> vals(g.inputs().begin(), g.inputs().end());
-    vals.insert(vals.end(), g.initializers().begin(), g.initializers().end());
-    for (Node &n : g.nodes())
+  std::vector<Value *> vals;
+  for (Graph *g : graphs) {
+    vals.assign(g->inputs().begin(), g->inputs().end());
+    vals.insert(vals.end(), g->initializers().begin(), g->initializers().end());
+    for (Node &n : g->nodes())
       for (Value *v : n.outputs())
         if (v)
           vals.push_back(v);
     for (Value *v : vals)
       fixValue(v);
-  });
+  }
   result.changed = result.slotsConverted || result.castsReused || !result.casts.empty();
   return result;
 }

@@ -16,9 +16,9 @@ namespace {
 /// Ops whose two type parameters describe one element type: a container
 /// parameter and the tensor parameter of its elements.
 struct LinkedParams {
-  const char *opType;
-  const char *container;
-  const char *element;
+  llvm::StringLiteral opType; ///< StringLiterals: compares need no strlen
+  llvm::StringLiteral container;
+  llvm::StringLiteral element;
 };
 } // namespace
 

@@ -12,6 +12,7 @@
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/CachedHashString.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
@@ -23,7 +24,8 @@ using namespace mpc;
 namespace {
 class GraphVerifier {
 public:
-  GraphVerifier(const VerifyOptions &opts) : opts(opts) {}
+  GraphVerifier(const Model &m, const VerifyOptions &opts)
+      : opts(opts), model(m), defined(m.valueIdBound()) {}
   llvm::Error verify(const Graph &g);
   /// Verifies a nested graph; its definitions are invisible afterwards.
   llvm::Error verifyScoped(const Graph &g);
@@ -33,7 +35,10 @@ public:
 
 private:
   const VerifyOptions &opts;
-  llvm::DenseSet<const Value *> defined; // values visible at this point
+  const Model &model;
+  /// Values visible at this point, by value id (ids are per model: a value
+  /// of another model is never defined here).
+  llvm::BitVector defined;
   /// Values a nested scope defined, undone when it ends (see verifyScoped).
   std::vector<const Value *> *scopeLog = nullptr;
   /// "domain\0opType" -> signature (the model's opsets are fixed for a run).
@@ -46,9 +51,17 @@ private:
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
   SignatureLookup signatureOf(const Node &n);
+  bool isDefined(const Value *v) const {
+    return v->id() < defined.size() && defined[v->id()] && &v->graph()->model() == &model;
+  }
   void define(const Value *v) {
-    if (defined.insert(v).second && scopeLog)
-      scopeLog->push_back(v);
+    if (v->id() >= defined.size())
+      defined.resize(v->id() + 1);
+    if (!defined[v->id()]) {
+      defined.set(v->id());
+      if (scopeLog)
+        scopeLog->push_back(v);
+    }
   }
 };
 } // namespace
@@ -149,7 +162,7 @@ SignatureLookup GraphVerifier::signatureOf(const Node &n) {
 llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   for (unsigned i = 0; i < n.numInputs(); ++i) {
     const Value *v = n.input(i);
-    if (v && !defined.count(v))
+    if (v && !isDefined(v))
       return inputError("{0}: {1} uses '{2}' before it is defined", graphLabel(g),
                         describeNode(n), v->name());
   }
@@ -195,7 +208,6 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
 }
 
 llvm::Error GraphVerifier::verify(const Graph &g) {
-  defined.reserve(defined.size() + g.values().size());
   for (const Value *v : g.inputs())
     define(v);
   for (const Value *v : g.initializers())
@@ -207,7 +219,7 @@ llvm::Error GraphVerifier::verify(const Graph &g) {
       return err;
   }
   for (const Value *v : g.outputs())
-    if (!defined.count(v))
+    if (!isDefined(v))
       return inputError("{0}: output '{1}' is not defined", graphLabel(g), v->name());
   return llvm::Error::success();
 }
@@ -221,31 +233,31 @@ llvm::Error GraphVerifier::verifyScoped(const Graph &g) {
   llvm::Error err = verify(g);
   scopeLog = outerLog;
   for (const Value *v : log)
-    defined.erase(v);
+    defined.reset(v->id());
   return err;
 }
 
 void GraphVerifier::defineEnclosing(const Graph &g) {
   for (const Graph *p = g.parent(); p; p = p->parent()) {
     for (const Value *v : p->inputs())
-      defined.insert(v);
+      define(v);
     for (const Value *v : p->initializers())
-      defined.insert(v);
+      define(v);
     for (const Node &n : p->nodes())
       for (const Value *v : n.outputs())
         if (v)
-          defined.insert(v);
+          define(v);
   }
 }
 
 llvm::Error mpc::verifyGraph(const Graph &g, const VerifyOptions &opts) {
-  GraphVerifier v(opts);
+  GraphVerifier v(g.model(), opts);
   v.defineEnclosing(g);
   return v.verify(g);
 }
 
 llvm::Error mpc::verifyModel(const Model &m, const VerifyOptions &opts) {
-  GraphVerifier v(opts);
+  GraphVerifier v(m, opts);
   if (auto err = v.verify(*m.graph))
     return err;
   for (const TrainingInfo &ti : m.trainingInfo) {
