@@ -9,7 +9,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 #include <algorithm>
+#include <cstring>
 #include <queue>
 
 using namespace mpc;
@@ -457,14 +459,29 @@ int64_t Model::opsetVersion(llvm::StringRef d) const {
   return -1;
 }
 
+llvm::CachedHashStringRef Model::nameKey(llvm::StringRef n) {
+  return llvm::CachedHashStringRef(n, static_cast<uint32_t>(llvm::xxHash64(n)));
+}
+
+bool Model::reserveKey(llvm::CachedHashStringRef k) {
+  if (takenNames.count(k))
+    return false;
+  // The set must not point into the caller's string: it keeps a copy.
+  char *chars = nameChars.Allocate<char>(k.size());
+  if (k.size())
+    std::memcpy(chars, k.val().data(), k.size());
+  takenNames.insert(llvm::CachedHashStringRef(llvm::StringRef(chars, k.size()), k.hash()));
+  return true;
+}
+
 std::string Model::freshName(llvm::StringRef base) {
-  if (takenNames.insert(base).second)
+  if (reserveKey(nameKey(base)))
     return base.str();
   unsigned &next = nextSuffix[base];
   llvm::SmallString<64> candidate;
   do {
     candidate.clear();
     llvm::raw_svector_ostream(candidate) << base << '_' << ++next;
-  } while (!takenNames.insert(candidate).second);
+  } while (!reserveKey(nameKey(candidate)));
   return std::string(candidate);
 }

@@ -12,9 +12,11 @@
 #include "mpc/IR/Attribute.h"
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
+#include "llvm/ADT/CachedHashString.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Allocator.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
 #include <memory>
@@ -293,8 +295,8 @@ public:
   unsigned nodeIdBound() const { return nextNodeId; }
 
   /// Records a name as taken (every value and node name of every graph).
-  void reserveName(llvm::StringRef n) { takenNames.insert(n); }
-  bool isNameTaken(llvm::StringRef n) const { return takenNames.count(n) != 0; }
+  void reserveName(llvm::StringRef n) { reserveKey(nameKey(n)); }
+  bool isNameTaken(llvm::StringRef n) const { return takenNames.count(nameKey(n)) != 0; }
   /// `base` if free, else `base_1`, `base_2`, ...; the result is reserved.
   std::string freshName(llvm::StringRef base);
 
@@ -302,8 +304,15 @@ private:
   friend class Graph;
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
-  llvm::StringSet<> takenNames;
+  /// Every name reserved so far, hashed once (xxHash64 reads eight bytes at a
+  /// step); the keys' characters live in `nameChars`.
+  llvm::DenseSet<llvm::CachedHashStringRef> takenNames;
+  llvm::BumpPtrAllocator nameChars;
   llvm::StringMap<unsigned> nextSuffix;
+
+  static llvm::CachedHashStringRef nameKey(llvm::StringRef n);
+  /// Inserts `k` (copying its characters); false when it was taken already.
+  bool reserveKey(llvm::CachedHashStringRef k);
 };
 
 /// Visits `g` and every graph nested in its nodes' attributes, outer first.
