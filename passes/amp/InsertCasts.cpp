@@ -151,6 +151,22 @@ private:
   unsigned firstInsertedNode = 0;
   /// (value, type) -> the value holding it in that type.
   llvm::DenseMap<std::pair<const Value *, unsigned>, Value *> cache;
+  /// The (value, target type) entries of the cache for values that existed
+  /// before the rewrite, by value id: nearly every lookup (weights, results
+  /// feeding allow ops).
+  std::vector<Value *> inTarget;
+  Value *cached(const Value *v, DType t) const {
+    if (t == target && v->id() < inTarget.size())
+      return inTarget[v->id()];
+    auto it = cache.find({v, static_cast<unsigned>(t)});
+    return it == cache.end() ? nullptr : it->second;
+  }
+  void setCached(const Value *v, DType t, Value *holder) {
+    if (t == target && v->id() < inTarget.size())
+      inTarget[v->id()] = holder;
+    else
+      cache[{v, static_cast<unsigned>(t)}] = holder;
+  }
   std::vector<Node *> allNodes;
   /// Every graph of the model, outer first (the rewrite adds none).
   std::vector<Graph *> graphs;
@@ -190,6 +206,7 @@ private:
 void CastInserter::collect() {
   firstInsertedNode = m.nodeIdBound();
   origType.assign(m.valueIdBound(), kNotRecorded);
+  inTarget.assign(m.valueIdBound(), nullptr);
   auto add = [&](Graph &g) {
     forEachGraph(g, [&](Graph &sub) {
       graphs.push_back(&sub);
@@ -346,16 +363,14 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   if (want == DType::F32)
     ++result.castsToFp32;
   // Remember the reverse: casting the result back gives the source.
-  cache[{out, static_cast<unsigned>(v->type.tensorElemType())}] = v;
+  setCached(out, v->type.tensorElemType(), v);
   return out;
 }
 
 /// The value holding `v` in type `want`, creating it once per (v, want).
 Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
-  auto key = std::make_pair(static_cast<const Value *>(v), static_cast<unsigned>(want));
-  auto it = cache.find(key);
-  if (it != cache.end())
-    return it->second;
+  if (Value *known = cached(v, want))
+    return known;
   Value *res = nullptr;
   DType have = v->type.tensorElemType();
   bool floatPair = have == DType::F32 && isHalfPrecision(want);
@@ -366,7 +381,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
     if (llvm::StringRef(c->opType) == "Cast" && c->domain.empty() && c->numInputs() == 1 && c->input(0) &&
         c->input(0)->type.tensorElemType() == want && isHalfPrecision(want) &&
         have == DType::F32) {
-      cache[key] = c->input(0);
+      setCached(v, want, c->input(0));
       return c->input(0);
     }
 
@@ -416,7 +431,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
   }
   if (!res)
     res = insertCast(v, want, m.freshName((v->name() + "/" + castSuffix(want)).str()));
-  cache[key] = res;
+  setCached(v, want, res);
   return res;
 }
 
@@ -469,15 +484,11 @@ void CastInserter::keepGraphOutputs(Graph &g) {
     if (orig == have || !keep)
       continue;
     std::string name = v->name();
-    auto key = std::make_pair(static_cast<const Value *>(v), static_cast<unsigned>(orig));
-    Value *out = nullptr;
-    auto it = cache.find(key);
-    if (it != cache.end() && it->second->name() == name) {
-      out = it->second;
-    } else {
+    Value *out = cached(v, orig);
+    if (!out || out->name() != name) {
       Graph::renameValue(v, m.freshName((name + "/" + typeSuffix(have)).str()));
       out = insertCast(v, orig, name);
-      cache[key] = out;
+      setCached(v, orig, out);
     }
     g.setOutput(i, out);
   }

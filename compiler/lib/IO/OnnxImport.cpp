@@ -18,6 +18,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/xxhash.h"
+#include <array>
 #include <cstring>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -64,12 +65,27 @@ struct Scope {
     names.reserve(static_cast<unsigned>(n));
   }
 
+  /// Values of this scope by hash slot, the latest one noted in each: inputs
+  /// usually name a value produced a few nodes earlier, found here without a
+  /// probe of the (large, cache-missing) table. Only values `names` holds are
+  /// noted, so a hit is what the table would give.
+  std::array<Value *, 64> recent{};
+  void noteRecent(llvm::CachedHashStringRef k, Value *v) { recent[k.hash() % recent.size()] = v; }
+
   /// Adds `v` under its name; false when this scope has the name already.
-  bool define(llvm::CachedHashStringRef k, Value *v) { return names.try_emplace(k, v).second; }
+  bool define(llvm::CachedHashStringRef k, Value *v) {
+    if (!names.try_emplace(k, v).second)
+      return false;
+    noteRecent(k, v);
+    return true;
+  }
   bool define(Value *v) { return define(key(v->name()), v); }
 
   /// The value a name refers to here or in an enclosing scope.
   Value *lookup(llvm::CachedHashStringRef k) const {
+    // A name this scope defines is found here before any enclosing scope.
+    if (Value *v = recent[k.hash() % recent.size()]; v && v->name() == k.val())
+      return v;
     for (const Scope *s = this; s; s = s->parent) {
       auto it = s->names.find(k);
       if (it != s->names.end())
@@ -535,6 +551,8 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     nodes.push_back(n);
   }
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
+  // The recent-value slots replay phase 1: each node's results are noted
+  // after its inputs are resolved.
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
     Node *n = nodes[k];
@@ -552,6 +570,9 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     for (const AttrRef &ar : gv.attrsOf(nv))
       if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
         return err;
+    for (Value *v : n->outputs())
+      if (v)
+        scope.noteRecent(Scope::key(v->name()), v);
   }
 
   for (const ValueInfoView &vi : gv.valueInfo) {
