@@ -322,12 +322,18 @@ void AmpPainter::computeShapeGuard(Graph &g, size_t begin, size_t end) {
         continue;
       bool only = true;
       for (const Use &u : v->uses()) {
+        // The op is known by the user's id: most users are allow ops, which
+        // end the walk without loading the user node.
+        const OpInfo &uop = ops[c.nodeOp[u.userId]];
+        if (!uop.isCast && uop.cls != AmpClass::Clear && uop.cls != AmpClass::Infer) {
+          only = false;
+          break;
+        }
         Node &user = *u.user;
         if (user.getParent() != &g) {
           only = false;
           break;
         }
-        const OpInfo &uop = opInfo(user);
         if (uop.isCast) {
           const Attribute *to = user.attr("to");
           if (to && to->kind == AttrKind::Int && isKnownDType(to->i) &&

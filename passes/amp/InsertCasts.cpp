@@ -172,7 +172,8 @@ private:
   std::vector<Graph *> graphs;
 
   bool isTopLevel(const Graph &g) const { return &g == m.graph.get(); }
-  bool isInserted(const Node &n) const { return n.id() >= firstInsertedNode; }
+  /// Whether a use's user is a cast or constant copy this rewrite made.
+  bool isInserted(const Use &u) const { return u.userId >= firstInsertedNode; }
   /// The element type `v` had before the rewrite (its current one for a
   /// value the rewrite created).
   DType originalType(const Value &v) const {
@@ -245,7 +246,7 @@ void CastInserter::reuseExistingCasts() {
       continue;
     bool allAllow = true;
     for (const Use &u : out->uses())
-      allAllow &= coloring.isAllow(*u.user, true, u.operand);
+      allAllow &= coloring.isAllow(u);
     if (!allAllow)
       continue;
     to->i = static_cast<int64_t>(target);
@@ -444,9 +445,9 @@ void CastInserter::fixValue(Value *v) {
   llvm::SmallVector<std::pair<Use, DType>, 8> moves;
   unsigned wantTarget = 0, total = 0;
   for (const Use &u : v->uses()) {
-    if (isInserted(*u.user))
+    if (isInserted(u))
       continue;
-    DType want = coloring.isAllow(*u.user, true, u.operand) ? target : orig;
+    DType want = coloring.isAllow(u) ? target : orig;
     ++total;
     wantTarget += want == target;
     if (want != have)
@@ -505,7 +506,7 @@ void CastInserter::retypeGraphInputs(Graph &g) {
       continue;
     bool all = true;
     for (const Use &u : v->uses())
-      all &= u.user->getParent() == &g && coloring.isAllow(*u.user, true, u.operand);
+      all &= u.user->getParent() == &g && coloring.isAllow(u);
     if (all) {
       v->type.setTensorElemType(target);
       if (opts.verbose)

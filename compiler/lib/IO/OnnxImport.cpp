@@ -43,26 +43,37 @@ static llvm::Error notAModel() {
 
 namespace {
 
-/// Name scope of one graph, chained to the enclosing graph's scope.
+/// Name scope of one graph, chained to the enclosing graph's scope. The main
+/// graph's scope is the model's name table itself (Model::nameBinding): every
+/// value's name is reserved there anyway, so one probe serves both.
 struct Scope {
   /// Keys are the values' own names, with their hashes: a probe compares
-  /// hashes before it reads a name.
+  /// hashes before it reads a name. Unused when `shared` is set.
   llvm::DenseMap<llvm::CachedHashStringRef, Value *> names;
+  /// The model whose name table holds this scope's bindings, or null.
+  Model *shared = nullptr;
   const Scope *parent = nullptr;
 
-  /// xxHash64 reads eight bytes at a time (StringMap's hash reads one).
-  static llvm::CachedHashStringRef key(llvm::StringRef name) {
-    return llvm::CachedHashStringRef(name, static_cast<uint32_t>(llvm::xxHash64(name)));
-  }
+  /// The model's hash (xxHash64, eight bytes a step), so keys are shared.
+  static llvm::CachedHashStringRef key(llvm::StringRef name) { return Model::nameKey(name); }
 
   /// Sizes the table for the names `gv` defines (no rehashing on import).
   void reserveFor(const GraphView &gv) {
-    if (!names.empty())
-      return;
     size_t n = gv.inputs.size() + gv.initializers.size();
     for (const NodeView &nv : gv.nodes)
       n += nv.numOutputs;
-    names.reserve(static_cast<unsigned>(n));
+    if (shared)
+      shared->reserveNameCapacity(n);
+    else if (names.empty())
+      names.reserve(static_cast<unsigned>(n));
+  }
+
+  /// The value this scope (not an enclosing one) binds `k` to, or null.
+  Value *own(llvm::CachedHashStringRef k) const {
+    if (shared)
+      return shared->boundValue(k);
+    auto it = names.find(k);
+    return it == names.end() ? nullptr : it->second;
   }
 
   /// Values of this scope by hash slot, the latest one noted in each: inputs
@@ -74,8 +85,14 @@ struct Scope {
 
   /// Adds `v` under its name; false when this scope has the name already.
   bool define(llvm::CachedHashStringRef k, Value *v) {
-    if (!names.try_emplace(k, v).second)
+    if (shared) {
+      Value *&slot = shared->nameBinding(k);
+      if (slot)
+        return false;
+      slot = v;
+    } else if (!names.try_emplace(k, v).second) {
       return false;
+    }
     noteRecent(k, v);
     return true;
   }
@@ -86,11 +103,9 @@ struct Scope {
     // A name this scope defines is found here before any enclosing scope.
     if (Value *v = recent[k.hash() % recent.size()]; v && v->name() == k.val())
       return v;
-    for (const Scope *s = this; s; s = s->parent) {
-      auto it = s->names.find(k);
-      if (it != s->names.end())
-        return it->second;
-    }
+    for (const Scope *s = this; s; s = s->parent)
+      if (Value *v = s->own(k))
+        return v;
     return nullptr;
   }
   Value *lookup(llvm::StringRef name) const { return lookup(key(name)); }
@@ -512,10 +527,9 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     Tensor t;
     if (auto err = importTensor(tv, t, where))
       return err;
-    auto it = scope.names.find(Scope::key(tv.name));
-    if (it != scope.names.end() && it->second->kind() == ValueKind::GraphInput &&
-        !it->second->initializer()) {
-      g.setInputDefault(it->second, std::move(t));
+    Value *input = scope.own(Scope::key(tv.name));
+    if (input && input->kind() == ValueKind::GraphInput && !input->initializer()) {
+      g.setInputDefault(input, std::move(t));
       continue;
     }
     Value *v = g.addInitializer(tv.name, std::move(t));
@@ -634,6 +648,7 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p, const GraphView *ma
 
   model.graph = std::make_unique<Graph>(model);
   Scope mainScope;
+  mainScope.shared = &model;
   if (auto err = importGraph(*mainGraph, *model.graph, mainScope))
     return err;
 

@@ -84,6 +84,8 @@ Attribute Attribute::makeTensor(std::string n, Tensor t) {
 // Value and Node
 //===----------------------------------------------------------------------===//
 
+void Value::addUse(Node *n, unsigned i) { useList.push_back({n, i, n->id()}); }
+
 void Value::removeUse(Node *n, unsigned i) {
   // Use lists are short except for shared weights and graph inputs; erase the
   // last matching entry (uses are appended, removals are usually recent).
@@ -463,14 +465,24 @@ llvm::CachedHashStringRef Model::nameKey(llvm::StringRef n) {
   return llvm::CachedHashStringRef(n, static_cast<uint32_t>(llvm::xxHash64(n)));
 }
 
-bool Model::reserveKey(llvm::CachedHashStringRef k) {
-  if (takenNames.count(k))
-    return false;
-  // The set must not point into the caller's string: it keeps a copy.
+Value *&Model::nameBinding(llvm::CachedHashStringRef k) {
+  auto it = takenNames.find(k);
+  if (it != takenNames.end())
+    return it->second;
+  // The table must not point into the caller's string: it keeps a copy.
   char *chars = nameChars.Allocate<char>(k.size());
   if (k.size())
     std::memcpy(chars, k.val().data(), k.size());
-  takenNames.insert(llvm::CachedHashStringRef(llvm::StringRef(chars, k.size()), k.hash()));
+  return takenNames
+      .try_emplace(llvm::CachedHashStringRef(llvm::StringRef(chars, k.size()), k.hash()),
+                   nullptr)
+      .first->second;
+}
+
+bool Model::reserveKey(llvm::CachedHashStringRef k) {
+  if (takenNames.count(k))
+    return false;
+  (void)nameBinding(k);
   return true;
 }
 

@@ -13,7 +13,7 @@
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
 #include "llvm/ADT/CachedHashString.h"
-#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Allocator.h"
@@ -33,6 +33,9 @@ class Node;
 struct Use {
   Node *user;
   unsigned operand;
+  /// `user->id()`, kept beside the pointer (in what was padding) so passes
+  /// that index per-node facts by id need not load the user node.
+  unsigned userId;
   bool operator==(const Use &o) const { return user == o.user && operand == o.operand; }
 };
 
@@ -83,7 +86,7 @@ private:
   std::unique_ptr<Tensor> init;
   std::vector<Use> useList;
 
-  void addUse(Node *n, unsigned i) { useList.push_back({n, i}); }
+  void addUse(Node *n, unsigned i);
   void removeUse(Node *n, unsigned i);
 };
 
@@ -297,6 +300,23 @@ public:
   /// Records a name as taken (every value and node name of every graph).
   void reserveName(llvm::StringRef n) { reserveKey(nameKey(n)); }
   bool isNameTaken(llvm::StringRef n) const { return takenNames.count(nameKey(n)) != 0; }
+
+  /// A name with its hash, as the name table keys it.
+  static llvm::CachedHashStringRef nameKey(llvm::StringRef n);
+  /// The name table also binds names to values: the importer resolves the
+  /// main graph's names here rather than in a second table of every name.
+  /// The binding slot of `k`, reserving the name when it is new (the
+  /// reference is valid until the next name is reserved).
+  Value *&nameBinding(llvm::CachedHashStringRef k);
+  /// The value bound to `k`; null when none is (or the name is free).
+  Value *boundValue(llvm::CachedHashStringRef k) const {
+    auto it = takenNames.find(k);
+    return it == takenNames.end() ? nullptr : it->second;
+  }
+  /// Sizes the name table for `n` more names.
+  void reserveNameCapacity(size_t n) {
+    takenNames.reserve(static_cast<unsigned>(takenNames.size() + n));
+  }
   /// `base` if free, else `base_1`, `base_2`, ...; the result is reserved.
   std::string freshName(llvm::StringRef base);
 
@@ -305,12 +325,12 @@ private:
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
   /// Every name reserved so far, hashed once (xxHash64 reads eight bytes at a
-  /// step); the keys' characters live in `nameChars`.
-  llvm::DenseSet<llvm::CachedHashStringRef> takenNames;
+  /// step), with its binding (see nameBinding); the keys' characters live in
+  /// `nameChars`.
+  llvm::DenseMap<llvm::CachedHashStringRef, Value *> takenNames;
   llvm::BumpPtrAllocator nameChars;
   llvm::StringMap<unsigned> nextSuffix;
 
-  static llvm::CachedHashStringRef nameKey(llvm::StringRef n);
   /// Inserts `k` (copying its characters); false when it was taken already.
   bool reserveKey(llvm::CachedHashStringRef k);
 };

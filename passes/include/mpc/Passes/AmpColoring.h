@@ -102,6 +102,12 @@ public:
   bool isAllow(const Node &n, bool isInput, unsigned port) const {
     return slotList[slotOf(n, isInput, port)].color == SlotColor::Allow;
   }
+  /// Whether the input slot a use feeds is allow (without loading the user).
+  bool isAllow(const Use &u) const {
+    assert(u.userId < portBase.size() && portBase[u.userId] != kNotPainted &&
+           "node was not painted");
+    return slotList[portSlot[portBase[u.userId] + u.operand]].color == SlotColor::Allow;
+  }
   /// Number of slots painted allow (N of the summary line).
   unsigned numAllow() const;
   const std::vector<ConstantIssue> &constantIssues() const { return constIssues; }
