@@ -361,3 +361,66 @@ TEST_F(IRTest, IdsAreDenseAndUniqueAcrossNestedGraphs) {
   EXPECT_EQ(c->output(0)->id(), 4u);
   EXPECT_EQ(m.valueIdBound(), 5u);
 }
+
+TEST(NameTableTest, InsertsFindsAndKeepsBindingsAcrossGrowth) {
+  NameTable t;
+  std::vector<std::string> names;
+  for (int i = 0; i < 5000; ++i)
+    names.push_back("v" + std::to_string(i));
+  bool inserted = false;
+  for (const std::string &n : names) {
+    t.insert(NameTable::key(n), inserted);
+    EXPECT_TRUE(inserted) << n;
+  }
+  // Bind every other name to a distinct (fake) value, then grow the table.
+  std::vector<char> dummy(names.size());
+  for (size_t i = 0; i < names.size(); i += 2)
+    t.insert(NameTable::key(names[i]), inserted) = reinterpret_cast<Value *>(&dummy[i]);
+  t.reserve(100000);
+  EXPECT_EQ(t.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    Value **slot = t.find(NameTable::key(names[i]));
+    ASSERT_NE(slot, nullptr) << names[i];
+    EXPECT_EQ(*slot, i % 2 ? nullptr : reinterpret_cast<Value *>(&dummy[i])) << names[i];
+  }
+  EXPECT_EQ(t.find(NameTable::key("v5000")), nullptr);
+  // The empty name is a name like any other; keys are copied, not referenced.
+  EXPECT_EQ(t.find(NameTable::key("")), nullptr);
+  t.insert(NameTable::key(""), inserted);
+  EXPECT_TRUE(inserted);
+  EXPECT_NE(t.find(NameTable::key("")), nullptr);
+  std::string temp = "transient";
+  t.insert(NameTable::key(temp), inserted);
+  temp = "overwritten";
+  EXPECT_NE(t.find(NameTable::key("transient")), nullptr);
+  EXPECT_EQ(t.find(NameTable::key("overwritten")), nullptr);
+  t.insert(NameTable::key("transient"), inserted);
+  EXPECT_FALSE(inserted);
+}
+
+TEST_F(IRTest, UsesCarryTheirUsersId) {
+  Value *x = input("x");
+  node(*g, "Relu", {x}, "a");
+  Node *b = node(*g, "Abs", {x}, "b");
+  ASSERT_EQ(x->uses().size(), 2u);
+  for (const Use &u : x->uses())
+    EXPECT_EQ(u.userId, u.user->id());
+  Value *y = input("y");
+  b->setInput(0, y);
+  ASSERT_EQ(y->uses().size(), 1u);
+  EXPECT_EQ(y->uses()[0].userId, b->id());
+  EXPECT_EQ(x->uses().size(), 1u);
+}
+
+TEST_F(IRTest, NameBindingsAndFreshNames) {
+  Value *x = input("x");
+  EXPECT_TRUE(m.isNameTaken("x"));
+  EXPECT_EQ(m.boundValue(Model::nameKey("x")), nullptr); // reserved, not bound
+  m.nameBinding(Model::nameKey("x")) = x;
+  EXPECT_EQ(m.boundValue(Model::nameKey("x")), x);
+  EXPECT_EQ(m.freshName("x"), "x_1");
+  EXPECT_EQ(m.freshName("x"), "x_2");
+  EXPECT_EQ(m.freshName("y"), "y");
+  EXPECT_TRUE(m.isNameTaken("x_2"));
+  EXPECT_FALSE(m.isNameTaken("x_3"));
+}

@@ -68,6 +68,14 @@ struct Scope {
       names.reserve(static_cast<unsigned>(n));
   }
 
+  /// Starts loading what a probe for `k` reads (the model's table is large
+  /// and every probe a cache miss; import looks a few nodes ahead).
+  void prefetch(llvm::CachedHashStringRef k) const {
+    if (shared)
+      shared->prefetchName(k);
+  }
+  static constexpr size_t kPrefetchAhead = 8;
+
   /// The value this scope (not an enclosing one) binds `k` to, or null.
   Value *own(llvm::CachedHashStringRef k) const {
     if (shared)
@@ -540,7 +548,11 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   // Phase 1: nodes and their results, so inputs may refer to later nodes.
   std::vector<Node *> nodes;
   nodes.reserve(gv.nodes.size());
-  for (const NodeView &nv : gv.nodes) {
+  for (size_t k = 0; k < gv.nodes.size(); ++k) {
+    const NodeView &nv = gv.nodes[k];
+    if (scope.shared && k + Scope::kPrefetchAhead < gv.nodes.size())
+      for (llvm::StringRef out : gv.outputsOf(gv.nodes[k + Scope::kPrefetchAhead]))
+        scope.prefetch(Scope::key(out));
     Node *n = g.createNode(nv.opType, nv.domain);
     n->name.assign(nv.name.data(), nv.name.size());
     n->docString.assign(nv.docString.data(), nv.docString.size());
@@ -570,6 +582,9 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
     Node *n = nodes[k];
+    if (scope.shared && k + Scope::kPrefetchAhead < gv.nodes.size())
+      for (llvm::StringRef in : gv.inputsOf(gv.nodes[k + Scope::kPrefetchAhead]))
+        scope.prefetch(Scope::key(in));
     llvm::ArrayRef<llvm::StringRef> ins = gv.inputsOf(nv);
     n->reserveInputs(static_cast<unsigned>(ins.size()));
     if (nv.numAttrs)

@@ -9,9 +9,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/xxhash.h"
 #include <algorithm>
-#include <cstring>
 #include <queue>
 
 using namespace mpc;
@@ -459,31 +457,6 @@ int64_t Model::opsetVersion(llvm::StringRef d) const {
       return o.version;
   }
   return -1;
-}
-
-llvm::CachedHashStringRef Model::nameKey(llvm::StringRef n) {
-  return llvm::CachedHashStringRef(n, static_cast<uint32_t>(llvm::xxHash64(n)));
-}
-
-Value *&Model::nameBinding(llvm::CachedHashStringRef k) {
-  auto it = takenNames.find(k);
-  if (it != takenNames.end())
-    return it->second;
-  // The table must not point into the caller's string: it keeps a copy.
-  char *chars = nameChars.Allocate<char>(k.size());
-  if (k.size())
-    std::memcpy(chars, k.val().data(), k.size());
-  return takenNames
-      .try_emplace(llvm::CachedHashStringRef(llvm::StringRef(chars, k.size()), k.hash()),
-                   nullptr)
-      .first->second;
-}
-
-bool Model::reserveKey(llvm::CachedHashStringRef k) {
-  if (takenNames.count(k))
-    return false;
-  (void)nameBinding(k);
-  return true;
 }
 
 std::string Model::freshName(llvm::StringRef base) {

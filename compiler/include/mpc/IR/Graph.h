@@ -10,13 +10,11 @@
 #define MPC_IR_GRAPH_H
 
 #include "mpc/IR/Attribute.h"
+#include "mpc/IR/NameTable.h"
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
-#include "llvm/ADT/CachedHashString.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Allocator.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
 #include <memory>
@@ -299,24 +297,27 @@ public:
 
   /// Records a name as taken (every value and node name of every graph).
   void reserveName(llvm::StringRef n) { reserveKey(nameKey(n)); }
-  bool isNameTaken(llvm::StringRef n) const { return takenNames.count(nameKey(n)) != 0; }
+  bool isNameTaken(llvm::StringRef n) const { return names.find(nameKey(n)) != nullptr; }
 
   /// A name with its hash, as the name table keys it.
-  static llvm::CachedHashStringRef nameKey(llvm::StringRef n);
+  static llvm::CachedHashStringRef nameKey(llvm::StringRef n) { return NameTable::key(n); }
   /// The name table also binds names to values: the importer resolves the
   /// main graph's names here rather than in a second table of every name.
   /// The binding slot of `k`, reserving the name when it is new (the
   /// reference is valid until the next name is reserved).
-  Value *&nameBinding(llvm::CachedHashStringRef k);
+  Value *&nameBinding(llvm::CachedHashStringRef k) {
+    bool inserted;
+    return names.insert(k, inserted);
+  }
   /// The value bound to `k`; null when none is (or the name is free).
   Value *boundValue(llvm::CachedHashStringRef k) const {
-    auto it = takenNames.find(k);
-    return it == takenNames.end() ? nullptr : it->second;
+    Value **slot = names.find(k);
+    return slot ? *slot : nullptr;
   }
   /// Sizes the name table for `n` more names.
-  void reserveNameCapacity(size_t n) {
-    takenNames.reserve(static_cast<unsigned>(takenNames.size() + n));
-  }
+  void reserveNameCapacity(size_t n) { names.reserve(n); }
+  /// Starts loading the table slot of `k` (for a name used a little later).
+  void prefetchName(llvm::CachedHashStringRef k) const { names.prefetch(k); }
   /// `base` if free, else `base_1`, `base_2`, ...; the result is reserved.
   std::string freshName(llvm::StringRef base);
 
@@ -324,15 +325,16 @@ private:
   friend class Graph;
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
-  /// Every name reserved so far, hashed once (xxHash64 reads eight bytes at a
-  /// step), with its binding (see nameBinding); the keys' characters live in
-  /// `nameChars`.
-  llvm::DenseMap<llvm::CachedHashStringRef, Value *> takenNames;
-  llvm::BumpPtrAllocator nameChars;
+  /// Every name reserved so far, with its binding (see nameBinding).
+  NameTable names;
   llvm::StringMap<unsigned> nextSuffix;
 
-  /// Inserts `k` (copying its characters); false when it was taken already.
-  bool reserveKey(llvm::CachedHashStringRef k);
+  /// Inserts `k`; false when it was taken already.
+  bool reserveKey(llvm::CachedHashStringRef k) {
+    bool inserted;
+    (void)names.insert(k, inserted);
+    return inserted;
+  }
 };
 
 /// Visits `g` and every graph nested in its nodes' attributes, outer first.
