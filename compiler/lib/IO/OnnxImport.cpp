@@ -119,6 +119,41 @@ struct Scope {
   Value *lookup(llvm::StringRef name) const { return lookup(key(name)); }
 };
 
+/// Table keys of each node's result (or input) names, computed once per
+/// name when its node enters the prefetch window and handed out when the
+/// node is imported. Nodes must be asked for in order 0, 1, 2, ...
+class KeyWindow {
+public:
+  /// `prefetch`: start loading the table slots the keys will probe.
+  KeyWindow(const GraphView &gv, const Scope &scope, bool inputs, bool prefetch = true)
+      : gv(gv), scope(scope), inputs(inputs), prefetch(prefetch) {}
+
+  llvm::ArrayRef<llvm::CachedHashStringRef> at(size_t k) {
+    if (k == 0)
+      for (size_t j = 0; j < Scope::kPrefetchAhead && j < gv.nodes.size(); ++j)
+        fill(j);
+    if (k + Scope::kPrefetchAhead < gv.nodes.size())
+      fill(k + Scope::kPrefetchAhead);
+    return ring[k % ring.size()];
+  }
+
+private:
+  const GraphView &gv;
+  const Scope &scope;
+  bool inputs, prefetch;
+  std::array<llvm::SmallVector<llvm::CachedHashStringRef, 4>, Scope::kPrefetchAhead + 1> ring;
+
+  void fill(size_t k) {
+    llvm::SmallVector<llvm::CachedHashStringRef, 4> &keys = ring[k % ring.size()];
+    keys.clear();
+    for (llvm::StringRef name : inputs ? gv.inputsOf(gv.nodes[k]) : gv.outputsOf(gv.nodes[k])) {
+      keys.push_back(Scope::key(name));
+      if (prefetch && !name.empty())
+        scope.prefetch(keys.back());
+    }
+  }
+};
+
 class Importer {
 public:
   Importer(Model &m, llvm::StringRef baseDir) : model(m), baseDir(baseDir) {}
@@ -156,14 +191,18 @@ private:
                               const Scope &scope);
   llvm::Error checkExternalLocation(llvm::StringRef loc, llvm::StringRef where,
                                     std::string &resolved);
-  llvm::Error defineName(Scope &scope, Value *v, const Graph &g);
+  llvm::Error defineName(Scope &scope, Value *v, const Graph &g) {
+    return defineName(scope, Scope::key(v->name()), v, g);
+  }
+  /// The same with the name's key computed already.
+  llvm::Error defineName(Scope &scope, llvm::CachedHashStringRef k, Value *v, const Graph &g);
 };
 
 } // namespace
 
-llvm::Error Importer::defineName(Scope &scope, Value *v, const Graph &g) {
+llvm::Error Importer::defineName(Scope &scope, llvm::CachedHashStringRef k, Value *v,
+                                 const Graph &g) {
   // One hash for the enclosing scopes' check and this scope's insertion.
-  llvm::CachedHashStringRef k = Scope::key(v->name());
   if ((scope.parent && scope.parent->lookup(k)) || !scope.define(k, v))
     return inputError("graph '{0}': value name '{1}' is defined twice", g.name, v->name());
   return llvm::Error::success();
@@ -548,11 +587,10 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   // Phase 1: nodes and their results, so inputs may refer to later nodes.
   std::vector<Node *> nodes;
   nodes.reserve(gv.nodes.size());
+  KeyWindow resultKeys(gv, scope, /*inputs=*/false);
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
-    if (scope.shared && k + Scope::kPrefetchAhead < gv.nodes.size())
-      for (llvm::StringRef out : gv.outputsOf(gv.nodes[k + Scope::kPrefetchAhead]))
-        scope.prefetch(Scope::key(out));
+    llvm::ArrayRef<llvm::CachedHashStringRef> outKeys = resultKeys.at(k);
     Node *n = g.createNode(nv.opType, nv.domain);
     n->name.assign(nv.name.data(), nv.name.size());
     n->docString.assign(nv.docString.data(), nv.docString.size());
@@ -565,8 +603,8 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     for (unsigned i = 0; i < outs.size(); ++i) {
       if (outs[i].empty())
         continue;
-      Value *v = n->setOutput(i, outs[i], Type());
-      if (auto err = defineName(scope, v, g))
+      Value *v = n->setOutput(i, outKeys[i], Type());
+      if (auto err = defineName(scope, outKeys[i], v, g))
         return inputError("{0}: {1} defines '{2}', which is already defined", gname,
                           describeNode(*n), outs[i]);
     }
@@ -579,29 +617,30 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
   // The recent-value slots replay phase 1: each node's results are noted
   // after its inputs are resolved.
+  KeyWindow inputKeys(gv, scope, /*inputs=*/true);
+  KeyWindow resultKeysAgain(gv, scope, /*inputs=*/false, /*prefetch=*/false);
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
     Node *n = nodes[k];
-    if (scope.shared && k + Scope::kPrefetchAhead < gv.nodes.size())
-      for (llvm::StringRef in : gv.inputsOf(gv.nodes[k + Scope::kPrefetchAhead]))
-        scope.prefetch(Scope::key(in));
+    llvm::ArrayRef<llvm::CachedHashStringRef> inKeys = inputKeys.at(k);
+    llvm::ArrayRef<llvm::CachedHashStringRef> outKeys = resultKeysAgain.at(k);
     llvm::ArrayRef<llvm::StringRef> ins = gv.inputsOf(nv);
     n->reserveInputs(static_cast<unsigned>(ins.size()));
     if (nv.numAttrs)
       n->attrs.reserve(nv.numAttrs);
-    for (llvm::StringRef in : ins) {
+    for (size_t j = 0; j < ins.size(); ++j) {
       Value *v = nullptr; // an omitted optional input
-      if (!in.empty() && !(v = scope.lookup(in)))
+      if (!ins[j].empty() && !(v = scope.lookup(inKeys[j])))
         return inputError("{0}: {1} uses '{2}', which is not defined", gname, describeNode(*n),
-                          in);
+                          ins[j]);
       n->addInput(v);
     }
     for (const AttrRef &ar : gv.attrsOf(nv))
       if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
         return err;
-    for (Value *v : n->outputs())
-      if (v)
-        scope.noteRecent(Scope::key(v->name()), v);
+    for (unsigned i = 0; i < n->numOutputs(); ++i)
+      if (Value *v = n->output(i))
+        scope.noteRecent(outKeys[i], v);
   }
 
   for (const ValueInfoView &vi : gv.valueInfo) {

@@ -116,6 +116,10 @@ void Node::addInput(Value *v) {
 }
 
 Value *Node::setOutput(unsigned i, llvm::StringRef valueName, Type t) {
+  return setOutput(i, Model::nameKey(valueName), std::move(t));
+}
+
+Value *Node::setOutput(unsigned i, llvm::CachedHashStringRef valueName, Type t) {
   if (outs.size() <= i)
     outs.resize(i + 1, nullptr);
   assert(!outs[i] && "output already defined");
@@ -197,21 +201,21 @@ Graph::~Graph() {
   nodeList.clear();
 }
 
-Value *Graph::newValue(llvm::StringRef valueName, ValueKind k, Type t) {
+Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
   valueStore.push_back(std::make_unique<Value>());
   Value *v = valueStore.back().get();
-  v->valueName = valueName.str();
+  v->valueName = valueName.val().str();
   v->valueKind = k;
   v->valueId = owningModel->nextValueId++;
   v->owner = this;
   v->type = std::move(t);
-  if (!valueName.empty())
-    owningModel->reserveName(valueName);
+  if (!valueName.val().empty())
+    owningModel->reserveKey(valueName);
   return v;
 }
 
 Value *Graph::addInput(llvm::StringRef valueName, Type t) {
-  Value *v = newValue(valueName, ValueKind::GraphInput, std::move(t));
+  Value *v = newValue(Model::nameKey(valueName), ValueKind::GraphInput, std::move(t));
   v->hasValueInfo = true;
   inputList.push_back(v);
   return v;
@@ -219,7 +223,7 @@ Value *Graph::addInput(llvm::StringRef valueName, Type t) {
 
 Value *Graph::addInitializer(llvm::StringRef valueName, Tensor data) {
   Type t = Type::tensor(data.dtype, data.dims);
-  Value *v = newValue(valueName, ValueKind::Initializer, std::move(t));
+  Value *v = newValue(Model::nameKey(valueName), ValueKind::Initializer, std::move(t));
   if (data.name != valueName) // importers pass the name already set
     data.name = valueName.str();
   v->init = std::make_unique<Tensor>(std::move(data));

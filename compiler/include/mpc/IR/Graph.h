@@ -127,6 +127,8 @@ public:
   }
   /// Creates result `i` of this node (grows the output list as needed).
   Value *setOutput(unsigned i, llvm::StringRef valueName, Type t);
+  /// The same with the name's table key (Model::nameKey) already computed.
+  Value *setOutput(unsigned i, llvm::CachedHashStringRef valueName, Type t);
   /// Drops every input use (before erasing the node).
   void dropAllInputs();
 
@@ -242,7 +244,7 @@ private:
   std::vector<std::unique_ptr<Value>> valueStore;
   unsigned nextOrder = 0;
 
-  Value *newValue(llvm::StringRef valueName, ValueKind k, Type t);
+  Value *newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t);
 };
 
 struct OpsetId {
