@@ -31,9 +31,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
-#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -187,16 +185,7 @@ private:
 
   std::vector<Node *> nodes; // every graph, outer first (forEachGraph order)
   std::vector<OpInfo> ops;
-  llvm::StringMap<unsigned> defaultOps;                    // op type -> ops index
-  llvm::StringMap<llvm::StringMap<unsigned>> otherDomains; // domain -> op type -> index
-  /// Direct-mapped cache in front of defaultOps for op types of up to 16
-  /// bytes (all but a few): two words compared instead of a string hashed.
-  struct OpCacheEntry {
-    uint64_t lo = 0, hi = 0;
-    size_t len = ~size_t(0);
-    unsigned op = 0;
-  };
-  std::array<OpCacheEntry, 64> opCache;
+  OpIndex opIndex; // (domain, op type) -> index into ops
   std::vector<unsigned> dfsStack;
   std::vector<char> schemaOk; // per slot: the schema admits the target type
   // CSR adjacency of the slot graph.
@@ -209,8 +198,7 @@ private:
   std::vector<char> allow, deny;
 
   unsigned opOf(const Node &n);
-  unsigned mapOpOf(const Node &n);
-  unsigned addOp(const Node &n);
+  void addOp(const Node &n, const SignatureLookup &lk);
   const OpInfo &opInfo(const Node &n) const { return ops[c.nodeOp[n.id()]]; }
   void collect(Graph &g, bool guard);
   void computeShapeGuard(Graph &g, size_t begin, size_t end);
@@ -224,9 +212,9 @@ private:
 
 } // namespace mpc
 
-unsigned AmpPainter::addOp(const Node &n) {
+void AmpPainter::addOp(const Node &n, const SignatureLookup &lk) {
   OpInfo op;
-  op.lk = lookupSignature(n);
+  op.lk = lk;
   op.cls = lists.classify(n);
   op.isCast = n.opType == "Cast" && n.domain.empty();
   op.isConstant = n.opType == "Constant" && n.domain.empty();
@@ -260,32 +248,13 @@ unsigned AmpPainter::addOp(const Node &n) {
   }
   ops.push_back(std::move(op));
   c.opNames.push_back(n.qualifiedOpType());
-  return static_cast<unsigned>(ops.size() - 1);
-}
-
-unsigned AmpPainter::mapOpOf(const Node &n) {
-  llvm::StringMap<unsigned> &byType = n.domain.empty() ? defaultOps : otherDomains[n.domain];
-  auto inserted = byType.try_emplace(n.opType, 0);
-  if (inserted.second)
-    inserted.first->second = addOp(n);
-  return inserted.first->second;
 }
 
 unsigned AmpPainter::opOf(const Node &n) {
-  llvm::StringRef type = n.opType;
-  if (!n.domain.empty() || type.size() > 16)
-    return mapOpOf(n);
-  uint64_t w[2] = {0, 0};
-  std::memcpy(w, type.data(), type.size());
-  size_t h = ((w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full)) >> 58;
-  OpCacheEntry &e = opCache[h];
-  if (e.len == type.size() && e.lo == w[0] && e.hi == w[1])
-    return e.op;
-  e.lo = w[0];
-  e.hi = w[1];
-  e.len = type.size();
-  e.op = mapOpOf(n);
-  return e.op;
+  unsigned i = opIndex.indexOf(n);
+  if (i == ops.size()) // indices are handed out in order: a new op
+    addOp(n, opIndex.signature(i));
+  return i;
 }
 
 /// Collects the nodes of `g` and of the graphs nested in it (outer first, as

@@ -381,6 +381,31 @@ SignatureLookup mpc::lookupSignature(llvm::StringRef domain, llvm::StringRef opT
   return {it->second.first.get(), it->second.second && it->second.first != nullptr};
 }
 
+unsigned OpIndex::mapIndexOf(const Node &n) {
+  llvm::StringMap<unsigned> &byType = n.domain.empty() ? defaultOps : otherDomains[n.domain];
+  auto inserted = byType.try_emplace(n.opType, size());
+  if (inserted.second)
+    sigs.push_back(lookupSignature(n));
+  return inserted.first->second;
+}
+
+unsigned OpIndex::indexOf(const Node &n) {
+  llvm::StringRef type = n.opType;
+  if (!n.domain.empty() || type.size() > 16)
+    return mapIndexOf(n);
+  uint64_t w[2] = {0, 0};
+  std::memcpy(w, type.data(), type.size());
+  size_t h = ((w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full)) >> 58;
+  CacheEntry &e = cache[h];
+  if (e.len == type.size() && e.lo == w[0] && e.hi == w[1])
+    return e.index;
+  e.lo = w[0];
+  e.hi = w[1];
+  e.len = type.size();
+  e.index = mapIndexOf(n);
+  return e.index;
+}
+
 SignatureLookup mpc::lookupSignature(const Node &n) {
   int64_t v = n.opsetVersion();
   if (v < 0)

@@ -6,8 +6,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Ops/TypeInference.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mpc;
@@ -200,29 +198,7 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
   return Type();
 }
 
-namespace {
-/// Signatures by "domain\0opType" for one inference run: every graph of a
-/// model imports the same opsets, so the op names decide the lookup.
-class SignatureCache {
-public:
-  SignatureLookup get(const Node &n) {
-    llvm::SmallString<64> key(n.domain);
-    key.push_back('\0');
-    key.append(n.opType);
-    auto it = map.find(key);
-    if (it != map.end())
-      return it->second;
-    SignatureLookup lk = lookupSignature(n);
-    map.try_emplace(key, lk);
-    return lk;
-  }
-
-private:
-  llvm::StringMap<SignatureLookup> map;
-};
-} // namespace
-
-static void inferTypesIn(Graph &g, SignatureCache &sigs) {
+static void inferTypesIn(Graph &g, OpIndex &sigs) {
   for (Node &n : g.nodes()) {
     // Bodies first: If/Loop/Scan outputs are typed by their bodies.
     for (Attribute &a : n.attrs)
@@ -233,7 +209,7 @@ static void inferTypesIn(Graph &g, SignatureCache &sigs) {
       anyUnknown |= v && !v->type.isKnown();
     if (!anyUnknown)
       continue;
-    SignatureLookup lk = sigs.get(n);
+    SignatureLookup lk = sigs.signatureOf(n);
     for (unsigned i = 0; i < n.numOutputs(); ++i) {
       Value *v = n.output(i);
       if (!v || v->type.isKnown())
@@ -244,12 +220,12 @@ static void inferTypesIn(Graph &g, SignatureCache &sigs) {
 }
 
 void mpc::inferTypes(Graph &g) {
-  SignatureCache sigs;
+  OpIndex sigs;
   inferTypesIn(g, sigs);
 }
 
 void mpc::inferTypes(Model &m) {
-  SignatureCache sigs;
+  OpIndex sigs;
   inferTypesIn(*m.graph, sigs);
   for (TrainingInfo &ti : m.trainingInfo) {
     if (ti.initialization)

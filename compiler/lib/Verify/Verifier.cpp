@@ -15,7 +15,6 @@
 #include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallString.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Allocator.h"
 #include <cstring>
 
@@ -41,8 +40,8 @@ private:
   llvm::BitVector defined;
   /// Values a nested scope defined, undone when it ends (see verifyScoped).
   std::vector<const Value *> *scopeLog = nullptr;
-  /// "domain\0opType" -> signature (the model's opsets are fixed for a run).
-  llvm::StringMap<SignatureLookup> sigCache;
+  /// Signatures by (domain, op) (the model's opsets are fixed for a run).
+  OpIndex ops;
   /// Keys (signature, fallback, port kinds and element types) whose type
   /// check passed.
   llvm::DenseSet<llvm::CachedHashStringRef> typesOk;
@@ -50,7 +49,6 @@ private:
 
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
-  SignatureLookup signatureOf(const Node &n);
   bool isDefined(const Value *v) const {
     return v->id() < defined.size() && defined[v->id()] && &v->graph()->model() == &model;
   }
@@ -147,18 +145,6 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
   return llvm::Error::success();
 }
 
-SignatureLookup GraphVerifier::signatureOf(const Node &n) {
-  llvm::SmallString<64> key(n.domain);
-  key.push_back('\0');
-  key.append(n.opType);
-  auto it = sigCache.find(key);
-  if (it != sigCache.end())
-    return it->second;
-  SignatureLookup lk = lookupSignature(n);
-  sigCache.try_emplace(key, lk);
-  return lk;
-}
-
 llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   for (unsigned i = 0; i < n.numInputs(); ++i) {
     const Value *v = n.input(i);
@@ -166,7 +152,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
       return inputError("{0}: {1} uses '{2}' before it is defined", graphLabel(g),
                         describeNode(n), v->name());
   }
-  SignatureLookup lk = signatureOf(n);
+  SignatureLookup lk = ops.signatureOf(n);
   if (const OpSignature *sig = lk.sig) {
     // Trailing omitted optional inputs do not count.
     unsigned nin = n.numInputs();

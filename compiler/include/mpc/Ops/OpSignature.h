@@ -13,7 +13,10 @@
 #include "mpc/IR/DType.h"
 #include "mpc/IR/Type.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -85,6 +88,35 @@ SignatureLookup lookupSignature(llvm::StringRef domain, llvm::StringRef opType,
                                 int64_t opsetVersion);
 /// The signature for a node, using the model's opset imports.
 SignatureLookup lookupSignature(const Node &n);
+/// Dense indices for the (domain, op type) pairs of one model's nodes, each
+/// pair's signature looked up once. Passes that visit every node (type
+/// inference, the verifier, the AMP painting) resolve ops here rather than
+/// hash names per node; the model's opset imports must not change while an
+/// index is in use.
+class OpIndex {
+public:
+  /// The index of `n`'s (domain, op type); a new pair gets the next index.
+  unsigned indexOf(const Node &n);
+  const SignatureLookup &signature(unsigned index) const { return sigs[index]; }
+  SignatureLookup signatureOf(const Node &n) { return sigs[indexOf(n)]; }
+  unsigned size() const { return static_cast<unsigned>(sigs.size()); }
+
+private:
+  llvm::StringMap<unsigned> defaultOps;                    ///< op type -> index
+  llvm::StringMap<llvm::StringMap<unsigned>> otherDomains; ///< domain -> op type -> index
+  /// Direct-mapped cache in front of defaultOps for op types of up to 16
+  /// bytes (all but a few): two words compared instead of a string hashed.
+  struct CacheEntry {
+    uint64_t lo = 0, hi = 0;
+    size_t len = ~size_t(0);
+    unsigned index = 0;
+  };
+  std::array<CacheEntry, 64> cache;
+  std::vector<SignatureLookup> sigs;
+
+  unsigned mapIndexOf(const Node &n);
+};
+
 /// The newest opset libonnx's registry knows for a domain (17 for "").
 int64_t newestKnownOpset(llvm::StringRef domain);
 
