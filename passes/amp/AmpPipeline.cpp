@@ -117,7 +117,10 @@ AmpDecisions mpc::summarizeDecisions(const AmpColoring &coloring) {
   const Graph *graph = nullptr;
   llvm::StringRef graphName;
   const std::vector<AmpSlot> &slots = coloring.slots();
-  out.reserve(slots.empty() ? 0 : slots.size() / 2 + 1); // about two slots per node
+  size_t numNodes = 0; // one decision per run of slots of one node
+  for (size_t i = 0; i < slots.size(); ++i)
+    numNodes += i == 0 || slots[i].node != slots[i - 1].node;
+  out.reserve(numNodes);
   for (size_t i = 0; i < slots.size();) {
     const Node *n = slots[i].node;
     if (n->getParent() != graph) {

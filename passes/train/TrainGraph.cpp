@@ -113,7 +113,7 @@ static std::string shapeText(const Type &t) {
     if (i)
       s += ",";
     s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
-                             : (t.dims[i].param.empty() ? "?" : t.dims[i].param);
+                             : (t.dims[i].param.empty() ? "?" : t.dims[i].param.str());
   }
   return s + "]";
 }

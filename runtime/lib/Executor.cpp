@@ -203,7 +203,7 @@ static std::string describeDims(const Type &t) {
   for (size_t i = 0; i < t.dims.size(); ++i) {
     s += i ? ", " : "";
     s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
-         : t.dims[i].param.empty() ? "?" : t.dims[i].param;
+         : t.dims[i].param.empty() ? "?" : t.dims[i].param.str();
   }
   return s + "]";
 }
@@ -245,7 +245,7 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
       if (dim.isKnown() && dim.value != t.shape[d])
         ok = false;
       if (dim.isSymbolic()) {
-        auto ins = symbols.try_emplace(dim.param, t.shape[d], v->name());
+        auto ins = symbols.try_emplace(dim.param.ref(), t.shape[d], v->name());
         if (!ins.second && ins.first->second.first != t.shape[d])
           return inputError("input '{0}': dimension '{1}' is {2} but {3} in input '{4}'",
                             v->name(), dim.param, t.shape[d], ins.first->second.first,

@@ -59,7 +59,7 @@ static std::string describeDims(const Type &t) {
     s += i ? ", " : "";
     s += t.dims[i].isKnown()       ? std::to_string(t.dims[i].value)
          : t.dims[i].param.empty() ? "?"
-                                   : t.dims[i].param;
+                                   : t.dims[i].param.str();
   }
   return s + "]";
 }

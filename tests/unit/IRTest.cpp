@@ -341,6 +341,59 @@ TEST(TypeTest, CopiesAreDeepAndCompareByValue) {
   EXPECT_EQ(Type().tensorElemType(), DType::Undefined);
 }
 
+TEST(RareStringTest, EmptyUntilSetAndCopiesDeep) {
+  RareString a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.str(), "");
+  a = std::string("doc");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a.str(), "doc");
+  RareString b = a;
+  b = llvm::StringRef("other");
+  EXPECT_EQ(a.str(), "doc"); // the copy owns its own string
+  EXPECT_EQ(b.ref(), "other");
+  EXPECT_NE(a, b);
+  b = "doc";
+  EXPECT_EQ(a, b);
+  // Setting the empty string empties it: unset and "" are one state, as the
+  // exporter treats them (an empty field is not written).
+  b = "";
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b, RareString());
+  RareString moved = std::move(a);
+  EXPECT_EQ(moved.str(), "doc");
+  const std::string &asString = moved; // reads as a std::string
+  EXPECT_EQ(asString, "doc");
+  moved.clear();
+  EXPECT_TRUE(moved.empty());
+}
+
+TEST(TensorTest, BorrowedBytesStayValidInCopiesAndAreDroppedOnWrite) {
+  auto buffer = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
+  Tensor t(DType::U8, {4});
+  t.setBorrowedBytes(llvm::makeArrayRef(buffer->data() + 1, 4), buffer);
+  EXPECT_EQ(t.bytes().data(), buffer->data() + 1); // no copy
+  EXPECT_EQ(t.getAsDouble(0), 2.0);
+  Tensor copy = t;
+  std::weak_ptr<std::vector<uint8_t>> watch = buffer;
+  buffer.reset();
+  EXPECT_FALSE(watch.expired()); // the tensors keep it alive
+  EXPECT_EQ(copy.bytes(), llvm::makeArrayRef<uint8_t>({2, 3, 4, 5}));
+  t.setBytes({9, 9, 9, 9});
+  EXPECT_EQ(t.bytes(), llvm::makeArrayRef<uint8_t>({9, 9, 9, 9}));
+  EXPECT_FALSE(watch.expired());
+  copy.setBytes({7, 7, 7, 7});
+  EXPECT_TRUE(watch.expired()); // the last borrower let go
+  ExternalRef r;
+  r.location = "w.bin";
+  copy.setExternal(r);
+  Tensor externalCopy = copy;
+  ASSERT_TRUE(externalCopy.isExternal());
+  EXPECT_EQ(externalCopy.externalRef()->location, "w.bin");
+  EXPECT_NE(externalCopy.externalRef(), copy.externalRef()); // deep
+}
+
 TEST_F(IRTest, IdsAreDenseAndUniqueAcrossNestedGraphs) {
   Value *x = input("x");
   Node *a = node(*g, "Relu", {x}, "a");

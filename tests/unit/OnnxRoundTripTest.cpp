@@ -661,6 +661,43 @@ TEST(OnnxWireImport, PackedAndUnpackedRepeatedScalars) {
   expectSameAsParsed(withGraphTail(tinyModel(), lenField(5, dimsPacked)));
 }
 
+TEST(OnnxWireImport, RawDataIsBorrowedOnlyWithAnOwner) {
+  std::string raw = "\x01\x02\x03\x04\x05\x06\x07\x08";
+  std::string tensor =
+      intField(1, 2) + intField(2, TensorProto::FLOAT) + lenField(8, "w") + lenField(9, raw);
+  auto bytes = std::make_shared<std::string>(withGraphTail(tinyModel(), lenField(5, tensor)));
+  auto rawIn = [&](const std::string &buf) { return buf.data() + buf.find(raw); };
+  auto findW = [](const Model &m) -> const Tensor * {
+    for (const Value *v : m.graph->initializers())
+      if (v->name() == "w")
+        return v->initializer();
+    return nullptr;
+  };
+  // Without an owner the data is copied; with one it is used in place.
+  auto copied = importOnnxBytes(*bytes, ".");
+  ASSERT_TRUE(bool(copied)) << llvm::toString(copied.takeError());
+  const Tensor *c = findW(**copied);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c->bytes().data(), reinterpret_cast<const uint8_t *>(rawIn(*bytes)));
+  auto borrowed = importOnnxBytes(*bytes, ".", bytes);
+  ASSERT_TRUE(bool(borrowed)) << llvm::toString(borrowed.takeError());
+  const Tensor *b = findW(**borrowed);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes().data(), reinterpret_cast<const uint8_t *>(rawIn(*bytes)));
+  // The model keeps the buffer alive after its owner lets go, and both
+  // export to the same bytes.
+  std::weak_ptr<std::string> watch = bytes;
+  bytes.reset();
+  EXPECT_FALSE(watch.expired());
+  EXPECT_EQ(b->bytes(), c->bytes());
+  onnx::ModelProto pc, pb;
+  ASSERT_FALSE(bool(exportOnnx(**copied, pc)));
+  ASSERT_FALSE(bool(exportOnnx(**borrowed, pb)));
+  EXPECT_EQ(pc.SerializeAsString(), pb.SerializeAsString());
+  borrowed->reset();
+  EXPECT_TRUE(watch.expired());
+}
+
 TEST(OnnxWireImport, LastValueOfASingularFieldWins) {
   std::string attr = lenField(1, "first") + intField(3, 1) + lenField(1, "a") + intField(3, 7) +
                      intField(20, AttributeProto::FLOAT) + intField(20, AttributeProto::INT);

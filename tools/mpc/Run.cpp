@@ -300,8 +300,8 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
     for (const Dim &d : t.dims) {
       if (d.isKnown()) {
         shape.push_back(d.value);
-      } else if (d.isSymbolic() && a.dims.count(d.param)) {
-        shape.push_back(a.dims.lookup(d.param));
+      } else if (d.isSymbolic() && a.dims.count(d.param.ref())) {
+        shape.push_back(a.dims.lookup(d.param.ref()));
       } else {
         return inputError("input '{0}': dimension '{1}' needs a value (--dim {1}=N)",
                           v->name(), d.isSymbolic() ? d.param : "?");

@@ -375,11 +375,11 @@ static void writePlainAttribute(const Attribute &a, WireBuf &out) {
     break;
   }
   if (!a.docString.empty())
-    putBytes(out, 13, a.docString);
+    putBytes(out, 13, a.docString.ref());
   putTag(out, 20, kVarint);
   putVarint(out, static_cast<uint64_t>(static_cast<int64_t>(a.kind)));
   if (!a.refAttrName.empty())
-    putBytes(out, 21, a.refAttrName);
+    putBytes(out, 21, a.refAttrName.ref());
 }
 
 llvm::Error Exporter::writeNodesDirect(const Graph &g, NodeBytes &out) {
@@ -416,7 +416,7 @@ llvm::Error Exporter::writeNodesDirect(const Graph &g, NodeBytes &out) {
         putBytes(node, 5, attr);
       }
       if (!n.docString.empty())
-        putBytes(node, 6, n.docString);
+        putBytes(node, 6, n.docString.ref());
       if (!n.domain.empty())
         putBytes(node, 7, n.domain);
     }
@@ -442,6 +442,8 @@ llvm::Error Exporter::writeTensorDirect(const Tensor &t, NodeBytes &out) {
     putBytes(out, 5, bytes);
     return llvm::Error::success();
   }
+  // The header (dims, data_type, name) is built first; the data is appended
+  // straight to `out` (one copy of the weights, not two).
   for (int64_t d : t.dims) {
     putTag(body, 1, kVarint);
     putVarint(body, static_cast<uint64_t>(d));
@@ -451,10 +453,18 @@ llvm::Error Exporter::writeTensorDirect(const Tensor &t, NodeBytes &out) {
   if (!t.name.empty())
     putBytes(body, 8, t.name);
   llvm::ArrayRef<uint8_t> raw = t.bytes();
-  putBytes(body, 9, llvm::StringRef(reinterpret_cast<const char *>(raw.data()), raw.size()));
+  llvm::SmallString<16> rawHead;
+  putTag(rawHead, 9, kLen);
+  putVarint(rawHead, raw.size());
+  llvm::SmallString<64> doc;
   if (!t.docString.empty())
-    putBytes(body, 12, t.docString);
-  putBytes(out, 5, body);
+    putBytes(doc, 12, t.docString.ref());
+  putTag(out, 5, kLen);
+  putVarint(out, body.size() + rawHead.size() + raw.size() + doc.size());
+  out.append(body.begin(), body.end());
+  out.append(rawHead.begin(), rawHead.end());
+  out.append(raw.begin(), raw.end());
+  out.append(doc.begin(), doc.end());
   return llvm::Error::success();
 }
 

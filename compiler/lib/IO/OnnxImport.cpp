@@ -156,7 +156,11 @@ private:
 
 class Importer {
 public:
-  Importer(Model &m, llvm::StringRef baseDir) : model(m), baseDir(baseDir) {}
+  /// `source` and `owner`: see importOnnxBytes (raw data inside `source` is
+  /// borrowed when `owner` is set).
+  Importer(Model &m, llvm::StringRef baseDir, llvm::StringRef source = {},
+           std::shared_ptr<const void> owner = nullptr)
+      : model(m), baseDir(baseDir), source(source), owner(std::move(owner)) {}
 
   /// `p` gives every field but the main graph, which `mainGraph` views
   /// (null when the model has none).
@@ -165,6 +169,8 @@ public:
 private:
   Model &model;
   std::string baseDir;
+  llvm::StringRef source;
+  std::shared_ptr<const void> owner;
   /// Attributes of wire nodes that are not plain, parsed.
   pb::Arena fallbackArena;
 
@@ -333,7 +339,7 @@ llvm::Error Importer::checkExternalLocation(llvm::StringRef loc, llvm::StringRef
 llvm::Error Importer::importTensor(const TensorView &tv, Tensor &t,
                                    llvm::function_ref<std::string()> describe) {
   t.name.assign(tv.name.data(), tv.name.size());
-  t.docString.assign(tv.docString.data(), tv.docString.size());
+  t.docString = tv.docString;
   if (tv.proto)
     t.unknownFields = unknownFieldsOf(*tv.proto);
   if (!isKnownDType(tv.dataType) || tv.dataType == 0)
@@ -358,11 +364,15 @@ llvm::Error Importer::importTensor(const TensorView &tv, Tensor &t,
     assert(tv.proto && "wire views carry raw data");
     return importTypedData(*tv.proto, t, describe);
   }
-  // One copy, from the file (or the parsed message) into the IR.
   if (tv.rawData.size() != t.byteSize())
     return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), tv.rawData.size(),
                       t.byteSize());
-  t.setBytes(std::vector<uint8_t>(tv.rawData.bytes_begin(), tv.rawData.bytes_end()));
+  // Raw data read from the file is used in place; from a parsed message (which
+  // dies after import) it is copied.
+  if (owner && tv.rawData.begin() >= source.begin() && tv.rawData.end() <= source.end())
+    t.setBorrowedBytes(llvm::makeArrayRef(tv.rawData.bytes_begin(), tv.rawData.size()), owner);
+  else
+    t.setBytes(std::vector<uint8_t>(tv.rawData.bytes_begin(), tv.rawData.bytes_end()));
   return llvm::Error::success();
 }
 
@@ -593,7 +603,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     llvm::ArrayRef<llvm::CachedHashStringRef> outKeys = resultKeys.at(k);
     Node *n = g.createNode(nv.opType, nv.domain);
     n->name.assign(nv.name.data(), nv.name.size());
-    n->docString.assign(nv.docString.data(), nv.docString.size());
+    n->docString = nv.docString;
     if (nv.proto)
       n->unknownFields = unknownFieldsOf(*nv.proto);
     if (nv.opType.empty())
@@ -809,10 +819,11 @@ void onnxio::viewGraph(GraphView &g, const onnx::GraphProto &gp) {
 
 /// `p` gives every field but the main graph, which `mainGraph` views.
 static llvm::Expected<std::unique_ptr<Model>>
-importViews(const onnx::ModelProto &p, const GraphView *mainGraph, llvm::StringRef baseDir) {
+importViews(const onnx::ModelProto &p, const GraphView *mainGraph, llvm::StringRef baseDir,
+            llvm::StringRef source = {}, std::shared_ptr<const void> owner = nullptr) {
   auto m = std::make_unique<Model>();
   m->baseDir = baseDir.str();
-  Importer imp(*m, baseDir);
+  Importer imp(*m, baseDir, source, std::move(owner));
   if (auto err = imp.importModel(p, mainGraph))
     return err;
   return m;
@@ -841,14 +852,16 @@ static llvm::Expected<std::unique_ptr<Model>> importParsed(llvm::StringRef bytes
   return importOnnx(proto, baseDir);
 }
 
-llvm::Expected<std::unique_ptr<Model>> mpc::importOnnxBytes(llvm::StringRef bytes,
-                                                            llvm::StringRef baseDir) {
+llvm::Expected<std::unique_ptr<Model>>
+mpc::importOnnxBytes(llvm::StringRef bytes, llvm::StringRef baseDir,
+                     std::shared_ptr<const void> owner) {
   if (bytes.size() > INT32_MAX)
     return inputError("the file is larger than 2 GiB; store weights as external data");
   pb::Arena arena;
   ModelWire wire;
   if (decodeModel(bytes, wire, arena)) {
-    auto m = importViews(*wire.rest, wire.hasGraph ? &wire.graph : nullptr, baseDir);
+    auto m = importViews(*wire.rest, wire.hasGraph ? &wire.graph : nullptr, baseDir, bytes,
+                         std::move(owner));
     if (m)
       return m;
     llvm::consumeError(m.takeError());
@@ -868,7 +881,10 @@ llvm::Expected<std::unique_ptr<Model>> mpc::importOnnxFile(llvm::StringRef path)
   llvm::SmallString<256> dir(path);
   llvm::sys::fs::make_absolute(dir);
   llvm::sys::path::remove_filename(dir);
-  auto m = importOnnxBytes((*buf)->getBuffer(), dir);
+  // The tensors borrow their data from the buffer (a mapping of the file).
+  std::shared_ptr<llvm::MemoryBuffer> file = std::move(*buf);
+  llvm::StringRef bytes = file->getBuffer();
+  auto m = importOnnxBytes(bytes, dir, std::move(file));
   if (!m)
     return llvm::make_error<InputError>(
         (path + ": " + llvm::toString(m.takeError())).str());

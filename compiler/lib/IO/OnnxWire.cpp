@@ -58,6 +58,13 @@ public:
     out.assign(s.data(), s.size());
     return true;
   }
+  bool string(RareString &out) {
+    llvm::StringRef s;
+    if (!bytes(s))
+      return false;
+    out = s;
+    return true;
+  }
   /// A repeated string field: one more element.
   bool addString(std::vector<std::string> &out) {
     out.emplace_back();

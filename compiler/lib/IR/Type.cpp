@@ -94,6 +94,17 @@ int64_t Type::numElements() const {
   return n;
 }
 
+Tensor::Tensor(const Tensor &o)
+    : name(o.name), dtype(o.dtype), dims(o.dims), docString(o.docString),
+      unknownFields(o.unknownFields), raw(o.raw), borrowed(o.borrowed), keepAlive(o.keepAlive),
+      strs(o.strs), external(o.external ? std::make_unique<ExternalRef>(*o.external) : nullptr) {}
+
+Tensor &Tensor::operator=(const Tensor &o) {
+  if (this != &o)
+    *this = Tensor(o);
+  return *this;
+}
+
 int64_t Tensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : dims)
@@ -121,6 +132,7 @@ llvm::Error Tensor::materialize() {
                       r.location, data.size(), byteSize());
   raw.assign(data.bytes_begin(), data.bytes_end());
   external.reset();
+  dropBorrowed();
   return llvm::Error::success();
 }
 
@@ -138,8 +150,7 @@ static double halfBitsToDouble(uint16_t bits, const llvm::fltSemantics &sem) {
 }
 
 double Tensor::getAsDouble(int64_t i) const {
-  assert(!external && "materialize() external tensors first");
-  const uint8_t *p = raw.data();
+  const uint8_t *p = bytes().data();
   switch (dtype) {
   case DType::F32:
     return load<float>(p + 4 * i);

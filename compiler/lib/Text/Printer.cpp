@@ -47,7 +47,7 @@ void mpc::printType(const Type &t, llvm::raw_ostream &os) {
           else if (d.param.empty())
             os << '?';
           else
-            printIdentOrQuoted(os, d.param);
+            printIdentOrQuoted(os, d.param.ref());
         },
         ",");
     os << ']';

@@ -25,9 +25,12 @@ constexpr int64_t kMaxIrVersion = 13;
 /// Reads and imports an ONNX model file. External data is resolved relative to
 /// the file's folder and must stay inside it.
 llvm::Expected<std::unique_ptr<Model>> importOnnxFile(llvm::StringRef path);
-/// Imports a serialized ModelProto; `baseDir` resolves external data.
-llvm::Expected<std::unique_ptr<Model>> importOnnxBytes(llvm::StringRef bytes,
-                                                       llvm::StringRef baseDir);
+/// Imports a serialized ModelProto; `baseDir` resolves external data. With
+/// `owner` (something that keeps `bytes` alive), tensors refer to their raw
+/// data in `bytes` instead of copying it, and share ownership of it.
+llvm::Expected<std::unique_ptr<Model>>
+importOnnxBytes(llvm::StringRef bytes, llvm::StringRef baseDir,
+                std::shared_ptr<const void> owner = nullptr);
 /// Imports a parsed ModelProto.
 llvm::Expected<std::unique_ptr<Model>> importOnnx(const onnx::ModelProto &proto,
                                                   llvm::StringRef baseDir);

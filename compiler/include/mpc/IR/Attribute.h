@@ -38,9 +38,9 @@ enum class AttrKind : uint8_t {
 struct Attribute {
   std::string name;
   AttrKind kind = AttrKind::Undefined;
-  std::string docString;
+  RareString docString;
   /// Set inside function bodies: the attribute refers to the caller's one.
-  std::string refAttrName;
+  RareString refAttrName;
 
   float f = 0;
   int64_t i = 0;
@@ -51,7 +51,7 @@ struct Attribute {
   std::vector<Tensor> tensors;                ///< Tensor: exactly one
   std::vector<std::unique_ptr<Graph>> graphs; ///< Graph: exactly one
   std::vector<std::string> opaque;            ///< serialized sparse tensors / type protos
-  std::string unknownFields;
+  RareString unknownFields;
 
   Attribute() = default;
   Attribute(Attribute &&) = default;

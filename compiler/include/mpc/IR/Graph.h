@@ -68,15 +68,15 @@ public:
   /// True when the model carried a value_info (or graph input/output) entry for
   /// it; export writes value_info for intermediate values with this flag, so
   /// a pass that creates a value sets it to keep the value's type in the file.
+  RareString docString;
   bool hasValueInfo = false;
-  std::string docString;
 
 private:
   friend class Graph;
   friend class Node;
-  std::string valueName;
-  ValueKind valueKind = ValueKind::NodeResult;
+  ValueKind valueKind = ValueKind::NodeResult; // packs with hasValueInfo
   unsigned valueId = 0;
+  std::string valueName;
   Graph *owner = nullptr;
   Node *producerNode = nullptr;
   unsigned resultIndex = 0;
@@ -93,10 +93,10 @@ public:
   std::string opType;
   std::string domain; ///< "" for the default ONNX domain
   std::string name;
-  std::string docString;
+  RareString docString;
   std::vector<Attribute> attrs;
   /// Serialized protobuf fields this ONNX build lacks (metadata_props, ...).
-  std::string unknownFields;
+  RareString unknownFields;
 
   Graph *getParent() const { return parent; }
   Model &model() const;

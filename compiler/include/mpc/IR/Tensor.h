@@ -9,8 +9,10 @@
 #define MPC_IR_TENSOR_H
 
 #include "mpc/IR/DType.h"
+#include "mpc/IR/RareString.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,38 +33,52 @@ public:
   std::string name;
   DType dtype = DType::Undefined;
   std::vector<int64_t> dims;
-  std::string docString;
+  RareString docString;
   /// Serialized protobuf fields this build of ONNX does not know (kept verbatim).
-  std::string unknownFields;
+  RareString unknownFields;
 
   Tensor() = default;
   Tensor(DType t, std::vector<int64_t> shape) : dtype(t), dims(std::move(shape)) {}
+  Tensor(const Tensor &o);
+  Tensor(Tensor &&) noexcept = default;
+  Tensor &operator=(const Tensor &o);
+  Tensor &operator=(Tensor &&) noexcept = default;
 
   int64_t numElements() const;
   /// Size of the packed data in bytes (strings: 0).
   uint64_t byteSize() const;
 
-  bool isExternal() const { return external.hasValue(); }
-  const llvm::Optional<ExternalRef> &externalRef() const { return external; }
+  bool isExternal() const { return external != nullptr; }
+  /// Where the data lives when it is external, else null.
+  const ExternalRef *externalRef() const { return external.get(); }
   void setExternal(ExternalRef r) {
-    external = std::move(r);
+    external = std::make_unique<ExternalRef>(std::move(r));
     raw.clear();
+    dropBorrowed();
   }
   /// Reads external data into memory (no-op when in memory already).
   llvm::Error materialize();
 
-  /// Packed little-endian data; only valid for in-memory tensors.
+  /// Packed little-endian data; only valid for in-memory tensors. It may lie
+  /// in a buffer the tensor borrows (see setBorrowedBytes), so it is not
+  /// aligned for its element type: read elements with memcpy.
   llvm::ArrayRef<uint8_t> bytes() const {
     assert(!external && "materialize() external tensors first");
-    return raw;
-  }
-  std::vector<uint8_t> &mutableBytes() {
-    assert(!external && "materialize() external tensors first");
-    return raw;
+    return keepAlive ? borrowed : llvm::ArrayRef<uint8_t>(raw);
   }
   void setBytes(std::vector<uint8_t> b) {
     external.reset();
+    dropBorrowed();
     raw = std::move(b);
+  }
+  /// Uses `data` in place, without a copy: `owner` keeps the buffer it lies
+  /// in alive for as long as this tensor (or a copy of it) refers to it.
+  /// Import borrows the weights of the file it read this way.
+  void setBorrowedBytes(llvm::ArrayRef<uint8_t> data, std::shared_ptr<const void> owner) {
+    external.reset();
+    raw.clear();
+    borrowed = data;
+    keepAlive = std::move(owner);
   }
   std::vector<std::string> &strings() { return strs; }
   const std::vector<std::string> &strings() const { return strs; }
@@ -72,8 +88,15 @@ public:
 
 private:
   std::vector<uint8_t> raw;
+  llvm::ArrayRef<uint8_t> borrowed; ///< the data while keepAlive is set
+  std::shared_ptr<const void> keepAlive;
   std::vector<std::string> strs;
-  llvm::Optional<ExternalRef> external;
+  std::unique_ptr<ExternalRef> external; ///< rare: out of line
+
+  void dropBorrowed() {
+    borrowed = {};
+    keepAlive.reset();
+  }
 };
 
 } // namespace mpc

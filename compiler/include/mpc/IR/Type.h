@@ -9,6 +9,7 @@
 #define MPC_IR_TYPE_H
 
 #include "mpc/IR/DType.h"
+#include "mpc/IR/RareString.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,11 +19,11 @@ namespace mpc {
 /// One dimension of a shape: a known size, a symbolic name, or unknown.
 struct Dim {
   int64_t value = -1;  ///< >= 0 when the size is known
-  std::string param;   ///< symbolic name ("batch") when value < 0
-  std::string denotation;
+  RareString param;    ///< symbolic name ("batch") when value < 0
+  RareString denotation;
 
   static Dim known(int64_t v) { return Dim{v, {}, {}}; }
-  static Dim symbolic(std::string p) { return Dim{-1, std::move(p), {}}; }
+  static Dim symbolic(std::string p) { return Dim{-1, RareString(std::move(p)), {}}; }
   bool isKnown() const { return value >= 0; }
   bool isSymbolic() const { return value < 0 && !param.empty(); }
   bool operator==(const Dim &o) const {
@@ -40,7 +41,7 @@ public:
   /// False when the shape is unknown (not even the rank).
   bool hasShape = false;
   std::vector<Dim> dims;
-  std::string denotation;
+  RareString denotation;
   /// Element type of a sequence or optional, value type of a map.
   std::unique_ptr<Type> inner;
 
