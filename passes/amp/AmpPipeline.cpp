@@ -38,7 +38,9 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   }
   inferTypes(m);
   AmpColoring coloring(m, lists, opts.amp, caps);
-  AmpDecisions decisions = summarizeDecisions(coloring);
+  AmpDecisions decisions;
+  if (opts.summarize)
+    decisions = summarizeDecisions(coloring);
   if (opts.afterColoring)
     opts.afterColoring(m, coloring, lists);
   if (decisionLog) {

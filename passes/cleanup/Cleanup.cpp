@@ -29,17 +29,25 @@ static bool widens(DType narrow, DType wide) {
 }
 
 static bool isCast(const Node &n) {
-  // StringRef compares: this runs on every node, twice.
   llvm::StringRef op = n.opType, domain = n.domain;
   return op == "Cast" && (domain.empty() || domain == "ai.onnx") &&
          n.numInputs() == 1 && n.numOutputs() == 1 && n.input(0) && n.output(0);
 }
 
-static void collectNodes(Model &m, std::vector<Node *> &out) {
+static bool isConstantNode(const Node &n) {
+  return llvm::StringRef(n.opType) == "Constant" && n.domain.empty();
+}
+
+/// The Cast and Constant nodes of every graph of `m`, outer graphs first and
+/// each graph in node order: the only nodes the cleanups change or remove, so
+/// one walk over the model serves both.
+static std::vector<Node *> collectCandidates(Model &m) {
+  std::vector<Node *> out;
   auto add = [&](Graph &g) {
     forEachGraph(g, [&](Graph &sub) {
       for (Node &n : sub.nodes())
-        out.push_back(&n);
+        if (isCast(n) || isConstantNode(n))
+          out.push_back(&n);
     });
   };
   add(*m.graph);
@@ -49,13 +57,30 @@ static void collectNodes(Model &m, std::vector<Node *> &out) {
     if (ti.algorithm)
       add(*ti.algorithm);
   }
+  return out;
+}
+
+/// Removes the unused nodes among `candidates` (see collectCandidates).
+static unsigned eliminateDead(const std::vector<Node *> &candidates) {
+  unsigned removed = 0;
+  // Reverse order: users before producers, so chains die in one sweep.
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    Node *n = *it;
+    bool used = false;
+    for (Value *v : n->outputs())
+      used |= v && (v->hasUses() || v->isGraphOutput());
+    if (used)
+      continue;
+    n->getParent()->eraseNode(n);
+    ++removed;
+  }
+  return removed;
 }
 
 unsigned mpc::foldCasts(Model &m) {
-  std::vector<Node *> nodes;
-  collectNodes(m, nodes);
+  std::vector<Node *> candidates = collectCandidates(m);
   unsigned folded = 0;
-  for (Node *n : nodes) {
+  for (Node *n : candidates) {
     if (!isCast(*n))
       continue;
     Value *in = n->input(0), *out = n->output(0);
@@ -94,26 +119,10 @@ unsigned mpc::foldCasts(Model &m) {
     Graph::replaceAllUsesWith(out, in);
     ++folded;
   }
-  eliminateDeadCode(m);
+  // Folding rewires inputs but neither adds nor removes nodes, so the
+  // candidates are still every Cast and Constant of the model.
+  eliminateDead(candidates);
   return folded;
 }
 
-unsigned mpc::eliminateDeadCode(Model &m) {
-  std::vector<Node *> nodes;
-  collectNodes(m, nodes);
-  unsigned removed = 0;
-  // Reverse order: users before producers, so chains die in one sweep.
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-    Node *n = *it;
-    if (!isCast(*n) && !(llvm::StringRef(n->opType) == "Constant" && n->domain.empty()))
-      continue;
-    bool used = false;
-    for (Value *v : n->outputs())
-      used |= v && (v->hasUses() || v->isGraphOutput());
-    if (used)
-      continue;
-    n->getParent()->eraseNode(n);
-    ++removed;
-  }
-  return removed;
-}
+unsigned mpc::eliminateDeadCode(Model &m) { return eliminateDead(collectCandidates(m)); }

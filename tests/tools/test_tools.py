@@ -390,6 +390,21 @@ class ReportTest(TempDirCase):
                 self.assertIsInstance(report["notes"], list)
                 self.assertFalse([f for f in os.listdir(self.tmp) if ".tmp" in f])
 
+    def test_report_and_dumps_do_not_change_the_output(self):
+        # Without --report or --dump-dir the rewrite skips the decision summary;
+        # the model and the summary line must not depend on that.
+        for name in MODELS:
+            with self.subTest(model=name):
+                out = os.path.join(self.tmp, name + ".amp.onnx")
+                plain = self.rewrite(model_path(name), dump=False)
+                with open(out, "rb") as f:
+                    plain_bytes = f.read()
+                full = self.rewrite(model_path(name), dump=True,
+                                    report=os.path.join(self.tmp, name + ".json"))
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), plain_bytes)
+                self.assertEqual(plain.stdout, full.stdout)
+
     def test_fractions(self):
         cnn, _ = self.report("cnn")
         self.assertGreater(cnn["fp16_flops_fraction"], 0.5)

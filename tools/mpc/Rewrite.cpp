@@ -266,6 +266,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   AmpRunOptions ro;
   ro.amp = a.amp;
   ro.verifyEach = a.verifyEach;
+  ro.summarize = !a.report.empty() || !dump.dir.empty(); // their only readers
   if (!dump.dir.empty())
     ro.afterColoring = [&](const Model &, const AmpColoring &c, const AmpLists &lists) {
       AmpDecisions d = summarizeDecisions(c);

@@ -92,6 +92,9 @@ struct AmpRunOptions {
   AmpOptions amp;
   /// Verify after every step (tests and debug builds) instead of only at the end.
   bool verifyEach = false;
+  /// Fill AmpResult::decisions (for reports and dumps). Off, the rewrite skips
+  /// a walk and about 80 bytes per node; its output is the same.
+  bool summarize = true;
   /// Called after the painting, before the model changes (dumps of the
   /// colored input graph).
   std::function<void(const Model &, const AmpColoring &, const AmpLists &)> afterColoring;
