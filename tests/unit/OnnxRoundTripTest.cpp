@@ -488,6 +488,29 @@ TEST(OnnxRoundTrip, NodesOutOfOrderAreSorted) {
   EXPECT_EQ(m->graph->nodes().back().order(), 1u);
 }
 
+TEST(OnnxRoundTrip, NodesWhoseBodiesCaptureLaterResultsAreSorted) {
+  // If's body reads 'y', which the Relu after it produces: only the capture
+  // orders the two, so import must look into the body to sort them.
+  onnx::ModelProto p = tinyModel(); // Relu(x) -> y
+  onnx::GraphProto &g = *p.mutable_graph();
+  addValue(g.mutable_input(), "c", TensorProto::BOOL, {});
+  auto *ifNode = addNode(g, "If", {"c"}, {"z"}, "branch");
+  for (const char *branch : {"then_branch", "else_branch"}) {
+    onnx::GraphProto *body = addAttr(*ifNode, branch, AttributeProto::GRAPH)->mutable_g();
+    body->set_name(branch);
+    addNode(*body, "Neg", {"y"}, {std::string(branch) + "_out"});
+    addValue(body->mutable_output(), std::string(branch) + "_out", TensorProto::FLOAT, {"4"});
+  }
+  g.mutable_node()->SwapElements(0, 1); // If first, then Relu
+  g.clear_output();
+  addValue(g.mutable_output(), "z", TensorProto::FLOAT, {"4"});
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->graph->nodes().front().opType, "Relu");
+  EXPECT_EQ(m->graph->nodes().back().opType, "If");
+  EXPECT_EQ(m->graph->nodes().back().order(), 1u);
+}
+
 TEST(OnnxRoundTrip, InputDefaultsStayInputs) {
   onnx::ModelProto p = tinyModel();
   p.set_ir_version(3);

@@ -89,7 +89,8 @@ struct Scope {
   /// probe of the (large, cache-missing) table. Only values `names` holds are
   /// noted, so a hit is what the table would give.
   std::array<Value *, 64> recent{};
-  void noteRecent(llvm::CachedHashStringRef k, Value *v) { recent[k.hash() % recent.size()] = v; }
+  void noteRecent(llvm::CachedHashStringRef k, Value *v) { noteRecent(k.hash(), v); }
+  void noteRecent(unsigned hash, Value *v) { recent[hash % recent.size()] = v; }
 
   /// Adds `v` under its name; false when this scope has the name already.
   bool define(llvm::CachedHashStringRef k, Value *v) {
@@ -595,12 +596,23 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   }
 
   // Phase 1: nodes and their results, so inputs may refer to later nodes.
+  // Value ids grow in creation order: node k's results have ids from
+  // firstResultId[k] on, so an input with a smaller id (of a node result of
+  // this graph) comes from an earlier node. The hashes of the results' names
+  // are kept for phase 2 (the names need not be read and hashed again).
   std::vector<Node *> nodes;
   nodes.reserve(gv.nodes.size());
+  std::vector<unsigned> firstResultId;
+  firstResultId.reserve(gv.nodes.size());
+  std::vector<unsigned> resultHashes;
+  resultHashes.reserve(gv.names.size());
   KeyWindow resultKeys(gv, scope, /*inputs=*/false);
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
     llvm::ArrayRef<llvm::CachedHashStringRef> outKeys = resultKeys.at(k);
+    firstResultId.push_back(model.valueIdBound());
+    for (llvm::CachedHashStringRef key : outKeys)
+      resultHashes.push_back(key.hash());
     Node *n = g.createNode(nv.opType, nv.domain);
     n->name.assign(nv.name.data(), nv.name.size());
     n->docString = nv.docString;
@@ -626,14 +638,17 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   }
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
   // The recent-value slots replay phase 1: each node's results are noted
-  // after its inputs are resolved.
+  // after its inputs are resolved. `inOrder` stays true while every node
+  // reads only results of earlier nodes (and has no nested graph, whose
+  // captures only the full check sees): the file's order is then
+  // topological and nothing needs sorting.
   KeyWindow inputKeys(gv, scope, /*inputs=*/true);
-  KeyWindow resultKeysAgain(gv, scope, /*inputs=*/false, /*prefetch=*/false);
+  bool inOrder = true;
+  const unsigned *resultHash = resultHashes.data();
   for (size_t k = 0; k < gv.nodes.size(); ++k) {
     const NodeView &nv = gv.nodes[k];
     Node *n = nodes[k];
     llvm::ArrayRef<llvm::CachedHashStringRef> inKeys = inputKeys.at(k);
-    llvm::ArrayRef<llvm::CachedHashStringRef> outKeys = resultKeysAgain.at(k);
     llvm::ArrayRef<llvm::StringRef> ins = gv.inputsOf(nv);
     n->reserveInputs(static_cast<unsigned>(ins.size()));
     if (nv.numAttrs)
@@ -644,13 +659,17 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
         return inputError("{0}: {1} uses '{2}', which is not defined", gname, describeNode(*n),
                           ins[j]);
       n->addInput(v);
+      inOrder &= !v || v->graph() != &g || v->kind() != ValueKind::NodeResult ||
+                 v->id() < firstResultId[k];
     }
-    for (const AttrRef &ar : gv.attrsOf(nv))
+    for (const AttrRef &ar : gv.attrsOf(nv)) {
       if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
         return err;
-    for (unsigned i = 0; i < n->numOutputs(); ++i)
+      inOrder &= n->attrs.back().graphs.empty();
+    }
+    for (unsigned i = 0; i < n->numOutputs(); ++i, ++resultHash)
       if (Value *v = n->output(i))
-        scope.noteRecent(outKeys[i], v);
+        scope.noteRecent(*resultHash, v);
   }
 
   for (const ValueInfoView &vi : gv.valueInfo) {
@@ -678,9 +697,12 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     g.addOutput(v);
   }
 
-  if (!g.sortTopologically())
-    return inputError("{0}: the nodes form a cycle", gname);
-  g.renumber();
+  // In file order the nodes' order keys are 0, 1, 2, ... already.
+  if (!inOrder) {
+    if (!g.sortTopologically())
+      return inputError("{0}: the nodes form a cycle", gname);
+    g.renumber();
+  }
   return llvm::Error::success();
 }
 
