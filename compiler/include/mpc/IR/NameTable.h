@@ -22,6 +22,13 @@ namespace mpc {
 
 class Value;
 
+/// Frees what NameTable::grow allocated: a mapping of `bytes` bytes, or
+/// (bytes == 0) a calloc block.
+struct ZeroedMemoryDeleter {
+  size_t bytes = 0;
+  void operator()(void *p) const;
+};
+
 class NameTable {
 public:
   /// A name with the hash the table uses (xxHash64, eight bytes a step).
@@ -48,7 +55,8 @@ private:
     uint32_t hash = 0;
     Value *value = nullptr;
   };
-  std::unique_ptr<Slot[]> slots;
+  /// Zeroed slots (an all-zero Slot is empty); see grow().
+  std::unique_ptr<Slot[], ZeroedMemoryDeleter> slots;
   uint32_t mask = 0; ///< capacity - 1 (capacity a power of two), 0 when empty
   size_t count = 0;
   llvm::BumpPtrAllocator chars;
