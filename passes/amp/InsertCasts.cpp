@@ -181,8 +181,9 @@ private:
     return t == kNotRecorded ? v.type.tensorElemType() : t;
   }
   void collect();
-  void reuseExistingCasts();
-  void retypeSlots();
+  void reuseExistingCast(Node &n, std::vector<std::string> &log);
+  void retypeSlots(Node &n);
+  void retypeNodes();
   void retypeAttributes(Node &n);
   void fixValue(Value *v);
   Value *convertTo(Value *v, DType want, bool allUsesWant);
@@ -215,12 +216,8 @@ void CastInserter::collect() {
         origType[v->id()] = v->type.tensorElemType();
       for (Value *v : sub.initializers())
         origType[v->id()] = v->type.tensorElemType();
-      for (Node &n : sub.nodes()) {
+      for (Node &n : sub.nodes())
         allNodes.push_back(&n);
-        for (Value *v : n.outputs())
-          if (v)
-            origType[v->id()] = v->type.tensorElemType();
-      }
     });
   };
   add(*m.graph);
@@ -235,27 +232,25 @@ void CastInserter::collect() {
 
 /// Step 8: a Cast(to=float) whose consumers all want the target type is
 /// retargeted instead of getting a second cast behind it.
-void CastInserter::reuseExistingCasts() {
-  for (Node *n : allNodes) {
-    if (llvm::StringRef(n->opType) != "Cast" || !n->domain.empty() || n->numOutputs() != 1)
-      continue;
-    Value *out = n->output(0);
-    Attribute *to = n->attr("to");
-    if (!out || !to || to->i != static_cast<int64_t>(DType::F32) || !out->hasUses() ||
-        out->isGraphOutput())
-      continue;
-    bool allAllow = true;
-    for (const Use &u : out->uses())
-      allAllow &= coloring.isAllow(u);
-    if (!allAllow)
-      continue;
-    to->i = static_cast<int64_t>(target);
-    out->type.setTensorElemType(target);
-    ++result.castsReused;
-    if (opts.verbose)
-      result.typeChanges.push_back(llvm::formatv("{0}: existing Cast retargeted to {1}",
-                                                 describeNode(*n), dtypeName(target)));
-  }
+void CastInserter::reuseExistingCast(Node &n, std::vector<std::string> &log) {
+  if (llvm::StringRef(n.opType) != "Cast" || !n.domain.empty() || n.numOutputs() != 1)
+    return;
+  Value *out = n.output(0);
+  Attribute *to = n.attr("to");
+  if (!out || !to || to->i != static_cast<int64_t>(DType::F32) || !out->hasUses() ||
+      out->isGraphOutput())
+    return;
+  bool allAllow = true;
+  for (const Use &u : out->uses())
+    allAllow &= coloring.isAllow(u);
+  if (!allAllow)
+    return;
+  to->i = static_cast<int64_t>(target);
+  out->type.setTensorElemType(target);
+  ++result.castsReused;
+  if (opts.verbose)
+    log.push_back(llvm::formatv("{0}: existing Cast retargeted to {1}", describeNode(n),
+                                dtypeName(target)));
 }
 
 void CastInserter::retypeAttributes(Node &n) {
@@ -281,37 +276,51 @@ void CastInserter::retypeAttributes(Node &n) {
   }
 }
 
-void CastInserter::retypeSlots() {
-  for (Node *n : allNodes) {
-    bool any = false;
-    llvm::SmallVector<unsigned, 4> counted;
-    for (unsigned i = 0; i < n->numOutputs(); ++i) {
-      Value *v = n->output(i);
-      if (!v || !coloring.isAllow(*n, false, i))
-        continue;
-      v->type.setTensorElemType(target);
-      any = true;
-      if (opts.verbose)
-        result.typeChanges.push_back(llvm::formatv("{0}: result '{1}' f32 -> {2}",
-                                                   describeNode(*n), v->name(),
-                                                   dtypeName(target)));
-    }
-    // N counts converted slots (inputs-only slots included).
-    auto countSlot = [&](unsigned s) {
-      if (coloring.slots()[s].color != SlotColor::Allow ||
-          std::find(counted.begin(), counted.end(), s) != counted.end())
-        return;
-      counted.push_back(s);
-      any = true;
-    };
-    for (unsigned i = 0; i < n->numInputs(); ++i)
-      countSlot(coloring.slotOf(*n, true, i));
-    for (unsigned i = 0; i < n->numOutputs(); ++i)
-      countSlot(coloring.slotOf(*n, false, i));
-    result.slotsConverted += static_cast<unsigned>(counted.size());
-    if (any)
-      retypeAttributes(*n);
+void CastInserter::retypeSlots(Node &n) {
+  bool any = false;
+  llvm::SmallVector<unsigned, 4> counted;
+  for (unsigned i = 0; i < n.numOutputs(); ++i) {
+    Value *v = n.output(i);
+    if (!v || !coloring.isAllow(n, false, i))
+      continue;
+    v->type.setTensorElemType(target);
+    any = true;
+    if (opts.verbose)
+      result.typeChanges.push_back(llvm::formatv("{0}: result '{1}' f32 -> {2}", describeNode(n),
+                                                 v->name(), dtypeName(target)));
   }
+  // N counts converted slots (inputs-only slots included).
+  auto countSlot = [&](unsigned s) {
+    if (coloring.slots()[s].color != SlotColor::Allow ||
+        std::find(counted.begin(), counted.end(), s) != counted.end())
+      return;
+    counted.push_back(s);
+    any = true;
+  };
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    countSlot(coloring.slotOf(n, true, i));
+  for (unsigned i = 0; i < n.numOutputs(); ++i)
+    countSlot(coloring.slotOf(n, false, i));
+  result.slotsConverted += static_cast<unsigned>(counted.size());
+  if (any)
+    retypeAttributes(n);
+}
+
+/// One walk over every node: records the results' original types, then
+/// retargets reusable casts (step 8) and retypes converted slots. A node's
+/// steps change only its own attributes and results, so doing them node by
+/// node is doing them step by step; the verbose log keeps the step order.
+void CastInserter::retypeNodes() {
+  std::vector<std::string> reuseLog;
+  for (Node *n : allNodes) {
+    for (Value *v : n->outputs())
+      if (v)
+        origType[v->id()] = v->type.tensorElemType();
+    reuseExistingCast(*n, reuseLog);
+    retypeSlots(*n);
+  }
+  result.typeChanges.insert(result.typeChanges.begin(), std::make_move_iterator(reuseLog.begin()),
+                            std::make_move_iterator(reuseLog.end()));
 }
 
 NodeList::iterator CastInserter::insertionPoint(Value *v) {
@@ -518,8 +527,7 @@ void CastInserter::retypeGraphInputs(Graph &g) {
 
 AmpResult CastInserter::run() {
   collect();
-  reuseExistingCasts();
-  retypeSlots();
+  retypeNodes();
   for (Graph *g : graphs)
     retypeGraphInputs(*g);
   for (Graph *g : graphs)
