@@ -621,6 +621,36 @@ TEST(OnnxRoundTrip, WritesExternalDataFile) {
   EXPECT_EQ(*b1, *b2);
 }
 
+TEST(OnnxRoundTrip, LargeFilesAreWrittenAsProtobufSerializesThem) {
+  // Node and initializer bytes are streamed in 1 MiB chunks: a chain of
+  // 40,000 nodes (about 1.5 MiB) and a 2 MiB initializer span several.
+  TempDir dir;
+  onnx::ModelProto p = tinyModel(); // Relu(x) -> y
+  onnx::GraphProto &g = *p.mutable_graph();
+  std::string prev = "y";
+  for (int i = 0; i < 40000; ++i) {
+    std::string out = "chain/node_" + std::to_string(i);
+    addNode(g, i % 2 ? "Neg" : "Relu", {prev}, {out}, out);
+    prev = out;
+  }
+  std::vector<float> big(512 * 1024);
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<float>(i % 1000) * 0.25f;
+  *g.add_initializer() = floatTensor("big", {512, 1024}, big);
+  *g.add_initializer() = floatTensor("small", {2}, {1, 2});
+  g.clear_output();
+  addValue(g.mutable_output(), prev, TensorProto::FLOAT, {"4"});
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  ASSERT_FALSE(bool(writeOnnxFile(*m, dir.file("big.onnx"), ExportOptions())));
+  auto buf = llvm::MemoryBuffer::getFile(dir.file("big.onnx"));
+  ASSERT_TRUE(bool(buf));
+  auto want = exportOnnxBytes(*m); // protobuf's own serializer
+  ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
+  EXPECT_GT(want->size(), size_t(3) << 20);
+  EXPECT_TRUE((*buf)->getBuffer() == *want);
+}
+
 // A pass that creates values sets hasValueInfo (Graph.h); export then writes
 // their types, so they survive a round trip.
 TEST(OnnxRoundTrip, NewValuesKeepTheirTypes) {

@@ -48,8 +48,34 @@ struct ExternalSink {
   uint64_t offset = 0;
 };
 
-/// The wire bytes of a graph's nodes (GraphProto field 1, repeated).
+/// Wire bytes of small pieces (a node, a graph's name).
 using NodeBytes = llvm::SmallVector<char, 0>;
+
+/// The wire bytes of a whole graph's nodes or initializers (GraphProto fields
+/// 1 and 5, repeated): 150 MB for a million-node model. They are appended in
+/// chunks of at least 1 MiB; one growing vector would copy everything it holds
+/// at each doubling and touch twice the memory.
+class ChunkedBytes {
+public:
+  void append(llvm::StringRef s) {
+    if (chunks.empty() || chunks.back().capacity() - chunks.back().size() < s.size()) {
+      chunks.emplace_back();
+      chunks.back().reserve(std::max(kChunk, s.size()));
+    }
+    chunks.back().append(s.begin(), s.end());
+    total += s.size();
+  }
+  size_t size() const { return total; }
+  void writeTo(llvm::raw_ostream &os) const {
+    for (const NodeBytes &c : chunks)
+      os.write(c.data(), c.size());
+  }
+
+private:
+  static constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<NodeBytes> chunks;
+  size_t total = 0;
+};
 
 class Exporter {
 public:
@@ -58,24 +84,24 @@ public:
   /// Like exportModel, but the main graph's nodes are serialized straight
   /// into `mainNodes` (the wire bytes of GraphProto field 1, see
   /// writeNodesDirect) instead of being built as NodeProtos.
-  llvm::Error exportModelStreamingNodes(Model &m, onnx::ModelProto &p, NodeBytes &mainNodes,
-                                        NodeBytes &mainInitializers);
+  llvm::Error exportModelStreamingNodes(Model &m, onnx::ModelProto &p, ChunkedBytes &mainNodes,
+                                        ChunkedBytes &mainInitializers);
 
 private:
   ExternalSink *sink;
   /// Set by exportModelStreamingNodes: the main graph's node bytes.
   const Graph *streamGraph = nullptr;
-  NodeBytes *streamNodes = nullptr;
+  ChunkedBytes *streamNodes = nullptr;
   /// The main graph's initializers (GraphProto field 5), likewise.
-  NodeBytes *streamInits = nullptr;
+  ChunkedBytes *streamInits = nullptr;
   pb::Arena scratchArena;
 
   llvm::Error exportGraph(const Graph &g, onnx::GraphProto &gp);
   llvm::Error exportTensor(const Tensor &t, onnx::TensorProto &tp);
   llvm::Error exportAttribute(const Attribute &a, onnx::AttributeProto &ap);
   llvm::Error exportNode(const Node &n, onnx::NodeProto &np);
-  llvm::Error writeNodesDirect(const Graph &g, NodeBytes &out);
-  llvm::Error writeTensorDirect(const Tensor &t, NodeBytes &out);
+  llvm::Error writeNodesDirect(const Graph &g, ChunkedBytes &out);
+  llvm::Error writeTensorDirect(const Tensor &t, ChunkedBytes &out);
 };
 
 } // namespace
@@ -382,7 +408,16 @@ static void writePlainAttribute(const Attribute &a, WireBuf &out) {
     putBytes(out, 21, a.refAttrName.ref());
 }
 
-llvm::Error Exporter::writeNodesDirect(const Graph &g, NodeBytes &out) {
+/// A length-delimited field (tag, length, `payload`) appended to `out`.
+static void appendField(ChunkedBytes &out, unsigned field, llvm::StringRef payload) {
+  llvm::SmallString<16> head;
+  putTag(head, field, kLen);
+  putVarint(head, payload.size());
+  out.append(head);
+  out.append(payload);
+}
+
+llvm::Error Exporter::writeNodesDirect(const Graph &g, ChunkedBytes &out) {
   llvm::SmallString<512> node;
   llvm::SmallString<128> attr;
   std::string viaProto;
@@ -420,7 +455,7 @@ llvm::Error Exporter::writeNodesDirect(const Graph &g, NodeBytes &out) {
       if (!n.domain.empty())
         putBytes(node, 7, n.domain);
     }
-    putBytes(out, 1, node);
+    appendField(out, 1, node);
   }
   return llvm::Error::success();
 }
@@ -429,8 +464,8 @@ llvm::Error Exporter::writeNodesDirect(const Graph &g, NodeBytes &out) {
 /// 2, name 8, raw_data 9, doc_string 12. In-memory numeric tensors without
 /// unknown fields only, and not while writing external data; the rest go
 /// through exportTensor.
-llvm::Error Exporter::writeTensorDirect(const Tensor &t, NodeBytes &out) {
-  llvm::SmallString<1024> body;
+llvm::Error Exporter::writeTensorDirect(const Tensor &t, ChunkedBytes &out) {
+  llvm::SmallString<128> body;
   bool plain = t.unknownFields.empty() && t.dtype != DType::String && !t.isExternal() &&
                !(sink && sink->os);
   if (!plain) {
@@ -439,7 +474,7 @@ llvm::Error Exporter::writeTensorDirect(const Tensor &t, NodeBytes &out) {
       return err;
     std::string bytes;
     tp.AppendToString(&bytes);
-    putBytes(out, 5, bytes);
+    appendField(out, 5, bytes);
     return llvm::Error::success();
   }
   // The header (dims, data_type, name) is built first; the data is appended
@@ -459,12 +494,14 @@ llvm::Error Exporter::writeTensorDirect(const Tensor &t, NodeBytes &out) {
   llvm::SmallString<64> doc;
   if (!t.docString.empty())
     putBytes(doc, 12, t.docString.ref());
-  putTag(out, 5, kLen);
-  putVarint(out, body.size() + rawHead.size() + raw.size() + doc.size());
-  out.append(body.begin(), body.end());
-  out.append(rawHead.begin(), rawHead.end());
-  out.append(raw.begin(), raw.end());
-  out.append(doc.begin(), doc.end());
+  llvm::SmallString<16> head;
+  putTag(head, 5, kLen);
+  putVarint(head, body.size() + rawHead.size() + raw.size() + doc.size());
+  out.append(head);
+  out.append(body);
+  out.append(rawHead);
+  out.append(llvm::StringRef(reinterpret_cast<const char *>(raw.data()), raw.size()));
+  out.append(doc);
   return llvm::Error::success();
 }
 
@@ -554,7 +591,8 @@ llvm::Error Exporter::exportModel(Model &m, onnx::ModelProto &p) {
 }
 
 llvm::Error Exporter::exportModelStreamingNodes(Model &m, onnx::ModelProto &p,
-                                                NodeBytes &mainNodes, NodeBytes &mainInitializers) {
+                                                ChunkedBytes &mainNodes,
+                                                ChunkedBytes &mainInitializers) {
   streamGraph = m.graph.get();
   streamNodes = &mainNodes;
   streamInits = &mainInitializers;
@@ -631,14 +669,15 @@ struct ModelBytes {
   llvm::SmallString<16> graphTag;
   /// GraphProto fields 1 (nodes), 2 (name) and 5 (initializers); graphRest
   /// holds the graph's other fields (10 and above, unknown fields last).
-  NodeBytes nodes, graphName, inits;
+  ChunkedBytes nodes, inits;
+  NodeBytes graphName;
   size_t size() const {
     return head.size() + graphTag.size() + nodes.size() + graphName.size() + inits.size() +
            graphRest.size() + tail.size();
   }
 };
 
-static ModelBytes splitSerialize(onnx::ModelProto &p, NodeBytes nodes, NodeBytes inits,
+static ModelBytes splitSerialize(onnx::ModelProto &p, ChunkedBytes nodes, ChunkedBytes inits,
                                  pb::Arena &arena) {
   ModelBytes b;
   // ModelProto fields 1-6 precede the graph (7); everything else follows it.
@@ -680,7 +719,7 @@ static ModelBytes splitSerialize(onnx::ModelProto &p, NodeBytes nodes, NodeBytes
 llvm::Error mpc::writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &opts) {
   pb::Arena arena;
   onnx::ModelProto &p = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
-  NodeBytes nodes, inits;
+  ChunkedBytes nodes, inits;
   if (opts.externalDataFile.empty()) {
     Exporter e(nullptr);
     if (auto err = e.exportModelStreamingNodes(m, p, nodes, inits))
@@ -701,9 +740,9 @@ llvm::Error mpc::writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptio
     return inputError("the model is larger than 2 GiB; write it with external data");
   return atomicWrite(path, [&](llvm::raw_fd_ostream &os) {
     os << bytes.head << bytes.graphTag;
-    os.write(bytes.nodes.data(), bytes.nodes.size());
+    bytes.nodes.writeTo(os);
     os.write(bytes.graphName.data(), bytes.graphName.size());
-    os.write(bytes.inits.data(), bytes.inits.size());
+    bytes.inits.writeTo(os);
     os << bytes.graphRest << bytes.tail;
     return llvm::Error::success();
   });
