@@ -19,6 +19,7 @@ Usage: test_loss_scaling.py --mpc build/tools/mpc --source-dir . [--reference-mp
 import argparse
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -159,6 +160,10 @@ class Base(unittest.TestCase):
         cls.orig = ls_models.mlp_training_model(data_name=DATA)
         cls.feeds = ls_models.mlp_data()
         cls.feeds = {DATA: cls.feeds["X"], "labels": cls.feeds["labels"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def rw(self, *flags, model=None, env=None, name="in"):
         r = rewrite(model if model is not None else self.orig, *flags, env=env, tmp=self.tmp,
