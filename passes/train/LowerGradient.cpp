@@ -22,7 +22,7 @@ static Value *lookupValue(Graph &alg, llvm::StringRef name) {
   for (Graph *g = &alg; g; g = g->parent())
     for (const auto &v : g->values())
       if (v->name() == name && (v->kind() != ValueKind::NodeResult || v->producer()))
-        return v.get();
+        return v;
   return nullptr;
 }
 

@@ -606,7 +606,7 @@ static void inferShapes(Model &m) {
   for (const auto &vi : proto.graph().output())
     inferred[vi.name()] = &vi.type();
   for (const auto &uv : m.graph->values()) {
-    Value *v = uv.get();
+    Value *v = uv;
     if (v->type.isTensor() && v->type.hasShape)
       continue;
     auto it = inferred.find(v->name());

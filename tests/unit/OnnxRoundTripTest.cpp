@@ -407,7 +407,7 @@ std::string reluNode(const std::string &out, const std::string &extra = "") {
 const Value *findValue(const Graph &g, llvm::StringRef name) {
   for (const auto &v : g.values())
     if (v->name() == name)
-      return v.get();
+      return v;
   return nullptr;
 }
 

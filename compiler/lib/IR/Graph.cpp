@@ -202,8 +202,8 @@ Graph::~Graph() {
 }
 
 Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
-  valueStore.push_back(std::make_unique<Value>());
-  Value *v = valueStore.back().get();
+  Value *v = new (valueArena.Allocate()) Value();
+  valueStore.push_back(v);
   v->valueName = valueName.val().str();
   v->valueKind = k;
   v->valueId = owningModel->nextValueId++;
@@ -261,7 +261,7 @@ void Graph::eraseInitializer(Value *v) {
 
 Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
                         NodeList::iterator insertPt, const Node *orderFrom) {
-  Node *n = new Node();
+  Node *n = new (nodeArena.Allocate<Node>()) Node();
   n->opType = opType.str();
   n->domain = domain.str();
   n->parent = this;

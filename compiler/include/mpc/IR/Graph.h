@@ -14,6 +14,7 @@
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Allocator.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
@@ -158,7 +159,10 @@ private:
 } // namespace mpc
 
 namespace llvm {
+/// Nodes live in their graph's bump allocator (Graph::createNode): erasing
+/// one runs its destructor and leaves its memory to the graph.
 template <> struct ilist_traits<mpc::Node> : ilist_alloc_traits<mpc::Node> {
+  static void deleteNode(mpc::Node *n) { n->~Node(); }
   void addNodeToList(mpc::Node *) {}
   void removeNodeFromList(mpc::Node *) {}
   void transferNodesFromList(ilist_traits &, simple_ilist<mpc::Node>::iterator,
@@ -199,7 +203,7 @@ public:
   const std::vector<Value *> &outputs() const { return outputList; }
   const std::vector<Value *> &initializers() const { return initList; }
   /// Every value this graph defines, in creation order (dead ones included).
-  const std::vector<std::unique_ptr<Value>> &values() const { return valueStore; }
+  const std::vector<Value *> &values() const { return valueStore; }
 
   Value *addInput(llvm::StringRef valueName, Type t);
   Value *addInitializer(llvm::StringRef valueName, Tensor data);
@@ -241,7 +245,12 @@ private:
   std::vector<Value *> inputList;
   std::vector<Value *> outputList;
   std::vector<Value *> initList;
-  std::vector<std::unique_ptr<Value>> valueStore;
+  std::vector<Value *> valueStore;
+  /// Memory of the nodes, in creation order (see ilist_traits<Node>).
+  llvm::BumpPtrAllocator nodeArena;
+  /// Owns the values: they live as long as the graph (erased ones included),
+  /// so they are bump-allocated, next to each other in creation order.
+  llvm::SpecificBumpPtrAllocator<Value> valueArena;
   unsigned nextOrder = 0;
 
   Value *newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t);
