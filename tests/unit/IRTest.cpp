@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IR/Graph.h"
+#include "mpc/Support/LargeAlloc.h"
 #include "gtest/gtest.h"
 #include <algorithm>
 #include <set>
@@ -339,6 +340,38 @@ TEST(TypeTest, CopiesAreDeepAndCompareByValue) {
   sym.dims.push_back(Dim::symbolic("n"));
   EXPECT_EQ(sym.numElements(), -1);
   EXPECT_EQ(Type().tensorElemType(), DType::Undefined);
+}
+
+TEST(LargeAllocTest, ZeroedBlocksOnBothSidesOfTheThreshold) {
+  for (size_t bytes : {size_t(64), kHugePageThreshold - 8, kHugePageThreshold,
+                       kHugePageThreshold * 3 + 100}) {
+    auto *p = static_cast<unsigned char *>(allocateLarge(bytes, /*zeroed=*/true));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % alignof(std::max_align_t), 0u);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < bytes; i += 4093)
+      nonzero += p[i] != 0;
+    EXPECT_EQ(nonzero, 0u) << bytes;
+    p[0] = p[bytes - 1] = 0xAB; // writable to the end
+    deallocateLarge(p, bytes);
+  }
+}
+
+TEST(LargeAllocTest, ArenaSlabsGrowAndKeepEveryObject) {
+  // 2 million 24-byte objects: slabs double from 4 KiB past the huge-page
+  // threshold, and every object keeps its own bytes.
+  IRArena arena;
+  std::vector<uint64_t *> objs;
+  for (uint64_t i = 0; i < 2000000; ++i) {
+    auto *o = arena.Allocate<uint64_t>(3);
+    o[0] = i;
+    o[2] = ~i;
+    objs.push_back(o);
+  }
+  for (uint64_t i = 0; i < objs.size(); i += 997)
+    ASSERT_TRUE(objs[i][0] == i && objs[i][2] == ~i) << i;
+  EXPECT_GE(arena.getTotalMemory(), 2000000u * 24);
+  EXPECT_LT(arena.getTotalMemory(), 4 * 2000000u * 24); // doubling wastes < 2x
 }
 
 TEST(RareStringTest, EmptyUntilSetAndCopiesDeep) {

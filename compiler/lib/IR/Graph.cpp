@@ -199,10 +199,12 @@ Graph::~Graph() {
       n.ins[i] = nullptr;
     }
   nodeList.clear();
+  for (Value *v : valueStore)
+    v->~Value();
 }
 
 Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
-  Value *v = new (valueArena.Allocate()) Value();
+  Value *v = new (valueArena.Allocate<Value>()) Value();
   valueStore.push_back(v);
   v->valueName = valueName.val().str();
   v->valueKind = k;

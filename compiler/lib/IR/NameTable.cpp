@@ -1,12 +1,9 @@
 //===- NameTable.cpp - A model's names and what they are bound to ----------===//
 #include "mpc/IR/NameTable.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/Support/MemAlloc.h"
 #include "llvm/Support/xxhash.h"
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <sys/mman.h>
 
 using namespace mpc;
 
@@ -62,35 +59,16 @@ void NameTable::reserve(size_t n) {
     grow(want * 4 / 3 + 1);
 }
 
-void ZeroedMemoryDeleter::operator()(void *p) const {
-  if (bytes)
-    munmap(p, bytes);
-  else
-    std::free(p);
-}
-
 void NameTable::grow(size_t minCapacity) {
   size_t cap = llvm::PowerOf2Ceil(std::max<size_t>(minCapacity, 64));
   size_t oldCap = capacity();
   auto old = std::move(slots);
-  // Every probe of a large table lands on a random page, so with 4 KiB pages
-  // nearly each one (and each prefetch) also misses the TLB. A table of 4 MiB
-  // or more is mapped on its own and the kernel asked for 2 MiB pages; the
-  // mapping comes zeroed, which is an empty table.
+  // Every probe of a large table lands on a random page: with 4 KiB pages
+  // nearly each one (and each prefetch) also missed the TLB, so large tables
+  // go on huge pages (allocateLarge). Zeroed slots are an empty table.
   size_t bytes = cap * sizeof(Slot);
-  constexpr size_t kHuge = size_t(2) << 20;
-  void *map = bytes >= 2 * kHuge ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                                 : MAP_FAILED;
-  if (map != MAP_FAILED) {
-#ifdef MADV_HUGEPAGE
-    madvise(map, bytes, MADV_HUGEPAGE);
-#endif
-    slots = decltype(slots)(static_cast<Slot *>(map), ZeroedMemoryDeleter{bytes});
-  } else {
-    slots = decltype(slots)(static_cast<Slot *>(llvm::safe_calloc(cap, sizeof(Slot))),
-                            ZeroedMemoryDeleter{0});
-  }
+  slots = decltype(slots)(static_cast<Slot *>(allocateLarge(bytes, /*zeroed=*/true)),
+                          LargeBlockDeleter{bytes});
   mask = static_cast<uint32_t>(cap - 1);
   for (size_t j = 0; j < oldCap; ++j) {
     const Slot &s = old[j];

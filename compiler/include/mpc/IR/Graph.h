@@ -14,7 +14,7 @@
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/Allocator.h"
+#include "mpc/Support/LargeAlloc.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
@@ -247,10 +247,10 @@ private:
   std::vector<Value *> initList;
   std::vector<Value *> valueStore;
   /// Memory of the nodes, in creation order (see ilist_traits<Node>).
-  llvm::BumpPtrAllocator nodeArena;
-  /// Owns the values: they live as long as the graph (erased ones included),
-  /// so they are bump-allocated, next to each other in creation order.
-  llvm::SpecificBumpPtrAllocator<Value> valueArena;
+  IRArena nodeArena;
+  /// Memory of the values: they live as long as the graph (erased ones
+  /// included; ~Graph destroys every value of valueStore).
+  IRArena valueArena;
   unsigned nextOrder = 0;
 
   Value *newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t);

@@ -11,6 +11,7 @@
 #ifndef MPC_IR_NAMETABLE_H
 #define MPC_IR_NAMETABLE_H
 
+#include "mpc/Support/LargeAlloc.h"
 #include "llvm/ADT/CachedHashString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Allocator.h"
@@ -22,11 +23,10 @@ namespace mpc {
 
 class Value;
 
-/// Frees what NameTable::grow allocated: a mapping of `bytes` bytes, or
-/// (bytes == 0) a calloc block.
-struct ZeroedMemoryDeleter {
+/// Frees a block of allocateLarge (mpc/Support/LargeAlloc.h).
+struct LargeBlockDeleter {
   size_t bytes = 0;
-  void operator()(void *p) const;
+  void operator()(void *p) const { deallocateLarge(p, bytes); }
 };
 
 class NameTable {
@@ -56,10 +56,10 @@ private:
     Value *value = nullptr;
   };
   /// Zeroed slots (an all-zero Slot is empty); see grow().
-  std::unique_ptr<Slot[], ZeroedMemoryDeleter> slots;
+  std::unique_ptr<Slot[], LargeBlockDeleter> slots;
   uint32_t mask = 0; ///< capacity - 1 (capacity a power of two), 0 when empty
   size_t count = 0;
-  llvm::BumpPtrAllocator chars;
+  IRArena chars;
 
   size_t capacity() const { return slots ? size_t(mask) + 1 : 0; }
   void grow(size_t minCapacity);
