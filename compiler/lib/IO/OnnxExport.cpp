@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
+#include "mpc/Support/LargeAlloc.h"
 #include "mpc/Support/Diagnostics.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/SmallString.h"
@@ -53,27 +54,49 @@ using NodeBytes = llvm::SmallVector<char, 0>;
 
 /// The wire bytes of a whole graph's nodes or initializers (GraphProto fields
 /// 1 and 5, repeated): 150 MB for a million-node model. They are appended in
-/// chunks of at least 1 MiB; one growing vector would copy everything it holds
-/// at each doubling and touch twice the memory.
+/// blocks that double from 64 KiB to 4 MiB (from then on allocateLarge puts
+/// them on huge pages); one growing vector would copy everything it holds at
+/// each doubling and touch twice the memory.
 class ChunkedBytes {
 public:
+  ChunkedBytes() = default;
+  ChunkedBytes(ChunkedBytes &&o) noexcept { *this = std::move(o); }
+  ChunkedBytes &operator=(ChunkedBytes &&o) noexcept {
+    std::swap(blocks, o.blocks);
+    std::swap(total, o.total);
+    std::swap(nextBlock, o.nextBlock);
+    return *this;
+  }
+  ~ChunkedBytes() {
+    for (Block &b : blocks)
+      deallocateLarge(b.data, b.capacity);
+  }
+
   void append(llvm::StringRef s) {
-    if (chunks.empty() || chunks.back().capacity() - chunks.back().size() < s.size()) {
-      chunks.emplace_back();
-      chunks.back().reserve(std::max(kChunk, s.size()));
+    if (blocks.empty() || blocks.back().capacity - blocks.back().size < s.size()) {
+      size_t cap = std::max(nextBlock, s.size());
+      nextBlock = std::min(nextBlock * 2, kHugePageThreshold);
+      blocks.push_back({static_cast<char *>(allocateLarge(cap, false)), 0, cap});
     }
-    chunks.back().append(s.begin(), s.end());
+    Block &b = blocks.back();
+    if (!s.empty())
+      std::memcpy(b.data + b.size, s.data(), s.size());
+    b.size += s.size();
     total += s.size();
   }
   size_t size() const { return total; }
   void writeTo(llvm::raw_ostream &os) const {
-    for (const NodeBytes &c : chunks)
-      os.write(c.data(), c.size());
+    for (const Block &b : blocks)
+      os.write(b.data, b.size);
   }
 
 private:
-  static constexpr size_t kChunk = size_t(1) << 20;
-  std::vector<NodeBytes> chunks;
+  size_t nextBlock = size_t(64) << 10; ///< doubles up to kHugePageThreshold
+  struct Block {
+    char *data;
+    size_t size, capacity;
+  };
+  std::vector<Block> blocks;
   size_t total = 0;
 };
 

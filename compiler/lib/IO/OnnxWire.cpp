@@ -217,7 +217,7 @@ static bool decodeNode(llvm::StringRef bytes, GraphView &g) {
 
 /// A TensorProto with raw_data and only dims, data_type, name and
 /// doc_string besides.
-static bool decodeTensor(llvm::StringRef bytes, std::vector<TensorView> &list) {
+static bool decodeTensor(llvm::StringRef bytes, LargeVector<TensorView> &list) {
   TensorView &t = list.emplace_back();
   bool ok = forEachField(bytes, [&](WireReader &r, uint32_t tag) {
     switch (tag) {

@@ -12,6 +12,7 @@
 
 #include "mpc/IR/Attribute.h"
 #include "mpc/IR/Type.h"
+#include "mpc/Support/LargeAlloc.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -76,20 +77,22 @@ struct GraphView {
   std::vector<std::string> sparseInitializers;
   std::vector<std::string> quantizationAnnotations;
   std::vector<ValueInfoView> inputs, outputs, valueInfo;
-  std::vector<TensorView> initializers;
-  std::vector<NodeView> nodes;
+  // The per-node lists of a large graph are tens of MB: LargeVector puts them
+  // on huge pages.
+  LargeVector<TensorView> initializers;
+  LargeVector<NodeView> nodes;
   /// Every node's inputs then outputs, node after node.
-  std::vector<llvm::StringRef> names;
-  std::vector<AttrRef> attrs;
+  LargeVector<llvm::StringRef> names;
+  LargeVector<AttrRef> attrs;
 
   llvm::ArrayRef<llvm::StringRef> inputsOf(const NodeView &n) const {
-    return llvm::makeArrayRef(names).slice(n.firstName, n.numInputs);
+    return llvm::ArrayRef<llvm::StringRef>(names).slice(n.firstName, n.numInputs);
   }
   llvm::ArrayRef<llvm::StringRef> outputsOf(const NodeView &n) const {
-    return llvm::makeArrayRef(names).slice(n.firstName + n.numInputs, n.numOutputs);
+    return llvm::ArrayRef<llvm::StringRef>(names).slice(n.firstName + n.numInputs, n.numOutputs);
   }
   llvm::ArrayRef<AttrRef> attrsOf(const NodeView &n) const {
-    return llvm::makeArrayRef(attrs).slice(n.firstAttr, n.numAttrs);
+    return llvm::ArrayRef<AttrRef>(attrs).slice(n.firstAttr, n.numAttrs);
   }
 };
 

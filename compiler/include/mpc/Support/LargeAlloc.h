@@ -16,6 +16,7 @@
 #include "llvm/Support/Allocator.h"
 
 #include <cstddef>
+#include <vector>
 
 namespace mpc {
 
@@ -37,6 +38,19 @@ public:
   using AllocatorBase<LargeBlockAllocator>::Allocate;
   using AllocatorBase<LargeBlockAllocator>::Deallocate;
 };
+
+/// A std allocator over allocateLarge, for vectors that can grow to many MB
+/// (the importer's views of a graph): std::vector<T, LargeStlAllocator<T>>.
+template <typename T> struct LargeStlAllocator {
+  using value_type = T;
+  LargeStlAllocator() = default;
+  template <typename U> LargeStlAllocator(const LargeStlAllocator<U> &) {}
+  T *allocate(size_t n) { return static_cast<T *>(allocateLarge(n * sizeof(T), false)); }
+  void deallocate(T *p, size_t n) { deallocateLarge(p, n * sizeof(T)); }
+  template <typename U> bool operator==(const LargeStlAllocator<U> &) const { return true; }
+  template <typename U> bool operator!=(const LargeStlAllocator<U> &) const { return false; }
+};
+template <typename T> using LargeVector = std::vector<T, LargeStlAllocator<T>>;
 
 /// The bump allocator of nodes, values and names: each slab is twice the
 /// previous one (4 KiB, 8 KiB, ...), so a graph of ten nodes takes a page and
