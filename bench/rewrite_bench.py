@@ -9,8 +9,12 @@ wall time of the whole process (start-up and exit included), the phases, and the
 peak resident memory, plus how both grow with size (the bar: >= 300,000 nodes/s
 on one core, linear growth). A benchmark, not a test.
 
-usage: python3 bench/rewrite_bench.py --mpc build/tools/mpc [--sizes 10000,100000]
-                                      [--repeat 3] [--workdir /tmp/mpc-bench]
+usage: python3 bench/rewrite_bench.py --mpc build/tools/mpc [--mpc other/mpc ...]
+                                      [--sizes 10000,100000] [--repeat 3]
+                                      [--workdir /tmp/mpc-bench]
+
+With several --mpc binaries their runs interleave (run r of each before run
+r+1 of any), so the drift of a shared machine affects them alike.
 """
 import argparse
 import os
@@ -55,9 +59,18 @@ def node_count(summary_model):
     return len(onnx.load(summary_model, load_external_data=False).graph.node)
 
 
+def summarize(runs):
+    """(median end-to-end s, phases of the median run, peak RSS, median process s)."""
+    totals = [sum(v for k, v in p.items() if k != "process") for p, _ in runs]
+    med = statistics.median(totals)
+    best = runs[totals.index(med)][0]
+    return med, best, max(r for _, r in runs), statistics.median(p["process"] for p, _ in runs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--mpc", required=True, action="append",
+                    help="mpc binary; give several to compare them (their runs interleave)")
     ap.add_argument("--sizes", default="10000,30000,100000,300000,1000000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workdir", default="/tmp/mpc-bench")
@@ -65,34 +78,42 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
 
-    rows = []
+    rows = []  # (binary index, nodes, median s, phases, rss, model MiB, process s)
     for size in [int(s) for s in args.sizes.split(",")]:
         model = os.path.join(args.workdir, f"stack{size}.onnx")
         out = os.path.join(args.workdir, f"stack{size}.amp.onnx")
         generate(size, model)
         nodes = node_count(model)
-        runs = [run_once(args.mpc, model, out, not args.no_pin) for _ in range(args.repeat)]
-        totals = [sum(v for k, v in p.items() if k != "process") for p, _ in runs]
-        med = statistics.median(totals)
-        best = runs[totals.index(med)][0]
-        rss = max(r for _, r in runs)
-        proc = statistics.median(p["process"] for p, _ in runs)
-        rows.append((nodes, med, best, rss, os.path.getsize(model) / 2**20, proc))
-        print(f"# {nodes} nodes: {med:.3f} s, {nodes / med:,.0f} nodes/s, {rss:.0f} MiB",
-              file=sys.stderr)
+        # Round-robin: run r of every binary before run r+1 of any, so drift
+        # of a shared machine hits all of them alike.
+        runs = [[] for _ in args.mpc]
+        for _ in range(args.repeat):
+            for i, mpc in enumerate(args.mpc):
+                runs[i].append(run_once(mpc, model, out, not args.no_pin))
+        for i, r in enumerate(runs):
+            med, best, rss, proc = summarize(r)
+            rows.append((i, nodes, med, best, rss, os.path.getsize(model) / 2**20, proc))
+            print(f"# {args.mpc[i]}: {nodes} nodes: {med:.3f} s, {nodes / med:,.0f} nodes/s, "
+                  f"{rss:.0f} MiB", file=sys.stderr)
 
-    print("| nodes | model MiB | end to end s | nodes/s | process s | nodes/s (process) | load "
+    several = len(args.mpc) > 1
+    print(("| build " if several else "") +
+          "| nodes | model MiB | end to end s | nodes/s | process s | nodes/s (process) | load "
           "| rewrite | check | write | peak RSS MiB | RSS bytes/node |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for nodes, med, ph, rss, mib, proc in rows:
-        print(f"| {nodes:,} | {mib:.1f} | {med:.3f} | {nodes / med:,.0f} | {proc:.3f} | "
+    print(("|---" if several else "") + "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for i, nodes, med, ph, rss, mib, proc in rows:
+        print((f"| {args.mpc[i]} " if several else "") +
+              f"| {nodes:,} | {mib:.1f} | {med:.3f} | {nodes / med:,.0f} | {proc:.3f} | "
               f"{nodes / proc:,.0f} | "
               f"{ph.get('load', 0):.3f} | {ph.get('rewrite', 0):.3f} | {ph.get('check', 0):.3f} | "
               f"{ph.get('write', 0):.3f} | {rss:.0f} | {rss * 2**20 / nodes:,.0f} |")
-    if len(rows) > 1:
-        (n0, t0, _, r0, _, _), (n1, t1, _, r1, _, _) = rows[0], rows[-1]
-        print(f"\nGrowth from {n0:,} to {n1:,} nodes ({n1 / n0:.0f}x): time x{t1 / t0:.1f}, "
-              f"peak memory x{r1 / r0:.1f} (linear would be x{n1 / n0:.0f}).")
+    for i, mpc in enumerate(args.mpc):
+        mine = [r for r in rows if r[0] == i]
+        if len(mine) > 1:
+            (_, n0, t0, _, r0, _, _), (_, n1, t1, _, r1, _, _) = mine[0], mine[-1]
+            print(f"\n{mpc + ': ' if several else ''}growth from {n0:,} to {n1:,} nodes "
+                  f"({n1 / n0:.0f}x): time x{t1 / t0:.1f}, peak memory x{r1 / r0:.1f} "
+                  f"(linear would be x{n1 / n0:.0f}).")
 
 
 if __name__ == "__main__":
