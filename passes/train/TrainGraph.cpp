@@ -106,16 +106,7 @@ private:
 } // namespace
 
 static std::string shapeText(const Type &t) {
-  if (!t.hasShape)
-    return "unknown";
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) {
-    if (i)
-      s += ",";
-    s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
-                             : (t.dims[i].param.empty() ? "?" : t.dims[i].param.str());
-  }
-  return s + "]";
+  return t.hasShape ? t.dimsText(",") : "unknown";
 }
 
 llvm::Error Builder::checkInput() {

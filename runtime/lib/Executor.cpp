@@ -198,16 +198,6 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
   return llvm::Error::success();
 }
 
-static std::string describeDims(const Type &t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) {
-    s += i ? ", " : "";
-    s += t.dims[i].isKnown() ? std::to_string(t.dims[i].value)
-         : t.dims[i].param.empty() ? "?" : t.dims[i].param.str();
-  }
-  return s + "]";
-}
-
 llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                                   std::vector<const HostTensor *> &bound) const {
   llvm::StringMap<unsigned> index;
@@ -228,7 +218,7 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
       if (v->initializer() || (i < boundSequences.size() && boundSequences[i]))
         continue;
       return inputError("missing input '{0}' ({1} {2})", v->name(), dtypeName(decl.elem),
-                        describeDims(decl));
+                        decl.dimsText());
     }
     const HostTensor &t = *bound[i];
     if (decl.elem != DType::Undefined && t.dtype != decl.elem)
@@ -254,7 +244,7 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
     }
     if (!ok)
       return inputError("input '{0}': shape {1}, the model expects {2}", v->name(),
-                        formatShape(t.shape), describeDims(decl));
+                        formatShape(t.shape), decl.dimsText());
   }
   return llvm::Error::success();
 }

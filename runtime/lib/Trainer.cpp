@@ -53,17 +53,6 @@ static std::string metadataValue(const Model &m, llvm::StringRef key) {
   return v ? *v : std::string();
 }
 
-static std::string describeDims(const Type &t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.dims.size(); ++i) {
-    s += i ? ", " : "";
-    s += t.dims[i].isKnown()       ? std::to_string(t.dims[i].value)
-         : t.dims[i].param.empty() ? "?"
-                                   : t.dims[i].param.str();
-  }
-  return s + "]";
-}
-
 /// Rows `idx` (of the first dim) of `src`, into a tensor of `rows` rows;
 /// rows past idx.size() stay zero (padding for a fixed batch dim).
 static HostTensor gatherRows(const HostTensor &src, llvm::ArrayRef<int64_t> idx, int64_t rows) {
@@ -291,7 +280,7 @@ llvm::Error Trainer::setData(std::vector<NamedTensor> arrays, double holdout) {
     if (!ok)
       return inputError("data array '{0}': shape {1} does not fit the model's input '{2}' "
                         "{3} (first dimension: samples)",
-                        name, formatShape(t.shape), v->name(), describeDims(decl));
+                        name, formatShape(t.shape), v->name(), decl.dimsText());
     return llvm::Error::success();
   };
   bool anyTest =

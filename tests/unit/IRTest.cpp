@@ -340,6 +340,12 @@ TEST(TypeTest, CopiesAreDeepAndCompareByValue) {
   sym.dims.push_back(Dim::symbolic("n"));
   EXPECT_EQ(sym.numElements(), -1);
   EXPECT_EQ(Type().tensorElemType(), DType::Undefined);
+  Type mixed = Type::tensor(DType::F32, {2});
+  mixed.dims.push_back(Dim::symbolic("batch"));
+  mixed.dims.push_back(Dim{});
+  EXPECT_EQ(mixed.dimsText(), "[2, batch, ?]");
+  EXPECT_EQ(mixed.dimsText(","), "[2,batch,?]");
+  EXPECT_EQ(Type::tensor(DType::F32, {}).dimsText(), "[]");
 }
 
 TEST(LargeAllocTest, ZeroedBlocksOnBothSidesOfTheThreshold) {

@@ -81,6 +81,19 @@ void Type::setTensorElemType(DType t) {
   }
 }
 
+std::string Type::dimsText(const char *separator) const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i)
+      s += separator;
+    if (dims[i].isKnown())
+      s += std::to_string(dims[i].value);
+    else
+      s += dims[i].param.empty() ? "?" : dims[i].param.str();
+  }
+  return s + "]";
+}
+
 int64_t Type::numElements() const {
   if (!hasShape)
     return -1;

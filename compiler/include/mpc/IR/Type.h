@@ -71,6 +71,9 @@ public:
   void setTensorElemType(DType t);
   /// Number of elements when every dimension is known, else -1.
   int64_t numElements() const;
+  /// The dimensions in brackets for messages: "[2, batch, ?]" (a symbolic
+  /// dimension by its name, an unknown one as "?"), joined by `separator`.
+  std::string dimsText(const char *separator = ", ") const;
 };
 
 } // namespace mpc
