@@ -34,9 +34,10 @@ bool Type::operator==(const Type &o) const {
   return *inner == *o.inner;
 }
 
-Type Type::tensor(DType e, std::vector<int64_t> shape) {
+Type Type::tensor(DType e, llvm::ArrayRef<int64_t> shape) {
   Type t = tensor(e);
   t.hasShape = true;
+  t.dims.reserve(shape.size());
   for (int64_t d : shape)
     t.dims.push_back(Dim::known(d));
   return t;

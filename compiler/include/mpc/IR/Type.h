@@ -10,6 +10,7 @@
 
 #include "mpc/IR/DType.h"
 #include "mpc/IR/RareString.h"
+#include "llvm/ADT/ArrayRef.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +60,7 @@ public:
     t.elem = e;
     return t;
   }
-  static Type tensor(DType e, std::vector<int64_t> shape);
+  static Type tensor(DType e, llvm::ArrayRef<int64_t> shape);
   static Type wrap(TypeKind k, Type in);
 
   bool isTensor() const { return kind == TypeKind::Tensor; }
