@@ -430,7 +430,14 @@ TEST(TensorTest, BorrowedBytesStayValidInCopiesAndAreDroppedOnWrite) {
   Tensor externalCopy = copy;
   ASSERT_TRUE(externalCopy.isExternal());
   EXPECT_EQ(externalCopy.externalRef()->location, "w.bin");
-  EXPECT_NE(externalCopy.externalRef(), copy.externalRef()); // deep
+  // Copies are independent: replacing one's record leaves the other's alone.
+  r.location = "other.bin";
+  copy.setExternal(r);
+  EXPECT_EQ(externalCopy.externalRef()->location, "w.bin");
+  EXPECT_EQ(copy.externalRef()->location, "other.bin");
+  copy.setBytes({1, 2, 3, 4});
+  EXPECT_FALSE(copy.isExternal());
+  EXPECT_TRUE(externalCopy.isExternal());
 }
 
 TEST_F(IRTest, IdsAreDenseAndUniqueAcrossNestedGraphs) {

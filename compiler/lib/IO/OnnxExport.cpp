@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
-#include "mpc/Support/LargeAlloc.h"
 #include "mpc/Support/Diagnostics.h"
+#include "mpc/Support/LargeAlloc.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/SmallVector.h"
@@ -59,41 +59,31 @@ using NodeBytes = llvm::SmallVector<char, 0>;
 /// each doubling and touch twice the memory.
 class ChunkedBytes {
 public:
-  ChunkedBytes() = default;
-  ChunkedBytes(ChunkedBytes &&o) noexcept { *this = std::move(o); }
-  ChunkedBytes &operator=(ChunkedBytes &&o) noexcept {
-    std::swap(blocks, o.blocks);
-    std::swap(total, o.total);
-    std::swap(nextBlock, o.nextBlock);
-    return *this;
-  }
-  ~ChunkedBytes() {
-    for (Block &b : blocks)
-      deallocateLarge(b.data, b.capacity);
-  }
-
   void append(llvm::StringRef s) {
     if (blocks.empty() || blocks.back().capacity - blocks.back().size < s.size()) {
       size_t cap = std::max(nextBlock, s.size());
       nextBlock = std::min(nextBlock * 2, kHugePageThreshold);
-      blocks.push_back({static_cast<char *>(allocateLarge(cap, false)), 0, cap});
+      blocks.push_back({BlockPtr(static_cast<char *>(allocateLarge(cap, false)),
+                                 LargeBlockDeleter{cap}),
+                        0, cap});
     }
     Block &b = blocks.back();
     if (!s.empty())
-      std::memcpy(b.data + b.size, s.data(), s.size());
+      std::memcpy(b.data.get() + b.size, s.data(), s.size());
     b.size += s.size();
     total += s.size();
   }
   size_t size() const { return total; }
   void writeTo(llvm::raw_ostream &os) const {
     for (const Block &b : blocks)
-      os.write(b.data, b.size);
+      os.write(b.data.get(), b.size);
   }
 
 private:
   size_t nextBlock = size_t(64) << 10; ///< doubles up to kHugePageThreshold
+  using BlockPtr = std::unique_ptr<char[], LargeBlockDeleter>;
   struct Block {
-    char *data;
+    BlockPtr data;
     size_t size, capacity;
   };
   std::vector<Block> blocks;

@@ -125,9 +125,10 @@ struct Scope {
 /// node is imported. Nodes must be asked for in order 0, 1, 2, ...
 class KeyWindow {
 public:
-  /// `prefetch`: start loading the table slots the keys will probe.
-  KeyWindow(const GraphView &gv, const Scope &scope, bool inputs, bool prefetch = true)
-      : gv(gv), scope(scope), inputs(inputs), prefetch(prefetch) {}
+  /// Filling a node's keys also starts loading the table slots they will
+  /// probe.
+  KeyWindow(const GraphView &gv, const Scope &scope, bool inputs)
+      : gv(gv), scope(scope), inputs(inputs) {}
 
   llvm::ArrayRef<llvm::CachedHashStringRef> at(size_t k) {
     if (k == 0)
@@ -141,7 +142,7 @@ public:
 private:
   const GraphView &gv;
   const Scope &scope;
-  bool inputs, prefetch;
+  bool inputs;
   std::array<llvm::SmallVector<llvm::CachedHashStringRef, 4>, Scope::kPrefetchAhead + 1> ring;
 
   void fill(size_t k) {
@@ -149,7 +150,7 @@ private:
     keys.clear();
     for (llvm::StringRef name : inputs ? gv.inputsOf(gv.nodes[k]) : gv.outputsOf(gv.nodes[k])) {
       keys.push_back(Scope::key(name));
-      if (prefetch && !name.empty())
+      if (!name.empty())
         scope.prefetch(keys.back());
     }
   }

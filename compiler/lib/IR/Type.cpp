@@ -108,17 +108,6 @@ int64_t Type::numElements() const {
   return n;
 }
 
-Tensor::Tensor(const Tensor &o)
-    : name(o.name), dtype(o.dtype), dims(o.dims), docString(o.docString),
-      unknownFields(o.unknownFields), raw(o.raw), borrowed(o.borrowed), keepAlive(o.keepAlive),
-      strs(o.strs), external(o.external ? std::make_unique<ExternalRef>(*o.external) : nullptr) {}
-
-Tensor &Tensor::operator=(const Tensor &o) {
-  if (this != &o)
-    *this = Tensor(o);
-  return *this;
-}
-
 int64_t Tensor::numElements() const {
   int64_t n = 1;
   for (int64_t d : dims)

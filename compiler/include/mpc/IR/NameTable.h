@@ -23,12 +23,6 @@ namespace mpc {
 
 class Value;
 
-/// Frees a block of allocateLarge (mpc/Support/LargeAlloc.h).
-struct LargeBlockDeleter {
-  size_t bytes = 0;
-  void operator()(void *p) const { deallocateLarge(p, bytes); }
-};
-
 class NameTable {
 public:
   /// A name with the hash the table uses (xxHash64, eight bytes a step).

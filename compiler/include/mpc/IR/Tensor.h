@@ -39,10 +39,6 @@ public:
 
   Tensor() = default;
   Tensor(DType t, std::vector<int64_t> shape) : dtype(t), dims(std::move(shape)) {}
-  Tensor(const Tensor &o);
-  Tensor(Tensor &&) noexcept = default;
-  Tensor &operator=(const Tensor &o);
-  Tensor &operator=(Tensor &&) noexcept = default;
 
   int64_t numElements() const;
   /// Size of the packed data in bytes (strings: 0).
@@ -52,7 +48,7 @@ public:
   /// Where the data lives when it is external, else null.
   const ExternalRef *externalRef() const { return external.get(); }
   void setExternal(ExternalRef r) {
-    external = std::make_unique<ExternalRef>(std::move(r));
+    external = std::make_shared<const ExternalRef>(std::move(r));
     raw.clear();
     dropBorrowed();
   }
@@ -91,7 +87,9 @@ private:
   llvm::ArrayRef<uint8_t> borrowed; ///< the data while keepAlive is set
   std::shared_ptr<const void> keepAlive;
   std::vector<std::string> strs;
-  std::unique_ptr<ExternalRef> external; ///< rare: out of line
+  /// Rare, so out of line; never changed in place (setExternal replaces it),
+  /// so copies of the tensor share it.
+  std::shared_ptr<const ExternalRef> external;
 
   void dropBorrowed() {
     borrowed = {};

@@ -28,6 +28,12 @@ void *allocateLarge(size_t bytes, bool zeroed);
 /// Frees a block of allocateLarge, given the same size.
 void deallocateLarge(void *p, size_t bytes);
 
+/// Frees a block of allocateLarge, for std::unique_ptr.
+struct LargeBlockDeleter {
+  size_t bytes = 0;
+  void operator()(void *p) const { deallocateLarge(p, bytes); }
+};
+
 /// Slab source for bump allocators (see IRArena).
 class LargeBlockAllocator : public llvm::AllocatorBase<LargeBlockAllocator> {
 public:
