@@ -232,7 +232,8 @@ void checkRmsNorm(int64_t outer, int64_t inner, double offset, float eps) {
   // In place (y aliases x) gives the same result.
   std::vector<T> inPlace = x;
   cpu::rmsNormalization<T, P>(inPlace.data(), scale.data(), inPlace.data(), outer, inner, eps);
-  EXPECT_EQ(0, std::memcmp(inPlace.data(), y.data(), y.size() * sizeof(T)));
+  // (memcmp of empty vectors would pass null pointers, which it does not allow.)
+  EXPECT_TRUE(y.empty() || std::memcmp(inPlace.data(), y.data(), y.size() * sizeof(T)) == 0);
 }
 
 TYPED_TEST(NormTest, RMSNormalization) {
