@@ -529,8 +529,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   };
   auto define = [&](unsigned s, const HostTensor *h, const ShapedType &t) -> llvm::Error {
     slots[s].type = t;
-    uint64_t bytes = uint64_t(kernels::numElements(t.shape)) * runtimeElementSize(t.dtype);
-    auto buf = backend.allocate(bytes, BufferKind::Transient);
+    auto bytes = checkedTensorBytes(t.shape, t.dtype, "value '" + slots[s].value->name() + "'");
+    if (!bytes)
+      return bytes.takeError();
+    auto buf = backend.allocate(*bytes, BufferKind::Transient);
     if (!buf)
       return buf.takeError();
     bufs[s] = *buf;

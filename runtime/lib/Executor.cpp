@@ -392,6 +392,11 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     for (unsigned o = 0; o < n.numOutputs(); ++o) {
       if (!n.output(o))
         continue;
+      if (auto bytes = checkedTensorBytes(outTypes[o].shape, outTypes[o].dtype,
+                                          describeNode(n) + ": output '" +
+                                              n.output(o)->name() + "'");
+          !bytes)
+        return bytes.takeError();
       Slot &s = slots[slotOf[n.output(o)]];
       s.type = outTypes[o];
       outElems += kernels::numElements(outTypes[o].shape);
@@ -564,6 +569,10 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   if (dynamicMode) // plan() fell back: a body with value-dependent shapes
     return runDynamic(bound);
   if (!arena.data || arena.size < arenaPlan.peak) {
+    if (arenaPlan.peak > maxTensorBytes())
+      return inputError("the memory plan needs {0} bytes, more than this machine's memory "
+                        "({1} bytes)",
+                        arenaPlan.peak, maxTensorBytes());
     backend.release(arena);
     arena = DeviceBuffer();
     auto buf = backend.allocate(arenaPlan.peak, BufferKind::Transient);

@@ -7,7 +7,9 @@
 #include "mpc/Runtime/HostTensor.h"
 #include "CpuKernels.h"
 #include "mpc/IR/Tensor.h"
+#include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
+#include <unistd.h>
 
 using namespace mpc;
 
@@ -54,6 +56,36 @@ std::string mpc::formatShape(llvm::ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+uint64_t mpc::maxTensorBytes() {
+  static const uint64_t limit = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : uint64_t(1) << 40;
+  }();
+  return limit;
+}
+
+llvm::Expected<uint64_t> mpc::checkedTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,
+                                                 const llvm::Twine &what) {
+  uint64_t bytes = runtimeElementSize(dtype);
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return inputError("{0}: shape {1} has a negative dimension", what.str(),
+                        formatShape(shape));
+    overflow |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
+  }
+  if (bytes == 0)
+    return 0;
+  if (overflow)
+    return inputError("{0}: shape {1} of {2} needs more than 2^64 bytes", what.str(),
+                      formatShape(shape), dtypeName(dtype));
+  if (bytes > maxTensorBytes())
+    return inputError("{0}: shape {1} of {2} needs {3} bytes, more than this machine's memory "
+                      "({4} bytes)",
+                      what.str(), formatShape(shape), dtypeName(dtype), bytes, maxTensorBytes());
+  return bytes;
+}
+
 llvm::Expected<HostTensor> mpc::hostTensorFromIR(const Tensor &t) {
   if (runtimeElementSize(t.dtype) == 0)
     return inputError("tensor '{0}': element type {1} is not supported by the runtime",
@@ -66,10 +98,13 @@ llvm::Expected<HostTensor> mpc::hostTensorFromIR(const Tensor &t) {
       return std::move(e);
     src = &copy;
   }
-  HostTensor h(t.dtype, t.dims);
-  if (src->bytes().size() != h.bytes.size())
+  auto need = checkedTensorBytes(t.dims, t.dtype, "tensor '" + t.name + "'");
+  if (!need)
+    return need.takeError();
+  if (src->bytes().size() != *need)
     return inputError("tensor '{0}': has {1} bytes of data, expected {2}", t.name,
-                      src->bytes().size(), h.bytes.size());
+                      src->bytes().size(), *need);
+  HostTensor h(t.dtype, t.dims);
   std::copy(src->bytes().begin(), src->bytes().end(), h.bytes.begin());
   return h;
 }

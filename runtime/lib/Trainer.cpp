@@ -253,9 +253,91 @@ llvm::Error Trainer::init() {
                         dtypeName(b.elem));
     evalInputs.emplace_back(infInputs[k], src);
   }
+  findClassCount();
   auto inf = Executor::create(model, backend);
   if (!inf)
     return inputError("inference graph: {0}", llvm::toString(inf.takeError()));
+  return llvm::Error::success();
+}
+
+/// The loss ops whose labels are class indices (axis 1 of the scores counts
+/// the classes) with an optional ignore_index.
+static bool isClassLoss(const Node &n) {
+  return n.opType == "SoftmaxCrossEntropyLoss" || n.opType == "NegativeLogLikelihoodLoss";
+}
+
+void Trainer::findClassCount() {
+  const Graph &main = *model.graph;
+  if (!main.outputs().empty()) {
+    const Value *y = main.outputs()[0];
+    if (y->type.hasShape && !y->type.dims.empty() && y->type.dims.back().isKnown()) {
+      classCount = y->type.dims.back().value;
+      classSource = "the last dimension of the first output '" + y->name() + "'";
+    }
+  }
+  forEachGraph(const_cast<Graph &>(*info->algorithm), [&](Graph &g) {
+    for (const Node &n : g.nodes()) {
+      if (!isClassLoss(n))
+        continue;
+      if (const Attribute *a = n.attr("ignore_index"))
+        ignoredLabels.push_back(a->i);
+      const Value *scores = n.numInputs() ? n.input(0) : nullptr;
+      if (!classCount && scores && scores->type.hasShape && scores->type.dims.size() >= 2 &&
+          scores->type.dims[1].isKnown()) {
+        classCount = scores->type.dims[1].value;
+        classSource = "the scores of the loss node '" + n.name + "'";
+      }
+    }
+  });
+}
+
+/// `shape`'s multi-index of flat element `i`: "[2, 0]".
+static std::string indexText(llvm::ArrayRef<int64_t> shape, int64_t i) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  return formatShape(idx);
+}
+
+/// Element `i` of an integer tensor, exactly.
+static int64_t integerAt(const HostTensor &t, int64_t i) {
+  if (t.dtype == DType::I64 || t.dtype == DType::U64) {
+    int64_t v;
+    std::memcpy(&v, t.bytes.data() + size_t(i) * sizeof(v), sizeof(v));
+    return v;
+  }
+  return int64_t(t.getAsDouble(i));
+}
+
+llvm::Error Trainer::checkValues(const HostTensor &t, const std::string &name,
+                                 bool isLabels) const {
+  int64_t n = t.numElements();
+  if (isFloatingPoint(t.dtype)) {
+    for (int64_t i = 0; i < n; ++i) {
+      double v = t.getAsDouble(i);
+      if (!std::isfinite(v))
+        return inputError("data array '{0}' at {1}: value {2} is not finite", name,
+                          indexText(t.shape, i), std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    }
+    return llvm::Error::success();
+  }
+  if (!isLabels || t.dtype == DType::Bool)
+    return llvm::Error::success();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = t.dtype == DType::U64 ? int64_t(std::min<uint64_t>(uint64_t(integerAt(t, i)),
+                                                                   uint64_t(INT64_MAX)))
+                                      : integerAt(t, i);
+    if ((v >= 0 && (!classCount || v < classCount)) || llvm::is_contained(ignoredLabels, v))
+      continue;
+    if (classCount)
+      return inputError("data array '{0}' at {1}: label {2} is not a class: the model has {3} "
+                        "classes, 0 to {4} ({5})",
+                        name, indexText(t.shape, i), v, classCount, classCount - 1, classSource);
+    return inputError("data array '{0}' at {1}: label {2} is negative", name,
+                      indexText(t.shape, i), v);
+  }
   return llvm::Error::success();
 }
 
@@ -311,6 +393,16 @@ llvm::Error Trainer::setData(std::vector<NamedTensor> arrays, double holdout) {
     if (anyTest && test[i]->shape[0] != test[0]->shape[0])
       return inputError("data array '{0}_test' has {1} samples, but '{2}_test' has {3}",
                         inputs[i]->name(), test[i]->shape[0], inputs[0]->name(), test[0]->shape[0]);
+  }
+  // Every value is checked before the first step: a bad label or a NaN
+  // feature must not surface at the step (or evaluation) that meets it.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    bool isLabels = inputs[i]->name() == labels;
+    if (auto err = checkValues(*train[i], inputs[i]->name(), isLabels))
+      return err;
+    if (anyTest)
+      if (auto err = checkValues(*test[i], inputs[i]->name() + "_test", isLabels))
+        return err;
   }
   int64_t n = train[0]->shape[0];
   trainData.clear();

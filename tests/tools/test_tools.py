@@ -11,13 +11,23 @@ Runs the real binary on models/*.onnx and on models built here with onnx.helper:
   * the report (--report): one entry per node, the summary line's N/M/K, casts, FLOP and byte
     fractions in [0, 1] (> 0.5 for the CNN), Tensor Core alignment of the GEMMs;
   * inspect: header, op histogram, painting per op type, JSON form, exit codes (1 bad input,
-    2 bad usage), and that it writes nothing.
+    2 bad usage), and that it writes nothing;
+  * files (docs/user-guide.md, "Files"): every command (rewrite, train-graph, run, run --train,
+    plot) refuses, with one line naming both paths and exit 1, an output (file, .data
+    companion, report, log, plot, dump, checkpoint, --outputs file) that is, or aliases through
+    `..`, a symbolic link or a hard link, a file it reads (model, its external data, inputs,
+    data, CSV, the checkpoint it resumes from), and changes no file; `FILE.tmp-XXXXXX` files a
+    killed run left beside the files a run writes are removed by the next run, unrelated files
+    survive; huge declared or computed shapes (--random-inputs on [1000000, 1000000],
+    --dim N=10^12, a 10^12-element TensorProto, ConstantOfShape/Expand/Tile/Range/Resize
+    outputs of terabytes) fail with one line naming the tensor and the bytes.
 
 Needs python3 with onnx and numpy. The last line printed is 'N passed, N failed[, N skipped]';
 the exit status is 1 on any failure, 77 (CTest's skip code) when onnx is missing.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -754,6 +764,315 @@ class OnnxCheckBlameTest(TempDirCase):
         self.assertFalse(os.path.exists(out))
 
 
+# ---------------------------------------------------------------------------------------
+# Files: mpc never writes a file it reads (tools/mpc/FilePlan.h), cleans up its own stale
+# temporaries, and refuses tensors larger than memory with one line.
+# ---------------------------------------------------------------------------------------
+
+def run_files_mpc(*args, env=None):
+    """run_mpc with every argument as a string and `env` added to the clean environment."""
+    return run_mpc(*map(str, args), env=clean_env(**(env or {})))
+
+
+def snapshot(folder):
+    """Every file under `folder` (links as links) with a hash of its bytes."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            p = os.path.join(root, name)
+            rel = os.path.relpath(p, folder)
+            if os.path.islink(p):
+                out[rel] = "-> " + os.readlink(p)
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    out[rel] = hashlib.sha256(f.read()).hexdigest()
+            else:
+                out[rel] = "dir"
+    return out
+
+
+def tiny_model(path, external=None):
+    """y = MatMul(x, W) + b with W 64x64; `external`: save W and b in that data file."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    if external:
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=external, size_threshold=0)
+    else:
+        onnx.save(m, path)
+
+
+class FilesCase(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def p(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def training_files(self):
+        """A training model of models/digits_mlp.onnx and 40 samples of data."""
+        shutil.copy(os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"), self.p("mlp.onnx"))
+        r = run_files_mpc("train-graph", self.p("mlp.onnx"), "--loss", "cross-entropy", "-o",
+                    self.p("train.onnx"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rng = np.random.default_rng(1)
+        np.savez(self.p("data.npz"), x=rng.standard_normal((40, 64)).astype(np.float32),
+                 labels=rng.integers(0, 10, 40).astype(np.int64))
+        return self.p("train.onnx"), self.p("data.npz")
+
+
+class LostFilesTest(FilesCase):
+    def refused(self, args, paths, env=None):
+        """`mpc args` exits 1 with one line naming `paths`, and changes no file."""
+        before = snapshot(self.dir)
+        r = run_files_mpc(*args, env=env)
+        self.assertEqual(r.returncode, 1, f"{args}\n{r.stdout}\n{r.stderr}")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("mpc: error: "), lines[0])
+        self.assertTrue("never overwrites a file it reads" in lines[0] or
+                        "are the same file" in lines[0], lines[0])
+        for p in paths:
+            self.assertIn(f"'{p}'", lines[0])
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(snapshot(self.dir), before, "a file was written or changed")
+        return lines[0]
+
+    def test_rewrite(self):
+        m, out = self.p("m.onnx"), self.p("out.onnx")
+        tiny_model(m)
+        self.refused(["rewrite", m, "-o", out, "--report", m], [m])
+        self.refused(["rewrite", m, "-o", m], [m])
+        self.refused(["rewrite", m, "-o", self.p("sub", "..", "m.onnx")], [m])
+        os.symlink("m.onnx", self.p("link.onnx"))
+        self.refused(["rewrite", m, "-o", self.p("link.onnx")], [self.p("link.onnx"), m])
+        os.link(m, self.p("hard.onnx"))
+        self.refused(["rewrite", m, "-o", self.p("hard.onnx")], [self.p("hard.onnx"), m])
+        os.symlink(self.dir, self.p("alias"))
+        self.refused(["rewrite", m, "-o", self.p("alias", "m.onnx")], [m])
+        self.refused(["rewrite", m, "-o", out, "--report", out], [out])
+        # The dump folder (also from MPC_AMP_LOG_PATH) and the model are one file.
+        self.refused(["rewrite", m, "-o", out, "--dump-dir", m], [m])
+        self.refused(["rewrite", m, "-o", out], [m], env={"MPC_AMP_LOG_PATH": m})
+        # Sanity: the same command with distinct files works.
+        r = run_files_mpc("rewrite", m, "-o", out, "--report", self.p("r.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_rewrite_external_data(self):
+        a, b = self.p("a.onnx"), self.p("b.onnx")
+        tiny_model(a, external="b.onnx.data")
+        line = self.refused(["rewrite", a, "-o", b], [self.p("b.onnx.data")])
+        self.assertIn("external data of", line)
+        self.refused(["rewrite", a, "-o", self.p("c.onnx"), "--report", self.p("b.onnx.data")],
+                     [self.p("b.onnx.data")])
+        self.refused(["train-graph", a, "--loss", "mse", "-o", self.p("b.onnx.data")],
+                     [self.p("b.onnx.data")])
+        # Another output name keeps the weights: it works, and a.onnx still loads.
+        r = run_files_mpc("rewrite", a, "-o", self.p("c.onnx"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(run_files_mpc("run", a, "--random-inputs").returncode, 0)
+
+    def test_train(self):
+        model, data = self.training_files()
+        self.refused(["run", model, "--train", "--data", data, "--batch", 8, "--log", model],
+                     [model])
+        self.refused(["run", model, "--train", "--data", data, "--batch", 8, "--plot", data],
+                     [data])
+        os.mkdir(self.p("ck"))
+        shutil.copy(model, self.p("ck", "checkpoint.onnx"))
+        ckm = self.p("ck", "checkpoint.onnx")
+        self.refused(["run", ckm, "--train", "--data", data, "--batch", 8, "--checkpoint",
+                      self.p("ck")], [ckm])
+        self.refused(["run", model, "--train", "--data", data, "--batch", 8, "--log",
+                      self.p("l.csv"), "--plot", self.p("l.csv")], [self.p("l.csv")])
+        os.link(data, self.p("data2.npz"))
+        self.refused(["run", model, "--train", "--data", data, "--batch", 8, "--log",
+                      self.p("data2.npz")], [self.p("data2.npz"), data])
+        # Resuming from a checkpoint and writing checkpoints over it.
+        r = run_files_mpc("run", model, "--train", "--data", data, "--batch", 8, "--steps", 2,
+                    "--checkpoint", self.p("ck2"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.refused(["run", model, "--train", "--data", data, "--batch", 8, "--steps", 4,
+                      "--resume", self.p("ck2"), "--checkpoint", self.p("ck2")],
+                     [self.p("ck2", "checkpoint.onnx")])
+
+    def test_run(self):
+        m = self.p("m.onnx")
+        tiny_model(m)
+        os.mkdir(self.p("o"))
+        np.save(self.p("o", "y.npy"), np.ones((2, 64), np.float32))
+        self.refused(["run", m, "--input", "x=" + self.p("o", "y.npy"), "--outputs",
+                      self.p("o")], [self.p("o", "y.npy")])
+        # Through a link: the output file is a symbolic link to the input elsewhere.
+        np.save(self.p("x.npy"), np.ones((2, 64), np.float32))
+        os.mkdir(self.p("o2"))
+        os.symlink(self.p("x.npy"), self.p("o2", "y.npy"))
+        self.refused(["run", m, "--input", "x=" + self.p("x.npy"), "--outputs", self.p("o2")],
+                     [self.p("o2", "y.npy"), self.p("x.npy")])
+        self.refused(["run", m, "--random-inputs", "--outputs", m], [m])
+        self.refused(["run", m, "--random-inputs", "--compare", self.p("o", "y.npy"),
+                      "--outputs", self.p("o")], [self.p("o", "y.npy")])
+        # Other outputs in the folder are fine.
+        r = run_files_mpc("run", m, "--input", "x=" + self.p("x.npy"), "--outputs", self.p("o3"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_plot(self):
+        a = self.p("a.csv")
+        with open(a, "w") as f:
+            f.write("step,loss\n1,2\n2,1\n")
+        self.refused(["plot", a, "-o", a], [a])
+        os.link(a, self.p("b.svg"))
+        self.refused(["plot", a, "-o", self.p("b.svg")], [self.p("b.svg"), a])
+
+    def test_train_graph(self):
+        m = self.p("m.onnx")
+        tiny_model(m)
+        self.refused(["train-graph", m, "--loss", "mse", "-o", m], [m])
+
+
+class StaleTemporariesTest(FilesCase):
+    def plant(self, *names):
+        for n in names:
+            os.makedirs(os.path.dirname(self.p(n)), exist_ok=True)
+            open(self.p(n), "wb").close()
+
+    def assertGone(self, *names):
+        for n in names:
+            self.assertFalse(os.path.exists(self.p(n)), n)
+
+    def assertKept(self, *names):
+        for n in names:
+            self.assertTrue(os.path.exists(self.p(n)), n)
+
+    def test_checkpoint(self):
+        model, data = self.training_files()
+        stale = ["ck/checkpoint.onnx.tmp-0a9f3c", "log.csv.tmp-123456", "p.svg.tmp-abcdef"]
+        kept = ["ck/checkpoint.onnx.tmp-0A9F3C", "ck/checkpoint.onnx.tmp-12345",
+                "ck/checkpoint.onnx.tmp-1234567", "ck/other.onnx.tmp-123456", "ck/notes.txt",
+                "ck/checkpoint.onnx.bak"]
+        self.plant(*stale, *kept)
+        r = run_files_mpc("run", model, "--train", "--data", data, "--batch", 8, "--steps", 2,
+                    "--checkpoint", self.p("ck"), "--log", self.p("log.csv"), "--plot",
+                    self.p("p.svg"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGone(*stale)
+        self.assertKept(*kept, "ck/checkpoint.onnx")
+
+    def test_refused_run_removes_nothing(self):
+        model, data = self.training_files()
+        self.plant("ck/checkpoint.onnx.tmp-0a9f3c")
+        r = run_files_mpc("run", model, "--train", "--data", data, "--batch", 8, "--steps", 2,
+                    "--checkpoint", self.p("ck"), "--log", data)
+        self.assertEqual(r.returncode, 1)
+        self.assertKept("ck/checkpoint.onnx.tmp-0a9f3c")
+
+    def test_rewrite_run_plot(self):
+        m = self.p("m.onnx")
+        tiny_model(m, external="m.data")
+        stale = ["out.onnx.tmp-aaaaaa", "out.onnx.data.tmp-bbbbbb", "r.json.tmp-cccccc",
+                 "o/y.npy.tmp-dddddd", "a.svg.tmp-eeeeee"]
+        self.plant(*stale, "m.onnx.tmp-ffffff")
+        r = run_files_mpc("rewrite", m, "-o", self.p("out.onnx"), "--report", self.p("r.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run_files_mpc("run", m, "--random-inputs", "--outputs", self.p("o"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.p("a.csv"), "w") as f:
+            f.write("step,loss\n1,2\n")
+        r = run_files_mpc("plot", self.p("a.csv"), "-o", self.p("a.svg"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGone(*stale)
+        # The input's own name is not written: its look-alike stays.
+        self.assertKept("m.onnx.tmp-ffffff", "out.onnx", "out.onnx.data", "o/y.npy")
+
+    def test_temporary_that_is_read_survives(self):
+        m = self.p("m.onnx")
+        tiny_model(m)
+        os.mkdir(self.p("o"))
+        x = self.p("o", "y.npy.tmp-abc123")
+        np.save(self.p("x.npy"), np.ones((2, 64), np.float32))
+        os.rename(self.p("x.npy"), x)
+        r = run_files_mpc("run", m, "--input", "x=" + x, "--outputs", self.p("o"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(x))
+
+
+class HugeShapeTest(FilesCase):
+    def fails(self, args, *needles):
+        r = run_files_mpc(*args)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("mpc: error: "), lines[0])
+        for n in needles:
+            self.assertIn(n, lines[0])
+        self.assertNotIn("bad_alloc", r.stderr)
+
+    def save(self, name, nodes, inputs, out_type, inits):
+        g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", out_type,
+                                                                                 None)],
+                              [numpy_helper.from_array(np.array(v), k) for k, v in inits.items()])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, self.p(name))
+        return self.p(name)
+
+    def test_random_inputs(self):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000000, 1000000])
+        m = self.save("big.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x],
+                      TensorProto.FLOAT, {})
+        self.fails(["run", m, "--random-inputs"], "input 'x'", "[1000000, 1000000]",
+                   "4000000000000 bytes")
+        mlp = os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx")
+        self.fails(["run", mlp, "--random-inputs", "--dim", "N=1000000000000"], "input 'x'",
+                   "256000000000000 bytes")
+        self.fails(["run", mlp, "--random-inputs", "--dim", "N=100000000000000000"],
+                   "input 'x'", "more than 2^64 bytes")
+
+    def test_tensor_proto_input(self):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+        m = self.save("relu.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x],
+                      TensorProto.FLOAT, {})
+        t = TensorProto(name="x", data_type=TensorProto.FLOAT, dims=[1000000, 1000000])
+        with open(self.p("x.pb"), "wb") as f:
+            f.write(t.SerializeToString())
+        self.fails(["run", m, "--input", "x=" + self.p("x.pb")], "input 'x'",
+                   "needs 1000000000000")
+
+    def test_shapes_computed_at_run_time(self):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])
+        big = np.array([1000000, 1000000], np.int64)
+        n = helper.make_node
+        cases = {
+            "ConstantOfShape": ([n("ConstantOfShape", ["s"], ["y"])], [], TensorProto.FLOAT,
+                                {"s": big}, "4000000000000 bytes"),
+            "Expand": ([n("Expand", ["x", "s"], ["y"])], [x], TensorProto.FLOAT, {"s": big},
+                       "4000000000000 bytes"),
+            "Tile": ([n("Tile", ["x", "s"], ["y"])], [x], TensorProto.FLOAT, {"s": big},
+                     "4000000000000 bytes"),
+            "Range": ([n("Range", ["a", "b", "c"], ["y"])], [], TensorProto.INT64,
+                      {"a": np.array(0, np.int64), "b": np.array(10**12, np.int64),
+                       "c": np.array(1, np.int64)}, "8000000000000 bytes"),
+            "Resize": ([n("Resize", ["x", "", "sc"], ["y"])], [x], TensorProto.FLOAT,
+                       {"sc": np.array([1e6, 1e6], np.float32)}, "4000000000000 bytes"),
+        }
+        for op, (nodes, inputs, out_type, inits, needle) in cases.items():
+            with self.subTest(op=op):
+                m = self.save(op + ".onnx", nodes, inputs, out_type, inits)
+                self.fails(["run", m, "--random-inputs"], "'y'", needle)
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -767,7 +1086,8 @@ def main():
 
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
-    for case in (DumpTest, ReportTest, InspectTest, OnnxCheckBlameTest):
+    for case in (DumpTest, ReportTest, InspectTest, OnnxCheckBlameTest, LostFilesTest,
+                 StaleTemporariesTest, HugeShapeTest):
         for test in loader.loadTestsFromTestCase(case):
             if not args.pattern or args.pattern in test.id():
                 suite.addTest(test)

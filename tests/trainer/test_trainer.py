@@ -728,6 +728,54 @@ class TrainerCase(unittest.TestCase):
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1)
                 self.assertEqual(listing(out), [])
 
+    def test_bad_data_values(self):
+        # Every value is checked before the first step: one line naming the file, the array,
+        # the element and its value; no progress printed, nothing written.
+        w = self.work()
+        n = lambda name: os.path.join(w, name)
+        X, y = self.X, self.y
+        neg, big, big_test = y.copy(), y.copy(), y[:20].copy()
+        neg[5] = -1
+        big[7] = self.C  # the model has classes 0 .. C-1
+        big_test[3] = 99
+        nan_x, inf_test = X.copy(), X[:20].copy()
+        nan_x[2, 1] = np.nan
+        inf_test[4, 0] = -np.inf
+        np.savez(n("neg.npz"), **{DATA: X, "labels": neg})
+        np.savez(n("big.npz"), **{DATA: X, "labels": big})
+        np.savez(n("bigtest.npz"), **{DATA: X, "labels": y, DATA + "_test": X[:20],
+                                      "labels_test": big_test})
+        np.savez(n("nan.npz"), **{DATA: nan_x, "labels": y})
+        np.savez(n("inftest.npz"), **{DATA: X, "labels": y, DATA + "_test": inf_test,
+                                      "labels_test": y[:20]})
+        # A bad label in the held-out tail (--holdout) is found too.
+        tail = y.copy()
+        tail[95] = -3
+        np.savez(n("tail.npz"), **{DATA: X, "labels": tail})
+        cases = {
+            "negative label": ("neg.npz", ["'labels' at [5]", "label -1", "4 classes"]),
+            "label = classes": ("big.npz", ["'labels' at [7]", "label 4", "0 to 3", "'Y'"]),
+            "held-out label": ("bigtest.npz", ["'labels_test' at [3]", "label 99"]),
+            "held-out tail label": ("tail.npz", ["'labels' at [95]", "label -3"]),
+            "NaN feature": ("nan.npz", [f"'{DATA}' at [2, 1]", "value nan is not finite"]),
+            "held-out inf": ("inftest.npz", [f"'{DATA}_test' at [4, 0]", "value -inf"]),
+        }
+        out = n("out")
+        os.mkdir(out)
+        for name, (data, needles) in cases.items():
+            with self.subTest(case=name):
+                r = self.train(self.sr_path, n(data), "--batch", 8, "--steps", 3, "--holdout",
+                               0.2, "--checkpoint", os.path.join(out, "ck"), "--log",
+                               os.path.join(out, "l.csv"), check=None)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertTrue(lines[0].startswith("mpc: error: " + n(data) + ": "), lines[0])
+                for needle in needles:
+                    self.assertIn(needle, lines[0])
+                self.assertEqual(r.stdout, "")
+                self.assertEqual(listing(out), [])
+
     def test_plot(self):
         w = self.work()
         logs = []

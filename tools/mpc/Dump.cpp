@@ -86,7 +86,7 @@ static void renderSvg(llvm::StringRef dotPath, llvm::StringRef svgPath) {
     return;
   }
   llvm::SmallString<256> tmp, errLog;
-  if (llvm::sys::fs::createUniqueFile(svgPath + ".tmp-%%%%%%", tmp) ||
+  if (llvm::sys::fs::createUniqueFile(svgPath + kTempSuffix, tmp) ||
       llvm::sys::fs::createTemporaryFile("mpc-dot", "log", errLog)) {
     warn("cannot create a temporary file for '" + svgPath + "'; no SVG rendering");
     if (!tmp.empty())
@@ -688,6 +688,19 @@ llvm::Error tool::dumpGraph(const DumpTarget &t, llvm::StringRef phase, Model &m
     return err;
   renderSvg(dotPath, base + ".svg");
   return llvm::Error::success();
+}
+
+std::vector<std::string> tool::dumpFiles(const DumpTarget &t, const Model &m) {
+  std::vector<std::string> out;
+  if (!m.graph)
+    return out;
+  for (const char *phase : {"before", "after"}) {
+    std::string base = dumpPath(t, m, phase);
+    for (const char *ext : {".onnx", ".onnx.data", ".dot", ".svg"})
+      out.push_back(base + ext);
+  }
+  out.push_back(dumpPath(t, m, "lists.txt"));
+  return out;
 }
 
 llvm::Error tool::dumpLists(const DumpTarget &t, const Model &m, const AmpLists &lists,

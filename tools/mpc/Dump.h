@@ -29,6 +29,9 @@ struct DumpTarget {
 llvm::Error dumpGraph(const DumpTarget &t, llvm::StringRef phase, Model &m,
                       const std::vector<NodeDecision> &decisions);
 
+/// Every file dumpGraph (both phases) and dumpLists may write for `m`.
+std::vector<std::string> dumpFiles(const DumpTarget &t, const Model &m);
+
 /// Writes `<stamp>_<graph>_lists.txt`: the effective lists and options.
 llvm::Error dumpLists(const DumpTarget &t, const Model &m, const AmpLists &lists,
                       const AmpOptions &opts);

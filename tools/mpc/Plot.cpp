@@ -383,6 +383,13 @@ int tool::runPlot(llvm::ArrayRef<const char *> args, const char *const *) {
   std::string usage = parseArgs(args, a);
   if (!usage.empty())
     return usageError("plot", usage);
+  FilePlan files;
+  for (const std::string &f : a.files)
+    files.read(f, "CSV file");
+  files.write(a.output, "output");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
+  files.removeStaleTemporaries();
   PlotPanel panel;
   panel.yLabel = a.column;
   panel.logY = a.logY;

@@ -44,11 +44,11 @@ static llvm::Expected<HostTensor> tensorFromProto(const onnx::TensorProto &p,
     t.bytes.assign(p.raw_data().begin(), p.raw_data().end());
     return std::move(t);
   }
-  t.bytes.resize(n * es);
   auto fill = [&](const auto &field) -> llvm::Error {
     if (uint64_t(field.size()) != n)
       return inputError("{0}: has {1} values, shape {2} needs {3}", what, field.size(),
                         formatShape(shape), n);
+    t.bytes.resize(n * es); // no larger than the values the file holds
     for (uint64_t i = 0; i < n; ++i) {
       auto v = field.Get(int(i));
       std::memcpy(t.bytes.data() + i * es, &v, es); // little-endian truncation

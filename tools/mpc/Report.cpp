@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Dump.h"
+#include "FilePlan.h"
 #include "Shapes.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Support/Diagnostics.h"
@@ -643,7 +644,7 @@ static void writeJson(llvm::raw_ostream &os, const Model &after, const AmpResult
 
 llvm::Error tool::writeReport(llvm::StringRef path, const Model &after, const AmpResult &result,
                               const AmpOptions &opts) {
-  std::string model = (path + ".tmp-%%%%%%").str();
+  std::string model = (path + kTempSuffix).str();
   llvm::Error err = llvm::writeFileAtomically(model, path, [&](llvm::raw_ostream &os) {
     writeJson(os, after, result, opts);
     return llvm::Error::success();

@@ -195,6 +195,9 @@ static std::string defaultOutput(llvm::StringRef input) {
 /// --strict-check forces it; mpc's verifier checks every model).
 constexpr unsigned kStrictCheckNodeLimit = 5000;
 
+/// The external data file written beside `output`: OUTPUT.data.
+static std::string externalDataPath(llvm::StringRef output) { return (output + ".data").str(); }
+
 static bool anyExternal(const Model &m) {
   for (const Value *v : m.graph->initializers())
     if (v->initializer()->isExternal())
@@ -221,8 +224,15 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
 
   if (a.output.empty() && a.emit.empty())
     a.output = defaultOutput(a.input);
+  FilePlan files;
+  files.read(a.input, "input model");
+  files.write(a.output, "output");
+  files.write(a.report, "report");
+  files.writeFolder(a.dumpDir, "dump folder");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
   if (!a.output.empty())
-    if (llvm::Error err = checkOutputPath(a.input, a.output))
+    if (llvm::Error err = checkOutputPath(a.output))
       return fail(std::move(err));
   if (!a.dumpDir.empty() && !llvm::sys::fs::is_directory(a.dumpDir))
     return fail("dump folder '" + a.dumpDir + "' does not exist");
@@ -248,13 +258,23 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   Model &m = **modelOrErr;
   if (llvm::Error err = verifyModel(m))
     return fail(llvm::Twine(a.input) + ": " + llvm::toString(std::move(err)));
-  phase("load");
-
   DumpTarget dump;
   if (!a.dumpDir.empty()) {
     dump.dir = a.dumpDir;
     dump.stamp = llvm::sys::path::stem(a.input).str();
+    for (const std::string &f : dumpFiles(dump, m))
+      files.write(f, "dump file");
   }
+  // The weights beside the input are read until the output is written.
+  bool hadExternal = anyExternal(m);
+  files.readExternalData(m, a.input);
+  if (hadExternal && !a.output.empty())
+    files.write(externalDataPath(a.output), "output's external data");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
+  files.removeStaleTemporaries();
+  phase("load");
+
   llvm::Error dumpErr = llvm::Error::success();
   // Training models: the loss subgraph and the optimizer stay fp32, and loss
   // scaling follows the AMP rewrite when the model carries the metadata.
@@ -275,7 +295,6 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
       else if (llvm::Error err2 = dumpLists(dump, m, lists, a.amp))
         dumpErr = std::move(err2);
     };
-  bool hadExternal = anyExternal(m);
   SchemaOnlyCaps caps;
   llvm::Expected<AmpResult> res = runAmpRewrite(m, ro, caps, &llvm::errs());
   if (!res) {
@@ -321,7 +340,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   } else {
     ExportOptions eo;
     if (hadExternal)
-      eo.externalDataFile = llvm::sys::path::filename(a.output).str() + ".data";
+      eo.externalDataFile = llvm::sys::path::filename(externalDataPath(a.output)).str();
     if (llvm::Error err = writeOnnxFile(m, a.output, eo))
       return fail(std::move(err));
   }

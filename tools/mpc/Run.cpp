@@ -310,6 +310,10 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
     if (runtimeElementSize(t.elem) == 0)
       return inputError("input '{0}': element type {1} is not supported", v->name(),
                         dtypeName(t.elem));
+    // Drawn as doubles, then cast: both buffers must fit.
+    for (DType dt : {t.elem, DType::F64})
+      if (auto bytes = checkedTensorBytes(shape, dt, "input '" + v->name() + "'"); !bytes)
+        return bytes.takeError();
     HostTensor f(DType::F64, shape);
     std::uniform_real_distribution<double> uni(-1.0, 1.0);
     std::uniform_int_distribution<int> small(0, 9);
@@ -497,6 +501,19 @@ sequencesFor(const Graph &g, const Graph &ref, const std::vector<NamedSequence> 
   return out;
 }
 
+/// Where --outputs DIR puts output `name`: DIR/NAME.npy, or DIR/NAME.pb for
+/// a sequence (ONNX SequenceProto) or an optional (OptionalProto). Characters
+/// other than letters, digits and `_-.` become `_`.
+static std::string outputFile(llvm::StringRef dir, llvm::StringRef name, bool sequence) {
+  std::string file = name.str();
+  for (char &c : file)
+    if (!llvm::isAlnum(c) && c != '_' && c != '-' && c != '.')
+      c = '_';
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, file + (sequence ? ".pb" : ".npy"));
+  return std::string(path);
+}
+
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
                                                             int threads) {
   std::unique_ptr<Backend> backend;
@@ -532,10 +549,31 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);
 
+  FilePlan files;
+  files.read(a.model, "model");
+  files.read(a.compare, "compared model");
+  for (auto &[name, file] : a.inputs)
+    files.read(file, "--input file");
+  files.writeFolder(a.outputs, "--outputs folder");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
+
   auto main = loadForRun(a.model, *backend);
   if (!main)
     return fail(main.takeError());
   const Graph &g = *main->model->graph;
+  files.readExternalData(*main->model, a.model);
+  if (!a.outputs.empty())
+    for (const Value *v : g.outputs()) {
+      // The declared kind says .npy or .pb; an unknown one may be either.
+      TypeKind k = v->type.kind;
+      if (k != TypeKind::Sequence && k != TypeKind::Optional)
+        files.write(outputFile(a.outputs, v->name(), false), "--outputs file");
+      if (k != TypeKind::Tensor)
+        files.write(outputFile(a.outputs, v->name(), true), "--outputs file");
+    }
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
   std::vector<NamedTensor> inputs;
   std::vector<NamedSequence> seqInputs;
   if (llvm::Error err = loadInputs(a, g, inputs, seqInputs))
@@ -561,6 +599,9 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (!o)
       return fail(o.takeError());
     other = std::move(*o);
+    files.readExternalData(*other.model, a.compare);
+    if (llvm::Error err = files.check())
+      return fail(std::move(err));
     auto in = inputsFor(*other.model->graph, g, inputs);
     if (!in)
       return fail(in.takeError());
@@ -576,6 +617,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (auto ec = llvm::sys::fs::create_directories(a.outputs))
       return fail(llvm::Twine("cannot create '") + a.outputs + "': " + ec.message());
   }
+  files.removeStaleTemporaries();
 
   std::vector<double> times;
   std::vector<NamedTensor> outputs;
@@ -694,14 +736,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (!a.outputs.empty()) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const NamedTensor &t = outputs[i];
-      std::string file = t.name;
-      for (char &c : file)
-        if (!llvm::isAlnum(c) && c != '_' && c != '-' && c != '.')
-          c = '_';
-      llvm::SmallString<256> path(a.outputs);
-      // Sequences as ONNX SequenceProto, optionals as OptionalProto, tensors
-      // as .npy.
-      llvm::sys::path::append(path, file + (seqOutputs[i] ? ".pb" : ".npy"));
+      std::string path = outputFile(a.outputs, t.name, bool(seqOutputs[i]));
       llvm::Error err = !seqOutputs[i] ? writeNpyFile(path, t.tensor)
                         : seqOutputs[i]->optional
                             ? writeFileAtomically(path, serializeOptionalPb(*seqOutputs[i]))

@@ -7,6 +7,7 @@
 #ifndef MPC_TOOLS_TOOL_H
 #define MPC_TOOLS_TOOL_H
 
+#include "FilePlan.h"
 #include "mpc/IR/Graph.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -56,9 +57,9 @@ private:
   size_t pos = 0;
 };
 
-/// Checks before any work that `output` can be written: it is not the input
-/// model (mpc never overwrites its input) and its folder exists.
-llvm::Error checkOutputPath(llvm::StringRef input, llvm::StringRef output);
+/// Checks before any work that the folder of `output` exists (that it is no
+/// file the command reads is FilePlan's check).
+llvm::Error checkOutputPath(llvm::StringRef output);
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and
 /// a rename (llvm::writeFileAtomically): the file is complete or absent. A

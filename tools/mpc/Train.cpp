@@ -248,14 +248,21 @@ struct ResumePoint {
 } // namespace
 
 /// Loads and checks a checkpoint of the model whose hash is `hash`.
+/// The checkpoint file in folder `dir`.
+static std::string checkpointIn(llvm::StringRef dir) {
+  llvm::SmallString<256> p(dir);
+  llvm::sys::path::append(p, "checkpoint.onnx");
+  return std::string(p);
+}
+
+/// The file --resume names: FILE, or DIR/checkpoint.onnx.
+static std::string resumeFile(const std::string &where) {
+  return llvm::sys::fs::is_directory(where) ? checkpointIn(where) : where;
+}
+
 static llvm::Expected<std::unique_ptr<Model>>
 loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &at) {
-  std::string path = where;
-  if (llvm::sys::fs::is_directory(where)) {
-    llvm::SmallString<256> p(where);
-    llvm::sys::path::append(p, "checkpoint.onnx");
-    path = p.str().str();
-  }
+  std::string path = resumeFile(where);
   if (!llvm::sys::fs::exists(path))
     return inputError("--resume: no checkpoint '{0}'", path);
   auto m = loadModel(path);
@@ -300,9 +307,7 @@ static llvm::Error writeCheckpoint(Model &m, Trainer &t, const std::string &dir,
   m.setMetadata(kSeedKey, std::to_string(t.seed()));
   m.setMetadata(kBatchKey, std::to_string(batch));
   m.setMetadata(kHashKey, hash);
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, "checkpoint.onnx");
-  return writeOnnxFile(m, path);
+  return writeOnnxFile(m, checkpointIn(dir));
 }
 
 //===----------------------------------------------------------------------===//
@@ -391,6 +396,18 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!usage.empty())
     return usageError("run --train", usage);
 
+  FilePlan files;
+  files.read(a.model, "training model");
+  files.read(a.data, "--data file");
+  if (!a.resume.empty())
+    files.read(resumeFile(a.resume), "checkpoint to resume from");
+  files.write(a.log, "--log file");
+  files.write(a.plot, "--plot file");
+  files.writeFolder(a.checkpoint, "--checkpoint folder");
+  if (!a.checkpoint.empty())
+    files.write(checkpointIn(a.checkpoint), "checkpoint");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
   for (auto [file, flag] :
        {std::pair<const std::string *, const char *>{&a.log, "--log"}, {&a.plot, "--plot"}})
     if (llvm::Error err = checkOutputFolder(*file, flag))
@@ -415,6 +432,9 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!model->isTraining())
     return fail(llvm::Twine(a.model) + ": not a training model (no training_info; see "
                                        "docs/training.md)");
+  files.readExternalData(*model, a.model);
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
   auto hash = modelHash(*model);
   if (!hash)
     return fail(hash.takeError());
@@ -435,6 +455,9 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
                                 at.batch)
                       .str());
     model = std::move(*ck);
+    files.readExternalData(*model, resumeFile(a.resume));
+    if (llvm::Error err = files.check())
+      return fail(std::move(err));
   }
 
   auto trainer = Trainer::create(*model, *backend, a.batch);
@@ -455,6 +478,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
                               at.step, at.epoch, nb)
                     .str());
   t.setPosition(at.seed, at.step);
+  files.removeStaleTemporaries();
   // --steps and --epochs count from the start of training, so that the same
   // command line, resumed, ends where an uninterrupted run ends.
   uint64_t last = a.steps ? a.steps : (a.epochs ? a.epochs : 1) * nb;

@@ -157,13 +157,22 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   std::string usage = parseArgs(argv, a);
   if (!usage.empty())
     return usageError("train-graph", usage);
-  if (llvm::Error err = checkOutputPath(a.input, a.output))
+  FilePlan files;
+  files.read(a.input, "input model");
+  files.write(a.output, "output");
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
+  if (llvm::Error err = checkOutputPath(a.output))
     return fail(std::move(err));
 
   auto modelOrErr = loadModel(a.input);
   if (!modelOrErr)
     return fail(modelOrErr.takeError());
   Model &m = **modelOrErr;
+  files.readExternalData(m, a.input);
+  if (llvm::Error err = files.check())
+    return fail(std::move(err));
+  files.removeStaleTemporaries();
   if (llvm::Error err = verifyModel(m))
     return fail(llvm::Twine(a.input) + ": " + llvm::toString(std::move(err)));
   // A training model whose algorithm uses the standard Gradient op: lower it.

@@ -69,7 +69,7 @@ llvm::Error tool::writeFileAtomically(llvm::StringRef path, llvm::StringRef byte
   if (!llvm::sys::fs::is_directory(dir))
     return inputError("cannot write '{0}': folder '{1}' does not exist", path, dir);
   if (llvm::Error err =
-          llvm::writeFileAtomically((path + ".tmp-%%%%%%").str(), path, bytes))
+          llvm::writeFileAtomically((path + kTempSuffix).str(), path, bytes))
     return inputError("cannot write '{0}': {1}", path, llvm::toString(std::move(err)));
   return llvm::Error::success();
 }
@@ -92,11 +92,7 @@ std::string ArgScanner::positional(std::string &slot, llvm::StringRef what,
   return "";
 }
 
-llvm::Error tool::checkOutputPath(llvm::StringRef input, llvm::StringRef output) {
-  if (llvm::sys::fs::equivalent(input, output) || input == output)
-    return inputError("the output '{0}' is the input model; mpc never overwrites its input "
-                      "(choose another -o)",
-                      output);
+llvm::Error tool::checkOutputPath(llvm::StringRef output) {
   llvm::SmallString<256> dir(output);
   llvm::sys::path::remove_filename(dir);
   if (!dir.empty() && !llvm::sys::fs::is_directory(dir))

@@ -43,6 +43,18 @@ size_t runtimeElementSize(DType t);
 /// "[2, 3, 32, 32]".
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 
+/// The most bytes one tensor may take: the host's physical memory (every
+/// buffer sized by a model or its inputs is checked against it before it is
+/// allocated, so that a huge declared shape is an error, not a crash).
+uint64_t maxTensorBytes();
+
+/// The byte size of a tensor of `shape` and `dtype`, checked first: no
+/// negative dimension, no overflow of elements times element size, at most
+/// maxTensorBytes(). The error names the tensor (`what`: "input 'x'"), its
+/// shape and the bytes it would need.
+llvm::Expected<uint64_t> checkedTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,
+                                            const llvm::Twine &what);
+
 /// A host copy of an initializer or Constant attribute (materializing
 /// external data).
 llvm::Expected<HostTensor> hostTensorFromIR(const Tensor &t);

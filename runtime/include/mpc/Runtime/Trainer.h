@@ -95,7 +95,11 @@ public:
 
   /// Takes the data arrays (named after dataInputs(); `<input>_test` arrays
   /// form the held-out split, else its last `holdout` fraction) and checks
-  /// dtypes, shapes and sample counts. Errors name the array.
+  /// dtypes, shapes and sample counts, that float arrays hold no NaN or
+  /// infinity and that integer labels are classes: in [0, C) for the C of
+  /// the inference graph's first output (its last dimension), else of the
+  /// loss node's scores, else non-negative; a loss node's ignore_index is
+  /// allowed. Errors name the array, the element's index and its value.
   llvm::Error setData(std::vector<NamedTensor> arrays, double holdout);
   int64_t numTrainSamples() const { return numTrain; }
   int64_t numTestSamples() const { return numTest; }
@@ -146,6 +150,13 @@ private:
   /// What the inference graph's first output holds (for the eval loss).
   enum class OutputKind { Logits, Probabilities, LogProbabilities };
   OutputKind outputKind = OutputKind::Logits;
+  /// Integer labels: the class count (0: unknown) and where it comes from;
+  /// the ignore_index values of the algorithm's loss nodes.
+  int64_t classCount = 0;
+  std::string classSource;
+  std::vector<int64_t> ignoredLabels;
+  void findClassCount();
+  llvm::Error checkValues(const HostTensor &t, const std::string &name, bool isLabels) const;
   std::vector<std::pair<std::string, std::string>> gradients; // PARAM, GRAD
   bool gradientsAreOutputs = false;
   /// Data: per algorithm input, the training and held-out samples.
