@@ -352,8 +352,10 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (llvm::Error err = writeReport(a.report, m, *res, a.amp))
       return fail(std::move(err));
 
-  // The process ends now: skip tearing down a possibly huge model.
-  (void)modelOrErr->release();
+  // The process ends now: skip tearing down a possibly huge model (except
+  // under LeakSanitizer, which would report the model as a leak).
+  if (!kLeakChecked)
+    (void)modelOrErr->release();
   for (const std::string &note : res->notes)
     warn(note);
   (a.emit.empty() ? llvm::outs() : llvm::errs()) << res->summaryLine(a.amp.target) << "\n";

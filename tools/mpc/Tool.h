@@ -20,6 +20,22 @@ namespace mpc {
 class Backend;
 namespace tool {
 
+/// True in a build with LeakSanitizer (ASan): the tool then frees what it
+/// would otherwise leave to the process exit.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define MPC_TOOL_LEAK_CHECKED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(MPC_TOOL_LEAK_CHECKED)
+#define MPC_TOOL_LEAK_CHECKED 1
+#endif
+#ifdef MPC_TOOL_LEAK_CHECKED
+constexpr bool kLeakChecked = true;
+#else
+constexpr bool kLeakChecked = false;
+#endif
+
 enum ExitCode : int { Ok = 0, InputFailure = 1, UsageFailure = 2 };
 
 /// Prints "mpc: error: <msg>" and returns InputFailure.
