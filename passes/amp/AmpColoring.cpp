@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/AmpColoring.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
@@ -261,6 +262,9 @@ unsigned AmpPainter::opOf(const Node &n) {
 /// forEachGraph), classifies them, and computes the shape-path guard of each
 /// graph when `guard` is set: one walk over the model.
 void AmpPainter::collect(Graph &g, bool guard) {
+  // One level of recursion per nested graph: the verifier, run before any
+  // painting, refuses graphs nested deeper than the limit.
+  assert(graphDepth(g) <= kMaxGraphDepth && "verify the model first");
   size_t begin = nodes.size();
   bool nested = false;
   for (Node &n : g.nodes()) {

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
@@ -60,6 +61,9 @@ static bool isControlFlow(const Node &n) {
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::createForGraph(const Graph &graph, Backend &backend,
                          llvm::function_ref<bool(const Value *)> constantOuter) {
+  // Bodies get sub-executors, created and run recursively: one level each.
+  if (auto e = checkGraphDepth(graph))
+    return std::move(e);
   std::unique_ptr<Executor> ex(new Executor(graph, backend));
   if (auto e = ex->checkKernels())
     return std::move(e);

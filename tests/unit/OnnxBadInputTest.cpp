@@ -144,7 +144,7 @@ TEST(OnnxBadInput, WrongElementCount) {
   t->set_data_type(TensorProto::FLOAT);
   t->add_dims(4);
   t->set_raw_data(std::string(8, '\0'));
-  EXPECT_CONTAINS(importError(q), "raw data has 8 bytes, shape needs 16");
+  EXPECT_CONTAINS(importError(q), "initializer 'r': raw data has 8 bytes, its shape needs 16 (f32 [4])");
 
   onnx::ModelProto n = tinyModel();
   *n.mutable_graph()->add_initializer() = floatTensor("neg", {-1}, {});
@@ -227,4 +227,47 @@ TEST(OnnxBadInput, MalformedNodeInTheMainGraph) {
   EXPECT_CONTAINS(importError(bytes), "not a valid ONNX model");
   bytes[at - 2] = '\x22'; // repaired: the input error
   EXPECT_CONTAINS(importError(bytes), "node 'neg1' (Neg) uses 'nope', which is not defined");
+}
+
+// A file whose wire import fails is parsed whole afterwards, from the same
+// buffer: the buffer must outlive the failed import's model, which shared
+// it. Files of 16 KiB and more are mapped (unmapped with their last owner:
+// a crash), smaller ones read onto the heap (freed: a wrong message). Each
+// size gives the input error, through the file entry the tools use.
+TEST(OnnxBadInput, FailedFileImportKeepsItsBuffer) {
+  TempDir dir;
+  for (int64_t n : {16, 8192, 65536}) {
+    onnx::ModelProto p = tinyModel();
+    TensorProto *t = p.mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(TensorProto::DOUBLE); // 8 bytes an element: twice the data given
+    t->add_dims(n);
+    t->set_raw_data(std::string(static_cast<size_t>(n) * 4, '\x01'));
+    dir.write("m.onnx", serialize(p));
+    auto m = importOnnxFile(dir.file("m.onnx"));
+    ASSERT_FALSE(bool(m));
+    EXPECT_EQ(llvm::toString(m.takeError()),
+              dir.file("m.onnx") + ": graph 'tiny', initializer 'w': raw data has " +
+                  std::to_string(n * 4) + " bytes, its shape needs " + std::to_string(n * 8) +
+                  " (f64 [" + std::to_string(n) + "])");
+  }
+}
+
+// External data missing or short, from a file large enough to be mapped.
+TEST(OnnxBadInput, ExternalDataErrorsFromAMappedFile) {
+  TempDir dir;
+  onnx::ModelProto p = withExternal("w.bin");
+  *p.mutable_graph()->add_initializer() = floatTensor("big", {8192}, std::vector<float>(8192, 1));
+  dir.write("m.onnx", serialize(p));
+  auto missing = importOnnxFile(dir.file("m.onnx"));
+  ASSERT_FALSE(bool(missing));
+  EXPECT_EQ(llvm::toString(missing.takeError()),
+            dir.file("m.onnx") +
+                ": graph 'tiny', initializer 'w': external data file 'w.bin' not found");
+  dir.write("w.bin", std::string(8, '\0'));
+  auto shortFile = importOnnxFile(dir.file("m.onnx"));
+  ASSERT_FALSE(bool(shortFile));
+  EXPECT_EQ(llvm::toString(shortFile.takeError()),
+            dir.file("m.onnx") + ": graph 'tiny', initializer 'w': external data file 'w.bin' "
+                                 "is shorter than offset + length");
 }

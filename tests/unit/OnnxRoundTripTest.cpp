@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxTestUtil.h"
+#include "OnnxWire.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/IO/Onnx.h"
 #include "mpc/Text/Text.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -273,7 +275,7 @@ onnx::ModelProto normalized(onnx::ModelProto p) {
 bool parseWhole(const std::string &bytes, onnx::ModelProto &p) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t *>(bytes.data()),
                                             static_cast<int>(bytes.size()));
-  in.SetRecursionLimit(200);
+  in.SetRecursionLimit(mpc::onnxio::kRecursionLimit);
   return p.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 
@@ -867,26 +869,77 @@ TEST(OnnxWireImport, CorruptedFilesImportAsParsed) {
     }
 }
 
-// protobuf's nesting limit (200) counts through the wire-read main graph as
-// it does through a whole-file parse: nested If bodies, then nested sequence
-// types, around the limit.
+/// A model whose main graph nests `bodies` If levels: the innermost graph is
+/// at depth `bodies` (mpc/IR/Limits.h); its output's type is `seqs`
+/// sequences deep.
+static std::string nestedIfModel(int bodies, int seqs) {
+  onnx::ModelProto p = tinyModel();
+  onnx::GraphProto *g = p.mutable_graph();
+  addValue(g->mutable_input(), "c", TensorProto::BOOL, {});
+  for (int k = 0; k < bodies; ++k) {
+    auto *ifNode = addNode(*g, "If", {"c"}, {"if" + std::to_string(k)});
+    ifNode->set_name("n" + std::to_string(k));
+    g = addAttr(*ifNode, "then_branch", AttributeProto::GRAPH)->mutable_g();
+    g->set_name("body" + std::to_string(k));
+  }
+  addNode(*g, "Neg", {"x"}, {"inner"});
+  onnx::TypeProto *tp = addValue(g->mutable_output(), "inner", TensorProto::FLOAT, {})->mutable_type();
+  for (int s = 0; s < seqs; ++s)
+    tp = tp->mutable_sequence_type()->mutable_elem_type();
+  tp->mutable_tensor_type()->set_elem_type(TensorProto::FLOAT);
+  return serialize(p);
+}
+
+// Graphs nest up to kMaxGraphDepth, read from the wire as from a whole-file
+// parse; one level more is an error naming the graph, its depth, the limit
+// and the node path, whichever way the file is read.
 TEST(OnnxWireImport, NestingLimitIsKept) {
-  for (int bodies : {64, 65, 66})
+  for (int bodies : {kMaxGraphDepth - 1, kMaxGraphDepth, kMaxGraphDepth + 1,
+                     kMaxGraphDepth + 2})
     for (int seqs = 0; seqs < 4; ++seqs) {
-      onnx::ModelProto p = tinyModel();
-      onnx::GraphProto *g = p.mutable_graph();
-      addValue(g->mutable_input(), "c", TensorProto::BOOL, {});
-      for (int k = 0; k < bodies; ++k) {
-        auto *ifNode = addNode(*g, "If", {"c"}, {"if" + std::to_string(k)});
-        g = addAttr(*ifNode, "then_branch", AttributeProto::GRAPH)->mutable_g();
-        g->set_name("body" + std::to_string(k));
+      std::string bytes = nestedIfModel(bodies, seqs);
+      expectSameAsParsed(bytes);
+      auto m = importOnnxBytes(bytes, ".");
+      if (bodies <= kMaxGraphDepth) {
+        EXPECT_TRUE(bool(m)) << llvm::toString(m.takeError());
+        continue;
       }
-      addNode(*g, "Neg", {"x"}, {"inner"});
-      onnx::TypeProto *tp =
-          addValue(g->mutable_output(), "inner", TensorProto::FLOAT, {})->mutable_type();
-      for (int s = 0; s < seqs; ++s)
-        tp = tp->mutable_sequence_type()->mutable_elem_type();
-      tp->mutable_tensor_type()->set_elem_type(TensorProto::FLOAT);
-      expectSameAsParsed(serialize(p));
+      ASSERT_FALSE(bool(m));
+      // body64 is the graph at depth 65, in node n64.
+      EXPECT_EQ(llvm::toString(m.takeError()),
+                "graph 'body64' is at nesting depth 65, beyond the limit of 64 (node path: "
+                "node 'n0' (If) > node 'n1' (If) > node 'n2' (If) > ... (59 more) ... > "
+                "node 'n62' (If) > node 'n63' (If) > node 'n64' (If))");
     }
+}
+
+// Nesting far beyond what protobuf parses (its recursion limit) is named the
+// same way: the importer looks at the wire bytes when the parse fails.
+TEST(OnnxWireImport, DeepNestingBeyondTheParseIsNamed) {
+  for (int bodies : {100, 2000}) {
+    std::string bytes = nestedIfModel(bodies, 0);
+    onnx::ModelProto p;
+    EXPECT_FALSE(parseWhole(bytes, p));
+    auto m = importOnnxBytes(bytes, ".");
+    ASSERT_FALSE(bool(m));
+    std::string msg = llvm::toString(m.takeError());
+    EXPECT_EQ(msg, "graph 'body64' is at nesting depth 65, beyond the limit of 64 (node path: "
+                   "node 'n0' (If) > node 'n1' (If) > node 'n2' (If) > ... (59 more) ... > "
+                   "node 'n62' (If) > node 'n63' (If) > node 'n64' (If))");
+  }
+}
+
+// The protobuf limit leaves room for what a graph at the nesting limit holds:
+// nested sequence types up to it import, one more level is a parse error,
+// through the wire reader as through a whole-file parse.
+TEST(OnnxWireImport, ProtobufLimitBeyondTheNestingLimit) {
+  bool parsed = false, refused = false;
+  for (int seqs = 40; seqs < 56; ++seqs) {
+    std::string bytes = nestedIfModel(kMaxGraphDepth, seqs);
+    expectSameAsParsed(bytes);
+    onnx::ModelProto p;
+    (parseWhole(bytes, p) ? parsed : refused) = true;
+  }
+  EXPECT_TRUE(parsed);
+  EXPECT_TRUE(refused);
 }

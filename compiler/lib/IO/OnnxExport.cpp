@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IO/Onnx.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Support/LargeAlloc.h"
 #include "onnx/onnx_pb.h"
@@ -519,6 +520,9 @@ llvm::Error Exporter::writeTensorDirect(const Tensor &t, ChunkedBytes &out) {
 }
 
 llvm::Error Exporter::exportGraph(const Graph &g, onnx::GraphProto &gp) {
+  // Nested graphs are exported recursively, one level each.
+  if (auto err = checkGraphDepth(g))
+    return err;
   gp.set_name(g.name);
   if (!g.docString.empty())
     gp.set_doc_string(g.docString);

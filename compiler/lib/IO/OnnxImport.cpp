@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "OnnxWire.h"
 #include "mpc/IO/Onnx.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Support/Diagnostics.h"
 #include "onnx/onnx_pb.h"
 #include "llvm/ADT/CachedHashString.h"
@@ -366,9 +367,13 @@ llvm::Error Importer::importTensor(const TensorView &tv, Tensor &t,
     assert(tv.proto && "wire views carry raw data");
     return importTypedData(*tv.proto, t, describe);
   }
-  if (tv.rawData.size() != t.byteSize())
-    return inputError("{0}: raw data has {1} bytes, shape needs {2}", describe(), tv.rawData.size(),
-                      t.byteSize());
+  if (tv.rawData.size() != t.byteSize()) {
+    std::string dims;
+    for (int64_t d : t.dims)
+      dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    return inputError("{0}: raw data has {1} bytes, its shape needs {2} ({3} [{4}])", describe(),
+                      tv.rawData.size(), t.byteSize(), dtypeName(t.dtype), dims);
+  }
   // Raw data read from the file is used in place; from a parsed message (which
   // dies after import) it is copied.
   if (owner && tv.rawData.begin() >= source.begin() && tv.rawData.end() <= source.end())
@@ -522,6 +527,9 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
       return err;
   auto importOneGraph = [&](const onnx::GraphProto &gp) -> llvm::Error {
     auto g = std::make_unique<Graph>(model, owner.getParent(), &owner);
+    g->name = gp.name();
+    if (auto err = checkGraphDepth(*g))
+      return err;
     Scope inner;
     inner.parent = &scope;
     if (auto err = importGraph(gp, *g, inner))
@@ -880,18 +888,28 @@ mpc::importOnnxBytes(llvm::StringRef bytes, llvm::StringRef baseDir,
                      std::shared_ptr<const void> owner) {
   if (bytes.size() > INT32_MAX)
     return inputError("the file is larger than 2 GiB; store weights as external data");
+  // `owner` stays held here until the end: a failed import below destroys
+  // its model (and the model's share of `bytes`), and the whole-message parse
+  // after it still reads `bytes`.
   pb::Arena arena;
   ModelWire wire;
   if (decodeModel(bytes, wire, arena)) {
     auto m = importViews(*wire.rest, wire.hasGraph ? &wire.graph : nullptr, baseDir, bytes,
-                         std::move(owner));
+                         owner);
     if (m)
       return m;
     llvm::consumeError(m.takeError());
   }
   // A file the wire reader refuses, or an input error: the whole-message
-  // parse decides what is wrong (a parse error anywhere comes first).
-  return importParsed(bytes, baseDir);
+  // parse decides what is wrong (a parse error anywhere comes first), but for
+  // graphs nested too deep for the parse, which the importer would refuse.
+  auto m = importParsed(bytes, baseDir);
+  if (!m)
+    if (llvm::Error deep = checkWireGraphDepth(bytes)) {
+      llvm::consumeError(m.takeError());
+      return std::move(deep);
+    }
+  return m;
 }
 
 llvm::Expected<std::unique_ptr<Model>> mpc::importOnnxFile(llvm::StringRef path) {

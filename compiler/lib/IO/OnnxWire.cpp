@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxWire.h"
+#include "mpc/IR/Limits.h"
+#include "mpc/Support/Diagnostics.h"
 #include <cstring>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -415,4 +417,106 @@ bool onnxio::decodeModel(llvm::StringRef bytes, ModelWire &out, pb::Arena &arena
   }
   out.rest = parseIn<onnx::ModelProto>(arena, rest, 0);
   return out.rest && (!out.hasGraph || decodeGraph(graph, 1, out.graph, arena));
+}
+
+//===----------------------------------------------------------------------===//
+// Nesting depth
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Looks for a graph nested deeper than kMaxGraphDepth in wire bytes, without
+/// parsing them: recursion stops at the limit, so any depth is safe.
+/// Malformed bytes end the look where they start (the parse reports them).
+struct DepthScan {
+  /// The nodes holding the graphs entered, outermost first.
+  std::vector<std::string> path;
+  llvm::StringRef deepName;
+  int deepDepth = 0;
+
+  static llvm::StringRef graphName(llvm::StringRef graph) {
+    llvm::StringRef name;
+    forEachField(graph, [&](WireReader &r, uint32_t tag) {
+      return tag == tagOf(2, kLen) ? r.bytes(name) : tag != 0 && r.skip(tag);
+    });
+    return name;
+  }
+
+  /// True when the GraphProto `bytes`, at `depth`, holds a graph nested too deep.
+  bool graph(llvm::StringRef bytes, int depth) {
+    uint64_t order = 0;
+    bool found = false;
+    forEachField(bytes, [&](WireReader &r, uint32_t tag) {
+      llvm::StringRef nodeBytes;
+      if (tag != tagOf(1, kLen))
+        return tag != 0 && r.skip(tag);
+      if (!r.bytes(nodeBytes))
+        return false;
+      found = node(nodeBytes, order++, depth);
+      return !found;
+    });
+    return found;
+  }
+
+  bool node(llvm::StringRef bytes, uint64_t order, int depth) {
+    llvm::StringRef name, op, domain;
+    llvm::SmallVector<llvm::StringRef, 2> bodies;
+    forEachField(bytes, [&](WireReader &r, uint32_t tag) {
+      llvm::StringRef attr;
+      switch (tag) {
+      case tagOf(3, kLen):
+        return r.bytes(name);
+      case tagOf(4, kLen):
+        return r.bytes(op);
+      case tagOf(7, kLen):
+        return r.bytes(domain);
+      case tagOf(5, kLen): // AttributeProto: g (6) and graphs (11)
+        return r.bytes(attr) && forEachField(attr, [&](WireReader &a, uint32_t atag) {
+                 if (atag == tagOf(6, kLen) || atag == tagOf(11, kLen))
+                   return a.bytes(bodies.emplace_back());
+                 return atag != 0 && a.skip(atag);
+               });
+      default:
+        return tag != 0 && r.skip(tag);
+      }
+    });
+    if (bodies.empty())
+      return false;
+    std::string qualified =
+        domain.empty() || domain == "ai.onnx" ? op.str() : (domain + "::" + op).str();
+    path.push_back(describeNode(name, order, qualified));
+    for (llvm::StringRef body : bodies) {
+      if (depth + 1 > kMaxGraphDepth) {
+        deepName = graphName(body);
+        deepDepth = depth + 1;
+        return true;
+      }
+      if (graph(body, depth + 1))
+        return true;
+    }
+    path.pop_back();
+    return false;
+  }
+};
+} // namespace
+
+llvm::Error onnxio::checkWireGraphDepth(llvm::StringRef modelBytes) {
+  DepthScan scan;
+  bool found = false;
+  forEachField(modelBytes, [&](WireReader &r, uint32_t tag) {
+    llvm::StringRef field;
+    if (tag == tagOf(7, kLen)) // ModelProto.graph, at depth 0
+      return r.bytes(field) && !(found = scan.graph(field, 0));
+    if (tag != tagOf(20, kLen)) // ModelProto.training_info
+      return tag != 0 && r.skip(tag);
+    // TrainingInfoProto: initialization (1) and algorithm (2), at depth 1.
+    return r.bytes(field) && forEachField(field, [&](WireReader &t, uint32_t ttag) {
+             llvm::StringRef g;
+             if (ttag == tagOf(1, kLen) || ttag == tagOf(2, kLen))
+               return t.bytes(g) && !(found = scan.graph(g, 1));
+             return ttag != 0 && t.skip(ttag);
+           });
+  });
+  if (!found)
+    return llvm::Error::success();
+  return graphDepthError(scan.deepName, scan.deepDepth, scan.path);
 }

@@ -11,6 +11,7 @@
 #define MPC_LIB_IO_ONNXWIRE_H
 
 #include "mpc/IR/Attribute.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/IR/Type.h"
 #include "mpc/Support/LargeAlloc.h"
 #include "onnx/onnx_pb.h"
@@ -25,9 +26,12 @@
 namespace mpc {
 namespace onnxio {
 
-/// protobuf's nesting limit for a whole ModelProto (the main graph's nodes
-/// sit two levels below it).
-constexpr int kRecursionLimit = 200;
+/// protobuf's nesting limit for a whole ModelProto. A graph at depth d
+/// (mpc/IR/Limits.h) is a message 3d + 1 levels deep (model, graph, node,
+/// attribute, graph, ...); the rest leaves room for what a graph at the limit
+/// holds (value types, tensors), so that the importer, not the parse, refuses
+/// a graph nested too deep and says so.
+constexpr int kRecursionLimit = 3 * kMaxGraphDepth + 1 + 100;
 
 /// A TensorProto. Wire views hold plain tensors only (raw_data, no external
 /// or typed data, no unknown fields); `proto` is set for parsed ones and
@@ -139,6 +143,10 @@ struct ModelWire {
 /// graph field given twice, which protobuf merges). Parsed parts live in
 /// `arena`; views point into `bytes`.
 bool decodeModel(llvm::StringRef bytes, ModelWire &out, google::protobuf::Arena &arena);
+
+/// An error naming the first graph nested deeper than kMaxGraphDepth in a
+/// serialized ModelProto (main and training graphs); any depth is safe.
+llvm::Error checkWireGraphDepth(llvm::StringRef modelBytes);
 
 /// Decodes a plain AttributeProto (the fields of AttrRef::wire). False when
 /// it has other fields (then `a` is partly filled: parse it instead).

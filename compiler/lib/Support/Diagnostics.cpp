@@ -7,8 +7,12 @@ using namespace mpc;
 char InputError::ID;
 
 std::string mpc::describeNode(const Node &n) {
-  std::string where = n.name.empty()
-                          ? llvm::formatv("node #{0}", n.order()).str()
-                          : llvm::formatv("node '{0}'", n.name).str();
-  return llvm::formatv("{0} ({1})", where, n.qualifiedOpType()).str();
+  return describeNode(n.name, n.order(), n.qualifiedOpType());
+}
+
+std::string mpc::describeNode(llvm::StringRef name, uint64_t order,
+                              llvm::StringRef qualifiedOpType) {
+  std::string where = name.empty() ? llvm::formatv("node #{0}", order).str()
+                                   : llvm::formatv("node '{0}'", name).str();
+  return llvm::formatv("{0} ({1})", where, qualifiedOpType).str();
 }

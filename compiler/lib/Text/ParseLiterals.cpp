@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Parser.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Text/Text.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringExtras.h"
@@ -379,6 +380,10 @@ static float floatOf(const Token &t) { return std::strtof(t.text.c_str(), nullpt
 
 bool Parser::parseNestedGraph(Node &n, Scope &scope, Attribute &a) {
   auto g = std::make_unique<Graph>(*model, n.getParent(), &n);
+  if (peek().is(Tok::GraphName)) // 'graph' '@name'
+    g->name = peek().text;
+  if (llvm::Error err = checkGraphDepth(*g))
+    return error(cur(), llvm::toString(std::move(err)));
   Scope inner;
   inner.graph = g.get();
   inner.parent = &scope;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Verify/Verifier.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
@@ -184,9 +185,13 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         return err;
   }
   for (const Attribute &a : n.attrs)
-    for (const auto &body : a.graphs)
+    for (const auto &body : a.graphs) {
+      // Walks over nested graphs recurse once per level (mpc/IR/Limits.h).
+      if (auto err = checkGraphDepth(*body))
+        return err;
       if (auto err = verifyScoped(*body))
         return err;
+    }
   for (const Value *v : n.outputs())
     if (v)
       define(v);

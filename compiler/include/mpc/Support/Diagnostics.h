@@ -36,6 +36,9 @@ template <typename... Ts> llvm::Error inputError(const char *fmt, Ts &&...vals) 
 
 /// "node 'name' (OpType)" for messages; "node #<order> (OpType)" when unnamed.
 std::string describeNode(const Node &n);
+/// The same for a node not (yet) in the IR: its name, its position in its
+/// graph and its op type as Node::qualifiedOpType gives it.
+std::string describeNode(llvm::StringRef name, uint64_t order, llvm::StringRef qualifiedOpType);
 
 } // namespace mpc
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The importer's errors through the real CLI, on files as a user has them.
+
+    python3 tests/fuzz/test_import_errors.py --mpc build/tools/mpc --source-dir . [-v]
+
+  * an initializer whose data_type does not match its raw data (the use-after-free repro of
+    issue 11: files of 16 KiB and more crashed, smaller ones named the wrong problem);
+  * external data whose file is missing or short: the line names the tensor and the file;
+  * graphs nested up to the limit (64) work end to end (inspect, rewrite, run, and the
+    rewritten model runs to the same values); one level more, and 2000, are one line naming
+    the depth, the limit and the node path.
+
+Every failure: exit status 1, exactly one line on stderr, no output file. The last line printed
+is 'N passed, N failed'; exit status 1 on any failure, 77 when onnx is missing.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SKIP_EXIT_CODE = 77
+try:
+    import onnx
+    from onnx import TensorProto
+except ImportError as e:  # pragma: no cover
+    print(f"onnx is required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(SKIP_EXIT_CODE)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_mutations import MAX_GRAPH_DEPTH, nested_if_model  # noqa: E402
+
+MPC = None
+SOURCE_DIR = None
+
+
+def mpc(*args, cwd):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    return subprocess.run([MPC] + list(args), cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+class CliCase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="mpc-import-errors-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def expect_one_error(self, args, message):
+        """Runs `mpc args` in the folder: exit 1, exactly `mpc: error: message`, no output."""
+        r = mpc(*args, cwd=self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, f"mpc: error: {message}\n")
+        self.assertEqual(r.stdout, "")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out.onnx")))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out.onnx.data")))
+
+    def each_command(self, model, message):
+        self.expect_one_error(["inspect", model], message)
+        self.expect_one_error(["rewrite", model, "-o", "out.onnx"], message)
+        self.expect_one_error(["run", model, "--random-inputs"], message)
+
+
+class DataTypeMismatchTest(CliCase):
+    def test_the_repro_names_the_initializer(self):
+        # Model sizes on both sides of 16 KiB, where the file is mapped instead of read.
+        for name, size in (("digits_mlp", 19780), ("mlp", 69532)):
+            m = onnx.load(os.path.join(SOURCE_DIR, "models", name + ".onnx"))
+            t = m.graph.initializer[0]
+            t.data_type = TensorProto.DOUBLE
+            dims = ", ".join(str(d) for d in t.dims)
+            n = len(t.raw_data)
+            onnx.save(m, os.path.join(self.dir, "r.onnx"))
+            self.each_command("r.onnx", f"r.onnx: graph '{m.graph.name}', initializer "
+                                        f"'{t.name}': raw data has {n} bytes, its shape needs "
+                                        f"{2 * n} (f64 [{dims}])")
+        small = onnx.load(os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"))
+        del small.graph.initializer[1:]
+        t = small.graph.initializer[0]
+        t.data_type = TensorProto.DOUBLE
+        t.raw_data = t.raw_data[:64]
+        del t.dims[:]
+        t.dims.append(16)
+        onnx.save(small, os.path.join(self.dir, "s.onnx"))
+        self.assertLess(os.path.getsize(os.path.join(self.dir, "s.onnx")), 16384)
+        self.expect_one_error(["inspect", "s.onnx"],
+                              f"s.onnx: graph '{small.graph.name}', initializer '{t.name}': raw "
+                              "data has 64 bytes, its shape needs 128 (f64 [16])")
+
+
+class ExternalDataTest(CliCase):
+    def external_model(self):
+        m = onnx.load(os.path.join(SOURCE_DIR, "models", "mlp.onnx"))
+        onnx.save(m, os.path.join(self.dir, "m.onnx"), save_as_external_data=True,
+                  all_tensors_to_one_file=True, location="m.data", size_threshold=1024)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "m.data")))
+        first = next(t for t in onnx.load(os.path.join(self.dir, "m.onnx"),
+                                          load_external_data=False).graph.initializer
+                     if t.data_location == TensorProto.EXTERNAL)
+        return m.graph.name, first.name
+
+    def test_missing_file(self):
+        graph, tensor = self.external_model()
+        os.remove(os.path.join(self.dir, "m.data"))
+        self.each_command("m.onnx", f"m.onnx: graph '{graph}', initializer '{tensor}': external "
+                                    "data file 'm.data' not found")
+
+    def test_short_file(self):
+        graph, tensor = self.external_model()
+        with open(os.path.join(self.dir, "m.data"), "r+b") as f:
+            f.truncate(100)
+        self.each_command("m.onnx", f"m.onnx: graph '{graph}', initializer '{tensor}': external "
+                                    "data file 'm.data' is shorter than offset + length")
+
+    def test_whole_file_works(self):
+        self.external_model()
+        r = mpc("rewrite", "m.onnx", "-o", "out.onnx", cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class NestingTest(CliCase):
+    def write(self, depth):
+        with open(os.path.join(self.dir, f"d{depth}.onnx"), "wb") as f:
+            f.write(nested_if_model(depth))
+        return f"d{depth}.onnx"
+
+    def test_up_to_the_limit_works_end_to_end(self):
+        for depth in (MAX_GRAPH_DEPTH - 1, MAX_GRAPH_DEPTH):
+            model = self.write(depth)
+            r = mpc("inspect", model, cwd=self.dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = mpc("rewrite", model, "-o", "out.onnx", cwd=self.dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # Every branch's MatMul converts, the innermost too: cast insertion went all the
+            # way down (depth Ifs, depth + 1 MatMuls).
+            self.assertIn(f"Converted {depth + 1}/{2 * depth + 1} nodes", r.stdout)
+            runs = [mpc("run", m, "--random-inputs", cwd=self.dir) for m in (model, "out.onnx")]
+            for r in runs:
+                self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [r.stdout.splitlines()[0] for r in runs]
+            self.assertTrue(lines[0].startswith("output 'out': f32 [2, 2]"), lines[0])
+            r = mpc("run", model, "--random-inputs", "--compare", "out.onnx", cwd=self.dir)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            os.remove(os.path.join(self.dir, "out.onnx"))
+
+    def test_beyond_the_limit_is_one_line(self):
+        for depth in (MAX_GRAPH_DEPTH + 1, MAX_GRAPH_DEPTH + 2, 2000):
+            model = self.write(depth)
+            deep = depth - MAX_GRAPH_DEPTH - 1  # the graph at depth 65 is g{deep}
+            self.each_command(
+                model,
+                f"{model}: graph 'g{deep}' is at nesting depth {MAX_GRAPH_DEPTH + 1}, beyond the "
+                f"limit of {MAX_GRAPH_DEPTH} (node path: node 'top' (If) > node 'if{depth - 1}' "
+                f"(If) > node 'if{depth - 2}' (If) > ... ({MAX_GRAPH_DEPTH + 1 - 6} more) ... > "
+                f"node 'if{deep + 3}' (If) > node 'if{deep + 2}' (If) > node 'if{deep + 1}' (If))")
+
+
+def main():
+    global MPC, SOURCE_DIR
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mpc", required=True, help="path to the mpc binary")
+    parser.add_argument("--source-dir", required=True, help="mpc's source folder")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    MPC = os.path.abspath(args.mpc)
+    SOURCE_DIR = os.path.abspath(args.source_dir)
+    suite = unittest.TestSuite()
+    loader = unittest.TestLoader()
+    for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest):
+        suite.addTests(loader.loadTestsFromTestCase(case))
+    result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors)
+    skipped = len(result.skipped)
+    print(f"{result.testsRun - failed - skipped} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
