@@ -301,8 +301,9 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         return llvm::Error::success();
       }
       if (!body.dynamicMode)
-        return cpuk::nodeError(n, "sequence '" + name + "' passed to a body without "
-                                  "sequence-typed inputs");
+        return cpuk::nodeError(n, "sequence " + quoteName(name) +
+                                      " passed to a body without "
+                                      "sequence-typed inputs");
       for (size_t k = 0; k < body.formals.size(); ++k)
         if (body.formals[k]->name() == name)
           body.boundSequences[k] = o.seq;

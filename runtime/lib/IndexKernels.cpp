@@ -265,7 +265,7 @@ static llvm::Expected<ScatterReduce> scatterReduction(const Node &n) {
     return ScatterReduce::Max;
   if (r == "min")
     return ScatterReduce::Min;
-  return nodeError(n, "unknown reduction '" + r + "'");
+  return nodeError(n, "unknown reduction " + quoteName(r));
 }
 
 template <typename T> static T combine(T old, T upd, ScatterReduce r) {

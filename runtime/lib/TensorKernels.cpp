@@ -303,7 +303,7 @@ static llvm::Expected<PadMode> padMode(const Node &n) {
     return PadMode::Edge;
   if (m == "wrap")
     return PadMode::Wrap;
-  return nodeError(n, "unknown mode '" + m + "'");
+  return nodeError(n, "unknown mode " + quoteName(m));
 }
 
 llvm::Error cpuk::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {

@@ -64,7 +64,7 @@ private:
 };
 } // namespace
 
-static std::string graphLabel(const Graph &g) { return "graph '" + g.name + "'"; }
+static std::string graphLabel(const Graph &g) { return "graph " + quoteName(g.name); }
 
 /// Appends a port's type to a memo key: absent, kind and element type.
 static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Value *v) {
