@@ -217,13 +217,12 @@ llvm::Error cpuk::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out)
       return nodeError(q.node, llvm::Twine(op == 0 ? "roi" : op == 1 ? "scales" : "sizes") +
                                    " must be known before running");
     for (int64_t e = 0; e < t->numElements(); ++e) {
-      double v = t->getAsDouble(e);
       if (op == 0)
-        ops.roi.push_back(v);
+        ops.roi.push_back(t->getAsDouble(e));
       else if (op == 1)
-        ops.scales.push_back(v);
+        ops.scales.push_back(t->getAsDouble(e));
       else
-        ops.sizes.push_back(int64_t(v));
+        ops.sizes.push_back(t->getAsInt64(e));
     }
   }
   auto p = planResize(q.node, *a, q.inputs[0].shape, ops);
