@@ -243,6 +243,8 @@ llvm::Error mpc::verifyGraph(const Graph &g, const VerifyOptions &opts) {
 }
 
 llvm::Error mpc::verifyModel(const Model &m, const VerifyOptions &opts) {
+  if (auto err = checkOpsetImports(m))
+    return err;
   GraphVerifier v(m, opts);
   if (auto err = v.verify(*m.graph))
     return err;
