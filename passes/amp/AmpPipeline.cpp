@@ -46,6 +46,9 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   if (decisionLog) {
     for (const std::string &note : coloring.fallbackNotes())
       *decisionLog << note << "\n";
+    if (opts.amp.verbose >= 1)
+      for (const std::string &note : customOpNotes(opts.amp.edits))
+        *decisionLog << note << "\n";
     if (opts.amp.verbose >= 2)
       coloring.printDecisions(*decisionLog);
   }
