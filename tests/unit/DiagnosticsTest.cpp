@@ -30,6 +30,6 @@ TEST(InputError, EscapesQuotedArgumentsOnly) {
   llvm::Error e = inputError("value '{0}' of node '{1}' has {2} uses ({3})", "a\nb",
                              std::string("n'1"), 3, "x\ny");
   EXPECT_EQ(llvm::toString(std::move(e)), "value 'a\\nb' of node 'n\\'1' has 3 uses (x\ny)");
-  // Format styles still apply to unquoted arguments.
-  EXPECT_EQ(formatQuoted("{0:x} '{1}' {1}", 255u, "\t"), "ff '\\t' \t");
+  // Format styles still apply; an argument quoted once is escaped wherever it appears.
+  EXPECT_EQ(formatQuoted("{0:x} '{1}' {1} {2}", 255u, "\t", "\t"), "0xff '\\t' \\t \t");
 }

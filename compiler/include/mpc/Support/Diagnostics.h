@@ -58,8 +58,9 @@ std::string formatMessage(const char *fmt, std::index_sequence<I...>, const Ts &
 } // namespace detail
 
 /// Creates an InputError from a formatv() format string. An argument written
-/// between single quotes ('{0}', a name) is escaped with escapeName, so a name
-/// holding a newline or a quote cannot split or forge the message.
+/// between single quotes ('{0}', a name) is escaped with escapeName (wherever
+/// else it also appears), so a name holding a newline or a quote cannot split
+/// or forge the message.
 template <typename... Ts> llvm::Error inputError(const char *fmt, Ts &&...vals) {
   return llvm::make_error<InputError>(
       detail::formatMessage(fmt, std::index_sequence_for<Ts...>(), vals...));
