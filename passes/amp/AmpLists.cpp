@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/AmpLists.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Ops/OpSignature.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -319,6 +320,43 @@ std::vector<std::string> mpc::splitOpList(llvm::StringRef s) {
   return out;
 }
 
+/// Splits "domain::Op" (domain empty for the default domain).
+static std::pair<llvm::StringRef, llvm::StringRef> splitQualified(llvm::StringRef op) {
+  size_t sep = op.rfind("::");
+  if (sep == llvm::StringRef::npos)
+    return {"", op};
+  return {op.substr(0, sep), op.substr(sep + 2)};
+}
+
+llvm::Error mpc::checkListedOp(llvm::StringRef source, llvm::StringRef raw) {
+  std::string op = normalizeOpName(raw);
+  auto [domain, type] = splitQualified(op);
+  if (!domain.empty() && !type.empty())
+    return llvm::Error::success(); // a custom op: noted in verbose mode
+  if (!type.empty() && isKnownOp("", type))
+    return llvm::Error::success();
+  return inputError("{0}: '{1}' is not an op mpc knows (no ONNX schema, signature or kernel "
+                    "has it); write a custom op with its domain, as in com.example::MyOp",
+                    source, raw.trim());
+}
+
+std::vector<std::string> mpc::customOpNotes(const AmpListEdits &edits) {
+  std::vector<std::string> notes;
+  for (unsigned c = 0; c < kNumAmpLists; ++c)
+    for (const std::string &raw : edits.add[c]) {
+      std::string op = normalizeOpName(raw);
+      auto [domain, type] = splitQualified(op);
+      if (!domain.empty() && !isKnownOp(domain, type))
+        notes.push_back(llvm::formatv("note: the {0} list names custom op {1}: no schema mpc "
+                                      "knows defines it",
+                                      ampClassName(static_cast<AmpClass>(c)), quoteName(op))
+                            .str());
+    }
+  llvm::sort(notes);
+  notes.erase(std::unique(notes.begin(), notes.end()), notes.end());
+  return notes;
+}
+
 llvm::Error mpc::applyEnvironment(AmpOptions &opts, const char *const *envp) {
   static const char *kLists[] = {"ALLOWLIST", "INFERLIST", "DENYLIST", "CLEARLIST"};
   for (const char *const *e = envp; e && *e; ++e) {
@@ -331,6 +369,9 @@ llvm::Error mpc::applyEnvironment(AmpOptions &opts, const char *const *envp) {
       std::string base = std::string("MPC_AMP_") + kLists[c];
       if (name == base + "_ADD") {
         auto ops = splitOpList(value);
+        for (const std::string &op : ops)
+          if (llvm::Error err = checkListedOp(name, op))
+            return err;
         opts.edits.add[c].insert(opts.edits.add[c].end(), ops.begin(), ops.end());
         known = true;
       } else if (name == base + "_REMOVE") {

@@ -46,6 +46,9 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   if (decisionLog) {
     for (const std::string &note : coloring.fallbackNotes())
       *decisionLog << note << "\n";
+    if (opts.amp.verbose >= 1)
+      for (const std::string &note : customOpNotes(opts.amp.edits))
+        *decisionLog << note << "\n";
     if (opts.amp.verbose >= 2)
       coloring.printDecisions(*decisionLog);
   }
@@ -72,7 +75,7 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
         return std::move(err);
   }
   for (const ConstantIssue &c : coloring.constantIssues()) {
-    std::string line = llvm::formatv("constant '{0}' feeding {1}: ", c.value, c.node).str();
+    std::string line = mpc::formatQuoted("constant '{0}' feeding {1}: ", c.value, c.node);
     if (c.overflow)
       line += llvm::formatv("{0} of {1} value(s) overflow {2} (e.g. {3:e})", c.overflow, c.total,
                             dtypeName(opts.amp.target), c.example)
@@ -91,7 +94,7 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   }
   if (decisionLog && opts.amp.verbose >= 1) {
     for (const InsertedCast &c : result.casts)
-      *decisionLog << "Inserted Cast '" << c.from << "' -> '" << c.to << "' ("
+      *decisionLog << "Inserted Cast " << quoteName(c.from) << " -> " << quoteName(c.to) << " ("
                    << dtypeName(c.toType) << (c.ofConstant ? ", constant" : "") << ")\n";
     for (const std::string &line : result.typeChanges)
       *decisionLog << "Changed " << line << "\n";

@@ -286,8 +286,8 @@ void CastInserter::retypeSlots(Node &n) {
     v->type.setTensorElemType(target);
     any = true;
     if (opts.verbose)
-      result.typeChanges.push_back(llvm::formatv("{0}: result '{1}' f32 -> {2}", describeNode(n),
-                                                 v->name(), dtypeName(target)));
+      result.typeChanges.push_back(mpc::formatQuoted(
+          "{0}: result '{1}' f32 -> {2}", describeNode(n), v->name(), dtypeName(target)));
   }
   // N counts converted slots (inputs-only slots included).
   auto countSlot = [&](unsigned s) {
@@ -520,7 +520,7 @@ void CastInserter::retypeGraphInputs(Graph &g) {
       v->type.setTensorElemType(target);
       if (opts.verbose)
         result.typeChanges.push_back(
-            llvm::formatv("graph input '{0}': f32 -> {1}", v->name(), dtypeName(target)));
+            mpc::formatQuoted("graph input '{0}': f32 -> {1}", v->name(), dtypeName(target)));
     }
   }
 }

@@ -337,11 +337,11 @@ void LossScaler::localizeParameterCasts() {
           copy->hasValueInfo = v->hasValueInfo;
           mainCasts.push_back(p);
           ++res.castsLocalized;
-          res.detailLog.push_back(llvm::formatv("Loss scaling: the algorithm casts parameter '{0}' "
-                                                "itself: Cast -> '{1}' (was the inference "
-                                                "graph's '{2}')",
-                                                p->input(0)->name(), copy->name(), v->name())
-                                      .str());
+          res.detailLog.push_back(
+              mpc::formatQuoted("Loss scaling: the algorithm casts parameter '{0}' "
+                                "itself: Cast -> '{1}' (was the inference "
+                                "graph's '{2}')",
+                                p->input(0)->name(), copy->name(), v->name()));
         }
         n.setInput(i, copy);
       }
@@ -450,12 +450,11 @@ llvm::Error LossScaler::run() {
       tracker = main.addInitializer(m.freshName("mpc.loss_scale_growth"),
                                     scalarTensor(DType::I64, &zero, sizeof zero, {}));
     }
-    res.log.push_back(
-        llvm::formatv("Loss scaling: state initializer '{0}' (float32 scalar, {1}){2}",
-                      scale->name(), fmtNumber(s),
-                      tracker ? ", growth tracker '" + tracker->name() + "' (int64 scalar, 0)"
-                              : std::string())
-            .str());
+    res.log.push_back(mpc::formatQuoted(
+        "Loss scaling: state initializer '{0}' (float32 scalar, {1}){2}", scale->name(),
+        fmtNumber(s),
+        tracker ? ", growth tracker " + quoteName(tracker->name()) + " (int64 scalar, 0)"
+                : std::string()));
   }
 
   // 1. The seed: Mul(seed, S), read by every former reader of the seed.
@@ -487,11 +486,11 @@ llvm::Error LossScaler::run() {
     }
     for (const Use &u : uses)
       u.user->setInput(u.operand, scaledSeed);
-    res.log.push_back(llvm::formatv("Loss scaling: seed '{0}' scaled: Mul('{0}', '{1}') -> '{2}' "
-                                    "({3} reader(s)); the loss '{4}' is not scaled",
-                                    seed->name(), scale->name(), scaledSeed->name(), uses.size(),
-                                    *m.findMetadata(trainkeys::kLoss))
-                          .str());
+    res.log.push_back(
+        mpc::formatQuoted("Loss scaling: seed '{0}' scaled: Mul('{0}', '{1}') -> '{2}' "
+                          "({3} reader(s)); the loss '{4}' is not scaled",
+                          seed->name(), scale->name(), scaledSeed->name(), uses.size(),
+                          *m.findMetadata(trainkeys::kLoss)));
   }
 
   // 2-3. Unscale each gradient into fp32 and check it.
@@ -531,9 +530,8 @@ llvm::Error LossScaler::run() {
       if (cast) {
         g32 = cast->output(0);
         ++res.castsReused;
-        how = llvm::formatv("{0}, read through the existing Cast '{1}'", dtypeName(e),
-                            g32->name())
-                  .str();
+        how = mpc::formatQuoted("{0}, read through the existing Cast '{1}'", dtypeName(e),
+                                g32->name());
       } else {
         cast = newNode("Cast", after(gv), orderFrom, "unscale");
         cast->addInput(gv);
@@ -542,9 +540,8 @@ llvm::Error LossScaler::run() {
         t.setTensorElemType(DType::F32);
         g32 = result(cast, gv->name() + "/CastToFp32", std::move(t));
         ++res.castsToFp32;
-        how = llvm::formatv("{0}, read through the inserted Cast '{1}'", dtypeName(e),
-                            g32->name())
-                  .str();
+        how = mpc::formatQuoted("{0}, read through the inserted Cast '{1}'", dtypeName(e),
+                                g32->name());
       }
       orderFrom = cast;
     }
@@ -571,10 +568,9 @@ llvm::Error LossScaler::run() {
         Graph::renameValue(u, name);
         u->hasValueInfo = true;
         alg.setOutput(i, u);
-        res.detailLog.push_back(llvm::formatv("Loss scaling: output '{0}' now holds the "
-                                              "unscaled gradient; the scaled one is '{1}'",
-                                              name, out->name())
-                                    .str());
+        res.detailLog.push_back(mpc::formatQuoted("Loss scaling: output '{0}' now holds the "
+                                                  "unscaled gradient; the scaled one is '{1}'",
+                                                  name, out->name()));
       }
     }
     Node *z = newNode("Mul", at, orderFrom, "check");
@@ -596,22 +592,22 @@ llvm::Error LossScaler::run() {
     checks.push_back(cv);
     ++res.gradients;
     res.detailLog.push_back(
-        llvm::formatv("Loss scaling: gradient '{0}' of '{1}' ({2}){3}; check '{4}' = "
-                      "ReduceSum(Mul(u, 0))",
-                      gv->name(), g.param, how,
-                      scaled() ? ", unscaled: Mul(., '" + invScale->name() + "') -> '" +
-                                     u->name() + "', read by the optimizer"
-                               : std::string(),
-                      cv->name())
-            .str());
+        mpc::formatQuoted("Loss scaling: gradient '{0}' of '{1}' ({2}){3}; check '{4}' = "
+                          "ReduceSum(Mul(u, 0))",
+                          gv->name(), g.param, how,
+                          scaled() ? ", unscaled: Mul(., " + quoteName(invScale->name()) + ") -> " +
+                                         quoteName(u->name()) + ", read by the optimizer"
+                                   : std::string(),
+                          cv->name()));
   }
-  res.log.push_back(
-      llvm::formatv("Loss scaling: {0} gradient(s) {1}checked in fp32 ({2} cast(s) of 16-bit "
-                    "gradients inserted, {3} reused){4}",
-                    res.gradients, scaled() ? "unscaled and " : "", res.castsToFp32,
-                    res.castsReused,
-                    scaled() ? "; 1/S computed once: '" + invScale->name() + "'" : std::string())
-          .str());
+  res.log.push_back(llvm::formatv("Loss scaling: {0} gradient(s) {1}checked in fp32 ({2} "
+                                  "cast(s) of 16-bit "
+                                  "gradients inserted, {3} reused){4}",
+                                  res.gradients, scaled() ? "unscaled and " : "", res.castsToFp32,
+                                  res.castsReused,
+                                  scaled() ? "; 1/S computed once: " + quoteName(invScale->name())
+                                           : std::string())
+                        .str());
 
   // The checks, once all are computed: after the last of them in list order.
   NodeList::iterator at = alg.nodes().end();
@@ -639,10 +635,9 @@ llvm::Error LossScaler::run() {
   Node *isnan = newNode("IsNaN", at, orderFrom, "found_inf");
   isnan->addInput(totalV);
   Value *found = result(isnan, "mpc.found_inf", Type::tensor(DType::Bool, {}));
-  res.log.push_back(llvm::formatv("Loss scaling: found_inf '{0}' = IsNaN(ReduceSum('{1}')), "
-                                  "'{1}' = Concat of the {2} check(s)",
-                                  found->name(), nonfinite->name(), checks.size())
-                        .str());
+  res.log.push_back(mpc::formatQuoted("Loss scaling: found_inf '{0}' = IsNaN(ReduceSum('{1}')), "
+                                      "'{1}' = Concat of the {2} check(s)",
+                                      found->name(), nonfinite->name(), checks.size()));
 
   // 4. Every update is conditional.
   for (const Update &u : updates) {
@@ -665,16 +660,15 @@ llvm::Error LossScaler::run() {
       if (b.first == u.old->name())
         b.second = guarded->name();
     ++res.guardedUpdates;
-    res.detailLog.push_back(llvm::formatv("Loss scaling: update of '{0}' guarded: '{1}' = "
-                                          "Where('{2}', '{0}', '{3}')",
-                                          u.old->name(), guarded->name(), found->name(),
-                                          out->name())
-                                .str());
+    res.detailLog.push_back(mpc::formatQuoted("Loss scaling: update of '{0}' guarded: '{1}' = "
+                                              "Where('{2}', '{0}', '{3}')",
+                                              u.old->name(), guarded->name(), found->name(),
+                                              out->name()));
   }
-  res.log.push_back(llvm::formatv("Loss scaling: {0} update_binding output(s) guarded by "
-                                  "Where('{1}', old, new): a skipped step keeps them bit for bit",
-                                  res.guardedUpdates, found->name())
-                        .str());
+  res.log.push_back(
+      mpc::formatQuoted("Loss scaling: {0} update_binding output(s) guarded by "
+                        "Where('{1}', old, new): a skipped step keeps them bit for bit",
+                        res.guardedUpdates, found->name()));
 
   // 5. Dynamic scale update as graph state.
   if (mode == LossScaleMode::Dynamic) {
@@ -708,13 +702,13 @@ llvm::Error LossScaler::run() {
     alg.addOutput(nextT);
     ti.updateBinding.emplace_back(scale->name(), nextS->name());
     ti.updateBinding.emplace_back(tracker->name(), nextT->name());
-    res.log.push_back(
-        llvm::formatv("Loss scaling: dynamic update: '{0}' = found_inf ? max(S*{1}, {2}) : "
-                      "(tracker+1 < {3} ? S : min(S*{4}, {5})); '{6}' = found_inf or grown ? 0 "
-                      ": tracker+1; both bound in update_binding",
-                      nextS->name(), fmtNumber(opts.backoff), fmtNumber(opts.min), opts.interval,
-                      fmtNumber(opts.growth), fmtNumber(opts.max), nextT->name())
-            .str());
+    res.log.push_back(mpc::formatQuoted(
+        "Loss scaling: dynamic update: '{0}' = found_inf ? max(S*{1}, {2}) : "
+        "(tracker+1 < {3} ? S : min(S*{4}, {5})); '{6}' = found_inf or grown ? "
+        "0 "
+        ": tracker+1; both bound in update_binding",
+        nextS->name(), fmtNumber(opts.backoff), fmtNumber(opts.min), opts.interval,
+        fmtNumber(opts.growth), fmtNumber(opts.max), nextT->name()));
   }
   found->hasValueInfo = nonfinite->hasValueInfo = true;
   alg.addOutput(found);

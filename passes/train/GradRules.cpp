@@ -426,7 +426,7 @@ static bool constantInts(const Value *v, std::vector<int64_t> &out) {
   if (!t || t->isExternal())
     return false;
   for (int64_t i = 0; i < t->numElements(); ++i)
-    out.push_back(static_cast<int64_t>(t->getAsDouble(i)));
+    out.push_back(t->getAsInt64(i));
   return true;
 }
 

@@ -226,7 +226,7 @@ llvm::Error Builder::buildLoss() {
   auto outputNames = [&] {
     std::string s;
     for (Value *o : g.outputs())
-      s += (s.empty() ? "'" : ", '") + o->name() + "'";
+      s += (s.empty() ? "" : ", ") + quoteName(o->name());
     return s;
   };
   if (g.outputs().empty())
@@ -265,9 +265,9 @@ llvm::Error Builder::buildLoss() {
       if (p && p->opType == "Softmax" && p->domain.empty()) {
         int64_t axis = p->intAttr("axis", -1);
         if (axis == -1 || (r >= 0 && axis == r - 1)) {
-          res.notes.push_back("cross-entropy: output '" + predOrig->name() +
-                              "' is a Softmax over the last axis; its input '" +
-                              displayName(p->input(0)) + "' is taken as the logits");
+          res.notes.push_back("cross-entropy: output " + quoteName(predOrig->name()) +
+                              " is a Softmax over the last axis; its input " +
+                              quoteName(displayName(p->input(0))) + " is taken as the logits");
           pred = p->input(0);
         }
       }
@@ -375,7 +375,7 @@ std::string Builder::gradientPath(const Node &n) const {
   for (; v && guard < 10000; ++guard) {
     if (!path.empty())
       path = " <- " + path;
-    path = "'" + displayName(v) + "'" + path;
+    path = quoteName(displayName(v)) + path;
     auto it = reachedFrom.find(v);
     v = it == reachedFrom.end() ? nullptr : it->second;
   }

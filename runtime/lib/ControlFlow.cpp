@@ -131,7 +131,7 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
       return cpuk::nodeError(n, "sequence_lens has " + llvm::Twine(ins[0]->numElements()) +
                                     " entries; the batch size is " + llvm::Twine(batch));
     for (int64_t b = 0; b < batch; ++b) {
-      lens[b] = int64_t(ins[0]->getAsDouble(b));
+      lens[b] = ins[0]->getAsInt64(b);
       if (lens[b] < 0 || lens[b] > maxLen)
         return cpuk::nodeError(n, "sequence_lens[" + llvm::Twine(b) + "] is " +
                                       llvm::Twine(lens[b]) + "; the maximum is " +
@@ -301,8 +301,9 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         return llvm::Error::success();
       }
       if (!body.dynamicMode)
-        return cpuk::nodeError(n, "sequence '" + name + "' passed to a body without "
-                                  "sequence-typed inputs");
+        return cpuk::nodeError(n, "sequence " + quoteName(name) +
+                                      " passed to a body without "
+                                      "sequence-typed inputs");
       for (size_t k = 0; k < body.formals.size(); ++k)
         if (body.formals[k]->name() == name)
           body.boundSequences[k] = o.seq;
@@ -369,7 +370,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   if (n.opType == "Loop") {
     Executor *body = bodyOf(n, "body", subs);
     const Graph &g = *n.attr("body")->graphs[0];
-    int64_t maxTrips = ins[0] ? int64_t(ins[0]->getAsDouble(0)) : INT64_MAX;
+    int64_t maxTrips = ins[0] ? ins[0]->getAsInt64(0) : INT64_MAX;
     bool cond = ins[1] ? ins[1]->getAsDouble(0) != 0 : true;
     size_t numState = n.numInputs() - 2;
     size_t numScan = g.outputs().size() - 1 - numState;

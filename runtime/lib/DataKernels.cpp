@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cstring>
@@ -41,7 +42,7 @@ llvm::Expected<std::vector<int64_t>> cpuk::knownInts(const ShapeQuery &q, unsign
   const HostTensor &t = *q.values[i];
   std::vector<int64_t> v(t.numElements());
   for (size_t j = 0; j < v.size(); ++j)
-    v[j] = int64_t(t.getAsDouble(j));
+    v[j] = t.getAsInt64(j);
   return v;
 }
 
@@ -407,21 +408,9 @@ static llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int
     if (!normalizeAxis(a, rank) || st == 0)
       return nodeError(n, "bad slice axis or step");
     dim = x[a];
-    int64_t s = starts[i], e = ends[i];
-    if (s < 0)
-      s += dim;
-    if (e < 0)
-      e += dim;
-    if (st > 0) {
-      s = std::min(std::max<int64_t>(s, 0), dim);
-      e = std::min(std::max<int64_t>(e, 0), dim);
-      p.outShape[a] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::min(std::max<int64_t>(s, -1), dim - 1);
-      e = std::min(std::max<int64_t>(e, -1), dim - 1);
-      p.outShape[a] = s > e ? (s - e - st - 1) / -st : 0;
-    }
-    p.starts[a] = s;
+    SliceAxis r = resolveSliceAxis(dim, starts[i], ends[i], st);
+    p.outShape[a] = r.count;
+    p.starts[a] = r.start;
     p.steps[a] = st;
   }
   return p;

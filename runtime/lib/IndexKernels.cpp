@@ -265,7 +265,7 @@ static llvm::Expected<ScatterReduce> scatterReduction(const Node &n) {
     return ScatterReduce::Max;
   if (r == "min")
     return ScatterReduce::Min;
-  return nodeError(n, "unknown reduction '" + r + "'");
+  return nodeError(n, "unknown reduction " + quoteName(r));
 }
 
 template <typename T> static T combine(T old, T upd, ScatterReduce r) {
@@ -400,7 +400,7 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
 llvm::Error cpuk::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.values.size() < 2 || !q.values[1])
     return nodeError(q.node, "depth must be known before running");
-  int64_t depth = int64_t(q.values[1]->getAsDouble(0));
+  int64_t depth = q.values[1]->getAsInt64(0);
   if (depth <= 0)
     return nodeError(q.node, "depth must be positive");
   std::vector<int64_t> shape = q.inputs[0].shape;

@@ -430,7 +430,7 @@ reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxes
     if (!axesValue)
       return nodeError(n, "axes must be known before running");
     for (int64_t i = 0; i < axesValue->numElements(); ++i)
-      axes.push_back(int64_t(axesValue->getAsDouble(i)));
+      axes.push_back(axesValue->getAsInt64(i));
   }
   if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
     for (size_t i = 0; i < rank; ++i)

@@ -57,7 +57,7 @@ llvm::Error cpuk::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
     if (!lens)
       return nodeError(q.node, "sequence_lens must be known before running");
     for (int64_t i = 0; i < lens->numElements(); ++i)
-      if (int64_t(lens->getAsDouble(i)) != x[0])
+      if (lens->getAsInt64(i) != x[0])
         return nodeError(q.node, "sequence_lens shorter than the input are not supported");
   }
   DType t = q.inputs[0].dtype;

@@ -68,7 +68,7 @@ static llvm::Expected<EinsumPlan> einsumPlan(const Node &n,
       continue;
     size_t dims = shapes[i].size() + 3 - labels.size();
     if (shapes[i].size() + 3 < labels.size() || dims > 10)
-      return nodeError(n, "operand '" + labels + "' does not match its input");
+      return nodeError(n, "operand " + quoteName(labels) + " does not match its input");
     maxEllipsis = std::max(maxEllipsis, dims);
     std::string repl;
     for (size_t d = 0; d < dims; ++d)
@@ -82,12 +82,12 @@ static llvm::Expected<EinsumPlan> einsumPlan(const Node &n,
   for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string &labels = p.operands[i];
     if (labels.size() != shapes[i].size())
-      return nodeError(n, "operand '" + labels + "' does not match input " +
+      return nodeError(n, "operand " + quoteName(labels) + " does not match input " +
                               formatShape(shapes[i]));
     for (size_t d = 0; d < labels.size(); ++d) {
       char l = labels[d];
       if (!std::isalnum(static_cast<unsigned char>(l)))
-        return nodeError(n, "bad label in equation '" + eq + "'");
+        return nodeError(n, "bad label in equation " + quoteName(eq));
       auto it = p.sizes.find(l);
       if (it != p.sizes.end() && it->second != shapes[i][d])
         return nodeError(n, std::string("label '") + l + "' has different sizes");

@@ -205,10 +205,10 @@ llvm::Expected<std::vector<NamedTensor>> mpc::readNpzFile(llvm::StringRef path) 
       return inputError("{0}: member '{1}' needs zip64, which is not supported", path,
                         name);
     if (local + 30 > z.size() || le32(z.data() + local) != 0x04034b50)
-      return bad("corrupt member '" + name + "'");
+      return bad("corrupt member " + quoteName(name));
     uint64_t data = local + 30 + le16(z.data() + local + 26) + le16(z.data() + local + 28);
     if (data + csize > z.size())
-      return bad("truncated member '" + name + "'");
+      return bad("truncated member " + quoteName(name));
     llvm::StringRef stem = name;
     stem.consume_back(".npy");
     auto t = parseNpy(z.substr(data, csize), (path + ":" + name).str());

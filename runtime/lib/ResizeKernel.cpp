@@ -77,7 +77,7 @@ static llvm::Expected<ResizeAttrs> parseAttrs(const Node &n) {
   if (!lookup(mode, {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}, {"cubic", Mode::Cubic}},
               a.mode) ||
       (opset10 && a.mode == Mode::Cubic))
-    return nodeError(n, "unknown mode '" + mode + "'");
+    return nodeError(n, "unknown mode " + quoteName(mode));
   llvm::StringRef coord =
       opset10 ? "asymmetric" : n.stringAttr("coordinate_transformation_mode", "half_pixel");
   if (!lookup(coord,
@@ -89,7 +89,7 @@ static llvm::Expected<ResizeAttrs> parseAttrs(const Node &n) {
                {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNn},
                {"tf_crop_and_resize", Coord::TfCropAndResize}},
               a.coord))
-    return nodeError(n, "unknown coordinate_transformation_mode '" + coord + "'");
+    return nodeError(n, "unknown coordinate_transformation_mode " + quoteName(coord));
   llvm::StringRef nearest = n.stringAttr("nearest_mode", "round_prefer_floor");
   if (opset10)
     a.nearest = Nearest::Simple;
@@ -99,14 +99,14 @@ static llvm::Expected<ResizeAttrs> parseAttrs(const Node &n) {
                     {"floor", Nearest::Floor},
                     {"ceil", Nearest::Ceil}},
                    a.nearest))
-    return nodeError(n, "unknown nearest_mode '" + nearest + "'");
+    return nodeError(n, "unknown nearest_mode " + quoteName(nearest));
   llvm::StringRef policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
   if (!lookup(policy,
               {{"stretch", AspectPolicy::Stretch},
                {"not_larger", AspectPolicy::NotLarger},
                {"not_smaller", AspectPolicy::NotSmaller}},
               a.policy))
-    return nodeError(n, "unknown keep_aspect_ratio_policy '" + policy + "'");
+    return nodeError(n, "unknown keep_aspect_ratio_policy " + quoteName(policy));
   a.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
   a.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
   a.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
@@ -217,13 +217,12 @@ llvm::Error cpuk::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out)
       return nodeError(q.node, llvm::Twine(op == 0 ? "roi" : op == 1 ? "scales" : "sizes") +
                                    " must be known before running");
     for (int64_t e = 0; e < t->numElements(); ++e) {
-      double v = t->getAsDouble(e);
       if (op == 0)
-        ops.roi.push_back(v);
+        ops.roi.push_back(t->getAsDouble(e));
       else if (op == 1)
-        ops.scales.push_back(v);
+        ops.scales.push_back(t->getAsDouble(e));
       else
-        ops.sizes.push_back(int64_t(v));
+        ops.sizes.push_back(t->getAsInt64(e));
     }
   }
   auto p = planResize(q.node, *a, q.inputs[0].shape, ops);

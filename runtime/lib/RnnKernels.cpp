@@ -100,7 +100,7 @@ parseActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t d
       if (llvm::StringRef(name).equals_insensitive(i.name))
         info = &i;
     if (!info)
-      return nodeError(n, "activation '" + name + "' is not supported");
+      return nodeError(n, "activation " + quoteName(name) + " is not supported");
     Activation act{info->kind, info->alpha, info->beta};
     if (info->hasAlpha && ai < alphas.size())
       act.alpha = alphas[ai++];
@@ -157,7 +157,7 @@ static int64_t numDirections(const Node &n) {
 static llvm::Error checkDirection(const Node &n) {
   llvm::StringRef d = n.stringAttr("direction", "forward");
   if (d != "forward" && d != "reverse" && d != "bidirectional")
-    return nodeError(n, "unknown direction '" + d + "'");
+    return nodeError(n, "unknown direction " + quoteName(d));
   if (n.intAttr("layout", 0) != 0 && n.intAttr("layout", 0) != 1)
     return nodeError(n, "layout must be 0 or 1");
   return llvm::Error::success();

@@ -34,7 +34,7 @@ static llvm::Expected<int64_t> position(const Node &n, const HostTensor *t, int6
     return dflt;
   if (t->numElements() != 1)
     return cpuk::nodeError(n, "position must be a scalar");
-  int64_t p = int64_t(t->getAsDouble(0));
+  int64_t p = t->getAsInt64(0);
   int64_t hi = end ? size : size - 1;
   if (p < -size || p > hi)
     return cpuk::nodeError(n, "position " + llvm::Twine(p) + " is out of range for a "
@@ -107,7 +107,7 @@ splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
     lengths.assign(size_t(dim), 1);
     squeeze = n.intAttr("keepdims", 1) == 0;
   } else if (split->shape.empty()) {
-    int64_t c = int64_t(split->getAsDouble(0));
+    int64_t c = split->getAsInt64(0);
     if (c <= 0)
       return cpuk::nodeError(n, "split must be positive");
     for (int64_t o = 0; o < dim; o += c)
@@ -115,7 +115,7 @@ splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
   } else {
     int64_t total = 0;
     for (int64_t i = 0; i < split->numElements(); ++i) {
-      lengths.push_back(int64_t(split->getAsDouble(i)));
+      lengths.push_back(split->getAsInt64(i));
       if (lengths.back() < 0)
         return cpuk::nodeError(n, "split lengths must not be negative");
       total += lengths.back();

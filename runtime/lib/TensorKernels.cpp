@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
@@ -303,7 +304,7 @@ static llvm::Expected<PadMode> padMode(const Node &n) {
     return PadMode::Edge;
   if (m == "wrap")
     return PadMode::Wrap;
-  return nodeError(n, "unknown mode '" + m + "'");
+  return nodeError(n, "unknown mode " + quoteName(m));
 }
 
 llvm::Error cpuk::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -628,15 +629,23 @@ llvm::Error cpuk::runTrilu(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 
 llvm::Error cpuk::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  double v[3];
-  for (unsigned i = 0; i < 3; ++i) {
+  for (unsigned i = 0; i < 3; ++i)
     if (i >= q.values.size() || !q.values[i])
       return nodeError(q.node, "start, limit and delta must be known before running");
-    v[i] = q.values[i]->getAsDouble(0);
+  int64_t n;
+  if (isFloatingPoint(q.inputs[0].dtype)) {
+    double start = q.values[0]->getAsDouble(0), limit = q.values[1]->getAsDouble(0),
+           delta = q.values[2]->getAsDouble(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = std::max<int64_t>(saturatingInt64(std::ceil((limit - start) / delta)), 0);
+  } else {
+    // Integer bounds are read exactly: INT64_MAX does not survive a double.
+    int64_t delta = q.values[2]->getAsInt64(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = integerRangeCount(q.values[0]->getAsInt64(0), q.values[1]->getAsInt64(0), delta);
   }
-  if (v[2] == 0)
-    return nodeError(q.node, "delta is 0");
-  int64_t n = std::max<int64_t>(int64_t(std::ceil((v[1] - v[0]) / v[2])), 0);
   out.assign(1, ShapedType{q.inputs[0].dtype, {n}});
   return llvm::Error::success();
 }

@@ -81,7 +81,7 @@ static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
     return cpu::LossReduction::Sum;
   if (r == "mean")
     return cpu::LossReduction::Mean;
-  return nodeError(n, "unknown reduction '" + r + "'");
+  return nodeError(n, "unknown reduction " + quoteName(r));
 }
 
 /// [outer, axisDim, inner] around `axis` of shape.
@@ -113,7 +113,7 @@ template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const Kern
     if (approx == "tanh")
       kind = cpu::ActivationGrad::GeluTanh;
     else if (approx != "none")
-      return nodeError(*c.node, "unknown approximate '" + approx + "'");
+      return nodeError(*c.node, "unknown approximate " + quoteName(approx));
   }
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -471,7 +471,7 @@ static llvm::Expected<cpu::LstmShape> lstmGradShape(const ShapeQuery &q) {
     return std::move(err);
   llvm::StringRef dir = n.stringAttr("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return nodeError(n, "unknown direction '" + dir + "'");
+    return nodeError(n, "unknown direction " + quoteName(dir));
   if (q.inputs.size() <= kR || !present(q, kX) || !present(q, kW) || !present(q, kR))
     return nodeError(n, "X, W and R are required");
   if (!isFloat(q.inputs[kX].dtype))
@@ -672,8 +672,8 @@ static llvm::Error shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
   int64_t want = *red == cpu::LossReduction::None ? numel(q.inputs[2].shape) : 1;
   if (numel(q.inputs[0].shape) != want)
     return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
-                                 " does not match the loss of reduction '" +
-                                 q.node.stringAttr("reduction", "mean") + "'");
+                                 " does not match the loss of reduction " +
+                                 quoteName(q.node.stringAttr("reduction", "mean")));
   if (q.inputs[0].dtype != q.inputs[1].dtype)
     return nodeError(q.node, "dLoss and log_prob differ in dtype");
   out.assign(1, q.inputs[1]);
@@ -707,8 +707,8 @@ static llvm::Error shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType>
   if (*red == cpu::LossReduction::None ? q.inputs[0].shape != q.inputs[1].shape
                                        : numel(q.inputs[0].shape) != 1)
     return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
-                                 " does not match the loss of reduction '" +
-                                 q.node.stringAttr("reduction", "mean") + "'");
+                                 " does not match the loss of reduction " +
+                                 quoteName(q.node.stringAttr("reduction", "mean")));
   if (q.inputs[0].dtype != q.inputs[1].dtype || q.inputs[1].dtype != q.inputs[2].dtype)
     return nodeError(q.node, "dLoss, pred and target must have one dtype");
   out.assign(1, q.inputs[1]);

@@ -32,6 +32,9 @@ const Value *valueNamed(const Model &m, llvm::StringRef name) {
   for (const Value *v : m.graph->inputs())
     if (v->name() == name)
       return v;
+  for (const Value *v : m.graph->initializers())
+    if (v->name() == name)
+      return v;
   for (const Node &n : m.graph->nodes())
     for (const Value *v : n.outputs())
       if (v && v->name() == name)
@@ -119,9 +122,10 @@ TEST(Shapes, ShapeComputationFoldsIntoReshape) {
 )");
   ASSERT_TRUE(m);
   ShapeEstimator s(*m);
-  const std::vector<double> *shape = s.constValues(valueNamed(*m, "shape"));
+  const ConstValues *shape = s.constValues(valueNamed(*m, "shape"));
   ASSERT_NE(shape, nullptr);
-  EXPECT_EQ(*shape, (std::vector<double>{2, -1, 4, 16}));
+  EXPECT_FALSE(shape->floating);
+  EXPECT_EQ(shape->ints, (std::vector<int64_t>{2, -1, 4, 16}));
   EXPECT_EQ(shapeOf(s, *m, "r"), "[2,16,4,16]");
   EXPECT_EQ(shapeOf(s, *m, "t"), "[2,4,16,16]");
   EXPECT_EQ(shapeOf(s, *m, "z"), "[2,4,256]");
@@ -243,3 +247,41 @@ TEST(Shapes, ReduceToScalar) {
 }
 
 } // namespace
+
+// Exporters write INT64_MAX/INT64_MIN for "to the end": the folded constants
+// and the Slice/Range rules read them exactly (through a double, 2^63 is out of
+// the int64 range and the slice came out empty).
+TEST(Shapes, Int64BoundsAreReadExactly) {
+  auto m = parse(R"(graph @big(%x: f32[2,3,5,7]) -> (%y: f32) {
+  init %one: i64[1] = [1]
+  init %max: i64[1] = [9223372036854775807]
+  init %min: i64[1] = [-9223372036854775808]
+  init %ax0: i64[1] = [0]
+  init %neg: i64[1] = [-1]
+  init %zero: i64[] = [0]
+  init %big: i64[] = [9223372036854775807]
+  init %step: i64[] = [4611686018427387904]
+  %s = Shape(%x)
+  %tail = Slice(%s, %one, %max)
+  %rev = Slice(%s, %max, %min, %ax0, %neg)
+  %r = Range(%zero, %big, %step)
+  %sum = Add(%big, %big)
+  %y = Reshape(%x, %rev)
+  return %y
+}
+)");
+  ASSERT_TRUE(m);
+  ShapeEstimator s(*m);
+  const ConstValues *tail = s.constValues(valueNamed(*m, "tail"));
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(tail->ints, (std::vector<int64_t>{3, 5, 7}));
+  const ConstValues *big = s.constValues(valueNamed(*m, "big"));
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(big->ints, (std::vector<int64_t>{INT64_MAX}));
+  EXPECT_EQ(s.constValues(valueNamed(*m, "sum")),
+            nullptr); // overflows: not folded
+  EXPECT_EQ(shapeOf(s, *m, "tail"), "[3]");
+  EXPECT_EQ(shapeOf(s, *m, "rev"), "[4]");
+  EXPECT_EQ(shapeOf(s, *m, "r"), "[2]");
+  EXPECT_EQ(shapeOf(s, *m, "y"), "[7,5,3,2]");
+}

@@ -164,8 +164,11 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
       for (unsigned c = 0; c < kNumAmpLists && !matched; ++c)
         if (s.value(kListFlags[c], v, missing)) {
           matched = true;
-          for (std::string &op : splitOpList(v))
+          for (std::string &op : splitOpList(v)) {
+            if (llvm::Error err = checkListedOp(kListFlags[c], op))
+              return llvm::toString(std::move(err));
             a.amp.edits.add[c].push_back(op);
+          }
         }
       if (!matched) {
         std::string err = s.positional(a.input, "input model");

@@ -104,7 +104,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
       auto [name, val] = llvm::StringRef(v).split('=');
       int64_t d;
       if (!missing && (name.empty() || val.getAsInteger(10, d) || d < 0))
-        return "--dim takes NAME=VALUE with a non-negative VALUE, not '" + v + "'";
+        return "--dim takes NAME=VALUE with a non-negative VALUE, not " + quoteName(v);
       if (!missing)
         a.dims[name] = d;
     } else if (s.flag("--random-inputs")) {
@@ -114,7 +114,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         return "--seed takes an unsigned integer";
     } else if (s.value("--device", v, missing)) {
       if (!missing && v != "cpu" && v != "cuda")
-        return "--device must be cpu or cuda, not '" + v + "'";
+        return "--device must be cpu or cuda, not " + quoteName(v);
       a.device = v;
     } else if (s.value("--repeat", v, missing)) {
       if (!missing && (llvm::StringRef(v).getAsInteger(10, a.repeat) || a.repeat == 0))
@@ -133,7 +133,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
       continue;
     }
     if (missing)
-      return "option '" + cur.str() + "' needs a value";
+      return "option " + quoteName(cur.str()) + " needs a value";
   }
   if (a.model.empty())
     return "no model given";
@@ -176,8 +176,8 @@ static llvm::Expected<NamedSequence> loadSequence(const Value &v, llvm::StringRe
                       v.name(), file);
   auto s = ext == ".pb" ? readSequencePb(file) : readSequenceNpz(file);
   if (!s)
-    return llvm::make_error<InputError>("input '" + v.name() +
-                                        "': " + llvm::toString(s.takeError()));
+    return llvm::make_error<InputError>("input " + quoteName(v.name()) + ": " +
+                                        llvm::toString(s.takeError()));
   s->name = v.name();
   if (s->elem == DType::Undefined)
     s->elem = inner->elem; // empty: the declared element type
@@ -199,8 +199,8 @@ static llvm::Expected<NamedSequence> loadOptional(const Value &v, llvm::StringRe
                       v.name(), file);
   auto s = readOptionalPb(file);
   if (!s)
-    return llvm::make_error<InputError>("input '" + v.name() +
-                                        "': " + llvm::toString(s.takeError()));
+    return llvm::make_error<InputError>("input " + quoteName(v.name()) + ": " +
+                                        llvm::toString(s.takeError()));
   s->name = v.name();
   if (!s->hasValue)
     s->ofSequence = ofSeq; // empty: the declared kind and element type
@@ -260,8 +260,8 @@ static llvm::Error loadInputs(const RunArgs &a, const Graph &g, std::vector<Name
       return inputError("--input {0}: say which input it binds (NAME=FILE)", file);
     auto t = readNpyFile(file);
     if (!t)
-      return llvm::make_error<InputError>("input '" + bind +
-                                          "': " + llvm::toString(t.takeError()));
+      return llvm::make_error<InputError>("input " + quoteName(bind) + ": " +
+                                          llvm::toString(t.takeError()));
     out.push_back(NamedTensor{bind, std::move(*t)});
   }
   return llvm::Error::success();
@@ -360,18 +360,18 @@ static constexpr size_t kSummaryItems = 8;
 
 static void printSequenceSummary(llvm::raw_ostream &os, const NamedSequence &s) {
   if (s.optional && !s.hasValue) {
-    os << llvm::formatv("output '{0}': optional {1}, empty\n", s.name,
-                        s.ofSequence ? "sequence" : "tensor");
+    os << mpc::formatQuoted("output '{0}': optional {1}, empty\n", s.name,
+                            s.ofSequence ? "sequence" : "tensor");
     return;
   }
   if (s.optional && !s.ofSequence) {
-    printSummary(os, "output '" + s.name + "': optional holding", s.items.at(0));
+    printSummary(os, "output " + quoteName(s.name) + ": optional holding", s.items.at(0));
     return;
   }
   if (s.optional)
-    os << llvm::formatv("output '{0}': optional holding a ", s.name);
+    os << mpc::formatQuoted("output '{0}': optional holding a ", s.name);
   else
-    os << llvm::formatv("output '{0}': ", s.name);
+    os << mpc::formatQuoted("output '{0}': ", s.name);
   os << llvm::formatv("sequence of {0} {1} tensor{2}\n", s.items.size(), dtypeName(s.elem),
                       s.items.size() == 1 ? "" : "s");
   for (size_t i = 0; i < s.items.size() && i < kSummaryItems; ++i)
@@ -702,7 +702,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
             addErrors(r, v, e);
         }
         if (!bad.empty()) {
-          os << llvm::formatv("compare '{0}': {1}: FAIL\n", ref.name, bad);
+          os << mpc::formatQuoted("compare '{0}': {1}: FAIL\n", ref.name, bad);
           status = InputFailure;
           continue;
         }
@@ -714,9 +714,9 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
                          .str();
       } else {
         if (!got || got->tensor.shape != ref.tensor.shape) {
-          os << llvm::formatv("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
-                              formatShape(ref.tensor.shape),
-                              got ? formatShape(got->tensor.shape) : "missing");
+          os << mpc::formatQuoted("compare '{0}': shape differs ({1} vs {2}): FAIL\n", ref.name,
+                                  formatShape(ref.tensor.shape),
+                                  got ? formatShape(got->tensor.shape) : "missing");
           status = InputFailure;
           continue;
         }
@@ -724,10 +724,10 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       }
       double rel = e.ref2 > 0 ? std::sqrt(e.diff2 / e.ref2) : std::sqrt(e.diff2);
       bool ok = rel <= tol;
-      os << llvm::formatv("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
-                          "tolerance {4} ({5}): {6}\n",
-                          ref.name, what, e.maxAbs, rel, llvm::format("%g", tol), tolName,
-                          ok ? "ok" : "FAIL");
+      os << mpc::formatQuoted("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
+                              "tolerance {4} ({5}): {6}\n",
+                              ref.name, what, e.maxAbs, rel, llvm::format("%g", tol), tolName,
+                              ok ? "ok" : "FAIL");
       if (!ok)
         status = InputFailure;
     }

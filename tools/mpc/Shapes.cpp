@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Shapes.h"
+#include "mpc/Ops/IndexMath.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -46,7 +47,7 @@ void tool::forEachGraphConst(const Graph &g, llvm::function_ref<void(const Graph
 //===----------------------------------------------------------------------===//
 
 using ShapeRefs = llvm::ArrayRef<const ShapeInfo *>;
-using ConstRefs = llvm::ArrayRef<const std::vector<double> *>;
+using ConstRefs = llvm::ArrayRef<const ConstValues *>;
 
 static ShapeInfo unknownShape() { return ShapeInfo(); }
 
@@ -57,13 +58,23 @@ static int64_t normAxis(int64_t axis, int64_t rank) {
   return axis >= 0 && axis < rank ? axis : -1;
 }
 
-static std::vector<int64_t> toInts(const std::vector<double> &v) {
+std::vector<int64_t> ConstValues::asInts() const {
+  if (!floating)
+    return ints;
   std::vector<int64_t> out;
-  out.reserve(v.size());
-  for (double d : v)
-    out.push_back(static_cast<int64_t>(d));
+  out.reserve(reals.size());
+  for (double d : reals)
+    out.push_back(saturatingInt64(d));
   return out;
 }
+
+std::vector<double> ConstValues::asReals() const {
+  if (floating)
+    return reals;
+  return std::vector<double>(ints.begin(), ints.end());
+}
+
+static std::vector<int64_t> toInts(const ConstValues &v) { return v.asInts(); }
 
 /// An ints attribute, or the constant contents of input `idx` (for ops that
 /// moved an attribute to an input in a later opset).
@@ -278,8 +289,7 @@ static ShapeInfo convTransposeShape(const Node &n, const ShapeInfo *x, const Sha
   return ShapeInfo::of(std::move(dims));
 }
 
-static ShapeInfo reshapeShape(const Node &n, const ShapeInfo *x,
-                              const std::vector<double> *target) {
+static ShapeInfo reshapeShape(const Node &n, const ShapeInfo *x, const ConstValues *target) {
   if (!target)
     return unknownShape();
   std::vector<int64_t> dims = toInts(*target);
@@ -288,7 +298,7 @@ static ShapeInfo reshapeShape(const Node &n, const ShapeInfo *x,
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 0 && !allowZero)
       dims[i] = x && x->rankKnown && i < x->rank() ? x->dims[i] : -1;
-    if (dims[i] == -1 && (*target)[i] == -1) {
+    if (dims[i] == -1 && target->integer(i) == -1) {
       inferAt = static_cast<int64_t>(i);
       continue;
     }
@@ -362,18 +372,7 @@ static ShapeInfo sliceShape(const Node &n, const ShapeInfo *x, ConstRefs cv) {
       out.dims[ax] = -1;
       continue;
     }
-    int64_t s = starts[i], e = ends[i], st = steps[i];
-    s = s < 0 ? s + d : s;
-    e = e < 0 ? e + d : e;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      out.dims[ax] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, -1, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      out.dims[ax] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
-    }
+    out.dims[ax] = resolveSliceAxis(d, starts[i], ends[i], steps[i]).count;
   }
   return out;
 }
@@ -620,7 +619,7 @@ static ShapeInfo resizeShape(const Node &n, const ShapeInfo *x, ConstRefs cv) {
   if (const Attribute *a = n.attr("scales"))
     scales.assign(a->floats.begin(), a->floats.end());
   else if (scalesIdx < cv.size() && cv[scalesIdx])
-    scales = *cv[scalesIdx];
+    scales = cv[scalesIdx]->asReals();
   if (scales.size() != x->rank())
     return unknownShape();
   ShapeInfo out = *x;
@@ -638,7 +637,7 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
   llvm::StringRef op = n.opType;
   const ShapeInfo *x = in.empty() ? nullptr : in[0];
   const ShapeInfo *y = in.size() > 1 ? in[1] : nullptr;
-  const std::vector<double> *c1 = cv.size() > 1 ? cv[1] : nullptr;
+  const ConstValues *c1 = cv.size() > 1 ? cv[1] : nullptr;
   ShapeInfo &out = outs[0];
 
   if (isSameShapeOp(op)) {
@@ -753,7 +752,7 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
       if (ax >= 0)
         for (ShapeInfo &o : outs) {
           o = *x;
-          o.dims[ax] = static_cast<int64_t>((*c1)[0]);
+          o.dims[ax] = c1->integer(0);
         }
     }
   } else if (op == "Expand") {
@@ -766,7 +765,7 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
       out = *x;
       for (unsigned i = 0; i < out.rank(); ++i)
         if (out.dims[i] >= 0)
-          out.dims[i] *= static_cast<int64_t>((*c1)[i]);
+          out.dims[i] *= c1->integer(i);
     }
   } else if (op == "Pad") {
     out = padShape(n, x, cv);
@@ -804,9 +803,13 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
       out = ShapeInfo::of({static_cast<int64_t>(a->ints.size())});
   } else if (op == "Range") {
     if (cv.size() == 3 && cv[0] && cv[1] && cv[2] && cv[0]->size() == 1 && cv[1]->size() == 1 &&
-        cv[2]->size() == 1 && (*cv[2])[0] != 0) {
-      double cnt = std::ceil(((*cv[1])[0] - (*cv[0])[0]) / (*cv[2])[0]);
-      out = ShapeInfo::of({std::max<int64_t>(0, static_cast<int64_t>(cnt))});
+        cv[2]->size() == 1 && cv[2]->real(0) != 0) {
+      if (!cv[0]->floating && !cv[1]->floating && !cv[2]->floating) {
+        out = ShapeInfo::of({integerRangeCount(cv[0]->ints[0], cv[1]->ints[0], cv[2]->ints[0])});
+      } else {
+        double cnt = std::ceil((cv[1]->real(0) - cv[0]->real(0)) / cv[2]->real(0));
+        out = ShapeInfo::of({std::max<int64_t>(0, saturatingInt64(cnt))});
+      }
     }
   } else if (op == "EyeLike" || op == "RandomNormalLike" || op == "RandomUniformLike" ||
              op == "Bernoulli") {
@@ -820,7 +823,7 @@ static std::vector<ShapeInfo> inferNode(const Node &n, ShapeRefs in, ConstRefs c
 // Constant folding of small integer tensors
 //===----------------------------------------------------------------------===//
 
-static bool tensorValues(const Tensor &t, std::vector<double> &out) {
+static bool tensorValues(const Tensor &t, ConstValues &out) {
   switch (t.dtype) {
   case DType::F32:
   case DType::F64:
@@ -844,29 +847,55 @@ static bool tensorValues(const Tensor &t, std::vector<double> &out) {
   int64_t n = t.numElements();
   if (n < 0 || n > kMaxConstElements || t.bytes().size() < t.byteSize())
     return false;
-  out.resize(n);
+  out = ConstValues();
+  out.floating = isFloatingPoint(t.dtype);
   for (int64_t i = 0; i < n; ++i)
-    out[i] = t.getAsDouble(i);
+    if (out.floating)
+      out.reals.push_back(t.getAsDouble(i));
+    else
+      out.ints.push_back(t.getAsInt64(i)); // exact: no trip through a double
+  return true;
+}
+
+/// Appends element `i` of `a` to `out` (of the same kind).
+static void appendElement(ConstValues &out, const ConstValues &a, size_t i) {
+  if (a.floating)
+    out.reals.push_back(a.reals[i]);
+  else
+    out.ints.push_back(a.ints[i]);
+}
+
+/// Integer l op r, false on overflow (or division by zero).
+static bool foldIntegerArith(llvm::StringRef op, int64_t l, int64_t r, int64_t &out) {
+  if (op == "Add")
+    return !__builtin_add_overflow(l, r, &out);
+  if (op == "Sub")
+    return !__builtin_sub_overflow(l, r, &out);
+  if (op == "Mul")
+    return !__builtin_mul_overflow(l, r, &out);
+  if (r == 0 || (l == INT64_MIN && r == -1))
+    return false;
+  out = l / r; // ONNX integer Div truncates toward zero
   return true;
 }
 
 /// Folds the ops of shape computations when their inputs are constants.
-static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<double> &out) {
+static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, ConstValues &out) {
   llvm::StringRef op = n.opType;
-  auto c = [&](unsigned i) -> const std::vector<double> * {
-    return i < cv.size() ? cv[i] : nullptr;
-  };
+  out = ConstValues();
+  auto c = [&](unsigned i) -> const ConstValues * { return i < cv.size() ? cv[i] : nullptr; };
   if (op == "Constant") {
     if (const Attribute *a = n.attr("value"); a && !a->tensors.empty())
       return tensorValues(a->tensors[0], out);
+    out.floating = n.attr("value_floats") || n.attr("value_float");
     if (const Attribute *a = n.attr("value_ints"))
-      out.assign(a->ints.begin(), a->ints.end());
+      out.ints = a->ints;
     else if (const Attribute *a = n.attr("value_floats"))
-      out.assign(a->floats.begin(), a->floats.end());
+      out.reals.assign(a->floats.begin(), a->floats.end());
     else if (const Attribute *a = n.attr("value_int"))
-      out = {static_cast<double>(a->i)};
+      out.ints = {a->i};
     else if (const Attribute *a = n.attr("value_float"))
-      out = {a->f};
+      out.reals = {a->f};
     else
       return false;
     return true;
@@ -876,11 +905,10 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<doub
     if (!x || !x->rankKnown)
       return false;
     auto [start, end] = shapeRange(n, x->rank());
-    out.clear();
     for (int64_t i = start; i < end; ++i) {
       if (x->dims[i] < 0)
         return false;
-      out.push_back(static_cast<double>(x->dims[i]));
+      out.ints.push_back(x->dims[i]);
     }
     return true;
   }
@@ -888,12 +916,12 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<doub
     int64_t ne = in.empty() || !in[0] ? -1 : in[0]->numElements();
     if (ne < 0)
       return false;
-    out = {static_cast<double>(ne)};
+    out.ints = {ne};
     return true;
   }
   if (!c(0))
     return false;
-  const std::vector<double> &a = *c(0);
+  const ConstValues &a = *c(0);
   if (op == "Identity" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" ||
       op == "Flatten") {
     out = a;
@@ -901,18 +929,20 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<doub
   }
   if (op == "Cast") {
     DType to = static_cast<DType>(n.intAttr("to", 0));
-    out = a;
-    if (!isFloatingPoint(to))
-      for (double &d : out)
-        d = std::trunc(d);
+    out.floating = isFloatingPoint(to);
+    if (out.floating)
+      out.reals = a.asReals();
+    else
+      out.ints = a.asInts();
     return true;
   }
   if (op == "Concat") {
-    out.clear();
+    out.floating = a.floating;
     for (unsigned i = 0; i < n.numInputs(); ++i) {
-      if (!c(i))
+      if (!c(i) || c(i)->floating != a.floating)
         return false;
-      out.insert(out.end(), c(i)->begin(), c(i)->end());
+      out.ints.insert(out.ints.end(), c(i)->ints.begin(), c(i)->ints.end());
+      out.reals.insert(out.reals.end(), c(i)->reals.begin(), c(i)->reals.end());
     }
     return out.size() <= static_cast<size_t>(kMaxConstElements);
   }
@@ -921,13 +951,13 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<doub
     const ShapeInfo *x = in.empty() ? nullptr : in[0];
     if (!c(1) || !x || x->rank() > 1)
       return false;
-    out.clear();
-    for (double i : *c(1)) {
-      int64_t idx = static_cast<int64_t>(i);
-      idx = idx < 0 ? idx + static_cast<int64_t>(a.size()) : idx;
-      if (idx < 0 || idx >= static_cast<int64_t>(a.size()))
+    out.floating = a.floating;
+    for (size_t k = 0; k < c(1)->size(); ++k) {
+      int64_t idx = c(1)->integer(k), size = static_cast<int64_t>(a.size());
+      idx = idx < 0 ? idx + size : idx;
+      if (idx < 0 || idx >= size)
         return false;
-      out.push_back(a[idx]);
+      appendElement(out, a, static_cast<size_t>(idx));
     }
     return true;
   }
@@ -935,36 +965,44 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, std::vector<doub
     const ShapeInfo *x = in.empty() ? nullptr : in[0];
     if (!x || x->rank() != 1 || !c(1) || !c(2) || c(1)->size() != 1 || c(2)->size() != 1)
       return false;
-    int64_t d = a.size(), s = (*c(1))[0], e = std::min<double>((*c(2))[0], 1e15);
-    int64_t step = c(4) && c(4)->size() == 1 ? static_cast<int64_t>((*c(4))[0]) : 1;
-    if (step != 1)
+    int64_t step = c(4) && c(4)->size() == 1 ? c(4)->integer(0) : 1;
+    if (step == 0)
       return false;
-    s = std::clamp<int64_t>(s < 0 ? s + d : s, 0, d);
-    e = std::clamp<int64_t>(e < 0 ? e + d : e, 0, d);
-    out.assign(a.begin() + s, a.begin() + std::max(s, e));
+    SliceAxis r =
+        resolveSliceAxis(static_cast<int64_t>(a.size()), c(1)->integer(0), c(2)->integer(0), step);
+    out.floating = a.floating;
+    for (int64_t k = 0; k < r.count; ++k)
+      appendElement(out, a, static_cast<size_t>(r.start + k * step));
     return true;
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     if (!c(1))
       return false;
-    const std::vector<double> &b = *c(1);
+    const ConstValues &b = *c(1);
     if (a.size() != b.size() && a.size() != 1 && b.size() != 1)
       return false;
     size_t len = std::max(a.size(), b.size());
-    bool integer = n.numOutputs() && n.output(0) && !isFloatingPoint(n.output(0)->type.elem);
-    out.resize(len);
+    out.floating = a.floating || b.floating;
     for (size_t i = 0; i < len; ++i) {
-      double l = a[a.size() == 1 ? 0 : i], r = b[b.size() == 1 ? 0 : i];
+      size_t ia = a.size() == 1 ? 0 : i, ib = b.size() == 1 ? 0 : i;
+      if (!out.floating) {
+        int64_t v;
+        if (!foldIntegerArith(op, a.ints[ia], b.ints[ib], v))
+          return false;
+        out.ints.push_back(v);
+        continue;
+      }
+      double l = a.real(ia), r = b.real(ib);
       if (op == "Add")
-        out[i] = l + r;
+        out.reals.push_back(l + r);
       else if (op == "Sub")
-        out[i] = l - r;
+        out.reals.push_back(l - r);
       else if (op == "Mul")
-        out[i] = l * r;
+        out.reals.push_back(l * r);
       else if (r == 0)
         return false;
       else
-        out[i] = integer ? std::floor(l / r) : l / r;
+        out.reals.push_back(l / r);
     }
     return true;
   }
@@ -1005,7 +1043,7 @@ const ShapeInfo &ShapeEstimator::shape(const Value *v) const {
   return it == shapes.end() ? unknown : it->second;
 }
 
-const std::vector<double> *ShapeEstimator::constValues(const Value *v) const {
+const ConstValues *ShapeEstimator::constValues(const Value *v) const {
   auto it = consts.find(v);
   return it == consts.end() ? nullptr : &it->second;
 }
@@ -1022,7 +1060,7 @@ void ShapeEstimator::visitGraph(const Graph &g) {
     if (!t)
       continue;
     shapes[v] = ShapeInfo::of(t->dims);
-    std::vector<double> vals;
+    ConstValues vals;
     if (!isFloatingPoint(t->dtype) || t->numElements() <= 64)
       if (tensorValues(*t, vals))
         consts[v] = std::move(vals);
@@ -1037,7 +1075,7 @@ void ShapeEstimator::visitGraph(const Graph &g) {
 
 void ShapeEstimator::visitNode(const Node &n) {
   llvm::SmallVector<const ShapeInfo *, 4> in;
-  llvm::SmallVector<const std::vector<double> *, 4> cv;
+  llvm::SmallVector<const ConstValues *, 4> cv;
   bool fromSymbols =
       llvm::any_of(n.inputs(), [&](const Value *v) { return v && symbolic.count(v); });
   for (const Value *v : n.inputs()) {
@@ -1070,7 +1108,7 @@ void ShapeEstimator::visitNode(const Node &n) {
     shapes[v] = std::move(s);
   }
   if (n.numOutputs() == 1 && n.output(0)) {
-    std::vector<double> vals;
+    ConstValues vals;
     if (foldNode(n, in, cv, vals))
       consts[n.output(0)] = std::move(vals);
   }

@@ -39,6 +39,19 @@ struct ShapeInfo {
 /// last two axes; a vector (or unknown rank) is returned as it is.
 ShapeInfo fusedMatMulOperand(const ShapeInfo &x, bool trans, bool transBatch);
 
+/// The elements of a small constant tensor: integer tensors exactly as int64
+/// (INT64_MAX does not survive a double), floating-point ones as doubles.
+struct ConstValues {
+  bool floating = false;
+  std::vector<int64_t> ints; ///< when !floating
+  std::vector<double> reals; ///< when floating
+  size_t size() const { return floating ? reals.size() : ints.size(); }
+  double real(size_t i) const { return floating ? reals[i] : static_cast<double>(ints[i]); }
+  int64_t integer(size_t i) const { return floating ? saturatingInt64(reals[i]) : ints[i]; }
+  std::vector<int64_t> asInts() const;
+  std::vector<double> asReals() const;
+};
+
 /// Shapes of every value of a model's main graph and of the graphs nested in
 /// it (If/Loop/Scan bodies), plus the contents of small integer tensors that
 /// shape computations produce (Shape -> Gather -> Concat -> Reshape).
@@ -52,7 +65,7 @@ public:
   const ShapeInfo &shape(const Value *v) const;
   /// The elements of a small constant tensor (initializer, Constant, or a
   /// folded shape computation), null when not known.
-  const std::vector<double> *constValues(const Value *v) const;
+  const ConstValues *constValues(const Value *v) const;
   /// Symbolic dimension names that were taken as 1, sorted.
   const std::vector<std::string> &assumedSymbols() const { return symbols; }
   /// True when the shape of `v` was computed from a symbolic dimension taken
@@ -61,7 +74,7 @@ public:
 
 private:
   llvm::DenseMap<const Value *, ShapeInfo> shapes;
-  llvm::DenseMap<const Value *, std::vector<double>> consts;
+  llvm::DenseMap<const Value *, ConstValues> consts;
   llvm::DenseSet<const Value *> symbolic;
   std::vector<std::string> symbols;
   ShapeInfo unknown;

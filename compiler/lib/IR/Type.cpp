@@ -1,15 +1,18 @@
-//===- Type.cpp - Value types and constant tensors -------------------------===//
+//===- Type.cpp - Value types and constant tensors
+//-------------------------===//
 //
 // Deep copies and queries of Type, and element access of Tensor data.
 //
 //===----------------------------------------------------------------------===//
-#include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
+#include "mpc/IR/Tensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 using namespace mpc;
 
@@ -152,35 +155,67 @@ static double halfBitsToDouble(uint16_t bits, const llvm::fltSemantics &sem) {
   return f.convertToDouble();
 }
 
-double Tensor::getAsDouble(int64_t i) const {
-  const uint8_t *p = bytes().data();
+/// fn(element i) with the element loaded in its own C++ type (16-bit floats
+/// widened to double), for the scalar numeric types.
+template <typename R, typename Fn>
+static R withElement(DType dtype, const uint8_t *p, int64_t i, Fn fn) {
   switch (dtype) {
   case DType::F32:
-    return load<float>(p + 4 * i);
+    return fn(load<float>(p + 4 * i));
   case DType::F64:
-    return load<double>(p + 8 * i);
+    return fn(load<double>(p + 8 * i));
   case DType::F16:
-    return halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::IEEEhalf());
+    return fn(halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::IEEEhalf()));
   case DType::BF16:
-    return halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::BFloat());
+    return fn(halfBitsToDouble(load<uint16_t>(p + 2 * i), llvm::APFloat::BFloat()));
   case DType::I8:
-    return load<int8_t>(p + i);
+    return fn(load<int8_t>(p + i));
   case DType::U8:
   case DType::Bool:
-    return load<uint8_t>(p + i);
+    return fn(load<uint8_t>(p + i));
   case DType::I16:
-    return load<int16_t>(p + 2 * i);
+    return fn(load<int16_t>(p + 2 * i));
   case DType::U16:
-    return load<uint16_t>(p + 2 * i);
+    return fn(load<uint16_t>(p + 2 * i));
   case DType::I32:
-    return load<int32_t>(p + 4 * i);
+    return fn(load<int32_t>(p + 4 * i));
   case DType::U32:
-    return load<uint32_t>(p + 4 * i);
+    return fn(load<uint32_t>(p + 4 * i));
   case DType::I64:
-    return static_cast<double>(load<int64_t>(p + 8 * i));
+    return fn(load<int64_t>(p + 8 * i));
   case DType::U64:
-    return static_cast<double>(load<uint64_t>(p + 8 * i));
+    return fn(load<uint64_t>(p + 8 * i));
   default:
-    llvm_unreachable("getAsDouble on a tensor without scalar numeric elements");
+    llvm_unreachable("element read on a tensor without scalar numeric elements");
   }
 }
+
+double Tensor::getAsDouble(int64_t i) const {
+  return withElement<double>(dtype, bytes().data(), i,
+                             [](auto v) { return static_cast<double>(v); });
+}
+
+int64_t mpc::saturatingInt64(double d) {
+  if (std::isnan(d))
+    return 0;
+  // 2^63 is exact as a double; every double below it converts without UB.
+  if (d >= 9223372036854775808.0)
+    return INT64_MAX;
+  if (d <= -9223372036854775808.0)
+    return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
+
+int64_t mpc::loadAsInt64(DType t, const uint8_t *p, int64_t i) {
+  return withElement<int64_t>(t, p, i, [](auto v) -> int64_t {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point<T>::value)
+      return saturatingInt64(v);
+    else if constexpr (std::is_same<T, uint64_t>::value)
+      return v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v);
+    else
+      return v; // exact: every other integer type fits
+  });
+}
+
+int64_t Tensor::getAsInt64(int64_t i) const { return loadAsInt64(dtype, bytes().data(), i); }

@@ -7,10 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Support/Diagnostics.h"
 #include "onnx/defs/schema.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -306,6 +307,82 @@ int64_t mpc::newestKnownOpset(llvm::StringRef domain) {
   const auto &map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto it = map.find(domain == "ai.onnx" ? "" : domain.str());
   return it == map.end() ? -1 : it->second.second;
+}
+
+namespace {
+/// The domains of the newest ONNX release mpc knows of, with their newest
+/// opset (onnx 1.22's OpSchemaRegistry::DomainToVersionRange).
+struct ReleasedDomain {
+  const char *domain;
+  int64_t newest;
+};
+constexpr ReleasedDomain kNewestRelease[] = {
+    {"", 27},
+    {"ai.onnx.ml", 5},
+    {"ai.onnx.training", 1},
+    {"ai.onnx.preview.training", 1},
+};
+} // namespace
+
+int64_t mpc::newestReleasedOpset(llvm::StringRef domain) {
+  if (domain == "ai.onnx")
+    domain = "";
+  for (const ReleasedDomain &d : kNewestRelease)
+    if (domain == d.domain)
+      return std::max(d.newest, newestKnownOpset(domain));
+  return -1;
+}
+
+/// Ops the default domain gained in ONNX releases after libonnx 1.12 (opset
+/// 17), up to kNewestRelease (onnx 1.22's schemas with since_version > 17).
+static const char *const kOpsAfterLibonnx[] = {
+    "BitwiseAnd",
+    "BitwiseNot",
+    "BitwiseOr",
+    "BitwiseXor",
+    "CenterCropPad",
+    "Col2Im",
+    "GroupNormalization",
+    "Mish",
+    "DeformConv",
+    "AffineGrid",
+    "Gelu",
+    "ImageDecoder",
+    "RegexFullMatch",
+    "StringConcat",
+    "StringSplit",
+    "Attention",
+    "RMSNormalization",
+    "RotaryEmbedding",
+    "Swish",
+    "TensorScatter",
+    "BitCast",
+    "CumProd",
+    "CausalConvWithState",
+    "LinearAttention",
+};
+
+bool mpc::isKnownOp(llvm::StringRef domain, llvm::StringRef opType) {
+  if (domain == "ai.onnx")
+    domain = "";
+  if (domain.empty() && llvm::is_contained(kOpsAfterLibonnx, opType))
+    return true;
+  return lookupSignature(domain, opType, INT64_MAX).sig != nullptr;
+}
+
+llvm::Error mpc::checkOpsetImports(const Model &m) {
+  for (const OpsetId &o : m.opsets) {
+    int64_t newest = newestReleasedOpset(o.domain);
+    if (newest >= 0 && o.version > newest)
+      return inputError("opset_import: opset {0} of {1} is newer than any ONNX release mpc "
+                        "knows of (newest: {2})",
+                        o.version,
+                        o.domain.empty() || o.domain == "ai.onnx"
+                            ? std::string("the default domain")
+                            : "domain " + quoteName(o.domain),
+                        newest);
+  }
+  return llvm::Error::success();
 }
 
 /// The signature at `version` from the registry plus the patch rows.

@@ -65,7 +65,7 @@ private:
 };
 } // namespace
 
-static std::string graphLabel(const Graph &g) { return "graph '" + g.name + "'"; }
+static std::string graphLabel(const Graph &g) { return "graph " + quoteName(g.name); }
 
 /// Appends a port's type to a memo key: absent, kind and element type.
 static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Value *v) {
@@ -248,6 +248,8 @@ llvm::Error mpc::verifyGraph(const Graph &g, const VerifyOptions &opts) {
 }
 
 llvm::Error mpc::verifyModel(const Model &m, const VerifyOptions &opts) {
+  if (auto err = checkOpsetImports(m))
+    return err;
   GraphVerifier v(m, opts);
   if (auto err = v.verify(*m.graph))
     return err;

@@ -63,6 +63,15 @@ inline bool isHalfPrecision(DType t) { return t == DType::F16 || t == DType::BF1
 /// True when the value is a valid ONNX DataType number mpc knows.
 bool isKnownDType(int64_t v);
 
+/// Element `i` of packed little-endian data of type `t`, as an int64: exact for
+/// every integer type and bool (u64 above INT64_MAX saturates); floating-point
+/// values are truncated toward zero and saturate (NaN reads as 0). Integer
+/// data that drives shapes, indices, axes or trip counts is read with this,
+/// never through a double (2^63 - 1 does not survive the round trip).
+int64_t loadAsInt64(DType t, const uint8_t *data, int64_t i);
+/// `d` truncated toward zero and clamped to the int64 range (NaN: 0).
+int64_t saturatingInt64(double d);
+
 } // namespace mpc
 
 #endif // MPC_IR_DTYPE_H

@@ -81,6 +81,8 @@ public:
 
   /// Element i as a double, for floating and integer tensors in memory.
   double getAsDouble(int64_t i) const;
+  /// Element i as an int64, exactly for integer tensors (see loadAsInt64).
+  int64_t getAsInt64(int64_t i) const;
 
 private:
   std::vector<uint8_t> raw;

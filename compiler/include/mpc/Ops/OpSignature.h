@@ -15,6 +15,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
 #include <array>
 #include <cstdint>
 #include <string>
@@ -23,6 +24,7 @@
 namespace mpc {
 
 class Node;
+class Model;
 
 enum class FormalOption : uint8_t { Single, Optional, Variadic };
 
@@ -119,6 +121,24 @@ private:
 
 /// The newest opset libonnx's registry knows for a domain (17 for "").
 int64_t newestKnownOpset(llvm::StringRef domain);
+
+/// The newest opset of `domain` in any ONNX release mpc knows of (ONNX 1.22:
+/// 27 for the default domain, 5 for ai.onnx.ml, 1 for ai.onnx.training and
+/// ai.onnx.preview.training), or libonnx's newest if that is newer; -1 for
+/// the domains ONNX does not define (custom domains), which are not checked.
+int64_t newestReleasedOpset(llvm::StringRef domain);
+
+/// True when an ONNX schema (libonnx's, or mpc's own rows), or an op added to
+/// the default domain by an ONNX release after libonnx's up to the newest one
+/// mpc knows of (newestReleasedOpset), defines `opType` in `domain` at some
+/// version. Every op mpc's runtime has a kernel for is among them.
+bool isKnownOp(llvm::StringRef domain, llvm::StringRef opType);
+
+/// Refuses a model that imports an opset of an ONNX domain newer than any
+/// release mpc knows of (newestReleasedOpset): its ops would silently be read
+/// with other versions' schemas. Opsets between libonnx's newest and that
+/// release keep the documented fallback. One line naming domain and version.
+llvm::Error checkOpsetImports(const Model &m);
 
 /// Registers the libonnx schemas of the ai.mpc.training gradient ops
 /// (docs/training.md) and their domain's version range. Idempotent and

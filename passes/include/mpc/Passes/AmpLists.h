@@ -124,6 +124,16 @@ llvm::Error applyEnvironment(AmpOptions &opts, const char *const *envp);
 /// Splits a comma-separated list, trimming whitespace, dropping empties.
 std::vector<std::string> splitOpList(llvm::StringRef s);
 
+/// Checks one op of a list edit: an op type of the default domain ("Conv",
+/// "ai.onnx::Conv") must be one that an ONNX schema, mpc's signatures or its
+/// kernels know; a domain-qualified op ("com.example::MyOp") is taken as a
+/// custom op. `source` names the variable or flag in the one-line error.
+llvm::Error checkListedOp(llvm::StringRef source, llvm::StringRef op);
+
+/// Verbose-mode notes on the domain-qualified ops the edits add that no
+/// schema mpc knows defines (custom ops), one line each, sorted.
+std::vector<std::string> customOpNotes(const AmpListEdits &edits);
+
 } // namespace mpc
 
 #endif // MPC_PASSES_AMPLISTS_H

@@ -35,6 +35,9 @@ struct HostTensor {
   }
   /// Element i converted to double (float, 16-bit float, integer, bool).
   double getAsDouble(int64_t i) const;
+  /// Element i as an int64, exactly for integer tensors (see loadAsInt64):
+  /// what shapes, indices, axes and trip counts are read with.
+  int64_t getAsInt64(int64_t i) const { return loadAsInt64(dtype, bytes.data(), i); }
 };
 
 /// Bytes per element of the dtypes the runtime stores (0 for others).
