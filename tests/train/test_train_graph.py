@@ -613,6 +613,21 @@ class BadInput(unittest.TestCase):
         self.assertIn("--loss is required", r.stderr)
 
 
+class DocsList(unittest.TestCase):
+    def test_docs_list_the_rule_table(self):
+        """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
+        import re
+        with open(os.path.join(ARGS.source_dir, "passes", "train", "GradRules.cpp")) as f:
+            src = f.read()
+        table = src[src.index("kRules[]"):]
+        rules = re.findall(r'\{"(\w+)",', table[:table.index("};")])
+        with open(os.path.join(ARGS.source_dir, "docs", "training.md")) as f:
+            doc = f.read()
+        section = doc[doc.index("## Ops with gradient rules"):doc.index("Conventions where")]
+        listed = re.findall(r"`(\w+)`", section.split("from the loss:")[1])
+        self.assertEqual(sorted(listed), sorted(rules))
+
+
 def gradient_op_model(xs_name="w"):
     """A training model whose algorithm computes L = sum((xa @ w)^2) and Gradient(L, w)."""
     rng = np.random.default_rng(5)
@@ -676,7 +691,7 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, GradientOp, ShippedModels, GradientCheck):
+    for cls in (BadInput, Options, GradientOp, DocsList, ShippedModels, GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():
                 suite.addTest(t)
