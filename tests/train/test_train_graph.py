@@ -613,6 +613,81 @@ class BadInput(unittest.TestCase):
         self.assertIn("--loss is required", r.stderr)
 
 
+def embedding_classifier(V, D, T, C, seed):
+    """tokens [N, T] -> Gather(E) -> ReduceMean over T -> Gemm(W, b, transB) -> logits [N, C]
+    (an nn.Embedding + mean-pool classifier, batch dimension symbolic)."""
+    rng = np.random.default_rng(seed)
+    params = {"E": rng.standard_normal((V, D)).astype(np.float32),
+              "W": (rng.standard_normal((C, D)) * 0.5).astype(np.float32),
+              "b": (rng.standard_normal(C) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Gather", ["E", "tokens"], ["emb"], name="emb/Gather"),
+             helper.make_node("ReduceMean", ["emb"], ["pooled"], axes=[1], keepdims=0,
+                              name="pool"),
+             helper.make_node("Gemm", ["pooled", "W", "b"], ["logits"], transB=1, name="fc")]
+    g = helper.make_graph(
+        nodes, "embedding_classifier",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", T])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", C])],
+        [numpy_helper.from_array(v, k) for k, v in params.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def embedding_classifier_sgd(params, tokens, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean softmax cross-entropy."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t = tokens.shape
+    for _ in range(steps):
+        pooled = p["E"][tokens].mean(axis=1)
+        z = pooled @ p["W"].T + p["b"]
+        prob = np.exp(z - z.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        dz = prob.copy()
+        dz[np.arange(n), labels] -= 1.0
+        dz /= n
+        d_emb = np.repeat((dz @ p["W"])[:, None, :] / t, t, axis=1)
+        d_e = np.zeros_like(p["E"])
+        np.add.at(d_e, tokens, d_emb)
+        p["W"] -= lr * dz.T @ pooled
+        p["b"] -= lr * dz.sum(axis=0)
+        p["E"] -= lr * d_e
+    return p
+
+
+class EndToEnd(unittest.TestCase):
+    def test_embedding_classifier_matches_numpy(self):
+        """train-graph -> run --train: fp32 parameters after 6 full-batch SGD steps equal a
+        float64 numpy reference from the same initial weights and data (full batches, so
+        the trainer's sample order only permutes the terms of each sum)."""
+        V, D, T, C, N, lr, steps = 9, 4, 5, 3, 12, 0.5, 6
+        model, params = embedding_classifier(V, D, T, C, seed=3)
+        rng = np.random.default_rng(4)
+        tokens = rng.integers(0, V - 1, size=(N, T)).astype(np.int64)  # row V-1 unused
+        tokens[0] = [2, 2, 2, 5, 2]  # a token repeated within a sample
+        labels = rng.integers(0, C, size=N).astype(np.int64)
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "emb.onnx"), os.path.join(tmp, "emb.train.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--optimizer", "sgd",
+                        "--lr", str(lr), "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lab = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+            data = os.path.join(tmp, "data.npz")
+            np.savez(data, tokens=tokens, **{lab: labels})
+            ck = os.path.join(tmp, "ck")
+            r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(N), "--steps",
+                        str(steps), "--holdout", "0", "--checkpoint", ck)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t)
+                   for t in onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        want = embedding_classifier_sgd(params, tokens, labels, lr, steps)
+        for k in ("E", "W", "b"):
+            self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_array_equal(got["E"][V - 1], params["E"][V - 1])
+
+
 class DocsList(unittest.TestCase):
     def test_docs_list_the_rule_table(self):
         """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
@@ -691,7 +766,8 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, GradientOp, DocsList, ShippedModels, GradientCheck):
+    for cls in (BadInput, Options, GradientOp, DocsList, EndToEnd, ShippedModels,
+                GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():
                 suite.addTest(t)
