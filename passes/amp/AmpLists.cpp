@@ -84,6 +84,7 @@ static const DefaultRow kDefaultLists[] = {
   {"ai.mpc.training::LayerNormalizationGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::AveragePoolGrad", AmpClass::Infer, "gradient of an infer op"},
   {"ai.mpc.training::GlobalAveragePoolGrad", AmpClass::Infer, "gradient of an infer op"},
+  {"ai.mpc.training::GatherGrad", AmpClass::Infer, "scatter-add accumulates in fp32"},
 
   // Deny: need fp32 range or precision.
   {"Exp", AmpClass::Deny, "overflows fp16 above 11.1"},
@@ -167,6 +168,7 @@ static const DefaultRow kDefaultLists[] = {
   {"ConcatFromSequence", AmpClass::Clear, "sequence cluster"},
   {"ai.mpc.training::ReluGrad", AmpClass::Clear, "gradient of a clear op"},
   {"ai.mpc.training::MaxPoolGrad", AmpClass::Clear, "gradient of a clear op"},
+  {"ai.mpc.training::SliceGrad", AmpClass::Clear, "gradient of a clear op"},
 };
 // clang-format on
 

@@ -488,6 +488,109 @@ static llvm::Error gradReduce(Ctx &c) {
   return llvm::Error::success();
 }
 
+/// Gather: the ai.mpc.training GatherGrad scatter-adds dY into zeros shaped
+/// like the data (repeated indices sum, negative indices count from the end).
+static llvm::Error gradGather(Ctx &c) {
+  Node *g = c.e.node("GatherGrad", kTrainingDomain, {c.dY(), c.e.shapeOf(c.in(0)), c.in(1)},
+                     {elemOf(c.in(0))}, c.h("dX"));
+  g->setAttr(Attribute::makeInt("axis", c.n().intAttr("axis", 0)));
+  c.dIn[0] = g->output(0);
+  return llvm::Error::success();
+}
+
+/// Slice: SliceGrad places dY where the forward Slice read X (zeros elsewhere).
+static llvm::Error gradSlice(Ctx &c) {
+  Node &n = c.n();
+  std::vector<Value *> ins = {c.dY(), c.e.shapeOf(c.in(0))};
+  for (unsigned i = 1; i < n.numInputs(); ++i)
+    ins.push_back(n.input(i));
+  while (!ins.back())
+    ins.pop_back();
+  c.dIn[0] = c.e.op("SliceGrad", ins, elemOf(c.in(0)), c.h("dX"), kTrainingDomain);
+  return llvm::Error::success();
+}
+
+/// Split: the output gradients concatenated along the axis; an output that
+/// receives no gradient contributes zeros of its shape.
+static llvm::Error gradSplit(Ctx &c) {
+  Node &n = c.n();
+  Emitter &e = c.e;
+  DType t = elemOf(c.in(0));
+  std::vector<Value *> parts;
+  Value *zero = nullptr;
+  for (unsigned i = 0; i < n.numOutputs(); ++i) {
+    if (!n.output(i))
+      return unsupported(n, "an omitted output (its size is unknown)");
+    Value *d = c.dY(i);
+    if (!d) {
+      if (!zero)
+        zero = e.scalar(0.0, t, c.h("zero"));
+      d = e.op("Expand", {zero, e.shapeOf(n.output(i))}, t, c.h("no_grad"));
+    }
+    parts.push_back(d);
+  }
+  Value *cat = e.op("Concat", parts, t, c.h("dX"));
+  cat->producer()->setAttr(Attribute::makeInt("axis", n.intAttr("axis", 0)));
+  c.dIn[0] = cat;
+  return llvm::Error::success();
+}
+
+/// Where(cond, A, B): dY to A where cond holds, to B elsewhere; none to cond.
+static llvm::Error gradWhere(Ctx &c) {
+  Emitter &e = c.e;
+  Value *cond = c.in(0), *dy = c.dY();
+  for (unsigned i = 1; i < 3; ++i) {
+    if (!c.want(i))
+      continue;
+    Value *x = c.in(i);
+    Value *zero = e.scalar(0.0, elemOf(x), c.h("zero"));
+    Value *g = i == 1 ? e.op("Where", {cond, dy, zero}, elemOf(x), c.h("dA_sel"))
+                      : e.op("Where", {cond, zero, dy}, elemOf(x), c.h("dB_sel"));
+    c.dIn[i] = unbroadcast(e, g, x, c.out(0), c.h(i == 1 ? "dA" : "dB"));
+  }
+  return llvm::Error::success();
+}
+
+/// Clip(X, lo, hi) = min(max(X, lo), hi). X gets dY where lo < X < hi
+/// strictly (PyTorch's hardtanh/ReLU6 convention: nothing at the bounds);
+/// lo gets it where X <= lo < hi, hi where max(X, lo) >= hi (the bound
+/// that is the output there), each summed over the broadcast axes.
+static llvm::Error gradClip(Ctx &c) {
+  Node &n = c.n();
+  Emitter &e = c.e;
+  Value *x = c.in(0), *dy = c.dY();
+  Value *lo = n.numInputs() > 1 ? n.input(1) : nullptr;
+  Value *hi = n.numInputs() > 2 ? n.input(2) : nullptr;
+  DType t = elemOf(x);
+  Value *zero = nullptr;
+  auto masked = [&](Value *mask, const std::string &h) {
+    if (!zero)
+      zero = e.scalar(0.0, t, c.h("zero"));
+    return e.op("Where", {mask, dy, zero}, t, h);
+  };
+  auto both = [&](Value *a, Value *b, const std::string &h) {
+    return !a ? b : !b ? a : e.op("And", {a, b}, DType::Bool, h);
+  };
+  if (c.want(0)) {
+    Value *above = lo ? e.op("Greater", {x, lo}, DType::Bool, c.h("above_min")) : nullptr;
+    Value *below = hi ? e.op("Less", {x, hi}, DType::Bool, c.h("below_max")) : nullptr;
+    Value *inside = both(above, below, c.h("inside"));
+    c.dIn[0] = inside ? masked(inside, c.h("dX")) : dy;
+  }
+  if (lo && c.want(1)) {
+    Value *atMin = e.op("LessOrEqual", {x, lo}, DType::Bool, c.h("at_min"));
+    Value *open = hi ? e.op("Less", {lo, hi}, DType::Bool, c.h("min_below_max")) : nullptr;
+    c.dIn[1] = unbroadcast(e, masked(both(atMin, open, c.h("min_wins")), c.h("dMin_sel")), lo,
+                           c.out(0), c.h("dMin"));
+  }
+  if (hi && c.want(2)) {
+    Value *low = lo ? e.op("Max", {x, lo}, t, c.h("max_x_min")) : x;
+    Value *atMax = e.op("GreaterOrEqual", {low, hi}, DType::Bool, c.h("at_max"));
+    c.dIn[2] = unbroadcast(e, masked(atMax, c.h("dMax_sel")), hi, c.out(0), c.h("dMax"));
+  }
+  return llvm::Error::success();
+}
+
 namespace {
 struct RuleRow {
   const char *op;
@@ -500,11 +603,13 @@ static const RuleRow kRules[] = {
     {"Add", gradElementwise},
     {"AveragePool", gradWithAttrs},
     {"BatchNormalization", gradBatchNorm},
+    {"Clip", gradClip},
     {"Concat", gradConcat},
     {"Conv", gradWithAttrs},
     {"Div", gradElementwise},
     {"Erf", gradUnary},
     {"Flatten", gradReshapeLike},
+    {"Gather", gradGather},
     {"Gelu", gradUnary},
     {"Gemm", gradGemm},
     {"GlobalAveragePool", gradWithAttrs},
@@ -521,12 +626,15 @@ static const RuleRow kRules[] = {
     {"Relu", gradUnary},
     {"Reshape", gradReshapeLike},
     {"Sigmoid", gradUnary},
+    {"Slice", gradSlice},
     {"Softmax", gradUnary},
+    {"Split", gradSplit},
     {"Squeeze", gradReshapeLike},
     {"Sub", gradElementwise},
     {"Tanh", gradUnary},
     {"Transpose", gradTranspose},
     {"Unsqueeze", gradReshapeLike},
+    {"Where", gradWhere},
 };
 
 static RuleFn findRule(const Node &n) {
@@ -546,7 +654,9 @@ llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
   if (!fn)
     return false;
   dIn.assign(req.fwd.numInputs(), nullptr);
-  if (!req.dOut.empty() && !req.dOut[0] && req.fwd.opType != "LSTM")
+  // LSTM and Split take the gradient of any output; other rules need dY of output 0.
+  bool anyOutput = req.fwd.opType == "LSTM" || req.fwd.opType == "Split";
+  if (!req.dOut.empty() && !req.dOut[0] && !anyOutput)
     return unsupported(req.fwd, "only its first output may carry a gradient");
   Ctx c{e, req, dIn};
   if (llvm::Error err = fn(c))

@@ -13,6 +13,7 @@
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Float16.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mpc {
 namespace cpuk {
@@ -93,6 +94,25 @@ llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
                                                llvm::StringRef what);
 /// Integer values of an input at run time.
 std::vector<int64_t> readInts(const TensorRef &t);
+/// Maps indices in [-dim, dim) to [0, dim) (Gather's rule); an error naming
+/// the node and `shape` for one out of range.
+llvm::Error normalizeIndices(const Node &n, std::vector<int64_t> &idx, int64_t dim,
+                             llvm::ArrayRef<int64_t> shape);
+
+/// Slice parameters resolved against the input shape: per axis the first
+/// index read, the step and the output extent (axes not sliced: 0, 1, dim).
+struct SliceParams {
+  std::vector<int64_t> starts, steps, outShape;
+};
+/// Resolves Slice's starts/ends/axes/steps (empty axes/steps: defaults)
+/// against shape `x` as the Slice kernel does (shared with SliceGrad).
+llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
+                                        std::vector<int64_t> starts, std::vector<int64_t> ends,
+                                        std::vector<int64_t> axes, std::vector<int64_t> steps);
+/// Calls fn(output index, input offset) for every element a Slice with
+/// parameters `p` reads from a tensor of shape `x`, in output order.
+void forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
+                   llvm::function_ref<void(int64_t, int64_t)> fn);
 
 // Shape functions.
 llvm::Error shapeSameAsInput0(const ShapeQuery &, std::vector<ShapedType> &);

@@ -41,6 +41,7 @@ llvm::Expected<std::vector<int64_t>> cpuk::knownInts(const ShapeQuery &q, unsign
                                     "or computed from shapes)");
   const HostTensor &t = *q.values[i];
   std::vector<int64_t> v(t.numElements());
+  // Integers exactly: through double, INT64_MAX (Slice's "to the end") overflows.
   for (size_t j = 0; j < v.size(); ++j)
     v[j] = t.getAsInt64(j);
   return v;
@@ -274,6 +275,18 @@ llvm::Error cpuk::shapeGather(const ShapeQuery &q, std::vector<ShapedType> &out)
   return llvm::Error::success();
 }
 
+llvm::Error cpuk::normalizeIndices(const Node &n, std::vector<int64_t> &idx, int64_t dim,
+                                   llvm::ArrayRef<int64_t> shape) {
+  for (int64_t &i : idx) {
+    if (i < -dim || i >= dim)
+      return nodeError(n, "index " + std::to_string(i) + " out of range for " +
+                              formatShape(shape));
+    if (i < 0)
+      i += dim;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error cpuk::runGather(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = c.node->intAttr("axis", 0);
@@ -286,13 +299,8 @@ llvm::Error cpuk::runGather(const KernelCall &c) {
     inner *= x.shape[i];
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(c.outputs[0].data);
-  for (int64_t &i : idx) {
-    if (i < -dim || i >= dim)
-      return nodeError(*c.node, "index " + std::to_string(i) + " out of range for " +
-                                    formatShape(x.shape));
-    if (i < 0)
-      i += dim;
-  }
+  if (auto err = normalizeIndices(*c.node, idx, dim, x.shape))
+    return err;
   for (int64_t o = 0; o < outer; ++o)
     for (size_t j = 0; j < idx.size(); ++j)
       std::memcpy(dst + (o * idx.size() + j) * inner, src + (o * dim + idx[j]) * inner,
@@ -380,16 +388,11 @@ llvm::Error cpuk::runConstant(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-/// Slice parameters resolved against the input shape.
-struct SliceParams {
-  std::vector<int64_t> starts, steps, outShape;
-};
-
-static llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
-                                               std::vector<int64_t> starts,
-                                               std::vector<int64_t> ends,
-                                               std::vector<int64_t> axes,
-                                               std::vector<int64_t> steps) {
+llvm::Expected<SliceParams> cpuk::sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
+                                             std::vector<int64_t> starts,
+                                             std::vector<int64_t> ends,
+                                             std::vector<int64_t> axes,
+                                             std::vector<int64_t> steps) {
   size_t rank = x.size();
   SliceParams p;
   p.starts.assign(rank, 0);
@@ -414,6 +417,29 @@ static llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int
     p.steps[a] = st;
   }
   return p;
+}
+
+void cpuk::forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
+                         llvm::function_ref<void(int64_t, int64_t)> fn) {
+  size_t rank = x.size();
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    stride[i - 1] = stride[i] * x[i];
+  int64_t n = 1;
+  for (int64_t d : p.outShape)
+    n *= d;
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t o = 0; o < n; ++o) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d)
+      off += (p.starts[d] + idx[d] * p.steps[d]) * stride[d];
+    fn(o, off);
+    for (size_t d = rank; d-- > 0;)
+      if (++idx[d] < p.outShape[d])
+        break;
+      else
+        idx[d] = 0;
+  }
 }
 
 llvm::Error cpuk::shapeSlice(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -442,25 +468,12 @@ llvm::Error cpuk::runSlice(const KernelCall &c) {
   auto p = sliceParams(*c.node, x.shape, v[0], v[1], v[2], v[3]);
   if (!p)
     return p.takeError();
-  size_t rank = x.shape.size(), es = elemSize(x);
-  std::vector<int64_t> stride(rank, 1);
-  for (size_t i = rank; i-- > 1;)
-    stride[i - 1] = stride[i] * x.shape[i];
-  int64_t n = c.outputs[0].numElements();
-  std::vector<int64_t> idx(rank, 0);
+  size_t es = elemSize(x);
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(c.outputs[0].data);
-  for (int64_t o = 0; o < n; ++o) {
-    int64_t off = 0;
-    for (size_t d = 0; d < rank; ++d)
-      off += (p->starts[d] + idx[d] * p->steps[d]) * stride[d];
+  forEachSliced(*p, x.shape, [&](int64_t o, int64_t off) {
     std::memcpy(dst + o * es, src + off * es, es);
-    for (size_t d = rank; d-- > 0;)
-      if (++idx[d] < p->outShape[d])
-        break;
-      else
-        idx[d] = 0;
-  }
+  });
   return llvm::Error::success();
 }
 

@@ -11,6 +11,7 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
 #include <algorithm>
+#include <cstring>
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -452,6 +453,101 @@ static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Indexing gradients
+//===----------------------------------------------------------------------===//
+
+/// The forward data shape (input 1) and the checked dY shape of GatherGrad.
+static llvm::Error shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto x = knownInts(q, 1, "the shape input");
+  if (!x)
+    return x.takeError();
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, x->size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(*x));
+  if (q.inputs[2].dtype != DType::I64 && q.inputs[2].dtype != DType::I32)
+    return nodeError(q.node, "indices must be int32 or int64");
+  std::vector<int64_t> y(x->begin(), x->begin() + axis);
+  const auto &ind = q.inputs[2].shape;
+  y.insert(y.end(), ind.begin(), ind.end());
+  y.insert(y.end(), x->begin() + axis + 1, x->end());
+  if (q.inputs[0].shape != y)
+    return nodeError(q.node, "dY " + formatShape(q.inputs[0].shape) +
+                                 " is not the Gather output shape " + formatShape(y));
+  out.assign(1, ShapedType{q.inputs[0].dtype, *x});
+  return llvm::Error::success();
+}
+
+/// dX[o, idx[j], i] += dY[o, j, i], summed in A and rounded once.
+template <typename A> static llvm::Error gatherGradAs(const KernelCall &c) {
+  const TensorRef &dx = c.outputs[0];
+  int64_t axis = c.node->intAttr("axis", 0);
+  normalizeAxis(axis, dx.shape.size());
+  int64_t outer, dim, inner;
+  splitAt(dx.shape, axis, outer, dim, inner);
+  std::vector<int64_t> idx = readInts(c.inputs[2]);
+  if (auto err = normalizeIndices(*c.node, idx, dim, dx.shape))
+    return err;
+  std::vector<A> dy = loadAs<A>(c.inputs[0]), acc(size_t(dx.numElements()), A(0));
+  int64_t n = int64_t(idx.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n; ++j) {
+      const A *src = dy.data() + (o * n + j) * inner;
+      A *dst = acc.data() + (o * dim + idx[j]) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        dst[i] += src[i];
+    }
+  storeAs(acc, dx);
+  return llvm::Error::success();
+}
+
+static llvm::Error runGatherGrad(const KernelCall &c) {
+  return c.inputs[0].dtype == DType::F64 ? gatherGradAs<double>(c) : gatherGradAs<float>(c);
+}
+
+static llvm::Error shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto x = knownInts(q, 1, "the shape input");
+  if (!x)
+    return x.takeError();
+  std::vector<int64_t> v[4];
+  for (unsigned i = 2; i < 6 && i < q.inputs.size(); ++i) {
+    if (q.inputs[i].dtype == DType::Undefined)
+      continue;
+    auto k = knownInts(q, i, "slice bounds");
+    if (!k)
+      return k.takeError();
+    v[i - 2] = *k;
+  }
+  auto p = sliceParams(q.node, *x, v[0], v[1], v[2], v[3]);
+  if (!p)
+    return p.takeError();
+  if (q.inputs[0].shape != p->outShape)
+    return nodeError(q.node, "dY " + formatShape(q.inputs[0].shape) +
+                                 " is not the Slice output shape " + formatShape(p->outShape));
+  out.assign(1, ShapedType{q.inputs[0].dtype, *x});
+  return llvm::Error::success();
+}
+
+/// Zeros, then each dY element copied to the X element the forward read.
+static llvm::Error runSliceGrad(const KernelCall &c) {
+  const TensorRef &dx = c.outputs[0];
+  std::vector<int64_t> v[4];
+  for (unsigned i = 2; i < 6; ++i)
+    if (c.hasInput(i))
+      v[i - 2] = readInts(c.inputs[i]);
+  auto p = sliceParams(*c.node, dx.shape, v[0], v[1], v[2], v[3]);
+  if (!p)
+    return p.takeError();
+  size_t es = runtimeElementSize(dx.dtype);
+  std::memset(dx.data, 0, size_t(dx.numElements()) * es);
+  const char *src = static_cast<const char *>(c.inputs[0].data);
+  char *dst = static_cast<char *>(dx.data);
+  forEachSliced(*p, dx.shape, [&](int64_t o, int64_t off) {
+    std::memcpy(dst + off * es, src + o * es, es);
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
 // Recurrent gradients
 //===----------------------------------------------------------------------===//
 
@@ -741,6 +837,7 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       {"ConvGrad", kDomain, 1, kMax, kFloatTypes, shapeConvGrad, runConvGrad},
       {"ErfGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
        runActivationGrad<ActivationGrad::Erf>},
+      {"GatherGrad", kDomain, 1, kMax, kFloatTypes, shapeGatherGrad, runGatherGrad},
       {"GeluGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
        runActivationGrad<ActivationGrad::Gelu>},
       {"GlobalAveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapeGlobalAveragePoolGrad,
@@ -760,6 +857,7 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
        runActivationGrad<ActivationGrad::Sigmoid>},
       {"SoftmaxCrossEntropyLossGrad", kDomain, 1, kMax, kFloatTypes,
        shapeSoftmaxCrossEntropyLossGrad, runSoftmaxCrossEntropyLossGrad},
+      {"SliceGrad", kDomain, 1, kMax, kFloatTypes, shapeSliceGrad, runSliceGrad},
       {"SoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<false>},
       {"TanhGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
        runActivationGrad<ActivationGrad::Tanh>},

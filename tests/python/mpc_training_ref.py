@@ -300,6 +300,51 @@ class GlobalAveragePoolGrad(_GradOp):
         return (dx.astype(dy.dtype),)
 
 
+# -------------------------------------------------------------------- indexing
+
+
+def gather_grad(dy, shape, indices, axis=0):
+    """np.add.at of dy into zeros(shape) along axis: repeated indices add up."""
+    shape = [int(s) for s in np.asarray(shape).reshape(-1)]
+    axis = _norm_axis(0 if axis is None else axis, len(shape))
+    dim = shape[axis]
+    idx = np.asarray(indices).astype(np.int64)
+    if idx.size and (idx.min() < -dim or idx.max() >= dim):
+        raise ValueError(f"GatherGrad: index out of range for dimension {dim}")
+    idx = np.where(idx < 0, idx + dim, idx)
+    dx = np.zeros(shape)
+    k = idx.ndim
+    moved = np.moveaxis(_f64(dy), list(range(axis, axis + k)), list(range(k)))
+    np.add.at(np.moveaxis(dx, axis, 0), idx, moved)
+    return dx
+
+
+class GatherGrad(_GradOp):
+    def _run(self, dy, shape, indices, axis=None):
+        return (gather_grad(dy, shape, indices, axis).astype(dy.dtype),)
+
+
+def slice_grad(dy, shape, starts, ends, axes=None, steps=None):
+    """zeros(shape) with dy assigned through the Python slices of the forward Slice."""
+    shape = [int(s) for s in np.asarray(shape).reshape(-1)]
+    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
+    ends = [int(v) for v in np.asarray(ends).reshape(-1)]
+    axes = (list(range(len(starts))) if axes is None
+            else [_norm_axis(int(a), len(shape)) for a in np.asarray(axes).reshape(-1)])
+    steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+    index = [slice(None)] * len(shape)
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        index[a] = slice(b, e, st)
+    dx = np.zeros(shape)
+    dx[tuple(index)] = _f64(dy)
+    return dx
+
+
+class SliceGrad(_GradOp):
+    def _run(self, dy, shape, starts, ends, axes=None, steps=None):
+        return (slice_grad(dy, shape, starts, ends, axes, steps).astype(dy.dtype),)
+
+
 # ------------------------------------------------------------------- recurrent
 
 
@@ -437,4 +482,4 @@ class MSELossGrad(_GradOp):
 OPS = [BiasGrad, ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad, SoftmaxGrad,
        LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad, ConvGrad, MaxPoolGrad,
        AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, SoftmaxCrossEntropyLossGrad,
-       MSELossGrad]
+       MSELossGrad, GatherGrad, SliceGrad]

@@ -235,6 +235,64 @@ def gradcheck_cases():
         [n("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y"], hidden_size=3)],
         {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 12, 4), "R": f64(rng, 1, 12, 3),
          "B": f64(rng, 1, 24), "h0": f64(rng, 1, 2, 3), "c0": f64(rng, 1, 2, 3)}, [3, 1, 2, 3])
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    big = np.iinfo(np.int64)
+    # nn.Embedding: repeated and negative indices (their gradients add up).
+    add("Gather_embedding", [n("Gather", ["W", "ids"], ["Y"])],
+        {"W": f64(rng, 5, 3), "ids": np.array([[0, 2, 2], [-1, 0, 4]], np.int64)}, [2, 3, 3])
+    # y[:, -1]: a scalar index on axis 1.
+    add("Gather_last_step", [n("Gather", ["X", "last"], ["Y"], axis=1)],
+        {"X": f64(rng, 2, 4, 3), "last": np.array(-1, np.int64)}, [2, 3])
+    add("Gather_axis_neg_int32", [n("Gather", ["X", "ids"], ["Y"], axis=-1)],
+        {"X": f64(rng, 2, 3, 4), "ids": np.array([[3, 3], [0, -4]], np.int32)}, [2, 3, 2, 2])
+    add("Slice_steps_int64_max", [n("Slice", ["A", "st", "en", "ax", "sp"], ["Y"])],
+        {"A": f64(rng, 4, 6), "st": i64(1, 0), "en": i64(3, big.max), "ax": i64(0, 1),
+         "sp": i64(1, 2)}, [2, 3])
+    add("Slice_negative_step", [n("Slice", ["A", "st", "en", "ax", "sp"], ["Y"])],
+        {"A": f64(rng, 5, 4), "st": i64(-1), "en": i64(big.min), "ax": i64(0),
+         "sp": i64(-2)}, [3, 4])
+    add("Slice_negative_bounds_no_axes", [n("Slice", ["A", "st", "en"], ["Y"])],
+        {"A": f64(rng, 3, 5), "st": i64(-2, -3), "en": i64(big.max, -1)}, [2, 2])
+    add("Slice_empty", [n("Slice", ["A", "st", "en", "ax"], ["E"]),
+                        n("Slice", ["A", "st2", "en2", "ax"], ["S"]),
+                        n("Concat", ["E", "S"], ["Y"], axis=0)],
+        {"A": f64(rng, 4, 3), "st": i64(3), "en": i64(1), "ax": i64(0), "st2": i64(0),
+         "en2": i64(2)}, [2, 3])
+    # Packed q/k/v: three slices of one projection, each used.
+    qkv = [n("Slice", ["P", f"s{i}", f"e{i}", "ax"], [f"qkv{i}"]) for i in range(3)]
+    add("Slice_packed_qkv", qkv + [n("Mul", ["qkv0", "qkv1"], ["QK"]),
+                                   n("Add", ["QK", "qkv2"], ["Y"])],
+        {"P": f64(rng, 2, 9), "ax": i64(-1), "s0": i64(0), "e0": i64(3), "s1": i64(3),
+         "e1": i64(6), "s2": i64(6), "e2": i64(9)}, [2, 3])
+    # Split (opset 13, split as input); the last output is unused.
+    add("Split_sizes_input", [n("Split", ["A", "sizes"], ["P1", "Q", "Unused"], axis=1),
+                              n("Mul", ["Q", "Q"], ["QQ"]), n("Add", ["QQ", "P1"], ["Y"])],
+        {"A": f64(rng, 2, 6), "sizes": i64(1, 2, 3)}, [2, 2])
+    add("Split_equal", [n("Split", ["A"], ["P1", "P2"], axis=-1), n("Mul", ["P1", "P2"], ["Y"])],
+        {"A": f64(rng, 2, 4)}, [2, 2])
+    # Split 18: num_outputs, uneven (3, 3, 1); the middle output is unused.
+    add("Split_num_outputs", [n("Split", ["A"], ["P1", "Unused", "P3"], axis=0, num_outputs=3),
+                              n("Concat", ["P3", "P1"], ["Y"], axis=0)],
+        {"A": f64(rng, 7, 2)}, [4, 2], opset=18)
+    add("Where", [n("Where", ["cond", "A", "B"], ["Y"])],
+        {"cond": np.array([[True, False, True], [False, False, True]]), "A": f64(rng, 2, 3),
+         "B": f64(rng, 3)}, [2, 3])
+    add("Where_broadcast_cond", [n("Where", ["cond", "A", "B"], ["Y"])],
+        {"cond": np.array([[True, False, True]]), "A": f64(rng, 2, 1), "B": f64(rng, 2, 3)},
+        [2, 3])
+    # ReLU6 as exported: bounds from Constant nodes, inputs away from them.
+    relu6_x = np.array([[-1.5, 0.5, 2.0, 5.5], [6.5, 7.0, -0.2, 3.0], [0.1, 5.9, 8.0, -3.0]])
+    add("Clip_relu6", [n("Constant", [], ["lo"], value=numpy_helper.from_array(np.array(0.0))),
+                       n("Constant", [], ["hi"], value=numpy_helper.from_array(np.array(6.0))),
+                       n("Clip", ["X", "lo", "hi"], ["Y"])], {"X": relu6_x}, [3, 4])
+    # Bounds as initializers receive gradients too (where they are the output).
+    add("Clip_bound_gradients", [n("Clip", ["X", "lo", "hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "lo": np.array(-0.3), "hi": np.array(0.4)}, [3, 4])
+    add("Clip_max_only", [n("Clip", ["X", "", "hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "hi": np.array(0.4)}, [3, 4])
+    add("Clip_no_bounds", [n("Clip", ["X"], ["Y"])], {"X": f64(rng, 2, 3)}, [2, 3])
+    add("Concat_three_negative_axis", [n("Concat", ["A", "B", "C"], ["Y"], axis=-1)],
+        {"A": f64(rng, 2, 1), "B": f64(rng, 2, 3), "C": f64(rng, 2, 2)}, [2, 6])
     bn_inits = {"X": f64(rng, 3, 2, 2, 2), "scale": f64(rng, 2), "bias": f64(rng, 2),
                 "mean": np.zeros(2), "var": np.ones(2)}
     add("BatchNormalization",
@@ -555,6 +613,96 @@ class BadInput(unittest.TestCase):
         self.assertIn("--loss is required", r.stderr)
 
 
+def embedding_classifier(V, D, T, C, seed):
+    """tokens [N, T] -> Gather(E) -> ReduceMean over T -> Gemm(W, b, transB) -> logits [N, C]
+    (an nn.Embedding + mean-pool classifier, batch dimension symbolic)."""
+    rng = np.random.default_rng(seed)
+    params = {"E": rng.standard_normal((V, D)).astype(np.float32),
+              "W": (rng.standard_normal((C, D)) * 0.5).astype(np.float32),
+              "b": (rng.standard_normal(C) * 0.1).astype(np.float32)}
+    nodes = [helper.make_node("Gather", ["E", "tokens"], ["emb"], name="emb/Gather"),
+             helper.make_node("ReduceMean", ["emb"], ["pooled"], axes=[1], keepdims=0,
+                              name="pool"),
+             helper.make_node("Gemm", ["pooled", "W", "b"], ["logits"], transB=1, name="fc")]
+    g = helper.make_graph(
+        nodes, "embedding_classifier",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", T])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", C])],
+        [numpy_helper.from_array(v, k) for k, v in params.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def embedding_classifier_sgd(params, tokens, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean softmax cross-entropy."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t = tokens.shape
+    for _ in range(steps):
+        pooled = p["E"][tokens].mean(axis=1)
+        z = pooled @ p["W"].T + p["b"]
+        prob = np.exp(z - z.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        dz = prob.copy()
+        dz[np.arange(n), labels] -= 1.0
+        dz /= n
+        d_emb = np.repeat((dz @ p["W"])[:, None, :] / t, t, axis=1)
+        d_e = np.zeros_like(p["E"])
+        np.add.at(d_e, tokens, d_emb)
+        p["W"] -= lr * dz.T @ pooled
+        p["b"] -= lr * dz.sum(axis=0)
+        p["E"] -= lr * d_e
+    return p
+
+
+class EndToEnd(unittest.TestCase):
+    def test_embedding_classifier_matches_numpy(self):
+        """train-graph -> run --train: fp32 parameters after 6 full-batch SGD steps equal a
+        float64 numpy reference from the same initial weights and data (full batches, so
+        the trainer's sample order only permutes the terms of each sum)."""
+        V, D, T, C, N, lr, steps = 9, 4, 5, 3, 12, 0.5, 6
+        model, params = embedding_classifier(V, D, T, C, seed=3)
+        rng = np.random.default_rng(4)
+        tokens = rng.integers(0, V - 1, size=(N, T)).astype(np.int64)  # row V-1 unused
+        tokens[0] = [2, 2, 2, 5, 2]  # a token repeated within a sample
+        labels = rng.integers(0, C, size=N).astype(np.int64)
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "emb.onnx"), os.path.join(tmp, "emb.train.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--optimizer", "sgd",
+                        "--lr", str(lr), "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lab = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+            data = os.path.join(tmp, "data.npz")
+            np.savez(data, tokens=tokens, **{lab: labels})
+            ck = os.path.join(tmp, "ck")
+            r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(N), "--steps",
+                        str(steps), "--holdout", "0", "--checkpoint", ck)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t)
+                   for t in onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        want = embedding_classifier_sgd(params, tokens, labels, lr, steps)
+        for k in ("E", "W", "b"):
+            self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_array_equal(got["E"][V - 1], params["E"][V - 1])
+
+
+class DocsList(unittest.TestCase):
+    def test_docs_list_the_rule_table(self):
+        """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
+        import re
+        with open(os.path.join(ARGS.source_dir, "passes", "train", "GradRules.cpp")) as f:
+            src = f.read()
+        table = src[src.index("kRules[]"):]
+        rules = re.findall(r'\{"(\w+)",', table[:table.index("};")])
+        with open(os.path.join(ARGS.source_dir, "docs", "training.md")) as f:
+            doc = f.read()
+        section = doc[doc.index("## Ops with gradient rules"):doc.index("Conventions where")]
+        listed = re.findall(r"`(\w+)`", section.split("from the loss:")[1])
+        self.assertEqual(sorted(listed), sorted(rules))
+
+
 def gradient_op_model(xs_name="w"):
     """A training model whose algorithm computes L = sum((xa @ w)^2) and Gradient(L, w)."""
     rng = np.random.default_rng(5)
@@ -618,7 +766,8 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, GradientOp, ShippedModels, GradientCheck):
+    for cls in (BadInput, Options, GradientOp, DocsList, EndToEnd, ShippedModels,
+                GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():
                 suite.addTest(t)

@@ -83,7 +83,8 @@ TEST(TrainingSchemas, EveryOpOfTheContract) {
                        "GeluGrad", "SoftmaxGrad", "LogSoftmaxGrad",
                        "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
                        "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
-                       "LSTMGrad", "SoftmaxCrossEntropyLossGrad", "MSELossGrad"};
+                       "LSTMGrad", "SoftmaxCrossEntropyLossGrad", "MSELossGrad",
+                       "GatherGrad", "SliceGrad"};
   for (const char *op : ops) {
     SignatureLookup l = lookupSignature(kDomain, op, 1);
     ASSERT_NE(l.sig, nullptr) << op;

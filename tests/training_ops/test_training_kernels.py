@@ -387,6 +387,49 @@ class KernelTest(unittest.TestCase):
             self.run_case("GlobalAveragePoolGrad", [("dy", dy), ("x", x)],
                           fd=(fwd, {"x": x}, [(0, "x", "dy")]))
 
+    # ---------------------------------------------------------------- indexing
+
+    def test_gather_grad(self):
+        # many repeats of one row: the fp32 accumulation keeps f16/bf16 within rounding
+        ids = np.array([[0, 2, 2, 2], [-1, 2, 4, -3]], np.int64)
+        for shape, ind, axis in [((5, 3), ids, 0), ((2, 4, 3), np.array(-1, np.int64), 1),
+                                 ((2, 3, 4), np.array([3, 3, -4], np.int32), -1)]:
+            x = self.rand(*shape)
+            y = FD.run_forward("Gather", {"x": x, "ind": ind}, attrs={"axis": axis})[0]
+            dy = self.rand(*y.shape)
+            fwd = lambda f: FD.run_forward("Gather", f, attrs={"axis": axis})[0]
+            self.run_case("GatherGrad", [("dy", dy), ("shape", np.array(shape, np.int64)),
+                                         ("ind", ind)], attrs={"axis": axis}, inits=("shape",),
+                          fd=(fwd, {"x": x, "ind": ind}, [(0, "x", "dy")]))
+
+    def test_gather_grad_index_out_of_range(self):
+        model, feeds, outs = build("GatherGrad", DOMAIN,
+                                   [("dy", self.rand(2, 3)),
+                                    ("shape", np.array([4, 3], np.int64)),
+                                    ("ind", np.array([1, 4], np.int64))],
+                                   1, {"axis": 0}, "f32", 17, inits=("shape",))
+        with self.assertRaisesRegex(AssertionError, "index 4 out of range"):
+            mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name))
+
+    def test_slice_grad(self):
+        big = np.iinfo(np.int64)
+        for shape, st, en, ax, sp in [((4, 6), [1, 0], [3, big.max], [0, 1], [1, 2]),
+                                      ((5, 4), [-1], [big.min], [0], [-2]),
+                                      ((3, 5), [-2, -3], [big.max, -1], None, None),
+                                      ((4, 3), [3], [1], [0], None)]:
+            x = self.rand(*shape)
+            ins = [("st", np.array(st, np.int64)), ("en", np.array(en, np.int64))]
+            if ax is not None:
+                ins.append(("ax", np.array(ax, np.int64)))
+            if sp is not None:
+                ins.append(("sp", np.array(sp, np.int64)))
+            y = FD.run_forward("Slice", dict([("x", x)] + ins))[0]
+            dy = self.rand(*y.shape)
+            fwd = lambda f: FD.run_forward("Slice", f)[0]
+            names = ("shape",) + tuple(n for n, _ in ins)
+            self.run_case("SliceGrad", [("dy", dy), ("shape", np.array(shape, np.int64))] + ins,
+                          inits=names, fd=(fwd, dict([("x", x)] + ins), [(0, "x", "dy")]))
+
     # ------------------------------------------------------------------ losses
 
     def test_softmax_cross_entropy_loss_grad(self):

@@ -259,6 +259,42 @@ class RefGradTest(unittest.TestCase):
                        attrs=grad_attrs if grad_attrs is not None else attrs)[0]
         self.check(got, want, rtol=1e-5, atol=1e-7, what=grad_op)
 
+    def test_gather_grad(self):
+        # repeated and negative indices, a scalar index, int32 indices, axis -1
+        for shape, ind, axis in [((5, 3), np.array([[0, 2, 2], [-1, 0, 4]], np.int64), 0),
+                                 ((2, 4, 3), np.array(-1, np.int64), 1),
+                                 ((2, 3, 4), np.array([3, 3, -4], np.int32), -1)]:
+            x = self.rand(*shape)
+            y = run_forward("Gather", {"x": x, "ind": ind}, attrs={"axis": axis})[0]
+            dy = self.rand(*y.shape)
+            fwd = lambda f: run_forward("Gather", f, attrs={"axis": axis})[0]
+            want = finite_diff(fwd, {"x": x, "ind": ind}, "x", dy)
+            got = run_grad("GatherGrad", {"dy": dy, "shape": np.array(shape, np.int64),
+                                          "ind": ind}, attrs={"axis": axis})[0]
+            self.check(got, want, what=f"GatherGrad {shape} axis {axis}")
+
+    def test_slice_grad(self):
+        big = np.iinfo(np.int64)
+        for shape, st, en, ax, sp in [((4, 6), [1, 0], [3, big.max], [0, 1], [1, 2]),
+                                      ((5, 4), [-1], [big.min], [0], [-2]),
+                                      ((3, 5), [-2, -3], [big.max, -1], None, None),
+                                      ((4, 3), [3], [1], [0], None),
+                                      ((6,), [-10], [4], [-1], [3])]:
+            x = self.rand(*shape)
+            ins = {"x": x, "st": np.array(st, np.int64), "en": np.array(en, np.int64)}
+            if ax is not None:
+                ins["ax"] = np.array(ax, np.int64)
+            if sp is not None:
+                ins["sp"] = np.array(sp, np.int64)
+            y = run_forward("Slice", ins)[0]
+            dy = self.rand(*y.shape)
+            want = finite_diff(lambda f: run_forward("Slice", f)[0], ins, "x", dy)
+            grad_ins = {"dy": dy, "shape": np.array(shape, np.int64)}
+            grad_ins.update({k: v for k, v in ins.items() if k != "x"})
+            got = run_grad("SliceGrad", grad_ins)[0]
+            self.assertEqual(got.shape, x.shape)
+            self.check(got, want, what=f"SliceGrad {shape} {st} {en} {ax} {sp}")
+
     def test_relu_grad(self):
         x = self.rand(3, 5)
         x[np.abs(x) < 0.05] = 0.3

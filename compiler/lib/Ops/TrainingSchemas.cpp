@@ -98,6 +98,30 @@ static void inferLstmGrad(InferenceContext &ctx) {
   }
 }
 
+/// Output 0: the element type of input 0, the shape held by input 1 when constant.
+static void shapeFromInput1(InferenceContext &ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  const onnx::TensorProto *shape = ctx.getInputData(1);
+  if (!shape)
+    return;
+  auto *out = onnx::getOutputShape(ctx, 0);
+  for (int64_t d : onnx::ParseData<int64_t>(shape))
+    out->add_dim()->set_dim_value(d);
+}
+
+/// dY:T, shape:int64[r], <index inputs from 2>:Tind -> dX:T shaped `shape`.
+static OpSchema indexGrad(const char *name, const char *doc, int line) {
+  OpSchema s = base(name, line);
+  s.SetDoc(doc)
+      .Input(0, "dY", "gradient of the forward output", "T")
+      .Input(1, "shape", "shape of the forward data", "tensor(int64)")
+      .Output(0, "dX", "gradient of the data, shaped `shape`", "T")
+      .TypeConstraint("T", floatTypes(), "float types")
+      .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "index types")
+      .TypeAndShapeInferenceFunction(shapeFromInput1);
+  return s;
+}
+
 static void convAttrs(OpSchema &s) {
   s.Attr("auto_pad", "as Conv", AttributeProto::STRING, std::string("NOTSET"))
       .Attr("dilations", "as Conv", AttributeProto::INTS, false)
@@ -117,15 +141,7 @@ static std::vector<OpSchema> trainingSchemas() {
         .Input(1, "shape", "shape of the operand before broadcasting", "tensor(int64)")
         .Output(0, "dB", "gradient of the operand, shaped `shape`", "T")
         .TypeConstraint("T", floatTypes(), "float types")
-        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
-          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
-          const onnx::TensorProto *shape = ctx.getInputData(1);
-          if (!shape)
-            return;
-          auto *out = onnx::getOutputShape(ctx, 0);
-          for (int64_t d : onnx::ParseData<int64_t>(shape))
-            out->add_dim()->set_dim_value(d);
-        });
+        .TypeAndShapeInferenceFunction(shapeFromInput1);
     v.push_back(std::move(s));
   }
   v.push_back(unaryGrad("ReluGrad", "X", "dY where X > 0, else 0", __LINE__));
@@ -172,6 +188,27 @@ static std::vector<OpSchema> trainingSchemas() {
         .Attr("kernel_shape", "as AveragePool", AttributeProto::INTS, true)
         .Attr("pads", "as AveragePool", AttributeProto::INTS, false)
         .Attr("strides", "as AveragePool", AttributeProto::INTS, false);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = indexGrad("GatherGrad",
+                           "gradient of Gather: dY scatter-added into zeros shaped `shape` "
+                           "along `axis` (repeated indices add up; negative indices count "
+                           "from the end)",
+                           __LINE__);
+    s.Attr("axis", "as Gather", AttributeProto::INT, static_cast<int64_t>(0))
+        .Input(2, "indices", "forward indices", "Tind");
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = indexGrad("SliceGrad",
+                           "gradient of Slice: dY placed where the forward Slice (same "
+                           "starts, ends, axes and steps) read its input, zeros elsewhere",
+                           __LINE__);
+    s.Input(2, "starts", "as Slice", "Tind")
+        .Input(3, "ends", "as Slice", "Tind")
+        .Input(4, "axes", "as Slice", "Tind", OpSchema::Optional)
+        .Input(5, "steps", "as Slice", "Tind", OpSchema::Optional);
     v.push_back(std::move(s));
   }
   {
