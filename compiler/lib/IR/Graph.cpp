@@ -154,7 +154,7 @@ void Node::setInput(unsigned i, Value *v) {
 }
 
 void Node::growUseSlots(size_t keep) {
-  unsigned *slots = parent->nodeArena.Allocate<unsigned>(ins.capacity());
+  unsigned *slots = model().nodeArena.Allocate<unsigned>(ins.capacity());
   std::copy_n(useSlot, keep, slots);
   useSlot = slots; // the old array stays in the arena (growth is geometric)
 }
@@ -264,7 +264,7 @@ Graph::~Graph() {
 }
 
 Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
-  Value *v = new (valueArena.Allocate<Value>()) Value();
+  Value *v = new (owningModel->valueArena.Allocate<Value>()) Value();
   valueStore.push_back(v);
   v->valueName = valueName.val().str();
   v->valueKind = k;
@@ -323,7 +323,7 @@ void Graph::eraseInitializer(Value *v) {
 
 Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
                         NodeList::iterator insertPt, const Node *orderFrom) {
-  Node *n = new (nodeArena.Allocate<Node>()) Node();
+  Node *n = new (owningModel->nodeArena.Allocate<Node>()) Node();
   n->opType = opType.str();
   n->domain = domain.str();
   n->parent = this;

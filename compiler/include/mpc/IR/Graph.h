@@ -238,9 +238,8 @@ private:
   unsigned nodeId = 0;
   std::vector<Value *> ins;
   /// useSlot[i]: the position of input i's use in its value's use list
-  /// (meaningless for an omitted input). As many entries as ins.capacity(),
-  /// in the graph's node arena.
-  unsigned *useSlot = nullptr;
+  /// (meaningless for an omitted input). As many entries as ins.capacity().
+  unsigned *useSlot = nullptr; // in the model's node arena
   std::vector<Value *> outs;
 
   /// Gives useSlot room for ins.capacity() entries, keeping the first `keep`.
@@ -250,8 +249,8 @@ private:
 } // namespace mpc
 
 namespace llvm {
-/// Nodes live in their graph's bump allocator (Graph::createNode): erasing
-/// one runs its destructor and leaves its memory to the graph.
+/// Nodes live in their model's bump allocator (Graph::createNode): erasing
+/// one runs its destructor and leaves its memory to the model.
 template <> struct ilist_traits<mpc::Node> : ilist_alloc_traits<mpc::Node> {
   static void deleteNode(mpc::Node *n) { n->~Node(); }
   void addNodeToList(mpc::Node *) {}
@@ -337,11 +336,6 @@ private:
   std::vector<Value *> outputList;
   std::vector<Value *> initList;
   std::vector<Value *> valueStore;
-  /// Memory of the nodes, in creation order (see ilist_traits<Node>).
-  IRArena nodeArena;
-  /// Memory of the values: they live as long as the graph (erased ones
-  /// included; ~Graph destroys every value of valueStore).
-  IRArena valueArena;
   unsigned nextOrder = 0;
 
   Value *newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t);
@@ -425,8 +419,17 @@ public:
 
 private:
   friend class Graph;
+  friend class Node;
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
+  /// Memory of the nodes of every graph of the model, in creation order (see
+  /// ilist_traits<Node>), with their input slots' use positions. One pair of
+  /// arenas per model, not per graph: a model of many small If/Loop bodies
+  /// would otherwise take two slabs (8 KiB) for each body.
+  IRArena nodeArena;
+  /// Memory of the values of every graph: a value lives as long as the model
+  /// (erased ones included; ~Graph destroys every value of its valueStore).
+  IRArena valueArena;
   /// Every name reserved so far, with its binding (see nameBinding).
   NameTable names;
   llvm::StringMap<unsigned> nextSuffix;
