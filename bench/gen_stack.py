@@ -17,6 +17,7 @@ Shapes (--shape; the node count includes the nodes of nested graphs):
   chain      one deep chain of MatMul / Exp / Relu (a cast between most neighbours)
   subgraphs  alternating If (a 2-node then and else branch) and Loop (a 3-node body)
              nodes, every body capturing the previous result and one shared weight
+  outputs    N / 2 branches MatMul -> Exp of one input, every branch a graph output
 
 The transformer stack:
 
@@ -188,7 +189,7 @@ def build(args):
     return model
 
 
-SHAPES = ["stack", "shared", "const", "wide", "widest", "chain", "subgraphs"]
+SHAPES = ["stack", "shared", "const", "wide", "widest", "chain", "subgraphs", "outputs"]
 
 
 def count_nodes(graph):
@@ -332,8 +333,14 @@ def build_shape(args):
         while w.count < n:
             x = w.if_node(i, x, "cond", weight) if i % 2 == 0 else w.loop_node(i, x, trips, weight)
             i += 1
-    graph.node[-1].output[0] = "y"
-    graph.output.append(w.value_info("y"))
+    elif args.shape == "outputs":
+        weight = w.square("W")
+        for i in range(max(1, round(n / 2))):
+            y = w.node("MatMul", [x, weight], f"o{i}/MatMul").output[0]
+            graph.output.append(w.value_info(w.node("Exp", [y], f"o{i}/Exp").output[0]))
+    if args.shape != "outputs":
+        graph.node[-1].output[0] = "y"
+        graph.output.append(w.value_info("y"))
     model.doc_string = f"Synthetic {args.shape} graph of {w.count} nodes."
     graph.doc_string = model.doc_string
     return model

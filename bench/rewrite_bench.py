@@ -4,9 +4,8 @@
 Generates synthetic models (bench/gen_stack.py) of 10 thousand to 1 million
 nodes in every graph shape it knows (transformer stacks with their own or with
 shared weights, one constant feeding every node, wide fan-out and fan-in, a deep
-chain, many small If/Loop bodies; --shapes picks some) and times `mpc rewrite`
-on each (parse, rewrite, verify, write),
-pinned to one core, median of --repeat runs. Prints a Markdown table: nodes per
+chain, many small If/Loop bodies, many graph outputs; --shapes picks some) and
+times `mpc rewrite` on each (parse, rewrite, verify, write), pinned to one core, median of --repeat runs. Prints a Markdown table: nodes per
 second end to end (the sum of the phases `mpc rewrite --time` reports) and by the
 wall time of the whole process (start-up and exit included), the phases, and the
 peak resident memory, plus how both grow with size (the bar: >= 300,000 nodes/s
@@ -34,7 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-SHAPES = ["stack", "shared", "const", "wide", "widest", "chain", "subgraphs"]
+SHAPES = ["stack", "shared", "const", "wide", "widest", "chain", "subgraphs", "outputs"]
 
 
 def model_path(workdir, shape, size):
