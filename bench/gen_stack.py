@@ -1,7 +1,25 @@
 #!/usr/bin/env python3
-"""Writes a synthetic stack of pre-LN transformer encoder blocks with about N nodes.
+"""Writes a synthetic model of about N nodes in one of several graph shapes.
 
     python3 bench/gen_stack.py --nodes 100000 -o /tmp/stack100k.onnx
+    python3 bench/gen_stack.py --shape wide --nodes 100000 -o /tmp/wide100k.onnx
+
+Shapes (--shape; the node count includes the nodes of nested graphs):
+
+  stack      pre-LN transformer encoder blocks, each with its own weights (the default)
+  shared     the same stack, every block reading one shared set of weights (a weight tied
+             across layers: each shared initializer feeds N / 33 nodes)
+  const      a chain of MatMul / Add / Pow / Mul units that all read one constant K
+             (one initializer feeding every node, wanted in fp16 and in fp32)
+  wide       groups of --width parallel branches (MatMul or Exp) reading one value and
+             joined by one node: Sum, or Concat + ReduceMean (fan-out and fan-in of --width)
+  widest     one group of N - 1 branches: a fan-out and a Sum of N - 1 inputs
+  chain      one deep chain of MatMul / Exp / Relu (a cast between most neighbours)
+  subgraphs  alternating If (a 2-node then and else branch) and Loop (a 3-node body)
+             nodes, every body capturing the previous result and one shared weight
+  outputs    N / 2 branches MatMul -> Exp of one input, every branch a graph output
+
+The transformer stack:
 
 Each block is the pattern of models/transformer.onnx (33 nodes): LayerNormalization, Q/K/V
 MatMul+Add, Reshape/Transpose into heads, MatMul QK^T, Mul by 1/sqrt(d), Softmax, MatMul with V,
@@ -143,6 +161,8 @@ class StackWriter:
 
 def build(args):
     """The ModelProto for `args` (see main for the options)."""
+    if args.shape not in ("stack", "shared"):
+        return build_shape(args)
     blocks = max(1, round(args.nodes / NODES_PER_BLOCK))
     model = onnx.ModelProto()
     model.ir_version = IR_VERSION
@@ -156,7 +176,7 @@ def build(args):
 
     writer = StackWriter(graph, args)
     consts = writer.constants()
-    shared = writer.block_weights("shared/") if args.share_weights else None
+    shared = writer.block_weights("shared/") if args.shape == "shared" else None
     x = "x"
     for i in range(blocks):
         weights = shared or writer.block_weights(f"b{i}/")
@@ -166,6 +186,163 @@ def build(args):
     shape = [args.batch, args.seq, args.hidden]
     graph.input.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, shape))
     graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, shape))
+    return model
+
+
+SHAPES = ["stack", "shared", "const", "wide", "widest", "chain", "subgraphs", "outputs"]
+
+
+def count_nodes(graph):
+    """Nodes of `graph` and of every graph nested in its nodes' attributes."""
+    total = 0
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        total += len(g.node)
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    stack.append(a.g)
+                stack.extend(a.graphs)
+    return total
+
+
+class ShapeWriter(StackWriter):
+    """The other shapes: units appended until about N nodes (nested ones counted)."""
+
+    def __init__(self, graph, args):
+        super().__init__(graph, args)
+        self.count = 0
+        self.dims = [args.batch, args.seq, args.hidden]
+
+    def node(self, op_type, inputs, name, attrs=None, graph=None):
+        """Like StackWriter.node; `graph` is the (nested) graph to append to."""
+        n = (graph or self.graph).node.add()
+        n.op_type = op_type
+        n.name = name
+        n.input.extend(inputs)
+        n.output.append(name)
+        for a in attrs or []:
+            n.attribute.add().CopyFrom(a)
+        self.count += 1
+        return n
+
+    def value_info(self, name, elem=TensorProto.FLOAT, dims=None):
+        return helper.make_tensor_value_info(name, elem, self.dims if dims is None else dims)
+
+    def square(self, name):
+        h = self.args.hidden
+        return self.weight(name, [h, h], 1 / math.sqrt(h))
+
+    def const_unit(self, i, x, k):
+        """MatMul (allow), Add (infer), Pow (deny), Mul (infer), each reading K."""
+        p = f"u{i}/"
+        y = self.node("MatMul", [x, k], f"{p}MatMul").output[0]
+        y = self.node("Add", [y, k], f"{p}Add").output[0]
+        y = self.node("Pow", [y, k], f"{p}Pow").output[0]
+        return self.node("Mul", [y, k], f"{p}Mul").output[0]
+
+    def wide_group(self, i, x, w, width):
+        """`width` branches of x (MatMul and Exp alternating), joined by one node."""
+        p = f"g{i}/"
+        outs = []
+        for j in range(width):
+            if j % 2 == 0:
+                outs.append(self.node("MatMul", [x, w], f"{p}{j}/MatMul").output[0])
+            else:
+                outs.append(self.node("Exp", [x], f"{p}{j}/Exp").output[0])
+        if i % 2 == 0:
+            return self.node("Sum", outs, f"{p}Sum").output[0]
+        y = self.node("Concat", outs, f"{p}Concat",
+                      [helper.make_attribute("axis", 0)]).output[0]
+        return self.node("ReduceMean", [y], f"{p}ReduceMean",
+                         [helper.make_attribute("axes", [0]),
+                          helper.make_attribute("keepdims", 1)]).output[0]
+
+    def chain_unit(self, i, x, pool):
+        p = f"c{i}/"
+        y = self.node("MatMul", [x, pool[i % len(pool)]], f"{p}MatMul").output[0]
+        y = self.node("Exp", [y], f"{p}Exp").output[0]
+        return self.node("Relu", [y], f"{p}Relu").output[0]
+
+    def if_node(self, i, x, cond, w):
+        """If(cond): then MatMul(x, w) -> Relu; else Exp(x) -> Identity."""
+        p = f"if{i}/"
+        branches = []
+        for label, ops in (("then", [("MatMul", [x, w]), ("Relu", None)]),
+                           ("else", [("Exp", [x]), ("Identity", None)])):
+            body = onnx.GraphProto()
+            body.name = f"{p}{label}"
+            prev = None
+            for op, ins in ops:
+                prev = self.node(op, ins or [prev], f"{p}{label}/{op}", graph=body).output[0]
+            body.output.append(self.value_info(prev))
+            branches.append(body)
+        return self.node("If", [cond], f"{p}If",
+                         [helper.make_attribute("then_branch", branches[0]),
+                          helper.make_attribute("else_branch", branches[1])]).output[0]
+
+    def loop_node(self, i, x, trips, w):
+        """Loop(trips, "", x): v <- Relu(MatMul(v, w)), cond passed through."""
+        p = f"loop{i}/"
+        body = onnx.GraphProto()
+        body.name = f"{p}body"
+        body.input.extend([self.value_info(f"{p}iter", TensorProto.INT64, []),
+                           self.value_info(f"{p}cond_in", TensorProto.BOOL, []),
+                           self.value_info(f"{p}v")])
+        c = self.node("Identity", [f"{p}cond_in"], f"{p}cond_out", graph=body).output[0]
+        y = self.node("MatMul", [f"{p}v", w], f"{p}MatMul", graph=body).output[0]
+        y = self.node("Relu", [y], f"{p}Relu", graph=body).output[0]
+        body.output.extend([self.value_info(c, TensorProto.BOOL, []), self.value_info(y)])
+        return self.node("Loop", [trips, "", x], f"{p}Loop",
+                         [helper.make_attribute("body", body)]).output[0]
+
+
+def build_shape(args):
+    """The ModelProto of a shape other than the transformer stack."""
+    model = onnx.ModelProto()
+    model.ir_version = IR_VERSION
+    model.producer_name = "mpc bench/gen_stack.py"
+    model.producer_version = "1"
+    model.opset_import.add(domain="", version=OPSET)
+    graph = model.graph
+    graph.name = f"{args.shape}{args.nodes}"
+    w = ShapeWriter(graph, args)
+    n = args.nodes
+    x = "x"
+    graph.input.append(w.value_info("x"))
+    if args.shape == "const":
+        k = w.square("K")
+        for i in range(max(1, round(n / 4))):
+            x = w.const_unit(i, x, k)
+    elif args.shape in ("wide", "widest"):
+        weight = w.square("W")
+        width = max(2, n - 1) if args.shape == "widest" else args.width
+        groups = max(1, round(n / (width + 1.5)))
+        for i in range(groups):
+            x = w.wide_group(i, x, weight, width)
+    elif args.shape == "chain":
+        pool = [w.square(f"W{j}") for j in range(16)]
+        for i in range(max(1, round(n / 3))):
+            x = w.chain_unit(i, x, pool)
+    elif args.shape == "subgraphs":
+        weight = w.square("W")
+        trips = w.initializer("trips", np.array(2, dtype=np.int64))
+        graph.input.append(w.value_info("cond", TensorProto.BOOL, []))
+        i = 0
+        while w.count < n:
+            x = w.if_node(i, x, "cond", weight) if i % 2 == 0 else w.loop_node(i, x, trips, weight)
+            i += 1
+    elif args.shape == "outputs":
+        weight = w.square("W")
+        for i in range(max(1, round(n / 2))):
+            y = w.node("MatMul", [x, weight], f"o{i}/MatMul").output[0]
+            graph.output.append(w.value_info(w.node("Exp", [y], f"o{i}/Exp").output[0]))
+    if args.shape != "outputs":
+        graph.node[-1].output[0] = "y"
+        graph.output.append(w.value_info("y"))
+    model.doc_string = f"Synthetic {args.shape} graph of {w.count} nodes."
+    graph.doc_string = model.doc_string
     return model
 
 
@@ -179,13 +356,20 @@ def main():
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shape", choices=SHAPES, default="stack",
+                        help="graph shape (default: stack; see above)")
+    parser.add_argument("--width", type=int, default=10000,
+                        help="branches per group of --shape wide (default 10000)")
     parser.add_argument("--share-weights", action="store_true",
-                        help="one weight set for all blocks (smaller file)")
+                        help="the same as --shape shared")
     parser.add_argument("--check", action="store_true", help="run onnx.checker on the result")
     args = parser.parse_args()
     args.ffn = args.ffn or 4 * args.hidden
-    if args.nodes < 1 or args.hidden % args.heads:
-        parser.error("--nodes must be positive and --hidden divisible by --heads")
+    if args.share_weights:
+        args.shape = "shared"
+    if args.nodes < 1 or args.hidden % args.heads or args.width < 2:
+        parser.error("--nodes must be positive, --hidden divisible by --heads and --width "
+                     "at least 2")
 
     start = time.perf_counter()
     model = build(args)
@@ -196,7 +380,7 @@ def main():
     done = time.perf_counter()
     if args.check:
         onnx.checker.check_model(args.output, full_check=True)
-    print(f"{args.output}: {len(model.graph.node)} nodes, {len(model.graph.initializer)} "
+    print(f"{args.output}: {count_nodes(model.graph)} nodes, {len(model.graph.initializer)} "
           f"initializers, {len(data) / 1e6:.1f} MB (build {built - start:.1f}s, "
           f"write {done - built:.1f}s)")
     return 0

@@ -7,7 +7,8 @@ instruction count divided by the model's node count. Several binaries may be giv
 compare them side by side (an old build next to a new one).
 
 usage: python3 bench/rewrite_profile.py --mpc build/tools/mpc [--mpc /tmp/mpc-old]
-                                        [--nodes 100000] [--workdir /tmp/mpc-bench]
+                                        [--shape stack] [--nodes 100000]
+                                        [--workdir /tmp/mpc-bench]
 """
 import argparse
 import os
@@ -63,15 +64,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mpc", action="append", required=True, help="binary (repeatable)")
     ap.add_argument("--nodes", type=int, default=100000)
+    ap.add_argument("--shape", default="stack", help="graph shape of bench/gen_stack.py")
     ap.add_argument("--workdir", default="/tmp/mpc-bench")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    model = os.path.join(args.workdir, f"stack{args.nodes}.onnx")
+    model = os.path.join(args.workdir, f"{args.shape}{args.nodes}.onnx")
     if not os.path.exists(model):
-        subprocess.run([sys.executable, os.path.join(HERE, "gen_stack.py"), "--nodes",
-                        str(args.nodes), "-o", model], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_stack.py"), "--shape",
+                        args.shape, "--nodes", str(args.nodes), "-o", model], check=True,
+                       stdout=subprocess.DEVNULL)
     import onnx  # only for counting
-    nodes = len(onnx.load(model, load_external_data=False).graph.node)
+    from gen_stack import count_nodes
+    nodes = count_nodes(onnx.load(model, load_external_data=False).graph)
     results = [profile(b, model, args.workdir, str(i)) for i, b in enumerate(args.mpc)]
     print(f"instructions per node, {nodes:,} nodes ({os.path.basename(model)})\n")
     print("| phase | " + " | ".join(args.mpc) + " |")

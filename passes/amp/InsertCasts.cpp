@@ -187,7 +187,10 @@ private:
   void retypeAttributes(Node &n);
   void fixValue(Value *v);
   Value *convertTo(Value *v, DType want, bool allUsesWant);
-  Value *insertCast(Value *v, DType want, llvm::StringRef resultName);
+  /// `freshResultName`: resultName was just made by Model::freshName, so no
+  /// value (and no graph output) has it yet.
+  Value *insertCast(Value *v, DType want, llvm::StringRef resultName,
+                    bool freshResultName = true);
   void keepGraphOutputs(Graph &g);
   void retypeGraphInputs(Graph &g);
   NodeList::iterator insertionPoint(Value *v);
@@ -352,11 +355,15 @@ Graph *CastInserter::stageOf(Graph *g) const {
   return nullptr;
 }
 
-Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName) {
+Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName,
+                                bool freshResultName) {
   Graph &g = castHome ? *castHome : *v->graph();
   Node *cast = g.createNode("Cast", "", insertionPoint(v), v->producer());
-  // The node takes its result's name, unless that is a graph output's name.
-  cast->name = resultName == v->name() || v->isGraphOutput() || isOutputName(g, resultName)
+  // The node takes its result's name, unless that is a graph output's name
+  // (a fresh name is none: the scan of the outputs, O(outputs) per cast, is
+  // only for the names keepGraphOutputs passes).
+  cast->name = resultName == v->name() || v->isGraphOutput() ||
+                       (!freshResultName && isOutputName(g, resultName))
                    ? m.freshName((v->name() + "/" + castSuffix(want)).str())
                    : resultName.str();
   cast->addInput(v);
@@ -497,7 +504,7 @@ void CastInserter::keepGraphOutputs(Graph &g) {
     Value *out = cached(v, orig);
     if (!out || out->name() != name) {
       Graph::renameValue(v, m.freshName((name + "/" + typeSuffix(have)).str()));
-      out = insertCast(v, orig, name);
+      out = insertCast(v, orig, name, /*freshResultName=*/false);
       setCached(v, orig, out);
     }
     g.setOutput(i, out);

@@ -459,7 +459,7 @@ llvm::Error LossScaler::run() {
 
   // 1. The seed: Mul(seed, S), read by every former reader of the seed.
   if (scaled()) {
-    std::vector<Use> uses = seed->uses();
+    std::vector<Use> uses = seed->uses().copy();
     NodeList::iterator at = after(seed);
     const Node *orderFrom = seed->producer() ? seed->producer() : headNode();
     DType e = seed->type.tensorElemType();
@@ -548,7 +548,7 @@ llvm::Error LossScaler::run() {
     NodeList::iterator at = after(g32);
     Value *u = g32;
     if (scaled()) {
-      std::vector<Use> uses = g32->uses();
+      std::vector<Use> uses = g32->uses().copy();
       Node *mul = newNode("Mul", at, orderFrom, "unscale");
       mul->addInput(g32);
       mul->addInput(invScale);

@@ -8,6 +8,8 @@
 #include "mpc/Support/LargeAlloc.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <map>
+#include <random>
 #include <set>
 
 using namespace mpc;
@@ -55,9 +57,17 @@ struct IRTest : ::testing::Test {
   }
 };
 
-std::vector<Use> uses(const Value *v) { return v->uses(); }
+std::vector<Use> uses(const Value *v) { return v->uses().copy(); }
 
 } // namespace
+
+namespace mpc {
+/// Readable use lists in failure messages.
+void PrintTo(const Use &u, std::ostream *os) {
+  *os << "{" << (u.user ? u.user->opType + "#" + std::to_string(u.user->id()) : "null") << ", "
+      << u.operand << "}";
+}
+} // namespace mpc
 
 TEST_F(IRTest, UseListsFollowSetInputAndAddInput) {
   Value *x = input("x");
@@ -242,7 +252,7 @@ TEST_F(IRTest, SortTopologicallyCountsNestedCaptures) {
   innerBody.addOutput(use->output(0));
   body.addOutput(innerIf->output(0));
   EXPECT_EQ(late->output(0)->uses().size(), 1u);
-  EXPECT_EQ(late->output(0)->uses()[0].user->getParent(), &innerBody);
+  EXPECT_EQ(late->output(0)->uses().front().user->getParent(), &innerBody);
 
   ASSERT_TRUE(g->sortTopologically());
   EXPECT_EQ(opOrder(*g), (std::vector<std::string>{"Late", "If", "Unused"}));
@@ -513,8 +523,205 @@ TEST_F(IRTest, UsesCarryTheirUsersId) {
   Value *y = input("y");
   b->setInput(0, y);
   ASSERT_EQ(y->uses().size(), 1u);
-  EXPECT_EQ(y->uses()[0].userId, b->id());
+  EXPECT_EQ(y->uses().front().userId, b->id());
   EXPECT_EQ(x->uses().size(), 1u);
+}
+
+/// Users n[0..k) of one value, each reading it as input 0.
+static std::vector<Node *> usersOf(Graph &g, Value *v, unsigned k) {
+  std::vector<Node *> out;
+  for (unsigned i = 0; i < k; ++i) {
+    Node *n = g.createNode("Relu");
+    n->addInput(v);
+    out.push_back(n);
+  }
+  return out;
+}
+
+/// The uses {n, 0} for the nodes of `ns`, in that order.
+static std::vector<Use> usesAt0(const std::vector<Node *> &ns) {
+  std::vector<Use> out;
+  for (Node *n : ns)
+    out.push_back({n, 0, n->id()});
+  return out;
+}
+
+TEST_F(IRTest, UseListKeepsAddOrderUnderRemovalsAnywhere) {
+  Value *w = input("w");
+  Value *other = input("other");
+  std::vector<Node *> n = usersOf(*g, w, 8);
+  n[0]->setInput(0, other); // first
+  n[7]->setInput(0, other); // last
+  n[3]->setInput(0, other); // middle
+  EXPECT_EQ(uses(w), usesAt0({n[1], n[2], n[4], n[5], n[6]}));
+  EXPECT_EQ(w->numUses(), 5u);
+  n[3]->setInput(0, w); // back again: appended
+  n[0]->setInput(0, w);
+  EXPECT_EQ(uses(w), usesAt0({n[1], n[2], n[4], n[5], n[6], n[3], n[0]}));
+  EXPECT_EQ(uses(other), usesAt0({n[7]}));
+  // Remove all but one, from the middle outwards; the survivor stays.
+  for (Node *k : {n[5], n[4], n[6], n[2], n[3], n[0]})
+    k->setInput(0, nullptr);
+  EXPECT_EQ(uses(w), usesAt0({n[1]}));
+  n[1]->setInput(0, nullptr);
+  EXPECT_FALSE(w->hasUses());
+  EXPECT_EQ(w->uses().storageSize(), 0u);
+  EXPECT_EQ(w->uses().begin(), w->uses().end());
+  n[6]->setInput(0, w);
+  EXPECT_EQ(uses(w), usesAt0({n[6]}));
+}
+
+TEST_F(IRTest, UseListOfANodeReadingAValueTwice) {
+  Value *x = input("x");
+  Value *y = input("y");
+  Node *a = node(*g, "Add", {x, x}, "a");
+  Node *b = node(*g, "Mul", {x, x}, "b");
+  EXPECT_EQ(uses(x), (std::vector<Use>{{a, 0}, {a, 1}, {b, 0}, {b, 1}}));
+  a->setInput(1, y);
+  b->setInput(0, y);
+  EXPECT_EQ(uses(x), (std::vector<Use>{{a, 0}, {b, 1}}));
+  EXPECT_EQ(uses(y), (std::vector<Use>{{a, 1}, {b, 0}}));
+  a->setInput(1, x); // the same node again, the other slot
+  EXPECT_EQ(uses(x), (std::vector<Use>{{a, 0}, {b, 1}, {a, 1}}));
+  g->eraseNode(b);
+  EXPECT_EQ(uses(x), (std::vector<Use>{{a, 0}, {a, 1}}));
+  EXPECT_FALSE(y->hasUses());
+}
+
+TEST_F(IRTest, ReplaceAllUsesWithAppendsTheUsesInOrder) {
+  Value *from = input("from");
+  Value *to = input("to");
+  Node *t = node(*g, "Neg", {to}, "t");
+  std::vector<Node *> n = usersOf(*g, from, 6);
+  Node *both = node(*g, "Add", {from, to}, "both");
+  n[2]->setInput(0, nullptr); // a hole in `from`'s list
+  Graph::replaceAllUsesWith(from, to);
+  EXPECT_FALSE(from->hasUses());
+  EXPECT_EQ(from->uses().storageSize(), 0u);
+  // `to`'s own uses first, then `from`'s in their order.
+  EXPECT_EQ(uses(to), (std::vector<Use>{{t, 0}, {both, 1}, {n[0], 0}, {n[1], 0}, {n[3], 0},
+                                        {n[4], 0}, {n[5], 0}, {both, 0}}));
+  for (Node *k : n)
+    EXPECT_EQ(k->input(0), k == n[2] ? nullptr : to);
+  // The moved uses are removable one by one (their slots know where they are).
+  both->setInput(0, from);
+  n[0]->setInput(0, nullptr);
+  EXPECT_EQ(uses(to), (std::vector<Use>{{t, 0}, {both, 1}, {n[1], 0}, {n[3], 0}, {n[4], 0},
+                                        {n[5], 0}}));
+  EXPECT_EQ(uses(from), (std::vector<Use>{{both, 0}}));
+}
+
+/// Random edits against a plain model of the use lists (append, erase in
+/// place), checking after every edit the order, the counts, the inputs and the
+/// bound on holes.
+TEST_F(IRTest, UseListsMatchAPlainModelUnderRandomEdits) {
+  std::vector<Value *> vals;
+  for (const char *name : {"a", "b", "c", "d", "e"})
+    vals.push_back(input(name));
+  std::vector<Node *> nodes;
+  for (unsigned i = 0; i < 12; ++i) {
+    nodes.push_back(g->createNode("Op"));
+    vals.push_back(nodes.back()->setOutput(0, "r" + std::to_string(i),
+                                           Type::tensor(DType::F32, {4})));
+  }
+  std::map<const Value *, std::vector<Use>> model;
+  std::map<const Node *, std::vector<Value *>> ins;
+  std::mt19937 rng(1234);
+  auto pick = [&](size_t n) { return static_cast<unsigned>(rng() % n); };
+  auto pickValue = [&]() -> Value * { return pick(8) == 0 ? nullptr : vals[pick(vals.size())]; };
+  auto modelRemove = [&](Value *v, Node *n, unsigned i) {
+    auto &l = model[v];
+    auto it = std::find(l.begin(), l.end(), Use{n, i, 0});
+    ASSERT_NE(it, l.end());
+    l.erase(it);
+  };
+  for (unsigned step = 0; step < 20000; ++step) {
+    Node *n = nodes[pick(nodes.size())];
+    unsigned op = pick(10);
+    if (op < 2 || n->numInputs() == 0) { // addInput
+      Value *v = pickValue();
+      n->addInput(v);
+      ins[n].push_back(v);
+      if (v)
+        model[v].push_back({n, n->numInputs() - 1, n->id()});
+    } else if (op < 8) { // setInput
+      unsigned i = pick(n->numInputs());
+      Value *v = pickValue(), *old = ins[n][i];
+      n->setInput(i, v);
+      if (old != v) {
+        if (old)
+          modelRemove(old, n, i);
+        if (v)
+          model[v].push_back({n, i, n->id()});
+        ins[n][i] = v;
+      }
+    } else if (op == 8) { // replaceAllUsesWith
+      Value *from = vals[pick(vals.size())], *to = vals[pick(vals.size())];
+      if (from == to)
+        continue;
+      Graph::replaceAllUsesWith(from, to);
+      for (const Use &u : model[from]) {
+        ins[u.user][u.operand] = to;
+        model[to].push_back(u);
+      }
+      model[from].clear();
+    } else if (n->numInputs() > 12) { // dropAllInputs keeps long input lists short
+      for (unsigned i = 0; i < n->numInputs(); ++i)
+        if (ins[n][i])
+          modelRemove(ins[n][i], n, i);
+      n->dropAllInputs();
+      for (Value *&v : ins[n])
+        v = nullptr;
+    }
+    for (Value *v : vals) {
+      ASSERT_EQ(uses(v), model[v]) << "value '" << v->name() << "' after step " << step;
+      ASSERT_EQ(v->numUses(), model[v].size());
+      ASSERT_LE(v->uses().storageSize(), 2 * v->numUses()) << "more holes than uses";
+    }
+    for (Node *k : nodes)
+      ASSERT_EQ(k->inputs(), ins[k]);
+  }
+}
+
+/// Removing the uses of a value with many of them, in any order, touches a
+/// number of use-list entries linear in the number of removals (the old use
+/// vector erased from the middle: quadratic). Counted, not timed.
+TEST_F(IRTest, UseListRemovalIsLinearInAnyOrder) {
+  const unsigned k = 20000;
+  Value *w = input("w");
+  Value *other = input("other");
+  std::vector<Node *> n = usersOf(*g, w, k);
+  std::vector<std::vector<unsigned>> orders(4);
+  for (unsigned i = 0; i < k; ++i) {
+    orders[0].push_back(i);                                     // front to back
+    orders[1].push_back(k - 1 - i);                             // back to front
+    orders[2].push_back(i % 2 ? k / 2 + i / 2 : k / 2 - 1 - i / 2); // middle outwards
+    orders[3].push_back(static_cast<unsigned>((uint64_t(i) * 7919) % k)); // scattered
+  }
+  for (const std::vector<unsigned> &order : orders) {
+    uint64_t before = UseList::removalWork();
+    for (unsigned i : order) {
+      n[i]->setInput(0, other);
+      ASSERT_LE(w->uses().storageSize(), 2 * w->numUses());
+    }
+    EXPECT_FALSE(w->hasUses());
+    EXPECT_LE(UseList::removalWork() - before, 4u * k);
+    // Every use moved to `other` in the order of the removals.
+    std::vector<Node *> moved;
+    for (unsigned i : order)
+      moved.push_back(n[i]);
+    ASSERT_EQ(uses(other), usesAt0(moved));
+    before = UseList::removalWork();
+    Graph::replaceAllUsesWith(other, w); // no removals: one pass
+    EXPECT_EQ(UseList::removalWork(), before);
+    ASSERT_EQ(uses(w), usesAt0(moved));
+    // Back to the creation order for the next round.
+    for (Node *x : n)
+      x->setInput(0, other);
+    for (Node *x : n)
+      x->setInput(0, w);
+    ASSERT_EQ(uses(w), usesAt0(n));
+  }
 }
 
 TEST_F(IRTest, NameBindingsAndFreshNames) {

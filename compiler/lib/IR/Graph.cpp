@@ -8,6 +8,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <queue>
@@ -82,18 +83,61 @@ Attribute Attribute::makeTensor(std::string n, Tensor t) {
 // Value and Node
 //===----------------------------------------------------------------------===//
 
-void Value::addUse(Node *n, unsigned i) { useList.push_back({n, i, n->id()}); }
+/// See UseList::removalWork. Thread-local: each thread edits its own models.
+static thread_local uint64_t useListRemovalWork = 0;
+
+uint64_t UseList::removalWork() { return useListRemovalWork; }
+
+unsigned UseList::append(const Use &u) {
+  if (count == cap) {
+    unsigned newCap = cap ? 2 * cap : 2;
+    void *p = std::realloc(data, sizeof(Use) * newCap);
+    if (!p)
+      llvm::report_bad_alloc_error("out of memory growing a use list");
+    data = static_cast<Use *>(p);
+    cap = newCap;
+  }
+  data[count] = u;
+  ++live;
+  return count++;
+}
+
+void UseList::erase(unsigned pos) {
+  assert(pos < count && data[pos].user && "removing a use that is not on the use list");
+  data[pos].user = nullptr;
+  --live;
+  // Trailing holes go at once: the common case, removing the use just added.
+  unsigned before = count;
+  while (count && !data[count - 1].user)
+    --count;
+  useListRemovalWork += 1 + (before - count);
+  if (count - live > live)
+    compact();
+}
+
+void UseList::compact() {
+  // Moves every use down over the holes, in order, and tells each user's
+  // input slot where its use went: O(count), paid for by the count / 2 (or
+  // more) removals that made the holes since the last compaction.
+  unsigned to = 0;
+  for (unsigned from = 0; from < count; ++from) {
+    if (!data[from].user)
+      continue;
+    data[to] = data[from];
+    data[to].user->useSlot[data[to].operand] = to;
+    ++to;
+  }
+  useListRemovalWork += count;
+  count = to;
+}
+
+void Value::addUse(Node *n, unsigned i) { n->useSlot[i] = useList.append({n, i, n->id()}); }
 
 void Value::removeUse(Node *n, unsigned i) {
-  // Use lists are short except for shared weights and graph inputs; erase the
-  // last matching entry (uses are appended, removals are usually recent).
-  for (size_t k = useList.size(); k-- > 0;) {
-    if (useList[k].user == n && useList[k].operand == i) {
-      useList.erase(useList.begin() + k);
-      return;
-    }
-  }
-  llvm_unreachable("removing a use that is not on the use list");
+  unsigned pos = n->useSlot[i];
+  assert(pos < useList.count && useList.data[pos].user == n && useList.data[pos].operand == i &&
+         "removing a use that is not on the use list");
+  useList.erase(pos);
 }
 
 Model &Node::model() const { return parent->model(); }
@@ -109,8 +153,24 @@ void Node::setInput(unsigned i, Value *v) {
     v->addUse(this, i);
 }
 
+void Node::growUseSlots(size_t keep) {
+  unsigned *slots = model().nodeArena.Allocate<unsigned>(ins.capacity());
+  std::copy_n(useSlot, keep, slots);
+  useSlot = slots; // the old array stays in the arena (growth is geometric)
+}
+
+void Node::reserveInputs(unsigned n) {
+  size_t cap = ins.capacity();
+  ins.reserve(n);
+  if (ins.capacity() != cap)
+    growUseSlots(ins.size());
+}
+
 void Node::addInput(Value *v) {
+  size_t cap = ins.capacity();
   ins.push_back(v);
+  if (ins.capacity() != cap)
+    growUseSlots(ins.size() - 1);
   if (v)
     v->addUse(this, static_cast<unsigned>(ins.size() - 1));
 }
@@ -204,7 +264,7 @@ Graph::~Graph() {
 }
 
 Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
-  Value *v = new (valueArena.Allocate<Value>()) Value();
+  Value *v = new (owningModel->valueArena.Allocate<Value>()) Value();
   valueStore.push_back(v);
   v->valueName = valueName.val().str();
   v->valueKind = k;
@@ -263,7 +323,7 @@ void Graph::eraseInitializer(Value *v) {
 
 Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
                         NodeList::iterator insertPt, const Node *orderFrom) {
-  Node *n = new (nodeArena.Allocate<Node>()) Node();
+  Node *n = new (owningModel->nodeArena.Allocate<Node>()) Node();
   n->opType = opType.str();
   n->domain = domain.str();
   n->parent = this;
@@ -295,9 +355,14 @@ void Graph::renameValue(Value *v, llvm::StringRef newName) {
 
 void Graph::replaceAllUsesWith(Value *from, Value *to) {
   assert(from != to && "replacing a value with itself");
-  std::vector<Use> uses = from->useList;
-  for (const Use &u : uses)
-    u.user->setInput(u.operand, to);
+  // What setInput(to) on each use in turn would do, in one pass: `to` gains
+  // the uses in their order, after its own, and `from` keeps none.
+  for (const Use &u : from->useList) {
+    u.user->ins[u.operand] = to;
+    if (to)
+      to->addUse(u.user, u.operand);
+  }
+  from->useList.clear();
 }
 
 void Graph::renumber() {

@@ -18,6 +18,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
+#include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,84 @@ struct Use {
   /// that index per-node facts by id need not load the user node.
   unsigned userId;
   bool operator==(const Use &o) const { return user == o.user && operand == o.operand; }
+};
+
+/// The uses of a value, in the order they were added; removing one keeps the
+/// order of the others. Adding and removing are O(1) (amortized), however
+/// many uses a value has: every input slot of a node records where its use
+/// sits in the list, a removed use leaves a hole (a null `user`), trailing
+/// holes are dropped at once and the list is compacted, in order, once the
+/// holes outnumber the uses. Iteration skips the holes (there are never more
+/// of them than uses). Do not add or remove uses of a value while iterating
+/// over its list: copy the list first.
+class UseList {
+public:
+  class iterator {
+  public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Use;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Use *;
+    using reference = const Use &;
+    iterator() = default;
+    iterator(const Use *p, const Use *e) : p(p), e(e) { skipHoles(); }
+    reference operator*() const { return *p; }
+    pointer operator->() const { return p; }
+    iterator &operator++() {
+      ++p;
+      skipHoles();
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator old = *this;
+      ++*this;
+      return old;
+    }
+    bool operator==(const iterator &o) const { return p == o.p; }
+    bool operator!=(const iterator &o) const { return p != o.p; }
+
+  private:
+    const Use *p = nullptr, *e = nullptr;
+    void skipHoles() {
+      while (p != e && !p->user)
+        ++p;
+    }
+  };
+
+  UseList() = default;
+  UseList(const UseList &) = delete;
+  UseList &operator=(const UseList &) = delete;
+  ~UseList() { std::free(data); }
+
+  iterator begin() const { return iterator(data, data + count); }
+  iterator end() const { return iterator(data + count, data + count); }
+  /// The number of uses (holes not counted).
+  unsigned size() const { return live; }
+  bool empty() const { return live == 0; }
+  const Use &front() const { return *begin(); }
+  /// The uses as a vector, for callers that change them while walking.
+  std::vector<Use> copy() const { return std::vector<Use>(begin(), end()); }
+  /// Entries in storage, holes included (for tests of the bound on holes).
+  unsigned storageSize() const { return count; }
+  /// Use-list entries this thread's removals have touched so far (the removed
+  /// entry, trailing holes dropped, entries moved by compaction): tests check
+  /// that it grows linearly with the number of removals, however long the list.
+  static uint64_t removalWork();
+
+private:
+  friend class Value;
+  friend class Graph;
+  Use *data = nullptr;
+  unsigned count = 0; ///< entries in use, holes included
+  unsigned cap = 0;
+  unsigned live = 0;
+
+  /// Appends a use; returns its position.
+  unsigned append(const Use &u);
+  /// Makes the use at `pos` a hole (then trims and compacts, see above).
+  void erase(unsigned pos);
+  void compact();
+  void clear() { count = live = 0; }
 };
 
 enum class ValueKind : uint8_t {
@@ -59,8 +139,10 @@ public:
   Tensor *initializer() const { return init.get(); }
   bool isConstant() const { return valueKind == ValueKind::Initializer; }
 
-  const std::vector<Use> &uses() const { return useList; }
+  /// The uses in the order they were added (see UseList).
+  const UseList &uses() const { return useList; }
   bool hasUses() const { return !useList.empty(); }
+  unsigned numUses() const { return useList.size(); }
   /// How many entries of its graph's output list name this value.
   unsigned numGraphOutputRefs() const { return graphOutputRefs; }
   bool isGraphOutput() const { return graphOutputRefs != 0; }
@@ -83,7 +165,7 @@ private:
   unsigned resultIndex = 0;
   unsigned graphOutputRefs = 0;
   std::unique_ptr<Tensor> init;
-  std::vector<Use> useList;
+  UseList useList;
 
   void addUse(Node *n, unsigned i);
   void removeUse(Node *n, unsigned i);
@@ -120,7 +202,7 @@ public:
   void setInput(unsigned i, Value *v);
   void addInput(Value *v);
   /// Reserves room for `n` inputs (for builders that know the count).
-  void reserveInputs(unsigned n) { ins.reserve(n); }
+  void reserveInputs(unsigned n);
   /// Grows the output list to `n` entries; new entries are omitted outputs.
   void resizeOutputs(unsigned n) {
     if (outs.size() < n)
@@ -148,19 +230,27 @@ public:
 
 private:
   friend class Graph;
+  friend class UseList;
+  friend class Value;
   friend struct llvm::ilist_traits<Node>;
   Graph *parent = nullptr;
   unsigned orderKey = 0;
   unsigned nodeId = 0;
   std::vector<Value *> ins;
+  /// useSlot[i]: the position of input i's use in its value's use list
+  /// (meaningless for an omitted input). As many entries as ins.capacity().
+  unsigned *useSlot = nullptr; // in the model's node arena
   std::vector<Value *> outs;
+
+  /// Gives useSlot room for ins.capacity() entries, keeping the first `keep`.
+  void growUseSlots(size_t keep);
 };
 
 } // namespace mpc
 
 namespace llvm {
-/// Nodes live in their graph's bump allocator (Graph::createNode): erasing
-/// one runs its destructor and leaves its memory to the graph.
+/// Nodes live in their model's bump allocator (Graph::createNode): erasing
+/// one runs its destructor and leaves its memory to the model.
 template <> struct ilist_traits<mpc::Node> : ilist_alloc_traits<mpc::Node> {
   static void deleteNode(mpc::Node *n) { n->~Node(); }
   void addNodeToList(mpc::Node *) {}
@@ -246,11 +336,6 @@ private:
   std::vector<Value *> outputList;
   std::vector<Value *> initList;
   std::vector<Value *> valueStore;
-  /// Memory of the nodes, in creation order (see ilist_traits<Node>).
-  IRArena nodeArena;
-  /// Memory of the values: they live as long as the graph (erased ones
-  /// included; ~Graph destroys every value of valueStore).
-  IRArena valueArena;
   unsigned nextOrder = 0;
 
   Value *newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t);
@@ -334,8 +419,17 @@ public:
 
 private:
   friend class Graph;
+  friend class Node;
   unsigned nextValueId = 0;
   unsigned nextNodeId = 0;
+  /// Memory of the nodes of every graph of the model, in creation order (see
+  /// ilist_traits<Node>), with their input slots' use positions. One pair of
+  /// arenas per model, not per graph: a model of many small If/Loop bodies
+  /// would otherwise take two slabs (8 KiB) for each body.
+  IRArena nodeArena;
+  /// Memory of the values of every graph: a value lives as long as the model
+  /// (erased ones included; ~Graph destroys every value of its valueStore).
+  IRArena valueArena;
   /// Every name reserved so far, with its binding (see nameBinding).
   NameTable names;
   llvm::StringMap<unsigned> nextSuffix;
