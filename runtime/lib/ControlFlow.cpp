@@ -20,6 +20,7 @@
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
 #include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Support/Diagnostics.h"
 #include <cstring>
 
 using namespace mpc;
@@ -530,7 +531,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   };
   auto define = [&](unsigned s, const HostTensor *h, const ShapedType &t) -> llvm::Error {
     slots[s].type = t;
-    auto bytes = checkedTensorBytes(t.shape, t.dtype, "value '" + slots[s].value->name() + "'");
+    auto bytes = checkedTensorBytes(t.shape, t.dtype, "value " + quoteName(slots[s].value->name()));
     if (!bytes)
       return bytes.takeError();
     auto buf = backend.allocate(*bytes, BufferKind::Transient);

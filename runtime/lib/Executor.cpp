@@ -397,8 +397,8 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
       if (!n.output(o))
         continue;
       if (auto bytes = checkedTensorBytes(outTypes[o].shape, outTypes[o].dtype,
-                                          describeNode(n) + ": output '" +
-                                              n.output(o)->name() + "'");
+                                          describeNode(n) + ": output " +
+                                              quoteName(n.output(o)->name()));
           !bytes)
         return bytes.takeError();
       Slot &s = slots[slotOf[n.output(o)]];

@@ -98,7 +98,7 @@ llvm::Expected<HostTensor> mpc::hostTensorFromIR(const Tensor &t) {
       return std::move(e);
     src = &copy;
   }
-  auto need = checkedTensorBytes(t.dims, t.dtype, "tensor '" + t.name + "'");
+  auto need = checkedTensorBytes(t.dims, t.dtype, "tensor " + quoteName(t.name));
   if (!need)
     return need.takeError();
   if (src->bytes().size() != *need)

@@ -272,7 +272,7 @@ void Trainer::findClassCount() {
     const Value *y = main.outputs()[0];
     if (y->type.hasShape && !y->type.dims.empty() && y->type.dims.back().isKnown()) {
       classCount = y->type.dims.back().value;
-      classSource = "the last dimension of the first output '" + y->name() + "'";
+      classSource = "the last dimension of the first output " + quoteName(y->name());
     }
   }
   forEachGraph(const_cast<Graph &>(*info->algorithm), [&](Graph &g) {
@@ -285,7 +285,7 @@ void Trainer::findClassCount() {
       if (!classCount && scores && scores->type.hasShape && scores->type.dims.size() >= 2 &&
           scores->type.dims[1].isKnown()) {
         classCount = scores->type.dims[1].value;
-        classSource = "the scores of the loss node '" + n.name + "'";
+        classSource = "the scores of the loss node " + quoteName(n.name);
       }
     }
   });

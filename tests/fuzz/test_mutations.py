@@ -9,7 +9,9 @@ Each mutant is a shipped model with one or a few changes a user's file may have:
 types, nested graphs (If bodies, nested up to and past the nesting limit, bodies that use
 undefined names), opsets and ir_version, external data (records and files: missing, short,
 out of the folder, bad offsets and lengths), truncation and flipped bytes. It is written into
-a fresh folder and `mpc inspect` and `mpc rewrite -o` run on it. Every run must
+a fresh folder and `mpc inspect` and `mpc rewrite -o` run on it, and on a seeded quarter of the
+mutants `mpc run --random-inputs --outputs` (with --dim P=2 for symbolic input dimensions).
+Names hold newlines, quotes and other control characters. Every run must
 
   * end by itself (a time limit) and not by a signal (exit status < 128),
   * print no sanitizer report,
@@ -47,8 +49,15 @@ except ImportError as e:  # pragma: no cover
 RUN_TIMEOUT_S = 60
 # Graph nesting limit (kMaxGraphDepth, compiler/include/mpc/IR/Limits.h).
 MAX_GRAPH_DEPTH = 64
-# Names with control characters (a newline splits an error line in two) are left out until
-# messages escape names (issue 11, "Messages that can be forged").
+# `mpc run --random-inputs` runs on this fraction of the mutants (it is the slowest command),
+# each for at most RUN_RUN_TIMEOUT_S.
+RUN_FRACTION = 0.25
+RUN_RUN_TIMEOUT_S = 20
+# Names a user's model may hold that must not forge or split a message: a newline followed by
+# what looks like a second error, quotes, a backslash, other control characters, Unicode line
+# and bidi controls, a path.
+ODD_NAMES = ["a\nmpc: error: forged", "q'uote", 'd"q', "back\\slash", "tab\there", "cr\rx",
+             "\x01\x1b[31m", "\u2028ls", "\u202erev", "caf\u00e9", "../up", "x\n"]
 SANITIZER_MARKS = ("Sanitizer", "runtime error:", "AddressSanitizer", "LeakSanitizer")
 
 
@@ -144,9 +153,9 @@ def mut_init_dims(rng, m, files):
     if t.dims and rng.random() < 0.7:
         i = rng.randrange(len(t.dims))
         t.dims[i] = rng.choice(INTERESTING_DIMS)
-        return f"initializer '{t.name}' dim {i} = {t.dims[i]}"
+        return f"initializer {t.name!r} dim {i} = {t.dims[i]}"
     t.dims.append(rng.choice(INTERESTING_DIMS))
-    return f"initializer '{t.name}' one more dim"
+    return f"initializer {t.name!r} one more dim"
 
 
 def mut_value_dims(rng, m, files):
@@ -162,15 +171,35 @@ def mut_value_dims(rng, m, files):
         if choice < 0.6:
             d.dim_value = rng.choice(INTERESTING_DIMS)
         elif choice < 0.8:
-            d.dim_param = rng.choice(["", "N", "'q'"])
+            d.dim_param = rng.choice(["", "N", "'q'"] + ODD_NAMES)
         else:
             d.Clear()
-        return f"value '{v.name}' dim changed"
+        return f"value {v.name!r} dim changed"
+    if rng.random() < 0.2:
+        old, v.name = v.name, rng.choice(ODD_NAMES)
+        rename_uses(m, old, v.name)
+        return f"value {old!r} renamed {v.name!r}"
     if rng.random() < 0.5:
         v.type.tensor_type.ClearField("shape")
-        return f"value '{v.name}' shape dropped"
+        return f"value {v.name!r} shape dropped"
     dims.add().dim_value = rng.choice(INTERESTING_DIMS)
-    return f"value '{v.name}' one more dim"
+    return f"value {v.name!r} one more dim"
+
+
+def rename_uses(m, old, new):
+    """Renames value `old` to `new` wherever a graph declares, produces or uses it."""
+    for g in all_graphs(m.graph):
+        for n in g.node:
+            for names in (n.input, n.output):
+                for i, name in enumerate(names):
+                    if name == old:
+                        names[i] = new
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            if v.name == old:
+                v.name = new
+        for t in g.initializer:
+            if t.name == old:
+                t.name = new
 
 
 def mut_init_dtype(rng, m, files):
@@ -178,7 +207,7 @@ def mut_init_dtype(rng, m, files):
     if t is None:
         return "no initializer"
     t.data_type = rng.choice(DATA_TYPES)
-    return f"initializer '{t.name}' data_type {t.data_type}"
+    return f"initializer {t.name!r} data_type {t.data_type}"
 
 
 def mut_elem_type(rng, m, files):
@@ -188,7 +217,7 @@ def mut_elem_type(rng, m, files):
         return "no typed value"
     v = rng.choice(vis)
     v.type.tensor_type.elem_type = rng.choice(DATA_TYPES)
-    return f"value '{v.name}' elem_type {v.type.tensor_type.elem_type}"
+    return f"value {v.name!r} elem_type {v.type.tensor_type.elem_type}"
 
 
 def mut_typed_data(rng, m, files):
@@ -202,7 +231,7 @@ def mut_typed_data(rng, m, files):
     values = {"float_data": 1.5, "int64_data": 2 ** 62, "int32_data": -5, "double_data": 1e300,
               "string_data": b"s"}[kind]
     getattr(t, kind).extend([values] * count)
-    return f"initializer '{t.name}' {count} values in {kind}"
+    return f"initializer {t.name!r} {count} values in {kind}"
 
 
 def mut_attr_type(rng, m, files):
@@ -212,19 +241,20 @@ def mut_attr_type(rng, m, files):
     a = rng.choice(n.attribute)
     choice = rng.random()
     if choice < 0.5:
-        a.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 99])
-        return f"node '{n.name}' attribute '{a.name}' type {a.type}"
+        # (protobuf refuses to set an AttributeType it does not know, such as 99)
+        a.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
+        return f"node {n.name!r} attribute {a.name!r} type {a.type}"
     if choice < 0.7:
         a.ClearField("ints")
         a.ClearField("floats")
         a.ClearField("i")
         a.ClearField("f")
-        return f"node '{n.name}' attribute '{a.name}' emptied"
+        return f"node {n.name!r} attribute {a.name!r} emptied"
     if choice < 0.85:
         a.ints.extend([2 ** 63 - 1, -2 ** 63, 0])
-        return f"node '{n.name}' attribute '{a.name}' extreme ints"
-    a.name = rng.choice(["", "nope", a.name + "_"])
-    return f"node '{n.name}' attribute renamed"
+        return f"node {n.name!r} attribute {a.name!r} extreme ints"
+    a.name = rng.choice(["", "nope", a.name + "_"] + ODD_NAMES)
+    return f"node {n.name!r} attribute renamed"
 
 
 def mut_node(rng, m, files):
@@ -232,20 +262,23 @@ def mut_node(rng, m, files):
     if n is None:
         return "no node"
     choice = rng.random()
-    if choice < 0.25 and n.input:
-        n.input[rng.randrange(len(n.input))] = rng.choice(["", "undefined_value", n.output[0] if n.output else "x"])
-        return f"node '{n.name}' input renamed"
-    if choice < 0.45:
-        n.op_type = rng.choice(["", "NotAnOp", "If", "Loop", "Scan", "Cast", "Reshape"])
-        return f"node '{n.name}' op_type {n.op_type}"
+    if choice < 0.1:
+        n.name = rng.choice(ODD_NAMES)
+        return f"node renamed {n.name!r}"
+    if choice < 0.3 and n.input:
+        n.input[rng.randrange(len(n.input))] = rng.choice(["", "undefined_value", n.output[0] if n.output else "x"] + ODD_NAMES)
+        return f"node {n.name!r} input renamed"
+    if choice < 0.47:
+        n.op_type = rng.choice(["", "NotAnOp", "If", "Loop", "Scan", "Cast", "Reshape"] + ODD_NAMES[:4])
+        return f"node {n.name!r} op_type {n.op_type!r}"
     if choice < 0.6:
-        n.domain = rng.choice(["com.example", "ai.onnx.ml", "ai.onnx.preview.training"])
-        return f"node '{n.name}' domain {n.domain!r}"
+        n.domain = rng.choice(["com.example", "ai.onnx.ml", "ai.onnx.preview.training", "a\nb.c"])
+        return f"node {n.name!r} domain {n.domain!r}"
     if choice < 0.8 and n.output:
         n.output.append(n.output[0])
-        return f"node '{n.name}' output repeated"
+        return f"node {n.name!r} output repeated"
     del n.input[:]
-    return f"node '{n.name}' inputs dropped"
+    return f"node {n.name!r} inputs dropped"
 
 
 def make_body(rng, outer_names, depth):
@@ -326,7 +359,7 @@ def mut_external(rng, m, files):
     t.ClearField("raw_data")
     t.data_location = TensorProto.EXTERNAL
     location = rng.choice(["w.bin", "w.bin", "sub/w.bin", "missing.bin", "../w.bin", "/etc/passwd",
-                           "", "sub", "sub/../w.bin"])
+                           "", "sub", "sub/../w.bin", "w\nmpc: error: x.bin", "w'q\t.bin"])
     offset = rng.choice([None, 0, 0, 4096, 3, -1, 2 ** 62, "x"])
     length = rng.choice([None, None, len(data), len(data) + 1, len(data) - 1, 0, -5, "12a"])
     body = data
@@ -340,7 +373,8 @@ def mut_external(rng, m, files):
         body = b""
     elif how == "padded":
         body = b"\0" * pad + data + b"\0" * 100
-    if how != "none" and location in ("w.bin", "sub/w.bin", "sub/../w.bin", "missing.bin"):
+    if how != "none" and location in ("w.bin", "sub/w.bin", "sub/../w.bin", "missing.bin",
+                                      "w\nmpc: error: x.bin", "w'q\t.bin"):
         files["missing.bin" if location == "missing.bin" and rng.random() < 0.2 else
               location.replace("sub/../", "")] = body
     if location == "sub":
@@ -352,7 +386,10 @@ def mut_external(rng, m, files):
     if rng.random() < 0.1:
         e = t.external_data.add()
         e.key, e.value = "location", "w2.bin"
-    return f"initializer '{t.name}' external at {location!r} offset {offset} length {length} ({how})"
+    if rng.random() < 0.2:
+        old, t.name = t.name, rng.choice(ODD_NAMES)
+        rename_uses(m, old, t.name)
+    return f"initializer {t.name!r} external at {location!r} offset {offset} length {length} ({how})"
 
 
 MODEL_MUTATIONS = [mut_init_dims, mut_value_dims, mut_init_dtype, mut_elem_type, mut_typed_data,
@@ -415,16 +452,16 @@ def snapshot(folder):
     return out
 
 
-def check_run(mpc, args, cwd, expect_output=None):
+def check_run(mpc, args, cwd, expect_output=None, timeout=RUN_TIMEOUT_S):
     """Runs mpc; returns (problems, exit status): no problems when the run behaved."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    what = f"`mpc {' '.join(map(repr, args))}`"
     try:
         r = subprocess.run([mpc] + args, cwd=cwd, capture_output=True, text=True, errors="replace",
-                           timeout=RUN_TIMEOUT_S, env=env)
+                           timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return [f"`mpc {' '.join(args)}` ran longer than {RUN_TIMEOUT_S} s"], None
+        return [f"{what} ran longer than {timeout} s"], None
     problems = []
-    what = f"`mpc {' '.join(args)}`"
     if r.returncode < 0 or r.returncode >= 128:
         problems.append(f"{what} died (exit status {r.returncode}); stderr: {r.stderr[-2000:]}")
     if any(mark in r.stderr for mark in SANITIZER_MARKS):
@@ -442,8 +479,24 @@ def check_run(mpc, args, cwd, expect_output=None):
     return problems, r.returncode
 
 
-def run_mutant(mpc, folder, data, files):
-    """Writes the mutant into `folder`, runs inspect and rewrite; returns problems."""
+def run_args(data):
+    """`mpc run` on m.onnx with random inputs, --dim P=2 for every symbolic input dimension."""
+    args = ["run", "m.onnx", "--random-inputs", "--outputs", os.path.join("out", "r")]
+    try:
+        m = onnx.ModelProto.FromString(data)
+        params = sorted({d.dim_param for v in m.graph.input
+                         if v.type.HasField("tensor_type")
+                         for d in v.type.tensor_type.shape.dim if d.dim_param})
+    except Exception:  # a mutant onnx cannot parse: mpc must say why
+        params = []
+    for p in params:
+        args += ["--dim", f"{p}=2"]
+    return args
+
+
+def run_mutant(mpc, folder, data, files, run=False):
+    """Writes the mutant into `folder`, runs inspect and rewrite (and `run` when asked);
+    returns problems."""
     for rel, body in files.items():
         p = os.path.join(folder, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -468,6 +521,19 @@ def run_mutant(mpc, folder, data, files):
         problems.append(f"`mpc rewrite` failed but left {sorted(written)}")
     if rc == 0 and not written <= {os.path.join("out", "o.onnx"), os.path.join("out", "o.onnx.data")}:
         problems.append(f"`mpc rewrite` left temporaries: {sorted(written)}")
+    if not run:
+        return problems
+    before = snapshot(folder)
+    p, rc = check_run(mpc, run_args(data), folder, timeout=RUN_RUN_TIMEOUT_S)
+    problems += p
+    after = snapshot(folder)
+    written = {k for k in after if k.startswith(os.path.join("out", "r") + os.sep)}
+    if {k: v for k, v in after.items() if k not in written} != before:
+        problems.append("`mpc run` changed its input files")
+    if rc != 0 and written:
+        problems.append(f"`mpc run` failed but left {sorted(written)}")
+    if rc == 0 and any(not k.endswith((".npy", ".pb")) for k in written):
+        problems.append(f"`mpc run` left temporaries: {sorted(written)}")
     return problems
 
 
@@ -490,9 +556,10 @@ def main():
     start = time.monotonic()
     for index in range(args.first, args.first + args.count):
         data, files, desc = make_mutant(args.seed, index, models)
+        run = random.Random(f"{args.seed}:{index}:run").random() < RUN_FRACTION
         folder = tempfile.mkdtemp(prefix="mpc-mutant-")
         try:
-            problems = run_mutant(mpc, folder, data, files)
+            problems = run_mutant(mpc, folder, data, files, run)
             if problems:
                 failed += 1
                 print(f"FAIL mutant {index} (seed {args.seed}): {desc}")

@@ -9,7 +9,8 @@ For each shipped model (models/*.onnx) and its `mpc rewrite` output (fp16 and bf
     evaluation: relative L2 <= 1e-2; bf16 models, which onnx.reference cannot run, against
     the fp32 model's reference evaluation: relative L2 <= 5e-2);
   * `--compare` between a model and its rewrite: lines, exit status 0, and exit 1 when the
-    tolerance is violated;
+    tolerance is violated; integer outputs compared and printed exactly (INT64_MAX against
+    INT64_MAX - 1 fails);
   * inputs from .npz and TensorProto .pb; --random-inputs reproducible by --seed;
   * sequence-typed inputs (SequenceProto .pb, .npz arr_0, arr_1, ..., empty) and outputs
     (DIR/NAME.pb SequenceProto) against the reference evaluator; --compare of sequences
@@ -194,6 +195,42 @@ class RunCase(unittest.TestCase):
             paths.append(p)
         r = mpc("run", paths[0], "--random-inputs", "--compare", paths[1], check=1)
         self.assertIn("FAIL", r.stdout)
+
+    def const_model(self, name, dtype, values):
+        """A model with no input whose output 'y' is the constant `values` (numpy dtype)."""
+        arr = np.array(values, dtype)
+        g = helper.make_graph(
+            [helper.make_node("Identity", ["c"], ["y"])], "g", [],
+            [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(arr.dtype),
+                                           list(arr.shape))],
+            [numpy_helper.from_array(arr, "c")])
+        p = os.path.join(self.dir, name)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        return p
+
+    def test_compare_integers_exactly(self):
+        # INT64_MAX and INT64_MAX - 1 are the same double: compared through a double, they were
+        # equal. Integer outputs are compared (and printed) exactly.
+        big = 2 ** 63 - 1
+        for dtype, a, b in ((np.int64, [big, 5], [big - 1, 5]),
+                            (np.int64, [-2 ** 63, 0], [-2 ** 63 + 1, 0]),
+                            (np.uint64, [2 ** 64 - 1], [2 ** 64 - 2]),
+                            (np.int32, [7, 2 ** 31 - 1], [7, 2 ** 31 - 2])):
+            with self.subTest(dtype=dtype.__name__, a=a):
+                pa = self.const_model("a.onnx", dtype, a)
+                pb = self.const_model("b.onnx", dtype, b)
+                r = mpc("run", pa, "--compare", pb, check=1)
+                self.assertRegex(r.stdout, r"compare 'y': max abs error 1\.0+e\+00, .* 1 "
+                                 r"element\(s\) differ, tolerance 0 \(integers\): FAIL")
+                self.assertIn(f"first [{', '.join(map(str, a))}]", r.stdout)
+                self.assertEqual(r.stderr, "")
+                r = mpc("run", pa, "--compare", pa, check=0)
+                self.assertRegex(r.stdout, r"compare 'y': max abs error 0\.0+e\+00, .* 0 "
+                                 r"element\(s\) differ, tolerance 0 \(integers\): ok")
+        pa = self.const_model("a.onnx", np.int64, [big, -2 ** 63, 3])
+        r = mpc("run", pa, check=0)
+        self.assertIn(f"output 'y': i64 [3]  min {-2 ** 63} max {big} mean ", r.stdout)
+        self.assertIn(f"first [{big}, {-2 ** 63}, 3]", r.stdout)
 
     def test_npz_and_pb_inputs(self):
         src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")

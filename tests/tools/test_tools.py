@@ -632,6 +632,31 @@ class InspectTest(TempDirCase):
         self.assertRegex(out, r"\n  Softmax\s+1  keep 1 \(infer op not between allow ops\)\n")
         self.assertIn("would convert 5 of 6 nodes", out)
 
+    def test_import_errors_escape_names(self):
+        # The importer's "graph 'G', initializer 'NAME'" prefixes printed names raw: a newline
+        # or a carriage return in a name split the error into two lines.
+        for name in ("a\nmpc: error: forged", "cr\rx"):
+            with self.subTest(name=name):
+                m = onnx.load(model_path("mlp"))
+                t = m.graph.initializer[0]
+                old = t.name
+                for n in m.graph.node:
+                    n.input[:] = [name if i == old else i for i in n.input]
+                t.name = name
+                t.ClearField("raw_data")
+                t.data_location = onnx.TensorProto.EXTERNAL
+                t.external_data.add(key="location", value="/etc/passwd")
+                p = os.path.join(self.tmp, "m.onnx")
+                onnx.save(m, p)
+                r = subprocess.run([MPC, "inspect", p], capture_output=True, env=clean_env(),
+                                   timeout=MPC_TIMEOUT_S)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                escaped = name.replace("\n", "\\n").replace("\r", "\\r").encode()
+                self.assertEqual(r.stderr.count(b"\n"), 1, r.stderr)
+                self.assertRegex(r.stderr, b"^mpc: error: .*: graph 'mlp', initializer '" +
+                                 re.escape(escaped) + b"': external data location '/etc/passwd' "
+                                 b"must be a relative path")
+
     def test_histogram_sorted(self):
         out = self.inspect(model_path("transformer")).stdout
         hist = out.split("op histogram:\n")[1].split("parameters:")[0]

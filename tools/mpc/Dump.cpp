@@ -81,14 +81,15 @@ static void renderSvg(llvm::StringRef dotPath, llvm::StringRef svgPath) {
     llvm::sys::fs::remove(svgPath); // never leave a stale rendering of another run
     static bool warned = false;     // one note per run, not one per dump
     if (!warned)
-      warn("graphviz 'dot' not found in PATH; wrote '" + dotPath + "' without an SVG rendering");
+      warn("graphviz 'dot' not found in PATH; wrote " + quoteName(dotPath) +
+           " without an SVG rendering");
     warned = true;
     return;
   }
   llvm::SmallString<256> tmp, errLog;
   if (llvm::sys::fs::createUniqueFile(svgPath + kTempSuffix, tmp) ||
       llvm::sys::fs::createTemporaryFile("mpc-dot", "log", errLog)) {
-    warn("cannot create a temporary file for '" + svgPath + "'; no SVG rendering");
+    warn("cannot create a temporary file for " + quoteName(svgPath) + "; no SVG rendering");
     if (!tmp.empty())
       llvm::sys::fs::remove(tmp);
     return;
@@ -120,7 +121,7 @@ static void renderSvg(llvm::StringRef dotPath, llvm::StringRef svgPath) {
   if (!why.empty()) {
     llvm::sys::fs::remove(tmp);
     llvm::sys::fs::remove(svgPath); // never leave a stale rendering of another run
-    warn("graphviz 'dot' could not render '" + svgPath + "' (" + why +
+    warn("graphviz 'dot' could not render " + quoteName(svgPath) + " (" + why +
          "); the .dot file is written");
   }
 }

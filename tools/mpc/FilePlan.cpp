@@ -60,7 +60,7 @@ void FilePlan::writeFolder(llvm::StringRef p, llvm::StringRef what) {
 
 void FilePlan::readExternalData(const Model &m, llvm::StringRef modelPath) {
   llvm::StringSet<> seen;
-  std::string what = ("external data of '" + modelPath + "'").str();
+  std::string what = "external data of " + quoteName(modelPath);
   auto add = [&](const Tensor &t) {
     const ExternalRef *ref = t.externalRef();
     if (!ref || !seen.insert(ref->path).second)

@@ -101,7 +101,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, InspectArgs &a) 
       else if (v == "bf16" || v == "bfloat16")
         a.amp.target = DType::BF16;
       else
-        return "--target must be fp16 or bf16, not '" + v + "'";
+        return "--target must be fp16 or bf16, not " + quoteName(v);
       continue;
     }
     if (s.flag("--json")) {

@@ -12,6 +12,7 @@
 #include "mpc/IR/DType.h"
 #include "mpc/Passes/AmpLists.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -157,7 +158,7 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
       json = true;
       continue;
     }
-    return usageError("ops", "unknown argument '" + a + "'");
+    return usageError("ops", "unknown argument " + quoteName(a));
   }
 
   std::vector<OpRow> rows = collectRows();

@@ -298,12 +298,12 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, PlotArgs &a) {
     } else {
       s.next();
       if (cur.startswith("-") && cur != "-")
-        return "unknown option '" + cur.str() + "'";
+        return "unknown option " + quoteName(cur);
       a.files.push_back(cur.str());
       continue;
     }
     if (missing)
-      return "option '" + cur.str() + "' needs a value";
+      return "option " + quoteName(cur) + " needs a value";
   }
   if (a.files.empty())
     return "no CSV file given";
@@ -404,7 +404,7 @@ int tool::runPlot(llvm::ArrayRef<const char *> args, const char *const *) {
   if (a.logY && llvm::none_of(panel.series, [](const PlotSeries &s) {
         return llvm::any_of(s.points, [](const auto &p) { return p.second > 0; });
       }))
-    return fail(llvm::Twine("--log-y: column '") + a.column + "' has no positive values");
+    return fail("--log-y: column " + quoteName(a.column) + " has no positive values");
   std::string svg = renderPlotSvg({panel}, a.title.empty() ? a.column : a.title, "step");
   if (llvm::Error err = writeFileAtomically(a.output, svg))
     return fail(std::move(err));

@@ -108,7 +108,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
       else if (v == "bf16" || v == "bfloat16")
         a.amp.target = DType::BF16;
       else if (!missing)
-        return "--target must be fp16 or bf16, not '" + v + "'";
+        return "--target must be fp16 or bf16, not " + quoteName(v);
     } else if (s.flag("--keep-io-types")) {
       a.amp.keepIoTypes = true;
     } else if (s.flag("--no-keep-io-types")) {
@@ -178,7 +178,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
       }
     }
     if (missing)
-      return "option '" + cur.str() + "' needs a value";
+      return "option " + quoteName(cur) + " needs a value";
   }
   if (a.input.empty())
     return "no input model given";
@@ -238,12 +238,12 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (llvm::Error err = checkOutputPath(a.output))
       return fail(std::move(err));
   if (!a.dumpDir.empty() && !llvm::sys::fs::is_directory(a.dumpDir))
-    return fail("dump folder '" + a.dumpDir + "' does not exist");
+    return fail("dump folder " + quoteName(a.dumpDir) + " does not exist");
   if (!a.report.empty()) {
     llvm::SmallString<256> dir(a.report);
     llvm::sys::path::remove_filename(dir);
     if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-      return fail("report folder '" + dir + "' does not exist");
+      return fail("report folder " + quoteName(dir) + " does not exist");
   }
 
   // Phase timer for --time (the rewrite benchmark reads these lines).

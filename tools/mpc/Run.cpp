@@ -248,8 +248,8 @@ static llvm::Error loadInputs(const RunArgs &a, const Graph &g, std::vector<Name
     if (ext == ".pb") {
       auto t = readTensorPb(file);
       if (!t)
-        return llvm::make_error<InputError>("input '" + (bind.empty() ? file : bind) +
-                                            "': " + llvm::toString(t.takeError()));
+        return llvm::make_error<InputError>("input " + quoteName(bind.empty() ? file : bind) +
+                                            ": " + llvm::toString(t.takeError()));
       // NAME=, else the model's only input, else the TensorProto's name.
       if (!bind.empty())
         t->name = bind;
@@ -312,7 +312,7 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
                         dtypeName(t.elem));
     // Drawn as doubles, then cast: both buffers must fit.
     for (DType dt : {t.elem, DType::F64})
-      if (auto bytes = checkedTensorBytes(shape, dt, "input '" + v->name() + "'"); !bytes)
+      if (auto bytes = checkedTensorBytes(shape, dt, "input " + quoteName(v->name())); !bytes)
         return bytes.takeError();
     HostTensor f(DType::F64, shape);
     std::uniform_real_distribution<double> uni(-1.0, 1.0);
@@ -336,22 +336,75 @@ static std::string formatBytes(uint64_t b) {
   return std::to_string(b) + " B";
 }
 
-/// One line: `label`, dtype, shape, min/max/mean and the first values.
+/// True for the integer element types (bool included): outputs of these are
+/// printed and compared exactly, never through a double (2^63 - 1 and
+/// 2^63 - 2 are the same double).
+static bool isIntegerOutput(DType t) {
+  return !isFloatingPoint(t) && runtimeElementSize(t) != 0;
+}
+
+namespace {
+/// Element i of an integer tensor, exactly: uint64 values keep their full
+/// range, every other integer type fits an int64.
+struct ExactInt {
+  bool isUnsigned;
+  uint64_t bits; // the value (isUnsigned) or the int64's two's complement
+};
+} // namespace
+
+static ExactInt exactInt(const HostTensor &h, int64_t i) {
+  if (h.dtype == DType::U64)
+    return {true, h.data<uint64_t>()[i]};
+  return {false, static_cast<uint64_t>(h.getAsInt64(i))};
+}
+
+static bool exactLess(ExactInt a, ExactInt b) {
+  bool aNeg = !a.isUnsigned && int64_t(a.bits) < 0, bNeg = !b.isUnsigned && int64_t(b.bits) < 0;
+  if (aNeg != bNeg)
+    return aNeg;
+  return aNeg ? int64_t(a.bits) < int64_t(b.bits) : a.bits < b.bits;
+}
+
+/// |a - b|, exact (it fits a uint64 for any two int64 or uint64 values).
+static uint64_t exactAbsDiff(ExactInt a, ExactInt b) {
+  return exactLess(a, b) ? b.bits - a.bits : a.bits - b.bits;
+}
+
+static std::string formatExact(ExactInt v) {
+  return v.isUnsigned ? std::to_string(v.bits) : std::to_string(int64_t(v.bits));
+}
+
+/// One line: `label`, dtype, shape, min/max/mean and the first values
+/// (integers exactly, the mean as a double).
 static void printSummary(llvm::raw_ostream &os, const llvm::Twine &label, const HostTensor &h) {
   int64_t n = h.numElements();
+  bool exact = isIntegerOutput(h.dtype);
   double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t argMin = 0, argMax = 0;
   for (int64_t i = 0; i < n; ++i) {
     double v = h.getAsDouble(i);
+    if (exact ? exactLess(exactInt(h, i), exactInt(h, argMin)) : v < mn)
+      argMin = i;
+    if (exact ? exactLess(exactInt(h, argMax), exactInt(h, i)) : v > mx)
+      argMax = i;
     mn = std::min(mn, v);
     mx = std::max(mx, v);
     sum += v;
   }
   os << llvm::formatv("{0}: {1} {2}", label.str(), dtypeName(h.dtype), formatShape(h.shape));
-  if (n)
+  if (n && exact)
+    os << "  min " << formatExact(exactInt(h, argMin)) << " max "
+       << formatExact(exactInt(h, argMax)) << llvm::format(" mean %.6g", sum / n);
+  else if (n)
     os << llvm::format("  min %.6g max %.6g mean %.6g", mn, mx, sum / n);
   os << "  first [";
-  for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i)
-    os << (i ? ", " : "") << llvm::format("%.6g", h.getAsDouble(i));
+  for (int64_t i = 0; i < std::min<int64_t>(n, 5); ++i) {
+    os << (i ? ", " : "");
+    if (exact)
+      os << formatExact(exactInt(h, i));
+    else
+      os << llvm::format("%.6g", h.getAsDouble(i));
+  }
   os << (n > 5 ? ", ...]\n" : "]\n");
 }
 
@@ -382,12 +435,29 @@ static void printSequenceSummary(llvm::raw_ostream &os, const NamedSequence &s) 
 
 namespace {
 /// Error sums of one compared output (over every element of a sequence).
+/// Integer elements are compared exactly: `exact` is set when both sides are
+/// integers, and `mismatches` counts the elements that differ.
 struct ErrorSums {
   double maxAbs = 0, diff2 = 0, ref2 = 0;
+  bool exact = false;
+  uint64_t mismatches = 0;
 };
 } // namespace
 
 static void addErrors(const HostTensor &ref, const HostTensor &got, ErrorSums &e) {
+  if (isIntegerOutput(ref.dtype) && isIntegerOutput(got.dtype)) {
+    e.exact = true;
+    for (int64_t i = 0; i < ref.numElements(); ++i) {
+      ExactInt r = exactInt(ref, i);
+      uint64_t d = exactAbsDiff(r, exactInt(got, i));
+      double rd = ref.getAsDouble(i);
+      e.mismatches += d != 0;
+      e.maxAbs = std::max(e.maxAbs, double(d));
+      e.diff2 += double(d) * double(d);
+      e.ref2 += rd * rd;
+    }
+    return;
+  }
   for (int64_t i = 0; i < ref.numElements(); ++i) {
     double r = ref.getAsDouble(i), v = got.getAsDouble(i);
     double d = std::fabs(r - v);
@@ -615,7 +685,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   }
   if (!a.outputs.empty()) {
     if (auto ec = llvm::sys::fs::create_directories(a.outputs))
-      return fail(llvm::Twine("cannot create '") + a.outputs + "': " + ec.message());
+      return fail("cannot create " + quoteName(a.outputs) + ": " + ec.message());
   }
   files.removeStaleTemporaries();
 
@@ -638,7 +708,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (seqOutputs[i])
       printSequenceSummary(os, *seqOutputs[i]);
     else
-      printSummary(os, "output '" + outputs[i].name + "'", outputs[i].tensor);
+      printSummary(os, "output " + quoteName(outputs[i].name), outputs[i].tensor);
   }
   const MemoryStats &ms = main->exec->memoryStats();
   os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
@@ -723,11 +793,18 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
         addErrors(ref.tensor, got->tensor, e);
       }
       double rel = e.ref2 > 0 ? std::sqrt(e.diff2 / e.ref2) : std::sqrt(e.diff2);
-      bool ok = rel <= tol;
-      os << mpc::formatQuoted("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
-                              "tolerance {4} ({5}): {6}\n",
-                              ref.name, what, e.maxAbs, rel, llvm::format("%g", tol), tolName,
-                              ok ? "ok" : "FAIL");
+      // Integer outputs must be equal: a relative error rounds a difference
+      // of 1 between values near 2^63 to 0.
+      bool ok = e.exact ? e.mismatches == 0 : rel <= tol;
+      if (e.exact)
+        os << mpc::formatQuoted("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
+                                "{4} element(s) differ, tolerance 0 (integers): {5}\n",
+                                ref.name, what, e.maxAbs, rel, e.mismatches, ok ? "ok" : "FAIL");
+      else
+        os << mpc::formatQuoted("compare '{0}'{1}: max abs error {2:e}, relative L2 error {3:e}, "
+                                "tolerance {4} ({5}): {6}\n",
+                                ref.name, what, e.maxAbs, rel, llvm::format("%g", tol), tolName,
+                                ok ? "ok" : "FAIL");
       if (!ok)
         status = InputFailure;
     }

@@ -154,7 +154,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       a.plot = v;
     } else if (s.value("--device", v, missing)) {
       if (!missing && v != "cpu" && v != "cuda")
-        return "--device must be cpu or cuda, not '" + v + "'";
+        return "--device must be cpu or cuda, not " + quoteName(v);
       a.device = v;
     } else if (s.value("--threads", v, missing)) {
       if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
@@ -166,7 +166,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       continue;
     }
     if (missing)
-      return "option '" + cur.str() + "' needs a value";
+      return "option " + quoteName(cur) + " needs a value";
   }
   if (a.model.empty())
     return "no model given";
@@ -416,7 +416,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       !llvm::sys::fs::is_directory(a.checkpoint))
     return fail(llvm::Twine("--checkpoint ") + a.checkpoint + ": exists and is not a folder");
   if (!llvm::sys::fs::exists(a.data))
-    return fail(llvm::Twine("--data: file '") + a.data + "' does not exist");
+    return fail("--data: file " + quoteName(a.data) + " does not exist");
 
   auto created = createBackend(a.device, a.threads);
   if (!created)

@@ -113,7 +113,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
       else if (v == "adam")
         a.opts.optimizer = OptimizerKind::Adam;
       else if (!missing)
-        return "--optimizer must be sgd, momentum or adam, not '" + v + "'";
+        return "--optimizer must be sgd, momentum or adam, not " + quoteName(v);
     } else if (s.value("--freeze", v, missing)) {
       a.opts.freezeRegex = v;
     } else if (s.flag("--expose-gradients")) {
@@ -121,7 +121,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
     } else if (s.value("--loss-weight", v, missing)) {
       float w = 0;
       if (!missing && (!parseFloat(v, w) || !(w > 0)))
-        return "--loss-weight needs a positive finite number, not '" + v + "'";
+        return "--loss-weight needs a positive finite number, not " + quoteName(v);
       a.opts.lossWeight = w;
     } else {
       bool matched = false;
@@ -129,7 +129,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         if (!matched && s.value(n.flag, v, missing)) {
           matched = true;
           if (!missing && !parseFloat(v, *n.dst))
-            return std::string(n.flag) + " needs a finite number, not '" + v + "'";
+            return std::string(n.flag) + " needs a finite number, not " + quoteName(v);
         }
       if (!matched) {
         std::string err = s.positional(a.input, "input model");
@@ -139,7 +139,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
       }
     }
     if (missing)
-      return "option '" + cur.str() + "' needs a value";
+      return "option " + quoteName(cur) + " needs a value";
   }
   if (a.input.empty())
     return "no input model given";

@@ -85,9 +85,9 @@ std::string ArgScanner::positional(std::string &slot, llvm::StringRef what,
                                    llvm::StringRef context) {
   llvm::StringRef cur = next();
   if (cur.startswith("-") && cur != "-")
-    return ("unknown option '" + cur + "'" + context).str();
+    return "unknown option " + quoteName(cur) + context.str();
   if (!slot.empty())
-    return ("more than one " + what + " ('" + slot + "' and '" + cur + "')").str();
+    return ("more than one " + what + " (" + quoteName(slot) + " and " + quoteName(cur) + ")").str();
   slot = cur.str();
   return "";
 }

@@ -506,7 +506,7 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
   a.refAttrName = ap.ref_attr_name();
   a.unknownFields = unknownFieldsOf(ap);
   a.kind = static_cast<AttrKind>(ap.type());
-  auto where = [&] { return describeNode(owner) + ", attribute '" + ap.name() + "'"; };
+  auto where = [&] { return describeNode(owner) + ", attribute " + quoteName(ap.name()); };
   if (ap.type() < 0 || ap.type() > 14)
     return inputError("{0}: unknown attribute type {1}", where(), static_cast<int>(ap.type()));
   a.f = ap.f();
@@ -573,13 +573,13 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   g.unknownFields = gv.unknownFields;
   g.sparseInitializers = gv.sparseInitializers;
   g.quantizationAnnotations = gv.quantizationAnnotations;
-  std::string gname = "graph '" + g.name + "'";
+  std::string gname = "graph " + quoteName(g.name);
   scope.reserveFor(gv);
 
   for (const ValueInfoView &vi : gv.inputs) {
     if (vi.name.empty())
       return inputError("{0}: an input has no name", gname);
-    auto t = importType(vi, [&] { return gname + ", input '" + vi.name.str() + "'"; });
+    auto t = importType(vi, [&] { return gname + ", input " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     Value *v = g.addInput(vi.name, std::move(*t));
@@ -588,7 +588,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
       return err;
   }
   for (const TensorView &tv : gv.initializers) {
-    auto where = [&] { return gname + ", initializer '" + tv.name.str() + "'"; };
+    auto where = [&] { return gname + ", initializer " + quoteName(tv.name); };
     if (tv.name.empty())
       return inputError("{0}: an initializer has no name", gname);
     Tensor t;
@@ -685,7 +685,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     Value *v = scope.lookup(vi.name);
     if (!v || v->graph() != &g)
       continue; // value_info for an unused or outer name: nothing to attach it to
-    auto t = importType(vi, [&] { return gname + ", value_info '" + vi.name.str() + "'"; });
+    auto t = importType(vi, [&] { return gname + ", value_info " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     v->type = std::move(*t);
@@ -696,7 +696,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     Value *v = scope.lookup(vi.name);
     if (!v)
       return inputError("{0}: output '{1}' is not defined", gname, vi.name);
-    auto t = importType(vi, [&] { return gname + ", output '" + vi.name.str() + "'"; });
+    auto t = importType(vi, [&] { return gname + ", output " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     if (t->isKnown() && v->graph() == &g && v->kind() == ValueKind::NodeResult)

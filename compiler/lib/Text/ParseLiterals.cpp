@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Parser.h"
 #include "mpc/IR/Limits.h"
+#include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/StringExtras.h"
@@ -92,7 +93,7 @@ bool Parser::parseType(Type &t) {
   }
   auto e = parseDType(kw.text);
   if (!e)
-    return error(kw, "unknown type '" + kw.text + "'");
+    return error(kw, "unknown type " + quoteName(kw.text));
   consume();
   t.kind = TypeKind::Tensor;
   t.elem = *e;
@@ -235,19 +236,20 @@ bool Parser::parseExternal(Tensor &t) {
   // The same confinement rules as ONNX import: relative, no "..", and the
   // real path (symlinks resolved) inside the folder of the text file.
   if (r.location.empty() || path::is_absolute(r.location))
-    return error(at, "external data location '" + r.location +
-                         "' must be a relative path inside the model's folder");
+    return error(at, "external data location " + quoteName(r.location) +
+                         " must be a relative path inside the model's folder");
   for (auto it = path::begin(r.location), e = path::end(r.location); it != e; ++it)
     if (*it == "..")
-      return error(at, "external data location '" + r.location + "' escapes the model's folder");
+      return error(at, "external data location " + quoteName(r.location) + " escapes the model's folder");
   llvm::SmallString<256> full(model->baseDir), realFull, realBase;
   path::append(full, r.location);
   if (fs::real_path(full, realFull) || fs::real_path(model->baseDir, realBase))
-    return error(at, "external data file '" + r.location + "' not found");
+    return error(at, "external data file " + quoteName(r.location) + " not found");
   llvm::StringRef rf = realFull, rb = realBase;
   if (!rf.startswith(rb) || rf.size() <= rb.size() || !path::is_separator(rf[rb.size()]))
     return error(at,
-                 "external data location '" + r.location + "' resolves outside the model's folder");
+                 "external data location " + quoteName(r.location) +
+                     " resolves outside the model's folder");
   r.path = std::string(realFull);
   if (r.length >= 0 && static_cast<uint64_t>(r.length) != t.byteSize())
     return error(at, llvm::formatv("external data length {0} does not match its shape ({1} "
@@ -255,7 +257,7 @@ bool Parser::parseExternal(Tensor &t) {
                                    r.length, t.byteSize()));
   uint64_t size = 0;
   if (fs::file_size(r.path, size) || r.offset + t.byteSize() > size)
-    return error(at, "external data file '" + r.location + "' is shorter than offset + length");
+    return error(at, "external data file " + quoteName(r.location) + " is shorter than offset + length");
   t.setExternal(std::move(r));
   return true;
 }
@@ -545,7 +547,7 @@ bool Parser::parseAttribute(Node &n, Scope &scope) {
   if (!nameTok.is(Tok::Ident) && !nameTok.is(Tok::String))
     return unexpected("an attribute name");
   if (n.attr(nameTok.text))
-    return error(nameTok, "attribute '" + nameTok.text + "' is given twice");
+    return error(nameTok, "attribute " + quoteName(nameTok.text) + " is given twice");
   consume();
   if (!expect(Tok::Equal))
     return false;

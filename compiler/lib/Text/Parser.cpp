@@ -34,11 +34,11 @@ std::string text::describeToken(const Token &t) {
   case Tok::Ident:
   case Tok::Int:
   case Tok::Float:
-    return "'" + t.text + "'";
+    return quoteName(t.text);
   case Tok::ValueName:
-    return "'%" + t.text + "'";
+    return quoteName("%" + t.text);
   case Tok::GraphName:
-    return "'@" + t.text + "'";
+    return quoteName("@" + t.text);
   default:
     return tokenKindName(t.kind).str();
   }
@@ -46,7 +46,7 @@ std::string text::describeToken(const Token &t) {
 bool Parser::error(const Token &at, const llvm::Twine &msg) {
   if (firstError.empty())
     firstError =
-        llvm::formatv("{0}:{1}:{2}: error: {3}", bufferName, at.line, at.col, msg.str()).str();
+        llvm::formatv("{0}:{1}:{2}: error: {3}", escapeName(bufferName), at.line, at.col, msg.str()).str();
   return false;
 }
 
@@ -67,7 +67,7 @@ bool Parser::expectIdent(llvm::StringRef kw) {
     consume();
     return true;
   }
-  return unexpected("'" + kw.str() + "'");
+  return unexpected(quoteName(kw));
 }
 
 bool Parser::parseInt(const Token &tok, int64_t &out) {
@@ -77,7 +77,7 @@ bool Parser::parseInt(const Token &tok, int64_t &out) {
   char *end = nullptr;
   long long v = std::strtoll(tok.text.c_str(), &end, 10);
   if (errno == ERANGE || *end)
-    return error(tok, "integer '" + tok.text + "' is out of range");
+    return error(tok, "integer " + quoteName(tok.text) + " is out of range");
   out = v;
   return true;
 }
@@ -105,9 +105,9 @@ static bool isNestedIn(const Graph *g, const Graph *ancestor) {
 bool Parser::define(Scope &scope, Value *v, const Token &at) {
   const std::string &name = v->name();
   if (lookup(scope, name))
-    return error(at, "value '%" + name + "' is already defined");
+    return error(at, "value " + quoteName("%" + name) + " is already defined");
   if (scope.nestedNames.count(name))
-    return error(at, "value '%" + name + "' is already defined in a nested graph");
+    return error(at, "value " + quoteName("%" + name) + " is already defined in a nested graph");
   scope.names[name] = v;
 
   auto it = pending.find(name);
@@ -116,7 +116,7 @@ bool Parser::define(Scope &scope, Value *v, const Token &at) {
   std::vector<PendingUse> keep;
   for (const PendingUse &u : it->second) {
     if (u.origin == scope.graph)
-      return error(u.tok, "value '%" + name + "' is used before its definition");
+      return error(u.tok, "value " + quoteName("%" + name) + " is used before its definition");
     if (!isNestedIn(u.origin, scope.graph)) {
       keep.push_back(u);
       continue;
@@ -124,8 +124,8 @@ bool Parser::define(Scope &scope, Value *v, const Token &at) {
     if (Node *producer = v->producer())
       for (Graph *g = u.user->getParent(); g && g != scope.graph; g = g->parent())
         if (g->owningNode() == producer)
-          return error(u.tok, "value '%" + name +
-                                  "' is captured by a graph of the node that "
+          return error(u.tok, "value " + quoteName("%" + name) +
+                                  " is captured by a graph of the node that "
                                   "defines it");
     u.user->setInput(u.operand, v);
     scope.needsSort = true;
@@ -140,7 +140,7 @@ bool Parser::define(Scope &scope, Value *v, const Token &at) {
 bool Parser::closeScope(Scope &scope, const Token &at) {
   Graph &g = *scope.graph;
   if (scope.needsSort && !g.sortTopologically())
-    return error(at, "the nodes of graph '@" + g.name + "' form a cycle through captured values");
+    return error(at, "the nodes of graph " + quoteName("@" + g.name) + " form a cycle through captured values");
   g.renumber();
   if (scope.parent) {
     for (const auto &kv : scope.names)
@@ -167,7 +167,7 @@ bool Parser::parseOperand(Node &n, Scope &scope) {
   if (Value *v = lookup(scope, t.text)) {
     n.addInput(v);
   } else if (!scope.parent) {
-    return error(t, "use of undefined value '%" + t.text + "'");
+    return error(t, "use of undefined value " + quoteName("%" + t.text));
   } else {
     // Maybe a capture of a value an enclosing graph defines further down.
     n.addInput(nullptr);
@@ -299,13 +299,13 @@ bool Parser::parseOutputs(Graph &g, Scope &scope, const std::vector<OutputDecl> 
         return unexpected("a value name");
       Value *v = lookup(scope, cur().text);
       if (!v)
-        return error(cur(), "use of undefined value '%" + cur().text + "'");
+        return error(cur(), "use of undefined value " + quoteName("%" + cur().text));
       rets.emplace_back(v, cur());
       consume();
     } while (consumeIf(Tok::Comma));
   }
   if (rets.size() != decls.size())
-    return error(ret, llvm::formatv("graph '@{0}' declares {1} output(s) but returns {2}", g.name,
+    return error(ret, llvm::formatv("graph '@{0}' declares {1} output(s) but returns {2}", escapeName(g.name),
                                     decls.size(), rets.size()));
   for (size_t i = 0; i < decls.size(); ++i) {
     const OutputDecl &d = decls[i];
@@ -313,13 +313,13 @@ bool Parser::parseOutputs(Graph &g, Scope &scope, const std::vector<OutputDecl> 
     if (d.hasName && d.tok.text != v->name())
       return error(rets[i].second, llvm::formatv("output {0} is declared as '%{1}' but '%{2}' "
                                                  "is returned",
-                                                 i, d.tok.text, v->name()));
+                                                 i, escapeName(d.tok.text), escapeName(v->name())));
     if (d.hasType) {
       if (!v->type.isKnown() || inferred.count(v)) {
         v->type = d.type;
         inferred.erase(v);
       } else if (v->type != d.type) {
-        return error(d.tok, "output '%" + v->name() + "' is declared as '" + typeString(d.type) +
+        return error(d.tok, "output " + quoteName("%" + v->name()) + " is declared as '" + typeString(d.type) +
                                 "' but has type '" + typeString(v->type) + "'");
       }
     }
@@ -448,7 +448,7 @@ bool Parser::parseHeader() {
     sawOpset = true;
     for (const OpsetId &o : model->opsets)
       if (o.domain == domain)
-        return error(domTok, "opset for domain '" + domTok.text + "' is given twice");
+        return error(domTok, "opset for domain " + quoteName(domTok.text) + " is given twice");
     model->opsets.push_back({domain, version});
   }
   return true;
@@ -475,7 +475,7 @@ bool Parser::parseModel() {
         if (!first ||
             std::make_pair(u.tok.line, u.tok.col) < std::make_pair(first->tok.line, first->tok.col))
           first = &u;
-    return error(first->tok, "use of undefined value '%" + first->tok.text + "'");
+    return error(first->tok, "use of undefined value " + quoteName("%" + first->tok.text));
   }
   return true;
 }
