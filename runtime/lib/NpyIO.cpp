@@ -139,7 +139,8 @@ llvm::Expected<HostTensor> mpc::parseNpy(llvm::StringRef bytes, llvm::StringRef 
     return bad("data has " + llvm::Twine(bytes.size() - start - headerLen) +
                " bytes, shape " + formatShape(shape) + " needs " + llvm::Twine(need));
   HostTensor t(*dt, shape);
-  std::memcpy(t.bytes.data(), bytes.data() + start + headerLen, need);
+  if (need) // an empty tensor has no buffer, and memcpy takes no null pointer
+    std::memcpy(t.bytes.data(), bytes.data() + start + headerLen, need);
   return t;
 }
 
