@@ -52,6 +52,8 @@ struct ExternalSink {
 
 /// Wire bytes of small pieces (a node, a graph's name).
 using NodeBytes = llvm::SmallVector<char, 0>;
+/// Wire bytes under construction (inline appends, unlike std::string's).
+using WireBuf = llvm::SmallVectorImpl<char>;
 
 /// The wire bytes of a whole graph's nodes or initializers (GraphProto fields
 /// 1 and 5, repeated): 150 MB for a million-node model. They are appended in
@@ -115,7 +117,13 @@ private:
   llvm::Error exportAttribute(const Attribute &a, onnx::AttributeProto &ap);
   llvm::Error exportNode(const Node &n, onnx::NodeProto &np);
   llvm::Error writeNodesDirect(const Graph &g, ChunkedBytes &out);
-  llvm::Error writeTensorDirect(const Tensor &t, ChunkedBytes &out);
+  /// Appends a NodeProto's fields (not its tag and length) to `out`.
+  llvm::Error writeNode(const Node &n, WireBuf &out);
+  /// Appends an AttributeProto's fields; `a` is isDirectAttribute.
+  llvm::Error writeAttribute(const Attribute &a, WireBuf &out);
+  /// Appends a nested GraphProto's fields.
+  llvm::Error writeGraph(const Graph &g, WireBuf &out);
+  template <typename Sink> llvm::Error writeTensorDirect(const Tensor &t, Sink &out);
 };
 
 } // namespace
@@ -333,15 +341,19 @@ llvm::Error Exporter::exportNode(const Node &n, onnx::NodeProto &np) {
 // through a NodeProto. The bytes are identical either way (the round-trip
 // tests and the rewrite benchmark compare them).
 
-/// Wire bytes under construction (inline appends, unlike std::string's).
-using WireBuf = llvm::SmallVectorImpl<char>;
-
-static void putVarint(WireBuf &out, uint64_t v) {
+/// Encodes `v` as a varint at `p` (room for 10 bytes); returns the end.
+static char *encodeVarint(char *p, uint64_t v) {
   while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
+    *p++ = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<char>(v));
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+static void putVarint(WireBuf &out, uint64_t v) {
+  char buf[10];
+  out.append(buf, encodeVarint(buf, v));
 }
 
 enum : unsigned { kVarint = 0, kFixed32 = 5, kLen = 2 };
@@ -350,10 +362,17 @@ static void putTag(WireBuf &out, unsigned field, unsigned wire) {
   putVarint(out, (static_cast<uint64_t>(field) << 3) | wire);
 }
 
+/// A length-delimited field: tag, length and bytes, appended with one
+/// capacity check.
 static void putBytes(WireBuf &out, unsigned field, llvm::StringRef s) {
-  putTag(out, field, kLen);
-  putVarint(out, s.size());
-  out.append(s.begin(), s.end());
+  char head[20];
+  char *end = encodeVarint(head, (static_cast<uint64_t>(field) << 3) | kLen);
+  end = encodeVarint(end, s.size());
+  size_t headSize = static_cast<size_t>(end - head), at = out.size();
+  out.resize_for_overwrite(at + headSize + s.size());
+  std::memcpy(out.data() + at, head, headSize);
+  if (!s.empty())
+    std::memcpy(out.data() + at + headSize, s.data(), s.size());
 }
 
 static void putFixed32(WireBuf &out, unsigned field, float f) {
@@ -363,9 +382,9 @@ static void putFixed32(WireBuf &out, unsigned field, float f) {
   out.append(buf, buf + 4);
 }
 
-/// Attributes the direct writer handles: scalar and list-of-scalar kinds
-/// without unknown fields.
-static bool isPlainAttribute(const Attribute &a) {
+/// Attributes the direct writer handles: scalar, list-of-scalar and graph
+/// kinds without unknown fields.
+static bool isDirectAttribute(const Attribute &a) {
   if (!a.unknownFields.empty())
     return false;
   switch (a.kind) {
@@ -376,16 +395,112 @@ static bool isPlainAttribute(const Attribute &a) {
   case AttrKind::Floats:
   case AttrKind::Ints:
   case AttrKind::Strings:
+  case AttrKind::Graph:
+  case AttrKind::Graphs:
     return true;
   default:
     return false;
   }
 }
 
-/// AttributeProto fields, in field-number order: name 1, f 2, i 3, s 4,
-/// floats 7, ints 8, strings 9, doc_string 13, type 20, ref_attr_name 21.
-static void writePlainAttribute(const Attribute &a, WireBuf &out) {
+/// A TypeProto's fields, as exportType sets them. Fields go in number order:
+/// tensor_type 1, sequence_type 4, map_type 5, denotation 6,
+/// sparse_tensor_type 8, optional_type 9 (the types are a oneof).
+static void writeType(const Type &t, WireBuf &out) {
+  // TypeProto.Tensor and .SparseTensor: elem_type 1, shape 2
+  // (TensorShapeProto: dim 1; Dimension: dim_value 1 or dim_param 2,
+  // denotation 3).
+  auto tensorType = [&](unsigned field) {
+    llvm::SmallString<64> body, shape, dim;
+    putTag(body, 1, kVarint);
+    putVarint(body, static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(t.elem))));
+    if (t.hasShape) {
+      for (const Dim &d : t.dims) {
+        dim.clear();
+        if (d.isKnown()) {
+          putTag(dim, 1, kVarint);
+          putVarint(dim, static_cast<uint64_t>(d.value));
+        } else if (!d.param.empty()) {
+          putBytes(dim, 2, d.param.ref());
+        }
+        if (!d.denotation.empty())
+          putBytes(dim, 3, d.denotation.ref());
+        putBytes(shape, 1, dim);
+      }
+      putBytes(body, 2, shape);
+    }
+    putBytes(out, field, body);
+  };
+  // Sequence and Optional: elem_type 1; Map: key_type 1, value_type 2.
+  auto wrapped = [&](unsigned field) {
+    llvm::SmallString<64> body, inner;
+    if (t.kind == TypeKind::Map) {
+      putTag(body, 1, kVarint);
+      putVarint(body, static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(t.elem))));
+    }
+    if (t.inner) {
+      writeType(*t.inner, inner);
+      putBytes(body, t.kind == TypeKind::Map ? 2 : 1, inner);
+    }
+    putBytes(out, field, body);
+  };
+  auto denotation = [&] {
+    if (!t.denotation.empty())
+      putBytes(out, 6, t.denotation.ref());
+  };
+  switch (t.kind) {
+  case TypeKind::Unknown:
+    denotation();
+    return;
+  case TypeKind::Tensor:
+    tensorType(1);
+    denotation();
+    return;
+  case TypeKind::Sequence:
+    wrapped(4);
+    denotation();
+    return;
+  case TypeKind::Map:
+    wrapped(5);
+    denotation();
+    return;
+  case TypeKind::SparseTensor:
+    denotation();
+    tensorType(8);
+    return;
+  case TypeKind::Optional:
+    denotation();
+    wrapped(9);
+    return;
+  }
+}
+
+/// A ValueInfoProto's fields, as exportValueInfo sets them: name 1, type 2,
+/// doc_string 3.
+static void writeValueInfo(const Value &v, WireBuf &out) {
+  putBytes(out, 1, v.name());
+  if (v.type.isKnown()) {
+    llvm::SmallString<64> type;
+    writeType(v.type, type);
+    putBytes(out, 2, type);
+  }
+  if (!v.docString.empty())
+    putBytes(out, 3, v.docString.ref());
+}
+
+/// AttributeProto fields, in field-number order: name 1, f 2, i 3, s 4, g 6,
+/// floats 7, ints 8, strings 9, graphs 11, doc_string 13, type 20,
+/// ref_attr_name 21.
+llvm::Error Exporter::writeAttribute(const Attribute &a, WireBuf &out) {
   putBytes(out, 1, a.name);
+  llvm::SmallString<512> graph; // a small body fits: no allocation
+  auto putGraph = [&](const Graph &g) -> llvm::Error {
+    graph.clear();
+    if (auto err = writeGraph(g, graph))
+      return err;
+    putBytes(out, a.kind == AttrKind::Graph ? 6 : 11, graph);
+    return llvm::Error::success();
+  };
   switch (a.kind) {
   case AttrKind::Float:
     putFixed32(out, 2, a.f);
@@ -411,6 +526,16 @@ static void writePlainAttribute(const Attribute &a, WireBuf &out) {
     for (const std::string &s : a.strings)
       putBytes(out, 9, s);
     break;
+  case AttrKind::Graph:
+    if (!a.graphs.empty())
+      if (auto err = putGraph(*a.graphs[0]))
+        return err;
+    break;
+  case AttrKind::Graphs:
+    for (const auto &g : a.graphs)
+      if (auto err = putGraph(*g))
+        return err;
+    break;
   default:
     break;
   }
@@ -420,10 +545,11 @@ static void writePlainAttribute(const Attribute &a, WireBuf &out) {
   putVarint(out, static_cast<uint64_t>(static_cast<int64_t>(a.kind)));
   if (!a.refAttrName.empty())
     putBytes(out, 21, a.refAttrName.ref());
+  return llvm::Error::success();
 }
 
 /// A length-delimited field (tag, length, `payload`) appended to `out`.
-static void appendField(ChunkedBytes &out, unsigned field, llvm::StringRef payload) {
+template <typename Sink> static void appendField(Sink &out, unsigned field, llvm::StringRef payload) {
   llvm::SmallString<16> head;
   putTag(head, field, kLen);
   putVarint(head, payload.size());
@@ -431,46 +557,112 @@ static void appendField(ChunkedBytes &out, unsigned field, llvm::StringRef paylo
   out.append(payload);
 }
 
+/// Appends the serialized `Msg` that `fill` builds: the route through
+/// protobuf's classes for the rare pieces the direct writer leaves to them.
+template <typename Msg, typename Fill> static llvm::Error appendViaProto(WireBuf &out, Fill fill) {
+  pb::Arena arena;
+  Msg &msg = *pb::Arena::CreateMessage<Msg>(&arena);
+  if (auto err = fill(msg))
+    return err;
+  std::string bytes;
+  msg.AppendToString(&bytes);
+  out.append(bytes.begin(), bytes.end());
+  return llvm::Error::success();
+}
+
+llvm::Error Exporter::writeNode(const Node &n, WireBuf &out) {
+  bool direct = n.unknownFields.empty();
+  for (const Attribute &a : n.attrs)
+    direct = direct && isDirectAttribute(a);
+  if (!direct) {
+    // Rare: tensor attributes, unknown fields; protobuf writes these.
+    return appendViaProto<onnx::NodeProto>(
+        out, [&](onnx::NodeProto &np) { return exportNode(n, np); });
+  }
+  // NodeProto fields: input 1, output 2, name 3, op_type 4, attribute 5,
+  // doc_string 6, domain 7.
+  for (const Value *v : n.inputs())
+    putBytes(out, 1, v ? llvm::StringRef(v->name()) : llvm::StringRef());
+  for (const Value *v : n.outputs())
+    putBytes(out, 2, v ? llvm::StringRef(v->name()) : llvm::StringRef());
+  if (!n.name.empty())
+    putBytes(out, 3, n.name);
+  putBytes(out, 4, n.opType);
+  llvm::SmallString<128> attr;
+  for (const Attribute &a : n.attrs) {
+    attr.clear();
+    if (auto err = writeAttribute(a, attr))
+      return err;
+    putBytes(out, 5, attr);
+  }
+  if (!n.docString.empty())
+    putBytes(out, 6, n.docString.ref());
+  if (!n.domain.empty())
+    putBytes(out, 7, n.domain);
+  return llvm::Error::success();
+}
+
 llvm::Error Exporter::writeNodesDirect(const Graph &g, ChunkedBytes &out) {
   llvm::SmallString<512> node;
-  llvm::SmallString<128> attr;
-  std::string viaProto;
-  pb::Arena arena;
   for (const Node &n : g.nodes()) {
     node.clear();
-    bool plain = n.unknownFields.empty();
-    for (const Attribute &a : n.attrs)
-      plain = plain && isPlainAttribute(a);
-    if (!plain) {
-      // Rare: tensors, graphs, unknown fields; protobuf writes these.
-      onnx::NodeProto &np = *pb::Arena::CreateMessage<onnx::NodeProto>(&arena);
-      if (auto err = exportNode(n, np))
-        return err;
-      viaProto.clear();
-      np.AppendToString(&viaProto);
-      node.append(viaProto.begin(), viaProto.end());
-    } else {
-      // NodeProto fields: input 1, output 2, name 3, op_type 4, attribute 5,
-      // doc_string 6, domain 7.
-      for (const Value *v : n.inputs())
-        putBytes(node, 1, v ? llvm::StringRef(v->name()) : llvm::StringRef());
-      for (const Value *v : n.outputs())
-        putBytes(node, 2, v ? llvm::StringRef(v->name()) : llvm::StringRef());
-      if (!n.name.empty())
-        putBytes(node, 3, n.name);
-      putBytes(node, 4, n.opType);
-      for (const Attribute &a : n.attrs) {
-        attr.clear();
-        writePlainAttribute(a, attr);
-        putBytes(node, 5, attr);
-      }
-      if (!n.docString.empty())
-        putBytes(node, 6, n.docString.ref());
-      if (!n.domain.empty())
-        putBytes(node, 7, n.domain);
-    }
+    if (auto err = writeNode(n, node))
+      return err;
     appendField(out, 1, node);
   }
+  return llvm::Error::success();
+}
+
+/// Appends to a WireBuf what ChunkedBytes::append appends.
+struct WireSink {
+  WireBuf &buf;
+  void append(llvm::StringRef s) { buf.append(s.begin(), s.end()); }
+};
+
+/// GraphProto fields, in number order: node 1, name 2, initializer 5,
+/// doc_string 10, input 11, output 12, value_info 13; a graph with other
+/// fields (sparse initializers, quantization annotations, unknown fields)
+/// goes through a GraphProto.
+llvm::Error Exporter::writeGraph(const Graph &g, WireBuf &out) {
+  if (auto err = checkGraphDepth(g))
+    return err;
+  if (!g.unknownFields.empty() || !g.sparseInitializers.empty() ||
+      !g.quantizationAnnotations.empty()) {
+    return appendViaProto<onnx::GraphProto>(
+        out, [&](onnx::GraphProto &gp) { return exportGraph(g, gp); });
+  }
+  // Initializers are written before the nodes, as exportGraph does: tensors
+  // stored as external data land in the file in that order.
+  llvm::SmallString<0> inits;
+  WireSink initSink{inits};
+  for (const Value *v : g.initializers())
+    if (auto err = writeTensorDirect(*v->initializer(), initSink))
+      return err;
+  llvm::SmallString<256> node;
+  for (const Node &n : g.nodes()) {
+    node.clear();
+    if (auto err = writeNode(n, node))
+      return err;
+    putBytes(out, 1, node);
+  }
+  putBytes(out, 2, g.name);
+  out.append(inits.begin(), inits.end());
+  if (!g.docString.empty())
+    putBytes(out, 10, g.docString);
+  llvm::SmallString<64> info;
+  auto putInfo = [&](unsigned field, const Value &v) {
+    info.clear();
+    writeValueInfo(v, info);
+    putBytes(out, field, info);
+  };
+  for (const Value *v : g.inputs())
+    putInfo(11, *v);
+  for (const Value *v : g.outputs())
+    putInfo(12, *v);
+  for (const Node &n : g.nodes())
+    for (const Value *v : n.outputs())
+      if (v && v->hasValueInfo && !v->isGraphOutput() && v->type.isKnown())
+        putInfo(13, *v);
   return llvm::Error::success();
 }
 
@@ -478,7 +670,7 @@ llvm::Error Exporter::writeNodesDirect(const Graph &g, ChunkedBytes &out) {
 /// 2, name 8, raw_data 9, doc_string 12. In-memory numeric tensors without
 /// unknown fields only, and not while writing external data; the rest go
 /// through exportTensor.
-llvm::Error Exporter::writeTensorDirect(const Tensor &t, ChunkedBytes &out) {
+template <typename Sink> llvm::Error Exporter::writeTensorDirect(const Tensor &t, Sink &out) {
   llvm::SmallString<128> body;
   bool plain = t.unknownFields.empty() && t.dtype != DType::String && !t.isExternal() &&
                !(sink && sink->os);

@@ -176,6 +176,27 @@ private:
   std::shared_ptr<const void> owner;
   /// Attributes of wire nodes that are not plain, parsed.
   pb::Arena fallbackArena;
+  /// The graphs enclosing the one being imported, innermost last: a value of
+  /// `graph` captured from inside its node being imported keeps the file's
+  /// order topological only if its id is below `limit` (the node's first
+  /// result id); else `inOrder` (of that graph's import) is cleared.
+  struct Enclosing {
+    const Graph *graph;
+    unsigned limit;
+    bool *inOrder;
+  };
+  llvm::SmallVector<Enclosing, 4> enclosing;
+  /// Notes a use of `v` from graph `g` that may be a capture.
+  void noteCapture(const Value *v, const Graph &g) {
+    if (!v || v->graph() == &g || v->kind() != ValueKind::NodeResult)
+      return;
+    for (auto it = enclosing.rbegin(); it != enclosing.rend(); ++it)
+      if (it->graph == v->graph()) {
+        if (v->id() >= it->limit)
+          *it->inOrder = false;
+        return;
+      }
+  }
 
   llvm::Error importGraph(const GraphView &gv, Graph &g, Scope &scope);
   llvm::Error importGraph(const onnx::GraphProto &gp, Graph &g, Scope &scope) {
@@ -198,6 +219,8 @@ private:
                               int depth);
   llvm::Error importAttribute(const onnx::AttributeProto &ap, Attribute &a, Node &owner,
                               const Scope &scope);
+  /// Imports a graph of attribute `a` of `owner` (appended to a.graphs).
+  llvm::Error importAttrGraph(const GraphView &gv, Attribute &a, Node &owner, const Scope &scope);
   llvm::Error checkExternalLocation(llvm::StringRef loc, llvm::StringRef where,
                                     std::string &resolved);
   llvm::Error defineName(Scope &scope, Value *v, const Graph &g) {
@@ -499,6 +522,20 @@ llvm::Error Importer::importTypedData(const onnx::TensorProto &tp, Tensor &t,
   return llvm::Error::success();
 }
 
+llvm::Error Importer::importAttrGraph(const GraphView &gv, Attribute &a, Node &owner,
+                                      const Scope &scope) {
+  auto g = std::make_unique<Graph>(model, owner.getParent(), &owner);
+  g->name = gv.name.str();
+  if (auto err = checkGraphDepth(*g))
+    return err;
+  Scope inner;
+  inner.parent = &scope;
+  if (auto err = importGraph(gv, *g, inner))
+    return err;
+  a.graphs.push_back(std::move(g));
+  return llvm::Error::success();
+}
+
 llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute &a,
                                       Node &owner, const Scope &scope) {
   a.name = ap.name();
@@ -526,16 +563,9 @@ llvm::Error Importer::importAttribute(const onnx::AttributeProto &ap, Attribute 
     if (auto err = importOneTensor(tp))
       return err;
   auto importOneGraph = [&](const onnx::GraphProto &gp) -> llvm::Error {
-    auto g = std::make_unique<Graph>(model, owner.getParent(), &owner);
-    g->name = gp.name();
-    if (auto err = checkGraphDepth(*g))
-      return err;
-    Scope inner;
-    inner.parent = &scope;
-    if (auto err = importGraph(gp, *g, inner))
-      return err;
-    a.graphs.push_back(std::move(g));
-    return llvm::Error::success();
+    GraphView gv;
+    viewGraph(gv, gp);
+    return importAttrGraph(gv, a, owner, scope);
   };
   if (ap.has_g())
     if (auto err = importOneGraph(ap.g()))
@@ -558,8 +588,23 @@ llvm::Error Importer::importAttribute(const AttrRef &ar, Attribute &a, Node &own
                                       const Scope &scope, int depth) {
   if (ar.proto)
     return importAttribute(*ar.proto, a, owner, scope);
-  if (decodePlainAttribute(ar.wire, a))
-    return llvm::Error::success();
+  AttrGraphBytes graphs;
+  if (decodePlainAttribute(ar.wire, a, &graphs)) {
+    if (graphs.empty())
+      return llvm::Error::success();
+    // Every graph is decoded before any is imported, so that a graph the
+    // wire reader refuses leaves nothing behind for the parse below.
+    llvm::SmallVector<GraphView, 1> views(graphs.hasG + graphs.list.size());
+    bool decoded = !graphs.hasG || decodeGraph(graphs.g, depth + 1, views[0], fallbackArena);
+    for (size_t k = 0; decoded && k < graphs.list.size(); ++k)
+      decoded = decodeGraph(graphs.list[k], depth + 1, views[graphs.hasG + k], fallbackArena);
+    if (decoded) {
+      for (const GraphView &gv : views)
+        if (auto err = importAttrGraph(gv, a, owner, scope))
+          return err;
+      return llvm::Error::success();
+    }
+  }
   a = Attribute();
   const auto *ap = parseIn<onnx::AttributeProto>(fallbackArena, ar.wire, depth);
   if (!ap)
@@ -573,13 +618,14 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   g.unknownFields = gv.unknownFields;
   g.sparseInitializers = gv.sparseInitializers;
   g.quantizationAnnotations = gv.quantizationAnnotations;
-  std::string gname = "graph " + quoteName(g.name);
+  // Built only for a message: a model of many small graphs imports each.
+  auto gname = [&] { return "graph " + quoteName(g.name); };
   scope.reserveFor(gv);
 
   for (const ValueInfoView &vi : gv.inputs) {
     if (vi.name.empty())
-      return inputError("{0}: an input has no name", gname);
-    auto t = importType(vi, [&] { return gname + ", input " + quoteName(vi.name); });
+      return inputError("{0}: an input has no name", gname());
+    auto t = importType(vi, [&] { return gname() + ", input " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     Value *v = g.addInput(vi.name, std::move(*t));
@@ -588,9 +634,9 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
       return err;
   }
   for (const TensorView &tv : gv.initializers) {
-    auto where = [&] { return gname + ", initializer " + quoteName(tv.name); };
+    auto where = [&] { return gname() + ", initializer " + quoteName(tv.name); };
     if (tv.name.empty())
-      return inputError("{0}: an initializer has no name", gname);
+      return inputError("{0}: an initializer has no name", gname());
     Tensor t;
     if (auto err = importTensor(tv, t, where))
       return err;
@@ -628,7 +674,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     if (nv.proto)
       n->unknownFields = unknownFieldsOf(*nv.proto);
     if (nv.opType.empty())
-      return inputError("{0}: {1} has no op_type", gname, describeNode(*n));
+      return inputError("{0}: {1} has no op_type", gname(), describeNode(*n));
     llvm::ArrayRef<llvm::StringRef> outs = gv.outputsOf(nv);
     n->resizeOutputs(static_cast<unsigned>(outs.size())); // omitted optional outputs stay null
     for (unsigned i = 0; i < outs.size(); ++i) {
@@ -636,7 +682,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
         continue;
       Value *v = n->setOutput(i, outKeys[i], Type());
       if (auto err = defineName(scope, outKeys[i], v, g))
-        return inputError("{0}: {1} defines '{2}', which is already defined", gname,
+        return inputError("{0}: {1} defines '{2}', which is already defined", gname(),
                           describeNode(*n), outs[i]);
     }
     // Reserved after the outputs: a node is usually named like its first
@@ -648,8 +694,8 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).
   // The recent-value slots replay phase 1: each node's results are noted
   // after its inputs are resolved. `inOrder` stays true while every node
-  // reads only results of earlier nodes (and has no nested graph, whose
-  // captures only the full check sees): the file's order is then
+  // reads only results of earlier nodes, through its inputs and through the
+  // captures of its nested graphs (noteCapture): the file's order is then
   // topological and nothing needs sorting.
   KeyWindow inputKeys(gv, scope, /*inputs=*/true);
   bool inOrder = true;
@@ -665,16 +711,19 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     for (size_t j = 0; j < ins.size(); ++j) {
       Value *v = nullptr; // an omitted optional input
       if (!ins[j].empty() && !(v = scope.lookup(inKeys[j])))
-        return inputError("{0}: {1} uses '{2}', which is not defined", gname, describeNode(*n),
+        return inputError("{0}: {1} uses '{2}', which is not defined", gname(), describeNode(*n),
                           ins[j]);
       n->addInput(v);
       inOrder &= !v || v->graph() != &g || v->kind() != ValueKind::NodeResult ||
                  v->id() < firstResultId[k];
+      noteCapture(v, g);
     }
-    for (const AttrRef &ar : gv.attrsOf(nv)) {
-      if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
-        return err;
-      inOrder &= n->attrs.back().graphs.empty();
+    if (nv.numAttrs) {
+      enclosing.push_back({&g, firstResultId[k], &inOrder});
+      for (const AttrRef &ar : gv.attrsOf(nv))
+        if (auto err = importAttribute(ar, n->attrs.emplace_back(), *n, scope, gv.depth + 2))
+          return err;
+      enclosing.pop_back();
     }
     for (unsigned i = 0; i < n->numOutputs(); ++i, ++resultHash)
       if (Value *v = n->output(i))
@@ -685,7 +734,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     Value *v = scope.lookup(vi.name);
     if (!v || v->graph() != &g)
       continue; // value_info for an unused or outer name: nothing to attach it to
-    auto t = importType(vi, [&] { return gname + ", value_info " + quoteName(vi.name); });
+    auto t = importType(vi, [&] { return gname() + ", value_info " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     v->type = std::move(*t);
@@ -695,8 +744,9 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   for (const ValueInfoView &vi : gv.outputs) {
     Value *v = scope.lookup(vi.name);
     if (!v)
-      return inputError("{0}: output '{1}' is not defined", gname, vi.name);
-    auto t = importType(vi, [&] { return gname + ", output " + quoteName(vi.name); });
+      return inputError("{0}: output '{1}' is not defined", gname(), vi.name);
+    noteCapture(v, g);
+    auto t = importType(vi, [&] { return gname() + ", output " + quoteName(vi.name); });
     if (!t)
       return t.takeError();
     if (t->isKnown() && v->graph() == &g && v->kind() == ValueKind::NodeResult)
@@ -709,7 +759,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   // In file order the nodes' order keys are 0, 1, 2, ... already.
   if (!inOrder) {
     if (!g.sortTopologically())
-      return inputError("{0}: the nodes form a cycle", gname);
+      return inputError("{0}: the nodes form a cycle", gname());
     g.renumber();
   }
   return llvm::Error::success();

@@ -30,27 +30,50 @@ static constexpr WFL::WireType kFixed32 = WFL::WIRETYPE_FIXED32;
 namespace {
 
 /// One message's bytes; length-delimited fields come back as StringRefs into
-/// them. Readers return false for malformed bytes.
+/// them. Readers return false for malformed bytes. A plain loop over the
+/// bytes: a CodedInputStream per message cost more than decoding the small
+/// messages (value infos, dimensions) themselves. It is at least as strict as
+/// protobuf's parser (groups, over-long tags and sizes are refused), so any
+/// message it refuses is left to that parser, which decides.
 class WireReader {
 public:
   explicit WireReader(llvm::StringRef bytes)
-      : base(bytes.data()), size(static_cast<int>(bytes.size())),
-        in(reinterpret_cast<const uint8_t *>(bytes.data()), size) {}
+      : p(reinterpret_cast<const uint8_t *>(bytes.data())), end(p + bytes.size()),
+        start(p) {}
 
-  bool atEnd() const { return in.CurrentPosition() >= size; }
-  int position() const { return in.CurrentPosition(); }
+  bool atEnd() const { return p >= end; }
+  int position() const { return static_cast<int>(p - start); }
   /// 0 for a malformed tag (0 is no valid tag).
-  uint32_t tag() { return in.ReadTag(); }
-  bool skip(uint32_t tag) { return WFL::SkipField(&in, tag); }
+  uint32_t tag() {
+    uint64_t v;
+    if (!varint(v, 5) || v > UINT32_MAX || (v >> 3) == 0)
+      return 0;
+    return static_cast<uint32_t>(v);
+  }
+  bool skip(uint32_t tag) {
+    uint64_t v;
+    switch (WFL::GetTagWireType(tag)) {
+    case WFL::WIRETYPE_VARINT:
+      return varint(v, 10);
+    case WFL::WIRETYPE_FIXED64:
+      return advance(8);
+    case WFL::WIRETYPE_FIXED32:
+      return advance(4);
+    case WFL::WIRETYPE_LENGTH_DELIMITED: {
+      llvm::StringRef s;
+      return bytes(s);
+    }
+    default: // groups: left to protobuf
+      return false;
+    }
+  }
 
   bool bytes(llvm::StringRef &out) {
-    int len;
-    if (!in.ReadVarintSizeAsInt(&len))
+    uint64_t len;
+    if (!varint(len, 5) || len > INT32_MAX || len > static_cast<uint64_t>(end - p))
       return false;
-    const char *p = base + in.CurrentPosition();
-    if (!in.Skip(len))
-      return false;
-    out = llvm::StringRef(p, static_cast<size_t>(len));
+    out = llvm::StringRef(reinterpret_cast<const char *>(p), static_cast<size_t>(len));
+    p += len;
     return true;
   }
   bool string(std::string &out) {
@@ -72,8 +95,25 @@ public:
     out.emplace_back();
     return string(out.back());
   }
+  /// A value of field type F (varint int32/int64/enum, or fixed32 float).
   template <typename T, WFL::FieldType F> bool scalar(T &v) {
-    return WFL::ReadPrimitive<T, F>(&in, &v);
+    if constexpr (F == WFL::TYPE_FLOAT) {
+      static_assert(sizeof(T) == 4, "a float");
+      if (end - p < 4)
+        return false;
+      std::memcpy(&v, p, 4); // little-endian, as our hosts
+      p += 4;
+      return true;
+    } else {
+      static_assert(F == WFL::TYPE_INT64 || F == WFL::TYPE_INT32 || F == WFL::TYPE_ENUM,
+                    "a varint type");
+      uint64_t x;
+      if (!varint(x, 10))
+        return false;
+      // int32 and enum values keep the low 32 bits, as protobuf does.
+      v = static_cast<T>(static_cast<int64_t>(x));
+      return true;
+    }
   }
   /// A repeated scalar field: one value, or a packed run when `tag` is
   /// length-delimited.
@@ -85,25 +125,39 @@ public:
       out.push_back(v);
       return true;
     }
-    int len;
-    if (!in.ReadVarintSizeAsInt(&len))
+    llvm::StringRef run;
+    if (!bytes(run))
       return false;
-    auto limit = in.PushLimit(len);
-    while (in.BytesUntilLimit() > 0) {
-      if (!scalar<T, F>(v))
+    WireReader packed(run);
+    while (!packed.atEnd()) {
+      if (!packed.scalar<T, F>(v))
         return false;
       out.push_back(v);
     }
-    // A length past the end of the message leaves a limit not reached.
-    bool ok = in.BytesUntilLimit() == 0;
-    in.PopLimit(limit);
-    return ok;
+    return true;
   }
 
 private:
-  const char *base;
-  int size;
-  pb::io::CodedInputStream in;
+  const uint8_t *p, *end, *start;
+
+  bool advance(size_t n) {
+    if (static_cast<size_t>(end - p) < n)
+      return false;
+    p += n;
+    return true;
+  }
+  /// A varint of at most `maxBytes` bytes (bits past 64 are dropped, as
+  /// protobuf drops them).
+  bool varint(uint64_t &v, int maxBytes) {
+    v = 0;
+    for (int i = 0; i < maxBytes && p < end; ++i) {
+      uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if (!(b & 0x80))
+        return true;
+    }
+    return false;
+  }
 };
 
 } // namespace
@@ -126,7 +180,7 @@ template <typename Fn> static bool forEachField(llvm::StringRef bytes, Fn field)
   return true;
 }
 
-bool onnxio::decodePlainAttribute(llvm::StringRef bytes, Attribute &a) {
+bool onnxio::decodePlainAttribute(llvm::StringRef bytes, Attribute &a, AttrGraphBytes *graphs) {
   return forEachField(bytes, [&](WireReader &r, uint32_t tag) {
     int type = 0;
     switch (tag) {
@@ -156,7 +210,11 @@ bool onnxio::decodePlainAttribute(llvm::StringRef bytes, Attribute &a) {
       return true;
     case tagOf(21, kLen):
       return r.string(a.refAttrName);
-    default: // tensors, graphs, type protos, unknown fields
+    case tagOf(6, kLen): // g: protobuf merges a second one, which is left to it
+      return graphs && !std::exchange(graphs->hasG, true) && r.bytes(graphs->g);
+    case tagOf(11, kLen):
+      return graphs && r.bytes(graphs->list.emplace_back());
+    default: // tensors, type protos, unknown fields
       return false;
     }
   });
@@ -277,6 +335,9 @@ static bool decodeTensorType(llvm::StringRef bytes, ValueInfoView &vi) {
       return false;
     }
   });
+  // A dimension takes four or five bytes (tag, length, a small dim_value):
+  // room for them all, usually, without growing.
+  t.dims.reserve(shape.size() / 4 + 1);
   return ok && forEachField(shape, [&](WireReader &r, uint32_t tag) {
            llvm::StringRef dim;
            return tag == tagOf(1, kLen) && r.bytes(dim) && decodeDim(dim, t.dims.emplace_back());
@@ -328,32 +389,37 @@ static bool decodeValueInfo(llvm::StringRef bytes, std::vector<ValueInfoView> &l
   return false;
 }
 
-/// Fills `g` from the bytes of a GraphProto `depth` levels below the
-/// ModelProto.
 /// Sizes the view lists of a GraphProto's bytes, so that they grow once:
-/// counts its nodes and initializers, and guesses four names and one
+/// counts its nodes, initializers and value infos, and guesses four names and one
 /// attribute per node (unused room costs no memory until it is written).
 static void reserveLists(llvm::StringRef bytes, GraphView &g) {
-  size_t nodes = 0, initializers = 0;
+  size_t nodes = 0, initializers = 0, inputs = 0, outputs = 0, valueInfo = 0;
   WireReader r(bytes);
   while (!r.atEnd()) {
     uint32_t tag = r.tag();
     nodes += tag == tagOf(1, kLen);
     initializers += tag == tagOf(5, kLen);
+    inputs += tag == tagOf(11, kLen);
+    outputs += tag == tagOf(12, kLen);
+    valueInfo += tag == tagOf(13, kLen);
     if (tag == 0 || !r.skip(tag))
       break; // decodeGraph says so
   }
   g.nodes.reserve(nodes);
   g.initializers.reserve(initializers);
+  g.inputs.reserve(inputs);
+  g.outputs.reserve(outputs);
+  g.valueInfo.reserve(valueInfo);
   g.names.reserve(4 * nodes);
   g.attrs.reserve(nodes);
 }
 
-static bool decodeGraph(llvm::StringRef bytes, int depth, GraphView &g, pb::Arena &arena) {
+bool onnxio::decodeGraph(llvm::StringRef bytes, int depth, GraphView &g, pb::Arena &arena) {
   g.depth = depth;
   reserveLists(bytes, g);
   WireReader r(bytes);
   std::string rest; // the graph's other fields, parsed as a GraphProto
+  bool restOnlyNames = true; // rest holds name and doc_string fields only
   llvm::StringRef field;
   while (!r.atEnd()) {
     int start = r.position();
@@ -383,14 +449,25 @@ static bool decodeGraph(llvm::StringRef bytes, int depth, GraphView &g, pb::Aren
                [&](const onnx::ValueInfoProto &vi) { list.push_back(viewValueInfo(vi)); });
       break;
     }
+    case tagOf(2, kLen): // name and doc_string: the last one given counts
+      ok = r.bytes(g.name);
+      rest.append(bytes.data() + start, static_cast<size_t>(r.position() - start));
+      break;
+    case tagOf(10, kLen):
+      ok = r.bytes(g.docString);
+      rest.append(bytes.data() + start, static_cast<size_t>(r.position() - start));
+      break;
     default:
       ok = tag != 0 && r.skip(tag);
       rest.append(bytes.data() + start, static_cast<size_t>(r.position() - start));
+      restOnlyNames = false;
       break;
     }
     if (!ok)
       return false;
   }
+  if (restOnlyNames) // nothing else to parse (nested graphs, usually)
+    return true;
   const auto *gp = parseIn<onnx::GraphProto>(arena, rest, depth);
   if (!gp)
     return false;

@@ -148,9 +148,25 @@ bool decodeModel(llvm::StringRef bytes, ModelWire &out, google::protobuf::Arena 
 /// serialized ModelProto (main and training graphs); any depth is safe.
 llvm::Error checkWireGraphDepth(llvm::StringRef modelBytes);
 
-/// Decodes a plain AttributeProto (the fields of AttrRef::wire). False when
-/// it has other fields (then `a` is partly filled: parse it instead).
-bool decodePlainAttribute(llvm::StringRef bytes, Attribute &a);
+/// Fills `g` from the bytes of a GraphProto `depth` levels below the
+/// ModelProto: its nodes, initializers and value infos from the wire where
+/// they are plain, the rest parsed into `arena`. False for malformed bytes.
+bool decodeGraph(llvm::StringRef bytes, int depth, GraphView &g,
+                 google::protobuf::Arena &arena);
+
+/// The graphs of an AttributeProto, as wire bytes: `g` (given at most once)
+/// and the `graphs` list.
+struct AttrGraphBytes {
+  bool hasG = false;
+  llvm::StringRef g;
+  llvm::SmallVector<llvm::StringRef, 2> list;
+  bool empty() const { return !hasG && list.empty(); }
+};
+
+/// Decodes a plain AttributeProto (the fields of AttrRef::wire), and with
+/// `graphs` one whose graphs it then leaves there as bytes. False when it has
+/// other fields (then `a` is partly filled: parse it instead).
+bool decodePlainAttribute(llvm::StringRef bytes, Attribute &a, AttrGraphBytes *graphs = nullptr);
 
 } // namespace onnxio
 } // namespace mpc

@@ -24,15 +24,20 @@ namespace mpc {
 class RareString {
 public:
   RareString() = default;
-  RareString(const RareString &o) { assign(o.str()); }
+  RareString(const RareString &o) {
+    if (o.p)
+      p = std::make_unique<std::string>(*o.p);
+  }
   RareString(RareString &&) noexcept = default;
   RareString(std::string s) { assign(std::move(s)); }
   RareString(llvm::StringRef s) { assign(s.str()); }
   RareString(const char *s) { assign(std::string(s)); }
 
   RareString &operator=(const RareString &o) {
-    if (this != &o)
-      assign(o.str());
+    if (!o.p)
+      p.reset();
+    else if (this != &o)
+      assign(*o.p);
     return *this;
   }
   RareString &operator=(RareString &&) noexcept = default;
