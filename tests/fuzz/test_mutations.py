@@ -30,6 +30,7 @@ import copy
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -411,6 +412,17 @@ def byte_mutation(rng, data):
     return bytes(data[:at] + data[at:at + rng.randrange(1, 64)] * 2 + data[at:]), "bytes repeated"
 
 
+def unknown_attr_type(rng, data):
+    """An AttributeProto.type no ONNX release defines, patched into the bytes (protobuf's
+    Python API refuses to set one): tag 20 as a varint (0xA0 0x01), then a known type."""
+    spots = [m.start() for m in re.finditer(rb"\xa0\x01[\x01-\x0e]", data)]
+    if not spots:
+        return data, "no attribute type to patch"
+    at = rng.choice(spots) + 2
+    value = rng.choice([15, 63, 99, 127])
+    return data[:at] + bytes([value]) + data[at + 1:], f"attribute type {value} at byte {at}"
+
+
 def make_mutant(seed, index, models):
     """(bytes, files, description) of mutant `index`; depends on (seed, index) alone."""
     rng = random.Random(f"{seed}:{index}")
@@ -434,7 +446,11 @@ def make_mutant(seed, index, models):
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         mutation = rng.choice(MODEL_MUTATIONS)
         descs.append(mutation(rng, m, files))
-    return m.SerializeToString(), files, f"{name}: " + "; ".join(descs)
+    data = m.SerializeToString()
+    if rng.random() < 0.1:
+        data, how = unknown_attr_type(rng, data)
+        descs.append(how)
+    return data, files, f"{name}: " + "; ".join(descs)
 
 
 # --------------------------------------------------------------------------------------------
