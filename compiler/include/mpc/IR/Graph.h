@@ -36,7 +36,7 @@ struct Use {
   unsigned operand;
   /// `user->id()`, kept beside the pointer (in what was padding) so passes
   /// that index per-node facts by id need not load the user node.
-  unsigned userId;
+  unsigned userId = 0;
   bool operator==(const Use &o) const { return user == o.user && operand == o.operand; }
 };
 
