@@ -101,7 +101,7 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
   }
   if (llvm::Error err = verifyAfter(m, "the AMP rewrite"))
     return std::move(err);
-  return result;
+  return std::move(result); // not a copy of every inserted cast's names
 }
 
 AmpDecisions mpc::summarizeDecisions(const AmpColoring &coloring) {

@@ -167,7 +167,7 @@ public:
 
   /// `p` gives every field but the main graph, which `mainGraph` views
   /// (null when the model has none).
-  llvm::Error importModel(const onnx::ModelProto &p, const GraphView *mainGraph);
+  llvm::Error importModel(const onnx::ModelProto &p, GraphView *mainGraph);
 
 private:
   Model &model;
@@ -198,7 +198,8 @@ private:
       }
   }
 
-  llvm::Error importGraph(const GraphView &gv, Graph &g, Scope &scope);
+  /// Imports the graph `gv` views; its types are moved out of it.
+  llvm::Error importGraph(GraphView &gv, Graph &g, Scope &scope);
   llvm::Error importGraph(const onnx::GraphProto &gp, Graph &g, Scope &scope) {
     GraphView gv;
     viewGraph(gv, gp);
@@ -206,7 +207,8 @@ private:
   }
   llvm::Expected<Type> importType(const onnx::TypeProto &tp,
                                   llvm::function_ref<std::string()> where);
-  llvm::Expected<Type> importType(const ValueInfoView &vi, llvm::function_ref<std::string()> where);
+  /// The type of `vi` (a tensor type read from the wire is moved out).
+  llvm::Expected<Type> importType(ValueInfoView &vi, llvm::function_ref<std::string()> where);
   /// `describe` names the tensor in messages; it runs only on errors.
   llvm::Error importTensor(const TensorView &tv, Tensor &t,
                            llvm::function_ref<std::string()> describe);
@@ -220,7 +222,7 @@ private:
   llvm::Error importAttribute(const onnx::AttributeProto &ap, Attribute &a, Node &owner,
                               const Scope &scope);
   /// Imports a graph of attribute `a` of `owner` (appended to a.graphs).
-  llvm::Error importAttrGraph(const GraphView &gv, Attribute &a, Node &owner, const Scope &scope);
+  llvm::Error importAttrGraph(GraphView &gv, Attribute &a, Node &owner, const Scope &scope);
   llvm::Error checkExternalLocation(llvm::StringRef loc, llvm::StringRef where,
                                     std::string &resolved);
   llvm::Error defineName(Scope &scope, Value *v, const Graph &g) {
@@ -246,14 +248,14 @@ static llvm::Expected<DType> elemTypeOf(int32_t e, llvm::function_ref<std::strin
   return static_cast<DType>(e);
 }
 
-llvm::Expected<Type> Importer::importType(const ValueInfoView &vi,
+llvm::Expected<Type> Importer::importType(ValueInfoView &vi,
                                           llvm::function_ref<std::string()> where) {
   if (vi.type)
     return importType(*vi.type, where);
   auto e = elemTypeOf(vi.elemType, where);
   if (!e)
     return e.takeError();
-  Type t = vi.tensorType;
+  Type t = std::move(vi.tensorType);
   t.elem = *e;
   return t;
 }
@@ -522,7 +524,7 @@ llvm::Error Importer::importTypedData(const onnx::TensorProto &tp, Tensor &t,
   return llvm::Error::success();
 }
 
-llvm::Error Importer::importAttrGraph(const GraphView &gv, Attribute &a, Node &owner,
+llvm::Error Importer::importAttrGraph(GraphView &gv, Attribute &a, Node &owner,
                                       const Scope &scope) {
   auto g = std::make_unique<Graph>(model, owner.getParent(), &owner);
   g->name = gv.name.str();
@@ -599,7 +601,7 @@ llvm::Error Importer::importAttribute(const AttrRef &ar, Attribute &a, Node &own
     for (size_t k = 0; decoded && k < graphs.list.size(); ++k)
       decoded = decodeGraph(graphs.list[k], depth + 1, views[graphs.hasG + k], fallbackArena);
     if (decoded) {
-      for (const GraphView &gv : views)
+      for (GraphView &gv : views)
         if (auto err = importAttrGraph(gv, a, owner, scope))
           return err;
       return llvm::Error::success();
@@ -612,7 +614,7 @@ llvm::Error Importer::importAttribute(const AttrRef &ar, Attribute &a, Node &own
   return importAttribute(*ap, a, owner, scope);
 }
 
-llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
+llvm::Error Importer::importGraph(GraphView &gv, Graph &g, Scope &scope) {
   g.name = gv.name.str();
   g.docString = gv.docString.str();
   g.unknownFields = gv.unknownFields;
@@ -622,7 +624,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   auto gname = [&] { return "graph " + quoteName(g.name); };
   scope.reserveFor(gv);
 
-  for (const ValueInfoView &vi : gv.inputs) {
+  for (ValueInfoView &vi : gv.inputs) {
     if (vi.name.empty())
       return inputError("{0}: an input has no name", gname());
     auto t = importType(vi, [&] { return gname() + ", input " + quoteName(vi.name); });
@@ -730,7 +732,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
         scope.noteRecent(*resultHash, v);
   }
 
-  for (const ValueInfoView &vi : gv.valueInfo) {
+  for (ValueInfoView &vi : gv.valueInfo) {
     Value *v = scope.lookup(vi.name);
     if (!v || v->graph() != &g)
       continue; // value_info for an unused or outer name: nothing to attach it to
@@ -741,7 +743,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
     v->hasValueInfo = true;
     v->docString = vi.docString.str();
   }
-  for (const ValueInfoView &vi : gv.outputs) {
+  for (ValueInfoView &vi : gv.outputs) {
     Value *v = scope.lookup(vi.name);
     if (!v)
       return inputError("{0}: output '{1}' is not defined", gname(), vi.name);
@@ -765,7 +767,7 @@ llvm::Error Importer::importGraph(const GraphView &gv, Graph &g, Scope &scope) {
   return llvm::Error::success();
 }
 
-llvm::Error Importer::importModel(const onnx::ModelProto &p, const GraphView *mainGraph) {
+llvm::Error Importer::importModel(const onnx::ModelProto &p, GraphView *mainGraph) {
   if (!p.has_ir_version() || p.ir_version() < kMinIrVersion)
     return inputError("unsupported IR version {0} (mpc reads {1} to {2})", p.ir_version(),
                       kMinIrVersion, kMaxIrVersion);
@@ -900,7 +902,7 @@ void onnxio::viewGraph(GraphView &g, const onnx::GraphProto &gp) {
 
 /// `p` gives every field but the main graph, which `mainGraph` views.
 static llvm::Expected<std::unique_ptr<Model>>
-importViews(const onnx::ModelProto &p, const GraphView *mainGraph, llvm::StringRef baseDir,
+importViews(const onnx::ModelProto &p, GraphView *mainGraph, llvm::StringRef baseDir,
             llvm::StringRef source = {}, std::shared_ptr<const void> owner = nullptr) {
   auto m = std::make_unique<Model>();
   m->baseDir = baseDir.str();

@@ -39,8 +39,12 @@ private:
   /// Values visible at this point, by value id (ids are per model: a value
   /// of another model is never defined here).
   llvm::BitVector defined;
-  /// Values a nested scope defined, undone when it ends (see verifyScoped).
-  std::vector<const Value *> *scopeLog = nullptr;
+  /// Values the nested scopes being verified defined, innermost last; each
+  /// scope's are undone when it ends (see verifyScoped). One list for all
+  /// scopes: a model of many small bodies would allocate one per body.
+  std::vector<const Value *> scopeLog;
+  /// Nesting of verifyScoped (0: definitions are not logged).
+  unsigned scopeDepth = 0;
   /// Signatures by (domain, op) (the model's opsets are fixed for a run).
   OpIndex ops;
   /// Keys (signature, fallback, port kinds and element types) whose type
@@ -58,8 +62,8 @@ private:
       defined.resize(v->id() + 1);
     if (!defined[v->id()]) {
       defined.set(v->id());
-      if (scopeLog)
-        scopeLog->push_back(v);
+      if (scopeDepth)
+        scopeLog.push_back(v);
     }
   }
 };
@@ -218,13 +222,13 @@ llvm::Error GraphVerifier::verify(const Graph &g) {
 llvm::Error GraphVerifier::verifyScoped(const Graph &g) {
   // The values this scope adds are erased afterwards (an undo log instead of
   // a copy of the outer set per nested graph).
-  std::vector<const Value *> log;
-  std::vector<const Value *> *outerLog = scopeLog;
-  scopeLog = &log;
+  size_t start = scopeLog.size();
+  ++scopeDepth;
   llvm::Error err = verify(g);
-  scopeLog = outerLog;
-  for (const Value *v : log)
-    defined.reset(v->id());
+  --scopeDepth;
+  for (size_t i = start; i < scopeLog.size(); ++i)
+    defined.reset(scopeLog[i]->id());
+  scopeLog.resize(start);
   return err;
 }
 
