@@ -430,6 +430,33 @@ static bool constantInts(const Value *v, std::vector<int64_t> &out) {
   return true;
 }
 
+/// The forward input i of a recurrent node, or null.
+static Value *optionalInput(const Node &n, unsigned i) {
+  return i < n.numInputs() ? n.input(i) : nullptr;
+}
+
+/// Emits `op` (LSTMGrad/GRUGrad) on `ins` (trailing absent ones dropped):
+/// its output k is the gradient of forward input fwdInput[k], requested
+/// only where that input is present and wanted.
+static void emitRecurrentGrad(Ctx &c, llvm::StringRef op, std::vector<Value *> ins,
+                              llvm::ArrayRef<unsigned> fwdInput,
+                              llvm::ArrayRef<llvm::StringRef> attrs) {
+  Node &n = c.n();
+  std::vector<DType> outs(fwdInput.size(), DType::Undefined);
+  for (unsigned k = 0; k < fwdInput.size(); ++k)
+    if (Value *x = optionalInput(n, fwdInput[k]); x && c.want(fwdInput[k]))
+      outs[k] = elemOf(x);
+  while (!ins.empty() && !ins.back())
+    ins.pop_back();
+  while (!outs.empty() && outs.back() == DType::Undefined)
+    outs.pop_back();
+  Node *g = c.e.node(op, kTrainingDomain, ins, outs, c.h("d"));
+  copyAttrs(n, *g, attrs);
+  for (unsigned k = 0; k < outs.size(); ++k)
+    if (outs[k] != DType::Undefined)
+      c.dIn[fwdInput[k]] = g->output(k);
+}
+
 /// LSTMGrad recomputes the forward from X, W, R, B and the initial states.
 static llvm::Error gradLstm(Ctx &c) {
   Node &n = c.n();
@@ -439,24 +466,32 @@ static llvm::Error gradLstm(Ctx &c) {
                           "defaults");
   if (n.numInputs() > 7 && n.input(7))
     return unsupported(n, "LSTM peepholes (input P)");
-  auto in = [&](unsigned i) { return i < n.numInputs() ? n.input(i) : nullptr; };
-  std::vector<Value *> ins = {c.dY(0), c.dY(1), c.dY(2), in(0), in(1), in(2),
-                              in(3),   in(4),   in(5),   in(6)};
-  // Forward input i -> LSTMGrad output k: X, W, R, B, initial_h, initial_c.
-  const unsigned fwdInput[6] = {0, 1, 2, 3, 5, 6};
-  std::vector<DType> outs(6, DType::Undefined);
-  for (unsigned k = 0; k < 6; ++k)
-    if (in(fwdInput[k]) && c.want(fwdInput[k]))
-      outs[k] = elemOf(in(fwdInput[k]));
-  while (!ins.empty() && !ins.back())
-    ins.pop_back();
-  while (!outs.empty() && outs.back() == DType::Undefined)
-    outs.pop_back();
-  Node *g = c.e.node("LSTMGrad", kTrainingDomain, ins, outs, c.h("d"));
-  copyAttrs(n, *g, {"direction", "hidden_size"});
-  for (unsigned k = 0; k < outs.size(); ++k)
-    if (outs[k] != DType::Undefined)
-      c.dIn[fwdInput[k]] = g->output(k);
+  std::vector<Value *> ins = {c.dY(0), c.dY(1), c.dY(2)};
+  for (unsigned i = 0; i < 7; ++i)
+    ins.push_back(optionalInput(n, i));
+  // LSTMGrad outputs: dX, dW, dR, dB, dinitial_h, dinitial_c.
+  emitRecurrentGrad(c, "LSTMGrad", ins, {0, 1, 2, 3, 5, 6}, {"direction", "hidden_size"});
+  return llvm::Error::success();
+}
+
+/// GRUGrad recomputes the forward from X, W, R, B and the initial state; it
+/// implements GRU's default activations, no clip and layout 0.
+static llvm::Error gradGru(Ctx &c) {
+  Node &n = c.n();
+  if (n.intAttr("layout", 0))
+    return unsupported(n, "GRU attribute 'layout' = 1 (batch-major); export with layout 0");
+  if (n.attr("clip"))
+    return unsupported(n, "GRU attribute 'clip'");
+  if (const Attribute *a = n.attr("activations"))
+    for (size_t i = 0; i < a->strings.size(); ++i)
+      if (a->strings[i] != (i % 2 == 0 ? "Sigmoid" : "Tanh"))
+        return unsupported(n, "GRU attribute 'activations' other than Sigmoid, Tanh");
+  std::vector<Value *> ins = {c.dY(0), c.dY(1)};
+  for (unsigned i = 0; i < 6; ++i)
+    ins.push_back(optionalInput(n, i));
+  // GRUGrad outputs: dX, dW, dR, dB, dinitial_h.
+  emitRecurrentGrad(c, "GRUGrad", ins, {0, 1, 2, 3, 5},
+                    {"direction", "hidden_size", "linear_before_reset"});
   return llvm::Error::success();
 }
 
@@ -612,6 +647,7 @@ static const RuleRow kRules[] = {
     {"Gather", gradGather},
     {"Gelu", gradUnary},
     {"Gemm", gradGemm},
+    {"GRU", gradGru},
     {"GlobalAveragePool", gradWithAttrs},
     {"Identity", gradIdentity},
     {"LayerNormalization", gradLayerNorm},
@@ -654,8 +690,9 @@ llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
   if (!fn)
     return false;
   dIn.assign(req.fwd.numInputs(), nullptr);
-  // LSTM and Split take the gradient of any output; other rules need dY of output 0.
-  bool anyOutput = req.fwd.opType == "LSTM" || req.fwd.opType == "Split";
+  // LSTM, GRU and Split take the gradient of any output; other rules need dY of output 0.
+  bool anyOutput =
+      req.fwd.opType == "LSTM" || req.fwd.opType == "GRU" || req.fwd.opType == "Split";
   if (!req.dOut.empty() && !req.dOut[0] && !anyOutput)
     return unsupported(req.fwd, "only its first output may carry a gradient");
   Ctx c{e, req, dIn};

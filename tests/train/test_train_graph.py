@@ -235,6 +235,24 @@ def gradcheck_cases():
         [n("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y"], hidden_size=3)],
         {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 12, 4), "R": f64(rng, 1, 12, 3),
          "B": f64(rng, 1, 24), "h0": f64(rng, 1, 2, 3), "c0": f64(rng, 1, 2, 3)}, [3, 1, 2, 3])
+    # GRU (onnx.reference's GRU, the oracle, runs one forward direction).
+    add("GRU", [n("GRU", ["X", "W", "R", "B"], ["Yg"], hidden_size=3),
+                n("Squeeze", ["Yg", "axes1"], ["Y"])],
+        {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 9, 4), "R": f64(rng, 1, 9, 3),
+         "B": f64(rng, 1, 18), "axes1": np.array([1], dtype=np.int64)}, [3, 2, 3])
+    # PyTorch's export: linear_before_reset=1; the last state and an initial state.
+    add("GRU_linear_before_reset_initial_h",
+        [n("GRU", ["X", "W", "R", "B", "", "h0"], ["Yunused", "Y"], hidden_size=2,
+           linear_before_reset=1)],
+        {"X": f64(rng, 4, 2, 3), "W": f64(rng, 1, 6, 3), "R": f64(rng, 1, 6, 2),
+         "B": f64(rng, 1, 12), "h0": f64(rng, 1, 2, 2)}, [1, 2, 2])
+    # y[:, -1] of a batch-first GRU: Y [T, 1, N, H] -> [N, T, H] -> Gather(-1, axis 1).
+    add("GRU_last_step_noBias",
+        [n("GRU", ["X", "W", "R"], ["Yg"], hidden_size=2, linear_before_reset=1),
+         n("Squeeze", ["Yg", "axes1"], ["Ys"]), n("Transpose", ["Ys"], ["Yt"], perm=[1, 0, 2]),
+         n("Gather", ["Yt", "last"], ["Y"], axis=1)],
+        {"X": f64(rng, 3, 2, 3), "W": f64(rng, 1, 6, 3), "R": f64(rng, 1, 6, 2),
+         "axes1": np.array([1], dtype=np.int64), "last": np.array(-1, np.int64)}, [2, 2])
     i64 = lambda *v: np.array(v, dtype=np.int64)
     big = np.iinfo(np.int64)
     # nn.Embedding: repeated and negative indices (their gradients add up).
@@ -655,6 +673,74 @@ def embedding_classifier_sgd(params, tokens, labels, lr, steps):
     return p
 
 
+def gru_classifier(I, H, T, C, seed, last="gather"):
+    """x [N, T, I] -> Transpose -> GRU (linear_before_reset=1, as PyTorch exports nn.GRU) ->
+    Y [T, 1, N, H] -> Squeeze -> Transpose -> y[:, -1] (Gather or Slice + Squeeze) ->
+    Gemm(Wfc, bfc, transB) -> logits [N, C]; the batch dimension is symbolic."""
+    rng = np.random.default_rng(seed)
+    u = lambda *shape: rng.uniform(-0.6, 0.6, shape).astype(np.float32)
+    params = {"W": u(1, 3 * H, I), "R": u(1, 3 * H, H), "B": u(1, 6 * H), "Wfc": u(C, H),
+              "bfc": u(C)}
+    consts = {"axes1": np.array([1], np.int64), "last": np.array(-1, np.int64),
+              "st": np.array([-1], np.int64), "en": np.array([T], np.int64)}
+    n = helper.make_node
+    nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="tx"),
+             n("GRU", ["xt", "W", "R", "B"], ["Y"], hidden_size=H, linear_before_reset=1,
+               name="gru"),
+             n("Squeeze", ["Y", "axes1"], ["Ys"], name="sq"),
+             n("Transpose", ["Ys"], ["Yb"], perm=[1, 0, 2], name="ty")]
+    if last == "gather":
+        nodes.append(n("Gather", ["Yb", "last"], ["h"], axis=1, name="last"))
+    else:
+        nodes += [n("Slice", ["Yb", "st", "en", "axes1"], ["hs"], name="last"),
+                  n("Squeeze", ["hs", "axes1"], ["h"], name="sq_last")]
+    nodes.append(n("Gemm", ["h", "Wfc", "bfc"], ["logits"], transB=1, name="fc"))
+    g = helper.make_graph(
+        nodes, "gru_classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", T, I])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", C])],
+        [numpy_helper.from_array(v, k) for k, v in {**params, **consts}.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def gru_classifier_sgd(params, x, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean softmax cross-entropy of gru_classifier.
+    The GRU forward is written out here; its backward is mpc_training_ref.gru_grad (itself
+    checked against finite differences of onnx.reference's GRU)."""
+    import mpc_training_ref as ref
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t, _ = x.shape
+    hid = p["R"].shape[2]
+    sig = lambda v: 1.0 / (1.0 + np.exp(-v))
+    xt = np.transpose(x.astype(np.float64), (1, 0, 2))
+    for _ in range(steps):
+        w, r, wb, rb = p["W"][0], p["R"][0], p["B"][0, :3 * hid], p["B"][0, 3 * hid:]
+        h = np.zeros((n, hid))
+        for step in range(t):
+            zr = sig(xt[step] @ w[:2 * hid].T + h @ r[:2 * hid].T + wb[:2 * hid] + rb[:2 * hid])
+            z, rg = zr[:, :hid], zr[:, hid:]
+            ht = np.tanh(xt[step] @ w[2 * hid:].T + wb[2 * hid:] +
+                         rg * (h @ r[2 * hid:].T + rb[2 * hid:]))
+            h = (1 - z) * ht + z * h
+        logits = h @ p["Wfc"].T + p["bfc"]
+        prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        dz = prob.copy()
+        dz[np.arange(n), labels] -= 1.0
+        dz /= n
+        dh = dz @ p["Wfc"]
+        _, dw, dr, db, _ = ref.gru_grad(None, dh[None], xt, p["W"], p["R"], p["B"],
+                                        linear_before_reset=1)
+        p["Wfc"] -= lr * dz.T @ h
+        p["bfc"] -= lr * dz.sum(axis=0)
+        p["W"] -= lr * dw
+        p["R"] -= lr * dr
+        p["B"] -= lr * db
+    return p
+
+
 class EndToEnd(unittest.TestCase):
     def test_embedding_classifier_matches_numpy(self):
         """train-graph -> run --train: fp32 parameters after 6 full-batch SGD steps equal a
@@ -686,6 +772,56 @@ class EndToEnd(unittest.TestCase):
             self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
             np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
         np.testing.assert_array_equal(got["E"][V - 1], params["E"][V - 1])
+
+
+    def test_gru_classifier_matches_numpy(self):
+        """nn.GRU + y[:, -1] + Linear as exported (Gather, and Slice for y[:, -1:]):
+        train-graph -> run --train, fp32 parameters after 5 full-batch SGD steps equal a
+        float64 numpy reference."""
+        I, H, T, C, N, lr, steps = 3, 4, 5, 3, 8, 0.5, 5
+        rng = np.random.default_rng(12)
+        x = rng.standard_normal((N, T, I)).astype(np.float32)
+        labels = rng.integers(0, C, size=N).astype(np.int64)
+        for last in ("gather", "slice"):
+            model, params = gru_classifier(I, H, T, C, seed=11, last=last)
+            with tempfile.TemporaryDirectory() as tmp:
+                src, dst = os.path.join(tmp, "gru.onnx"), os.path.join(tmp, "gru.train.onnx")
+                onnx.save(model, src)
+                r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--optimizer",
+                            "sgd", "--lr", str(lr), "-o", dst)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                train = onnx.load(dst)
+                self.assertIn("GRUGrad", {nd.op_type for nd in
+                                          train.training_info[0].algorithm.node})
+                lab = tl.metadata(train)["mpc.training.labels"]
+                data = os.path.join(tmp, "data.npz")
+                np.savez(data, x=x, **{lab: labels})
+                ck = os.path.join(tmp, "ck")
+                r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(N),
+                            "--steps", str(steps), "--holdout", "0", "--checkpoint", ck)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = {t.name: numpy_helper.to_array(t) for t in
+                       onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+            want = gru_classifier_sgd(params, x, labels, lr, steps)
+            for k in params:
+                self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{k} ({last})")
+
+    def test_gru_unsupported_attribute_is_one_line(self):
+        model, _ = gru_classifier(2, 3, 4, 2, seed=1)
+        for node in model.graph.node:
+            if node.op_type == "GRU":
+                node.attribute.append(helper.make_attribute("clip", 3.0))
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "gru.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "-o", dst)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("gru' (GRU)", r.stderr)
+            self.assertIn("'clip'", r.stderr)
+            self.assertFalse(os.path.exists(dst))
 
 
 class DocsList(unittest.TestCase):
