@@ -588,41 +588,23 @@ static llvm::Error gradWhere(Ctx &c) {
 
 /// Clip(X, lo, hi) = min(max(X, lo), hi). X gets dY where lo < X < hi
 /// strictly (PyTorch's hardtanh/ReLU6 convention: nothing at the bounds);
-/// lo gets it where X <= lo < hi, hi where max(X, lo) >= hi (the bound
-/// that is the output there), each summed over the broadcast axes.
+/// the bounds take no gradient (carriesGradient).
 static llvm::Error gradClip(Ctx &c) {
   Node &n = c.n();
   Emitter &e = c.e;
   Value *x = c.in(0), *dy = c.dY();
   Value *lo = n.numInputs() > 1 ? n.input(1) : nullptr;
   Value *hi = n.numInputs() > 2 ? n.input(2) : nullptr;
-  DType t = elemOf(x);
-  Value *zero = nullptr;
-  auto masked = [&](Value *mask, const std::string &h) {
-    if (!zero)
-      zero = e.scalar(0.0, t, c.h("zero"));
-    return e.op("Where", {mask, dy, zero}, t, h);
-  };
-  auto both = [&](Value *a, Value *b, const std::string &h) {
-    return !a ? b : !b ? a : e.op("And", {a, b}, DType::Bool, h);
-  };
-  if (c.want(0)) {
-    Value *above = lo ? e.op("Greater", {x, lo}, DType::Bool, c.h("above_min")) : nullptr;
-    Value *below = hi ? e.op("Less", {x, hi}, DType::Bool, c.h("below_max")) : nullptr;
-    Value *inside = both(above, below, c.h("inside"));
-    c.dIn[0] = inside ? masked(inside, c.h("dX")) : dy;
+  Value *above = lo ? e.op("Greater", {x, lo}, DType::Bool, c.h("above_min")) : nullptr;
+  Value *below = hi ? e.op("Less", {x, hi}, DType::Bool, c.h("below_max")) : nullptr;
+  Value *inside =
+      !above ? below : !below ? above : e.op("And", {above, below}, DType::Bool, c.h("inside"));
+  if (!inside) {
+    c.dIn[0] = dy;
+    return llvm::Error::success();
   }
-  if (lo && c.want(1)) {
-    Value *atMin = e.op("LessOrEqual", {x, lo}, DType::Bool, c.h("at_min"));
-    Value *open = hi ? e.op("Less", {lo, hi}, DType::Bool, c.h("min_below_max")) : nullptr;
-    c.dIn[1] = unbroadcast(e, masked(both(atMin, open, c.h("min_wins")), c.h("dMin_sel")), lo,
-                           c.out(0), c.h("dMin"));
-  }
-  if (hi && c.want(2)) {
-    Value *low = lo ? e.op("Max", {x, lo}, t, c.h("max_x_min")) : x;
-    Value *atMax = e.op("GreaterOrEqual", {low, hi}, DType::Bool, c.h("at_max"));
-    c.dIn[2] = unbroadcast(e, masked(atMax, c.h("dMax_sel")), hi, c.out(0), c.h("dMax"));
-  }
+  Value *zero = e.scalar(0.0, elemOf(x), c.h("zero"));
+  c.dIn[0] = e.op("Where", {inside, dy, zero}, elemOf(x), c.h("dX"));
   return llvm::Error::success();
 }
 
@@ -684,6 +666,11 @@ static RuleFn findRule(const Node &n) {
 
 bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
 
+bool train::carriesGradient(const Node &n, unsigned input) {
+  bool standard = n.domain.empty() || n.domain == "ai.onnx";
+  return !(standard && n.opType == "Clip" && input > 0);
+}
+
 llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
                                          std::vector<Value *> &dIn) {
   RuleFn fn = findRule(req.fwd);
@@ -704,6 +691,16 @@ llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
   return true;
 }
 
+std::vector<bool> train::inputsWantingGradients(const Node &n,
+                                                const llvm::DenseSet<const Value *> &needs) {
+  std::vector<bool> want;
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    const Value *in = n.input(i);
+    want.push_back(in && needs.count(in) && isFloatTensor(in) && carriesGradient(n, i));
+  }
+  return want;
+}
+
 bool train::isFloatTensor(const Value *v) {
   return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
 }
@@ -713,8 +710,8 @@ llvm::DenseSet<const Value *> train::valuesDependingOn(llvm::ArrayRef<Node *> fo
   llvm::DenseSet<const Value *> needs(seeds.begin(), seeds.end());
   for (Node *n : forward) {
     bool any = false;
-    for (Value *in : n->inputs())
-      any |= in && needs.count(in);
+    for (unsigned i = 0; i < n->numInputs(); ++i)
+      any |= n->input(i) && needs.count(n->input(i)) && carriesGradient(*n, i);
     if (any)
       for (Value *o : n->outputs())
         if (isFloatTensor(o))

@@ -24,6 +24,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Regex.h"
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,6 +74,8 @@ private:
 
   std::vector<Value *> params; // trainable, initializer order
   llvm::DenseSet<const Value *> paramSet;
+  std::vector<const Value *> floatInitializers;                 // the model's, in order
+  llvm::DenseMap<const Value *, const char *> notTrainedWhy;    // docs/training.md reasons
   llvm::DenseMap<const Value *, Value *> copyOf;        // inference value -> algorithm copy
   llvm::DenseMap<const Value *, const Value *> origOf;  // algorithm copy -> inference value
   std::vector<Node *> forward;                          // the forward copy, in order
@@ -105,6 +109,13 @@ private:
 };
 } // namespace
 
+// Why a float initializer is not trained (docs/training.md, "Parameters").
+static const char *const kWhyRunningStat = "BatchNormalization running statistic";
+static const char *const kWhyMask = "holds inf or NaN: a mask constant";
+static const char *const kWhyFrozen = "--freeze";
+static const char *const kWhyClipBound = "only a Clip bound";
+static const char *const kWhyNoGradient = "no gradient reaches it from the loss";
+
 static std::string shapeText(const Type &t) {
   return t.hasShape ? t.dimsText(",") : "unknown";
 }
@@ -129,6 +140,30 @@ llvm::Error Builder::checkInput() {
   return llvm::Error::success();
 }
 
+/// True when a float tensor in memory holds an infinite or NaN element.
+static bool hasNonFinite(const Tensor &t) {
+  if (t.isExternal())
+    return false;
+  for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+    if (!std::isfinite(t.getAsDouble(i)))
+      return true;
+  return false;
+}
+
+/// True when every use of `v` in the inference graph `g` is a Clip bound (a
+/// use that takes no gradient).
+static bool onlyClipBounds(const Value &v, const Graph *g) {
+  bool any = false;
+  for (const Use &u : v.uses()) {
+    if (u.user->getParent() != g)
+      continue;
+    if (carriesGradient(*u.user, u.operand))
+      return false;
+    any = true;
+  }
+  return any;
+}
+
 llvm::Error Builder::collectParameters() {
   llvm::DenseSet<const Value *> runningStats;
   for (const Node &n : m.graph->nodes())
@@ -143,16 +178,28 @@ llvm::Error Builder::collectParameters() {
                       why);
   unsigned candidates = 0;
   for (Value *v : m.graph->initializers()) {
-    if (!isFloatTensor(v) || runningStats.count(v))
+    if (!isFloatTensor(v))
       continue;
-    ++candidates;
-    if (!opts.freezeRegex.empty() && freeze.match(v->name()))
-      continue;
-    params.push_back(v);
-    paramSet.insert(v);
+    floatInitializers.push_back(v);
+    if (runningStats.count(v)) {
+      notTrainedWhy[v] = kWhyRunningStat;
+    } else if (hasNonFinite(*v->initializer())) {
+      notTrainedWhy[v] = kWhyMask;
+    } else {
+      ++candidates;
+      if (!opts.freezeRegex.empty() && freeze.match(v->name())) {
+        notTrainedWhy[v] = kWhyFrozen;
+        continue;
+      }
+      params.push_back(v);
+      paramSet.insert(v);
+    }
   }
   if (candidates == 0)
-    return inputError("the model has no float initializers: nothing to train");
+    return inputError(floatInitializers.empty()
+                          ? "the model has no float initializers: nothing to train"
+                          : "the model's float initializers are all masks (inf or NaN) or "
+                            "BatchNormalization running statistics: nothing to train");
   if (params.empty())
     return inputError("--freeze '{0}' freezes all {1} parameters: nothing to train",
                       opts.freezeRegex, candidates);
@@ -403,12 +450,8 @@ llvm::Error Builder::buildBackward() {
         break;
       }
     GradRequest req{*n, dOut, {}, "grad/" + displayName(named)};
-    bool anyIn = false;
-    for (Value *in : n->inputs()) {
-      bool w = in && needs.count(in) && isFloatTensor(in);
-      req.wantIn.push_back(w);
-      anyIn |= w;
-    }
+    req.wantIn = inputsWantingGradients(*n, needs);
+    bool anyIn = std::find(req.wantIn.begin(), req.wantIn.end(), true) != req.wantIn.end();
     if (!anyOut || !anyIn)
       continue;
     std::vector<Value *> dIn;
@@ -435,9 +478,18 @@ llvm::Error Builder::buildBackward() {
   }
   for (Value *p : params) {
     Value *g = sumOf(p, "grad/sum/" + p->name());
-    if (!g)
+    if (!g) {
+      notTrainedWhy[p] = onlyClipBounds(*p, m.graph.get()) ? kWhyClipBound : kWhyNoGradient;
       continue;
+    }
     grads.emplace_back(p, g);
+  }
+  for (const Value *v : floatInitializers) {
+    auto it = notTrainedWhy.find(v);
+    if (it == notTrainedWhy.end())
+      res.trained.push_back(v->name());
+    else
+      res.notTrained.emplace_back(v->name(), it->second);
   }
   if (grads.empty())
     return inputError("no trainable parameter receives a gradient from the loss '{0}'",

@@ -303,11 +303,11 @@ def gradcheck_cases():
     add("Clip_relu6", [n("Constant", [], ["lo"], value=numpy_helper.from_array(np.array(0.0))),
                        n("Constant", [], ["hi"], value=numpy_helper.from_array(np.array(6.0))),
                        n("Clip", ["X", "lo", "hi"], ["Y"])], {"X": relu6_x}, [3, 4])
-    # Bounds as initializers receive gradients too (where they are the output).
-    add("Clip_bound_gradients", [n("Clip", ["X", "lo", "hi"], ["Y"])],
-        {"X": relu6_x / 5.0 - 0.5, "lo": np.array(-0.3), "hi": np.array(0.4)}, [3, 4])
-    add("Clip_max_only", [n("Clip", ["X", "", "hi"], ["Y"])],
-        {"X": relu6_x / 5.0 - 0.5, "hi": np.array(0.4)}, [3, 4])
+    # Bounds as initializers are buffers (buf_*): never trained, X's gradient unchanged.
+    add("Clip_bound_initializers", [n("Clip", ["X", "buf_lo", "buf_hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "buf_lo": np.array(-0.3), "buf_hi": np.array(0.4)}, [3, 4])
+    add("Clip_max_only", [n("Clip", ["X", "", "buf_hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "buf_hi": np.array(0.4)}, [3, 4])
     add("Clip_no_bounds", [n("Clip", ["X"], ["Y"])], {"X": f64(rng, 2, 3)}, [2, 3])
     add("Concat_three_negative_axis", [n("Concat", ["A", "B", "C"], ["Y"], axis=-1)],
         {"A": f64(rng, 2, 1), "B": f64(rng, 2, 3), "C": f64(rng, 2, 2)}, [2, 6])
@@ -351,8 +351,9 @@ def _make_gradcheck(name, case):
                                       ).run(None, {})
             by_name = dict(zip([o.name for o in alg.graph.output], outs))
             pairs = dict(tl.gradient_pairs(train))
+            # BatchNormalization statistics and buffers (buf_*) are not trained.
             params = {k: v for k, v in inits.items() if v.dtype == np.float64
-                      and k not in ("mean", "var")}
+                      and k not in ("mean", "var") and not k.startswith("buf_")}
             self.assertEqual(sorted(pairs), sorted(params), "parameters with a gradient")
             fd = finite_differences(fd_model, params)
             for p in params:
@@ -824,6 +825,96 @@ class EndToEnd(unittest.TestCase):
             self.assertFalse(os.path.exists(dst))
 
 
+def masked_model():
+    """Gemm -> Where(Equal(tril, 0), -inf, h) (masked_fill with a float buffer) -> Add(mask
+    with -inf) -> Softmax -> Clip(lo, hi initializers) -> Gemm -> logits [N, 3]."""
+    rng = np.random.default_rng(21)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+    inits = {"W1": f32(4, 4), "b1": f32(4), "tril": np.array([1, 1, 0, 1], np.float32),
+             "zero_f": np.array(0.0, np.float32), "ninf": np.array(-np.inf, np.float32),
+             "addmask": np.array([0, 0, 0, -np.inf], np.float32),
+             "lo": np.array(0.0, np.float32), "hi": np.array(0.9, np.float32),
+             "W2": f32(4, 3), "b2": f32(3)}
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "W1", "b1"], ["h"], name="fc1"),
+             n("Equal", ["tril", "zero_f"], ["masked"], name="eq"),
+             n("Where", ["masked", "ninf", "h"], ["hm"], name="fill"),
+             n("Add", ["hm", "addmask"], ["ha"], name="add_mask"),
+             n("Softmax", ["ha"], ["p"], axis=-1, name="soft"),
+             n("Clip", ["p", "lo", "hi"], ["pc"], name="clip"),
+             n("Gemm", ["pc", "W2", "b2"], ["logits"], name="fc2")]
+    g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", 4])], [helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, inits
+
+
+class Buffers(unittest.TestCase):
+    def test_summary_and_what_is_trained(self):
+        """Masks, comparison inputs and Clip bounds are not trained; the summary says which
+        float initializers are trained and why the others are not (docs/training.md)."""
+        model, inits = masked_model()
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--freeze", "^b2$",
+                        "--lr", "0.5", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0], f"train-graph: 3 parameter(s) trained, "
+                             f"{lines[0].split(', ')[1].split()[0]} gradient node(s), optimizer "
+                             f"sgd lr=0.5 weight_decay=0 -> {dst}")
+            self.assertEqual(lines[1:], [
+                "train-graph: trained: 'W1', 'b1', 'W2'",
+                "train-graph: not trained: 'tril', 'zero_f' (no gradient reaches it from the "
+                "loss); 'ninf', 'addmask' (holds inf or NaN: a mask constant); 'lo', 'hi' "
+                "(only a Clip bound); 'b2' (--freeze)"])
+            train = onnx.load(dst)
+            self.assertEqual(sorted(p for p, _ in tl.gradient_pairs(train)), ["W1", "W2", "b1"])
+            binding = {b.key for b in train.training_info[0].update_binding}
+            for k in ("tril", "zero_f", "ninf", "addmask", "lo", "hi", "b2"):
+                self.assertNotIn(k, binding)
+            # Two steps: the trained parameters move, finite; the buffers stay bit for bit.
+            lab = tl.metadata(train)["mpc.training.labels"]
+            rng = np.random.default_rng(2)
+            data = os.path.join(tmp, "d.npz")
+            np.savez(data, x=rng.standard_normal((8, 4)).astype(np.float32),
+                     **{lab: rng.integers(0, 3, 8).astype(np.int64)})
+            ck = os.path.join(tmp, "ck")
+            r = run_mpc("run", dst, "--train", "--data", data, "--batch", "8", "--steps", "2",
+                        "--holdout", "0", "--checkpoint", ck)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t) for t in
+                   onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        for k in ("W1", "b1", "W2"):
+            self.assertTrue(np.isfinite(got[k]).all(), k)
+            self.assertFalse(np.array_equal(got[k], inits[k]), f"{k} did not train")
+        for k in ("tril", "zero_f", "ninf", "addmask", "lo", "hi", "b2"):
+            np.testing.assert_array_equal(got[k], inits[k], err_msg=k)
+
+    def test_only_masks_is_nothing_to_train(self):
+        """A model whose only float initializers are masks has nothing to train."""
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])
+        mask = numpy_helper.from_array(np.array([0, -np.inf], np.float32), "mask")
+        g = helper.make_graph([helper.make_node("Add", ["x", "mask"], ["y"])], "g", [x], [y],
+                              [mask])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = 8
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(m, src)
+            r = run_mpc("train-graph", src, "--loss", "mse", "-o", dst)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("all masks (inf or NaN) or BatchNormalization running statistics: "
+                          "nothing to train", r.stderr)
+            self.assertFalse(os.path.exists(dst))
+
+
 class DocsList(unittest.TestCase):
     def test_docs_list_the_rule_table(self):
         """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
@@ -902,7 +993,7 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, GradientOp, DocsList, EndToEnd, ShippedModels,
+    for cls in (BadInput, Options, Buffers, GradientOp, DocsList, EndToEnd, ShippedModels,
                 GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():

@@ -15,6 +15,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cmath>
 
 using namespace mpc;
@@ -46,6 +47,8 @@ options:
   --loss-weight X          multiply the loss by X > 0 (a multi-task weight or a
                            normalizer; default 1)
   --freeze REGEX           float initializers whose name matches are not trained
+                           (masks holding inf/NaN, Clip bounds and BatchNorm running
+                           statistics never are; the output lists what is trained)
   --expose-gradients       add every gradient as an algorithm-graph output
 
 A training model whose algorithm uses ai.onnx.preview.training::Gradient is
@@ -148,6 +151,33 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
   return "";
 }
 
+/// Which float initializers are trained, and why the others are not
+/// (grouped by reason, in order of first appearance).
+static void printInitializerSummary(const TrainGraphResult &res) {
+  auto list = [](llvm::ArrayRef<std::string> names) {
+    std::string s;
+    for (const std::string &n : names)
+      s += (s.empty() ? "" : ", ") + quoteName(n);
+    return s;
+  };
+  llvm::outs() << "train-graph: trained: " << list(res.trained) << "\n";
+  if (res.notTrained.empty())
+    return;
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto &[name, why] : res.notTrained) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&, &why = why](const auto &g) { return g.first == why; });
+    if (it == groups.end())
+      it = groups.insert(groups.end(), {why, {}});
+    it->second.push_back(name);
+  }
+  llvm::outs() << "train-graph: not trained:";
+  for (size_t i = 0; i < groups.size(); ++i)
+    llvm::outs() << (i ? "; " : " ") << list(groups[i].second) << " (" << groups[i].first
+                 << ")";
+  llvm::outs() << "\n";
+}
+
 int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) {
   if (wantsHelp(argv)) {
     llvm::outs() << kTrainGraphUsage;
@@ -211,5 +241,6 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   llvm::outs() << "train-graph: " << res->numParameters << " parameter(s) trained, "
                << res->numGradientNodes << " gradient node(s), optimizer "
                << describeOptimizer(a.opts) << " -> " << a.output << "\n";
+  printInitializerSummary(*res);
   return Ok;
 }

@@ -50,6 +50,11 @@ struct TrainGraphResult {
   std::vector<std::string> notes;
   unsigned numParameters = 0;
   unsigned numGradientNodes = 0;
+  /// The model's float initializers the step trains (initializer order).
+  std::vector<std::string> trained;
+  /// The other float initializers of the model, each with why it is not
+  /// trained (one of the reasons docs/training.md lists), initializer order.
+  std::vector<std::pair<std::string, std::string>> notTrained;
 };
 
 /// Adds training_info[0] and the training metadata to `m`. On error (bad
