@@ -79,7 +79,14 @@ private:
   llvm::DenseMap<const Value *, Value *> copyOf;        // inference value -> algorithm copy
   llvm::DenseMap<const Value *, const Value *> origOf;  // algorithm copy -> inference value
   std::vector<Node *> forward;                          // the forward copy, in order
-  std::vector<std::pair<std::string, Value *>> bnStats; // running stat -> new value
+  struct BnStat {
+    std::string name;        // the running statistic (an initializer)
+    Value *next;             // its new value, an output of the forward BatchNormalization
+    Node *bn;                // that node (algorithm graph)
+    bool isVariance;
+  };
+  std::vector<BnStat> bnStats;
+  Value *unbiasedVariance(const BnStat &s);
 
   Value *loss = nullptr, *seed = nullptr, *labels = nullptr;
   std::vector<Value *> predictions;
@@ -252,7 +259,7 @@ llvm::Error Builder::copyForward() {
           continue;
         Value *o = c->setOutput(i, m.freshName("fwd/" + stat->name() + ".new"), stat->type);
         if (stat->isConstant())
-          bnStats.emplace_back(stat->name(), o);
+          bnStats.push_back({stat->name(), o, c, i == 2});
       }
     }
     if (isDefault && n.opType == "LayerNormalization") {
@@ -605,15 +612,43 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
       binding.emplace_back(init->name(), nv->name());
     }
   }
-  for (auto &[name, v] : bnStats) {
+  for (const BnStat &st : bnStats) {
+    Value *v = st.isVariance && opts.bnUnbiasedVariance ? unbiasedVariance(st) : st.next;
     outs.push_back(v);
-    binding.emplace_back(name, v->name());
+    binding.emplace_back(st.name, v->name());
   }
   outs.push_back(stepNext);
   binding.emplace_back(step->name(), stepNext->name());
   markFp32Since(first);
   res.numParameters = static_cast<unsigned>(grads.size());
   stepCounterName = step->name();
+}
+
+/// PyTorch's running variance from ONNX's: with momentum m, old value v and
+/// n values per channel, ONNX gives b = m*v + (1-m)*var and PyTorch
+/// u = m*v + (1-m)*var*n/(n-1), so u = b + (b - m*v)/(n-1). n is read from
+/// X at run time (Size(X) / channels); n = 1 adds nothing (docs/training.md).
+Value *Builder::unbiasedVariance(const BnStat &st) {
+  Node &bn = *st.bn;
+  Value *x = bn.input(0), *old = bn.input(4), *b = st.next;
+  DType t = b->type.elem;
+  std::string h = "update/" + st.name + "/unbiased/";
+  Value *size = e->op("Size", {x}, DType::I64, h + "size");
+  Value *channels = e->op("Gather", {e->shapeOf(x), e->ints({1}, h + "channel_axis")},
+                          DType::I64, h + "channels");
+  Value *n = e->op("Div", {size, channels}, DType::I64, h + "count");
+  Value *nm1 = e->op("Sub", {n, e->scalar(1, DType::I64, h + "one")}, DType::I64, h + "dof");
+  nm1 = e->op("Max", {nm1, e->scalar(1, DType::I64, h + "one_dof")}, DType::I64,
+              h + "dof_at_least_1");
+  Value *nm1f = e->op("Cast", {nm1}, t, h + "dof_f");
+  nm1f->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+  Value *kept = e->op("Mul", {old, e->scalar(bn.floatAttr("momentum", 0.9f), t, h + "momentum")},
+                      t, h + "kept");
+  Value *added = e->op("Sub", {b, kept}, t, h + "added");
+  Value *extra = e->op("Div", {added, nm1f}, t, h + "correction");
+  Value *u = e->op("Add", {b, extra}, t, "update/" + st.name);
+  u->type = b->type;
+  return u;
 }
 
 static const char *lossKindName(LossKind k) {
@@ -738,6 +773,8 @@ llvm::Error Builder::run() {
   m.setMetadata("mpc.training.optimizer", describeOptimizer(opts));
   m.setMetadata("mpc.training.step_counter", stepCounterName);
   m.setMetadata("mpc.training.fp32_nodes", trim(fp32Text));
+  if (opts.bnUnbiasedVariance && !bnStats.empty())
+    m.setMetadata("mpc.training.bn_variance", "unbiased");
 
   if (m.opsetVersion(kTrainingDomain) < 0)
     m.opsets.push_back({kTrainingDomain, 1});

@@ -915,6 +915,80 @@ class Buffers(unittest.TestCase):
             self.assertFalse(os.path.exists(dst))
 
 
+def bn_model(C, seed):
+    """x [N, C, 2, 2] -> BatchNormalization(momentum 0.8) -> Flatten -> Gemm -> logits [N, 3]."""
+    rng = np.random.default_rng(seed)
+    inits = {"scale": rng.uniform(0.5, 1.5, C).astype(np.float32),
+             "bias": rng.uniform(-0.5, 0.5, C).astype(np.float32),
+             "mean": rng.uniform(-0.5, 0.5, C).astype(np.float32),
+             "var": rng.uniform(0.5, 1.5, C).astype(np.float32),
+             "W": rng.standard_normal((4 * C, 3)).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], momentum=0.8,
+               epsilon=1e-5, name="bn"),
+             n("Flatten", ["y"], ["f"], name="flat"), n("MatMul", ["f", "W"], ["logits"])]
+    g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", C, 2, 2])], [helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, inits
+
+
+class BatchNormVariance(unittest.TestCase):
+    def train(self, tmp, model, x, steps, batch, *flags):
+        src, dst = os.path.join(tmp, "bn.onnx"), os.path.join(tmp, "bn.train.onnx")
+        onnx.save(model, src)
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", *flags, "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lab = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+        data = os.path.join(tmp, "d.npz")
+        np.savez(data, x=x, **{lab: np.arange(len(x), dtype=np.int64) % 3})
+        ck = os.path.join(tmp, "ck")
+        r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(batch), "--steps",
+                    str(steps), "--holdout", "0", "--checkpoint", ck)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {t.name: numpy_helper.to_array(t) for t in
+               onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        return got, lib.read_bytes(dst)
+
+    def test_running_variance_biased_and_unbiased(self):
+        """Running statistics after 3 full-batch steps against float64 numpy: ONNX's biased
+        batch variance by default, PyTorch's unbiased one (n/(n-1)) with --bn-variance
+        unbiased; an explicit --bn-variance biased writes the default's bytes."""
+        C, N, steps, mom = 2, 4, 3, 0.8
+        model, inits = bn_model(C, seed=5)
+        x = np.random.default_rng(6).standard_normal((N, C, 2, 2)).astype(np.float32) * 2 + 1
+        x64 = x.astype(np.float64)
+        mean_b, var_b = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+        n = N * 4
+        results = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for mode in ("default", "biased", "unbiased"):
+                flags = [] if mode == "default" else ["--bn-variance", mode]
+                results[mode] = self.train(tmp, model, x, steps, N, *flags)
+        self.assertEqual(results["default"][1], results["biased"][1],
+                         "--bn-variance biased changed the training model")
+        for mode, factor in (("biased", 1.0), ("unbiased", n / (n - 1))):
+            rm, rv = inits["mean"].astype(np.float64), inits["var"].astype(np.float64)
+            for _ in range(steps):
+                rm = mom * rm + (1 - mom) * mean_b
+                rv = mom * rv + (1 - mom) * var_b * factor
+            got = results[mode][0]
+            np.testing.assert_allclose(got["mean"], rm, rtol=1e-6, err_msg=mode)
+            np.testing.assert_allclose(got["var"], rv, rtol=1e-6, err_msg=mode)
+        self.assertGreater(abs(results["unbiased"][0]["var"] / results["biased"][0]["var"] - 1)
+                           .min(), 0.01)
+
+    def test_bad_value(self):
+        src = os.path.join(ARGS.source_dir, "models", "cnn.onnx")
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--bn-variance", "pytorch",
+                    "-o", os.path.join(tempfile.gettempdir(), "never-written.onnx"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--bn-variance must be biased or unbiased, not 'pytorch'", r.stderr)
+
+
 class DocsList(unittest.TestCase):
     def test_docs_list_the_rule_table(self):
         """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
@@ -993,7 +1067,7 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, Buffers, GradientOp, DocsList, EndToEnd, ShippedModels,
+    for cls in (BadInput, Options, Buffers, BatchNormVariance, GradientOp, DocsList, EndToEnd, ShippedModels,
                 GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():

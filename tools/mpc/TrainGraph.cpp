@@ -50,6 +50,10 @@ options:
                            (masks holding inf/NaN, Clip bounds and BatchNorm running
                            statistics never are; the output lists what is trained)
   --expose-gradients       add every gradient as an algorithm-graph output
+  --bn-variance biased|unbiased
+                           BatchNormalization's running variance takes the
+                           biased batch variance (ONNX, default) or the
+                           unbiased one, times n/(n-1) (PyTorch)
 
 A training model whose algorithm uses ai.onnx.preview.training::Gradient is
 written with those ops lowered to gradient nodes (--loss and the optimizer
@@ -119,6 +123,11 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         return "--optimizer must be sgd, momentum or adam, not " + quoteName(v);
     } else if (s.value("--freeze", v, missing)) {
       a.opts.freezeRegex = v;
+    } else if (s.value("--bn-variance", v, missing)) {
+      if (v == "unbiased" || v == "biased")
+        a.opts.bnUnbiasedVariance = v == "unbiased";
+      else if (!missing)
+        return "--bn-variance must be biased or unbiased, not " + quoteName(v);
     } else if (s.flag("--expose-gradients")) {
       a.opts.exposeGradients = true;
     } else if (s.value("--loss-weight", v, missing)) {

@@ -43,6 +43,9 @@ struct TrainGraphOptions {
   std::string freezeRegex;
   /// Adds every gradient as an extra algorithm-graph output.
   bool exposeGradients = false;
+  /// BatchNormalization's running variance takes the unbiased batch variance
+  /// (PyTorch) instead of ONNX's biased one (docs/training.md).
+  bool bnUnbiasedVariance = false;
 };
 
 struct TrainGraphResult {
