@@ -445,7 +445,12 @@ llvm::Expected<StepResult> Trainer::step() {
   r.epoch = done / uint64_t(nb);
   uint64_t b = done % uint64_t(nb);
   if (permEpoch != r.epoch) {
-    perm = trainingPermutation(seedValue, r.epoch, numTrain);
+    if (shuffleOn) {
+      perm = trainingPermutation(seedValue, r.epoch, numTrain);
+    } else {
+      perm.resize(size_t(numTrain));
+      std::iota(perm.begin(), perm.end(), int64_t(0));
+    }
     permEpoch = r.epoch;
   }
   llvm::ArrayRef<int64_t> rows(perm.data() + b * uint64_t(batchSize), size_t(batchSize));
