@@ -313,9 +313,11 @@ llvm::Error Builder::buildLoss() {
       return inputError("prediction '{0}' must be a float tensor computed by the model",
                         predOrig->name());
     bool ce = opts.loss == LossKind::CrossEntropy;
+    Value *scores = pred; // what the loss reads: pred with the classes on axis 1
     if (ce) {
       Node *p = pred->producer();
       int r = pred->type.hasShape ? static_cast<int>(pred->type.dims.size()) : -1;
+      int classAxis = opts.classAxis;
       if (p && p->opType == "Softmax" && p->domain.empty()) {
         int64_t axis = p->intAttr("axis", -1);
         if (axis == -1 || (r >= 0 && axis == r - 1)) {
@@ -323,20 +325,41 @@ llvm::Error Builder::buildLoss() {
                               " is a Softmax over the last axis; its input " +
                               quoteName(displayName(p->input(0))) + " is taken as the logits");
           pred = p->input(0);
+          if (classAxis == 1 && r > 2)
+            return inputError("--class-axis 1: output '{0}' is a Softmax over its last axis, "
+                              "so its classes are on the last axis",
+                              predOrig->name());
+          classAxis = -1;
         }
       }
       if (pred->type.hasShape && pred->type.dims.size() < 2)
         return inputError("cross-entropy: logits '{0}' must have shape [N, C, ...], not {1}",
                           displayName(pred), shapeText(pred->type));
+      scores = pred;
+      if (classAxis == -1 && r != 2) {
+        if (r < 0)
+          return inputError("cross-entropy: logits '{0}' need a known rank to take the classes "
+                            "from the last axis",
+                            displayName(pred));
+        // [N, d1.., C] -> [N, C, d1..]: SoftmaxCrossEntropyLoss's layout.
+        std::vector<int64_t> perm = {0, r - 1};
+        for (int i = 1; i < r - 1; ++i)
+          perm.push_back(i);
+        scores = e->op("Transpose", {pred}, pred->type.elem, "loss/classes_to_axis1");
+        scores->producer()->setAttr(Attribute::makeInts("perm", perm));
+        scores->type.hasShape = true;
+        for (int64_t a : perm)
+          scores->type.dims.push_back(pred->type.dims[size_t(a)]);
+      }
     }
     predictions.push_back(pred);
     // The labels input: new, or an existing data input of the right type.
     Type want = ce ? Type::tensor(DType::I64) : pred->type;
-    if (ce && pred->type.hasShape) {
+    if (ce && scores->type.hasShape) {
       want.hasShape = true;
-      want.dims = {pred->type.dims[0]};
-      for (size_t i = 2; i < pred->type.dims.size(); ++i)
-        want.dims.push_back(pred->type.dims[i]);
+      want.dims = {scores->type.dims[0]};
+      for (size_t i = 2; i < scores->type.dims.size(); ++i)
+        want.dims.push_back(scores->type.dims[i]);
     }
     for (Value *in : alg->inputs())
       if (in->name() == opts.labels)
@@ -357,7 +380,7 @@ llvm::Error Builder::buildLoss() {
     }
     DType ft = pred->type.elem;
     if (ce) {
-      Node *sce = e->node("SoftmaxCrossEntropyLoss", "", {pred, labels}, {ft, ft}, "loss/sce");
+      Node *sce = e->node("SoftmaxCrossEntropyLoss", "", {scores, labels}, {ft, ft}, "loss/sce");
       sce->setAttr(Attribute::makeString("reduction", "mean"));
       loss = sce->output(0);
     } else {
@@ -385,7 +408,16 @@ llvm::Error Builder::buildLoss() {
     Node *gn = e->node("SoftmaxCrossEntropyLossGrad", kTrainingDomain,
                        {dRaw, sce->output(1), labels}, {loss->type.elem}, "loss/sce_grad");
     gn->setAttr(Attribute::makeString("reduction", "mean"));
-    contrib[predictions[0]].push_back(gn->output(0));
+    Value *g = gn->output(0);
+    if (Node *t = sce->input(0)->producer(); t && sce->input(0) != predictions[0]) {
+      // Back from [N, C, d1..] to the logits' [N, d1.., C].
+      std::vector<int64_t> perm = t->attr("perm")->ints, inv(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i)
+        inv[size_t(perm[i])] = int64_t(i);
+      g = e->op("Transpose", {g}, loss->type.elem, "loss/sce_grad_classes_back");
+      g->producer()->setAttr(Attribute::makeInts("perm", inv));
+    }
+    contrib[predictions[0]].push_back(g);
     reachedFrom[predictions[0]] = loss;
   } else if (opts.loss == LossKind::Mse) {
     Value *gv = e->op("MSELossGrad", {dRaw, predictions[0], labels}, loss->type.elem,

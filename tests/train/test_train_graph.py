@@ -989,6 +989,167 @@ class BatchNormVariance(unittest.TestCase):
         self.assertIn("--bn-variance must be biased or unbiased, not 'pytorch'", r.stderr)
 
 
+def token_model(V, D, T, C, seed, layout):
+    """tokens [N, T] -> Gather(E) -> MatMul(W) -> logits [N, T, C] (a language model's
+    per-token logits); layout "NCT" transposes them to [N, C, T], "softmax" ends in a Softmax
+    over the last axis."""
+    rng = np.random.default_rng(seed)
+    params = {"E": rng.standard_normal((V, D)).astype(np.float32),
+              "W": (rng.standard_normal((D, C)) * 0.5).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("Gather", ["E", "tokens"], ["emb"], name="emb"),
+             n("MatMul", ["emb", "W"], ["z"], name="head")]
+    shape = ["N", T, C]
+    if layout == "NCT":
+        nodes.append(n("Transpose", ["z"], ["out"], perm=[0, 2, 1], name="to_nct"))
+        shape = ["N", C, T]
+    elif layout == "softmax":
+        nodes.append(n("Softmax", ["z"], ["out"], axis=-1, name="probs"))
+    else:
+        nodes.append(n("Identity", ["z"], ["out"]))
+    inits = dict(params)
+    g = helper.make_graph(
+        nodes, "lm", [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", T])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def token_model_sgd(params, tokens, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean per-token softmax cross-entropy."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t = tokens.shape
+    for _ in range(steps):
+        emb = p["E"][tokens]
+        z = emb @ p["W"]
+        prob = np.exp(z - z.max(axis=-1, keepdims=True))
+        prob /= prob.sum(axis=-1, keepdims=True)
+        dz = prob
+        dz[np.arange(n)[:, None], np.arange(t)[None, :], labels] -= 1.0
+        dz /= n * t
+        d_e = np.zeros_like(p["E"])
+        np.add.at(d_e, tokens, dz @ p["W"].T)
+        p["W"] -= lr * np.einsum("ntd,ntc->dc", emb, dz)
+        p["E"] -= lr * d_e
+    return p
+
+
+def token_eval(p, tokens, labels, ignore=None):
+    """Accuracy and mean cross-entropy over the labels other than `ignore`."""
+    z = p["E"][tokens].astype(np.float64) @ p["W"]
+    lse = z.max(-1) + np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1))
+    picked = np.take_along_axis(z, np.maximum(labels, 0)[..., None], -1)[..., 0]
+    keep = labels != ignore
+    return (float(np.mean((z.argmax(-1) == labels)[keep])),
+            float(np.mean((lse - picked)[keep])))
+
+
+class PerTokenLoss(unittest.TestCase):
+    V, D, T, C, N, NT, LR, STEPS = 7, 3, 4, 5, 6, 5, 0.5, 4
+
+    def data(self):
+        rng = np.random.default_rng(31)
+        tok = rng.integers(0, self.V, size=(self.N + self.NT, self.T)).astype(np.int64)
+        lab = rng.integers(0, self.C, size=(self.N + self.NT, self.T)).astype(np.int64)
+        return tok, lab
+
+    def run_layout(self, tmp, layout, *flags, test_labels=None, edit=False, ignore=None):
+        model, params = token_model(self.V, self.D, self.T, self.C, 8, layout)
+        tok, lab = self.data()
+        src, dst = os.path.join(tmp, layout + ".onnx"), os.path.join(tmp, layout + ".t.onnx")
+        onnx.save(model, src)
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--lr", str(self.LR),
+                    *flags, "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+        if edit:  # the inference graph's output made by a Relu, unlike the step's copy
+            t = onnx.load(dst)
+            for node in t.graph.node:
+                if node.op_type == "Identity":
+                    node.op_type = "Relu"
+            onnx.save(t, dst)
+        if ignore is not None:  # the loss and its gradient ignore a label value
+            t = onnx.load(dst)
+            for node in t.training_info[0].algorithm.node:
+                if node.op_type.startswith("SoftmaxCrossEntropyLoss"):
+                    node.attribute.append(helper.make_attribute("ignore_index", ignore))
+            onnx.save(t, dst)
+        data = os.path.join(tmp, layout + ".npz")
+        np.savez(data, tokens=tok[:self.N], tokens_test=tok[self.N:], **{
+            name: lab[:self.N],
+            name + "_test": lab[self.N:] if test_labels is None else test_labels})
+        ck, log = os.path.join(tmp, layout + "_ck"), os.path.join(tmp, layout + ".csv")
+        r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(self.N), "--steps",
+                    str(self.STEPS), "--checkpoint", ck, "--log", log)
+        return r, params, ck, log
+
+    def test_layouts_train_and_evaluate(self):
+        """[N, T, C] logits (--class-axis -1), [N, C, T] scores (ONNX's layout, the default)
+        and a Softmax over the last axis: the same per-token model trains to the float64
+        numpy parameters, and evaluation reads the held-out [N, T] labels as the loss does."""
+        tok, lab = self.data()
+        with tempfile.TemporaryDirectory() as tmp:
+            for layout, flags in (("NTC", ["--class-axis", "-1"]), ("NCT", []),
+                                  ("softmax", [])):
+                r, params, ck, log = self.run_layout(tmp, layout, *flags)
+                self.assertEqual(r.returncode, 0, f"{layout}: {r.stderr}")
+                want = token_model_sgd(params, tok[:self.N], lab[:self.N], self.LR, self.STEPS)
+                got = {t.name: numpy_helper.to_array(t) for t in
+                       onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+                for k in ("E", "W"):
+                    np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
+                                               err_msg=f"{k} ({layout})")
+                acc, ce = token_eval(want, tok[self.N:], lab[self.N:])
+                with open(log) as f:
+                    last = list(__import__("csv").DictReader(f))[-1]
+                self.assertAlmostEqual(float(last["eval_accuracy"]), acc, delta=1e-6,
+                                       msg=layout)
+                self.assertAlmostEqual(float(last["eval_loss"]), ce, delta=1e-4, msg=layout)
+
+    def test_evaluation_skips_ignored_labels(self):
+        """Held-out labels equal to the loss's ignore_index count in neither accuracy nor
+        loss (PyTorch's -100 padding)."""
+        tok, lab = self.data()
+        test = lab[self.N:].copy()
+        test[:, -1] = -100
+        with tempfile.TemporaryDirectory() as tmp:
+            r, _, ck, log = self.run_layout(tmp, "NTC", "--class-axis", "-1", test_labels=test,
+                                            ignore=-100)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t) for t in
+                   onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+            with open(log) as f:
+                last = list(__import__("csv").DictReader(f))[-1]
+        acc, ce = token_eval(got, tok[self.N:], test, ignore=-100)
+        self.assertAlmostEqual(float(last["eval_accuracy"]), acc, delta=1e-6)
+        self.assertAlmostEqual(float(last["eval_loss"]), ce, delta=1e-4)
+
+    def test_refusals_before_step_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # Held-out labels that do not fit the output's layout.
+            _, lab = self.data()
+            r, _, ck, _ = self.run_layout(tmp, "NCT",
+                                          test_labels=lab[self.N:, :self.T - 1].copy())
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("'labels_test'", r.stderr)
+            self.assertFalse(os.path.exists(ck))
+            # A training model whose loss scores something else than the first output.
+            r, _, ck, _ = self.run_layout(tmp, "NTC", "--class-axis", "-1", edit=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("cannot tell which axis of the first output 'out' holds the classes",
+                          r.stderr)
+            self.assertNotIn("step 1", r.stderr)
+            self.assertFalse(os.path.exists(ck))
+            r = run_mpc("train-graph", os.path.join(tmp, "NCT.onnx"), "--loss",
+                        "cross-entropy", "--class-axis", "2", "-o", os.path.join(tmp, "x.onnx"))
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--class-axis must be 1 or -1, not '2'", r.stderr)
+
+
 class DocsList(unittest.TestCase):
     def test_docs_list_the_rule_table(self):
         """docs/training.md's list of ops with gradient rules is GradRules.cpp's table."""
@@ -1067,7 +1228,7 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, Buffers, BatchNormVariance, GradientOp, DocsList, EndToEnd, ShippedModels,
+    for cls in (BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss, GradientOp, DocsList, EndToEnd, ShippedModels,
                 GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():

@@ -35,6 +35,11 @@ options:
   --loss cross-entropy     SoftmaxCrossEntropyLoss(mean) on the first output
                            (the input of a final Softmax is taken as the logits);
                            int64 labels [N]
+  --class-axis 1|-1        cross-entropy on logits of rank 3 or more: the
+                           classes are on axis 1 ([N, C, d...], ONNX's layout,
+                           the default) or the last ([N, d..., C], a language
+                           model's [N, T, C]; the default after a Softmax over
+                           the last axis); labels are [N, d...]
   --loss mse               mean squared error against float labels shaped like
                            the first output
   --loss OUTPUT            the named scalar float model output is the loss
@@ -123,6 +128,11 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         return "--optimizer must be sgd, momentum or adam, not " + quoteName(v);
     } else if (s.value("--freeze", v, missing)) {
       a.opts.freezeRegex = v;
+    } else if (s.value("--class-axis", v, missing)) {
+      if (v == "1" || v == "-1")
+        a.opts.classAxis = v == "1" ? 1 : -1;
+      else if (!missing)
+        return "--class-axis must be 1 or -1, not " + quoteName(v);
     } else if (s.value("--bn-variance", v, missing)) {
       if (v == "unbiased" || v == "biased")
         a.opts.bnUnbiasedVariance = v == "unbiased";

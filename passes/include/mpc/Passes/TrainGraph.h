@@ -43,6 +43,10 @@ struct TrainGraphOptions {
   std::string freezeRegex;
   /// Adds every gradient as an extra algorithm-graph output.
   bool exposeGradients = false;
+  /// cross-entropy: the axis of the logits holding the classes, 1 (ONNX's
+  /// SoftmaxCrossEntropyLoss layout [N, C, d...]) or -1 (the last: [N, d...,
+  /// C]); 0 = decide (the last after a Softmax over it, else 1).
+  int classAxis = 0;
   /// BatchNormalization's running variance takes the unbiased batch variance
   /// (PyTorch) instead of ONNX's biased one (docs/training.md).
   bool bnUnbiasedVariance = false;

@@ -163,7 +163,13 @@ private:
   int64_t classCount = 0;
   std::string classSource;
   std::vector<int64_t> ignoredLabels;
+  /// The axis of the first output holding the classes, as the loss reads it
+  /// (-1: the last); classLayoutError says why it is unknown (empty: known).
+  int64_t classAxis = -1;
+  std::string classLayoutError;
   void findClassCount();
+  /// Held-out integer labels against the first output's layout (before step 1).
+  llvm::Error checkEvalLayout(const HostTensor &labels, const std::string &name) const;
   llvm::Error checkValues(const HostTensor &t, const std::string &name, bool isLabels) const;
   std::vector<std::pair<std::string, std::string>> gradients; // PARAM, GRAD
   bool gradientsAreOutputs = false;
