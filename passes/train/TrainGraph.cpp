@@ -336,11 +336,11 @@ llvm::Error Builder::buildLoss() {
         return inputError("cross-entropy: logits '{0}' must have shape [N, C, ...], not {1}",
                           displayName(pred), shapeText(pred->type));
       scores = pred;
-      if (classAxis == -1 && r != 2) {
-        if (r < 0)
-          return inputError("cross-entropy: logits '{0}' need a known rank to take the classes "
-                            "from the last axis",
-                            displayName(pred));
+      if (classAxis == -1 && r < 0 && opts.classAxis == -1)
+        return inputError("--class-axis -1: logits '{0}' need a known rank to take the classes "
+                          "from the last axis",
+                          displayName(pred));
+      if (classAxis == -1 && r > 2) {
         // [N, d1.., C] -> [N, C, d1..]: SoftmaxCrossEntropyLoss's layout.
         std::vector<int64_t> perm = {0, r - 1};
         for (int i = 1; i < r - 1; ++i)
