@@ -1144,6 +1144,16 @@ class PerTokenLoss(unittest.TestCase):
                           r.stderr)
             self.assertNotIn("step 1", r.stderr)
             self.assertFalse(os.path.exists(ck))
+            # A Softmax over the last axis says where the classes are.
+            model, _ = token_model(self.V, self.D, self.T, self.C, 8, "softmax")
+            onnx.save(model, os.path.join(tmp, "sm.onnx"))
+            r = run_mpc("train-graph", os.path.join(tmp, "sm.onnx"), "--loss", "cross-entropy",
+                        "--class-axis", "1", "-o", os.path.join(tmp, "x.onnx"))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("sm.onnx: --class-axis 1: output 'out' is a Softmax over its last "
+                          "axis, so its classes are on the last axis", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "x.onnx")))
             r = run_mpc("train-graph", os.path.join(tmp, "NCT.onnx"), "--loss",
                         "cross-entropy", "--class-axis", "2", "-o", os.path.join(tmp, "x.onnx"))
             self.assertEqual(r.returncode, 2)
