@@ -495,14 +495,19 @@ llvm::Error Builder::buildBackward() {
       continue;
     std::vector<Value *> dIn;
     llvm::Expected<bool> ok = emitGradient(*e, req, dIn);
-    if (!ok)
-      return ok.takeError();
-    if (!*ok) {
-      std::string orig = n->name.substr(std::strlen("fwd/"));
+    std::string orig = n->name.substr(std::strlen("fwd/"));
+    if (!ok) {
+      // The rule names the forward copy: name the model's node, and the path.
+      std::string msg = llvm::toString(ok.takeError()), copy = describeNode(*n);
+      if (llvm::StringRef(msg).startswith(copy))
+        msg = describeNode(orig, n->order(), n->qualifiedOpType()) + msg.substr(copy.size());
+      return inputError("{0}; the gradient reaches it from the loss through {1}", msg,
+                        gradientPath(*n));
+    }
+    if (!*ok)
       return inputError("node '{0}' ({1}) has no gradient rule; the gradient reaches it from "
                         "the loss through {2}",
                         orig, n->qualifiedOpType(), gradientPath(*n));
-    }
     Value *from = nullptr;
     for (unsigned i = 0; i < n->numOutputs() && !from; ++i)
       if (dOut[i])
