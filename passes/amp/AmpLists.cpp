@@ -39,6 +39,7 @@ static const DefaultRow kDefaultLists[] = {
   {"com.microsoft::ConvGrad", AmpClass::Allow, "gradient of Conv (onnxruntime training)"},
   {"ai.mpc.training::ConvGrad", AmpClass::Allow, "gradient of Conv: convolutions"},
   {"ai.mpc.training::LSTMGrad", AmpClass::Allow, "gradient of LSTM: recurrent GEMMs"},
+  {"ai.mpc.training::GRUGrad", AmpClass::Allow, "gradient of GRU: recurrent GEMMs"},
 
   // Infer: safe either way; fp16 only between allow ops.
   {"Add", AmpClass::Infer, "element-wise, exact rounding"},

@@ -430,6 +430,33 @@ static bool constantInts(const Value *v, std::vector<int64_t> &out) {
   return true;
 }
 
+/// The forward input i of a recurrent node, or null.
+static Value *optionalInput(const Node &n, unsigned i) {
+  return i < n.numInputs() ? n.input(i) : nullptr;
+}
+
+/// Emits `op` (LSTMGrad/GRUGrad) on `ins` (trailing absent ones dropped):
+/// its output k is the gradient of forward input fwdInput[k], requested
+/// only where that input is present and wanted.
+static void emitRecurrentGrad(Ctx &c, llvm::StringRef op, std::vector<Value *> ins,
+                              llvm::ArrayRef<unsigned> fwdInput,
+                              llvm::ArrayRef<llvm::StringRef> attrs) {
+  Node &n = c.n();
+  std::vector<DType> outs(fwdInput.size(), DType::Undefined);
+  for (unsigned k = 0; k < fwdInput.size(); ++k)
+    if (Value *x = optionalInput(n, fwdInput[k]); x && c.want(fwdInput[k]))
+      outs[k] = elemOf(x);
+  while (!ins.empty() && !ins.back())
+    ins.pop_back();
+  while (!outs.empty() && outs.back() == DType::Undefined)
+    outs.pop_back();
+  Node *g = c.e.node(op, kTrainingDomain, ins, outs, c.h("d"));
+  copyAttrs(n, *g, attrs);
+  for (unsigned k = 0; k < outs.size(); ++k)
+    if (outs[k] != DType::Undefined)
+      c.dIn[fwdInput[k]] = g->output(k);
+}
+
 /// LSTMGrad recomputes the forward from X, W, R, B and the initial states.
 static llvm::Error gradLstm(Ctx &c) {
   Node &n = c.n();
@@ -439,24 +466,32 @@ static llvm::Error gradLstm(Ctx &c) {
                           "defaults");
   if (n.numInputs() > 7 && n.input(7))
     return unsupported(n, "LSTM peepholes (input P)");
-  auto in = [&](unsigned i) { return i < n.numInputs() ? n.input(i) : nullptr; };
-  std::vector<Value *> ins = {c.dY(0), c.dY(1), c.dY(2), in(0), in(1), in(2),
-                              in(3),   in(4),   in(5),   in(6)};
-  // Forward input i -> LSTMGrad output k: X, W, R, B, initial_h, initial_c.
-  const unsigned fwdInput[6] = {0, 1, 2, 3, 5, 6};
-  std::vector<DType> outs(6, DType::Undefined);
-  for (unsigned k = 0; k < 6; ++k)
-    if (in(fwdInput[k]) && c.want(fwdInput[k]))
-      outs[k] = elemOf(in(fwdInput[k]));
-  while (!ins.empty() && !ins.back())
-    ins.pop_back();
-  while (!outs.empty() && outs.back() == DType::Undefined)
-    outs.pop_back();
-  Node *g = c.e.node("LSTMGrad", kTrainingDomain, ins, outs, c.h("d"));
-  copyAttrs(n, *g, {"direction", "hidden_size"});
-  for (unsigned k = 0; k < outs.size(); ++k)
-    if (outs[k] != DType::Undefined)
-      c.dIn[fwdInput[k]] = g->output(k);
+  std::vector<Value *> ins = {c.dY(0), c.dY(1), c.dY(2)};
+  for (unsigned i = 0; i < 7; ++i)
+    ins.push_back(optionalInput(n, i));
+  // LSTMGrad outputs: dX, dW, dR, dB, dinitial_h, dinitial_c.
+  emitRecurrentGrad(c, "LSTMGrad", ins, {0, 1, 2, 3, 5, 6}, {"direction", "hidden_size"});
+  return llvm::Error::success();
+}
+
+/// GRUGrad recomputes the forward from X, W, R, B and the initial state; it
+/// implements GRU's default activations, no clip and layout 0.
+static llvm::Error gradGru(Ctx &c) {
+  Node &n = c.n();
+  if (n.intAttr("layout", 0))
+    return unsupported(n, "GRU attribute 'layout' = 1 (batch-major); export with layout 0");
+  if (n.attr("clip"))
+    return unsupported(n, "GRU attribute 'clip'");
+  if (const Attribute *a = n.attr("activations"))
+    for (size_t i = 0; i < a->strings.size(); ++i)
+      if (a->strings[i] != (i % 2 == 0 ? "Sigmoid" : "Tanh"))
+        return unsupported(n, "GRU attribute 'activations' other than Sigmoid, Tanh");
+  std::vector<Value *> ins = {c.dY(0), c.dY(1)};
+  for (unsigned i = 0; i < 6; ++i)
+    ins.push_back(optionalInput(n, i));
+  // GRUGrad outputs: dX, dW, dR, dB, dinitial_h.
+  emitRecurrentGrad(c, "GRUGrad", ins, {0, 1, 2, 3, 5},
+                    {"direction", "hidden_size", "linear_before_reset"});
   return llvm::Error::success();
 }
 
@@ -553,41 +588,23 @@ static llvm::Error gradWhere(Ctx &c) {
 
 /// Clip(X, lo, hi) = min(max(X, lo), hi). X gets dY where lo < X < hi
 /// strictly (PyTorch's hardtanh/ReLU6 convention: nothing at the bounds);
-/// lo gets it where X <= lo < hi, hi where max(X, lo) >= hi (the bound
-/// that is the output there), each summed over the broadcast axes.
+/// the bounds take no gradient (carriesGradient).
 static llvm::Error gradClip(Ctx &c) {
   Node &n = c.n();
   Emitter &e = c.e;
   Value *x = c.in(0), *dy = c.dY();
   Value *lo = n.numInputs() > 1 ? n.input(1) : nullptr;
   Value *hi = n.numInputs() > 2 ? n.input(2) : nullptr;
-  DType t = elemOf(x);
-  Value *zero = nullptr;
-  auto masked = [&](Value *mask, const std::string &h) {
-    if (!zero)
-      zero = e.scalar(0.0, t, c.h("zero"));
-    return e.op("Where", {mask, dy, zero}, t, h);
-  };
-  auto both = [&](Value *a, Value *b, const std::string &h) {
-    return !a ? b : !b ? a : e.op("And", {a, b}, DType::Bool, h);
-  };
-  if (c.want(0)) {
-    Value *above = lo ? e.op("Greater", {x, lo}, DType::Bool, c.h("above_min")) : nullptr;
-    Value *below = hi ? e.op("Less", {x, hi}, DType::Bool, c.h("below_max")) : nullptr;
-    Value *inside = both(above, below, c.h("inside"));
-    c.dIn[0] = inside ? masked(inside, c.h("dX")) : dy;
+  Value *above = lo ? e.op("Greater", {x, lo}, DType::Bool, c.h("above_min")) : nullptr;
+  Value *below = hi ? e.op("Less", {x, hi}, DType::Bool, c.h("below_max")) : nullptr;
+  Value *inside =
+      !above ? below : !below ? above : e.op("And", {above, below}, DType::Bool, c.h("inside"));
+  if (!inside) {
+    c.dIn[0] = dy;
+    return llvm::Error::success();
   }
-  if (lo && c.want(1)) {
-    Value *atMin = e.op("LessOrEqual", {x, lo}, DType::Bool, c.h("at_min"));
-    Value *open = hi ? e.op("Less", {lo, hi}, DType::Bool, c.h("min_below_max")) : nullptr;
-    c.dIn[1] = unbroadcast(e, masked(both(atMin, open, c.h("min_wins")), c.h("dMin_sel")), lo,
-                           c.out(0), c.h("dMin"));
-  }
-  if (hi && c.want(2)) {
-    Value *low = lo ? e.op("Max", {x, lo}, t, c.h("max_x_min")) : x;
-    Value *atMax = e.op("GreaterOrEqual", {low, hi}, DType::Bool, c.h("at_max"));
-    c.dIn[2] = unbroadcast(e, masked(atMax, c.h("dMax_sel")), hi, c.out(0), c.h("dMax"));
-  }
+  Value *zero = e.scalar(0.0, elemOf(x), c.h("zero"));
+  c.dIn[0] = e.op("Where", {inside, dy, zero}, elemOf(x), c.h("dX"));
   return llvm::Error::success();
 }
 
@@ -612,6 +629,7 @@ static const RuleRow kRules[] = {
     {"Gather", gradGather},
     {"Gelu", gradUnary},
     {"Gemm", gradGemm},
+    {"GRU", gradGru},
     {"GlobalAveragePool", gradWithAttrs},
     {"Identity", gradIdentity},
     {"LayerNormalization", gradLayerNorm},
@@ -648,14 +666,20 @@ static RuleFn findRule(const Node &n) {
 
 bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
 
+bool train::carriesGradient(const Node &n, unsigned input) {
+  bool standard = n.domain.empty() || n.domain == "ai.onnx";
+  return !(standard && n.opType == "Clip" && input > 0);
+}
+
 llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
                                          std::vector<Value *> &dIn) {
   RuleFn fn = findRule(req.fwd);
   if (!fn)
     return false;
   dIn.assign(req.fwd.numInputs(), nullptr);
-  // LSTM and Split take the gradient of any output; other rules need dY of output 0.
-  bool anyOutput = req.fwd.opType == "LSTM" || req.fwd.opType == "Split";
+  // LSTM, GRU and Split take the gradient of any output; other rules need dY of output 0.
+  bool anyOutput =
+      req.fwd.opType == "LSTM" || req.fwd.opType == "GRU" || req.fwd.opType == "Split";
   if (!req.dOut.empty() && !req.dOut[0] && !anyOutput)
     return unsupported(req.fwd, "only its first output may carry a gradient");
   Ctx c{e, req, dIn};
@@ -667,6 +691,16 @@ llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
   return true;
 }
 
+std::vector<bool> train::inputsWantingGradients(const Node &n,
+                                                const llvm::DenseSet<const Value *> &needs) {
+  std::vector<bool> want;
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    const Value *in = n.input(i);
+    want.push_back(in && needs.count(in) && isFloatTensor(in) && carriesGradient(n, i));
+  }
+  return want;
+}
+
 bool train::isFloatTensor(const Value *v) {
   return v && v->type.isTensor() && isFloatingPoint(v->type.elem);
 }
@@ -676,8 +710,8 @@ llvm::DenseSet<const Value *> train::valuesDependingOn(llvm::ArrayRef<Node *> fo
   llvm::DenseSet<const Value *> needs(seeds.begin(), seeds.end());
   for (Node *n : forward) {
     bool any = false;
-    for (Value *in : n->inputs())
-      any |= in && needs.count(in);
+    for (unsigned i = 0; i < n->numInputs(); ++i)
+      any |= n->input(i) && needs.count(n->input(i)) && carriesGradient(*n, i);
     if (any)
       for (Value *o : n->outputs())
         if (isFloatTensor(o))

@@ -13,6 +13,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include <algorithm>
 
 using namespace mpc;
 using namespace mpc::train;
@@ -80,12 +81,8 @@ static llvm::Error lowerOne(Model &m, Graph &alg, Node &gradNode) {
       anyOut |= dOut.back() != nullptr;
     }
     GradRequest req{*n, dOut, {}, base + "/" + (n->name.empty() ? n->opType : n->name)};
-    bool anyIn = false;
-    for (Value *in : n->inputs()) {
-      bool w = in && needs.count(in) && isFloatTensor(in);
-      req.wantIn.push_back(w);
-      anyIn |= w;
-    }
+    req.wantIn = inputsWantingGradients(*n, needs);
+    bool anyIn = std::find(req.wantIn.begin(), req.wantIn.end(), true) != req.wantIn.end();
     if (!anyOut || !anyIn)
       continue;
     std::vector<Value *> dIn;

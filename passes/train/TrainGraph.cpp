@@ -24,6 +24,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Regex.h"
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,10 +74,19 @@ private:
 
   std::vector<Value *> params; // trainable, initializer order
   llvm::DenseSet<const Value *> paramSet;
+  std::vector<const Value *> floatInitializers;                 // the model's, in order
+  llvm::DenseMap<const Value *, const char *> notTrainedWhy;    // docs/training.md reasons
   llvm::DenseMap<const Value *, Value *> copyOf;        // inference value -> algorithm copy
   llvm::DenseMap<const Value *, const Value *> origOf;  // algorithm copy -> inference value
   std::vector<Node *> forward;                          // the forward copy, in order
-  std::vector<std::pair<std::string, Value *>> bnStats; // running stat -> new value
+  struct BnStat {
+    std::string name;        // the running statistic (an initializer)
+    Value *next;             // its new value, an output of the forward BatchNormalization
+    Node *bn;                // that node (algorithm graph)
+    bool isVariance;
+  };
+  std::vector<BnStat> bnStats;
+  Value *unbiasedVariance(const BnStat &s);
 
   Value *loss = nullptr, *seed = nullptr, *labels = nullptr;
   std::vector<Value *> predictions;
@@ -105,6 +116,13 @@ private:
 };
 } // namespace
 
+// Why a float initializer is not trained (docs/training.md, "Parameters").
+static const char *const kWhyRunningStat = "BatchNormalization running statistic";
+static const char *const kWhyMask = "holds inf or NaN: a mask constant";
+static const char *const kWhyFrozen = "--freeze";
+static const char *const kWhyClipBound = "only a Clip bound";
+static const char *const kWhyNoGradient = "no gradient reaches it from the loss";
+
 static std::string shapeText(const Type &t) {
   return t.hasShape ? t.dimsText(",") : "unknown";
 }
@@ -129,6 +147,30 @@ llvm::Error Builder::checkInput() {
   return llvm::Error::success();
 }
 
+/// True when a float tensor in memory holds an infinite or NaN element.
+static bool hasNonFinite(const Tensor &t) {
+  if (t.isExternal())
+    return false;
+  for (int64_t i = 0, n = t.numElements(); i < n; ++i)
+    if (!std::isfinite(t.getAsDouble(i)))
+      return true;
+  return false;
+}
+
+/// True when every use of `v` in the inference graph `g` is a Clip bound (a
+/// use that takes no gradient).
+static bool onlyClipBounds(const Value &v, const Graph *g) {
+  bool any = false;
+  for (const Use &u : v.uses()) {
+    if (u.user->getParent() != g)
+      continue;
+    if (carriesGradient(*u.user, u.operand))
+      return false;
+    any = true;
+  }
+  return any;
+}
+
 llvm::Error Builder::collectParameters() {
   llvm::DenseSet<const Value *> runningStats;
   for (const Node &n : m.graph->nodes())
@@ -143,16 +185,28 @@ llvm::Error Builder::collectParameters() {
                       why);
   unsigned candidates = 0;
   for (Value *v : m.graph->initializers()) {
-    if (!isFloatTensor(v) || runningStats.count(v))
+    if (!isFloatTensor(v))
       continue;
-    ++candidates;
-    if (!opts.freezeRegex.empty() && freeze.match(v->name()))
-      continue;
-    params.push_back(v);
-    paramSet.insert(v);
+    floatInitializers.push_back(v);
+    if (runningStats.count(v)) {
+      notTrainedWhy[v] = kWhyRunningStat;
+    } else if (hasNonFinite(*v->initializer())) {
+      notTrainedWhy[v] = kWhyMask;
+    } else {
+      ++candidates;
+      if (!opts.freezeRegex.empty() && freeze.match(v->name())) {
+        notTrainedWhy[v] = kWhyFrozen;
+        continue;
+      }
+      params.push_back(v);
+      paramSet.insert(v);
+    }
   }
   if (candidates == 0)
-    return inputError("the model has no float initializers: nothing to train");
+    return inputError(floatInitializers.empty()
+                          ? "the model has no float initializers: nothing to train"
+                          : "the model's float initializers are all masks (inf or NaN) or "
+                            "BatchNormalization running statistics: nothing to train");
   if (params.empty())
     return inputError("--freeze '{0}' freezes all {1} parameters: nothing to train",
                       opts.freezeRegex, candidates);
@@ -205,7 +259,7 @@ llvm::Error Builder::copyForward() {
           continue;
         Value *o = c->setOutput(i, m.freshName("fwd/" + stat->name() + ".new"), stat->type);
         if (stat->isConstant())
-          bnStats.emplace_back(stat->name(), o);
+          bnStats.push_back({stat->name(), o, c, i == 2});
       }
     }
     if (isDefault && n.opType == "LayerNormalization") {
@@ -259,9 +313,11 @@ llvm::Error Builder::buildLoss() {
       return inputError("prediction '{0}' must be a float tensor computed by the model",
                         predOrig->name());
     bool ce = opts.loss == LossKind::CrossEntropy;
+    Value *scores = pred; // what the loss reads: pred with the classes on axis 1
     if (ce) {
       Node *p = pred->producer();
       int r = pred->type.hasShape ? static_cast<int>(pred->type.dims.size()) : -1;
+      int classAxis = opts.classAxis;
       if (p && p->opType == "Softmax" && p->domain.empty()) {
         int64_t axis = p->intAttr("axis", -1);
         if (axis == -1 || (r >= 0 && axis == r - 1)) {
@@ -269,20 +325,41 @@ llvm::Error Builder::buildLoss() {
                               " is a Softmax over the last axis; its input " +
                               quoteName(displayName(p->input(0))) + " is taken as the logits");
           pred = p->input(0);
+          if (classAxis == 1 && r > 2)
+            return inputError("--class-axis 1: output '{0}' is a Softmax over its last axis, "
+                              "so its classes are on the last axis",
+                              predOrig->name());
+          classAxis = -1;
         }
       }
       if (pred->type.hasShape && pred->type.dims.size() < 2)
         return inputError("cross-entropy: logits '{0}' must have shape [N, C, ...], not {1}",
                           displayName(pred), shapeText(pred->type));
+      scores = pred;
+      if (classAxis == -1 && r < 0 && opts.classAxis == -1)
+        return inputError("--class-axis -1: logits '{0}' need a known rank to take the classes "
+                          "from the last axis",
+                          displayName(pred));
+      if (classAxis == -1 && r > 2) {
+        // [N, d1.., C] -> [N, C, d1..]: SoftmaxCrossEntropyLoss's layout.
+        std::vector<int64_t> perm = {0, r - 1};
+        for (int i = 1; i < r - 1; ++i)
+          perm.push_back(i);
+        scores = e->op("Transpose", {pred}, pred->type.elem, "loss/classes_to_axis1");
+        scores->producer()->setAttr(Attribute::makeInts("perm", perm));
+        scores->type.hasShape = true;
+        for (int64_t a : perm)
+          scores->type.dims.push_back(pred->type.dims[size_t(a)]);
+      }
     }
     predictions.push_back(pred);
     // The labels input: new, or an existing data input of the right type.
     Type want = ce ? Type::tensor(DType::I64) : pred->type;
-    if (ce && pred->type.hasShape) {
+    if (ce && scores->type.hasShape) {
       want.hasShape = true;
-      want.dims = {pred->type.dims[0]};
-      for (size_t i = 2; i < pred->type.dims.size(); ++i)
-        want.dims.push_back(pred->type.dims[i]);
+      want.dims = {scores->type.dims[0]};
+      for (size_t i = 2; i < scores->type.dims.size(); ++i)
+        want.dims.push_back(scores->type.dims[i]);
     }
     for (Value *in : alg->inputs())
       if (in->name() == opts.labels)
@@ -303,7 +380,7 @@ llvm::Error Builder::buildLoss() {
     }
     DType ft = pred->type.elem;
     if (ce) {
-      Node *sce = e->node("SoftmaxCrossEntropyLoss", "", {pred, labels}, {ft, ft}, "loss/sce");
+      Node *sce = e->node("SoftmaxCrossEntropyLoss", "", {scores, labels}, {ft, ft}, "loss/sce");
       sce->setAttr(Attribute::makeString("reduction", "mean"));
       loss = sce->output(0);
     } else {
@@ -331,7 +408,16 @@ llvm::Error Builder::buildLoss() {
     Node *gn = e->node("SoftmaxCrossEntropyLossGrad", kTrainingDomain,
                        {dRaw, sce->output(1), labels}, {loss->type.elem}, "loss/sce_grad");
     gn->setAttr(Attribute::makeString("reduction", "mean"));
-    contrib[predictions[0]].push_back(gn->output(0));
+    Value *g = gn->output(0);
+    if (Node *t = sce->input(0)->producer(); t && sce->input(0) != predictions[0]) {
+      // Back from [N, C, d1..] to the logits' [N, d1.., C].
+      std::vector<int64_t> perm = t->attr("perm")->ints, inv(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i)
+        inv[size_t(perm[i])] = int64_t(i);
+      g = e->op("Transpose", {g}, loss->type.elem, "loss/sce_grad_classes_back");
+      g->producer()->setAttr(Attribute::makeInts("perm", inv));
+    }
+    contrib[predictions[0]].push_back(g);
     reachedFrom[predictions[0]] = loss;
   } else if (opts.loss == LossKind::Mse) {
     Value *gv = e->op("MSELossGrad", {dRaw, predictions[0], labels}, loss->type.elem,
@@ -403,24 +489,25 @@ llvm::Error Builder::buildBackward() {
         break;
       }
     GradRequest req{*n, dOut, {}, "grad/" + displayName(named)};
-    bool anyIn = false;
-    for (Value *in : n->inputs()) {
-      bool w = in && needs.count(in) && isFloatTensor(in);
-      req.wantIn.push_back(w);
-      anyIn |= w;
-    }
+    req.wantIn = inputsWantingGradients(*n, needs);
+    bool anyIn = std::find(req.wantIn.begin(), req.wantIn.end(), true) != req.wantIn.end();
     if (!anyOut || !anyIn)
       continue;
     std::vector<Value *> dIn;
     llvm::Expected<bool> ok = emitGradient(*e, req, dIn);
-    if (!ok)
-      return ok.takeError();
-    if (!*ok) {
-      std::string orig = n->name.substr(std::strlen("fwd/"));
+    std::string orig = n->name.substr(std::strlen("fwd/"));
+    if (!ok) {
+      // The rule names the forward copy: name the model's node, and the path.
+      std::string msg = llvm::toString(ok.takeError()), copy = describeNode(*n);
+      if (llvm::StringRef(msg).startswith(copy))
+        msg = describeNode(orig, n->order(), n->qualifiedOpType()) + msg.substr(copy.size());
+      return inputError("{0}; the gradient reaches it from the loss through {1}", msg,
+                        gradientPath(*n));
+    }
+    if (!*ok)
       return inputError("node '{0}' ({1}) has no gradient rule; the gradient reaches it from "
                         "the loss through {2}",
                         orig, n->qualifiedOpType(), gradientPath(*n));
-    }
     Value *from = nullptr;
     for (unsigned i = 0; i < n->numOutputs() && !from; ++i)
       if (dOut[i])
@@ -435,9 +522,18 @@ llvm::Error Builder::buildBackward() {
   }
   for (Value *p : params) {
     Value *g = sumOf(p, "grad/sum/" + p->name());
-    if (!g)
+    if (!g) {
+      notTrainedWhy[p] = onlyClipBounds(*p, m.graph.get()) ? kWhyClipBound : kWhyNoGradient;
       continue;
+    }
     grads.emplace_back(p, g);
+  }
+  for (const Value *v : floatInitializers) {
+    auto it = notTrainedWhy.find(v);
+    if (it == notTrainedWhy.end())
+      res.trained.push_back(v->name());
+    else
+      res.notTrained.emplace_back(v->name(), it->second);
   }
   if (grads.empty())
     return inputError("no trainable parameter receives a gradient from the loss '{0}'",
@@ -553,15 +649,43 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
       binding.emplace_back(init->name(), nv->name());
     }
   }
-  for (auto &[name, v] : bnStats) {
+  for (const BnStat &st : bnStats) {
+    Value *v = st.isVariance && opts.bnUnbiasedVariance ? unbiasedVariance(st) : st.next;
     outs.push_back(v);
-    binding.emplace_back(name, v->name());
+    binding.emplace_back(st.name, v->name());
   }
   outs.push_back(stepNext);
   binding.emplace_back(step->name(), stepNext->name());
   markFp32Since(first);
   res.numParameters = static_cast<unsigned>(grads.size());
   stepCounterName = step->name();
+}
+
+/// PyTorch's running variance from ONNX's: with momentum m, old value v and
+/// n values per channel, ONNX gives b = m*v + (1-m)*var and PyTorch
+/// u = m*v + (1-m)*var*n/(n-1), so u = b + (b - m*v)/(n-1). n is read from
+/// X at run time (Size(X) / channels); n = 1 adds nothing (docs/training.md).
+Value *Builder::unbiasedVariance(const BnStat &st) {
+  Node &bn = *st.bn;
+  Value *x = bn.input(0), *old = bn.input(4), *b = st.next;
+  DType t = b->type.elem;
+  std::string h = "update/" + st.name + "/unbiased/";
+  Value *size = e->op("Size", {x}, DType::I64, h + "size");
+  Value *channels = e->op("Gather", {e->shapeOf(x), e->ints({1}, h + "channel_axis")},
+                          DType::I64, h + "channels");
+  Value *n = e->op("Div", {size, channels}, DType::I64, h + "count");
+  Value *nm1 = e->op("Sub", {n, e->scalar(1, DType::I64, h + "one")}, DType::I64, h + "dof");
+  nm1 = e->op("Max", {nm1, e->scalar(1, DType::I64, h + "one_dof")}, DType::I64,
+              h + "dof_at_least_1");
+  Value *nm1f = e->op("Cast", {nm1}, t, h + "dof_f");
+  nm1f->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+  Value *kept = e->op("Mul", {old, e->scalar(bn.floatAttr("momentum", 0.9f), t, h + "momentum")},
+                      t, h + "kept");
+  Value *added = e->op("Sub", {b, kept}, t, h + "added");
+  Value *extra = e->op("Div", {added, nm1f}, t, h + "correction");
+  Value *u = e->op("Add", {b, extra}, t, "update/" + st.name);
+  u->type = b->type;
+  return u;
 }
 
 static const char *lossKindName(LossKind k) {
@@ -686,6 +810,8 @@ llvm::Error Builder::run() {
   m.setMetadata("mpc.training.optimizer", describeOptimizer(opts));
   m.setMetadata("mpc.training.step_counter", stepCounterName);
   m.setMetadata("mpc.training.fp32_nodes", trim(fp32Text));
+  if (opts.bnUnbiasedVariance && !bnStats.empty())
+    m.setMetadata("mpc.training.bn_variance", "unbiased");
 
   if (m.opsetVersion(kTrainingDomain) < 0)
     m.opsets.push_back({kTrainingDomain, 1});

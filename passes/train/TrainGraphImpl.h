@@ -66,11 +66,22 @@ llvm::Expected<bool> emitGradient(Emitter &e, const GradRequest &req, std::vecto
 /// Whether `opType` (default domain) has a gradient rule.
 bool hasGradientRule(const Node &n);
 
+/// Whether input `input` of `n` takes a gradient when its outputs do. False
+/// for the bounds of Clip (they are never trained, docs/training.md); inputs
+/// that are not float tensors carry none either way.
+bool carriesGradient(const Node &n, unsigned input);
+
+/// Per input of `n`: whether a backward pass wants its gradient (a float
+/// tensor in `needs`, at an input that carries gradients).
+std::vector<bool> inputsWantingGradients(const Node &n,
+                                         const llvm::DenseSet<const Value *> &needs);
+
 /// A tensor of a floating-point type: what can carry a gradient.
 bool isFloatTensor(const Value *v);
 
-/// The float tensors that depend on `seeds` through `forward` (in order),
-/// the seeds included: the values a backward pass must reach.
+/// The float tensors that depend on `seeds` through `forward` (in order) by
+/// inputs that carry gradients, the seeds included: the values a backward
+/// pass must reach.
 llvm::DenseSet<const Value *> valuesDependingOn(llvm::ArrayRef<Node *> forward,
                                                 llvm::ArrayRef<const Value *> seeds);
 

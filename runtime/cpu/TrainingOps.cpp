@@ -4,7 +4,7 @@
 // classification losses and training-mode BatchNormalization. Sums and
 // statistics are kept in AccumType<T>; each output element is rounded once.
 // ConvGrad builds its own column panels and multiplies through cpu::gemm.
-// LSTMGrad recomputes the forward one batch entry at a time (entries may have
+// LSTMGrad and GRUGrad recompute the forward one batch entry at a time (entries may have
 // different lengths, so reverse directions start at different time steps).
 //
 //===----------------------------------------------------------------------===//
@@ -580,6 +580,152 @@ template <typename T> void lstmGrad(const LstmShape &s, const LstmGradBuffers<T>
   storeAll<T>(dC0, io.dC0);
 }
 
+/// One direction of one batch entry of GRU, as lstmGradSequence: the forward
+/// over `len` steps keeping the activated gates [len][z, r, h~] (and, with
+/// linear_before_reset, the recurrent h-block pre-activation R_h H + Rb_h),
+/// then the backward in reverse processing order.
+template <typename T, typename A = AccumType<T>>
+static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int64_t d,
+                            int64_t bi, int64_t len, const std::vector<A> &x,
+                            const std::vector<A> &w, const std::vector<A> &r,
+                            const std::vector<A> &b, std::vector<A> &dX, std::vector<A> &dW,
+                            std::vector<A> &dR, std::vector<A> &dB, std::vector<A> &dH0) {
+  const int64_t hid = s.hidden, in = s.input, g3 = 3 * hid, h2 = 2 * hid;
+  const bool backwards = s.reverse || d == 1, lbr = s.linearBeforeReset;
+  const A *wd = w.data() + d * g3 * in, *rd = r.data() + d * g3 * hid;
+  const A *wb = b.empty() ? nullptr : b.data() + d * 2 * g3;
+  const A *rb = wb ? wb + g3 : nullptr;
+  const int64_t state = (d * s.batch + bi) * hid;
+  auto timeOf = [&](int64_t step) { return backwards ? len - 1 - step : step; };
+  auto xAt = [&](int64_t t) { return x.data() + (t * s.batch + bi) * in; };
+  auto dot = [](const A *a, const A *v, int64_t n) {
+    A acc = A(0);
+    for (int64_t j = 0; j < n; ++j)
+      acc += a[j] * v[j];
+    return acc;
+  };
+
+  std::vector<A> gates(size_t(len * g3)), rec(size_t(len * hid)), hs(size_t((len + 1) * hid));
+  for (int64_t j = 0; j < hid; ++j)
+    hs[size_t(j)] = io.h0 ? ld(io.h0[state + j]) : A(0);
+  std::vector<A> rh(static_cast<size_t>(hid));
+  for (int64_t step = 0; step < len; ++step) {
+    const A *xt = xAt(timeOf(step)), *hp = hs.data() + step * hid;
+    A *g = gates.data() + step * g3, *q = rec.data() + step * hid,
+      *h = hs.data() + (step + 1) * hid;
+    for (int64_t k = 0; k < h2; ++k)
+      g[k] = sigmoidOf((wb ? wb[k] + rb[k] : A(0)) + dot(wd + k * in, xt, in) +
+                       dot(rd + k * hid, hp, hid));
+    for (int64_t j = 0; j < hid; ++j)
+      rh[size_t(j)] = g[hid + j] * hp[j];
+    for (int64_t j = 0; j < hid; ++j) {
+      int64_t k = h2 + j;
+      A pre = (wb ? wb[k] : A(0)) + dot(wd + k * in, xt, in);
+      A rbk = rb ? rb[k] : A(0);
+      if (lbr) {
+        q[j] = rbk + dot(rd + k * hid, hp, hid);
+        pre += g[hid + j] * q[j];
+      } else {
+        pre += rbk + dot(rd + k * hid, rh.data(), hid);
+      }
+      g[k] = std::tanh(pre);
+      h[j] = (A(1) - g[j]) * g[k] + g[j] * hp[j];
+    }
+  }
+
+  std::vector<A> dh(static_cast<size_t>(hid)), dhPrev(static_cast<size_t>(hid)),
+      dg(static_cast<size_t>(g3)), drh(static_cast<size_t>(hid));
+  for (int64_t j = 0; j < hid; ++j)
+    dh[size_t(j)] = io.dYh ? ld(io.dYh[state + j]) : A(0);
+  A *dWd = dW.data() + d * g3 * in, *dRd = dR.data() + d * g3 * hid;
+  A *dWb = dB.data() + d * 2 * g3, *dRb = dWb + g3;
+  for (int64_t step = len; step-- > 0;) {
+    int64_t t = timeOf(step);
+    const A *g = gates.data() + step * g3, *q = rec.data() + step * hid;
+    const A *hp = hs.data() + step * hid, *xt = xAt(t);
+    A *dx = dX.data() + (t * s.batch + bi) * in;
+    if (io.dY) {
+      const T *dy = io.dY + ((t * s.directions + d) * s.batch + bi) * hid;
+      for (int64_t j = 0; j < hid; ++j)
+        dh[size_t(j)] += ld(dy[j]);
+    }
+    // H = (1 - z) h~ + z H_prev.
+    for (int64_t j = 0; j < hid; ++j) {
+      A z = g[j], ht = g[h2 + j];
+      dg[size_t(j)] = dh[size_t(j)] * (hp[j] - ht) * z * (A(1) - z);
+      dg[size_t(h2 + j)] = dh[size_t(j)] * (A(1) - z) * (A(1) - ht * ht);
+      dhPrev[size_t(j)] = dh[size_t(j)] * z;
+      drh[size_t(j)] = A(0);
+    }
+    // The h block: its input part, then its recurrent part and the reset gate.
+    for (int64_t j = 0; j < hid; ++j) {
+      int64_t k = h2 + j;
+      A da = dg[size_t(k)], rj = g[hid + j];
+      dWb[k] += da;
+      for (int64_t i = 0; i < in; ++i) {
+        dWd[k * in + i] += da * xt[i];
+        dx[i] += da * wd[k * in + i];
+      }
+      if (lbr) {
+        A dq = da * rj;
+        dRb[k] += dq;
+        for (int64_t i = 0; i < hid; ++i) {
+          dRd[k * hid + i] += dq * hp[i];
+          dhPrev[size_t(i)] += dq * rd[k * hid + i];
+        }
+        dg[size_t(hid + j)] = da * q[j] * rj * (A(1) - rj);
+      } else {
+        dRb[k] += da;
+        for (int64_t i = 0; i < hid; ++i) {
+          dRd[k * hid + i] += da * g[hid + i] * hp[i];
+          drh[size_t(i)] += da * rd[k * hid + i];
+        }
+      }
+    }
+    if (!lbr)
+      for (int64_t i = 0; i < hid; ++i) {
+        A ri = g[hid + i];
+        dg[size_t(hid + i)] = drh[size_t(i)] * hp[i] * ri * (A(1) - ri);
+        dhPrev[size_t(i)] += drh[size_t(i)] * ri;
+      }
+    // The z and r blocks.
+    for (int64_t k = 0; k < h2; ++k) {
+      A gk = dg[size_t(k)];
+      dWb[k] += gk;
+      dRb[k] += gk;
+      for (int64_t i = 0; i < in; ++i) {
+        dWd[k * in + i] += gk * xt[i];
+        dx[i] += gk * wd[k * in + i];
+      }
+      for (int64_t i = 0; i < hid; ++i) {
+        dRd[k * hid + i] += gk * hp[i];
+        dhPrev[size_t(i)] += gk * rd[k * hid + i];
+      }
+    }
+    std::swap(dh, dhPrev);
+  }
+  std::copy(dh.begin(), dh.end(), dH0.begin() + state);
+}
+
+template <typename T> void gruGrad(const GruShape &s, const GruGradBuffers<T> &io) {
+  using A = AccumType<T>;
+  const int64_t hid = s.hidden, in = s.input, g3 = 3 * hid, dirs = s.directions;
+  std::vector<A> x = widenAll(io.x, s.seq * s.batch * in);
+  std::vector<A> w = widenAll(io.w, dirs * g3 * in), r = widenAll(io.r, dirs * g3 * hid);
+  std::vector<A> b = widenAll(io.b, dirs * 2 * g3);
+  std::vector<A> dX(x.size(), A(0)), dW(w.size(), A(0)), dR(r.size(), A(0));
+  std::vector<A> dB(size_t(dirs * 2 * g3), A(0)), dH0(size_t(dirs * s.batch * hid), A(0));
+  for (int64_t d = 0; d < dirs; ++d)
+    for (int64_t bi = 0; bi < s.batch; ++bi)
+      gruGradSequence<T>(s, io, d, bi, io.lens ? io.lens[bi] : s.seq, x, w, r, b, dX, dW, dR,
+                         dB, dH0);
+  storeAll<T>(dX, io.dX);
+  storeAll<T>(dW, io.dW);
+  storeAll<T>(dR, io.dR);
+  storeAll<T>(dB, io.dB);
+  storeAll<T>(dH0, io.dH0);
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -709,6 +855,7 @@ void mseLossGrad(const T *dLoss, const T *pred, const T *target, LossReduction r
   template void averagePoolGrad<T>(const PoolGeometry &, bool, const T *, T *);            \
   template void globalAveragePoolGrad<T>(const T *, T *, int64_t, int64_t);                \
   template void lstmGrad<T>(const LstmShape &, const LstmGradBuffers<T> &);               \
+  template void gruGrad<T>(const GruShape &, const GruGradBuffers<T> &);                 \
   template void mseLossGrad<T>(const T *, const T *, const T *, LossReduction, T *,        \
                                int64_t);                                                   \
   template void classificationLoss<T, int32_t>(const T *, const LossLabels<int32_t> &,     \

@@ -212,18 +212,6 @@ llvm::Error Trainer::init() {
     return algOutputs.count(pg.second) != 0;
   });
   lossKind = metadataValue(model, "mpc.training.loss_kind");
-  // The evaluated cross-entropy reads the first output as probabilities or
-  // log-probabilities when a Softmax or LogSoftmax over the last axis makes
-  // it, else as logits.
-  if (const Node *p = main.outputs().empty() ? nullptr : main.outputs()[0]->producer()) {
-    int64_t rank = int64_t(p->output(0)->type.dims.size());
-    int64_t axis = p->intAttr("axis", -1);
-    bool lastAxis = axis == -1 || (p->output(0)->type.hasShape && axis == rank - 1);
-    if (p->domain.empty() && p->opType == "Softmax" && lastAxis)
-      outputKind = OutputKind::Probabilities;
-    if (p->domain.empty() && p->opType == "LogSoftmax" && lastAxis)
-      outputKind = OutputKind::LogProbabilities;
-  }
 
   // Evaluation feeds each inference input the held-out data of the algorithm
   // input of the same name (the contract), else of the same position among
@@ -254,6 +242,21 @@ llvm::Error Trainer::init() {
     evalInputs.emplace_back(infInputs[k], src);
   }
   findClassCount();
+  // The evaluated cross-entropy reads the first output as probabilities or
+  // log-probabilities when a Softmax or LogSoftmax over the class axis makes
+  // it, else as logits.
+  if (const Node *p = main.outputs().empty() ? nullptr : main.outputs()[0]->producer()) {
+    int64_t rank = int64_t(p->output(0)->type.dims.size());
+    int64_t axis = p->intAttr("axis", -1);
+    bool onClasses = classAxis < 0 ? axis == -1 || (p->output(0)->type.hasShape &&
+                                                    axis == rank - 1)
+                                   : axis == classAxis ||
+                                         (p->output(0)->type.hasShape && axis + rank == classAxis);
+    if (p->domain.empty() && p->opType == "Softmax" && onClasses)
+      outputKind = OutputKind::Probabilities;
+    if (p->domain.empty() && p->opType == "LogSoftmax" && onClasses)
+      outputKind = OutputKind::LogProbabilities;
+  }
   auto inf = Executor::create(model, backend);
   if (!inf)
     return inputError("inference graph: {0}", llvm::toString(inf.takeError()));
@@ -266,29 +269,134 @@ static bool isClassLoss(const Node &n) {
   return n.opType == "SoftmaxCrossEntropyLoss" || n.opType == "NegativeLogLikelihoodLoss";
 }
 
+/// The entries of a constant int64 tensor (an initializer or a Constant
+/// node's value); false when `v` is not one.
+static bool constantShape(const Value *v, std::vector<int64_t> &out) {
+  const Tensor *t = v ? v->initializer() : nullptr;
+  if (!t && v && v->producer() && v->producer()->opType == "Constant")
+    if (const Attribute *a = v->producer()->attr("value"))
+      if (!a->tensors.empty())
+        t = &a->tensors[0];
+  if (!t || t->isExternal() || t->dtype != DType::I64)
+    return false;
+  for (int64_t i = 0; i < t->numElements(); ++i)
+    out.push_back(t->getAsInt64(i));
+  return true;
+}
+
+/// Follows axis `axis` of `v` back through ops that keep or permute its
+/// layout (Transpose, Identity, Cast, Softmax, LogSoftmax) and through a
+/// Reshape to [M, C] of a rank-`rank` value whose last dimension is C
+/// (`classes`), as F.cross_entropy(logits.view(-1, C), ...) exports; stops
+/// at any other producer, the root, which `root` receives. Returns the axis
+/// of the root, -1 when a Transpose has no usable perm.
+static int64_t traceAxis(const Value *v, int64_t axis, int64_t rank, int64_t classes,
+                         const Value *&root) {
+  for (unsigned guard = 0; guard < 1000; ++guard) {
+    const Node *p = v->producer();
+    if (!p || !(p->domain.empty() || p->domain == "ai.onnx") || !p->numInputs() || !p->input(0))
+      break;
+    llvm::StringRef op = p->opType;
+    std::vector<int64_t> to;
+    if (op == "Transpose") {
+      const Attribute *perm = p->attr("perm");
+      if (!perm || axis >= int64_t(perm->ints.size()))
+        return -1;
+      axis = perm->ints[size_t(axis)];
+    } else if (op == "Reshape" && p->numInputs() > 1 && constantShape(p->input(1), to) &&
+               to.size() == 2 && axis == 1 && classes > 0 && to[1] == classes && rank > 2) {
+      axis = rank - 1;
+    } else if (op != "Identity" && op != "Cast" && op != "Softmax" && op != "LogSoftmax") {
+      break;
+    }
+    v = p->input(0);
+  }
+  root = v;
+  return axis;
+}
+
 void Trainer::findClassCount() {
   const Graph &main = *model.graph;
-  if (!main.outputs().empty()) {
-    const Value *y = main.outputs()[0];
-    if (y->type.hasShape && !y->type.dims.empty() && y->type.dims.back().isKnown()) {
-      classCount = y->type.dims.back().value;
-      classSource = "the last dimension of the first output " + quoteName(y->name());
-    }
-  }
+  const Value *y = main.outputs().empty() ? nullptr : main.outputs()[0];
+  int64_t yRank = y && y->type.hasShape ? int64_t(y->type.dims.size()) : -1;
+  const Node *loss = nullptr;
   forEachGraph(const_cast<Graph &>(*info->algorithm), [&](Graph &g) {
     for (const Node &n : g.nodes()) {
       if (!isClassLoss(n))
         continue;
       if (const Attribute *a = n.attr("ignore_index"))
         ignoredLabels.push_back(a->i);
-      const Value *scores = n.numInputs() ? n.input(0) : nullptr;
-      if (!classCount && scores && scores->type.hasShape && scores->type.dims.size() >= 2 &&
-          scores->type.dims[1].isKnown()) {
-        classCount = scores->type.dims[1].value;
-        classSource = "the scores of the loss node " + quoteName(n.name);
-      }
+      if (!loss && n.numInputs() && n.input(0))
+        loss = &n;
     }
   });
+  // The loss reads classes on axis 1 of its scores; which axis of the first
+  // output is that? Without a class loss, or for [N, C], the last.
+  if (loss && yRank > 2) {
+    // Both the loss's scores (algorithm graph) and the output (inference
+    // graph) are followed back to their root, the same value in the forward
+    // copy and in the model: the output's class axis is the one that reaches
+    // the root axis the scores' axis 1 reaches.
+    const Dim &last = y->type.dims.back();
+    const Value *lossRoot = nullptr, *yRoot = nullptr;
+    int64_t rootAxis = traceAxis(loss->input(0), 1, yRank, last.isKnown() ? last.value : 0,
+                                 lossRoot);
+    int64_t axis = -2;
+    for (int64_t a = 0; a < yRank && rootAxis >= 0; ++a)
+      if (traceAxis(y, a, yRank, 0, yRoot) == rootAxis)
+        axis = a;
+    const Node *lp = lossRoot ? lossRoot->producer() : nullptr;
+    const Node *yp = yRoot ? yRoot->producer() : nullptr;
+    bool sameRoot = lp && yp && lp->opType == yp->opType && lp->domain == yp->domain;
+    if (sameRoot && axis >= 1)
+      classAxis = axis == yRank - 1 ? -1 : axis;
+    else
+      classLayoutError = "evaluation: cannot tell which axis of the first output " +
+                         quoteName(y->name()) + " holds the classes that the loss node " +
+                         quoteName(loss->name) + " scores on axis 1 of " +
+                         quoteName(loss->input(0)->name()) +
+                         " (--holdout 0 trains without evaluation)";
+  }
+  if (y && yRank > 0 && classLayoutError.empty()) {
+    const Dim &d = y->type.dims[size_t(classAxis < 0 ? yRank - 1 : classAxis)];
+    if (d.isKnown()) {
+      classCount = d.value;
+      classSource = classAxis < 0 ? "the last dimension of the first output " + quoteName(y->name())
+                                  : "dimension " + std::to_string(classAxis) +
+                                        " of the first output " + quoteName(y->name());
+    }
+  }
+  if (!classCount && loss) {
+    const Value *scores = loss->input(0);
+    if (scores->type.hasShape && scores->type.dims.size() >= 2 && scores->type.dims[1].isKnown()) {
+      classCount = scores->type.dims[1].value;
+      classSource = "the scores of the loss node " + quoteName(loss->name);
+    }
+  }
+}
+
+llvm::Error Trainer::checkEvalLayout(const HostTensor &labels, const std::string &name) const {
+  if (!classLayoutError.empty())
+    return inputError("{0}", classLayoutError);
+  const Graph &main = *model.graph;
+  const Value *y = main.outputs().empty() ? nullptr : main.outputs()[0];
+  if (!y || !y->type.hasShape || y->type.dims.size() < 2)
+    return llvm::Error::success();
+  size_t r = y->type.dims.size(), axis = classAxis < 0 ? r - 1 : size_t(classAxis);
+  // Labels: the output's shape without the class axis.
+  std::vector<Dim> want(y->type.dims.begin(), y->type.dims.end());
+  want.erase(want.begin() + long(axis));
+  bool ok = labels.shape.size() == want.size();
+  for (size_t i = 1; ok && i < want.size(); ++i)
+    ok = !want[i].isKnown() || want[i].value == labels.shape[i];
+  if (ok)
+    return llvm::Error::success();
+  Type wantType = y->type;
+  wantType.dims = want;
+  return inputError("data array '{0}' has shape {1}, but evaluation reads the first output {2} "
+                    "{3} with the classes on axis {4}, so it needs labels {5}",
+                    name, formatShape(labels.shape), quoteName(y->name()), y->type.dimsText(", "),
+                    axis, wantType.dimsText());
 }
 
 /// `shape`'s multi-index of flat element `i`: "[2, 0]".
@@ -404,6 +512,14 @@ llvm::Error Trainer::setData(std::vector<NamedTensor> arrays, double holdout) {
       if (auto err = checkValues(*test[i], inputs[i]->name() + "_test", isLabels))
         return err;
   }
+  // Evaluation must read the held-out labels as the loss does: say so now,
+  // not at the first evaluation.
+  bool evaluates = anyTest || int64_t(std::floor(double(train[0]->shape[0]) * holdout)) > 0;
+  for (size_t i = 0; i < inputs.size() && evaluates; ++i)
+    if (inputs[i]->name() == labels && !isFloatingPoint(train[i]->dtype))
+      if (auto err = checkEvalLayout(anyTest ? *test[i] : *train[i],
+                                     inputs[i]->name() + (anyTest ? "_test" : "")))
+        return err;
   int64_t n = train[0]->shape[0];
   trainData.clear();
   testData.clear();
@@ -445,7 +561,12 @@ llvm::Expected<StepResult> Trainer::step() {
   r.epoch = done / uint64_t(nb);
   uint64_t b = done % uint64_t(nb);
   if (permEpoch != r.epoch) {
-    perm = trainingPermutation(seedValue, r.epoch, numTrain);
+    if (shuffleOn) {
+      perm = trainingPermutation(seedValue, r.epoch, numTrain);
+    } else {
+      perm.resize(size_t(numTrain));
+      std::iota(perm.begin(), perm.end(), int64_t(0));
+    }
     permEpoch = r.epoch;
   }
   llvm::ArrayRef<int64_t> rows(perm.data() + b * uint64_t(batchSize), size_t(batchSize));
@@ -546,9 +667,16 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
     if (!outs)
       return inputError("evaluation: {0}", llvm::toString(outs.takeError()));
     const NamedTensor &y = outs->front();
+    const std::vector<int64_t> &ys = y.tensor.shape;
     int64_t perSample = y.tensor.numElements() / chunk;
-    int64_t classes = y.tensor.shape.empty() ? 1 : y.tensor.shape.back();
-    bool fits = y.tensor.numElements() % chunk == 0 &&
+    // Classes on axis `axis` of y: a label at position (o, i) of the other
+    // axes (o before the class axis, i after) scores elements
+    // (o * classes + c) * inner + i of its sample.
+    size_t axis = ys.empty() ? 0 : classAxis < 0 ? ys.size() - 1 : size_t(classAxis);
+    int64_t classes = ys.empty() ? 1 : ys[axis], inner = 1;
+    for (size_t d = axis + 1; d < ys.size(); ++d)
+      inner *= ys[d];
+    bool fits = y.tensor.numElements() % chunk == 0 && axis < std::max<size_t>(ys.size(), 1) &&
                 (intLabels ? classes > 0 && perSample == labelsPerSample * classes
                            : perSample == labelsPerSample);
     if (!fits)
@@ -565,10 +693,14 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
           ++lossTerms;
           continue;
         }
-        int64_t base = (s * labelsPerSample + l) * classes, best = 0;
-        double bestV = y.tensor.getAsDouble(base), mx = bestV;
+        // A label the loss ignores (ignore_index) counts in neither.
+        if (llvm::is_contained(ignoredLabels, int64_t(label)))
+          continue;
+        int64_t base = s * perSample + (l / inner) * classes * inner + l % inner, best = 0;
+        auto at = [&](int64_t c) { return y.tensor.getAsDouble(base + c * inner); };
+        double bestV = at(0), mx = bestV;
         for (int64_t c = 1; c < classes; ++c) {
-          double v = y.tensor.getAsDouble(base + c);
+          double v = at(c);
           if (v > bestV) {
             bestV = v;
             best = c;
@@ -578,7 +710,7 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
         correct += double(best) == label;
         ++counted;
         if (lossKind == "cross-entropy" && label >= 0 && label < double(classes)) {
-          double picked = y.tensor.getAsDouble(base + int64_t(label));
+          double picked = at(int64_t(label));
           if (outputKind == OutputKind::Probabilities) {
             lossSum -= std::log(picked);
           } else if (outputKind == OutputKind::LogProbabilities) {
@@ -586,7 +718,7 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
           } else {
             double sum = 0;
             for (int64_t c = 0; c < classes; ++c)
-              sum += std::exp(y.tensor.getAsDouble(base + c) - mx);
+              sum += std::exp(at(c) - mx);
             lossSum += mx + std::log(sum) - picked;
           }
           ++lossTerms;

@@ -554,25 +554,63 @@ static llvm::Error runSliceGrad(const KernelCall &c) {
 // LSTMGrad ports: inputs dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
 // initial_c; outputs dX, dW, dR, dB, dinitial_h, dinitial_c.
 enum LstmGradPort : unsigned { kDY, kDYh, kDYc, kX, kW, kR, kB, kLens, kH0, kC0 };
+// GRUGrad ports: inputs dY, dY_h, X, W, R, B, sequence_lens, initial_h;
+// outputs dX, dW, dR, dB, dinitial_h.
+enum GruGradPort : unsigned { kGDY, kGDYh, kGX, kGW, kGR, kGB, kGLens, kGH0 };
 
 static bool present(const ShapeQuery &q, unsigned i) {
   return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
 }
 
-/// The forward LSTM's sizes, after checking the attributes LSTMGrad
-/// implements and every present input's dtype and shape.
-static llvm::Expected<cpu::LstmShape> lstmGradShape(const ShapeQuery &q) {
+namespace {
+/// Where a recurrent gradient op keeps its forward inputs, and its gate count.
+struct RecurrentGradPorts {
+  unsigned dY, x, w, r, b, lens;
+  std::vector<unsigned> states; ///< output-state gradients and initial states
+  const char *statesWhat;       ///< their names, for messages
+  int64_t gates;
+};
+} // namespace
+
+static const RecurrentGradPorts kLstmPorts = {
+    kDY, kX, kW, kR, kB, kLens, {kDYh, kDYc, kH0, kC0},
+    "dY_h, dY_c, initial_h and initial_c", 4};
+static const RecurrentGradPorts kGruPorts = {
+    kGDY, kGX, kGW, kGR, kGB, kGLens, {kGDYh, kGH0}, "dY_h and initial_h", 3};
+
+/// The attributes GRUGrad implements: GRU's defaults but direction,
+/// hidden_size and linear_before_reset.
+static llvm::Error checkGruGradAttrs(const Node &n) {
+  if (n.intAttr("layout", 0) != 0)
+    return nodeError(n, "layout = 1 is not supported");
+  if (n.attr("clip"))
+    return nodeError(n, "the clip attribute is not supported");
+  if (const Attribute *a = n.attr("activations"))
+    for (size_t i = 0; i < a->strings.size(); ++i) {
+      const char *expect = i % 2 == 0 ? "Sigmoid" : "Tanh";
+      if (a->strings[i] != expect)
+        return nodeError(n, "activation " + quoteName(a->strings[i]) +
+                                " is not supported (only Sigmoid, Tanh)");
+    }
+  return llvm::Error::success();
+}
+
+/// The forward recurrence's sizes, after checking the attributes the op
+/// implements (`checkAttrs`) and every present input's dtype and shape.
+static llvm::Expected<cpu::LstmShape>
+recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
+                   llvm::Error (*checkAttrs)(const Node &)) {
   const Node &n = q.node;
-  if (llvm::Error err = checkLstmAttrs(n))
+  if (llvm::Error err = checkAttrs(n))
     return std::move(err);
   llvm::StringRef dir = n.stringAttr("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
     return nodeError(n, "unknown direction " + quoteName(dir));
-  if (q.inputs.size() <= kR || !present(q, kX) || !present(q, kW) || !present(q, kR))
+  if (q.inputs.size() <= p.r || !present(q, p.x) || !present(q, p.w) || !present(q, p.r))
     return nodeError(n, "X, W and R are required");
-  if (!isFloat(q.inputs[kX].dtype))
+  if (!isFloat(q.inputs[p.x].dtype))
     return nodeError(n, "X must be a float tensor");
-  const auto &x = q.inputs[kX].shape, &r = q.inputs[kR].shape;
+  const auto &x = q.inputs[p.x].shape, &r = q.inputs[p.r].shape;
   cpu::LstmShape s;
   s.directions = dir == "bidirectional" ? 2 : 1;
   s.reverse = dir == "reverse";
@@ -587,69 +625,96 @@ static llvm::Expected<cpu::LstmShape> lstmGradShape(const ShapeQuery &q) {
     if (h->i != s.hidden)
       return nodeError(n, "hidden_size " + std::to_string(h->i) + " does not match R " +
                               formatShape(r));
-  int64_t dirs = s.directions, hid = s.hidden, batch = s.batch;
+  int64_t dirs = s.directions, hid = s.hidden, batch = s.batch, gh = p.gates * hid;
   auto expect = [&](unsigned i, std::vector<int64_t> want, const char *what) -> llvm::Error {
     if (!present(q, i))
       return llvm::Error::success();
     if (q.inputs[i].shape != want)
       return nodeError(n, std::string(what) + " " + formatShape(q.inputs[i].shape) +
                               " should be " + formatShape(want));
-    if (i != kLens && q.inputs[i].dtype != q.inputs[kX].dtype)
+    if (i != p.lens && q.inputs[i].dtype != q.inputs[p.x].dtype)
       return nodeError(n, std::string(what) + " is " +
                               dtypeName(q.inputs[i].dtype).str() + " but X is " +
-                              dtypeName(q.inputs[kX].dtype).str());
+                              dtypeName(q.inputs[p.x].dtype).str());
     return llvm::Error::success();
   };
   std::vector<int64_t> state = {dirs, batch, hid};
-  if (auto e = expect(kW, {dirs, 4 * hid, s.input}, "W"))
+  if (auto e = expect(p.w, {dirs, gh, s.input}, "W"))
     return std::move(e);
-  if (auto e = expect(kR, {dirs, 4 * hid, hid}, "R"))
+  if (auto e = expect(p.r, {dirs, gh, hid}, "R"))
     return std::move(e);
-  if (auto e = expect(kB, {dirs, 8 * hid}, "B"))
+  if (auto e = expect(p.b, {dirs, 2 * gh}, "B"))
     return std::move(e);
-  if (auto e = expect(kDY, {s.seq, dirs, batch, hid}, "dY"))
+  if (auto e = expect(p.dY, {s.seq, dirs, batch, hid}, "dY"))
     return std::move(e);
-  for (unsigned i : {kDYh, kDYc, kH0, kC0})
-    if (auto e = expect(i, state, "dY_h, dY_c, initial_h and initial_c"))
+  for (unsigned i : p.states)
+    if (auto e = expect(i, state, p.statesWhat))
       return std::move(e);
-  if (auto e = expect(kLens, {batch}, "sequence_lens"))
+  if (auto e = expect(p.lens, {batch}, "sequence_lens"))
     return std::move(e);
-  if (present(q, kLens) && q.inputs[kLens].dtype != DType::I32 &&
-      q.inputs[kLens].dtype != DType::I64)
+  if (present(q, p.lens) && q.inputs[p.lens].dtype != DType::I32 &&
+      q.inputs[p.lens].dtype != DType::I64)
     return nodeError(n, "sequence_lens must be int32");
   return s;
 }
 
+/// dX, dW, dR like X, W, R; dB [dirs, 2 * gates * H]; then one [dirs, batch,
+/// H] gradient per initial state.
+static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &p,
+                                 const cpu::LstmShape &s, size_t numStates,
+                                 std::vector<ShapedType> &out) {
+  DType t = q.inputs[p.x].dtype;
+  std::vector<int64_t> state = {s.directions, s.batch, s.hidden};
+  out = {q.inputs[p.x], q.inputs[p.w], q.inputs[p.r],
+         ShapedType{t, {s.directions, 2 * p.gates * s.hidden}}};
+  out.resize(4 + numStates, ShapedType{t, state});
+  out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
+}
+
 static llvm::Error shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto s = lstmGradShape(q);
+  auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
   if (!s)
     return s.takeError();
-  DType t = q.inputs[kX].dtype;
-  std::vector<int64_t> state = {s->directions, s->batch, s->hidden};
-  out = {q.inputs[kX], q.inputs[kW], q.inputs[kR],
-         ShapedType{t, {s->directions, 8 * s->hidden}}, ShapedType{t, state},
-         ShapedType{t, state}};
-  out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
+  recurrentGradOutputs(q, kLstmPorts, *s, 2, out);
   return llvm::Error::success();
 }
 
-static llvm::Error runLstmGrad(const KernelCall &c) {
+static llvm::Error shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
+  if (!s)
+    return s.takeError();
+  recurrentGradOutputs(q, kGruPorts, *s, 1, out);
+  return llvm::Error::success();
+}
+
+/// The checked sizes of a recurrent gradient call and its sequence lengths
+/// (empty when absent; each must lie in [1, seq]).
+static llvm::Expected<cpu::LstmShape>
+recurrentGradCall(const KernelCall &c, const RecurrentGradPorts &p,
+                  llvm::Error (*checkAttrs)(const Node &), std::vector<int64_t> &lens) {
   std::vector<ShapedType> types;
   for (const TensorRef &t : c.inputs)
     types.push_back(ShapedType{t.dtype, std::vector<int64_t>(t.shape.begin(), t.shape.end())});
   std::vector<const HostTensor *> values(types.size(), nullptr);
-  auto s = lstmGradShape(ShapeQuery{*c.node, types, values});
+  auto s = recurrentGradShape(ShapeQuery{*c.node, types, values}, p, checkAttrs);
   if (!s)
     return s.takeError();
-  std::vector<int64_t> lens;
-  if (c.hasInput(kLens)) {
-    lens = readInts(c.inputs[kLens]);
+  if (c.hasInput(p.lens)) {
+    lens = readInts(c.inputs[p.lens]);
     for (size_t i = 0; i < lens.size(); ++i)
       if (lens[i] < 1 || lens[i] > s->seq)
         return nodeError(*c.node, "sequence_lens[" + std::to_string(i) + "] = " +
                                       std::to_string(lens[i]) + " is outside [1, " +
                                       std::to_string(s->seq) + "]");
   }
+  return s;
+}
+
+static llvm::Error runLstmGrad(const KernelCall &c) {
+  std::vector<int64_t> lens;
+  auto s = recurrentGradCall(c, kLstmPorts, checkLstmAttrs, lens);
+  if (!s)
+    return s.takeError();
   dispatchFloat(c.inputs[kX].dtype, [&](auto tag) {
     using T = decltype(tag);
     auto in = [&](unsigned i) { return c.hasInput(i) ? c.inputs[i].as<T>() : nullptr; };
@@ -672,6 +737,37 @@ static llvm::Error runLstmGrad(const KernelCall &c) {
     io.dH0 = out(4);
     io.dC0 = out(5);
     cpu::lstmGrad<T>(*s, io);
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Error runGruGrad(const KernelCall &c) {
+  std::vector<int64_t> lens;
+  auto s = recurrentGradCall(c, kGruPorts, checkGruGradAttrs, lens);
+  if (!s)
+    return s.takeError();
+  cpu::GruShape shape;
+  static_cast<cpu::LstmShape &>(shape) = *s;
+  shape.linearBeforeReset = c.node->intAttr("linear_before_reset", 0) != 0;
+  dispatchFloat(c.inputs[kGX].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto in = [&](unsigned i) { return c.hasInput(i) ? c.inputs[i].as<T>() : nullptr; };
+    auto out = [&](unsigned i) { return hasOutput(c, i) ? c.outputs[i].as<T>() : nullptr; };
+    cpu::GruGradBuffers<T> io;
+    io.dY = in(kGDY);
+    io.dYh = in(kGDYh);
+    io.x = in(kGX);
+    io.w = in(kGW);
+    io.r = in(kGR);
+    io.b = in(kGB);
+    io.h0 = in(kGH0);
+    io.lens = lens.empty() ? nullptr : lens.data();
+    io.dX = out(0);
+    io.dW = out(1);
+    io.dR = out(2);
+    io.dB = out(3);
+    io.dH0 = out(4);
+    cpu::gruGrad<T>(shape, io);
   });
   return llvm::Error::success();
 }
@@ -842,11 +938,14 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
        runActivationGrad<ActivationGrad::Gelu>},
       {"GlobalAveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapeGlobalAveragePoolGrad,
        runGlobalAveragePoolGrad},
+      // dY and dY_h are optional, as for LSTMGrad below.
+      {"GRUGrad", kDomain, 1, kMax, kFloatTypes | dtypeBit(DType::Undefined), shapeGruGrad,
+       runGruGrad},
       {"LayerNormalizationGrad", kDomain, 1, kMax, kFloatTypes, shapeLayerNormGrad,
        runLayerNormGrad},
       {"LogSoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<true>},
       // Input 0 (dY) is optional: the mask admits an absent one (Undefined) and
-      // shapeLstmGrad checks X's dtype instead.
+      // the shape functions check X's dtype instead.
       {"LSTMGrad", kDomain, 1, kMax, kFloatTypes | dtypeBit(DType::Undefined), shapeLstmGrad,
        runLstmGrad},
       {"MaxPoolGrad", kDomain, 1, kMax, kFloatTypes, shapePoolGrad, runPoolGrad<true>},

@@ -430,6 +430,99 @@ class LSTMGrad(_GradOp):
         return tuple(v.astype(x.dtype) for v in res[:len(self.onnx_node.output)])
 
 
+def _gru_attr_check(activations, clip, layout):
+    acts = [a.decode() if isinstance(a, bytes) else a for a in (activations or [])]
+    for i, a in enumerate(acts):
+        if a != ("Sigmoid" if i % 2 == 0 else "Tanh"):
+            raise ValueError(f"GRUGrad: activation {a} is not supported")
+    if clip is not None:
+        raise ValueError("GRUGrad: clip is not supported")
+    if int(layout or 0) != 0:
+        raise ValueError("GRUGrad: layout must be 0")
+
+
+def gru_grad(dy, dy_h, x, w, r, b=None, sequence_lens=None, initial_h=None,
+             direction="forward", linear_before_reset=0):
+    """float64 backpropagation through time of ONNX GRU (layout 0, gates z, r, h,
+    sigmoid/tanh). dy and dy_h may be None. Returns (dX, dW, dR, dB, dinitial_h); dB is
+    [dirs, 6H] even without b."""
+    x, w, r = _f64(x), _f64(w), _f64(r)
+    seq, batch, _ = x.shape
+    dirs, hid = w.shape[0], r.shape[2]
+    lens = (np.full(batch, seq, np.int64) if sequence_lens is None
+            else np.asarray(sequence_lens).astype(np.int64).reshape(batch))
+    zeros_state = np.zeros((dirs, batch, hid))
+    b = np.zeros((dirs, 6 * hid)) if b is None else _f64(b)
+    h0 = zeros_state if initial_h is None else _f64(initial_h)
+    dy = None if dy is None else _f64(dy)
+    dy_h = zeros_state if dy_h is None else _f64(dy_h)
+    dx, dw, dr = np.zeros_like(x), np.zeros_like(w), np.zeros_like(r)
+    db, dh0 = np.zeros((dirs, 6 * hid)), np.zeros_like(zeros_state)
+    zr, hb = slice(0, 2 * hid), slice(2 * hid, 3 * hid)
+    for d in range(dirs):
+        backwards = direction == "reverse" or d == 1
+        wb, rb = b[d, :3 * hid], b[d, 3 * hid:]
+        for n in range(batch):
+            length = int(lens[n])
+            times = list(range(length))[::-1] if backwards else list(range(length))
+            h = h0[d, n]
+            tape = []
+            for t in times:
+                gzr = _sigmoid(w[d, zr] @ x[t, n] + r[d, zr] @ h + wb[zr] + rb[zr])
+                z, rg = gzr[:hid], gzr[hid:]
+                if linear_before_reset:
+                    q = r[d, hb] @ h + rb[hb]
+                    ht = np.tanh(w[d, hb] @ x[t, n] + wb[hb] + rg * q)
+                else:
+                    q = None
+                    ht = np.tanh(w[d, hb] @ x[t, n] + wb[hb] + r[d, hb] @ (rg * h) + rb[hb])
+                tape.append((t, h, z, rg, ht, q))
+                h = (1.0 - z) * ht + z * h
+            dh = dy_h[d, n].copy()
+            for t, h_prev, z, rg, ht, q in reversed(tape):
+                if dy is not None:
+                    dh = dh + dy[t, d, n]
+                da = dh * (1.0 - z) * (1.0 - ht ** 2)
+                dz = dh * (h_prev - ht) * z * (1.0 - z)
+                dh_prev = dh * z
+                dx[t, n] += w[d, hb].T @ da
+                dw[d, hb] += np.outer(da, x[t, n])
+                db[d, hb] += da
+                if linear_before_reset:
+                    dq = da * rg
+                    drg = da * q
+                    dr[d, hb] += np.outer(dq, h_prev)
+                    db[d, 3 * hid + 2 * hid:] += dq
+                    dh_prev = dh_prev + r[d, hb].T @ dq
+                else:
+                    drh = r[d, hb].T @ da
+                    dr[d, hb] += np.outer(da, rg * h_prev)
+                    db[d, 3 * hid + 2 * hid:] += da
+                    drg = drh * h_prev
+                    dh_prev = dh_prev + drh * rg
+                dzr = np.concatenate([dz, drg * rg * (1.0 - rg)])
+                dx[t, n] += w[d, zr].T @ dzr
+                dw[d, zr] += np.outer(dzr, x[t, n])
+                dr[d, zr] += np.outer(dzr, h_prev)
+                db[d, zr] += dzr
+                db[d, 3 * hid:5 * hid] += dzr
+                dh = dh_prev + r[d, zr].T @ dzr
+            dh0[d, n] = dh
+    return dx, dw, dr, db, dh0
+
+
+class GRUGrad(_GradOp):
+    def _run(self, dy, dy_h, x, w, r, b=None, sequence_lens=None, initial_h=None,
+             activation_alpha=None, activation_beta=None, activations=None, clip=None,
+             direction=None, hidden_size=None, layout=None, linear_before_reset=None):
+        _gru_attr_check(activations, clip, layout)
+        direction = direction or "forward"
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        res = gru_grad(dy, dy_h, x, w, r, b, sequence_lens, initial_h, direction,
+                       int(linear_before_reset or 0))
+        return tuple(v.astype(x.dtype) for v in res[:len(self.onnx_node.output)])
+
+
 # ---------------------------------------------------------------------- losses
 
 
@@ -481,5 +574,5 @@ class MSELossGrad(_GradOp):
 
 OPS = [BiasGrad, ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad, SoftmaxGrad,
        LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad, ConvGrad, MaxPoolGrad,
-       AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, SoftmaxCrossEntropyLossGrad,
+       AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, GRUGrad, SoftmaxCrossEntropyLossGrad,
        MSELossGrad, GatherGrad, SliceGrad]

@@ -235,6 +235,24 @@ def gradcheck_cases():
         [n("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["Y"], hidden_size=3)],
         {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 12, 4), "R": f64(rng, 1, 12, 3),
          "B": f64(rng, 1, 24), "h0": f64(rng, 1, 2, 3), "c0": f64(rng, 1, 2, 3)}, [3, 1, 2, 3])
+    # GRU (onnx.reference's GRU, the oracle, runs one forward direction).
+    add("GRU", [n("GRU", ["X", "W", "R", "B"], ["Yg"], hidden_size=3),
+                n("Squeeze", ["Yg", "axes1"], ["Y"])],
+        {"X": f64(rng, 3, 2, 4), "W": f64(rng, 1, 9, 4), "R": f64(rng, 1, 9, 3),
+         "B": f64(rng, 1, 18), "axes1": np.array([1], dtype=np.int64)}, [3, 2, 3])
+    # PyTorch's export: linear_before_reset=1; the last state and an initial state.
+    add("GRU_linear_before_reset_initial_h",
+        [n("GRU", ["X", "W", "R", "B", "", "h0"], ["Yunused", "Y"], hidden_size=2,
+           linear_before_reset=1)],
+        {"X": f64(rng, 4, 2, 3), "W": f64(rng, 1, 6, 3), "R": f64(rng, 1, 6, 2),
+         "B": f64(rng, 1, 12), "h0": f64(rng, 1, 2, 2)}, [1, 2, 2])
+    # y[:, -1] of a batch-first GRU: Y [T, 1, N, H] -> [N, T, H] -> Gather(-1, axis 1).
+    add("GRU_last_step_noBias",
+        [n("GRU", ["X", "W", "R"], ["Yg"], hidden_size=2, linear_before_reset=1),
+         n("Squeeze", ["Yg", "axes1"], ["Ys"]), n("Transpose", ["Ys"], ["Yt"], perm=[1, 0, 2]),
+         n("Gather", ["Yt", "last"], ["Y"], axis=1)],
+        {"X": f64(rng, 3, 2, 3), "W": f64(rng, 1, 6, 3), "R": f64(rng, 1, 6, 2),
+         "axes1": np.array([1], dtype=np.int64), "last": np.array(-1, np.int64)}, [2, 2])
     i64 = lambda *v: np.array(v, dtype=np.int64)
     big = np.iinfo(np.int64)
     # nn.Embedding: repeated and negative indices (their gradients add up).
@@ -285,11 +303,11 @@ def gradcheck_cases():
     add("Clip_relu6", [n("Constant", [], ["lo"], value=numpy_helper.from_array(np.array(0.0))),
                        n("Constant", [], ["hi"], value=numpy_helper.from_array(np.array(6.0))),
                        n("Clip", ["X", "lo", "hi"], ["Y"])], {"X": relu6_x}, [3, 4])
-    # Bounds as initializers receive gradients too (where they are the output).
-    add("Clip_bound_gradients", [n("Clip", ["X", "lo", "hi"], ["Y"])],
-        {"X": relu6_x / 5.0 - 0.5, "lo": np.array(-0.3), "hi": np.array(0.4)}, [3, 4])
-    add("Clip_max_only", [n("Clip", ["X", "", "hi"], ["Y"])],
-        {"X": relu6_x / 5.0 - 0.5, "hi": np.array(0.4)}, [3, 4])
+    # Bounds as initializers are buffers (buf_*): never trained, X's gradient unchanged.
+    add("Clip_bound_initializers", [n("Clip", ["X", "buf_lo", "buf_hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "buf_lo": np.array(-0.3), "buf_hi": np.array(0.4)}, [3, 4])
+    add("Clip_max_only", [n("Clip", ["X", "", "buf_hi"], ["Y"])],
+        {"X": relu6_x / 5.0 - 0.5, "buf_hi": np.array(0.4)}, [3, 4])
     add("Clip_no_bounds", [n("Clip", ["X"], ["Y"])], {"X": f64(rng, 2, 3)}, [2, 3])
     add("Concat_three_negative_axis", [n("Concat", ["A", "B", "C"], ["Y"], axis=-1)],
         {"A": f64(rng, 2, 1), "B": f64(rng, 2, 3), "C": f64(rng, 2, 2)}, [2, 6])
@@ -333,8 +351,9 @@ def _make_gradcheck(name, case):
                                       ).run(None, {})
             by_name = dict(zip([o.name for o in alg.graph.output], outs))
             pairs = dict(tl.gradient_pairs(train))
+            # BatchNormalization statistics and buffers (buf_*) are not trained.
             params = {k: v for k, v in inits.items() if v.dtype == np.float64
-                      and k not in ("mean", "var")}
+                      and k not in ("mean", "var") and not k.startswith("buf_")}
             self.assertEqual(sorted(pairs), sorted(params), "parameters with a gradient")
             fd = finite_differences(fd_model, params)
             for p in params:
@@ -655,6 +674,74 @@ def embedding_classifier_sgd(params, tokens, labels, lr, steps):
     return p
 
 
+def gru_classifier(I, H, T, C, seed, last="gather"):
+    """x [N, T, I] -> Transpose -> GRU (linear_before_reset=1, as PyTorch exports nn.GRU) ->
+    Y [T, 1, N, H] -> Squeeze -> Transpose -> y[:, -1] (Gather or Slice + Squeeze) ->
+    Gemm(Wfc, bfc, transB) -> logits [N, C]; the batch dimension is symbolic."""
+    rng = np.random.default_rng(seed)
+    u = lambda *shape: rng.uniform(-0.6, 0.6, shape).astype(np.float32)
+    params = {"W": u(1, 3 * H, I), "R": u(1, 3 * H, H), "B": u(1, 6 * H), "Wfc": u(C, H),
+              "bfc": u(C)}
+    consts = {"axes1": np.array([1], np.int64), "last": np.array(-1, np.int64),
+              "st": np.array([-1], np.int64), "en": np.array([T], np.int64)}
+    n = helper.make_node
+    nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="tx"),
+             n("GRU", ["xt", "W", "R", "B"], ["Y"], hidden_size=H, linear_before_reset=1,
+               name="gru"),
+             n("Squeeze", ["Y", "axes1"], ["Ys"], name="sq"),
+             n("Transpose", ["Ys"], ["Yb"], perm=[1, 0, 2], name="ty")]
+    if last == "gather":
+        nodes.append(n("Gather", ["Yb", "last"], ["h"], axis=1, name="last"))
+    else:
+        nodes += [n("Slice", ["Yb", "st", "en", "axes1"], ["hs"], name="last"),
+                  n("Squeeze", ["hs", "axes1"], ["h"], name="sq_last")]
+    nodes.append(n("Gemm", ["h", "Wfc", "bfc"], ["logits"], transB=1, name="fc"))
+    g = helper.make_graph(
+        nodes, "gru_classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", T, I])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", C])],
+        [numpy_helper.from_array(v, k) for k, v in {**params, **consts}.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def gru_classifier_sgd(params, x, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean softmax cross-entropy of gru_classifier.
+    The GRU forward is written out here; its backward is mpc_training_ref.gru_grad (itself
+    checked against finite differences of onnx.reference's GRU)."""
+    import mpc_training_ref as ref
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t, _ = x.shape
+    hid = p["R"].shape[2]
+    sig = lambda v: 1.0 / (1.0 + np.exp(-v))
+    xt = np.transpose(x.astype(np.float64), (1, 0, 2))
+    for _ in range(steps):
+        w, r, wb, rb = p["W"][0], p["R"][0], p["B"][0, :3 * hid], p["B"][0, 3 * hid:]
+        h = np.zeros((n, hid))
+        for step in range(t):
+            zr = sig(xt[step] @ w[:2 * hid].T + h @ r[:2 * hid].T + wb[:2 * hid] + rb[:2 * hid])
+            z, rg = zr[:, :hid], zr[:, hid:]
+            ht = np.tanh(xt[step] @ w[2 * hid:].T + wb[2 * hid:] +
+                         rg * (h @ r[2 * hid:].T + rb[2 * hid:]))
+            h = (1 - z) * ht + z * h
+        logits = h @ p["Wfc"].T + p["bfc"]
+        prob = np.exp(logits - logits.max(axis=1, keepdims=True))
+        prob /= prob.sum(axis=1, keepdims=True)
+        dz = prob.copy()
+        dz[np.arange(n), labels] -= 1.0
+        dz /= n
+        dh = dz @ p["Wfc"]
+        _, dw, dr, db, _ = ref.gru_grad(None, dh[None], xt, p["W"], p["R"], p["B"],
+                                        linear_before_reset=1)
+        p["Wfc"] -= lr * dz.T @ h
+        p["bfc"] -= lr * dz.sum(axis=0)
+        p["W"] -= lr * dw
+        p["R"] -= lr * dr
+        p["B"] -= lr * db
+    return p
+
+
 class EndToEnd(unittest.TestCase):
     def test_embedding_classifier_matches_numpy(self):
         """train-graph -> run --train: fp32 parameters after 6 full-batch SGD steps equal a
@@ -686,6 +773,392 @@ class EndToEnd(unittest.TestCase):
             self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
             np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
         np.testing.assert_array_equal(got["E"][V - 1], params["E"][V - 1])
+
+
+    def test_gru_classifier_matches_numpy(self):
+        """nn.GRU + y[:, -1] + Linear as exported (Gather, and Slice for y[:, -1:]):
+        train-graph -> run --train, fp32 parameters after 5 full-batch SGD steps equal a
+        float64 numpy reference."""
+        I, H, T, C, N, lr, steps = 3, 4, 5, 3, 8, 0.5, 5
+        rng = np.random.default_rng(12)
+        x = rng.standard_normal((N, T, I)).astype(np.float32)
+        labels = rng.integers(0, C, size=N).astype(np.int64)
+        for last in ("gather", "slice"):
+            model, params = gru_classifier(I, H, T, C, seed=11, last=last)
+            with tempfile.TemporaryDirectory() as tmp:
+                src, dst = os.path.join(tmp, "gru.onnx"), os.path.join(tmp, "gru.train.onnx")
+                onnx.save(model, src)
+                r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--optimizer",
+                            "sgd", "--lr", str(lr), "-o", dst)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                train = onnx.load(dst)
+                self.assertIn("GRUGrad", {nd.op_type for nd in
+                                          train.training_info[0].algorithm.node})
+                lab = tl.metadata(train)["mpc.training.labels"]
+                data = os.path.join(tmp, "data.npz")
+                np.savez(data, x=x, **{lab: labels})
+                ck = os.path.join(tmp, "ck")
+                r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(N),
+                            "--steps", str(steps), "--holdout", "0", "--checkpoint", ck)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = {t.name: numpy_helper.to_array(t) for t in
+                       onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+            want = gru_classifier_sgd(params, x, labels, lr, steps)
+            for k in params:
+                self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-3, f"{k} did not train")
+                np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{k} ({last})")
+
+    def test_gru_unsupported_attribute_is_one_line(self):
+        model, _ = gru_classifier(2, 3, 4, 2, seed=1)
+        for node in model.graph.node:
+            if node.op_type == "GRU":
+                node.attribute.append(helper.make_attribute("clip", 3.0))
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "gru.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "-o", dst)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("node 'gru' (GRU): gradient not supported: GRU attribute 'clip'; the "
+                          "gradient reaches it from the loss through 'loss/sce' <- 'logits' <- "
+                          "'h' <- 'Yb' <- 'Ys' <- 'Y'", r.stderr)
+            self.assertFalse(os.path.exists(dst))
+
+
+def masked_model():
+    """Gemm -> Where(Equal(tril, 0), -inf, h) (masked_fill with a float buffer) -> Add(mask
+    with -inf) -> Softmax -> Clip(lo, hi initializers) -> Gemm -> logits [N, 3]."""
+    rng = np.random.default_rng(21)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+    inits = {"W1": f32(4, 4), "b1": f32(4), "tril": np.array([1, 1, 0, 1], np.float32),
+             "zero_f": np.array(0.0, np.float32), "ninf": np.array(-np.inf, np.float32),
+             "addmask": np.array([0, 0, 0, -np.inf], np.float32),
+             "lo": np.array(0.0, np.float32), "hi": np.array(0.9, np.float32),
+             "W2": f32(4, 3), "b2": f32(3)}
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "W1", "b1"], ["h"], name="fc1"),
+             n("Equal", ["tril", "zero_f"], ["masked"], name="eq"),
+             n("Where", ["masked", "ninf", "h"], ["hm"], name="fill"),
+             n("Add", ["hm", "addmask"], ["ha"], name="add_mask"),
+             n("Softmax", ["ha"], ["p"], axis=-1, name="soft"),
+             n("Clip", ["p", "lo", "hi"], ["pc"], name="clip"),
+             n("Gemm", ["pc", "W2", "b2"], ["logits"], name="fc2")]
+    g = helper.make_graph(nodes, "masked", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", 4])], [helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, inits
+
+
+class Buffers(unittest.TestCase):
+    def test_summary_and_what_is_trained(self):
+        """Masks, comparison inputs and Clip bounds are not trained; the summary says which
+        float initializers are trained and why the others are not (docs/training.md)."""
+        model, inits = masked_model()
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--freeze", "^b2$",
+                        "--lr", "0.5", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0], f"train-graph: 3 parameter(s) trained, "
+                             f"{lines[0].split(', ')[1].split()[0]} gradient node(s), optimizer "
+                             f"sgd lr=0.5 weight_decay=0 -> {dst}")
+            self.assertEqual(lines[1:], [
+                "train-graph: trained: 'W1', 'b1', 'W2'",
+                "train-graph: not trained: 'tril', 'zero_f' (no gradient reaches it from the "
+                "loss); 'ninf', 'addmask' (holds inf or NaN: a mask constant); 'lo', 'hi' "
+                "(only a Clip bound); 'b2' (--freeze)"])
+            train = onnx.load(dst)
+            self.assertEqual(sorted(p for p, _ in tl.gradient_pairs(train)), ["W1", "W2", "b1"])
+            binding = {b.key for b in train.training_info[0].update_binding}
+            for k in ("tril", "zero_f", "ninf", "addmask", "lo", "hi", "b2"):
+                self.assertNotIn(k, binding)
+            # Two steps: the trained parameters move, finite; the buffers stay bit for bit.
+            lab = tl.metadata(train)["mpc.training.labels"]
+            rng = np.random.default_rng(2)
+            data = os.path.join(tmp, "d.npz")
+            np.savez(data, x=rng.standard_normal((8, 4)).astype(np.float32),
+                     **{lab: rng.integers(0, 3, 8).astype(np.int64)})
+            ck = os.path.join(tmp, "ck")
+            r = run_mpc("run", dst, "--train", "--data", data, "--batch", "8", "--steps", "2",
+                        "--holdout", "0", "--checkpoint", ck)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t) for t in
+                   onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        for k in ("W1", "b1", "W2"):
+            self.assertTrue(np.isfinite(got[k]).all(), k)
+            self.assertFalse(np.array_equal(got[k], inits[k]), f"{k} did not train")
+        for k in ("tril", "zero_f", "ninf", "addmask", "lo", "hi", "b2"):
+            np.testing.assert_array_equal(got[k], inits[k], err_msg=k)
+
+    def test_only_masks_is_nothing_to_train(self):
+        """A model whose only float initializers are masks has nothing to train."""
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])
+        mask = numpy_helper.from_array(np.array([0, -np.inf], np.float32), "mask")
+        g = helper.make_graph([helper.make_node("Add", ["x", "mask"], ["y"])], "g", [x], [y],
+                              [mask])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = 8
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(m, src)
+            r = run_mpc("train-graph", src, "--loss", "mse", "-o", dst)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("all masks (inf or NaN) or BatchNormalization running statistics: "
+                          "nothing to train", r.stderr)
+            self.assertFalse(os.path.exists(dst))
+
+
+def bn_model(C, seed):
+    """x [N, C, 2, 2] -> BatchNormalization(momentum 0.8) -> Flatten -> Gemm -> logits [N, 3]."""
+    rng = np.random.default_rng(seed)
+    inits = {"scale": rng.uniform(0.5, 1.5, C).astype(np.float32),
+             "bias": rng.uniform(-0.5, 0.5, C).astype(np.float32),
+             "mean": rng.uniform(-0.5, 0.5, C).astype(np.float32),
+             "var": rng.uniform(0.5, 1.5, C).astype(np.float32),
+             "W": rng.standard_normal((4 * C, 3)).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], momentum=0.8,
+               epsilon=1e-5, name="bn"),
+             n("Flatten", ["y"], ["f"], name="flat"), n("MatMul", ["f", "W"], ["logits"])]
+    g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", C, 2, 2])], [helper.make_tensor_value_info(
+            "logits", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, inits
+
+
+class BatchNormVariance(unittest.TestCase):
+    def train(self, tmp, model, x, steps, batch, *flags):
+        src, dst = os.path.join(tmp, "bn.onnx"), os.path.join(tmp, "bn.train.onnx")
+        onnx.save(model, src)
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", *flags, "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lab = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+        data = os.path.join(tmp, "d.npz")
+        np.savez(data, x=x, **{lab: np.arange(len(x), dtype=np.int64) % 3})
+        ck = os.path.join(tmp, "ck")
+        r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(batch), "--steps",
+                    str(steps), "--holdout", "0", "--checkpoint", ck)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {t.name: numpy_helper.to_array(t) for t in
+               onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+        return got, lib.read_bytes(dst)
+
+    def test_running_variance_biased_and_unbiased(self):
+        """Running statistics after 3 full-batch steps against float64 numpy: ONNX's biased
+        batch variance by default, PyTorch's unbiased one (n/(n-1)) with --bn-variance
+        unbiased; an explicit --bn-variance biased writes the default's bytes."""
+        C, N, steps, mom = 2, 4, 3, 0.8
+        model, inits = bn_model(C, seed=5)
+        x = np.random.default_rng(6).standard_normal((N, C, 2, 2)).astype(np.float32) * 2 + 1
+        x64 = x.astype(np.float64)
+        mean_b, var_b = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+        n = N * 4
+        results = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for mode in ("default", "biased", "unbiased"):
+                flags = [] if mode == "default" else ["--bn-variance", mode]
+                results[mode] = self.train(tmp, model, x, steps, N, *flags)
+        self.assertEqual(results["default"][1], results["biased"][1],
+                         "--bn-variance biased changed the training model")
+        for mode, factor in (("biased", 1.0), ("unbiased", n / (n - 1))):
+            rm, rv = inits["mean"].astype(np.float64), inits["var"].astype(np.float64)
+            for _ in range(steps):
+                rm = mom * rm + (1 - mom) * mean_b
+                rv = mom * rv + (1 - mom) * var_b * factor
+            got = results[mode][0]
+            np.testing.assert_allclose(got["mean"], rm, rtol=1e-6, err_msg=mode)
+            np.testing.assert_allclose(got["var"], rv, rtol=1e-6, err_msg=mode)
+        self.assertGreater(abs(results["unbiased"][0]["var"] / results["biased"][0]["var"] - 1)
+                           .min(), 0.01)
+
+    def test_bad_value(self):
+        src = os.path.join(ARGS.source_dir, "models", "cnn.onnx")
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--bn-variance", "pytorch",
+                    "-o", os.path.join(tempfile.gettempdir(), "never-written.onnx"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--bn-variance must be biased or unbiased, not 'pytorch'", r.stderr)
+
+
+def token_model(V, D, T, C, seed, layout):
+    """tokens [N, T] -> Gather(E) -> MatMul(W) -> logits [N, T, C] (a language model's
+    per-token logits); layout "NCT" transposes them to [N, C, T], "softmax" ends in a Softmax
+    over the last axis."""
+    rng = np.random.default_rng(seed)
+    params = {"E": rng.standard_normal((V, D)).astype(np.float32),
+              "W": (rng.standard_normal((D, C)) * 0.5).astype(np.float32)}
+    n = helper.make_node
+    nodes = [n("Gather", ["E", "tokens"], ["emb"], name="emb"),
+             n("MatMul", ["emb", "W"], ["z"], name="head")]
+    shape = ["N", T, C]
+    if layout == "NCT":
+        nodes.append(n("Transpose", ["z"], ["out"], perm=[0, 2, 1], name="to_nct"))
+        shape = ["N", C, T]
+    elif layout == "softmax":
+        nodes.append(n("Softmax", ["z"], ["out"], axis=-1, name="probs"))
+    else:
+        nodes.append(n("Identity", ["z"], ["out"]))
+    inits = dict(params)
+    g = helper.make_graph(
+        nodes, "lm", [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", T])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    return m, params
+
+
+def token_model_sgd(params, tokens, labels, lr, steps):
+    """float64 numpy: full-batch SGD on the mean per-token softmax cross-entropy."""
+    p = {k: v.astype(np.float64) for k, v in params.items()}
+    n, t = tokens.shape
+    for _ in range(steps):
+        emb = p["E"][tokens]
+        z = emb @ p["W"]
+        prob = np.exp(z - z.max(axis=-1, keepdims=True))
+        prob /= prob.sum(axis=-1, keepdims=True)
+        dz = prob
+        dz[np.arange(n)[:, None], np.arange(t)[None, :], labels] -= 1.0
+        dz /= n * t
+        d_e = np.zeros_like(p["E"])
+        np.add.at(d_e, tokens, dz @ p["W"].T)
+        p["W"] -= lr * np.einsum("ntd,ntc->dc", emb, dz)
+        p["E"] -= lr * d_e
+    return p
+
+
+def token_eval(p, tokens, labels, ignore=None):
+    """Accuracy and mean cross-entropy over the labels other than `ignore`."""
+    z = p["E"][tokens].astype(np.float64) @ p["W"]
+    lse = z.max(-1) + np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1))
+    picked = np.take_along_axis(z, np.maximum(labels, 0)[..., None], -1)[..., 0]
+    keep = labels != ignore
+    return (float(np.mean((z.argmax(-1) == labels)[keep])),
+            float(np.mean((lse - picked)[keep])))
+
+
+class PerTokenLoss(unittest.TestCase):
+    V, D, T, C, N, NT, LR, STEPS = 7, 3, 4, 5, 6, 5, 0.5, 4
+
+    def data(self):
+        rng = np.random.default_rng(31)
+        tok = rng.integers(0, self.V, size=(self.N + self.NT, self.T)).astype(np.int64)
+        lab = rng.integers(0, self.C, size=(self.N + self.NT, self.T)).astype(np.int64)
+        return tok, lab
+
+    def run_layout(self, tmp, layout, *flags, test_labels=None, edit=False, ignore=None):
+        model, params = token_model(self.V, self.D, self.T, self.C, 8, layout)
+        tok, lab = self.data()
+        src, dst = os.path.join(tmp, layout + ".onnx"), os.path.join(tmp, layout + ".t.onnx")
+        onnx.save(model, src)
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", "--lr", str(self.LR),
+                    *flags, "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        name = tl.metadata(onnx.load(dst))["mpc.training.labels"]
+        if edit:  # the inference graph's output made by a Relu, unlike the step's copy
+            t = onnx.load(dst)
+            for node in t.graph.node:
+                if node.op_type == "Identity":
+                    node.op_type = "Relu"
+            onnx.save(t, dst)
+        if ignore is not None:  # the loss and its gradient ignore a label value
+            t = onnx.load(dst)
+            for node in t.training_info[0].algorithm.node:
+                if node.op_type.startswith("SoftmaxCrossEntropyLoss"):
+                    node.attribute.append(helper.make_attribute("ignore_index", ignore))
+            onnx.save(t, dst)
+        data = os.path.join(tmp, layout + ".npz")
+        np.savez(data, tokens=tok[:self.N], tokens_test=tok[self.N:], **{
+            name: lab[:self.N],
+            name + "_test": lab[self.N:] if test_labels is None else test_labels})
+        ck, log = os.path.join(tmp, layout + "_ck"), os.path.join(tmp, layout + ".csv")
+        r = run_mpc("run", dst, "--train", "--data", data, "--batch", str(self.N), "--steps",
+                    str(self.STEPS), "--checkpoint", ck, "--log", log)
+        return r, params, ck, log
+
+    def test_layouts_train_and_evaluate(self):
+        """[N, T, C] logits (--class-axis -1), [N, C, T] scores (ONNX's layout, the default)
+        and a Softmax over the last axis: the same per-token model trains to the float64
+        numpy parameters, and evaluation reads the held-out [N, T] labels as the loss does."""
+        tok, lab = self.data()
+        with tempfile.TemporaryDirectory() as tmp:
+            for layout, flags in (("NTC", ["--class-axis", "-1"]), ("NCT", []),
+                                  ("softmax", [])):
+                r, params, ck, log = self.run_layout(tmp, layout, *flags)
+                self.assertEqual(r.returncode, 0, f"{layout}: {r.stderr}")
+                want = token_model_sgd(params, tok[:self.N], lab[:self.N], self.LR, self.STEPS)
+                got = {t.name: numpy_helper.to_array(t) for t in
+                       onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+                for k in ("E", "W"):
+                    np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
+                                               err_msg=f"{k} ({layout})")
+                acc, ce = token_eval(want, tok[self.N:], lab[self.N:])
+                with open(log) as f:
+                    last = list(__import__("csv").DictReader(f))[-1]
+                self.assertAlmostEqual(float(last["eval_accuracy"]), acc, delta=1e-6,
+                                       msg=layout)
+                self.assertAlmostEqual(float(last["eval_loss"]), ce, delta=1e-4, msg=layout)
+
+    def test_evaluation_skips_ignored_labels(self):
+        """Held-out labels equal to the loss's ignore_index count in neither accuracy nor
+        loss (PyTorch's -100 padding)."""
+        tok, lab = self.data()
+        test = lab[self.N:].copy()
+        test[:, -1] = -100
+        with tempfile.TemporaryDirectory() as tmp:
+            r, _, ck, log = self.run_layout(tmp, "NTC", "--class-axis", "-1", test_labels=test,
+                                            ignore=-100)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = {t.name: numpy_helper.to_array(t) for t in
+                   onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
+            with open(log) as f:
+                last = list(__import__("csv").DictReader(f))[-1]
+        acc, ce = token_eval(got, tok[self.N:], test, ignore=-100)
+        self.assertAlmostEqual(float(last["eval_accuracy"]), acc, delta=1e-6)
+        self.assertAlmostEqual(float(last["eval_loss"]), ce, delta=1e-4)
+
+    def test_refusals_before_step_1(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # Held-out labels that do not fit the output's layout.
+            _, lab = self.data()
+            r, _, ck, _ = self.run_layout(tmp, "NCT",
+                                          test_labels=lab[self.N:, :self.T - 1].copy())
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("'labels_test'", r.stderr)
+            self.assertFalse(os.path.exists(ck))
+            # A training model whose loss scores something else than the first output.
+            r, _, ck, _ = self.run_layout(tmp, "NTC", "--class-axis", "-1", edit=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("cannot tell which axis of the first output 'out' holds the classes",
+                          r.stderr)
+            self.assertNotIn("step 1", r.stderr)
+            self.assertFalse(os.path.exists(ck))
+            # A Softmax over the last axis says where the classes are.
+            model, _ = token_model(self.V, self.D, self.T, self.C, 8, "softmax")
+            onnx.save(model, os.path.join(tmp, "sm.onnx"))
+            r = run_mpc("train-graph", os.path.join(tmp, "sm.onnx"), "--loss", "cross-entropy",
+                        "--class-axis", "1", "-o", os.path.join(tmp, "x.onnx"))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("sm.onnx: --class-axis 1: output 'out' is a Softmax over its last "
+                          "axis, so its classes are on the last axis", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "x.onnx")))
+            r = run_mpc("train-graph", os.path.join(tmp, "NCT.onnx"), "--loss",
+                        "cross-entropy", "--class-axis", "2", "-o", os.path.join(tmp, "x.onnx"))
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--class-axis must be 1 or -1, not '2'", r.stderr)
 
 
 class DocsList(unittest.TestCase):
@@ -766,7 +1239,7 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (BadInput, Options, GradientOp, DocsList, EndToEnd, ShippedModels,
+    for cls in (BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss, GradientOp, DocsList, EndToEnd, ShippedModels,
                 GradientCheck):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k is None or ARGS.k in t.id():

@@ -122,10 +122,11 @@ def permutation(seed, epoch, n):
 
 
 def batch_rows(seed, step, n_train, batch):
-    """Rows of 0-based step `step`."""
+    """Rows of 0-based step `step`; seed None is --shuffle none (the data order)."""
     nb = n_train // batch
     epoch, b = divmod(step, nb)
-    return permutation(seed, epoch, n_train)[b * batch:(b + 1) * batch], epoch
+    order = list(range(n_train)) if seed is None else permutation(seed, epoch, n_train)
+    return order[b * batch:(b + 1) * batch], epoch
 
 
 # ---------------------------------------------------------------------------------------
@@ -574,6 +575,59 @@ class TrainerCase(unittest.TestCase):
         self.train(self.sr_path, self.sr_data, *args, "--steps", 12, "--checkpoint", e)
         with open(os.path.join(e, "checkpoint.onnx"), "rb") as f:
             self.assertEqual(a, f.read())
+
+    def test_shuffle_none_and_seeded(self):
+        """--shuffle none visits the data in order every epoch (numpy oracle over 13 steps,
+        3 epochs of 5 batches), is kept by checkpoints and resumes; --shuffle seeded is the
+        default, byte for byte, and its order is the permutation() above."""
+        w = self.work()
+        steps, batch = 13, 16
+        ck = {k: os.path.join(w, k) for k in ("none", "seeded", "default", "first", "resumed")}
+        self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps, "--shuffle",
+                   "none", "--holdout", 0.2, "--checkpoint", ck["none"], check=0)
+        want, _ = softmax_regression_oracle(self.sr_params, self.X[:80], self.y[:80], 0.5,
+                                            self.C, None, steps, batch)
+        got, m = initializers(os.path.join(ck["none"], "checkpoint.onnx"))
+        for k in ("W", "b"):
+            np.testing.assert_allclose(got[k], want[k], rtol=0, atol=1e-5, err_msg=k)
+        seeded, _ = softmax_regression_oracle(self.sr_params, self.X[:80], self.y[:80], 0.5,
+                                              self.C, 0, steps, batch)
+        self.assertGreater(np.abs(seeded["W"] - want["W"]).max(), 1e-3, "order made no change")
+        meta = {p.key: p.value for p in m.metadata_props}
+        self.assertEqual(meta.get("mpc.trainer.shuffle"), "none")
+        # Resumed without --shuffle: the checkpoint's order, bit for bit.
+        self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", 7, "--shuffle",
+                   "none", "--holdout", 0.2, "--checkpoint", ck["first"], check=0)
+        self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps, "--holdout",
+                   0.2, "--resume", ck["first"], "--checkpoint", ck["resumed"], check=0)
+        read = lambda k: open(os.path.join(ck[k], "checkpoint.onnx"), "rb").read()
+        self.assertEqual(read("none"), read("resumed"))
+        # A resumed run cannot change the order.
+        r = self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps,
+                       "--holdout", 0.2, "--shuffle", "seeded", "--resume", ck["first"],
+                       "--checkpoint", os.path.join(w, "x"), check=1)
+        self.assertEqual(r.stderr.strip().splitlines(), [
+            "mpc: error: --shuffle seeded: the checkpoint was trained with --shuffle none (a "
+            "resumed run keeps it)"])
+        self.assertFalse(os.path.exists(os.path.join(w, "x")))
+        # seeded is the default, and what the numpy permutation reproduces.
+        self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps, "--shuffle",
+                   "seeded", "--holdout", 0.2, "--checkpoint", ck["seeded"], check=0)
+        self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps, "--holdout",
+                   0.2, "--checkpoint", ck["default"], check=0)
+        self.assertEqual(read("seeded"), read("default"))
+        got, m = initializers(os.path.join(ck["seeded"], "checkpoint.onnx"))
+        self.assertNotIn("mpc.trainer.shuffle", {p.key for p in m.metadata_props})
+        np.testing.assert_allclose(got["W"], seeded["W"], rtol=0, atol=1e-5)
+
+    def test_shuffle_usage_errors(self):
+        for extra, msg in ((["--shuffle", "random"], "--shuffle must be none or seeded, not "
+                            "'random'"),
+                           (["--shuffle", "none", "--seed", 3],
+                            "--seed has no effect with --shuffle none")):
+            r = self.train(self.sr_path, self.sr_data, "--batch", 8, "--steps", 1, *extra,
+                           check=2)
+            self.assertIn(msg, r.stderr)
 
     def test_eval_of_probability_output(self):
         w = self.work()

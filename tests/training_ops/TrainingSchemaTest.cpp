@@ -84,7 +84,7 @@ TEST(TrainingSchemas, EveryOpOfTheContract) {
                        "LayerNormalizationGrad", "BatchNormalizationGrad", "ConvGrad",
                        "MaxPoolGrad", "AveragePoolGrad", "GlobalAveragePoolGrad",
                        "LSTMGrad", "SoftmaxCrossEntropyLossGrad", "MSELossGrad",
-                       "GatherGrad", "SliceGrad"};
+                       "GatherGrad", "SliceGrad", "GRUGrad"};
   for (const char *op : ops) {
     SignatureLookup l = lookupSignature(kDomain, op, 1);
     ASSERT_NE(l.sig, nullptr) << op;
@@ -216,4 +216,38 @@ TEST(TrainingSchemas, LstmGradPortsAndInference) {
   EXPECT_EQ(dimsOf(*g, "dh0", elem), (std::vector<int64_t>{2, 2, 4}));
   EXPECT_EQ(dimsOf(*g, "dc0", elem), (std::vector<int64_t>{2, 2, 4}));
   EXPECT_EQ(elem, f16);
+}
+
+TEST(TrainingSchemas, GruGradPortsAndInference) {
+  registerTrainingSchemas();
+  const OpSignature *sig = lookupSignature(kDomain, "GRUGrad", 1).sig;
+  ASSERT_NE(sig, nullptr);
+  EXPECT_EQ(sig->inputs.size(), 8u);
+  EXPECT_EQ(sig->outputs.size(), 5u);
+
+  // Forward, seq 5, batch 2, input 3, hidden 4; dY_h absent, dX not requested.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto *o = m.add_opset_import();
+  o->set_domain(kDomain);
+  o->set_version(1);
+  onnx::GraphProto *g = m.mutable_graph();
+  g->set_name("g");
+  const int f32 = onnx::TensorProto::FLOAT;
+  addTensor(g->mutable_input(), "dy", f32, {5, 1, 2, 4});
+  addTensor(g->mutable_input(), "x", f32, {5, 2, 3});
+  addTensor(g->mutable_input(), "w", f32, {1, 12, 3});
+  addTensor(g->mutable_input(), "r", f32, {1, 12, 4});
+  addNode(g, "GRUGrad", {"dy", "", "x", "w", "r"}, {"", "dw", "dr", "db", "dh0"});
+  for (const char *out : {"dw", "dr", "db", "dh0"})
+    g->add_output()->set_name(out);
+  onnx::ShapeInferenceOptions opts{true, 1, false};
+  onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
+  onnx::checker::check_model(m);
+  int elem = 0;
+  EXPECT_EQ(dimsOf(*g, "dw", elem), (std::vector<int64_t>{1, 12, 3}));
+  EXPECT_EQ(dimsOf(*g, "dr", elem), (std::vector<int64_t>{1, 12, 4}));
+  EXPECT_EQ(dimsOf(*g, "db", elem), (std::vector<int64_t>{1, 24}));
+  EXPECT_EQ(dimsOf(*g, "dh0", elem), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(elem, f32);
 }

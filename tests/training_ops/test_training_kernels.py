@@ -514,15 +514,15 @@ class KernelTest(unittest.TestCase):
 # ------------------------------------------------------------------------ LSTM
 
 
-def build_lstm_grad(feeds, seeds, attrs, dt, outputs):
-    """An LSTMGrad model in type dt with absent inputs and unrequested outputs as empty
-    names (float inputs are float32/float64 graph inputs, Cast for 16-bit and f32).
-    outputs: names from FD.LSTM_WRT to compute. Returns (model, feeds, output names)."""
+def build_recurrent_grad(op, seed_keys, feed_keys, wrt, feeds, seeds, attrs, dt, outputs):
+    """An LSTMGrad/GRUGrad model in type dt with absent inputs and unrequested outputs as
+    empty names (float inputs are float32/float64 graph inputs, Cast for 16-bit and f32).
+    Inputs: the seeds (seed_keys), then the forward inputs (feed_keys); outputs: names from
+    wrt to compute. Returns (model, feeds, output names)."""
     elem = DTYPES[dt][0]
     wide = TensorProto.DOUBLE if dt == "f64" else TensorProto.FLOAT
-    order = [("dy", seeds["y"]), ("dy_h", seeds["y_h"]), ("dy_c", seeds["y_c"])]
-    order += [(n, feeds.get(n)) for n in ("x", "w", "r", "b", "sequence_lens", "initial_h",
-                                          "initial_c")]
+    order = [("d" + k, seeds[k]) for k in seed_keys]
+    order += [(n, feeds.get(n)) for n in feed_keys]
     nodes, graph_inputs, run_feeds, names = [], [], {}, []
     for name, arr in order:
         if arr is None:
@@ -543,10 +543,10 @@ def build_lstm_grad(feeds, seeds, attrs, dt, outputs):
             names.append(name + "_t")
     while not names[-1]:
         names.pop()
-    raw = [f"r_{n}" if n in outputs else "" for n in FD.LSTM_WRT]
+    raw = [f"r_{n}" if n in outputs else "" for n in wrt]
     while not raw[-1]:
         raw.pop()
-    nodes.append(helper.make_node("LSTMGrad", names, raw, domain=DOMAIN, **attrs))
+    nodes.append(helper.make_node(op, names, raw, domain=DOMAIN, **attrs))
     outs = []
     for r in raw:
         if not r:
@@ -558,6 +558,35 @@ def build_lstm_grad(feeds, seeds, attrs, dt, outputs):
                                                     helper.make_opsetid(DOMAIN, 1)])
     model.ir_version = 8
     return model, run_feeds, [o.name for o in outs]
+
+
+def build_lstm_grad(feeds, seeds, attrs, dt, outputs):
+    return build_recurrent_grad("LSTMGrad", ("y", "y_h", "y_c"),
+                                ("x", "w", "r", "b", "sequence_lens", "initial_h",
+                                 "initial_c"), FD.LSTM_WRT, feeds, seeds, attrs, dt, outputs)
+
+
+def build_gru_grad(feeds, seeds, attrs, dt, outputs):
+    return build_recurrent_grad("GRUGrad", ("y", "y_h"),
+                                ("x", "w", "r", "b", "sequence_lens", "initial_h"),
+                                FD.GRU_WRT, feeds, seeds, attrs, dt, outputs)
+
+
+def compare_recurrent(test, wrt, outputs, got, want, dt, case, fd_loss, feeds):
+    """got (the requested outputs of wrt) against the reference's full list want, within
+    dt's tolerance; in float64 with fd_loss also against its finite differences."""
+    rtol = DTYPES[dt][2]
+    names = [n for n in wrt if n in outputs]
+    want = [w for n, w in zip(wrt, want) if n in outputs]
+    for name, g, w in zip(names, got, want):
+        test.assertEqual(g.shape, w.shape, f"d{name} {dt}")
+        peak = float(np.max(np.abs(w))) or 1.0
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol, atol=rtol * peak,
+                                   err_msg=f"d{name} {dt} {case}")
+        if dt == "f64" and fd_loss and feeds.get(name) is not None:
+            np.testing.assert_allclose(g, FD.finite_diff(fd_loss, feeds, name, 1.0),
+                                       rtol=1e-5, atol=1e-8,
+                                       err_msg=f"d{name} f64 vs finite differences {case}")
 
 
 class LstmGradKernelTest(unittest.TestCase):
@@ -588,19 +617,9 @@ class LstmGradKernelTest(unittest.TestCase):
                                      rfeeds["w"], rfeeds["r"], rfeeds["b"],
                                      rfeeds["sequence_lens"], rfeeds["initial_h"],
                                      rfeeds["initial_c"], attrs["direction"])
-                want = [w for n, w in zip(FD.LSTM_WRT, want) if n in outputs]
-                rtol = DTYPES[dt][2]
-                for name, g, w in zip([n for n in FD.LSTM_WRT if n in outputs], got, want):
-                    self.assertEqual(g.shape, w.shape, f"d{name} {dt}")
-                    peak = float(np.max(np.abs(w))) or 1.0
-                    np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol,
-                                               atol=rtol * peak, err_msg=f"d{name} {dt} {case}")
-                    if dt == "f64" and fd and rfeeds.get(name) is not None:
-                        loss = lambda f: FD.lstm_loss(f, rseeds, attrs["direction"])
-                        np.testing.assert_allclose(g, FD.finite_diff(loss, rfeeds, name, 1.0),
-                                                   rtol=1e-5, atol=1e-8,
-                                                   err_msg=f"d{name} f64 vs finite "
-                                                           f"differences {case}")
+                loss = lambda f: FD.lstm_loss(f, rseeds, attrs["direction"])
+                compare_recurrent(self, FD.LSTM_WRT, outputs, got, want, dt, case,
+                                  loss if fd else None, rfeeds)
 
     def test_directions(self):
         for direction in ("forward", "reverse", "bidirectional"):
@@ -643,6 +662,71 @@ class LstmGradKernelTest(unittest.TestCase):
                     mpc_run(model, run_feeds, names, tempfile.mkdtemp(dir=self.tmp.name))
 
 
+class GruGradKernelTest(unittest.TestCase):
+    """GRUGrad through `mpc run` in every type against mpc_training_ref.gru_grad on the
+    rounded inputs; in float64 also against finite differences of onnx.reference's GRU."""
+    rng = np.random.default_rng(20261125)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_gru(self, case, outputs=None, dtypes=tuple(DTYPES), fd=False):
+        outputs = outputs or FD.GRU_WRT
+        feeds, attrs, seeds = FD.gru_case(self.rng, **case)
+        for dt in dtypes:
+            with self.subTest(case=case, dtype=dt):
+                rnd = lambda a: None if a is None or a.dtype == np.int32 else rounded(a, dt)
+                rfeeds = {k: rnd(v) if v is not None and v.dtype != np.int32 else v
+                          for k, v in feeds.items()}
+                rseeds = {k: rnd(v) for k, v in seeds.items()}
+                model, run_feeds, names = build_gru_grad(rfeeds, rseeds, attrs, dt, outputs)
+                got = mpc_run(model, run_feeds, names, tempfile.mkdtemp(dir=self.tmp.name))
+                want = REF.gru_grad(rseeds["y"], rseeds["y_h"], rfeeds["x"], rfeeds["w"],
+                                    rfeeds["r"], rfeeds["b"], rfeeds["sequence_lens"],
+                                    rfeeds["initial_h"], attrs["direction"],
+                                    attrs["linear_before_reset"])
+                loss = lambda f: FD.gru_loss(f, rseeds, attrs)
+                compare_recurrent(self, FD.GRU_WRT, outputs, got, want, dt, case,
+                                  loss if fd else None, rfeeds)
+
+    def test_directions_and_linear_before_reset(self):
+        for direction in ("forward", "reverse", "bidirectional"):
+            for lbr in (0, 1):
+                self.run_gru(dict(direction=direction, lbr=lbr))
+
+    def test_optional_inputs_and_outputs(self):
+        self.run_gru(dict(direction="forward", lbr=1, bias=False, states=False))
+        self.run_gru(dict(direction="reverse", lbr=0, states=False, seeds=("y_h",)))
+        self.run_gru(dict(direction="bidirectional", lbr=1, seeds=("y",)), outputs=("w", "r"))
+        self.run_gru(dict(direction="forward", lbr=0, lens=True), outputs=("x", "initial_h"))
+
+    def test_sequence_lens_and_larger_shapes(self):
+        # dY at steps beyond an entry's length is random: the kernel must ignore it.
+        self.run_gru(dict(direction="bidirectional", lbr=1, lens=True))
+        self.run_gru(dict(direction="reverse", lbr=0, lens=True, seq=7, batch=3, inp=5,
+                          hid=6))
+
+    def test_float64_against_finite_differences(self):
+        self.run_gru(dict(direction="bidirectional", lbr=1, lens=True), dtypes=("f64",),
+                     fd=True)
+        self.run_gru(dict(direction="forward", lbr=0, seeds=("y_h",)), dtypes=("f64",),
+                     fd=True)
+
+    def test_errors(self):
+        feeds, attrs, seeds = FD.gru_case(self.rng)
+        for bad in ({"clip": 2.0}, {"layout": 1}, {"activations": ["Tanh", "Tanh"]}):
+            with self.subTest(attrs=bad):
+                model, run_feeds, names = build_gru_grad(feeds, seeds, {**attrs, **bad},
+                                                         "f32", FD.GRU_WRT)
+                with self.assertRaisesRegex(AssertionError, "GRUGrad.*not supported"):
+                    mpc_run(model, run_feeds, names, tempfile.mkdtemp(dir=self.tmp.name))
+
+
 def main():
     global MPC, REF, FD
     p = argparse.ArgumentParser()
@@ -663,7 +747,8 @@ def main():
     if args.k:
         loader.testNamePatterns = [f"*{args.k}*"]
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(KernelTest),
-                                loader.loadTestsFromTestCase(LstmGradKernelTest)])
+                                loader.loadTestsFromTestCase(LstmGradKernelTest),
+                                loader.loadTestsFromTestCase(GruGradKernelTest)])
     result = unittest.TextTestRunner(verbosity=2 if args.v else 1).run(suite)
     failed = len({getattr(t, "test_case", t).id() for t, _ in result.failures + result.errors})
     print(f"{result.testsRun - failed} passed, {failed} failed")

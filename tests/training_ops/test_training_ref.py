@@ -202,29 +202,116 @@ def lstm_loss(f, seeds, direction):
     return np.array(total)
 
 
-def lstm_grad_model(feeds, seeds, attrs, dtype=TensorProto.DOUBLE):
-    """An LSTMGrad node with every absent input as an empty name: (model, feed dict)."""
-    order = [("dy", seeds["y"]), ("dy_h", seeds["y_h"]), ("dy_c", seeds["y_c"])]
-    order += [(n, feeds.get(n)) for n in ("x", "w", "r", "b", "sequence_lens", "initial_h",
-                                          "initial_c")]
+def recurrent_grad_model(op, seed_keys, feed_keys, wrt, feeds, seeds, attrs,
+                         dtype=TensorProto.DOUBLE):
+    """An LSTMGrad/GRUGrad node with every absent input as an empty name: (model, feeds)."""
+    order = [("d" + k, seeds[k]) for k in seed_keys] + [(n, feeds.get(n)) for n in feed_keys]
     names = [n if a is not None else "" for n, a in order]
     while names and not names[-1]:
         names.pop()
     ins = [helper.make_tensor_value_info(n, TensorProto.INT32 if n == "sequence_lens"
                                          else dtype, list(a.shape))
            for n, a in order if a is not None]
-    outs = [helper.make_tensor_value_info(f"g_{n}", dtype, None) for n in LSTM_WRT]
-    node = helper.make_node("LSTMGrad", names, [f"g_{n}" for n in LSTM_WRT], domain=DOMAIN,
-                            **attrs)
+    outs = [helper.make_tensor_value_info(f"g_{n}", dtype, None) for n in wrt]
+    node = helper.make_node(op, names, [f"g_{n}" for n in wrt], domain=DOMAIN, **attrs)
     model = helper.make_model(helper.make_graph([node], "g", ins, outs),
                               opset_imports=[helper.make_opsetid("", 17),
                                              helper.make_opsetid(DOMAIN, 1)])
     return model, {n: a for n, a in order if a is not None}
 
 
+def lstm_grad_model(feeds, seeds, attrs):
+    return recurrent_grad_model("LSTMGrad", ("y", "y_h", "y_c"),
+                                ("x", "w", "r", "b", "sequence_lens", "initial_h", "initial_c"),
+                                LSTM_WRT, feeds, seeds, attrs)
+
+
 def run_lstm_grad(feeds, seeds, attrs):
     model, f = lstm_grad_model(feeds, seeds, attrs)
     return ReferenceEvaluator(model, new_ops=REF.OPS).run(None, f)
+
+
+# ------------------------------------------------------------------------- GRU
+#
+# onnx.reference's GRU, like its LSTM, runs one forward direction over the whole
+# sequence: onnx_gru builds reverse directions and sequence lengths as onnx_lstm does.
+
+GRU_WRT = ("x", "w", "r", "b", "initial_h")
+GRU_CASES = [
+    dict(direction="forward", lbr=0),
+    dict(direction="forward", lbr=1),
+    dict(direction="reverse", lbr=1),
+    dict(direction="bidirectional", lbr=0),
+    dict(direction="bidirectional", lbr=1, lens=True),
+    dict(direction="forward", lbr=0, bias=False, states=False, seeds=("y_h",)),
+    dict(direction="reverse", lbr=0, lens=True, seeds=("y",)),
+]
+
+
+def gru_case(rng, direction="forward", lbr=0, bias=True, states=True, lens=False,
+             seeds=("y", "y_h"), seq=4, batch=3, inp=3, hid=2):
+    """(feeds, attrs, seeds): GRU inputs (None where absent) and the output gradients."""
+    dirs = 2 if direction == "bidirectional" else 1
+    u = lambda *shape: rng.uniform(-1.0, 1.0, shape)
+    feeds = {"x": u(seq, batch, inp), "w": u(dirs, 3 * hid, inp), "r": u(dirs, 3 * hid, hid),
+             "b": u(dirs, 6 * hid) if bias else None,
+             "sequence_lens": (np.array([seq, 1, seq - 1][:batch], np.int32) if lens
+                               else None),
+             "initial_h": u(dirs, batch, hid) if states else None}
+    out = {"y": u(seq, dirs, batch, hid) if "y" in seeds else None,
+           "y_h": u(dirs, batch, hid) if "y_h" in seeds else None}
+    return feeds, {"direction": direction, "hidden_size": hid, "linear_before_reset": lbr}, out
+
+
+_GRU_EVAL = {}
+
+
+def onnx_gru(f, attrs):
+    """Y, Y_h of ONNX GRU through onnx.reference, per direction and batch entry."""
+    seq, batch, dirs, hid, lens = _lstm_sizes(f)
+    lbr = attrs["linear_before_reset"]
+    y, y_h = np.zeros((seq, dirs, batch, hid)), np.zeros((dirs, batch, hid))
+    for d in range(dirs):
+        backwards = attrs["direction"] == "reverse" or d == 1
+        for n in range(batch):
+            key = (lens[n], f["x"].shape[2], hid, lbr)
+            if key not in _GRU_EVAL:
+                names = ["X", "W", "R", "B", "", "initial_h"]
+                ins = [helper.make_tensor_value_info(v, TensorProto.DOUBLE, None)
+                       for v in names if v]
+                outs = [helper.make_tensor_value_info(v, TensorProto.DOUBLE, None)
+                        for v in ("Y", "Y_h")]
+                node = helper.make_node("GRU", names, ["Y", "Y_h"], hidden_size=hid,
+                                        linear_before_reset=lbr)
+                model = helper.make_model(helper.make_graph([node], "g", ins, outs),
+                                          opset_imports=[helper.make_opsetid("", 14)])
+                _GRU_EVAL[key] = ReferenceEvaluator(model)
+            xs = f["x"][:lens[n], n:n + 1]
+            if backwards:
+                xs = xs[::-1]
+            b, h0 = f.get("b"), f.get("initial_h")
+            ys, yh = _GRU_EVAL[key].run(None, {
+                "X": np.ascontiguousarray(xs), "W": f["w"][d:d + 1], "R": f["r"][d:d + 1],
+                "B": np.zeros((1, 6 * hid)) if b is None else b[d:d + 1],
+                "initial_h": np.zeros((1, 1, hid)) if h0 is None else h0[d:d + 1, n:n + 1]})
+            if backwards:
+                ys = ys[::-1]
+            y[:lens[n], d, n] = ys[:, 0, 0]
+            y_h[d, n] = yh[0, 0]
+    return y, y_h
+
+
+def gru_grad_model(feeds, seeds, attrs):
+    return recurrent_grad_model("GRUGrad", ("y", "y_h"),
+                                ("x", "w", "r", "b", "sequence_lens", "initial_h"), GRU_WRT,
+                                feeds, seeds, attrs)
+
+
+def gru_loss(f, seeds, attrs):
+    """sum(dY*Y) + sum(dY_h*Y_h) of onnx.reference's GRU (onnx_gru)."""
+    y, y_h = onnx_gru(f, attrs)
+    return np.array(sum(float(np.sum(seeds[k] * v)) for k, v in (("y", y), ("y_h", y_h))
+                        if seeds[k] is not None))
 
 
 class RefGradTest(unittest.TestCase):
@@ -460,6 +547,18 @@ class RefGradTest(unittest.TestCase):
                     continue
                 self.check(g, finite_diff(loss, feeds, name, 1.0), rtol=1e-5, atol=1e-8,
                            what=f"LSTM {case} d{name}")
+
+    def test_gru_grad(self):
+        for case in GRU_CASES:
+            feeds, attrs, seeds = gru_case(self.rng, **case)
+            model, f = gru_grad_model(feeds, seeds, attrs)
+            got = ReferenceEvaluator(model, new_ops=REF.OPS).run(None, f)
+            loss = lambda fe: gru_loss(fe, seeds, attrs)
+            for name, g in zip(GRU_WRT, got):
+                if feeds.get(name) is None:
+                    continue
+                self.check(g, finite_diff(loss, feeds, name, 1.0), rtol=1e-5, atol=1e-8,
+                           what=f"GRU {case} d{name}")
 
     def test_lstm_numpy_forward_matches_onnx_reference(self):
         # The float64 forward giving Y_c (which onnx.reference's LSTM does not output)

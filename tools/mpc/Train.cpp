@@ -47,7 +47,8 @@ static const char kTrainUsage[] =
 
 Trains a training model (docs/training.md): each step runs
 training_info[0].algorithm on one batch and applies update_binding. Batches
-follow a seeded permutation per epoch (the last partial batch is dropped).
+follow a seeded permutation per epoch, or the data order with --shuffle none
+(the last partial batch is dropped).
 The inference graph is evaluated on the held-out split every --eval-every
 steps and at the end (accuracy for integer labels, mean squared error for
 float labels). Prints progress on stderr and a final line on stdout:
@@ -73,6 +74,11 @@ options:
                       points and after the last step
   --resume DIR|FILE   continue from DIR/checkpoint.onnx (or FILE), bit for
                       bit as if the run had not stopped
+  --shuffle seeded|none
+                      batch order: a permutation per epoch drawn from --seed
+                      (default) or the data's own order every epoch; the
+                      algorithm is in docs/training.md (a resumed run keeps
+                      the checkpoint's)
   --seed S            seed of the batch order (default 0; a resumed run keeps
                       the checkpoint's)
   --log FILE.csv      per-step log: step,epoch,loss,loss_scale,skipped,
@@ -93,6 +99,8 @@ struct TrainArgs {
   int64_t batch = 0;
   uint64_t steps = 0, epochs = 0, evalEvery = 0, seed = 0;
   bool seedGiven = false;
+  /// --shuffle: "" (not given: seeded, or the checkpoint's), "seeded" or "none".
+  std::string shuffle;
   double holdout = 0.1;
   int threads = 0;
   bool profile = false;
@@ -148,6 +156,10 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       if (!missing && llvm::StringRef(v).getAsInteger(10, a.seed))
         return "--seed takes an unsigned integer";
       a.seedGiven = true;
+    } else if (s.value("--shuffle", v, missing)) {
+      if (!missing && v != "none" && v != "seeded")
+        return "--shuffle must be none or seeded, not " + quoteName(v);
+      a.shuffle = v;
     } else if (s.value("--log", v, missing)) {
       a.log = v;
     } else if (s.value("--plot", v, missing)) {
@@ -176,6 +188,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     return "--train needs --batch B";
   if (a.steps && a.epochs)
     return "give --steps or --epochs, not both";
+  if (a.seedGiven && a.shuffle == "none")
+    return "--seed has no effect with --shuffle none";
   return "";
 }
 
@@ -187,6 +201,8 @@ static constexpr const char *kStepKey = "mpc.trainer.step";
 static constexpr const char *kEpochKey = "mpc.trainer.epoch";
 static constexpr const char *kSeedKey = "mpc.trainer.seed";
 static constexpr const char *kBatchKey = "mpc.trainer.batch";
+/// "none" when the run does not shuffle; absent for the seeded order.
+static constexpr const char *kShuffleKey = "mpc.trainer.shuffle";
 static constexpr const char *kHashKey = "mpc.trainer.model_hash";
 
 static void stripTensorData(onnx::TensorProto &t) {
@@ -244,6 +260,7 @@ namespace {
 struct ResumePoint {
   uint64_t step = 0, epoch = 0, seed = 0;
   int64_t batch = 0;
+  bool shuffle = true;
 };
 } // namespace
 
@@ -294,6 +311,11 @@ loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &a
     if (llvm::Error err = number(key, *out))
       return std::move(err);
   at.batch = int64_t(batch);
+  const std::string *shuffle = (*m)->findMetadata(kShuffleKey);
+  if (shuffle && *shuffle != "none")
+    return inputError("checkpoint '{0}': metadata {1} is {2}, not none", path, kShuffleKey,
+                      quoteName(*shuffle));
+  at.shuffle = !shuffle;
   return std::move(*m);
 }
 
@@ -306,6 +328,8 @@ static llvm::Error writeCheckpoint(Model &m, Trainer &t, const std::string &dir,
   m.setMetadata(kEpochKey, std::to_string(t.stepsDone() / uint64_t(t.batchesPerEpoch())));
   m.setMetadata(kSeedKey, std::to_string(t.seed()));
   m.setMetadata(kBatchKey, std::to_string(batch));
+  if (!t.shuffle())
+    m.setMetadata(kShuffleKey, "none");
   m.setMetadata(kHashKey, hash);
   return writeOnnxFile(m, checkpointIn(dir));
 }
@@ -441,6 +465,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
 
   ResumePoint at;
   at.seed = a.seed;
+  at.shuffle = a.shuffle != "none";
   if (!a.resume.empty()) {
     auto ck = loadCheckpoint(a.resume, *hash, at);
     if (!ck)
@@ -449,6 +474,11 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       return fail(llvm::formatv("--seed {0}: the checkpoint was trained with seed {1} (a "
                                 "resumed run keeps it)",
                                 a.seed, at.seed)
+                      .str());
+    if (!a.shuffle.empty() && (a.shuffle != "none") != at.shuffle)
+      return fail(llvm::formatv("--shuffle {0}: the checkpoint was trained with --shuffle {1} "
+                                "(a resumed run keeps it)",
+                                a.shuffle, at.shuffle ? "seeded" : "none")
                       .str());
     if (at.batch != a.batch)
       return fail(llvm::formatv("--batch {0}: the checkpoint was trained with --batch {1}", a.batch,
@@ -478,6 +508,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
                               at.step, at.epoch, nb)
                     .str());
   t.setPosition(at.seed, at.step);
+  t.setShuffle(at.shuffle);
   files.removeStaleTemporaries();
   // --steps and --epochs count from the start of training, so that the same
   // command line, resumed, ends where an uninterrupted run ends.

@@ -15,6 +15,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <cmath>
 
 using namespace mpc;
@@ -34,6 +35,11 @@ options:
   --loss cross-entropy     SoftmaxCrossEntropyLoss(mean) on the first output
                            (the input of a final Softmax is taken as the logits);
                            int64 labels [N]
+  --class-axis 1|-1        cross-entropy on logits of rank 3 or more: the
+                           classes are on axis 1 ([N, C, d...], ONNX's layout,
+                           the default) or the last ([N, d..., C], a language
+                           model's [N, T, C]; the default after a Softmax over
+                           the last axis); labels are [N, d...]
   --loss mse               mean squared error against float labels shaped like
                            the first output
   --loss OUTPUT            the named scalar float model output is the loss
@@ -46,7 +52,13 @@ options:
   --loss-weight X          multiply the loss by X > 0 (a multi-task weight or a
                            normalizer; default 1)
   --freeze REGEX           float initializers whose name matches are not trained
+                           (masks holding inf/NaN, Clip bounds and BatchNorm running
+                           statistics never are; the output lists what is trained)
   --expose-gradients       add every gradient as an algorithm-graph output
+  --bn-variance biased|unbiased
+                           BatchNormalization's running variance takes the
+                           biased batch variance (ONNX, default) or the
+                           unbiased one, times n/(n-1) (PyTorch)
 
 A training model whose algorithm uses ai.onnx.preview.training::Gradient is
 written with those ops lowered to gradient nodes (--loss and the optimizer
@@ -116,6 +128,16 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         return "--optimizer must be sgd, momentum or adam, not " + quoteName(v);
     } else if (s.value("--freeze", v, missing)) {
       a.opts.freezeRegex = v;
+    } else if (s.value("--class-axis", v, missing)) {
+      if (v == "1" || v == "-1")
+        a.opts.classAxis = v == "1" ? 1 : -1;
+      else if (!missing)
+        return "--class-axis must be 1 or -1, not " + quoteName(v);
+    } else if (s.value("--bn-variance", v, missing)) {
+      if (v == "unbiased" || v == "biased")
+        a.opts.bnUnbiasedVariance = v == "unbiased";
+      else if (!missing)
+        return "--bn-variance must be biased or unbiased, not " + quoteName(v);
     } else if (s.flag("--expose-gradients")) {
       a.opts.exposeGradients = true;
     } else if (s.value("--loss-weight", v, missing)) {
@@ -146,6 +168,33 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
   if (a.output.empty())
     return "-o is required";
   return "";
+}
+
+/// Which float initializers are trained, and why the others are not
+/// (grouped by reason, in order of first appearance).
+static void printInitializerSummary(const TrainGraphResult &res) {
+  auto list = [](llvm::ArrayRef<std::string> names) {
+    std::string s;
+    for (const std::string &n : names)
+      s += (s.empty() ? "" : ", ") + quoteName(n);
+    return s;
+  };
+  llvm::outs() << "train-graph: trained: " << list(res.trained) << "\n";
+  if (res.notTrained.empty())
+    return;
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto &[name, why] : res.notTrained) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&, &why = why](const auto &g) { return g.first == why; });
+    if (it == groups.end())
+      it = groups.insert(groups.end(), {why, {}});
+    it->second.push_back(name);
+  }
+  llvm::outs() << "train-graph: not trained:";
+  for (size_t i = 0; i < groups.size(); ++i)
+    llvm::outs() << (i ? "; " : " ") << list(groups[i].second) << " (" << groups[i].first
+                 << ")";
+  llvm::outs() << "\n";
 }
 
 int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) {
@@ -211,5 +260,6 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   llvm::outs() << "train-graph: " << res->numParameters << " parameter(s) trained, "
                << res->numGradientNodes << " gradient node(s), optimizer "
                << describeOptimizer(a.opts) << " -> " << a.output << "\n";
+  printInitializerSummary(*res);
   return Ok;
 }

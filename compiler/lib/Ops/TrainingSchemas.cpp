@@ -69,10 +69,12 @@ static OpSchema unaryGrad(const char *name, const char *second, const char *doc,
   return s;
 }
 
-/// LSTMGrad: dX, dW, dR shaped like X, W, R; dB [dirs, 8H]; the state
-/// gradients [dirs, batch, H]. Every output is typed like X (input 3).
-static void inferLstmGrad(InferenceContext &ctx) {
-  const size_t kX = 3, kW = 4, kR = 5;
+/// LSTMGrad and GRUGrad (X at input kX, W and R after it): dX, dW, dR shaped
+/// like X, W, R; dB [dirs, 2 * R.dim(1)] (8H, 6H); the state gradients
+/// [dirs, batch, H]. Every output is typed like X.
+template <size_t kX> static void inferRecurrentGrad(InferenceContext &ctx) {
+  const char *op = kX == 3 ? "LSTMGrad" : "GRUGrad";
+  const size_t kW = kX + 1, kR = kX + 2;
   for (size_t i = 0; i < 3; ++i)
     sameAs(ctx, kX + i, i);
   for (size_t out = 3; out < ctx.getNumOutputs(); ++out)
@@ -83,7 +85,7 @@ static void inferLstmGrad(InferenceContext &ctx) {
   const auto &x = onnx::getInputShape(ctx, kX), &w = onnx::getInputShape(ctx, kW),
              &r = onnx::getInputShape(ctx, kR);
   if (x.dim_size() != 3 || w.dim_size() != 3 || r.dim_size() != 3)
-    fail_shape_inference("LSTMGrad: X, W and R must have rank 3");
+    fail_shape_inference(op, ": X, W and R must have rank 3");
   auto *db = onnx::getOutputShape(ctx, 3);
   *db->add_dim() = w.dim(0);
   if (r.dim(1).has_dim_value())
@@ -96,6 +98,19 @@ static void inferLstmGrad(InferenceContext &ctx) {
     *shape->add_dim() = x.dim(1);
     *shape->add_dim() = r.dim(2);
   }
+}
+
+/// The attributes LSTMGrad and GRUGrad share with their forward op `op`.
+static void recurrentAttrs(OpSchema &s, const std::string &op) {
+  s.Attr("activation_alpha", "as " + op + " (unused by the default activations)",
+         AttributeProto::FLOATS, false)
+      .Attr("activation_beta", "as " + op + " (unused by the default activations)",
+            AttributeProto::FLOATS, false)
+      .Attr("clip", "as " + op + "; not supported", AttributeProto::FLOAT, false)
+      .Attr("direction", "forward, reverse or bidirectional", AttributeProto::STRING,
+            std::string("forward"))
+      .Attr("hidden_size", "as " + op, AttributeProto::INT, false)
+      .Attr("layout", "as " + op + "; only 0", AttributeProto::INT, static_cast<int64_t>(0));
 }
 
 /// Output 0: the element type of input 0, the shape held by input 1 when constant.
@@ -279,21 +294,13 @@ static std::vector<OpSchema> trainingSchemas() {
   }
   {
     OpSchema s = base("LSTMGrad", __LINE__);
+    recurrentAttrs(s, "LSTM");
     s.SetDoc("gradient of LSTM (sigmoid/tanh/tanh, no peepholes, layout 0) by "
              "backpropagation through time; the forward is recomputed from X, W, R, B and "
              "the initial states")
-        .Attr("activation_alpha", "as LSTM (unused by the default activations)",
-              AttributeProto::FLOATS, false)
-        .Attr("activation_beta", "as LSTM (unused by the default activations)",
-              AttributeProto::FLOATS, false)
         .Attr("activations", "as LSTM; only Sigmoid, Tanh, Tanh", AttributeProto::STRINGS,
               false)
-        .Attr("clip", "as LSTM; not supported", AttributeProto::FLOAT, false)
-        .Attr("direction", "forward, reverse or bidirectional", AttributeProto::STRING,
-              std::string("forward"))
-        .Attr("hidden_size", "as LSTM", AttributeProto::INT, false)
         .Attr("input_forget", "as LSTM; only 0", AttributeProto::INT, static_cast<int64_t>(0))
-        .Attr("layout", "as LSTM; only 0", AttributeProto::INT, static_cast<int64_t>(0))
         .Input(0, "dY", "gradient of Y [seq, dirs, batch, H]", "T", OpSchema::Optional)
         .Input(1, "dY_h", "gradient of Y_h [dirs, batch, H]", "T", OpSchema::Optional)
         .Input(2, "dY_c", "gradient of Y_c [dirs, batch, H]", "T", OpSchema::Optional)
@@ -313,7 +320,34 @@ static std::vector<OpSchema> trainingSchemas() {
         .Output(5, "dinitial_c", "gradient of initial_c", "T", OpSchema::Optional)
         .TypeConstraint("T", floatTypes(), "float types")
         .TypeConstraint("T1", {"tensor(int32)"}, "sequence length type")
-        .TypeAndShapeInferenceFunction(inferLstmGrad);
+        .TypeAndShapeInferenceFunction(inferRecurrentGrad<3>);
+    v.push_back(std::move(s));
+  }
+  {
+    OpSchema s = base("GRUGrad", __LINE__);
+    recurrentAttrs(s, "GRU");
+    s.SetDoc("gradient of GRU (sigmoid/tanh, layout 0, either linear_before_reset) by "
+             "backpropagation through time; the forward is recomputed from X, W, R, B and "
+             "the initial state")
+        .Attr("activations", "as GRU; only Sigmoid, Tanh", AttributeProto::STRINGS, false)
+        .Attr("linear_before_reset", "as GRU", AttributeProto::INT, static_cast<int64_t>(0))
+        .Input(0, "dY", "gradient of Y [seq, dirs, batch, H]", "T", OpSchema::Optional)
+        .Input(1, "dY_h", "gradient of Y_h [dirs, batch, H]", "T", OpSchema::Optional)
+        .Input(2, "X", "forward input [seq, batch, input]", "T")
+        .Input(3, "W", "forward input weights [dirs, 3H, input]", "T")
+        .Input(4, "R", "forward recurrence weights [dirs, 3H, H]", "T")
+        .Input(5, "B", "forward biases [dirs, 6H]", "T", OpSchema::Optional)
+        .Input(6, "sequence_lens", "forward sequence lengths [batch]", "T1",
+               OpSchema::Optional)
+        .Input(7, "initial_h", "forward initial hidden state", "T", OpSchema::Optional)
+        .Output(0, "dX", "gradient of X", "T", OpSchema::Optional)
+        .Output(1, "dW", "gradient of W", "T", OpSchema::Optional)
+        .Output(2, "dR", "gradient of R", "T", OpSchema::Optional)
+        .Output(3, "dB", "gradient of B [dirs, 6H]", "T", OpSchema::Optional)
+        .Output(4, "dinitial_h", "gradient of initial_h", "T", OpSchema::Optional)
+        .TypeConstraint("T", floatTypes(), "float types")
+        .TypeConstraint("T1", {"tensor(int32)"}, "sequence length type")
+        .TypeAndShapeInferenceFunction(inferRecurrentGrad<2>);
     v.push_back(std::move(s));
   }
   {

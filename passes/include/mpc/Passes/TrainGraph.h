@@ -43,6 +43,13 @@ struct TrainGraphOptions {
   std::string freezeRegex;
   /// Adds every gradient as an extra algorithm-graph output.
   bool exposeGradients = false;
+  /// cross-entropy: the axis of the logits holding the classes, 1 (ONNX's
+  /// SoftmaxCrossEntropyLoss layout [N, C, d...]) or -1 (the last: [N, d...,
+  /// C]); 0 = decide (the last after a Softmax over it, else 1).
+  int classAxis = 0;
+  /// BatchNormalization's running variance takes the unbiased batch variance
+  /// (PyTorch) instead of ONNX's biased one (docs/training.md).
+  bool bnUnbiasedVariance = false;
 };
 
 struct TrainGraphResult {
@@ -50,6 +57,11 @@ struct TrainGraphResult {
   std::vector<std::string> notes;
   unsigned numParameters = 0;
   unsigned numGradientNodes = 0;
+  /// The model's float initializers the step trains (initializer order).
+  std::vector<std::string> trained;
+  /// The other float initializers of the model, each with why it is not
+  /// trained (one of the reasons docs/training.md lists), initializer order.
+  std::vector<std::pair<std::string, std::string>> notTrained;
 };
 
 /// Adds training_info[0] and the training metadata to `m`. On error (bad

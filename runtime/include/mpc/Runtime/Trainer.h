@@ -9,7 +9,8 @@
 // are the tool's business (tools/mpc/Train.cpp).
 //
 // Batch order: epoch e of seed s visits the training samples in the order
-// trainingPermutation(s, e, n); batch b of the epoch is positions
+// trainingPermutation(s, e, n) (or 0..n-1 without shuffling); batch b of the
+// epoch is positions
 // [b*B, (b+1)*B) of it and the last partial batch is dropped. Step k (0-based)
 // is batch k % nb of epoch k / nb, so the step count alone fixes where a
 // resumed run continues.
@@ -108,6 +109,13 @@ public:
 
   /// Where the next step starts: `stepsDone` steps were applied with `seed`.
   void setPosition(uint64_t seed, uint64_t stepsDone);
+  /// Whether epochs visit the samples in trainingPermutation order (the
+  /// default) or in data order.
+  void setShuffle(bool on) {
+    shuffleOn = on;
+    permEpoch = ~uint64_t(0);
+  }
+  bool shuffle() const { return shuffleOn; }
   uint64_t stepsDone() const { return done; }
   uint64_t seed() const { return seedValue; }
 
@@ -155,7 +163,13 @@ private:
   int64_t classCount = 0;
   std::string classSource;
   std::vector<int64_t> ignoredLabels;
+  /// The axis of the first output holding the classes, as the loss reads it
+  /// (-1: the last); classLayoutError says why it is unknown (empty: known).
+  int64_t classAxis = -1;
+  std::string classLayoutError;
   void findClassCount();
+  /// Held-out integer labels against the first output's layout (before step 1).
+  llvm::Error checkEvalLayout(const HostTensor &labels, const std::string &name) const;
   llvm::Error checkValues(const HostTensor &t, const std::string &name, bool isLabels) const;
   std::vector<std::pair<std::string, std::string>> gradients; // PARAM, GRAD
   bool gradientsAreOutputs = false;
@@ -164,6 +178,7 @@ private:
   int64_t numTrain = 0, numTest = 0;
   uint64_t seedValue = 0, done = 0;
   uint64_t permEpoch = ~uint64_t(0);
+  bool shuffleOn = true;
   std::vector<int64_t> perm;
 };
 

@@ -114,6 +114,26 @@ template <typename T> struct LstmGradBuffers {
 /// once; dB has both halves (Wb, Rb) even when b is null.
 template <typename T> void lstmGrad(const LstmShape &s, const LstmGradBuffers<T> &io);
 
+/// Sizes of an ONNX GRU (layout 0): those of LstmShape with 3 gate blocks
+/// (W [dirs, 3H, input], R [dirs, 3H, H], B [dirs, 6H], gates z, r, h) and
+/// the forward's linear_before_reset.
+struct GruShape : LstmShape {
+  bool linearBeforeReset = false;
+};
+
+/// Buffers of GRUGrad; null means absent, as for LstmGradBuffers.
+template <typename T> struct GruGradBuffers {
+  const T *dY = nullptr, *dYh = nullptr;
+  const T *x = nullptr, *w = nullptr, *r = nullptr, *b = nullptr, *h0 = nullptr;
+  const int64_t *lens = nullptr;
+  T *dX = nullptr, *dW = nullptr, *dR = nullptr, *dB = nullptr, *dH0 = nullptr;
+};
+
+/// GRUGrad: backpropagation through time of GRU (sigmoid/tanh), either
+/// linear_before_reset. Recomputes the forward in AccumType<T> like lstmGrad;
+/// dB is [dirs, 6H] (Wb and Rb halves, equal for z and r) even when b is null.
+template <typename T> void gruGrad(const GruShape &s, const GruGradBuffers<T> &io);
+
 enum class LossReduction { None, Sum, Mean };
 
 /// Labels of a classification loss on [batch, classes, inner] scores.
