@@ -120,15 +120,12 @@ static std::vector<OpRow> collectRows() {
         .cpu.push_back({k.minOpset, k.maxOpset, dtypeNames(k.dtypes)});
   // Ops the executor runs itself, in dynamic mode, on every backend
   // (runtime/lib/ControlFlow.cpp and SequenceOps.cpp), for every stored type:
-  // control flow, sequences and optionals.
-  static const std::pair<const char *, int64_t> kExecutorOps[] = {
-      {"If", 1},         {"Loop", 1},           {"Scan", 8},
-      {"SequenceAt", 11}, {"SequenceConstruct", 11}, {"SequenceEmpty", 11},
-      {"SequenceErase", 11}, {"SequenceInsert", 11}, {"SequenceLength", 11},
-      {"ConcatFromSequence", 11}, {"SplitToSequence", 11}, {"SequenceMap", 17},
-      {"Optional", 15}, {"OptionalGetElement", 15}, {"OptionalHasElement", 15}};
-  for (const auto &[op, since] : kExecutorOps)
-    rowFor("", op).cpu.push_back({since, 1000, {"executor (all types)"}});
+  // control flow, sequences and optionals (registry rows without a shape
+  // function).
+  for (const OpDef &d : opRegistry())
+    if (d.runByExecutor())
+      rowFor(d.domain, d.opType)
+          .cpu.push_back({d.minOpset, d.maxOpset, {"executor (all types)"}});
 
   std::vector<OpRow> out;
   for (auto &kv : rows) {
