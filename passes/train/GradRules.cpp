@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TrainGraphImpl.h"
+#include "mpc/Passes/TrainGraph.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/StringRef.h"
 #include <algorithm>
@@ -647,6 +648,15 @@ static RuleFn findRule(const Node &n) {
 }
 
 bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
+
+std::vector<std::string> mpc::gradientRuleOps() {
+  std::vector<std::string> ops;
+  for (const RuleRow &r : kRules)
+    ops.push_back(r.op);
+  return ops;
+}
+
+const char *mpc::gradientRulesSourceFile() { return __FILE__; }
 
 llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
                                          std::vector<Value *> &dIn) {

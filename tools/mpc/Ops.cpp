@@ -29,7 +29,8 @@ static const char kOpsUsage[] =
 
 Prints one row per op known to the AMP default lists or the CPU kernel
 table: the AMP class (allow/infer/deny/clear/unlisted) of the f16 defaults
-with the list's reason, the CPU kernel's input dtypes and opset range, and
+with the list's reason (for an unlisted op: why it is on no list), the CPU
+kernel's input dtypes and opset range, and
 the CUDA kernel ("none": there is no CUDA backend yet). Sorted by op.
 
 options:
@@ -48,7 +49,7 @@ struct OpRow {
   std::string domain; ///< "" for the default domain
   std::string opType;
   AmpClass f16 = AmpClass::Unlisted, bf16 = AmpClass::Unlisted;
-  std::string reason; ///< reason of the f16 entry ("" when unlisted)
+  std::string reason; ///< reason of the f16 entry, or why it is unlisted
   std::vector<CpuRow> cpu;
 };
 } // namespace
@@ -135,6 +136,8 @@ static std::vector<OpRow> collectRows() {
     r.reason = f16.reason(r.op).str();
     if (r.reason.empty())
       r.reason = bf16.reason(r.op).str();
+    if (r.reason.empty())
+      r.reason = ampUnlistedReason(r.op).str();
     std::sort(r.cpu.begin(), r.cpu.end(), [](const CpuRow &a, const CpuRow &b) {
       return a.minOpset < b.minOpset;
     });
