@@ -16,10 +16,9 @@ namespace mpc {
 namespace ops {
 
 inline OpDef makeOp(const char *type, const char *domain, int64_t since, ShapeFn shape,
-                    CostClass cost, SourceLocation where) {
-  OpDef d{type, domain, since, kMaxOpsetVersion, shape, cost, InPlace::None, false, nullptr,
-          where};
-  return d;
+                    const char *shapeName, CostClass cost, SourceLocation where) {
+  return OpDef{type,          domain, since,   kMaxOpsetVersion, shape, cost,
+               InPlace::None, false,  nullptr, where, shape ? shapeName : nullptr, nullptr};
 }
 inline OpDef withInPlace(OpDef d, InPlace p) {
   d.inPlace = p;
@@ -29,8 +28,9 @@ inline OpDef withValueDependentShape(OpDef d) {
   d.valueDependentShape = true;
   return d;
 }
-inline OpDef withParams(OpDef d, ParseFn parse) {
+inline OpDef withParamsNamed(OpDef d, ParseFn parse, const char *name) {
   d.parse = parse;
+  d.parseName = name;
   return d;
 }
 
@@ -43,6 +43,9 @@ std::vector<OpDef> contribOps();
 } // namespace mpc
 
 #define MPC_OP(Type, Domain, Since, Shape, Cost)                               \
-  ::mpc::ops::makeOp(Type, Domain, Since, Shape, ::mpc::CostClass::Cost, MPC_SOURCE_LOCATION)
+  ::mpc::ops::makeOp(Type, Domain, Since, Shape, #Shape, ::mpc::CostClass::Cost,   \
+                     MPC_SOURCE_LOCATION)
+/// withParams(row, parser): the row parses its attributes with `parser`.
+#define withParams(Row, Parse) ::mpc::ops::withParamsNamed(Row, Parse, #Parse)
 
 #endif // MPC_RUNTIME_OPS_OPROWS_H

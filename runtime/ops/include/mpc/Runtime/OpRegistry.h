@@ -106,6 +106,9 @@ struct OpDef {
   /// Attribute parser (null: the op has no parameter struct yet).
   ParseFn parse = nullptr;
   SourceLocation where;
+  /// The shape function's and the parser's names (for `mpc ops --op`).
+  const char *shapeName = nullptr;
+  const char *parseName = nullptr;
 
   /// True for the ops the executor runs itself (no backend kernel).
   bool runByExecutor() const { return shape == nullptr; }
