@@ -88,7 +88,9 @@ def main():
         "```",
         "",
         "Columns: **AMP** is the op's class in the default f16 lists (the bf16 class in "
-        "parentheses where it differs) and the list's reason; **CPU kernel** the dtypes "
+        "parentheses where it differs) and the list's reason, or for an op with a kernel "
+        "but on no list why it is deliberately unlisted (an fp32 barrier; "
+        "`passes/amp/AmpLists.cpp`); **CPU kernel** the dtypes "
         "the CPU kernel table accepts for input 0 and the opset range (`mpc ops`); "
         "**CUDA kernel** is `none` everywhere (no CUDA backend yet); **Conformance** "
         "is passed/total ONNX backend node tests (onnx "

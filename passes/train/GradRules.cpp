@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TrainGraphImpl.h"
+#include "mpc/Passes/TrainGraph.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/StringRef.h"
 #include <algorithm>
@@ -670,6 +671,15 @@ bool train::carriesGradient(const Node &n, unsigned input) {
   bool standard = n.domain.empty() || n.domain == "ai.onnx";
   return !(standard && n.opType == "Clip" && input > 0);
 }
+
+std::vector<std::string> mpc::gradientRuleOps() {
+  std::vector<std::string> ops;
+  for (const RuleRow &r : kRules)
+    ops.push_back(r.op);
+  return ops;
+}
+
+const char *mpc::gradientRulesSourceFile() { return __FILE__; }
 
 llvm::Expected<bool> train::emitGradient(Emitter &e, const GradRequest &req,
                                          std::vector<Value *> &dIn) {

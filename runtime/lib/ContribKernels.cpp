@@ -16,7 +16,6 @@
 using namespace mpc;
 using namespace mpc::cpuk;
 
-static constexpr int64_t kMax = 1000;
 static const char *const kDomain = "com.microsoft";
 
 //===----------------------------------------------------------------------===//
@@ -89,7 +88,7 @@ static cpu::MatrixBatch<T> matrixBatchOf(const FusedOperand &op, const TensorRef
   return mb;
 }
 
-static llvm::Error shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const ShapedType &a = q.inputs[0], &b = q.inputs[1];
   if (a.shape.empty() || b.shape.empty())
     return nodeError(q.node, "A " + formatShape(a.shape) + " and B " + formatShape(b.shape) +
@@ -142,7 +141,7 @@ std::vector<CpuKernel> mpc::cpuk::contribRows() {
       // onnxruntime training's ConvGrad: inputs dY, X, W; optional outputs dX,
       // dW, dB (dB sums dY over all axes but 1); Conv's attributes. The same
       // contract as ai.mpc.training::ConvGrad (TrainingKernels.cpp).
-      {"ConvGrad", kDomain, 1, kMax, kFloatTypes, shapeConvGrad, runConvGrad},
-      {"FusedMatMul", kDomain, 1, kMax, kFloatTypes, shapeFusedMatMul, runFusedMatMul},
+      MPC_CPU_KERNEL("ConvGrad", kDomain, 1, kFloatTypes, runConvGrad),
+      MPC_CPU_KERNEL("FusedMatMul", kDomain, 1, kFloatTypes, runFusedMatMul),
   };
 }

@@ -626,7 +626,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
           return inputError("{0}: input '{1}' is {2}; {3} takes tensors", describeNode(n),
                             slots[s].value->name(),
                             slots[s].seq->optional ? "an optional" : "a sequence", n.opType);
-      const CpuKernel *row = findCpuKernel(n);
+      const OpDef *row = prepared.find(&n)->second.op;
       std::vector<ShapedType> inTypes;
       std::vector<const HostTensor *> values;
       for (unsigned s : inSlots) {
@@ -639,7 +639,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
         DType dt = slots[s].type.dtype;
         bool smallInt = (dt == DType::I64 || dt == DType::I32) &&
                         kernels::numElements(slots[s].type.shape) <= kSmallIntLimit;
-        if (smallInt || row->dynamicShape || slots[s].host) {
+        if (smallInt || row->valueDependentShape || slots[s].host) {
           auto h = hostOf(s);
           if (!h)
             return h.takeError();
@@ -683,8 +683,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       if (!backend.supportsOp(n, dts))
         return inputError("unsupported op {0} at {1} for input type {2}", n.opType,
                           describeNode(n), dts.empty() ? "none" : dtypeName(dts[0]));
-      KernelCall call;
-      call.node = &n;
+      KernelCall call = preparedCall(n);
       for (unsigned s : inSlots)
         call.inputs.push_back(s == ~0u ? TensorRef() : ref(s));
       for (unsigned o = 0; o < n.numOutputs(); ++o) {

@@ -1,9 +1,10 @@
 //===- CpuKernelTable.cpp - The CPU backend's kernel table ------------------===//
 //
-// One row per op: op type, domain, opset range, supported dtypes of input 0,
-// shape function, run function. Element-wise rows come from
-// ElementwiseOps.def (ElementwiseKernels.cpp). Also CpuBackend and CpuCaps,
-// which are thin layers over the table.
+// One row per kernel: op type, domain, opset range, supported dtypes of
+// input 0, run function (the op's other facts are its registry row's,
+// runtime/ops). Element-wise rows come from ElementwiseOps.def
+// (ElementwiseKernels.cpp). Also CpuBackend and CpuCaps, which are thin
+// layers over the table.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
@@ -24,85 +25,82 @@ std::vector<CpuKernel> contribRows();
 } // namespace cpuk
 } // namespace mpc
 
-static constexpr int64_t kMax = 1000;
 static constexpr DTypeSet kReduceTypes =
     kFloatTypes | dtypeBit(DType::I32) | dtypeBit(DType::I64);
 
 static const CpuKernel kRows[] = {
-    {"ArgMax", "", 1, kMax, kFloatTypes | kIntTypes, shapeArgReduce, runArgReduce},
-    {"ArgMin", "", 1, kMax, kFloatTypes | kIntTypes, shapeArgReduce, runArgReduce},
-    {"Attention", "", 23, kMax, kFloatTypes, shapeAttention, runAttention},
-    {"AveragePool", "", 7, kMax, kFloatTypes, shapePool, runAveragePool},
-    {"BatchNormalization", "", 9, kMax, kFloatTypes, shapeBatchNorm, runBatchNorm},
-    {"Compress", "", 9, kMax, kAllTypes, shapeCompress, runCompress, /*dynamicShape=*/true},
-    {"Concat", "", 4, kMax, kAllTypes, shapeConcat, runConcat},
-    {"Constant", "", 9, kMax, kAllTypes, shapeConstant, runConstant},
-    {"ConstantOfShape", "", 9, kMax, kIntTypes, shapeConstantOfShape, runConstantOfShape},
-    {"Conv", "", 1, kMax, kFloatTypes, shapeConv, runConv},
-    {"ConvTranspose", "", 1, kMax, kFloatTypes, shapeConvTranspose, runConvTranspose},
-    {"CumProd", "", 26, kMax, kFloatTypes | kIntTypes | kUnsignedTypes, shapeSameAsInput0,
-     runCumProd},
-    {"CumSum", "", 11, kMax, kFloatTypes | kIntTypes, shapeSameAsInput0, runCumSum},
-    {"DepthToSpace", "", 1, kMax, kAllTypes, shapeDepthToSpace, runDepthToSpace},
-    {"Dropout", "", 1, kMax, kFloatTypes, shapeDropout, runDropout},
-    {"Einsum", "", 12, kMax, kFloatTypes | kIntTypes, shapeEinsum, runEinsum},
-    {"Expand", "", 8, kMax, kAllTypes, shapeExpand, runExpand},
-    {"EyeLike", "", 9, kMax, kAllTypes, shapeEyeLike, runEyeLike},
-    {"Flatten", "", 1, kMax, kAllTypes, shapeFlatten, runCopy, /*dynamicShape=*/false, InPlace::Data},
-    {"Gather", "", 1, kMax, kAllTypes, shapeGather, runGather},
-    {"GatherElements", "", 11, kMax, kAllTypes, shapeGatherElements, runGatherElements},
-    {"GatherND", "", 11, kMax, kAllTypes, shapeGatherND, runGatherND},
-    {"Gemm", "", 7, kMax, kFloatTypes, shapeGemm, runGemm},
-    {"GlobalAveragePool", "", 1, kMax, kFloatTypes, shapeGlobalPool, runGlobalAveragePool},
-    {"GlobalMaxPool", "", 1, kMax, kFloatTypes, shapeGlobalPool, runGlobalMaxPool},
-    {"GroupNormalization", "", 18, kMax, kFloatTypes, shapeGroupNorm, runGroupNorm},
-    {"GRU", "", 7, kMax, kFloatTypes, shapeGRU, runGRU},
-    {"Identity", "", 1, kMax, kAllTypes, shapeSameAsInput0, runCopy, /*dynamicShape=*/false, InPlace::Data},
-    {"InstanceNormalization", "", 6, kMax, kFloatTypes, shapeInstanceNorm, runInstanceNorm},
-    {"LayerNormalization", "", 17, kMax, kFloatTypes, shapeLayerNorm, runLayerNorm},
-    {"LogSoftmax", "", 1, kMax, kFloatTypes, shapeSameAsInput0, runLogSoftmax},
-    {"LpNormalization", "", 1, kMax, kFloatTypes, shapeLpNorm, runLpNorm},
-    {"LRN", "", 1, kMax, kFloatTypes, shapeLRN, runLRN},
-    {"LSTM", "", 7, kMax, kFloatTypes, shapeLSTM, runLSTM},
-    {"MatMul", "", 1, kMax, kFloatTypes, shapeMatMul, runMatMul},
-    {"MaxPool", "", 8, kMax, kFloatTypes, shapePool, runMaxPool},
-    {"Mean", "", 8, kMax, kFloatTypes, shapeVariadicBroadcast, runMean},
-    {"NonZero", "", 9, kMax, kNumericTypes | dtypeBit(DType::Bool), shapeNonZero, runNonZero,
-     /*dynamicShape=*/true},
-    {"OneHot", "", 9, kMax, kFloatTypes | kIntTypes, shapeOneHot, runOneHot},
-    {"Pad", "", 2, kMax, kAllTypes, shapePad, runPad},
-    {"RMSNormalization", "", 23, kMax, kFloatTypes, shapeRMSNorm, runRMSNorm},
-    {"Range", "", 11, kMax, kFloatTypes | kIntTypes, shapeRangeOp, runRangeOp},
-    {"ReduceL1", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceL2", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceLogSum", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceLogSumExp", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceMax", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceMean", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceMin", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceProd", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceSum", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"ReduceSumSquare", "", 1, kMax, kReduceTypes, shapeReduce, runReduce},
-    {"Reshape", "", 5, kMax, kAllTypes, shapeReshape, runCopy, /*dynamicShape=*/false, InPlace::Data},
-    {"Resize", "", 10, kMax, kFloatTypes, shapeResize, runResize, /*dynamicShape=*/true},
-    {"ReverseSequence", "", 10, kMax, kAllTypes, shapeReverseSequence, runReverseSequence},
-    {"RNN", "", 7, kMax, kFloatTypes, shapeRNN, runRNN},
-    {"RotaryEmbedding", "", 23, kMax, kFloatTypes, shapeRotaryEmbedding, runRotaryEmbedding},
-    {"ScatterElements", "", 11, kMax, kAllTypes, shapeSameAsInput0, runScatterElements},
-    {"ScatterND", "", 11, kMax, kAllTypes, shapeSameAsInput0, runScatterND},
-    {"Shape", "", 1, kMax, kAllTypes, shapeShape, runShape},
-    {"Size", "", 1, kMax, kAllTypes, shapeSize, runSize},
-    {"Slice", "", 10, kMax, kAllTypes, shapeSlice, runSlice},
-    {"Softmax", "", 1, kMax, kFloatTypes, shapeSameAsInput0, runSoftmax},
-    {"SpaceToDepth", "", 1, kMax, kAllTypes, shapeSpaceToDepth, runSpaceToDepth},
-    {"Split", "", 2, kMax, kAllTypes, shapeSplit, runSplit},
-    {"Squeeze", "", 1, kMax, kAllTypes, shapeSqueeze, runCopy, /*dynamicShape=*/false, InPlace::Data},
-    {"Sum", "", 8, kMax, kFloatTypes, shapeVariadicBroadcast, runSum},
-    {"Tile", "", 6, kMax, kAllTypes, shapeTile, runTile},
-    {"TopK", "", 1, kMax, kFloatTypes | kIntTypes, shapeTopK, runTopK},
-    {"Transpose", "", 1, kMax, kAllTypes, shapeTranspose, runTranspose},
-    {"Trilu", "", 14, kMax, kAllTypes, shapeTrilu, runTrilu},
-    {"Unsqueeze", "", 1, kMax, kAllTypes, shapeUnsqueeze, runCopy, /*dynamicShape=*/false, InPlace::Data},
+    MPC_CPU_KERNEL("ArgMax", "", 1, kFloatTypes | kIntTypes, runArgReduce),
+    MPC_CPU_KERNEL("ArgMin", "", 1, kFloatTypes | kIntTypes, runArgReduce),
+    MPC_CPU_KERNEL("Attention", "", 23, kFloatTypes, runAttention),
+    MPC_CPU_KERNEL("AveragePool", "", 7, kFloatTypes, runAveragePool),
+    MPC_CPU_KERNEL("BatchNormalization", "", 9, kFloatTypes, runBatchNorm),
+    MPC_CPU_KERNEL("Compress", "", 9, kAllTypes, runCompress),
+    MPC_CPU_KERNEL("Concat", "", 4, kAllTypes, runConcat),
+    MPC_CPU_KERNEL("Constant", "", 9, kAllTypes, runConstant),
+    MPC_CPU_KERNEL("ConstantOfShape", "", 9, kIntTypes, runConstantOfShape),
+    MPC_CPU_KERNEL("Conv", "", 1, kFloatTypes, runConv),
+    MPC_CPU_KERNEL("ConvTranspose", "", 1, kFloatTypes, runConvTranspose),
+    MPC_CPU_KERNEL("CumProd", "", 26, kFloatTypes | kIntTypes | kUnsignedTypes, runCumProd),
+    MPC_CPU_KERNEL("CumSum", "", 11, kFloatTypes | kIntTypes, runCumSum),
+    MPC_CPU_KERNEL("DepthToSpace", "", 1, kAllTypes, runDepthToSpace),
+    MPC_CPU_KERNEL("Dropout", "", 1, kFloatTypes, runDropout),
+    MPC_CPU_KERNEL("Einsum", "", 12, kFloatTypes | kIntTypes, runEinsum),
+    MPC_CPU_KERNEL("Expand", "", 8, kAllTypes, runExpand),
+    MPC_CPU_KERNEL("EyeLike", "", 9, kAllTypes, runEyeLike),
+    MPC_CPU_KERNEL("Flatten", "", 1, kAllTypes, runCopy),
+    MPC_CPU_KERNEL("Gather", "", 1, kAllTypes, runGather),
+    MPC_CPU_KERNEL("GatherElements", "", 11, kAllTypes, runGatherElements),
+    MPC_CPU_KERNEL("GatherND", "", 11, kAllTypes, runGatherND),
+    MPC_CPU_KERNEL("Gemm", "", 7, kFloatTypes, runGemm),
+    MPC_CPU_KERNEL("GlobalAveragePool", "", 1, kFloatTypes, runGlobalAveragePool),
+    MPC_CPU_KERNEL("GlobalMaxPool", "", 1, kFloatTypes, runGlobalMaxPool),
+    MPC_CPU_KERNEL("GroupNormalization", "", 18, kFloatTypes, runGroupNorm),
+    MPC_CPU_KERNEL("GRU", "", 7, kFloatTypes, runGRU),
+    MPC_CPU_KERNEL("Identity", "", 1, kAllTypes, runCopy),
+    MPC_CPU_KERNEL("InstanceNormalization", "", 6, kFloatTypes, runInstanceNorm),
+    MPC_CPU_KERNEL("LayerNormalization", "", 17, kFloatTypes, runLayerNorm),
+    MPC_CPU_KERNEL("LogSoftmax", "", 1, kFloatTypes, runLogSoftmax),
+    MPC_CPU_KERNEL("LpNormalization", "", 1, kFloatTypes, runLpNorm),
+    MPC_CPU_KERNEL("LRN", "", 1, kFloatTypes, runLRN),
+    MPC_CPU_KERNEL("LSTM", "", 7, kFloatTypes, runLSTM),
+    MPC_CPU_KERNEL("MatMul", "", 1, kFloatTypes, runMatMul),
+    MPC_CPU_KERNEL("MaxPool", "", 8, kFloatTypes, runMaxPool),
+    MPC_CPU_KERNEL("Mean", "", 8, kFloatTypes, runMean),
+    MPC_CPU_KERNEL("NonZero", "", 9, kNumericTypes | dtypeBit(DType::Bool), runNonZero),
+    MPC_CPU_KERNEL("OneHot", "", 9, kFloatTypes | kIntTypes, runOneHot),
+    MPC_CPU_KERNEL("Pad", "", 2, kAllTypes, runPad),
+    MPC_CPU_KERNEL("RMSNormalization", "", 23, kFloatTypes, runRMSNorm),
+    MPC_CPU_KERNEL("Range", "", 11, kFloatTypes | kIntTypes, runRangeOp),
+    MPC_CPU_KERNEL("ReduceL1", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceL2", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceLogSum", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceLogSumExp", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceMax", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceMean", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceMin", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceProd", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceSum", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("ReduceSumSquare", "", 1, kReduceTypes, runReduce),
+    MPC_CPU_KERNEL("Reshape", "", 5, kAllTypes, runCopy),
+    MPC_CPU_KERNEL("Resize", "", 10, kFloatTypes, runResize),
+    MPC_CPU_KERNEL("ReverseSequence", "", 10, kAllTypes, runReverseSequence),
+    MPC_CPU_KERNEL("RNN", "", 7, kFloatTypes, runRNN),
+    MPC_CPU_KERNEL("RotaryEmbedding", "", 23, kFloatTypes, runRotaryEmbedding),
+    MPC_CPU_KERNEL("ScatterElements", "", 11, kAllTypes, runScatterElements),
+    MPC_CPU_KERNEL("ScatterND", "", 11, kAllTypes, runScatterND),
+    MPC_CPU_KERNEL("Shape", "", 1, kAllTypes, runShape),
+    MPC_CPU_KERNEL("Size", "", 1, kAllTypes, runSize),
+    MPC_CPU_KERNEL("Slice", "", 10, kAllTypes, runSlice),
+    MPC_CPU_KERNEL("Softmax", "", 1, kFloatTypes, runSoftmax),
+    MPC_CPU_KERNEL("SpaceToDepth", "", 1, kAllTypes, runSpaceToDepth),
+    MPC_CPU_KERNEL("Split", "", 2, kAllTypes, runSplit),
+    MPC_CPU_KERNEL("Squeeze", "", 1, kAllTypes, runCopy),
+    MPC_CPU_KERNEL("Sum", "", 8, kFloatTypes, runSum),
+    MPC_CPU_KERNEL("Tile", "", 6, kAllTypes, runTile),
+    MPC_CPU_KERNEL("TopK", "", 1, kFloatTypes | kIntTypes, runTopK),
+    MPC_CPU_KERNEL("Transpose", "", 1, kAllTypes, runTranspose),
+    MPC_CPU_KERNEL("Trilu", "", 14, kAllTypes, runTrilu),
+    MPC_CPU_KERNEL("Unsqueeze", "", 1, kAllTypes, runCopy),
 };
 
 llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
@@ -125,22 +123,9 @@ llvm::ArrayRef<CpuKernel> mpc::cpuKernelTable() {
 
 const CpuKernel *mpc::findCpuKernel(llvm::StringRef opType, llvm::StringRef domain,
                                     int64_t opset) {
-  // Launches look rows up per node and per run: index the table by op type
-  // once (a hash instead of a scan of every row's name).
-  static const llvm::StringMap<llvm::SmallVector<const CpuKernel *, 2>> index = [] {
-    llvm::StringMap<llvm::SmallVector<const CpuKernel *, 2>> m;
-    for (const CpuKernel &k : cpuKernelTable())
-      m[k.opType].push_back(&k);
-    return m;
-  }();
-  auto it = index.find(opType);
-  if (it == index.end())
-    return nullptr;
-  llvm::StringRef dom = domain == "ai.onnx" ? "" : domain;
-  for (const CpuKernel *k : it->second)
-    if (dom == k->domain && opset >= k->minOpset && opset <= k->maxOpset)
-      return k;
-  return nullptr;
+  // Indexed by op type once (a hash instead of a scan of every row's name).
+  static const OpRowIndex<CpuKernel> index(cpuKernelTable());
+  return index.find(opType, domain, opset);
 }
 
 const CpuKernel *mpc::findCpuKernel(const Node &n) {
@@ -210,9 +195,11 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
   return true;
 }
 
+KernelHandle CpuBackend::prepare(const Node &n) { return findCpuKernel(n); }
+
 llvm::Error CpuBackend::launch(const KernelCall &call, Stream) {
-  // Rows by node: a pointer hash instead of the op-type and opset lookups.
-  const CpuKernel *&k = rowOf[call.node];
+  // The executor prepares every node once: its row comes with the call.
+  const CpuKernel *k = static_cast<const CpuKernel *>(call.kernel);
   if (!k)
     k = findCpuKernel(*call.node);
   assert(k && "launch of a node without a kernel (checked at plan time)");

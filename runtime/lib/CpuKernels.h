@@ -12,6 +12,7 @@
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Float16.h"
+#include "../ops/ShapeFunctions.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -82,6 +83,14 @@ constexpr DTypeSet kUnsignedTypes = dtypeBit(DType::U8) | dtypeBit(DType::U16) |
 constexpr DTypeSet kIntegerTypes = kIntTypes | kUnsignedTypes;
 constexpr DTypeSet kArithmeticTypes = kNumericTypes | kUnsignedTypes;
 
+/// A kernel table row: `Run` (last: it may hold commas) with its name and
+/// the row's source location.
+#define MPC_CPU_KERNEL(Op, Domain, Since, Types, ...)                          \
+  ::mpc::CpuKernel {                                                           \
+    Op, Domain, Since, ::mpc::kMaxOpsetVersion, Types, __VA_ARGS__, #__VA_ARGS__, \
+        MPC_SOURCE_LOCATION                                                    \
+  }
+
 /// "node 'x' (Op): <msg>" as an InputError.
 llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
 /// The ints of an attribute, or `dflt`.
@@ -114,35 +123,6 @@ llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x
 void forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
                    llvm::function_ref<void(int64_t, int64_t)> fn);
 
-// Shape functions.
-llvm::Error shapeSameAsInput0(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCompare(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePredicate(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCast(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCastLike(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGemm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeMatMul(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConv(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePool(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGlobalPool(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLayerNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeReduce(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLSTM(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeReshape(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeFlatten(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeTranspose(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSqueeze(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeUnsqueeze(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeShape(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSize(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGather(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConcat(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConstant(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSlice(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeExpand(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeWhere(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeNonZero(const ShapeQuery &, std::vector<ShapedType> &);
 
 // Run functions.
 llvm::Error runCast(const KernelCall &);
@@ -157,7 +137,6 @@ llvm::Error runAveragePool(const KernelCall &);
 llvm::Error runGlobalAveragePool(const KernelCall &);
 llvm::Error runGlobalMaxPool(const KernelCall &);
 llvm::Error runBatchNorm(const KernelCall &);
-llvm::Error shapeBatchNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLayerNorm(const KernelCall &);
 llvm::Error runSoftmax(const KernelCall &);
 llvm::Error runLogSoftmax(const KernelCall &);
@@ -175,84 +154,54 @@ llvm::Error runExpand(const KernelCall &);
 llvm::Error runNonZero(const KernelCall &);
 
 // TensorKernels.cpp: fill, N-ary and layout ops.
-llvm::Error shapeConstantOfShape(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runConstantOfShape(const KernelCall &);
-llvm::Error shapeDropout(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runDropout(const KernelCall &);
-llvm::Error shapeVariadicBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runSum(const KernelCall &);
 llvm::Error runMean(const KernelCall &);
-llvm::Error shapeLRN(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLRN(const KernelCall &);
-llvm::Error shapePad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runPad(const KernelCall &);
-llvm::Error shapeSplit(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runSplit(const KernelCall &);
-llvm::Error shapeTile(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runTile(const KernelCall &);
-llvm::Error shapeDepthToSpace(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runDepthToSpace(const KernelCall &);
-llvm::Error shapeSpaceToDepth(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runSpaceToDepth(const KernelCall &);
-llvm::Error shapeTrilu(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runTrilu(const KernelCall &);
-llvm::Error shapeRangeOp(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRangeOp(const KernelCall &);
 
 // IndexKernels.cpp: indexing and selection ops.
-llvm::Error shapeArgReduce(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runArgReduce(const KernelCall &);
-llvm::Error shapeTopK(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runTopK(const KernelCall &);
 llvm::Error runCumSum(const KernelCall &);
 llvm::Error runCumProd(const KernelCall &);
-llvm::Error shapeGatherElements(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGatherElements(const KernelCall &);
 llvm::Error runScatterElements(const KernelCall &);
-llvm::Error shapeGatherND(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGatherND(const KernelCall &);
 llvm::Error runScatterND(const KernelCall &);
-llvm::Error shapeOneHot(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runOneHot(const KernelCall &);
 
 // NormKernels.cpp: instance, group and Lp normalization.
-llvm::Error shapeInstanceNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runInstanceNorm(const KernelCall &);
-llvm::Error shapeGroupNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGroupNorm(const KernelCall &);
-llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runLpNorm(const KernelCall &);
-llvm::Error shapeRMSNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRMSNorm(const KernelCall &);
 // AttentionKernel.cpp.
-llvm::Error shapeAttention(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runAttention(const KernelCall &);
 // RotaryEmbeddingKernel.cpp.
-llvm::Error shapeRotaryEmbedding(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRotaryEmbedding(const KernelCall &);
 
 // MiscKernels.cpp: Einsum, Compress, ReverseSequence.
-llvm::Error shapeEinsum(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runEinsum(const KernelCall &);
-llvm::Error shapeCompress(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runCompress(const KernelCall &);
-llvm::Error shapeReverseSequence(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runReverseSequence(const KernelCall &);
-llvm::Error shapeEyeLike(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runEyeLike(const KernelCall &);
 
 // ConvTransposeKernels.cpp.
-llvm::Error shapeConvTranspose(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runConvTranspose(const KernelCall &);
 
 // RnnKernels.cpp: GRU and RNN.
-llvm::Error shapeGRU(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runGRU(const KernelCall &);
-llvm::Error shapeRNN(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runRNN(const KernelCall &);
 
 // ResizeKernel.cpp.
-llvm::Error shapeResize(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runResize(const KernelCall &);
 
 /// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
@@ -272,7 +221,6 @@ llvm::Error checkLstmAttrs(const Node &n);
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();
 /// ConvGrad of ai.mpc.training, also the com.microsoft row (TrainingKernels.cpp).
-llvm::Error shapeConvGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error runConvGrad(const KernelCall &);
 
 /// Recurrent kernels (LSTM, GRU, RNN) compute in fp32: a widened copy of

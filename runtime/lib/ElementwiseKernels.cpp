@@ -315,69 +315,48 @@ llvm::Error cpuk::shapeCast(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return llvm::Error::success();
 }
 
-// The element-wise rows, built from ElementwiseOps.def (opsets 1..max:
-// these ops changed only in attributes and types the rows already cover;
-// rows added later start at their op's first opset, kFirstOpset below).
-// Binary rows may run in place. Unary rows do not: with out == in the
-// compiled unary loops fail their runtime alias check and run scalar (the
-// transformer's Erf took 2x longer), so they keep separate buffers.
-constexpr int64_t kMaxOp = 1000;
+// The element-wise kernel rows, built from ElementwiseOps.def. Each row
+// covers its op's registry range (runtime/ops/OnnxOps.cpp: the first opset
+// of ops added later; shape functions and in-place policy live there too).
 #define UNARY_ROW(Op, Kind, Types)                                             \
-  {#Op, "", 1, kMaxOp, Types, shapeSameAsInput0,                                \
-   Unary<k::Op, RowTypes::Kind>::run, false, InPlace::None},
+  MPC_CPU_KERNEL(#Op, "", 1, Types, Unary<k::Op, RowTypes::Kind>::run),
 #define MPC_UNARY_FLOAT(Op) UNARY_ROW(Op, Float, kFloatTypes)
 #define MPC_UNARY_SIGNED(Op) UNARY_ROW(Op, Signed, kNumericTypes)
 #define MPC_UNARY_ARITHMETIC(Op) UNARY_ROW(Op, Arithmetic, kArithmeticTypes)
 #define MPC_UNARY_INTEGER(Op) UNARY_ROW(Op, Integer, kIntegerTypes)
 #define MPC_UNARY_PREDICATE(Op)                                                \
-  {#Op, "", 1, kMaxOp, kFloatTypes, shapePredicate, Predicate<k::Op>::run},
+  MPC_CPU_KERNEL(#Op, "", 1, kFloatTypes, Predicate<k::Op>::run),
 #define MPC_BINARY_SIGNED(Op)                                                  \
-  {#Op, "", 1, kMaxOp, kNumericTypes, shapeBroadcast, Binary<k::Op, false>::run,      \
-   false, InPlace::Operands},
+  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, false>::run),
 #define MPC_BINARY_INTEGER(Op)                                                 \
-  {#Op, "", 1, kMaxOp, kIntegerTypes, shapeBroadcast,                           \
-   Binary<k::Op, false, RowTypes::Integer>::run, false, InPlace::Operands},
+  MPC_CPU_KERNEL(#Op, "", 1, kIntegerTypes, Binary<k::Op, false, RowTypes::Integer>::run),
 #define MPC_BINARY_COMPARE(Op)                                                 \
-  {#Op, "", 1, kMaxOp, kNumericTypes, shapeCompare, Binary<k::Op, true>::run},
-
-/// The first opset of the ops whose rows were added after the rest.
-static const struct {
-  const char *opType;
-  int64_t since;
-} kFirstOpset[] = {
-    {"Acos", 7},        {"Acosh", 9},      {"Asin", 7},       {"Asinh", 9},
-    {"Atan", 7},        {"Atanh", 9},      {"BitShift", 11},  {"BitwiseAnd", 18},
-    {"BitwiseNot", 18}, {"BitwiseOr", 18}, {"BitwiseXor", 18}, {"Cosh", 9},
-    {"Shrink", 9},      {"Sinh", 9},       {"Swish", 24},     {"Tan", 7},
-};
+  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, true>::run),
 
 namespace mpc {
 namespace cpuk {
 std::vector<CpuKernel> elementwiseRows() {
   std::vector<CpuKernel> rows = {
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
-      {"And", "", 7, kMaxOp, dtypeBit(DType::Bool), shapeCompare, runLogical},
-      {"Or", "", 7, kMaxOp, dtypeBit(DType::Bool), shapeCompare, runLogical},
-      {"Xor", "", 7, kMaxOp, dtypeBit(DType::Bool), shapeCompare, runLogical},
-      {"Not", "", 1, kMaxOp, dtypeBit(DType::Bool), shapeSameAsInput0, runNot},
-      // In place over the "else" operand: a training step's skip guard
-      // Where(found_inf, old, new) then costs nothing on a clean step.
-      {"Where", "", 9, kMaxOp, dtypeBit(DType::Bool), shapeBroadcast, runWhere,
-       /*dynamicShape=*/false, InPlace::WhereBranches},
-      {"Cast", "", 6, kMaxOp, kAllTypes, shapeCast, runCast},
-      // The target type is input 1's: Cast's conversions, to y's dtype.
-      {"CastLike", "", 15, kMaxOp, kAllTypes, shapeCastLike, runCast},
+      MPC_CPU_KERNEL("And", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Or", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Xor", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Not", "", 1, dtypeBit(DType::Bool), runNot),
+      MPC_CPU_KERNEL("Where", "", 9, dtypeBit(DType::Bool), runWhere),
+      MPC_CPU_KERNEL("Cast", "", 6, kAllTypes, runCast),
+      MPC_CPU_KERNEL("CastLike", "", 15, kAllTypes, runCast),
   };
   for (CpuKernel &r : rows) {
     // Clip reads its bounds from inputs; replace the plain functor row.
-    if (llvm::StringRef(r.opType) == "Clip")
+    if (llvm::StringRef(r.opType) == "Clip") {
       r.run = runClip;
+      r.runName = "runClip";
+    }
     // ONNX BitShift admits unsigned types only.
     if (llvm::StringRef(r.opType) == "BitShift")
       r.dtypes = kUnsignedTypes;
-    for (const auto &f : kFirstOpset)
-      if (llvm::StringRef(r.opType) == f.opType)
-        r.minOpset = f.since;
+    if (const OpDef *op = findOp(r.opType, "", kMaxOpsetVersion))
+      r.minOpset = op->minOpset;
   }
   return rows;
 }

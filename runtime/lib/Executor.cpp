@@ -1,7 +1,7 @@
 //===- Executor.cpp - Static planning and in-order execution -----------------===//
 //
 // plan(): one pass over the nodes in topological order computing output
-// types with the table's shape functions; a node whose inputs are all known
+// types with the op registry's shape functions; a node whose inputs are all known
 // on the host (or that reads only shapes: Shape, Size) and whose outputs are
 // small is evaluated right there and becomes a persistent value. Every other
 // value gets a live interval over the remaining steps and an arena offset.
@@ -99,17 +99,28 @@ llvm::Error Executor::checkKernels() {
       dynamicMode = true;
       continue;
     }
-    if (const CpuKernel *k = findCpuKernel(n))
-      dynamicMode |= k->dynamicShape;
+    // Prepared once: the registry row, the backend's handle and the parsed
+    // attributes serve every plan and run of this executor.
+    const OpDef *op = findOp(n);
+    KernelHandle kernel = op ? backend.prepare(n) : nullptr;
+    if (op)
+      dynamicMode |= op->valueDependentShape;
     llvm::SmallVector<DType, 4> dtypes;
     for (const Value *v : n.inputs())
       dtypes.push_back(v ? v->type.elem : DType::Undefined);
     bool known = !dtypes.empty() ? dtypes[0] != DType::Undefined
                                  : (n.numOutputs() && n.output(0) &&
                                     n.output(0)->type.elem != DType::Undefined);
-    bool ok = findCpuKernel(n) && (!known || backend.supportsOp(n, dtypes));
-    if (ok)
+    bool ok = kernel && (!known || backend.supportsOp(n, dtypes));
+    if (ok) {
+      PreparedNode &p = prepared[&n];
+      p.op = op;
+      p.kernel = kernel;
+      if (op->parse)
+        p.params = op->parse(n);
+      p.hostKernel = findCpuKernel(n);
       continue;
+    }
     if (!count++) {
       first = &n;
       firstDTypes = dtypes.empty() ? "" : dtypeName(dtypes[0]).str();
@@ -125,6 +136,15 @@ llvm::Error Executor::checkKernels() {
                     first->opType, domain, first->opsetVersion(),
                     firstDTypes.empty() ? "" : ", input type ", firstDTypes,
                     describeNode(*first), backend.name(), more);
+}
+
+KernelCall Executor::preparedCall(const Node &n) const {
+  const PreparedNode &p = prepared.find(&n)->second;
+  KernelCall call;
+  call.node = &n;
+  call.kernel = p.kernel;
+  call.params = p.params.get();
+  return call;
 }
 
 llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter) {
@@ -342,8 +362,10 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   std::iota(root.begin(), root.end(), 0u);
 
   for (const Node &n : graph.nodes()) {
-    const CpuKernel *row = findCpuKernel(n);
-    assert(row && "checked by create()");
+    auto prep = prepared.find(&n);
+    assert(prep != prepared.end() && "checked by create()");
+    const OpDef *row = prep->second.op;
+    const CpuKernel *hostKernel = prep->second.hostKernel;
     for (const Value *v : n.inputs())
       if (v && slotOf.count(v))
         --remaining[slotOf[v]];
@@ -406,10 +428,11 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
       outElems += kernels::numElements(outTypes[o].shape);
     }
     bool readsShapesOnly = n.opType == "Shape" || n.opType == "Size";
-    if ((allKnown || readsShapesOnly) && outElems <= kHostValueLimit && n.numOutputs()) {
+    if ((allKnown || readsShapesOnly) && outElems <= kHostValueLimit && n.numOutputs() &&
+        hostKernel) {
       // Evaluate on the host now; the result is a persistent value.
-      KernelCall call;
-      call.node = &n;
+      KernelCall call = preparedCall(n);
+      call.kernel = hostKernel;
       for (size_t i = 0; i < inTypes.size(); ++i)
         addHostRef(call.inputs, inTypes[i], values[i]);
       std::vector<std::unique_ptr<HostTensor>> outs;
@@ -417,7 +440,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         outs.push_back(std::make_unique<HostTensor>(outTypes[o].dtype, outTypes[o].shape));
         addHostRef(call.outputs, outTypes[o], n.output(o) ? outs.back().get() : nullptr);
       }
-      if (auto e = row->run(call))
+      if (auto e = hostKernel->run(call))
         return e;
       for (unsigned o = 0; o < n.numOutputs(); ++o) {
         if (!n.output(o))
@@ -451,7 +474,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     // In place: an element-wise op writes over an operand of the output's
     // dtype and shape whose last use this is (the loops allow the alias).
     int64_t inPlaceRoot = -1;
-    // The row says which operands are candidates (CpuBackend.h, InPlace).
+    // The registry row says which operands are candidates (OpRegistry.h, InPlace).
     static const unsigned kBinary[] = {0, 1}, kWhere[] = {2, 1}, kData[] = {0};
     bool reshapeLike = row->inPlace == InPlace::Data;
     llvm::ArrayRef<unsigned> cand = row->inPlace == InPlace::WhereBranches
@@ -607,8 +630,7 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     calls.clear();
     calls.reserve(steps.size());
     for (const Node *n : steps) {
-      KernelCall call;
-      call.node = n;
+      KernelCall call = preparedCall(*n);
       for (const Value *v : n->inputs())
         call.inputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
       for (const Value *v : n->outputs())

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/OpParams.h"
 #include <cstring>
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
@@ -50,8 +51,9 @@ llvm::Error cpuk::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out) {
 
 llvm::Error cpuk::runGemm(const KernelCall &c) {
   const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
-  bool ta = c.node->intAttr("transA", 0), tb = c.node->intAttr("transB", 0);
-  float alpha = c.node->floatAttr("alpha", 1.0f), beta = c.node->floatAttr("beta", 1.0f);
+  const GemmParams &p = paramsOf<GemmParams>(c);
+  bool ta = p.transA, tb = p.transB;
+  float alpha = p.alpha, beta = p.beta;
   int64_t m = y.shape[0], n = y.shape[1], k = ta ? a.shape[0] : a.shape[1];
   int64_t rs = 0, cs = 0;
   if (c.hasInput(2)) {
@@ -325,13 +327,14 @@ llvm::Error cpuk::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> &o
 
 llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", -1);
+  const LayerNormParams &params = paramsOf<LayerNormParams>(c);
+  int64_t axis = params.axis;
   normalizeAxis(axis, x.shape.size());
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= x.shape[i];
   int64_t inner = x.numElements() / std::max<int64_t>(outer, 1);
-  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  float eps = params.epsilon;
   if (c.hasInput(1) && c.inputs[1].numElements() != inner)
     return nodeError(*c.node, "scale does not broadcast over the normalized axes");
   DType p = c.inputs[1].dtype;
@@ -394,7 +397,7 @@ llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
 template <bool Log> static llvm::Error runSoftmaxImpl(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t rank = x.shape.size();
-  int64_t axis = c.node->intAttr("axis", c.node->opsetVersion() >= 13 ? -1 : 1);
+  int64_t axis = paramsOf<SoftmaxParams>(c).axis;
   if (!normalizeAxis(axis, std::max<int64_t>(rank, 1)))
     return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
   int64_t outer = 1, axisDim = 1, inner = 1;

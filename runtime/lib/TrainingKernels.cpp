@@ -16,7 +16,6 @@
 using namespace mpc;
 using namespace mpc::cpuk;
 
-static constexpr int64_t kMax = 1000;
 static const char *const kDomain = "ai.mpc.training";
 
 //===----------------------------------------------------------------------===//
@@ -98,7 +97,7 @@ static void splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
 //===----------------------------------------------------------------------===//
 
 /// dX: dtype of dY, shape of input 1 (which dY must match).
-static llvm::Error shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
   if (q.inputs[0].dtype != q.inputs[1].dtype)
@@ -124,7 +123,7 @@ template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const Kern
   return llvm::Error::success();
 }
 
-static llvm::Error shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto shape = knownInts(q, 1, "the shape input");
   if (!shape)
     return shape.takeError();
@@ -150,7 +149,7 @@ static llvm::Error runBiasGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-static llvm::Error shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t axis = q.node.intAttr("axis", -1);
   if (!normalizeAxis(axis, std::max<int64_t>(q.inputs[1].shape.size(), 1)))
     return nodeError(q.node, "axis out of range for " + formatShape(q.inputs[1].shape));
@@ -175,7 +174,7 @@ template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
 // Normalization gradients
 //===----------------------------------------------------------------------===//
 
-static llvm::Error shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
   for (unsigned i = 2; i < 5; ++i)
@@ -225,7 +224,7 @@ static llvm::Error runLayerNormGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-static llvm::Error shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
   if (auto e = requireFloat(q, 2, "scale"))
@@ -404,7 +403,7 @@ static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
   return g;
 }
 
-static llvm::Error shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = poolGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
@@ -427,7 +426,7 @@ template <bool Max> static llvm::Error runPoolGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-static llvm::Error shapeGlobalAveragePoolGrad(const ShapeQuery &q,
+llvm::Error cpuk::shapeGlobalAveragePoolGrad(const ShapeQuery &q,
                                               std::vector<ShapedType> &out) {
   const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
   bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
@@ -457,7 +456,7 @@ static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 
 /// The forward data shape (input 1) and the checked dY shape of GatherGrad.
-static llvm::Error shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto x = knownInts(q, 1, "the shape input");
   if (!x)
     return x.takeError();
@@ -504,7 +503,7 @@ static llvm::Error runGatherGrad(const KernelCall &c) {
   return c.inputs[0].dtype == DType::F64 ? gatherGradAs<double>(c) : gatherGradAs<float>(c);
 }
 
-static llvm::Error shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto x = knownInts(q, 1, "the shape input");
   if (!x)
     return x.takeError();
@@ -671,7 +670,7 @@ static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &
   out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
 }
 
-static llvm::Error shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
   if (!s)
     return s.takeError();
@@ -679,7 +678,7 @@ static llvm::Error shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
-static llvm::Error shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
   if (!s)
     return s.takeError();
@@ -815,7 +814,7 @@ static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classe
   return l.dtype == DType::I32 ? run(int32_t()) : run(int64_t());
 }
 
-static llvm::Error shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 0, 1))
     return e;
   auto red = reductionOf(q.node);
@@ -854,7 +853,7 @@ template <bool FromLogProb> static llvm::Error runClassificationLoss(const Kerne
   return err;
 }
 
-static llvm::Error shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
+llvm::Error cpuk::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
                                                     std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 1, 2))
     return e;
@@ -890,7 +889,7 @@ static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
   return err;
 }
 
-static llvm::Error shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error cpuk::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 1, 2))
     return e;
   auto red = reductionOf(q.node);
@@ -926,44 +925,32 @@ static llvm::Error runMSELossGrad(const KernelCall &c) {
 std::vector<CpuKernel> mpc::cpuk::trainingRows() {
   using cpu::ActivationGrad;
   return {
-      {"AveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapePoolGrad, runPoolGrad<false>},
-      {"BatchNormalizationGrad", kDomain, 1, kMax, kFloatTypes, shapeBatchNormGrad,
-       runBatchNormGrad},
-      {"BiasGrad", kDomain, 1, kMax, kFloatTypes, shapeBiasGrad, runBiasGrad},
-      {"ConvGrad", kDomain, 1, kMax, kFloatTypes, shapeConvGrad, runConvGrad},
-      {"ErfGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
-       runActivationGrad<ActivationGrad::Erf>},
-      {"GatherGrad", kDomain, 1, kMax, kFloatTypes, shapeGatherGrad, runGatherGrad},
-      {"GeluGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
-       runActivationGrad<ActivationGrad::Gelu>},
-      {"GlobalAveragePoolGrad", kDomain, 1, kMax, kFloatTypes, shapeGlobalAveragePoolGrad,
-       runGlobalAveragePoolGrad},
+      MPC_CPU_KERNEL("AveragePoolGrad", kDomain, 1, kFloatTypes, runPoolGrad<false>),
+      MPC_CPU_KERNEL("BatchNormalizationGrad", kDomain, 1, kFloatTypes, runBatchNormGrad),
+      MPC_CPU_KERNEL("BiasGrad", kDomain, 1, kFloatTypes, runBiasGrad),
+      MPC_CPU_KERNEL("ConvGrad", kDomain, 1, kFloatTypes, runConvGrad),
+      MPC_CPU_KERNEL("ErfGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Erf>),
+      MPC_CPU_KERNEL("GatherGrad", kDomain, 1, kFloatTypes, runGatherGrad),
+      MPC_CPU_KERNEL("GeluGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Gelu>),
+      MPC_CPU_KERNEL("GlobalAveragePoolGrad", kDomain, 1, kFloatTypes, runGlobalAveragePoolGrad),
       // dY and dY_h are optional, as for LSTMGrad below.
-      {"GRUGrad", kDomain, 1, kMax, kFloatTypes | dtypeBit(DType::Undefined), shapeGruGrad,
-       runGruGrad},
-      {"LayerNormalizationGrad", kDomain, 1, kMax, kFloatTypes, shapeLayerNormGrad,
-       runLayerNormGrad},
-      {"LogSoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<true>},
+      MPC_CPU_KERNEL("GRUGrad", kDomain, 1, kFloatTypes | dtypeBit(DType::Undefined), runGruGrad),
+      MPC_CPU_KERNEL("LayerNormalizationGrad", kDomain, 1, kFloatTypes, runLayerNormGrad),
+      MPC_CPU_KERNEL("LogSoftmaxGrad", kDomain, 1, kFloatTypes, runSoftmaxGrad<true>),
       // Input 0 (dY) is optional: the mask admits an absent one (Undefined) and
-      // the shape functions check X's dtype instead.
-      {"LSTMGrad", kDomain, 1, kMax, kFloatTypes | dtypeBit(DType::Undefined), shapeLstmGrad,
-       runLstmGrad},
-      {"MaxPoolGrad", kDomain, 1, kMax, kFloatTypes, shapePoolGrad, runPoolGrad<true>},
-      {"MSELossGrad", kDomain, 1, kMax, kFloatTypes, shapeMSELossGrad, runMSELossGrad},
-      {"ReluGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
-       runActivationGrad<ActivationGrad::Relu>},
-      {"SigmoidGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
-       runActivationGrad<ActivationGrad::Sigmoid>},
-      {"SoftmaxCrossEntropyLossGrad", kDomain, 1, kMax, kFloatTypes,
-       shapeSoftmaxCrossEntropyLossGrad, runSoftmaxCrossEntropyLossGrad},
-      {"SliceGrad", kDomain, 1, kMax, kFloatTypes, shapeSliceGrad, runSliceGrad},
-      {"SoftmaxGrad", kDomain, 1, kMax, kFloatTypes, shapeSoftmaxGrad, runSoftmaxGrad<false>},
-      {"TanhGrad", kDomain, 1, kMax, kFloatTypes, shapeUnaryGrad,
-       runActivationGrad<ActivationGrad::Tanh>},
+      // shapeLstmGrad checks X's dtype instead.
+      MPC_CPU_KERNEL("LSTMGrad", kDomain, 1, kFloatTypes | dtypeBit(DType::Undefined), runLstmGrad),
+      MPC_CPU_KERNEL("MaxPoolGrad", kDomain, 1, kFloatTypes, runPoolGrad<true>),
+      MPC_CPU_KERNEL("MSELossGrad", kDomain, 1, kFloatTypes, runMSELossGrad),
+      MPC_CPU_KERNEL("ReluGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Relu>),
+      MPC_CPU_KERNEL("SigmoidGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Sigmoid>),
+      MPC_CPU_KERNEL("SoftmaxCrossEntropyLossGrad", kDomain, 1, kFloatTypes,
+                     runSoftmaxCrossEntropyLossGrad),
+      MPC_CPU_KERNEL("SliceGrad", kDomain, 1, kFloatTypes, runSliceGrad),
+      MPC_CPU_KERNEL("SoftmaxGrad", kDomain, 1, kFloatTypes, runSoftmaxGrad<false>),
+      MPC_CPU_KERNEL("TanhGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Tanh>),
       // Default-domain losses used by training graphs.
-      {"NegativeLogLikelihoodLoss", "", 12, kMax, kFloatTypes, shapeClassificationLoss,
-       runClassificationLoss<true>},
-      {"SoftmaxCrossEntropyLoss", "", 12, kMax, kFloatTypes, shapeClassificationLoss,
-       runClassificationLoss<false>},
+      MPC_CPU_KERNEL("NegativeLogLikelihoodLoss", "", 12, kFloatTypes, runClassificationLoss<true>),
+      MPC_CPU_KERNEL("SoftmaxCrossEntropyLoss", "", 12, kFloatTypes, runClassificationLoss<false>),
   };
 }

@@ -5,13 +5,16 @@
 // list's reason, the dtypes the CPU kernel rows accept for input 0 with
 // their opset ranges, and the CUDA kernel (there is no CUDA backend yet, so
 // always "none"). Rows are sorted by op name; the output is deterministic.
+// `--op NAME` prints one op's facts from every table with their locations.
 // docs/gen_ops.py reads `mpc ops --json` to generate docs/ops.md.
 //
 //===----------------------------------------------------------------------===//
 #include "Tool.h"
 #include "mpc/IR/DType.h"
 #include "mpc/Passes/AmpLists.h"
+#include "mpc/Passes/TrainGraph.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -25,16 +28,25 @@ using namespace mpc;
 using namespace mpc::tool;
 
 static const char kOpsUsage[] =
-    R"(usage: mpc ops [--json]
+    R"(usage: mpc ops [--op NAME] [--json]
 
 Prints one row per op known to the AMP default lists or the CPU kernel
 table: the AMP class (allow/infer/deny/clear/unlisted) of the f16 defaults
-with the list's reason, the CPU kernel's input dtypes and opset range, and
-the CUDA kernel ("none": there is no CUDA backend yet). Sorted by op.
+with the list's reason (for an unlisted op: why it is on no list), the CPU
+kernel's input dtypes and opset range, and the CUDA kernel ("none": there
+is no CUDA backend yet). Sorted by op.
+
+With --op, prints everything mpc knows about one op, each fact with the
+source file (and line) that defines it: its op registry rows (opset range,
+shape function, attribute parser, in-place policy, value-dependent shape,
+cost class), its AMP class, whether it has a gradient rule, and its CPU and
+CUDA kernels with their dtypes.
 
 options:
-  --json    print a JSON array of objects instead of a table
-  --help    show this help
+  --op NAME  one op: "Gemm", or "domain::Op" for another domain
+             ("ai.mpc.training::ConvGrad")
+  --json     print JSON instead of text
+  --help     show this help
 )";
 
 namespace {
@@ -48,7 +60,7 @@ struct OpRow {
   std::string domain; ///< "" for the default domain
   std::string opType;
   AmpClass f16 = AmpClass::Unlisted, bf16 = AmpClass::Unlisted;
-  std::string reason; ///< reason of the f16 entry ("" when unlisted)
+  std::string reason; ///< reason of the f16 entry, or why it is unlisted
   std::vector<CpuRow> cpu;
 };
 } // namespace
@@ -120,15 +132,12 @@ static std::vector<OpRow> collectRows() {
         .cpu.push_back({k.minOpset, k.maxOpset, dtypeNames(k.dtypes)});
   // Ops the executor runs itself, in dynamic mode, on every backend
   // (runtime/lib/ControlFlow.cpp and SequenceOps.cpp), for every stored type:
-  // control flow, sequences and optionals.
-  static const std::pair<const char *, int64_t> kExecutorOps[] = {
-      {"If", 1},         {"Loop", 1},           {"Scan", 8},
-      {"SequenceAt", 11}, {"SequenceConstruct", 11}, {"SequenceEmpty", 11},
-      {"SequenceErase", 11}, {"SequenceInsert", 11}, {"SequenceLength", 11},
-      {"ConcatFromSequence", 11}, {"SplitToSequence", 11}, {"SequenceMap", 17},
-      {"Optional", 15}, {"OptionalGetElement", 15}, {"OptionalHasElement", 15}};
-  for (const auto &[op, since] : kExecutorOps)
-    rowFor("", op).cpu.push_back({since, 1000, {"executor (all types)"}});
+  // control flow, sequences and optionals (registry rows without a shape
+  // function).
+  for (const OpDef &d : opRegistry())
+    if (d.runByExecutor())
+      rowFor(d.domain, d.opType)
+          .cpu.push_back({d.minOpset, d.maxOpset, {"executor (all types)"}});
 
   std::vector<OpRow> out;
   for (auto &kv : rows) {
@@ -138,6 +147,8 @@ static std::vector<OpRow> collectRows() {
     r.reason = f16.reason(r.op).str();
     if (r.reason.empty())
       r.reason = bf16.reason(r.op).str();
+    if (r.reason.empty())
+      r.reason = ampUnlistedReason(r.op).str();
     std::sort(r.cpu.begin(), r.cpu.end(), [](const CpuRow &a, const CpuRow &b) {
       return a.minOpset < b.minOpset;
     });
@@ -146,10 +157,159 @@ static std::vector<OpRow> collectRows() {
   return out; // std::map: sorted by op
 }
 
+//===----------------------------------------------------------------------===//
+// mpc ops --op NAME
+//===----------------------------------------------------------------------===//
+
+/// "7+", "7-12", "7" for an opset range.
+static std::string opsetText(int64_t lo, int64_t hi) { return opsetRange(CpuRow{lo, hi, {}}); }
+
+/// Prints (or, with `json`, writes as one JSON object) everything known
+/// about the op named `name` ("Op" or "domain::Op").
+static int describeOp(llvm::StringRef name, bool json) {
+  llvm::StringRef domain, opType = name;
+  size_t sep = name.rfind("::");
+  if (sep != llvm::StringRef::npos) {
+    domain = name.substr(0, sep);
+    opType = name.substr(sep + 2);
+  }
+  if (domain == "ai.onnx")
+    domain = "";
+  std::string op = domain.empty() ? opType.str() : (domain + "::" + opType).str();
+
+  std::vector<const OpDef *> defs;
+  std::vector<std::string> elsewhere; // the same op type in other domains
+  for (const OpDef &d : opRegistry()) {
+    if (opType != d.opType)
+      continue;
+    if (domain == d.domain)
+      defs.push_back(&d);
+    else
+      elsewhere.push_back(llvm::StringRef(d.domain).empty()
+                              ? d.opType
+                              : std::string(d.domain) + "::" + d.opType);
+  }
+  std::vector<const CpuKernel *> kernels;
+  for (const CpuKernel &k : cpuKernelTable())
+    if (opType == k.opType && domain == k.domain)
+      kernels.push_back(&k);
+  AmpLists f16 = AmpLists::defaults(DType::F16), bf16 = AmpLists::defaults(DType::BF16);
+  AmpClass cls = f16.classify(domain, opType), clsBf16 = bf16.classify(domain, opType);
+  std::string reason = f16.reason(op).str();
+  if (reason.empty())
+    reason = bf16.reason(op).str();
+  if (reason.empty())
+    reason = ampUnlistedReason(op).str();
+  bool hasRule = false;
+  if (domain.empty())
+    for (const std::string &r : gradientRuleOps())
+      hasRule |= r == opType;
+
+  if (defs.empty() && kernels.empty() && cls == AmpClass::Unlisted &&
+      clsBf16 == AmpClass::Unlisted && !hasRule) {
+    std::sort(elsewhere.begin(), elsewhere.end());
+    elsewhere.erase(std::unique(elsewhere.begin(), elsewhere.end()), elsewhere.end());
+    std::string hint;
+    for (size_t i = 0; i < elsewhere.size(); ++i)
+      hint += (i ? i + 1 == elsewhere.size() ? " or " : ", " : "; did you mean ") +
+              quoteName(elsewhere[i]);
+    return fail("unknown op " + quoteName(op) +
+                ": no registry row, AMP list entry, gradient rule or kernel (`mpc ops` "
+                "lists every op)" +
+                hint + (hint.empty() ? "" : "?"));
+  }
+
+  std::string ampFile = sourceRelativePath(ampListsSourceFile());
+  std::string gradFile = sourceRelativePath(gradientRulesSourceFile());
+  std::string ampText = ampClassName(cls).str();
+  if (clsBf16 != cls)
+    ampText += " (bf16: " + ampClassName(clsBf16).str() + ")";
+
+  if (json) {
+    llvm::json::Array rows, cpu;
+    for (const OpDef *d : defs)
+      rows.push_back(llvm::json::Object{
+          {"min_opset", d->minOpset},
+          {"max_opset", d->maxOpset},
+          {"shape_function", d->shapeName ? d->shapeName : ""},
+          {"run_by_executor", d->runByExecutor()},
+          {"parser", d->parseName ? d->parseName : ""},
+          {"in_place", inPlaceName(d->inPlace).str()},
+          {"value_dependent_shape", d->valueDependentShape},
+          {"cost_class", costClassName(d->cost).str()},
+          {"location", d->where.text()}});
+    for (const CpuKernel *k : kernels) {
+      llvm::json::Array dts;
+      for (const std::string &t : dtypeNames(k->dtypes))
+        dts.push_back(t);
+      cpu.push_back(llvm::json::Object{{"min_opset", k->minOpset},
+                                       {"max_opset", k->maxOpset},
+                                       {"run_function", k->runName ? k->runName : ""},
+                                       {"dtypes", std::move(dts)},
+                                       {"location", k->where.text()}});
+    }
+    llvm::json::Object o{
+        {"op", op},
+        {"domain", domain.str()},
+        {"op_type", opType.str()},
+        {"registry", std::move(rows)},
+        {"amp_class", ampClassName(cls).str()},
+        {"amp_class_bf16", ampClassName(clsBf16).str()},
+        {"amp_reason", reason},
+        {"amp_location", ampFile},
+        {"gradient_rule", hasRule},
+        {"gradient_rule_location", hasRule ? gradFile : ""},
+        {"cpu_kernels", std::move(cpu)},
+        {"cuda_kernels", llvm::json::Array()},
+    };
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
+    return Ok;
+  }
+
+  llvm::raw_ostream &os = llvm::outs();
+  os << "op " << op << " (domain " << (domain.empty() ? "ai.onnx" : domain) << ")\n";
+  if (defs.empty())
+    os << "registry: none\n";
+  for (const OpDef *d : defs) {
+    os << "registry: opsets " << opsetText(d->minOpset, d->maxOpset) << " ("
+       << d->where.text() << ")\n";
+    if (d->runByExecutor())
+      os << "  shape function: none (run by the executor on the host, shaped while "
+            "running)\n";
+    else
+      os << "  shape function: " << d->shapeName << "\n";
+    if (d->parse)
+      os << "  attributes: parsed once per node by " << d->parseName << "\n";
+    else
+      os << "  attributes: read by the " << (d->runByExecutor() ? "executor" : "kernel")
+         << "\n";
+    os << "  in-place: " << inPlaceName(d->inPlace) << "\n";
+    os << "  value-dependent shape: " << (d->valueDependentShape ? "yes" : "no") << "\n";
+    os << "  cost class: " << costClassName(d->cost) << "\n";
+  }
+  os << "amp: " << ampText;
+  if (!reason.empty())
+    os << ": " << reason;
+  os << " (" << ampFile << ")\n";
+  os << "gradient rule: " << (hasRule ? "yes (" + gradFile + ")" : std::string("none"))
+     << "\n";
+  if (kernels.empty())
+    os << "cpu kernel: "
+       << (!defs.empty() && defs[0]->runByExecutor() ? "executor (all types)" : "none")
+       << "\n";
+  for (const CpuKernel *k : kernels)
+    os << "cpu kernel: opsets " << opsetText(k->minOpset, k->maxOpset) << ", " << k->runName
+       << ", " << join(dtypeNames(k->dtypes), ",") << " (" << k->where.text() << ")\n";
+  os << "cuda kernel: none\n";
+  return Ok;
+}
+
 int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
   (void)envp;
   bool json = false;
-  for (llvm::StringRef a : args) {
+  llvm::Optional<std::string> one;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef a = args[i];
     if (a == "--help" || a == "-h") {
       llvm::outs() << kOpsUsage;
       return Ok;
@@ -158,8 +318,25 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
       json = true;
       continue;
     }
+    if (a == "--op" || a.startswith("--op=")) {
+      if (one)
+        return usageError("ops", "--op given twice");
+      llvm::StringRef v;
+      if (a.consume_front("--op="))
+        v = a;
+      else if (i + 1 < args.size())
+        v = args[++i];
+      else
+        return usageError("ops", "--op needs an op name");
+      if (v.empty())
+        return usageError("ops", "--op needs an op name");
+      one = v.str();
+      continue;
+    }
     return usageError("ops", "unknown argument " + quoteName(a));
   }
+  if (one)
+    return describeOp(*one, json);
 
   std::vector<OpRow> rows = collectRows();
   if (json) {

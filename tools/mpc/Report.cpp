@@ -12,6 +12,7 @@
 #include "FilePlan.h"
 #include "Shapes.h"
 #include "mpc/Passes/LossScaling.h"
+#include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -39,7 +40,8 @@ struct GemmShape {
   int64_t cin = -1, cout = -1;    ///< convolutions: channels per group; RNNs: input, hidden
 };
 
-/// How a node's floating-point work is counted.
+/// How a node's floating-point work is counted (from the op registry's cost
+/// classes, runtime/ops: window and reduction ops share one branch).
 enum class FlopKind : uint8_t {
   None,        ///< data movement and shape ops: 0 FLOPs
   Gemm,        ///< GEMM-like: standard 2*M*N*K formulas
@@ -48,46 +50,59 @@ enum class FlopKind : uint8_t {
 };
 } // namespace
 
-/// Pure data movement, shape and indexing ops: no arithmetic.
-static bool isDataMovementOp(llvm::StringRef op) {
-  return llvm::StringSwitch<bool>(op)
-      .Cases("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", true)
-      .Cases("Concat", "Split", "Slice", "Pad", "DepthToSpace", "SpaceToDepth", "Identity", true)
-      .Cases("Shape", "Size", "Gather", "GatherElements", "GatherND", "ScatterND", true)
-      .Cases("ScatterElements", "Scatter", "Cast", "CastLike", "Constant", "ConstantOfShape", true)
-      .Cases("Dropout", "OneHot", "NonZero", "Range", "Compress", "ReverseSequence", true)
-      .Cases("Trilu", "EyeLike", "SplitToSequence", "ConcatFromSequence", "SequenceAt", true)
-      .Cases("SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceLength", true)
-      .Cases("SequenceEmpty", "Optional", "OptionalGetElement", "OptionalHasElement", true)
-      .Cases("If", "Loop", "Scan", "ArgMax", "ArgMin", "RandomNormal", "RandomUniform", true)
-      .Cases("RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", true)
-      .Default(false);
-}
-
 static bool isFusedMatMul(const Node &n) {
   return n.domain == "com.microsoft" && n.opType == "FusedMatMul";
 }
 
+static bool isDefaultDomain(const Node &n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+/// The registry row (runtime/ops) of the default-domain op named like `n`,
+/// at any opset: the cost class does not change between opsets.
+static const OpDef *defaultDomainRow(const Node &n) {
+  return findOp(n.opType, "", kMaxOpsetVersion);
+}
+
+/// GEMM-like nodes: the default domain's rows of cost class gemm (MatMul,
+/// Gemm, Conv, ConvTranspose, Einsum, LSTM, GRU, RNN) and FusedMatMul.
 static bool isGemmLike(const Node &n) {
   if (isFusedMatMul(n))
     return true;
-  if (!n.domain.empty() && n.domain != "ai.onnx")
-    return false;
-  return llvm::StringSwitch<bool>(n.opType)
-      .Cases("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN", true)
-      .Default(false);
+  const OpDef *d = isDefaultDomain(n) ? defaultDomainRow(n) : nullptr;
+  return d && d->cost == CostClass::Gemm;
 }
 
+/// How a node's work is counted: the registry's cost class of the
+/// default-domain op of its name, for every domain (a custom op named like
+/// a standard one counts like it, though never as GEMM work: the GEMM views
+/// below are the standard ops'). Names with no row (ops without a kernel,
+/// the ai.mpc.training gradients) count per output element, except the few
+/// listed here.
 static FlopKind flopKind(const Node &n) {
   if (isGemmLike(n))
     return FlopKind::Gemm;
   llvm::StringRef op = n.opType;
-  if (isDataMovementOp(op))
+  const OpDef *d = defaultDomainRow(n);
+  // SequenceMap counts per output element (an unestimated node), unlike If,
+  // Loop and Scan: the report's counting before the registry, kept as is.
+  if (!d || op == "SequenceMap") {
+    if (op.startswith("Reduce") || op == "GlobalLpPool" || op == "LpPool")
+      return FlopKind::Reduction;
+    return llvm::StringSwitch<FlopKind>(op)
+        .Cases("Scatter", "RandomNormal", "RandomUniform", "RandomNormalLike", FlopKind::None)
+        .Cases("RandomUniformLike", "Multinomial", "Bernoulli", FlopKind::None)
+        .Default(FlopKind::Elementwise);
+  }
+  switch (d->cost) {
+  case CostClass::Data:
     return FlopKind::None;
-  if (op.startswith("Reduce") || op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
-      op == "GlobalLpPool" || op == "MaxPool" || op == "AveragePool" || op == "LpPool")
+  case CostClass::Reduction:
+  case CostClass::Window:
     return FlopKind::Reduction;
-  return FlopKind::Elementwise;
+  case CostClass::Elementwise:
+  case CostClass::Gemm: // another domain's op named like a GEMM
+    return FlopKind::Elementwise;
+  }
+  llvm_unreachable("bad CostClass");
 }
 
 /// The GEMM view of MatMul, Gemm, Conv, ConvTranspose, LSTM, GRU and RNN

@@ -26,6 +26,18 @@ constexpr unsigned kNumAmpLists = 4; ///< Allow, Infer, Deny, Clear
 
 llvm::StringRef ampClassName(AmpClass c); ///< "allow", "infer", ...
 
+/// An op deliberately on no default list, and why (an fp32 barrier).
+struct AmpUnlistedOp {
+  const char *op; ///< "Op" or "domain::Op"
+  const char *reason;
+};
+/// Every deliberately unlisted op (docs/op-registry.md).
+llvm::ArrayRef<AmpUnlistedOp> ampUnlistedOps();
+/// Why `qualifiedOp` is deliberately unlisted ("" when it is not).
+llvm::StringRef ampUnlistedReason(llvm::StringRef qualifiedOp);
+/// The file defining the default lists (__FILE__ of AmpLists.cpp).
+const char *ampListsSourceFile();
+
 enum class AmpLevel : uint8_t {
   Default,
   TensorCoresOnly,  ///< only allow-list ops convert, each wrapped in casts

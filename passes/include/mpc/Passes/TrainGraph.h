@@ -69,6 +69,11 @@ struct TrainGraphResult {
 /// be partly modified and must be discarded.
 llvm::Expected<TrainGraphResult> buildTrainingGraph(Model &m, const TrainGraphOptions &opts);
 
+/// The default-domain ops that have a gradient rule (GradRules.cpp), and the
+/// file defining the rules (its __FILE__).
+std::vector<std::string> gradientRuleOps();
+const char *gradientRulesSourceFile();
+
 /// Replaces every ai.onnx.preview.training::Gradient node of the model's
 /// training algorithms by the nodes computing it; returns how many.
 llvm::Expected<unsigned> lowerGradientOps(Model &m);

@@ -2,8 +2,8 @@
 //
 // After ggml's backend interface: a backend allocates buffers, copies between
 // host and device, says which nodes it can run and runs them on a stream.
-// Shapes are inferred on the host by the executor (shared shape functions of
-// the CPU kernel table), so a backend only sees fully shaped tensors.
+// Shapes are inferred on the host by the executor (the op registry's shape
+// functions, OpRegistry.h), so a backend only sees fully shaped tensors.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_BACKEND_H
@@ -22,6 +22,13 @@ namespace mpc {
 
 class BackendCaps;
 class Node;
+struct OpParams;
+
+/// A backend's state for one node, made once by Backend::prepare() and
+/// handed back with every launch of the node: the CPU backend's kernel row;
+/// a device backend's descriptors, algorithm choice and workspace needs.
+/// Null: the backend has no kernel for the node.
+using KernelHandle = const void *;
 
 /// A tensor in a backend's memory: element type, dense row-major shape and
 /// a device pointer (a host pointer on the CPU).
@@ -42,6 +49,10 @@ struct TensorRef {
 /// absent have dtype Undefined and a null pointer.
 struct KernelCall {
   const Node *node = nullptr;
+  /// The node's prepared state: the backend's handle and the attributes its
+  /// registry row parsed (null for an op without a parameter struct).
+  KernelHandle kernel = nullptr;
+  const OpParams *params = nullptr;
   llvm::SmallVector<TensorRef, 4> inputs;
   llvm::SmallVector<TensorRef, 2> outputs;
   bool hasInput(unsigned i) const {
@@ -85,6 +96,9 @@ public:
   virtual void copyToHost(void *dst, const void *src, size_t bytes, Stream stream) = 0;
   /// True when a kernel runs `node` with these input dtypes.
   virtual bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const = 0;
+  /// Once per node, before it runs: chooses the kernel and keeps whatever
+  /// the backend needs to launch it (returned with every KernelCall).
+  virtual KernelHandle prepare(const Node &node) = 0;
   /// Runs one node on `stream` (the CPU backend runs synchronously). Errors
   /// are data-dependent input problems (an index out of range).
   virtual llvm::Error launch(const KernelCall &call, Stream stream) = 0;

@@ -1,10 +1,11 @@
 //===- CpuBackend.h - The reference CPU backend and its kernel table -*- C++ -*-===//
 //
-// One table row per op: op type, domain, opset range, supported dtypes of the
-// type-determining operand, a shape function and a run function. The table
-// is a plain array (CpuKernelTable.cpp); lookups are a linear scan over a few
-// dozen rows at plan time only. CpuCaps is derived from the same rows, so the
-// compiler's painting and the runtime cannot disagree.
+// One table row per kernel: op type, domain, opset range, supported dtypes of
+// the type-determining operand and a run function. Everything else about an
+// op (shape function, in-place policy, parsed attributes, cost class) is the
+// op registry's (OpRegistry.h); the executor prepares each node once, and the
+// CPU backend's handle for it is its kernel row. CpuCaps is derived from the
+// same rows, so the compiler's painting and the runtime cannot disagree.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_CPUBACKEND_H
@@ -12,6 +13,7 @@
 
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Target/BackendCaps.h"
 #include "llvm/ADT/DenseMap.h"
 #include <vector>
@@ -30,36 +32,8 @@ constexpr DTypeSet kAllTypes = kNumericTypes | dtypeBit(DType::Bool) |
                                dtypeBit(DType::U8) | dtypeBit(DType::U16) |
                                dtypeBit(DType::U32) | dtypeBit(DType::U64);
 
-/// Static type and shape of a value during planning.
-struct ShapedType {
-  DType dtype = DType::Undefined;
-  std::vector<int64_t> shape;
-};
-
-/// Input to a shape function: the node, its input types (Undefined for an
-/// absent optional input) and, where known at plan time, input values
-/// (initializers and host-folded shape computations), else null.
-struct ShapeQuery {
-  const Node &node;
-  llvm::ArrayRef<ShapedType> inputs;
-  llvm::ArrayRef<const HostTensor *> values;
-};
-
-/// Computes output types; an Error names the node and what is wrong.
-using ShapeFn = llvm::Error (*)(const ShapeQuery &q,
-                                std::vector<ShapedType> &outputs);
 /// Runs the node on host buffers.
 using RunFn = llvm::Error (*)(const KernelCall &call);
-
-/// The operand a node's output may overwrite (the memory planner's in-place
-/// choice): candidates are tried in order, and the first whose last use is
-/// this node and whose dtype and shape fit takes the output.
-enum class InPlace : uint8_t {
-  None,
-  Operands,      ///< element-wise: input 0, then 1, with the output's dtype and shape
-  WhereBranches, ///< Where: the else operand, then the then operand (the condition is bool)
-  Data,          ///< a reshape-like copy: input 0, same dtype and element count
-};
 
 /// One kernel table row.
 struct CpuKernel {
@@ -68,12 +42,10 @@ struct CpuKernel {
   int64_t minOpset, maxOpset;
   /// Supported dtypes of input 0 (of output 0 for ops without inputs).
   DTypeSet dtypes;
-  ShapeFn shape;
   RunFn run;
-  /// Output values may depend on data (NonZero): allocated at run time.
-  bool dynamicShape = false;
-  /// Which operand, if any, the output may share a buffer with.
-  InPlace inPlace = InPlace::None;
+  /// The run function's name and where the row is defined.
+  const char *runName = nullptr;
+  SourceLocation where;
 };
 
 /// The whole table.
@@ -105,6 +77,7 @@ public:
   void copyToDevice(void *dst, const void *src, size_t bytes, Stream) override;
   void copyToHost(void *dst, const void *src, size_t bytes, Stream) override;
   bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const override;
+  KernelHandle prepare(const Node &node) override;
   llvm::Error launch(const KernelCall &call, Stream) override;
   void synchronize(Stream) override {}
   const BackendCaps &caps() const override { return cpuCaps; }
@@ -113,8 +86,6 @@ public:
 private:
   CpuCaps cpuCaps;
   size_t currentBytes = 0, peakBytes = 0;
-  /// Kernel rows of the nodes launched so far.
-  llvm::DenseMap<const Node *, const CpuKernel *> rowOf;
 };
 
 } // namespace mpc

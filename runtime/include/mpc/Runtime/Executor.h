@@ -1,9 +1,11 @@
 //===- Executor.h - Plans and runs a model on a backend ---------*- C++ -*-===//
 //
-// create() checks, before anything runs, that the backend has a kernel for
-// every node (one error naming op, domain, opset and node). plan() infers
-// every shape statically for the given input shapes with the kernel table's
-// shape functions, evaluates small host-computable values (initializers,
+// create() looks every node up in the op registry (OpRegistry.h) and
+// prepares it once: its attributes parsed into the row's parameter struct,
+// the backend's handle for it (Backend::prepare); it checks, before anything
+// runs, that the backend has a kernel for every node (one error naming op,
+// domain, opset and node). plan() infers every shape statically for the
+// given input shapes with the registry's shape functions, evaluates small host-computable values (initializers,
 // Shape/Gather/Concat/Unsqueeze/Cast chains feeding Reshape and friends) on
 // the host, and assigns every remaining value an offset in one transient
 // arena (MemoryPlanner.h). run() copies the inputs in, launches the nodes in
@@ -149,9 +151,23 @@ public:
 
   struct Slot; // private to runtime/lib (ExecutorSlot.h)
 
+  /// What create() prepared for a node, kept for every plan and run.
+  struct PreparedNode {
+    const OpDef *op = nullptr;
+    /// The backend's handle (Backend::prepare).
+    KernelHandle kernel = nullptr;
+    /// The attributes parsed by the row (null when it has no parser).
+    std::unique_ptr<OpParams> params;
+    /// The CPU kernel that evaluates the node on the host while planning
+    /// (folding), when there is one.
+    const CpuKernel *hostKernel = nullptr;
+  };
+
 private:
   Executor(const Graph &g, Backend &b);
   llvm::Error checkKernels();
+  /// A KernelCall of a prepared node with no tensors yet.
+  KernelCall preparedCall(const Node &n) const;
   llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
@@ -176,6 +192,8 @@ private:
   Backend &backend;
   std::vector<Slot> slots;
   llvm::DenseMap<const Value *, unsigned> slotOf;
+  /// Per node (not control flow or sequence ops): its prepared state.
+  llvm::DenseMap<const Node *, PreparedNode> prepared;
   /// Nodes that run (not folded), in order.
   std::vector<const Node *> steps;
   std::vector<BufferRequest> requests;

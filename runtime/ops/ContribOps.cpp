@@ -1,0 +1,21 @@
+//===- ContribOps.cpp - Registry rows of the com.microsoft domain ----------===//
+//
+// The onnxruntime contrib ops mpc runs (CPU kernels in
+// runtime/lib/ContribKernels.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "OpRows.h"
+
+using namespace mpc;
+using namespace mpc::cpuk;
+using namespace mpc::ops;
+
+static const char *const kContrib = "com.microsoft";
+
+std::vector<OpDef> mpc::ops::contribOps() {
+  return {
+      // onnxruntime training's ConvGrad: the contract of ai.mpc.training's.
+      MPC_OP("ConvGrad", kContrib, 1, shapeConvGrad, Gemm),
+      MPC_OP("FusedMatMul", kContrib, 1, shapeFusedMatMul, Gemm),
+  };
+}

@@ -1,0 +1,38 @@
+//===- TrainingOps.cpp - Registry rows of the ai.mpc.training domain -------===//
+//
+// The gradient and optimizer-side ops training graphs use (docs/training.md);
+// CPU kernels in runtime/lib/TrainingKernels.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "OpRows.h"
+
+using namespace mpc;
+using namespace mpc::cpuk;
+using namespace mpc::ops;
+
+static const char *const kTraining = "ai.mpc.training";
+
+std::vector<OpDef> mpc::ops::trainingOps() {
+  return {
+      MPC_OP("AveragePoolGrad", kTraining, 1, shapePoolGrad, Elementwise),
+      MPC_OP("BatchNormalizationGrad", kTraining, 1, shapeBatchNormGrad, Elementwise),
+      MPC_OP("BiasGrad", kTraining, 1, shapeBiasGrad, Reduction),
+      MPC_OP("ConvGrad", kTraining, 1, shapeConvGrad, Gemm),
+      MPC_OP("ErfGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      MPC_OP("GatherGrad", kTraining, 1, shapeGatherGrad, Elementwise),
+      MPC_OP("GeluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      MPC_OP("GlobalAveragePoolGrad", kTraining, 1, shapeGlobalAveragePoolGrad, Elementwise),
+      MPC_OP("GRUGrad", kTraining, 1, shapeGruGrad, Gemm),
+      MPC_OP("LayerNormalizationGrad", kTraining, 1, shapeLayerNormGrad, Elementwise),
+      MPC_OP("LogSoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise),
+      MPC_OP("LSTMGrad", kTraining, 1, shapeLstmGrad, Gemm),
+      MPC_OP("MaxPoolGrad", kTraining, 1, shapePoolGrad, Elementwise),
+      MPC_OP("MSELossGrad", kTraining, 1, shapeMSELossGrad, Elementwise),
+      MPC_OP("ReluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      MPC_OP("SigmoidGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      MPC_OP("SliceGrad", kTraining, 1, shapeSliceGrad, Data),
+      MPC_OP("SoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise),
+      MPC_OP("TanhGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      MPC_OP("SoftmaxCrossEntropyLossGrad", kTraining, 1, shapeSoftmaxCrossEntropyLossGrad, Elementwise),
+  };
+}

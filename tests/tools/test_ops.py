@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""`mpc ops --op NAME`: one op's facts from every table, each with its source location.
+
+The expected text is built from the source files themselves (the line of the op's
+registry row and CPU kernel row, its AMP list entry, its gradient rule), so a fact or a
+location the tool gets wrong, or a row moved without the tool following, fails here.
+
+usage:
+    python3 tests/tools/test_ops.py --mpc build/tools/mpc --source-dir . [-v]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+MPC = None
+SOURCE_DIR = None
+
+
+def run(*args):
+    return subprocess.run([MPC, "ops", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+
+
+def line_of(path, pattern):
+    """1-based line of the only line of `path` (relative to the source tree) matching."""
+    with open(os.path.join(SOURCE_DIR, path)) as f:
+        hits = [i + 1 for i, l in enumerate(f) if re.search(pattern, l)]
+    assert len(hits) == 1, f"{path}: {len(hits)} lines match {pattern!r}"
+    return hits[0]
+
+
+def source(path):
+    with open(os.path.join(SOURCE_DIR, path)) as f:
+        return f.read()
+
+
+ONNX_OPS = "runtime/ops/OnnxOps.cpp"
+CPU_TABLE = "runtime/lib/CpuKernelTable.cpp"
+AMP = "passes/amp/AmpLists.cpp"
+GRAD = "passes/train/GradRules.cpp"
+
+
+class OpsOneOpTest(unittest.TestCase):
+    def test_gemm_golden_from_the_sources(self):
+        reg = line_of(ONNX_OPS, r'MPC_OP\("Gemm", "", 7, shapeGemm, Gemm\), parseGemm')
+        cpu = line_of(CPU_TABLE, r'MPC_CPU_KERNEL\("Gemm", "", 7, kFloatTypes, runGemm\)')
+        reason = re.search(r'\{"Gemm", AmpClass::Allow, "([^"]+)"\}', source(AMP)).group(1)
+        self.assertIn('{"Gemm", gradGemm}', source(GRAD))
+        expected = (
+            "op Gemm (domain ai.onnx)\n"
+            f"registry: opsets 7+ ({ONNX_OPS}:{reg})\n"
+            "  shape function: shapeGemm\n"
+            "  attributes: parsed once per node by parseGemm\n"
+            "  in-place: none\n"
+            "  value-dependent shape: no\n"
+            "  cost class: gemm\n"
+            f"amp: allow: {reason} ({AMP})\n"
+            f"gradient rule: yes ({GRAD})\n"
+            f"cpu kernel: opsets 7+, runGemm, f32,f16,f64,bf16 ({CPU_TABLE}:{cpu})\n"
+            "cuda kernel: none\n")
+        p = run("--op", "Gemm")
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout, expected)
+        # The domain may be spelled out.
+        self.assertEqual(run("--op=ai.onnx::Gemm").stdout, expected)
+
+    def test_reshape_in_place_and_value_dependent_shapes(self):
+        out = run("--op", "Reshape").stdout
+        self.assertIn("  in-place: data\n", out)
+        self.assertIn("  value-dependent shape: no\n", out)
+        self.assertIn("  cost class: data\n", out)
+        self.assertIn("  attributes: read by the kernel\n", out)
+        out = run("--op", "NonZero").stdout
+        self.assertIn("  value-dependent shape: yes\n", out)
+        reg = line_of(ONNX_OPS, r'MPC_OP\("NonZero"')
+        self.assertIn(f"registry: opsets 9+ ({ONNX_OPS}:{reg})\n", out)
+        self.assertIn("  in-place: where-branches\n", run("--op", "Where").stdout)
+        self.assertIn("  cost class: window\n", run("--op", "MaxPool").stdout)
+
+    def test_executor_op_has_a_row_and_no_kernel(self):
+        reg = line_of(ONNX_OPS, r'MPC_OP\("Loop", "", 1, nullptr, Data\)')
+        reason = re.search(r'\{"Loop", "([^"]+)"\}', source(AMP)).group(1)
+        expected = (
+            "op Loop (domain ai.onnx)\n"
+            f"registry: opsets 1+ ({ONNX_OPS}:{reg})\n"
+            "  shape function: none (run by the executor on the host, shaped while running)\n"
+            "  attributes: read by the executor\n"
+            "  in-place: none\n"
+            "  value-dependent shape: yes\n"
+            "  cost class: data\n"
+            f"amp: unlisted: {reason} ({AMP})\n"
+            "gradient rule: none\n"
+            "cpu kernel: executor (all types)\n"
+            "cuda kernel: none\n")
+        self.assertEqual(run("--op", "Loop").stdout, expected)
+
+    def test_training_domain_op(self):
+        reg = line_of("runtime/ops/TrainingOps.cpp", r'MPC_OP\("ConvGrad"')
+        cpu = line_of("runtime/lib/TrainingKernels.cpp", r'MPC_CPU_KERNEL\("ConvGrad"')
+        out = run("--op", "ai.mpc.training::ConvGrad").stdout
+        self.assertTrue(out.startswith("op ai.mpc.training::ConvGrad (domain ai.mpc.training)\n"
+                                       f"registry: opsets 1+ (runtime/ops/TrainingOps.cpp:{reg})\n"),
+                        out)
+        self.assertIn("  cost class: gemm\n", out)
+        self.assertIn("amp: allow: gradient of Conv: convolutions", out)
+        self.assertIn("gradient rule: none\n", out)
+        self.assertIn(f"cpu kernel: opsets 1+, runConvGrad, f32,f16,f64,bf16 "
+                      f"(runtime/lib/TrainingKernels.cpp:{cpu})\n", out)
+
+    def test_json_matches_text(self):
+        p = run("--op", "Softmax", "--json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        o = json.loads(p.stdout)
+        self.assertEqual(o["op"], "Softmax")
+        self.assertEqual([r["parser"] for r in o["registry"]], ["parseSoftmax"])
+        self.assertEqual(o["registry"][0]["cost_class"], "elementwise")
+        self.assertEqual(o["amp_class"], "infer")
+        self.assertTrue(o["gradient_rule"])
+        self.assertEqual(o["gradient_rule_location"], GRAD)
+        self.assertEqual(o["cpu_kernels"][0]["run_function"], "runSoftmax")
+        text = run("--op", "Softmax").stdout
+        self.assertIn(f"({o['registry'][0]['location']})", text)
+        self.assertIn(f"({o['cpu_kernels'][0]['location']})", text)
+
+    def test_every_listed_op_is_described_consistently(self):
+        table = json.loads(run("--json").stdout)
+        self.assertGreater(len(table), 150)
+        for row in table:
+            p = run("--op", row["op"], "--json")
+            self.assertEqual(p.returncode, 0, row["op"] + ": " + p.stderr)
+            o = json.loads(p.stdout)
+            self.assertEqual(o["amp_class"], row["amp_class"], row["op"])
+            self.assertEqual(o["amp_reason"], row["amp_reason"], row["op"])
+            kernels = [(k["min_opset"], k["max_opset"], k["dtypes"]) for k in o["cpu_kernels"]]
+            listed = [(k["min_opset"], k["max_opset"], k["dtypes"]) for k in row["cpu_kernels"]]
+            if listed and listed[0][2] == ["executor (all types)"]:
+                self.assertEqual(kernels, [], row["op"])
+                self.assertTrue(o["registry"][0]["run_by_executor"], row["op"])
+            else:
+                self.assertEqual(sorted(kernels), sorted(listed), row["op"])
+            # Every op with a kernel has a registry row, each with a real location.
+            self.assertTrue(o["registry"], row["op"])
+            for r in o["registry"]:
+                path, line = r["location"].rsplit(":", 1)
+                self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR, path)), r["location"])
+                with open(os.path.join(SOURCE_DIR, path)) as f:
+                    text = f.read().splitlines()[int(line) - 1]
+                self.assertIn(row["op_type"], text, r["location"])
+
+    def test_errors(self):
+        p = run("--op", "Det")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(p.stderr, "mpc: error: unknown op 'Det': no registry row, AMP list "
+                                   "entry, gradient rule or kernel (`mpc ops` lists every op)\n")
+        p = run("--op", "ConvGrad")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout, "")
+        self.assertTrue(p.stderr.endswith("; did you mean 'ai.mpc.training::ConvGrad' or "
+                                          "'com.microsoft::ConvGrad'?\n"), p.stderr)
+        for args in (["--op"], ["--op="], ["--op", "Gemm", "--op", "Relu"]):
+            p = run(*args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(p.stdout, "", args)
+            self.assertEqual(len(p.stderr.splitlines()), 1, args)
+            self.assertIn("--op", p.stderr, args)
+
+
+def main():
+    global MPC, SOURCE_DIR
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mpc", required=True)
+    parser.add_argument("--source-dir", required=True)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    MPC = os.path.abspath(args.mpc)
+    SOURCE_DIR = os.path.abspath(args.source_dir)
+    suite = unittest.TestLoader().loadTestsFromTestCase(OpsOneOpTest)
+    result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1,
+                                     stream=sys.stdout).run(suite)
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
