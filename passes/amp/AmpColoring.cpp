@@ -1,6 +1,6 @@
 //===- AmpColoring.cpp - The AMP painting analysis -------------------------===//
 //
-// Methodology (amp-algorithm.md, TF-AMP semantics):
+// Methodology (docs/amp-algorithm.md, TF-AMP semantics):
 //   1. Seed allow with every processable slot of an allow-list op.
 //   2. Deny spreads forward through infer ops, and through clear ops only when
 //      they lead (through clear ops) to another infer or deny op.

@@ -1,8 +1,10 @@
 //===- AmpLists.cpp - Default AMP lists and their user edits ---------------===//
 //
-// The default lists are the mapping of ../shared/reference/amp-lists.md, one
-// row per op with the reason it is on its list. bf16 moves the three
-// sum-like reductions to infer (bf16 has fp32's exponent range).
+// The default lists, one row per op with the reason it is on its list; this
+// table is the source of truth, docs/amp-lists.md explains it by op family
+// (tests/tools/test_ops.py checks that the doc names exactly these ops). bf16
+// moves the three sum-like reductions to infer (bf16 has fp32's exponent
+// range).
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/AmpLists.h"

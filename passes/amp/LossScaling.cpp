@@ -1,7 +1,7 @@
 //===- LossScaling.cpp - Loss scaling for training models ------------------===//
 //
-// Methodology (docs/training.md, "Loss scaling"; gpu.md section 4 is the
-// device-side version of the same state machine). With S the fp32 scalar
+// Methodology (docs/training.md, "Loss scaling"; docs/gpu-notes.md section 4
+// is the device-side version of the same state machine). With S the fp32 scalar
 // initializer `mpc.loss_scale`:
 //
 //   seed' = Mul(seed, S)                       every gradient scales, the loss does not

@@ -1,5 +1,5 @@
 # -*- Python -*-
-# lit configuration of mpc's golden suite (style.md 2.9): every `.mpc` file
+# lit configuration of mpc's golden suite (docs/testing.md section 3): every `.mpc` file
 # under tests/golden/ is a test; its `// RUN:` lines run `mpc rewrite` on the
 # file itself (the text parser skips `//` comments) and check the printed
 # model and the decision log with FileCheck.

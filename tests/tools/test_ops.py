@@ -4,6 +4,8 @@
 The expected text is built from the source files themselves (the line of the op's
 registry row and CPU kernel row, its AMP list entry, its gradient rule), so a fact or a
 location the tool gets wrong, or a row moved without the tool following, fails here.
+DocsAmpLists checks that docs/amp-lists.md names, per list, exactly the ops `mpc ops --json`
+puts on it (f16 and the bf16 differences).
 
 usage:
     python3 tests/tools/test_ops.py --mpc build/tools/mpc --source-dir . [-v]
@@ -171,6 +173,55 @@ class OpsOneOpTest(unittest.TestCase):
             self.assertIn("--op", p.stderr, args)
 
 
+class DocsAmpLists(unittest.TestCase):
+    """docs/amp-lists.md names exactly the ops of each default list (`mpc ops --json`)."""
+
+    SECTIONS = {"Allow": "allow", "Infer": "infer", "Deny": "deny", "Clear": "clear",
+                "Unlisted": "unlisted"}
+
+    @staticmethod
+    def doc_tables():
+        """{section title: [(family, [ops], why)]} from the tables of docs/amp-lists.md."""
+        tables, title = {}, None
+        for line in source("docs/amp-lists.md").splitlines():
+            if line.startswith("## "):
+                title = line[3:].strip()
+            elif title and line.startswith("|") and not line.startswith("|---"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if cells[:2] == ["Family", "Ops"]:
+                    continue
+                ops = re.findall(r"`([\w.:]+)`", cells[1])
+                tables.setdefault(title, []).append((cells[0], ops, cells[2]))
+        return tables
+
+    def test_each_table_names_exactly_its_class(self):
+        table = json.loads(run("--json").stdout)
+        tables = self.doc_tables()
+        seen = []
+        for title, cls in self.SECTIONS.items():
+            self.assertIn(title, tables, "docs/amp-lists.md lacks the section ## " + title)
+            documented = [op for _, ops, _ in tables[title] for op in ops]
+            seen += documented
+            listed = sorted(r["op"] for r in table if r["amp_class"] == cls and
+                            (cls != "unlisted" or r["amp_reason"]))
+            self.assertEqual(sorted(documented), listed,
+                             f"docs/amp-lists.md, {title}: the ops differ from passes/amp/AmpLists.cpp")
+            for family, ops, why in tables[title]:
+                self.assertTrue(ops and family and why, f"{title}: row {family!r} is incomplete")
+        dups = sorted({op for op in seen if seen.count(op) > 1})
+        self.assertEqual(dups, [], "ops named in two sections of docs/amp-lists.md")
+
+    def test_bf16_table_names_exactly_the_moved_ops(self):
+        table = json.loads(run("--json").stdout)
+        moved = sorted(r["op"] for r in table if r["amp_class"] != r["amp_class_bf16"])
+        self.assertEqual(moved, ["ReduceMean", "ReduceSum", "ReduceSumSquare"])
+        documented = [op for _, ops, _ in self.doc_tables()["bfloat16 target"] for op in ops]
+        self.assertEqual(sorted(documented), moved)
+        for r in table:
+            if r["op"] in moved:
+                self.assertEqual((r["amp_class"], r["amp_class_bf16"]), ("deny", "infer"))
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -180,7 +231,9 @@ def main():
     args = parser.parse_args()
     MPC = os.path.abspath(args.mpc)
     SOURCE_DIR = os.path.abspath(args.source_dir)
-    suite = unittest.TestLoader().loadTestsFromTestCase(OpsOneOpTest)
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(OpsOneOpTest),
+                                loader.loadTestsFromTestCase(DocsAmpLists)])
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1,
                                      stream=sys.stdout).run(suite)
     return 0 if result.wasSuccessful() else 1

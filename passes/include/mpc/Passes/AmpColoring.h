@@ -1,7 +1,7 @@
 //===- AmpColoring.h - The AMP painting analysis ----------------*- C++ -*-===//
 //
 // Colors every type slot (node, type parameter) of a model allow / deny /
-// keep with the algorithm of amp-algorithm.md. An analysis: it reads the
+// keep with the algorithm of docs/amp-algorithm.md. An analysis: it reads the
 // model, the lists, the options and the backend capabilities and mutates
 // nothing; InsertCasts applies its result.
 //

@@ -1,7 +1,8 @@
 //===- AmpLists.h - Allow/infer/deny/clear lists and AMP options -*- C++ -*-===//
 //
-// The four op lists that drive the AMP painting (defaults: amp-lists.md), the
-// user's edits to them, the levels, and the typed options of the AMP pass.
+// The four op lists that drive the AMP painting (defaults explained in
+// docs/amp-lists.md), the user's edits to them, the levels, and the typed
+// options of the AMP pass.
 // The environment (MPC_AMP_*) is read once, by the tool, into AmpOptions;
 // nothing below the tool reads the environment.
 //

@@ -4,7 +4,8 @@
 // (inclusive) in the schedule, assigns arena offsets so that buffers whose
 // intervals intersect never overlap in memory. Replays allocations and frees
 // in step order with a best-fit gap search over the live blocks sorted by
-// offset (ONNX Runtime's MemPatternPlanner approach; gpu.md section 5).
+// offset (ONNX Runtime's MemPatternPlanner approach; docs/gpu-notes.md
+// section 5).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_MEMORYPLANNER_H
