@@ -257,9 +257,15 @@ llvm::Error Builder::copyForward() {
                             describeNode(n));
         if (!stat)
           continue;
+        // Never drop a statistic's update silently (docs/training.md).
+        if (!stat->initializer())
+          return inputError("{0}: its running {1} '{2}' is {3}, not an initializer, so "
+                            "training could not update it",
+                            describeNode(n), i == 1 ? "mean" : "variance", stat->name(),
+                            stat->producer() ? "computed by " + describeNode(*stat->producer())
+                                             : std::string("a graph input"));
         Value *o = c->setOutput(i, m.freshName("fwd/" + stat->name() + ".new"), stat->type);
-        if (stat->isConstant())
-          bnStats.push_back({stat->name(), o, c, i == 2});
+        bnStats.push_back({stat->name(), o, c, i == 2});
       }
     }
     if (isDefault && n.opType == "LayerNormalization") {
@@ -746,6 +752,7 @@ llvm::Error Builder::run() {
   if (llvm::Error err = checkInput())
     return err;
   inferShapes(m);
+  res.untied = untieMergedInitializers(m);
   if (llvm::Error err = collectParameters())
     return err;
   auto algOwner = std::make_unique<Graph>(m, m.graph.get());
