@@ -12,6 +12,9 @@
     libonnx 1.12's inference loses: float64 gradients of the step (onnx.reference) against
     finite differences of a numpy forward, float32 SGD steps via the CLI against float64 numpy
     SGD, and a symbolic batch dimension carried to the labels input.
+(c) A GPT-style decoder (embeddings, Split, masked_fill as Where with a causal-mask buffer,
+    next-token loss on [N, T, V] logits), N and T symbolic: float32 SGD steps via the CLI
+    against float64 numpy SGD; the mask buffer is not trained.
 
 Prints "N passed, N failed[, N skipped]".
 """
@@ -343,6 +346,59 @@ class MergedInitializers(unittest.TestCase):
 ENC = dict(E=8, H=2, T=4, F=16, C=3)
 
 
+def attention_layer(E, H, dtype, n_dim, t_dim, merge_inputs, mask_nodes=()):
+    """The nodes of one post-norm transformer layer as exported, from x [N, T, E] and its
+    packed q/k/v parts q0, k0, v0 to h2: heads by Reshape to Concat(n_dim, t_dim, hd) and
+    Transpose, scaled scores s1 (mask_nodes, when given, turn them into s2), Softmax, heads
+    merged by Reshape to Concat(*merge_inputs), out projection, residual, LayerNormalization,
+    ReLU MLP, residual, LayerNormalization. Reads hd = [H, E/H] and the parameters."""
+    n = helper.make_node
+    scale = numpy_helper.from_array(np.array(1 / np.sqrt(E // H), dtype))
+    nodes = [n("Concat", [n_dim, t_dim, "hd"], ["heads_shape"], axis=0, name="/attn/Concat")]
+    for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [n("Reshape", [name + "0", "heads_shape"], [name + "r"],
+                    name=f"/attn/Reshape_{name}"),
+                  n("Transpose", [name + "r"], [name + "t"], perm=perm,
+                    name=f"/attn/Transpose_{name}")]
+    nodes += [n("MatMul", ["qt", "kt"], ["s0"], name="/attn/MatMul"),
+              n("Constant", [], ["scale"], value=scale, name="/attn/Constant"),
+              n("Mul", ["s0", "scale"], ["s1"], name="/attn/Mul_1"), *mask_nodes,
+              n("Softmax", ["s2" if mask_nodes else "s1"], ["p"], axis=-1, name="/attn/Softmax"),
+              n("MatMul", ["p", "vt"], ["ctx0"], name="/attn/MatMul_1"),
+              n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3], name="/attn/Transpose"),
+              n("Concat", merge_inputs, ["merge_shape"], axis=0, name="/attn/Concat_merge"),
+              n("Reshape", ["ctx1", "merge_shape"], ["ctx"], name="/attn/Reshape"),
+              n("MatMul", ["ctx", "Wo"], ["o0"], name="/attn/out_proj/MatMul"),
+              n("Add", ["o0", "bo"], ["o"], name="/attn/out_proj/Add"),
+              n("Add", ["x", "o"], ["r1"], name="/Add_res1"),
+              n("LayerNormalization", ["r1", "ln1.weight", "ln1.bias"], ["h1"], axis=-1,
+                epsilon=1e-5, name="/norm1/LayerNormalization"),
+              n("MatMul", ["h1", "W1"], ["f0"], name="/linear1/MatMul"),
+              n("Add", ["f0", "b1"], ["f1"], name="/linear1/Add"),
+              n("Relu", ["f1"], ["f2"], name="/Relu"),
+              n("MatMul", ["f2", "W2"], ["f3"], name="/linear2/MatMul"),
+              n("Add", ["f3", "b2"], ["f4"], name="/linear2/Add"),
+              n("Add", ["h1", "f4"], ["r2"], name="/Add_res2"),
+              n("LayerNormalization", ["r2", "ln2.weight", "ln2.bias"], ["h2"], axis=-1,
+                epsilon=1e-5, name="/norm2/LayerNormalization")]
+    return nodes
+
+
+def attention_layer_forward(p, x, H, causal=False):
+    """float64 numpy forward of attention_layer: h2."""
+    n, t, e = x.shape
+    qkv = x @ p["Wqkv"] + p["bqkv"]
+    heads = lambda a: a.reshape(n, t, H, e // H).transpose(0, 2, 1, 3)
+    q, k, v = (heads(qkv[..., i * e:(i + 1) * e]) for i in range(3))
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(e // H)
+    if causal:
+        s = np.where(np.tril(np.ones((t, t))) == 0, -np.inf, s)
+    ctx = (softmax(s) @ v).transpose(0, 2, 1, 3).reshape(n, t, e)
+    h1 = layer_norm(x + ctx @ p["Wo"] + p["bo"], p["ln1.weight"], p["ln1.bias"])
+    f = np.maximum(h1 @ p["W1"] + p["b1"], 0) @ p["W2"] + p["b2"]
+    return layer_norm(h1 + f, p["ln2.weight"], p["ln2.bias"])
+
+
 def encoder_block(dtype=np.float32, seed=50):
     """x [N, T, E] (N symbolic) -> packed q/k/v MatMul + Add -> three Slices whose bounds are
     computed from Shape (Gather, Div, Mul) -> Reshape to Concat(Shape(x)[0:1], Shape(x)[1:2],
@@ -363,7 +419,6 @@ def encoder_block(dtype=np.float32, seed=50):
               "two": np.array(2, np.int64), "three": np.array(3, np.int64),
               "hd": i64(H, E // H), "m1E": i64(-1, E), "ax0": i64(0), "ax1": i64(1)}
     n = helper.make_node
-    scale = numpy_helper.from_array(np.array(1 / np.sqrt(E // H), dtype))
     nodes = [n("MatMul", ["x", "Wqkv"], ["qkv0"], name="/attn/in_proj/MatMul"),
              n("Add", ["qkv0", "bqkv"], ["qkv"], name="/attn/in_proj/Add"),
              n("Shape", ["qkv"], ["qs"], name="/attn/Shape"),
@@ -377,35 +432,9 @@ def encoder_block(dtype=np.float32, seed=50):
              n("Slice", ["qkv", "e2", "e3", "ax2"], ["v0"], name="/attn/Slice_2"),
              n("Shape", ["x"], ["xs"], name="/Shape"),
              n("Slice", ["xs", "c0", "c1"], ["xN"], name="/Slice"),
-             n("Slice", ["xs", "c1", "c2"], ["xT"], name="/Slice_1"),
-             n("Concat", ["xN", "xT", "hd"], ["heads_shape"], axis=0, name="/attn/Concat")]
-    for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-        nodes += [n("Reshape", [name + "0", "heads_shape"], [name + "r"],
-                    name=f"/attn/Reshape_{name}"),
-                  n("Transpose", [name + "r"], [name + "t"], perm=perm,
-                    name=f"/attn/Transpose_{name}")]
-    nodes += [n("MatMul", ["qt", "kt"], ["s0"], name="/attn/MatMul"),
-              n("Constant", [], ["scale"], value=scale, name="/attn/Constant"),
-              n("Mul", ["s0", "scale"], ["s1"], name="/attn/Mul_1"),
-              n("Softmax", ["s1"], ["p"], axis=-1, name="/attn/Softmax"),
-              n("MatMul", ["p", "vt"], ["ctx0"], name="/attn/MatMul_1"),
-              n("Transpose", ["ctx0"], ["ctx1"], perm=[0, 2, 1, 3], name="/attn/Transpose"),
-              n("Concat", ["xN", "m1E"], ["merge_shape"], axis=0, name="/attn/Concat_1"),
-              n("Reshape", ["ctx1", "merge_shape"], ["ctx"], name="/attn/Reshape"),
-              n("MatMul", ["ctx", "Wo"], ["o0"], name="/attn/out_proj/MatMul"),
-              n("Add", ["o0", "bo"], ["o"], name="/attn/out_proj/Add"),
-              n("Add", ["x", "o"], ["r1"], name="/Add"),
-              n("LayerNormalization", ["r1", "ln1.weight", "ln1.bias"], ["h1"], axis=-1,
-                epsilon=1e-5, name="/norm1/LayerNormalization"),
-              n("MatMul", ["h1", "W1"], ["f0"], name="/linear1/MatMul"),
-              n("Add", ["f0", "b1"], ["f1"], name="/linear1/Add"),
-              n("Relu", ["f1"], ["f2"], name="/Relu"),
-              n("MatMul", ["f2", "W2"], ["f3"], name="/linear2/MatMul"),
-              n("Add", ["f3", "b2"], ["f4"], name="/linear2/Add"),
-              n("Add", ["h1", "f4"], ["r2"], name="/Add_1"),
-              n("LayerNormalization", ["r2", "ln2.weight", "ln2.bias"], ["h2"], axis=-1,
-                epsilon=1e-5, name="/norm2/LayerNormalization"),
-              n("ReduceMean", ["h2", "ax1"], ["pooled"], keepdims=0, name="/ReduceMean"),
+             n("Slice", ["xs", "c1", "c2"], ["xT"], name="/Slice_1")]
+    nodes += attention_layer(E, H, dtype, "xN", "xT", ["xN", "m1E"])
+    nodes += [n("ReduceMean", ["h2", "ax1"], ["pooled"], keepdims=0, name="/ReduceMean"),
               n("Gemm", ["pooled", "Wc", "bc"], ["logits"], name="/head/Gemm")]
     et = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
     g = helper.make_graph(nodes, "encoder_block",
@@ -419,16 +448,7 @@ def encoder_block(dtype=np.float32, seed=50):
 
 def encoder_block_loss(p, x, labels):
     """float64 numpy forward of encoder_block and its mean cross-entropy."""
-    E, H = ENC["E"], ENC["H"]
-    n, t, _ = x.shape
-    qkv = x @ p["Wqkv"] + p["bqkv"]
-    heads = lambda a: a.reshape(n, t, H, E // H).transpose(0, 2, 1, 3)
-    q, k, v = (heads(qkv[..., i * E:(i + 1) * E]) for i in range(3))
-    att = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(E // H))
-    ctx = (att @ v).transpose(0, 2, 1, 3).reshape(n, t, E)
-    h1 = layer_norm(x + ctx @ p["Wo"] + p["bo"], p["ln1.weight"], p["ln1.bias"])
-    f = np.maximum(h1 @ p["W1"] + p["b1"], 0) @ p["W2"] + p["b2"]
-    h2 = layer_norm(h1 + f, p["ln2.weight"], p["ln2.bias"])
+    h2 = attention_layer_forward(p, x, ENC["H"])
     return cross_entropy(h2.mean(axis=1) @ p["Wc"] + p["bc"], labels)
 
 
@@ -514,12 +534,98 @@ class SymbolicBatch(unittest.TestCase):
         self.assertEqual(dims, ["N", T])
 
 
+# --------------------------------------------------------------------------------------------
+# (c) a GPT-style decoder, trained on next-token prediction
+# --------------------------------------------------------------------------------------------
+
+GPT = dict(V=7, E=8, H=2, F=12, TMAX=6)
+
+
+def gpt_decoder(seed=60):
+    """tokens [N, T] (both symbolic) -> nn.Embedding (Gather) + position embedding (Gather of
+    Range(0, T)) -> packed q/k/v MatMul -> Split -> heads (Reshape to Concat of Shape slices,
+    Transpose) -> scores * scale -> masked_fill(bias[:, :, :T, :T] == 0, -inf) as Where (the
+    causal mask a float tril buffer, sliced with bounds computed from Shape) -> Softmax ->
+    merge heads -> out projection, residual, LayerNorm, ReLU MLP, residual, LayerNorm -> lm
+    head -> logits [N, T, V], as torch.onnx.export writes a small GPT."""
+    V, E, H, F, TMAX = (GPT[k] for k in ("V", "E", "H", "F", "TMAX"))
+    rng = np.random.default_rng(seed)
+    u = lambda *shape, sc=0.4: (rng.standard_normal(shape) * sc).astype(np.float32)
+    params = {"wte": u(V, E, sc=0.8), "wpe": u(TMAX, E, sc=0.8), "Wqkv": u(E, 3 * E),
+              "bqkv": u(3 * E, sc=0.1), "Wo": u(E, E), "bo": u(E, sc=0.1),
+              "ln1.weight": (1 + u(E, sc=0.1)), "ln1.bias": u(E, sc=0.1), "W1": u(E, F),
+              "b1": u(F, sc=0.1), "W2": u(F, E), "b2": u(E, sc=0.1),
+              "ln2.weight": (1 + u(E, sc=0.1)), "ln2.bias": u(E, sc=0.1), "Wlm": u(E, V)}
+    i64 = lambda *v: np.array(v, np.int64)
+    buffers = {"attn.bias": np.tril(np.ones((TMAX, TMAX), np.float32))[None, None]}
+    consts = {"c0": i64(0), "c1": i64(1), "c2": i64(2), "one": np.array(1, np.int64),
+              "zero": np.array(0, np.int64), "split": i64(E, E, E), "hd": i64(H, E // H),
+              "e_only": i64(E), "ax23": i64(2, 3), "c00": i64(0, 0), "zero_f": np.array(0.0, np.float32)}
+    n = helper.make_node
+    f32 = lambda v: numpy_helper.from_array(np.array(v, np.float32))
+    nodes = [n("Shape", ["tokens"], ["ts"], name="/Shape"),
+             n("Gather", ["ts", "one"], ["t"], axis=0, name="/Gather"),
+             n("Range", ["zero", "t", "one"], ["pos"], name="/Range"),
+             n("Gather", ["wte", "tokens"], ["tok_emb"], name="/wte/Gather"),
+             n("Gather", ["wpe", "pos"], ["pos_emb"], name="/wpe/Gather"),
+             n("Add", ["tok_emb", "pos_emb"], ["x"], name="/Add"),
+             n("MatMul", ["x", "Wqkv"], ["qkv0"], name="/attn/c_attn/MatMul"),
+             n("Add", ["qkv0", "bqkv"], ["qkv"], name="/attn/c_attn/Add"),
+             n("Split", ["qkv", "split"], ["q0", "k0", "v0"], axis=2, name="/attn/Split"),
+             n("Slice", ["ts", "c0", "c1"], ["tn"], name="/attn/Slice"),
+             n("Slice", ["ts", "c1", "c2"], ["tt"], name="/attn/Slice_1")]
+    mask = [n("Concat", ["tt", "tt"], ["mask_end"], axis=0, name="/attn/Concat_1"),
+            n("Slice", ["attn.bias", "c00", "mask_end", "ax23"], ["mask"], name="/attn/Slice_2"),
+            n("Equal", ["mask", "zero_f"], ["masked"], name="/attn/Equal"),
+            n("Constant", [], ["ninf"], value=f32(-np.inf), name="/attn/Constant_1"),
+            n("Where", ["masked", "ninf", "s1"], ["s2"], name="/attn/Where")]
+    nodes += attention_layer(E, H, np.float32, "tn", "tt", ["tn", "tt", "e_only"], mask)
+    nodes += [n("MatMul", ["h2", "Wlm"], ["logits"], name="/lm_head/MatMul")]
+    model = make_model(nodes, [helper.make_tensor_value_info("tokens", TensorProto.INT64,
+                                                             ["N", "T"])],
+                       helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "T", V]),
+                       {**params, **buffers, **consts}, "gpt")
+    return model, params, buffers
+
+
+def gpt_loss(p, tokens, targets):
+    """float64 numpy forward of gpt_decoder and its mean next-token cross-entropy."""
+    n, t = tokens.shape
+    x = p["wte"][tokens] + p["wpe"][:t]
+    z = attention_layer_forward(p, x, GPT["H"], causal=True) @ p["Wlm"]
+    return cross_entropy(z.reshape(n * t, -1), targets.reshape(-1))
+
+
+class GptDecoder(unittest.TestCase):
+    def test_next_token_training_matches_numpy(self):
+        """train-graph --class-axis -1 -> run --train: 3 full-batch SGD steps on next-token
+        prediction; every parameter matches float64 numpy SGD, the causal-mask buffer is not
+        trained and stays bit for bit."""
+        model, params, buffers = gpt_decoder()
+        rng = np.random.default_rng(61)
+        seq = rng.integers(0, GPT["V"], size=(4, 6)).astype(np.int64)
+        tokens, targets = seq[:, :-1], seq[:, 1:]
+        lr, steps = 0.2, 3
+        with tempfile.TemporaryDirectory() as tmp:
+            got, out = train_cli(self, tmp, model, {"tokens": tokens}, targets, steps,
+                                 "--class-axis", "-1", "--lr", str(lr))
+        self.assertEqual(out[1], "train-graph: trained: " + ", ".join(f"'{k}'" for k in params))
+        self.assertEqual(out[2], "train-graph: not trained: 'attn.bias', 'zero_f' (no gradient "
+                         "reaches it from the loss)")
+        want = sgd_reference(lambda q: gpt_loss(q, tokens, targets), params, lr, steps)
+        for k in params:
+            self.assertGreater(np.abs(want[k] - params[k]).max(), 1e-4, f"{k} did not train")
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=2e-6, err_msg=k)
+        np.testing.assert_array_equal(got["wpe"][5], params["wpe"][5])
+        np.testing.assert_array_equal(got["attn.bias"], buffers["attn.bias"])
+
+
 
 def main():
     def set_args(args):
         global ARGS
         ARGS = args
-    return tl.test_main((MergedInitializers, SymbolicBatch), set_args)
+    return tl.test_main((MergedInitializers, SymbolicBatch, GptDecoder), set_args)
 
 
 if __name__ == "__main__":
