@@ -86,10 +86,11 @@ llvm::DenseSet<const Value *> valuesDependingOn(llvm::ArrayRef<Node *> forward,
                                                 llvm::ArrayRef<const Value *> seeds);
 
 /// Gives each use that an exporter's merge of equal initializers tied its own
-/// copy (Untie.cpp, docs/training.md): BatchNormalization running statistics
-/// that share an initializer with any other use (directly or through
-/// Identity), and scales/biases shared by several normalization nodes. A
-/// statistic read through Identity reads the initializer itself afterwards.
+/// copy (Untie.cpp, docs/training.md): a BatchNormalization running
+/// statistic or a normalization scale/bias whose initializer has other uses
+/// (directly or through Identity); the first plain use (else the first
+/// normalization parameter, else statistic) keeps it. A statistic read
+/// through Identity reads the initializer itself afterwards.
 /// Returns one line per copy: "'init' -> 'copy' (role of 'node')".
 std::vector<std::string> untieMergedInitializers(Model &m);
 

@@ -6,9 +6,10 @@
 // nothing; for training it ties tensors that PyTorch trains (or updates)
 // separately: BatchNormalization running statistics that read a parameter
 // (all ones or all zeros at initialization) or another layer's statistic,
-// and the scales and biases of several normalization layers that became one
-// tensor. Before the training step is built, each such use gets its own copy
-// of the initializer (docs/training.md, "Initializers the exporter merged").
+// and the scales and biases of normalization layers that became one tensor
+// (with each other or with a Linear bias). Before the training step is
+// built, each such use gets its own copy of the initializer
+// (docs/training.md, "Initializers the exporter merged").
 //
 //===----------------------------------------------------------------------===//
 #include "TrainGraphImpl.h"
@@ -90,20 +91,20 @@ std::vector<std::string> train::untieMergedInitializers(Model &m) {
       return a.node->order() != b.node->order() ? a.node->order() < b.node->order()
                                                 : a.input < b.input;
     });
-    size_t stats = 0, normParams = 0;
+    size_t stats = 0, normParams = 0; // uses of each kind
     for (const Site &s : sites) {
       stats += isStatistic(s.role);
       normParams += isNormParameter(s.role);
     }
-    bool tied = (stats > 0 && sites.size() > 1) || normParams > 1;
-    // The use that keeps the initializer: the first that is not a running
-    // statistic, else the first statistic.
+    bool tied = stats + normParams > 0 && sites.size() > 1;
+    // The use that keeps the initializer: the first other use (all other
+    // uses keep it: weight tying the user may mean), else the first
+    // normalization parameter, else the first statistic.
+    auto rank = [](Role r) { return r == Role::Other ? 0 : isNormParameter(r) ? 1 : 2; };
     const Site *keeper = nullptr;
     for (const Site &s : sites)
-      if (!keeper && !isStatistic(s.role))
+      if (!keeper || rank(s.role) < rank(keeper->role))
         keeper = &s;
-    if (!keeper && !sites.empty())
-      keeper = &sites.front();
     for (const Site &s : sites) {
       bool own = tied && &s != keeper && (isStatistic(s.role) || isNormParameter(s.role));
       if (own) {

@@ -198,20 +198,26 @@ def bn_stack_reference(x, labels, lr, steps):
     return {**p, **stats}
 
 
-def ln_stack(merged):
+def ln_stack(merged, zero_b1=False):
     """x [N, 4] -> LayerNormalization -> Gemm -> Tanh -> LayerNormalization -> Gemm ->
     logits [N, 3]; both LayerNorms at initialization (1, 0). `merged`: the second reads the
-    first's scale and bias (Identity for the scale, the bias directly)."""
+    first's scale and bias (Identity for the scale, the bias directly). `zero_b1`: the first
+    Gemm's bias is zeros too, and merged it reads ln1.bias through Identity."""
     rng = np.random.default_rng(43)
     inits = {"ln1.weight": np.ones(4, np.float32), "ln1.bias": np.zeros(4, np.float32),
              "W1": rng.standard_normal((4, 4)).astype(np.float32),
              "b1": rng.standard_normal(4).astype(np.float32),
              "W2": rng.standard_normal((4, 3)).astype(np.float32),
              "b2": rng.standard_normal(3).astype(np.float32)}
+    if zero_b1:
+        inits["b1"] = np.zeros(4, np.float32)
     n = helper.make_node
     nodes = []
     if merged:
         nodes.append(n("Identity", ["ln1.weight"], ["ln2.weight"], name="Identity_0"))
+        if zero_b1:
+            del inits["b1"]
+            nodes.append(n("Identity", ["ln1.bias"], ["b1"], name="Identity_1"))
         ln2 = ["ln2.weight", "ln1.bias"]
     else:
         inits.update({"ln2.weight": np.ones(4, np.float32), "ln2.bias": np.zeros(4, np.float32)})
@@ -228,7 +234,7 @@ def ln_stack(merged):
                       inits, "ln_stack")
 
 
-def ln_stack_reference(x, labels, lr, steps):
+def ln_stack_reference(x, labels, lr, steps, zero_b1=False):
     x = x.astype(np.float64)
 
     def loss(q):
@@ -236,7 +242,7 @@ def ln_stack_reference(x, labels, lr, steps):
         return cross_entropy(layer_norm(t, q["ln2.weight"], q["ln2.bias"]) @ q["W2"] + q["b2"],
                              labels)
     return sgd_reference(loss, {t.name: numpy_helper.to_array(t)
-                                for t in ln_stack(False).graph.initializer}, lr, steps)
+                                for t in ln_stack(False, zero_b1).graph.initializer}, lr, steps)
 
 
 class MergedInitializers(unittest.TestCase):
@@ -316,6 +322,27 @@ class MergedInitializers(unittest.TestCase):
             "'ln1.weight' -> 'ln1.weight./ln2/LayerNormalization.scale' (scale of "
             "'/ln2/LayerNormalization'), 'ln1.bias' -> 'ln1.bias./ln2/LayerNormalization.bias' "
             "(bias of '/ln2/LayerNormalization')"))
+
+    def test_layernorm_bias_merged_with_a_linear_bias(self):
+        """All zeros: ln1.bias, fc1.bias (read through Identity) and ln2.bias are one tensor.
+        The Gemm's use keeps the initializer; each LayerNormalization gets its own copy."""
+        rng = np.random.default_rng(47)
+        x = rng.standard_normal((6, 4)).astype(np.float32)
+        labels = np.array([0, 2, 1, 1, 0, 2], np.int64)
+        copies = {k: k for k in ("ln1.weight", "W1", "W2", "b2")}
+        copies.update({"b1": "ln1.bias",
+                       "ln1.bias": "ln1.bias./ln1/LayerNormalization.bias",
+                       "ln2.weight": "ln1.weight./ln2/LayerNormalization.scale",
+                       "ln2.bias": "ln1.bias./ln2/LayerNormalization.bias"})
+        out = self.check_trains_as_unmerged(
+            lambda m: ln_stack(m, zero_b1=True),
+            lambda *a: ln_stack_reference(*a, zero_b1=True), {"x": x}, labels, copies)
+        self.assertEqual(out[1], (
+            "train-graph: untied (initializers the exporter merged): "
+            "'ln1.weight' -> 'ln1.weight./ln2/LayerNormalization.scale' (scale of "
+            "'/ln2/LayerNormalization'), 'ln1.bias' -> 'ln1.bias./ln1/LayerNormalization.bias' "
+            "(bias of '/ln1/LayerNormalization'), 'ln1.bias' -> "
+            "'ln1.bias./ln2/LayerNormalization.bias' (bias of '/ln2/LayerNormalization')"))
 
     def test_statistic_not_an_initializer_is_refused(self):
         """A running statistic computed by a node cannot be updated: one line, no output."""
