@@ -14,6 +14,7 @@
 #include "mpc/Passes/TrainGraph.h"
 #include "TrainGraphImpl.h"
 #include "mpc/IO/Onnx.h"
+#include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
 #include "onnx/onnx_pb.h"
@@ -257,9 +258,15 @@ llvm::Error Builder::copyForward() {
                             describeNode(n));
         if (!stat)
           continue;
+        // Never drop a statistic's update silently (docs/training.md).
+        if (!stat->initializer())
+          return inputError("{0}: its running {1} '{2}' is {3}, not an initializer, so "
+                            "training could not update it",
+                            describeNode(n), i == 1 ? "mean" : "variance", stat->name(),
+                            stat->producer() ? "computed by " + describeNode(*stat->producer())
+                                             : std::string("a graph input"));
         Value *o = c->setOutput(i, m.freshName("fwd/" + stat->name() + ".new"), stat->type);
-        if (stat->isConstant())
-          bnStats.push_back({stat->name(), o, c, i == 2});
+        bnStats.push_back({stat->name(), o, c, i == 2});
       }
     }
     if (isDefault && n.opType == "LayerNormalization") {
@@ -700,11 +707,56 @@ static const char *lossKindName(LossKind k) {
   llvm_unreachable("unknown loss kind");
 }
 
+/// Fills in, from mpc's shape estimator, the ranks and dimensions that ONNX's
+/// inference left unknown (libonnx 1.12 loses the rank after a Slice with
+/// computed bounds or a Reshape to a Concat-built shape). The estimator runs
+/// twice, each symbolic dimension standing for a different large value in
+/// each run: a dimension equal in both runs is known, one equal to a
+/// symbol's stand-ins is that symbol, any other (N*T, ...) stays unknown.
+static void estimateShapes(Model &m) {
+  std::vector<std::string> symbols = ShapeEstimator(m).assumedSymbols();
+  auto standIn = [&](llvm::StringRef name, int64_t base) {
+    auto it = std::lower_bound(symbols.begin(), symbols.end(), name);
+    return base + 2 * static_cast<int64_t>(it - symbols.begin());
+  };
+  const int64_t baseA = 1000003, baseB = 3000017;
+  ShapeEstimator a(m, [&](llvm::StringRef s) { return standIn(s, baseA); });
+  ShapeEstimator b(m, [&](llvm::StringRef s) { return standIn(s, baseB); });
+  auto symbolOf = [&](int64_t da, int64_t db) -> const std::string * {
+    for (const std::string &s : symbols)
+      if (da == standIn(s, baseA) && db == standIn(s, baseB))
+        return &s;
+    return nullptr;
+  };
+  for (Value *v : m.graph->values()) {
+    if (!v->type.isTensor())
+      continue;
+    const ShapeInfo &sa = a.shape(v), &sb = b.shape(v);
+    if (!sa.rankKnown || !sb.rankKnown || sa.rank() != sb.rank())
+      continue;
+    Type &t = v->type;
+    if (t.hasShape && t.dims.size() != sa.rank())
+      continue;
+    if (!t.hasShape) {
+      t.hasShape = true;
+      t.dims.assign(sa.rank(), Dim{});
+    }
+    for (unsigned i = 0; i < sa.rank(); ++i) {
+      if (t.dims[i].isKnown() || t.dims[i].isSymbolic())
+        continue;
+      if (sa.dims[i] == sb.dims[i] && sa.dims[i] >= 0)
+        t.dims[i] = Dim::known(sa.dims[i]);
+      else if (const std::string *s = symbolOf(sa.dims[i], sb.dims[i]))
+        t.dims[i] = Dim::symbolic(*s);
+    }
+  }
+}
+
 /// Fills in the types and shapes of inference-graph values the file did not
-/// record, with ONNX's own shape inference (gradient rules need ranks). Only
-/// the in-memory types change: value_info written on export is unchanged.
-static void inferShapes(Model &m) {
-  inferTypes(m);
+/// record, with ONNX's own shape inference and then mpc's estimator (gradient
+/// rules need ranks). Only the in-memory types change: value_info written on
+/// export is unchanged.
+static void inferShapesWithOnnx(Model &m) {
   onnx::ModelProto proto;
   if (llvm::Error err = exportOnnx(m, proto)) {
     llvm::consumeError(std::move(err));
@@ -742,10 +794,17 @@ static void inferShapes(Model &m) {
   }
 }
 
+static void inferShapes(Model &m) {
+  inferTypes(m);
+  inferShapesWithOnnx(m);
+  estimateShapes(m);
+}
+
 llvm::Error Builder::run() {
   if (llvm::Error err = checkInput())
     return err;
   inferShapes(m);
+  res.untied = untieMergedInitializers(m);
   if (llvm::Error err = collectParameters())
     return err;
   auto algOwner = std::make_unique<Graph>(m, m.graph.get());

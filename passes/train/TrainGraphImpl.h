@@ -85,6 +85,15 @@ bool isFloatTensor(const Value *v);
 llvm::DenseSet<const Value *> valuesDependingOn(llvm::ArrayRef<Node *> forward,
                                                 llvm::ArrayRef<const Value *> seeds);
 
+/// Gives each use that an exporter's merge of equal initializers tied its own
+/// copy (Untie.cpp, docs/training.md): a BatchNormalization running
+/// statistic or a normalization scale/bias whose initializer has other uses
+/// (directly or through Identity); the first plain use (else the first
+/// normalization parameter, else statistic) keeps it. A statistic read
+/// through Identity reads the initializer itself afterwards.
+/// Returns one line per copy: "'init' -> 'copy' (role of 'node')".
+std::vector<std::string> untieMergedInitializers(Model &m);
+
 } // namespace train
 } // namespace mpc
 

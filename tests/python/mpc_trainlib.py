@@ -62,3 +62,24 @@ def reference_evaluator(model):
     except ImportError:
         new_ops = []
     return ReferenceEvaluator(model, new_ops=new_ops)
+
+
+def test_main(classes, set_args):
+    """The main() of a training test suite: --mpc, --source-dir, -k, -v; runs `classes`'
+    tests (in order) after set_args(parsed args); returns the exit status."""
+    import argparse
+    import unittest
+    import mpc_testlib as lib
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("-k", default=None, help="run only tests whose id contains this")
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    set_args(args)
+    suite = unittest.TestSuite()
+    for cls in classes:
+        for t in unittest.TestLoader().loadTestsFromTestCase(cls):
+            if args.k is None or args.k in t.id():
+                suite.addTest(t)
+    return lib.run_suite(suite, verbosity=2 if args.v else 1, show_skips=True)

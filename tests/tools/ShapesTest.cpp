@@ -9,13 +9,12 @@
 // (test_tools.py).
 //
 //===----------------------------------------------------------------------===//
-#include "Shapes.h"
+#include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Text/Text.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 
 using namespace mpc;
-using namespace mpc::tool;
 
 namespace {
 
@@ -284,4 +283,33 @@ TEST(Shapes, Int64BoundsAreReadExactly) {
   EXPECT_EQ(shapeOf(s, *m, "rev"), "[4]");
   EXPECT_EQ(shapeOf(s, *m, "r"), "[2]");
   EXPECT_EQ(shapeOf(s, *m, "y"), "[7,5,3,2]");
+}
+
+TEST(Shapes, SymbolValuesThroughShapeComputations) {
+  // Reshape(x, Concat(Shape(x)[0:1], [-1, 4])) and a Slice whose end is
+  // computed from Shape: each symbol stands for the value asked for.
+  auto m = parse(R"(graph @s(%x: f32[batch,seq,8]) -> (%y: f32, %q: f32) {
+  init %z: i64[1] = [0]
+  init %one: i64[1] = [1]
+  init %tail: i64[2] = [-1, 4]
+  init %two: i64[] = [2]
+  init %ax: i64[1] = [2]
+  %sh = Shape(%x)
+  %n = Slice(%sh, %z, %one)
+  %target = Concat(%n, %tail) {axis = 0}
+  %y = Reshape(%x, %target)
+  %last = Gather(%sh, %two) {axis = 0}
+  %half = Div(%last, %two)
+  %end = Unsqueeze(%half, %z)
+  %q = Slice(%x, %z, %end, %ax)
+  return %y, %q
+}
+)");
+  ASSERT_TRUE(m);
+  ShapeEstimator s(*m, [](llvm::StringRef sym) -> int64_t { return sym == "batch" ? 5 : 7; });
+  EXPECT_EQ(shapeOf(s, *m, "y"), "[5,14,4]");
+  EXPECT_EQ(shapeOf(s, *m, "q"), "[5,7,4]");
+  EXPECT_EQ(s.assumedSymbols(), (std::vector<std::string>{"batch", "seq"}));
+  ShapeEstimator ones(*m);
+  EXPECT_EQ(shapeOf(ones, *m, "y"), "[1,2,4]");
 }

@@ -14,7 +14,6 @@
 
 Prints "N passed, N failed[, N skipped]".
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -1230,21 +1229,12 @@ class GradientOp(unittest.TestCase):
 
 
 def main():
-    global ARGS
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mpc", required=True)
-    ap.add_argument("--source-dir", required=True)
-    ap.add_argument("-k", default=None, help="run only tests whose id contains this")
-    ap.add_argument("-v", action="store_true")
-    ARGS = ap.parse_args()
-    loader = unittest.TestLoader()
-    suite = unittest.TestSuite()
-    for cls in (BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss, GradientOp, DocsList, EndToEnd, ShippedModels,
-                GradientCheck):
-        for t in loader.loadTestsFromTestCase(cls):
-            if ARGS.k is None or ARGS.k in t.id():
-                suite.addTest(t)
-    return lib.run_suite(suite, verbosity=2 if ARGS.v else 1, show_skips=True)
+    def set_args(args):
+        global ARGS
+        ARGS = args
+    return tl.test_main((BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss,
+                         GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck),
+                        set_args)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,13 @@
 // the constants clipped, and a profitability estimate: the fractions of FLOPs
 // and of intermediate tensor bytes that are now 16-bit, which GEMM/conv shapes
 // can use Tensor Cores (dimensions multiples of 8) and the bytes the inserted
-// casts move. Shapes come from the static estimator in Shapes.h; whatever it
+// casts move. Shapes come from the static estimator in mpc/Ops/ShapeEstimator.h; whatever it
 // cannot estimate is counted as such, never guessed.
 //
 //===----------------------------------------------------------------------===//
 #include "Dump.h"
 #include "FilePlan.h"
-#include "Shapes.h"
+#include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Support/Diagnostics.h"

@@ -179,6 +179,12 @@ static void printInitializerSummary(const TrainGraphResult &res) {
       s += (s.empty() ? "" : ", ") + quoteName(n);
     return s;
   };
+  if (!res.untied.empty()) {
+    llvm::outs() << "train-graph: untied (initializers the exporter merged):";
+    for (size_t i = 0; i < res.untied.size(); ++i)
+      llvm::outs() << (i ? ", " : " ") << res.untied[i];
+    llvm::outs() << "\n";
+  }
   llvm::outs() << "train-graph: trained: " << list(res.trained) << "\n";
   if (res.notTrained.empty())
     return;

@@ -62,6 +62,9 @@ struct TrainGraphResult {
   /// The other float initializers of the model, each with why it is not
   /// trained (one of the reasons docs/training.md lists), initializer order.
   std::vector<std::pair<std::string, std::string>> notTrained;
+  /// Uses of initializers the exporter merged by value, each given its own
+  /// copy: "'init' -> 'copy' (running variance of 'bn2')", in order.
+  std::vector<std::string> untied;
 };
 
 /// Adds training_info[0] and the training metadata to `m`. On error (bad

@@ -1,4 +1,4 @@
-//===- Shapes.cpp - Static shape estimates for reports ---------------------===//
+//===- ShapeEstimator.cpp - Static shape estimates -------------------------===//
 //
 // Forward propagation of shapes in node order, one rule per op family, and
 // constant folding of the small integer tensors that exporters use to compute
@@ -6,7 +6,7 @@
 // declared type of a value (value_info) fills in whatever the rules miss.
 //
 //===----------------------------------------------------------------------===//
-#include "Shapes.h"
+#include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Ops/IndexMath.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -16,7 +16,6 @@
 #include <cmath>
 
 using namespace mpc;
-using namespace mpc::tool;
 
 /// Constant tensors larger than this are not tracked (shape tensors are tiny).
 static constexpr int64_t kMaxConstElements = 4096;
@@ -34,7 +33,7 @@ int64_t ShapeInfo::numElements() const {
   return n;
 }
 
-void tool::forEachGraphConst(const Graph &g, llvm::function_ref<void(const Graph &)> fn) {
+void mpc::forEachGraphConst(const Graph &g, llvm::function_ref<void(const Graph &)> fn) {
   fn(g);
   for (const Node &n : g.nodes())
     for (const Attribute &a : n.attrs)
@@ -170,7 +169,7 @@ static bool isReduceOp(llvm::StringRef op) { return op.startswith("Reduce"); }
 // Shape rules
 //===----------------------------------------------------------------------===//
 
-ShapeInfo mpc::tool::fusedMatMulOperand(const ShapeInfo &x, bool trans, bool transBatch) {
+ShapeInfo mpc::fusedMatMulOperand(const ShapeInfo &x, bool trans, bool transBatch) {
   unsigned r = x.rank();
   if (!x.rankKnown || r < 2)
     return x;
@@ -1013,9 +1012,12 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, ConstValues &out
 // ShapeEstimator
 //===----------------------------------------------------------------------===//
 
-ShapeEstimator::ShapeEstimator(const Model &m) {
+ShapeEstimator::ShapeEstimator(const Model &m,
+                               llvm::function_ref<int64_t(llvm::StringRef)> symbolValue)
+    : symbolValue(symbolValue) {
   if (m.graph)
     visitGraph(*m.graph);
+  this->symbolValue = nullptr;
   llvm::sort(symbols);
   symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
 }
@@ -1029,7 +1031,7 @@ ShapeInfo ShapeEstimator::fromDeclaredType(const Type &t, bool &usedSymbols) {
       s.dims.push_back(d.value);
     } else if (d.isSymbolic()) {
       symbols.push_back(d.param);
-      s.dims.push_back(1);
+      s.dims.push_back(symbolValue ? symbolValue(d.param.str()) : 1);
       usedSymbols = true;
     } else {
       s.dims.push_back(-1);
@@ -1114,7 +1116,7 @@ void ShapeEstimator::visitNode(const Node &n) {
   }
 }
 
-bool tool::einsumIndexSizes(const Node &n, const ShapeEstimator &s, std::vector<int64_t> &sizes) {
+bool mpc::einsumIndexSizes(const Node &n, const ShapeEstimator &s, std::vector<int64_t> &sizes) {
   llvm::SmallVector<const ShapeInfo *, 4> in;
   for (const Value *v : n.inputs())
     in.push_back(v ? &s.shape(v) : nullptr);

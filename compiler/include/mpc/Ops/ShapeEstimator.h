@@ -1,14 +1,15 @@
-//===- Shapes.h - Static shape estimates for reports ------------*- C++ -*-===//
+//===- ShapeEstimator.h - Static shape estimates -----------------*- C++ -*-===//
 //
-// A small static shape estimator for `mpc rewrite --report`: propagates known
-// shapes through the common ONNX ops (broadcasting element-wise ops, MatMul,
-// Gemm, Conv/Pool, Reshape with constant shapes, ...) so that the report can
-// count FLOPs and bytes. Estimates only: what is not known stays unknown, and
-// nothing here is used to rewrite a model.
+// A small static shape estimator: propagates known shapes through the common
+// ONNX ops (broadcasting element-wise ops, MatMul, Gemm, Conv/Pool, Reshape
+// with constant or folded shapes, Slice with folded bounds, ...). `mpc rewrite
+// --report` counts FLOPs and bytes with it; `mpc train-graph` keeps ranks and
+// dimensions with it where ONNX's shape inference loses them. Estimates only:
+// what is not known stays unknown, and nothing here is used to rewrite a model.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_TOOLS_SHAPES_H
-#define MPC_TOOLS_SHAPES_H
+#ifndef MPC_OPS_SHAPEESTIMATOR_H
+#define MPC_OPS_SHAPEESTIMATOR_H
 
 #include "mpc/IR/Graph.h"
 #include "llvm/ADT/DenseMap.h"
@@ -19,7 +20,6 @@
 #include <vector>
 
 namespace mpc {
-namespace tool {
 
 /// A static shape estimate. `dims` entries are -1 where a size is unknown;
 /// nothing is known (not even the rank) when `rankKnown` is false.
@@ -57,9 +57,11 @@ struct ConstValues {
 /// shape computations produce (Shape -> Gather -> Concat -> Reshape).
 class ShapeEstimator {
 public:
-  /// Estimates all shapes. Symbolic dimensions ("batch") are taken as 1 and
-  /// recorded in assumedSymbols(), so that ratios stay meaningful.
-  explicit ShapeEstimator(const Model &m);
+  /// Estimates all shapes. Symbolic dimensions ("batch") are taken as 1, or
+  /// as `symbolValue(name)` when given, and recorded in assumedSymbols(), so
+  /// that ratios stay meaningful.
+  explicit ShapeEstimator(const Model &m,
+                          llvm::function_ref<int64_t(llvm::StringRef)> symbolValue = nullptr);
 
   /// The estimate for `v` (unknown for values the estimator never saw).
   const ShapeInfo &shape(const Value *v) const;
@@ -78,10 +80,12 @@ private:
   llvm::DenseSet<const Value *> symbolic;
   std::vector<std::string> symbols;
   ShapeInfo unknown;
+  llvm::function_ref<int64_t(llvm::StringRef)> symbolValue; // during construction only
 
   void visitGraph(const Graph &g);
   void visitNode(const Node &n);
-  /// The declared shape; sets `usedSymbols` when a symbolic dim was taken as 1.
+  /// The declared shape; sets `usedSymbols` when a symbolic dim was taken as
+  /// 1 (or its symbolValue).
   ShapeInfo fromDeclaredType(const Type &t, bool &usedSymbols);
 };
 
@@ -93,7 +97,6 @@ void forEachGraphConst(const Graph &g, llvm::function_ref<void(const Graph &)> f
 /// ellipsis dimensions), for FLOP counts; false when a shape is unknown.
 bool einsumIndexSizes(const Node &n, const ShapeEstimator &s, std::vector<int64_t> &sizes);
 
-} // namespace tool
 } // namespace mpc
 
-#endif // MPC_TOOLS_SHAPES_H
+#endif // MPC_OPS_SHAPEESTIMATOR_H
