@@ -141,10 +141,6 @@ static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   return DType::Undefined;
 }
 
-bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
-  const CpuKernel *k = findCpuKernel(n);
-  return k && (k->dtypes & dtypeBit(t));
-}
 
 CpuBackend::CpuBackend(int numThreads) {
   if (numThreads > 0)
@@ -178,7 +174,9 @@ void CpuBackend::copyToHost(void *dst, const void *src, size_t bytes, Stream) {
     std::memcpy(dst, src, bytes);
 }
 
-bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) const {
+/// True when the CPU runs `n` with these input dtypes: its row lists the
+/// type-determining operand's dtype, and a cast's target type is storable.
+static bool cpuRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   const CpuKernel *k = findCpuKernel(n);
   if (!k)
     return false;
@@ -193,6 +191,28 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
     return inputDTypes.size() < 2 || inputDTypes[1] == DType::Undefined ||
            runtimeElementSize(inputDTypes[1]) != 0;
   return true;
+}
+
+bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
+  // The executor runs control flow and sequence ops on values of any type.
+  const OpDef *op = findOp(n);
+  if (op && op->runByExecutor())
+    return true;
+  // The node as painted: its fp32 operands in `t`; the row's mask is checked
+  // against the type-determining operand (Where's condition stays bool,
+  // ConstantOfShape's shape int64), an unknown one taken as `t`.
+  llvm::SmallVector<DType, 4> dts;
+  for (const Value *v : n.inputs()) {
+    DType d = v ? v->type.elem : DType::Undefined;
+    dts.push_back(d == DType::F32 || (d == DType::Undefined && dts.empty()) ? t : d);
+  }
+  if (dts.empty() && (!n.numOutputs() || !n.output(0) || n.output(0)->type.elem == DType::F32))
+    dts.push_back(t);
+  return cpuRuns(n, dts);
+}
+
+bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) const {
+  return cpuRuns(n, inputDTypes);
 }
 
 KernelHandle CpuBackend::prepare(const Node &n) { return findCpuKernel(n); }
