@@ -147,6 +147,11 @@ CpuBackend::CpuBackend(int numThreads) {
     cpu::setGemmThreads(numThreads);
 }
 
+CpuBackend::~CpuBackend() {
+  for (auto &m : messages)
+    llvm::consumeError(std::move(m.second));
+}
+
 llvm::Expected<DeviceBuffer> CpuBackend::allocate(size_t bytes, BufferKind kind) {
   size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   void *p = std::aligned_alloc(256, size);
@@ -215,15 +220,55 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
   return cpuRuns(n, inputDTypes);
 }
 
-KernelHandle CpuBackend::prepare(const Node &n) { return findCpuKernel(n); }
+PreparedKernel CpuBackend::prepare(const Node &n, llvm::ArrayRef<TensorDesc>) {
+  // The row serves every shape; the CPU kernels need no workspace.
+  return PreparedKernel{findCpuKernel(n), 0};
+}
 
-llvm::Error CpuBackend::launch(const KernelCall &call, Stream) {
-  // The executor prepares every node once: its row comes with the call.
+void CpuBackend::launch(const KernelCall &call, Stream) {
+  // The executor prepares every node: its row comes with the call.
   const CpuKernel *k = static_cast<const CpuKernel *>(call.kernel);
   if (!k)
     k = findCpuKernel(*call.node);
   assert(k && "launch of a node without a kernel (checked at plan time)");
-  return k->run(call);
+  llvm::Error e = k->run(call);
+  if (!e)
+    return;
+  if (!call.errors || call.errors->code != 0) {
+    llvm::consumeError(std::move(e)); // an earlier error wins
+    return;
+  }
+  recordKernelError(call, KernelErrorCode::Message);
+  for (auto &m : messages)
+    if (m.first == call.errors) {
+      llvm::consumeError(std::move(m.second));
+      m.second = std::move(e);
+      return;
+    }
+  messages.emplace_back(call.errors, std::move(e));
+}
+
+void CpuBackend::runPlan(const LaunchPlan &plan, Stream stream) {
+  for (const KernelCall &call : plan.calls) {
+    launch(call, stream);
+    if (plan.errors && plan.errors->code != 0)
+      return;
+  }
+}
+
+llvm::Error CpuBackend::takeMessageError(const KernelErrorRecord *record) {
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i].first == record) {
+      llvm::Error e = std::move(messages[i].second);
+      messages.erase(messages.begin() + i);
+      return e;
+    }
+  return llvm::Error::success();
+}
+
+void Backend::runPlan(const LaunchPlan &plan, Stream stream) {
+  for (const KernelCall &call : plan.calls)
+    launch(call, stream);
 }
 
 Backend::~Backend() = default;
