@@ -30,8 +30,8 @@ static constexpr int64_t kSmallIntLimit = 1 << 16;
 
 llvm::Expected<HostTensor> Executor::hostValue(unsigned, const TensorRef &ref) const {
   HostTensor h(ref.dtype, {ref.shape.begin(), ref.shape.end()});
-  backend.copyToHost(h.bytes.data(), ref.data, h.byteSize(), Stream());
-  backend.synchronize(Stream());
+  backend.copyToHost(h.bytes.data(), ref.data, h.byteSize(), stream);
+  backend.synchronize(stream);
   return h;
 }
 
@@ -505,6 +505,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
   std::vector<int64_t> uses(slots.size(), 0);
   for (Slot &s : slots)
     s.seq.reset();
+  clearErrors();
   for (const Node &n : graph.nodes()) {
     for (const Value *v : n.inputs())
       if (v)
@@ -539,7 +540,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       return buf.takeError();
     bufs[s] = *buf;
     if (h)
-      backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), Stream());
+      backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), stream);
     return llvm::Error::success();
   };
   for (size_t i = 0; i < formals.size(); ++i) {
@@ -683,6 +684,13 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       if (!backend.supportsOp(n, dts))
         return inputError("unsupported op {0} at {1} for input type {2}", n.opType,
                           describeNode(n), dts.empty() ? "none" : dtypeName(dts[0]));
+      llvm::SmallVector<TensorDesc, 4> signature;
+      for (const ShapedType &t : inTypes)
+        signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}});
+      if (auto e = prepareFor(n, signature))
+        return std::move(e);
+      if (auto e = reserveWorkspace(prepared.find(&n)->second.kernel.workspaceBytes))
+        return std::move(e);
       KernelCall call = preparedCall(n);
       for (unsigned s : inSlots)
         call.inputs.push_back(s == ~0u ? TensorRef() : ref(s));
@@ -696,7 +704,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
           return std::move(e);
         call.outputs.push_back(ref(s));
       }
-      if (auto e = backend.launch(call, Stream()))
+      // Shapes here depend on values the host reads as it goes, so the
+      // record is read after each launch: a failed node stops the run.
+      backend.launch(call, stream);
+      if (auto e = readErrors([&](int32_t) { return &call; }))
         return std::move(e);
     }
     // Release values whose last use this was.
@@ -712,7 +723,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     for (const Value *v : captures.lookup(&n))
       drop(slotOf[v]);
   }
-  backend.synchronize(Stream());
+  backend.synchronize(stream);
   // A body returns its sequence outputs to the If/Loop/Scan running it; the
   // main graph returns tensors only (but see the run() with sequences).
   bool returnSequences = bodyCall;

@@ -141,14 +141,15 @@ static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   return DType::Undefined;
 }
 
-bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
-  const CpuKernel *k = findCpuKernel(n);
-  return k && (k->dtypes & dtypeBit(t));
-}
 
 CpuBackend::CpuBackend(int numThreads) {
   if (numThreads > 0)
     cpu::setGemmThreads(numThreads);
+}
+
+CpuBackend::~CpuBackend() {
+  for (auto &m : messages)
+    llvm::consumeError(std::move(m.second));
 }
 
 llvm::Expected<DeviceBuffer> CpuBackend::allocate(size_t bytes, BufferKind kind) {
@@ -178,7 +179,9 @@ void CpuBackend::copyToHost(void *dst, const void *src, size_t bytes, Stream) {
     std::memcpy(dst, src, bytes);
 }
 
-bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) const {
+/// True when the CPU runs `n` with these input dtypes: its row lists the
+/// type-determining operand's dtype, and a cast's target type is storable.
+static bool cpuRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   const CpuKernel *k = findCpuKernel(n);
   if (!k)
     return false;
@@ -195,15 +198,77 @@ bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) co
   return true;
 }
 
-KernelHandle CpuBackend::prepare(const Node &n) { return findCpuKernel(n); }
+bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
+  // The executor runs control flow and sequence ops on values of any type.
+  const OpDef *op = findOp(n);
+  if (op && op->runByExecutor())
+    return true;
+  // The node as painted: its fp32 operands in `t`; the row's mask is checked
+  // against the type-determining operand (Where's condition stays bool,
+  // ConstantOfShape's shape int64), an unknown one taken as `t`.
+  llvm::SmallVector<DType, 4> dts;
+  for (const Value *v : n.inputs()) {
+    DType d = v ? v->type.elem : DType::Undefined;
+    dts.push_back(d == DType::F32 || (d == DType::Undefined && dts.empty()) ? t : d);
+  }
+  if (dts.empty() && (!n.numOutputs() || !n.output(0) || n.output(0)->type.elem == DType::F32))
+    dts.push_back(t);
+  return cpuRuns(n, dts);
+}
 
-llvm::Error CpuBackend::launch(const KernelCall &call, Stream) {
-  // The executor prepares every node once: its row comes with the call.
+bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) const {
+  return cpuRuns(n, inputDTypes);
+}
+
+PreparedKernel CpuBackend::prepare(const Node &n, llvm::ArrayRef<TensorDesc>) {
+  // The row serves every shape; the CPU kernels need no workspace.
+  return PreparedKernel{findCpuKernel(n), 0};
+}
+
+void CpuBackend::launch(const KernelCall &call, Stream) {
+  // The executor prepares every node: its row comes with the call.
   const CpuKernel *k = static_cast<const CpuKernel *>(call.kernel);
   if (!k)
     k = findCpuKernel(*call.node);
   assert(k && "launch of a node without a kernel (checked at plan time)");
-  return k->run(call);
+  llvm::Error e = k->run(call);
+  if (!e)
+    return;
+  if (!call.errors || call.errors->code != 0) {
+    llvm::consumeError(std::move(e)); // an earlier error wins
+    return;
+  }
+  recordKernelError(call, KernelErrorCode::Message);
+  for (auto &m : messages)
+    if (m.first == call.errors) {
+      llvm::consumeError(std::move(m.second));
+      m.second = std::move(e);
+      return;
+    }
+  messages.emplace_back(call.errors, std::move(e));
+}
+
+void CpuBackend::runPlan(const LaunchPlan &plan, Stream stream) {
+  for (const KernelCall &call : plan.calls) {
+    launch(call, stream);
+    if (plan.errors && plan.errors->code != 0)
+      return;
+  }
+}
+
+llvm::Error CpuBackend::takeMessageError(const KernelErrorRecord *record) {
+  for (size_t i = 0; i < messages.size(); ++i)
+    if (messages[i].first == record) {
+      llvm::Error e = std::move(messages[i].second);
+      messages.erase(messages.begin() + i);
+      return e;
+    }
+  return llvm::Error::success();
+}
+
+void Backend::runPlan(const LaunchPlan &plan, Stream stream) {
+  for (const KernelCall &call : plan.calls)
+    launch(call, stream);
 }
 
 Backend::~Backend() = default;

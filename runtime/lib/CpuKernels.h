@@ -103,10 +103,12 @@ llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
                                                llvm::StringRef what);
 /// Integer values of an input at run time.
 std::vector<int64_t> readInts(const TensorRef &t);
-/// Maps indices in [-dim, dim) to [0, dim) (Gather's rule); an error naming
-/// the node and `shape` for one out of range.
-llvm::Error normalizeIndices(const Node &n, std::vector<int64_t> &idx, int64_t dim,
-                             llvm::ArrayRef<int64_t> shape);
+/// Maps indices in [-dim, dim) to [0, dim) (Gather's rule). False after
+/// recording an IndexOutOfRange error (recordKernelError) naming the first
+/// one out of range and the shape of `operand` (KernelErrorRecord::operand);
+/// the kernel then returns without writing its outputs.
+bool normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
+                      int32_t operand);
 
 /// Slice parameters resolved against the input shape: per axis the first
 /// index read, the step and the output extent (axes not sliced: 0, 1, dim).

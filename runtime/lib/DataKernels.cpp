@@ -275,16 +275,17 @@ llvm::Error cpuk::shapeGather(const ShapeQuery &q, std::vector<ShapedType> &out)
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::normalizeIndices(const Node &n, std::vector<int64_t> &idx, int64_t dim,
-                                   llvm::ArrayRef<int64_t> shape) {
+bool cpuk::normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
+                            int32_t operand) {
   for (int64_t &i : idx) {
-    if (i < -dim || i >= dim)
-      return nodeError(n, "index " + std::to_string(i) + " out of range for " +
-                              formatShape(shape));
+    if (i < -dim || i >= dim) {
+      recordKernelError(c, KernelErrorCode::IndexOutOfRange, operand, i);
+      return false;
+    }
     if (i < 0)
       i += dim;
   }
-  return llvm::Error::success();
+  return true;
 }
 
 llvm::Error cpuk::runGather(const KernelCall &c) {
@@ -299,8 +300,8 @@ llvm::Error cpuk::runGather(const KernelCall &c) {
     inner *= x.shape[i];
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(c.outputs[0].data);
-  if (auto err = normalizeIndices(*c.node, idx, dim, x.shape))
-    return err;
+  if (!normalizeIndices(c, idx, dim, /*operand=*/0))
+    return llvm::Error::success();
   for (int64_t o = 0; o < outer; ++o)
     for (size_t j = 0; j < idx.size(); ++j)
       std::memcpy(dst + (o * idx.size() + j) * inner, src + (o * dim + idx[j]) * inner,

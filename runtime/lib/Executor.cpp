@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -27,13 +28,21 @@ using namespace mpc;
 static constexpr int64_t kHostValueLimit = 1 << 16;
 
 
-Executor::Executor(const Graph &g, Backend &b) : graph(g), backend(b) {}
+Executor::Executor(const Graph &g, Backend &b)
+    : graph(g), backend(b), stream(b.createStream()) {}
 
 Executor::~Executor() {
+  backend.synchronize(stream);
   releaseFolded();
   for (DeviceBuffer &buf : persistentBuffers)
     backend.release(buf);
   backend.release(arena);
+  backend.release(workspace);
+  backend.release(errorBuffer);
+  for (auto &[node, p] : prepared)
+    if (p.isPrepared && p.kernel.handle)
+      backend.unprepare(p.kernel.handle);
+  backend.destroyStream(stream);
 }
 
 void Executor::releaseFolded() {
@@ -69,6 +78,10 @@ Executor::createForGraph(const Graph &graph, Backend &backend,
     return std::move(e);
   if (auto e = ex->loadInitializers(constantOuter))
     return std::move(e);
+  auto rec = backend.allocate(sizeof(KernelErrorRecord), BufferKind::Persistent);
+  if (!rec)
+    return rec.takeError();
+  ex->errorBuffer = *rec;
   return std::move(ex);
 }
 
@@ -99,10 +112,10 @@ llvm::Error Executor::checkKernels() {
       dynamicMode = true;
       continue;
     }
-    // Prepared once: the registry row, the backend's handle and the parsed
-    // attributes serve every plan and run of this executor.
+    // The registry row and the parsed attributes serve every plan and run
+    // of this executor; the backend prepares the node per shape signature
+    // (prepareFor) once shapes are known.
     const OpDef *op = findOp(n);
-    KernelHandle kernel = op ? backend.prepare(n) : nullptr;
     if (op)
       dynamicMode |= op->valueDependentShape;
     llvm::SmallVector<DType, 4> dtypes;
@@ -111,11 +124,10 @@ llvm::Error Executor::checkKernels() {
     bool known = !dtypes.empty() ? dtypes[0] != DType::Undefined
                                  : (n.numOutputs() && n.output(0) &&
                                     n.output(0)->type.elem != DType::Undefined);
-    bool ok = kernel && (!known || backend.supportsOp(n, dtypes));
+    bool ok = op && backend.hasKernel(n) && (!known || backend.supportsOp(n, dtypes));
     if (ok) {
       PreparedNode &p = prepared[&n];
       p.op = op;
-      p.kernel = kernel;
       if (op->parse)
         p.params = op->parse(n);
       p.hostKernel = findCpuKernel(n);
@@ -142,9 +154,105 @@ KernelCall Executor::preparedCall(const Node &n) const {
   const PreparedNode &p = prepared.find(&n)->second;
   KernelCall call;
   call.node = &n;
-  call.kernel = p.kernel;
+  call.kernel = p.kernel.handle;
   call.params = p.params.get();
+  if (p.kernel.workspaceBytes) {
+    call.workspace = workspace.data;
+    call.workspaceBytes = p.kernel.workspaceBytes;
+  }
+  call.errors = static_cast<KernelErrorRecord *>(errorBuffer.data);
   return call;
+}
+
+/// The unsupported-op error of a node whose input dtypes the backend has no
+/// kernel for (found while planning or running).
+static llvm::Error unsupportedAt(const Node &n, llvm::ArrayRef<TensorDesc> inputs,
+                                 llvm::StringRef backendName) {
+  return inputError("unsupported op {0} (domain '{1}', opset {2}, input type {3}) at "
+                    "{4}: the {5} backend has no kernel for it",
+                    n.opType, n.domain.empty() ? "ai.onnx" : n.domain, n.opsetVersion(),
+                    inputs.empty() ? "none" : dtypeName(inputs[0].dtype), describeNode(n),
+                    backendName);
+}
+
+llvm::Error Executor::prepareFor(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
+  PreparedNode &p = prepared.find(&n)->second;
+  if (p.isPrepared && llvm::ArrayRef<TensorDesc>(p.signature) == inputs)
+    return llvm::Error::success();
+  if (p.isPrepared && p.kernel.handle)
+    backend.unprepare(p.kernel.handle);
+  p.signature.assign(inputs.begin(), inputs.end());
+  p.kernel = backend.prepare(n, inputs);
+  p.isPrepared = true;
+  callsValid = false;
+  if (!p.kernel.handle) {
+    p.isPrepared = false;
+    return unsupportedAt(n, inputs, backend.name());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::reserveWorkspace(size_t bytes) {
+  if (bytes <= workspace.size)
+    return llvm::Error::success();
+  backend.synchronize(stream); // a queued launch may still use the old one
+  backend.release(workspace);
+  workspace = DeviceBuffer();
+  auto buf = backend.allocate(bytes, BufferKind::Transient);
+  if (!buf)
+    return buf.takeError();
+  workspace = *buf;
+  return llvm::Error::success();
+}
+
+void Executor::clearErrors() {
+  static const KernelErrorRecord kClear;
+  backend.copyToDevice(errorBuffer.data, &kClear, sizeof(kClear), stream);
+}
+
+llvm::Error Executor::readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf) {
+  KernelErrorRecord rec;
+  backend.copyToHost(&rec, errorBuffer.data, sizeof(rec), stream);
+  backend.synchronize(stream);
+  if (rec.code == 0)
+    return llvm::Error::success();
+  const KernelCall *call = callOf(rec.call);
+  assert(call && "an error record names a launch of this run");
+  return kernelError(rec, *call);
+}
+
+llvm::Error Executor::kernelError(const KernelErrorRecord &rec, const KernelCall &call) {
+  const Node &n = *call.node;
+  switch (KernelErrorCode(rec.code)) {
+  case KernelErrorCode::Message:
+    if (llvm::Error e = backend.takeMessageError(call.errors))
+      return e;
+    break;
+  case KernelErrorCode::IndexOutOfRange: {
+    std::string text = "index " + std::to_string(rec.value) + " out of range";
+    const TensorRef *t = nullptr;
+    if (rec.operand >= 0 && size_t(rec.operand) < call.inputs.size())
+      t = &call.inputs[rec.operand];
+    else if (rec.operand < 0 && rec.operand != KernelErrorRecord::kNoOperand &&
+             size_t(-1 - rec.operand) < call.outputs.size())
+      t = &call.outputs[-1 - rec.operand];
+    if (t)
+      text += " for " + formatShape(t->shape);
+    return inputError("{0}: {1}", describeNode(n), text);
+  }
+  case KernelErrorCode::None:
+    break;
+  }
+  return inputError("{0}: the kernel failed (error code {1})", describeNode(n), rec.code);
+}
+
+llvm::Error Executor::runOnHost(const CpuKernel &k, KernelCall &call) {
+  KernelErrorRecord rec;
+  call.errors = &rec;
+  call.index = 0;
+  if (llvm::Error e = k.run(call))
+    return e;
+  return rec.code ? kernelError(rec, call) : llvm::Error::success();
 }
 
 llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter) {
@@ -181,7 +289,7 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
     auto buf = backend.allocate(h->byteSize(), BufferKind::Persistent);
     if (!buf)
       return buf.takeError();
-    backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), Stream());
+    backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), stream);
     persistentBuffers.push_back(*buf);
     slot.persistent = buf->data;
     stats.persistent += buf->size;
@@ -218,7 +326,7 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
   }
   formals.assign(graph.inputs().begin(), graph.inputs().end());
   formals.insert(formals.end(), outer.begin(), outer.end());
-  backend.synchronize(Stream());
+  backend.synchronize(stream);
   return llvm::Error::success();
 }
 
@@ -302,6 +410,8 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     return llvm::Error::success(); // shaped and allocated while running
   planned = false;
   callsValid = false;
+  plannedWorkspace = 0;
+  backend.synchronize(stream); // folded buffers may still be read
   releaseFolded();
   steps.clear();
   requests.clear();
@@ -337,7 +447,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     auto buf = backend.allocate(d->byteSize(), BufferKind::Persistent);
     if (!buf)
       return buf.takeError();
-    backend.copyToDevice(buf->data, d->bytes.data(), d->byteSize(), Stream());
+    backend.copyToDevice(buf->data, d->bytes.data(), d->byteSize(), stream);
     foldedBuffers.push_back(*buf);
     stats.persistent += buf->size;
     s.kind = SlotKind::Folded;
@@ -440,7 +550,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         outs.push_back(std::make_unique<HostTensor>(outTypes[o].dtype, outTypes[o].shape));
         addHostRef(call.outputs, outTypes[o], n.output(o) ? outs.back().get() : nullptr);
       }
-      if (auto e = hostKernel->run(call))
+      if (auto e = runOnHost(*hostKernel, call))
         return e;
       for (unsigned o = 0; o < n.numOutputs(); ++o) {
         if (!n.output(o))
@@ -450,7 +560,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         if (!buf)
           return buf.takeError();
         backend.copyToDevice(buf->data, outs[o]->bytes.data(), outs[o]->byteSize(),
-                             Stream());
+                             stream);
         foldedBuffers.push_back(*buf);
         stats.persistent += buf->size;
         s.kind = SlotKind::Folded;
@@ -461,14 +571,16 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
       continue;
     }
     llvm::SmallVector<DType, 4> dts;
-    for (const ShapedType &t : inTypes)
+    llvm::SmallVector<TensorDesc, 4> signature;
+    for (const ShapedType &t : inTypes) {
       dts.push_back(t.dtype);
+      signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}});
+    }
     if (!backend.supportsOp(n, dts))
-      return inputError("unsupported op {0} (domain '{1}', opset {2}, input type {3}) at "
-                        "{4}: the {5} backend has no kernel for it",
-                        n.opType, n.domain.empty() ? "ai.onnx" : n.domain,
-                        n.opsetVersion(), dts.empty() ? "none" : dtypeName(dts[0]),
-                        describeNode(n), backend.name());
+      return unsupportedAt(n, signature, backend.name());
+    if (auto e = prepareFor(n, signature))
+      return e;
+    plannedWorkspace = std::max(plannedWorkspace, prep->second.kernel.workspaceBytes);
     int64_t step = steps.size();
     steps.push_back(&n);
     // In place: an element-wise op writes over an operand of the output's
@@ -607,7 +719,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
       return buf.takeError();
     arena = *buf;
   }
-  Stream stream;
+  if (auto e = reserveWorkspace(plannedWorkspace))
+    return std::move(e);
   for (unsigned i = 0; i < bound.size(); ++i) {
     const Slot &s = slots[slotOf[formals[i]]];
     if (s.firstStep < 0)
@@ -626,11 +739,12 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   }
   // The calls depend only on the plan and the arena's address: built once,
   // reused by every run (a training step runs the same plan thousands of times).
-  if (!callsValid || callsArena != arena.data) {
+  if (!callsValid || callsArena != arena.data || callsWorkspace != workspace.data) {
     calls.clear();
     calls.reserve(steps.size());
     for (const Node *n : steps) {
       KernelCall call = preparedCall(*n);
+      call.index = int32_t(calls.size());
       for (const Value *v : n->inputs())
         call.inputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
       for (const Value *v : n->outputs())
@@ -638,25 +752,39 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
       calls.push_back(std::move(call));
     }
     callsArena = arena.data;
+    callsWorkspace = workspace.data;
     callsValid = true;
+    // Unique across executors, so a capture is never mistaken for another's.
+    static std::atomic<uint64_t> planVersions{0};
+    callsVersion = ++planVersions;
   }
+  clearErrors();
+  auto callOf = [&](int32_t i) {
+    return i >= 0 && size_t(i) < calls.size() ? &calls[i] : nullptr;
+  };
   if (profiling) {
     nodeTime.resize(calls.size(), 0.0);
     for (size_t i = 0; i < calls.size(); ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      if (auto e = backend.launch(calls[i], stream))
-        return std::move(e);
+      backend.launch(calls[i], stream);
       backend.synchronize(stream);
       double t =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       nodeTime[i] += std::max(0.0, t - clockCost);
+      if (auto e = readErrors(callOf))
+        return std::move(e);
     }
   } else {
-    for (const KernelCall &call : calls)
-      if (auto e = backend.launch(call, stream))
-        return std::move(e);
+    LaunchPlan lp;
+    lp.owner = this;
+    lp.version = callsVersion;
+    lp.calls = calls;
+    lp.errors = static_cast<KernelErrorRecord *>(errorBuffer.data);
+    backend.runPlan(lp, stream);
   }
-  backend.synchronize(stream);
+  // After the run: the first data-dependent error of any launch, by node.
+  if (auto e = readErrors(callOf))
+    return std::move(e);
   std::vector<NamedTensor> outs;
   for (const Value *v : graph.outputs()) {
     unsigned i = slotOf[v];

@@ -211,18 +211,18 @@ llvm::Error cpuk::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedTyp
 }
 
 /// Calls fn(dataOffset, indexPosition) for every element of `ind`, with the
-/// data offset taking the index value on `axis`; an error on a bad index.
+/// data offset taking the index value on `axis` of `data` (input 0); a bad
+/// index is recorded (recordKernelError) and ends the loop.
 template <typename Fn>
-static llvm::Error forEachElementIndex(const Node &n, const TensorRef &data,
-                                       const TensorRef &ind, int64_t axis, Fn &&fn) {
+static void forEachElementIndex(const KernelCall &c, const TensorRef &data,
+                                const TensorRef &ind, int64_t axis, Fn &&fn) {
   std::vector<int64_t> idxv = readInts(ind);
   std::vector<int64_t> dStride = rowStrides(data.shape), pos(ind.shape.size(), 0);
   int64_t dim = data.shape[axis];
   for (size_t e = 0; e < idxv.size(); ++e) {
     int64_t v = idxv[e];
     if (v < -dim || v >= dim)
-      return nodeError(n, "index " + std::to_string(v) + " out of range for " +
-                              formatShape(data.shape));
+      return recordKernelError(c, KernelErrorCode::IndexOutOfRange, /*operand=*/0, v);
     if (v < 0)
       v += dim;
     int64_t off = 0;
@@ -235,7 +235,6 @@ static llvm::Error forEachElementIndex(const Node &n, const TensorRef &data,
       else
         pos[d] = 0;
   }
-  return llvm::Error::success();
 }
 
 llvm::Error cpuk::runGatherElements(const KernelCall &c) {
@@ -245,9 +244,10 @@ llvm::Error cpuk::runGatherElements(const KernelCall &c) {
   size_t es = elemSize(x.dtype);
   const char *src = x.as<const char>();
   char *dst = c.outputs[0].as<char>();
-  return forEachElementIndex(*c.node, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+  forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
     std::memcpy(dst + e * es, src + off * es, es);
   });
+  return llvm::Error::success();
 }
 
 /// Combines an update into a stored value with a scatter reduction.
@@ -299,16 +299,15 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
     return red.takeError();
   if (x.data != y.data)
     std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
-  llvm::Error err = llvm::Error::success();
   dispatchAll(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     T *out = y.as<T>();
     const T *u = upd.as<T>();
-    err = forEachElementIndex(*c.node, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+    forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
       out[off] = combine(out[off], u[e], *red);
     });
   });
-  return err;
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -349,8 +348,10 @@ llvm::Error cpuk::runGatherND(const KernelCall &c) {
     int64_t off = (t / std::max<int64_t>(perBatch, 1)) * batchStride;
     for (int64_t j = 0; j < last; ++j) {
       int64_t dim = x.shape[b + j], v = idx[t * last + j];
-      if (v < -dim || v >= dim)
-        return nodeError(*c.node, "index " + std::to_string(v) + " out of range");
+      if (v < -dim || v >= dim) {
+        recordKernelError(c, KernelErrorCode::IndexOutOfRange, KernelErrorRecord::kNoOperand, v);
+        return llvm::Error::success();
+      }
       off += (v < 0 ? v + dim : v) * dStride[b + j];
     }
     std::memcpy(dst + t * slice * es, src + off * es, slice * es);
@@ -371,7 +372,6 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
   for (size_t i = last; i < x.shape.size(); ++i)
     slice *= x.shape[i];
   int64_t tuples = k::numElements(llvm::ArrayRef<int64_t>(ind.shape).drop_back());
-  llvm::Error err = llvm::Error::success();
   dispatchAll(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     T *out = y.as<T>();
@@ -381,7 +381,8 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
       for (int64_t j = 0; j < last; ++j) {
         int64_t dim = x.shape[j], v = idx[t * last + j];
         if (v < -dim || v >= dim) {
-          err = nodeError(*c.node, "index " + std::to_string(v) + " out of range");
+          recordKernelError(c, KernelErrorCode::IndexOutOfRange,
+                            KernelErrorRecord::kNoOperand, v);
           return;
         }
         off += (v < 0 ? v + dim : v) * dStride[j];
@@ -390,7 +391,7 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
         out[off + s] = combine(out[off + s], u[t * slice + s], *red);
     }
   });
-  return err;
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -204,6 +204,26 @@ graph @g(%x: f32[2,2]) -> (%y: f32[2,2]) {
   EXPECT_EQ(findCpuKernel("Det", "", 17), nullptr);
 }
 
+// The painting asks about the node with its fp32 operands in the 16-bit
+// type: Where's row is keyed by its bool condition and ConstantOfShape's by
+// its int64 shape, and both still run in fp16 (Det, with no kernel, is in
+// tests/tools/test_tools.py: the executor refuses to load it).
+TEST(Executor, CpuCapsAskTheTypeDeterminingOperand) {
+  auto f = load(R"(
+graph @g(%c: bool[2], %x: f32[2], %s: i64[1]) -> (%y: f32[2], %z: f32[2]) {
+  %y = Where(%c, %x, %x) : f32[2]
+  %z = ConstantOfShape(%s) {value = dense<f32[1]: [1]>} : f32[2]
+  return %y, %z
+})");
+  ASSERT_TRUE(f);
+  CpuCaps caps;
+  auto it = f->model->graph->nodes().begin();
+  const Node &where = *it++;
+  const Node &fill = *it;
+  EXPECT_TRUE(caps.supportsLowPrecision(where, DType::F16));
+  EXPECT_TRUE(caps.supportsLowPrecision(fill, DType::BF16));
+}
+
 TEST(NpyIO, RoundTripsAndRejectsCorruptFiles) {
   HostTensor t = floats({2, 2}, {1, 2, 3, 4});
   std::string bytes = serializeNpy(t);

@@ -360,6 +360,87 @@ class DumpTest(TempDirCase):
         self.assertIn('label="enc/layer.7/*\\n', dot)
 
 
+class BackendCapsTest(TempDirCase):
+    """`mpc rewrite --backend`: whose kernels the painting asks (docs/user-guide.md)."""
+
+    def det_model(self):
+        # MatMul (allow) -> Det (added to clear; the CPU has no Det kernel) and
+        # Where (clear; its CPU row is keyed by the bool condition, its
+        # branches run in any float type) -> MatMul.
+        path = os.path.join(self.tmp, "det.onnx")
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                 helper.make_node("Det", ["y"], ["d"], name="det"),
+                 helper.make_node("Where", ["c", "y", "y"], ["z"], name="wh"),
+                 helper.make_node("MatMul", ["z", "w"], ["o"], name="mm2")]
+        save_model(nodes,
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2]),
+                    helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 2])],
+                   [helper.make_tensor_value_info("d", TensorProto.FLOAT, []),
+                    helper.make_tensor_value_info("o", TensorProto.FLOAT, [2, 2])],
+                   [helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1, 2, 3, 4])], path)
+        return path
+
+    def decisions(self, path, backend):
+        report = os.path.join(self.tmp, backend + ".json")
+        args = ["rewrite", path, "--clear", "Det", "-o", os.path.join(self.tmp, backend + ".onnx"),
+                "--report", report]
+        if backend != "default":
+            args += ["--backend", backend]
+        r = run_mpc(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(report) as f:
+            nodes = json.load(f)["nodes"]
+        with open(os.path.join(self.tmp, backend + ".onnx"), "rb") as f:
+            data = f.read()
+        return {n["name"]: (n["color"], n["reason"]) for n in nodes}, data, r.stdout
+
+    def test_cpu_keeps_what_it_cannot_run_in_fp16(self):
+        path = self.det_model()
+        any_nodes, _, any_line = self.decisions(path, "any")
+        cpu_nodes, _, cpu_line = self.decisions(path, "cpu")
+        self.assertEqual(any_nodes["det"][0], "allow")
+        self.assertEqual(cpu_nodes["det"], ("keep", "backend has no low-precision kernel"))
+        for name in ("mm", "wh", "mm2"):
+            self.assertEqual(cpu_nodes[name], any_nodes[name], name)
+            self.assertEqual(cpu_nodes[name][0], "allow", name)
+        self.assertIn("Converted 4/4 nodes", any_line)
+        self.assertIn("Converted 3/4 nodes", cpu_line)
+        out = onnx.load(os.path.join(self.tmp, "cpu.onnx"))
+        det = next(n for n in out.graph.node if n.name == "det")
+        casts = {n.output[0]: n for n in out.graph.node if n.op_type == "Cast"}
+        self.assertIn(det.input[0], casts)  # fed by a cast back to fp32
+        self.assertEqual(casts[det.input[0]].attribute[0].i, TensorProto.FLOAT)
+
+    def test_any_is_the_default_and_byte_identical(self):
+        path = self.det_model()
+        _, default, _ = self.decisions(path, "default")
+        _, explicit, _ = self.decisions(path, "any")
+        self.assertEqual(default, explicit)
+        for name in ("mlp", "cnn"):
+            a = os.path.join(self.tmp, name + ".a.onnx")
+            b = os.path.join(self.tmp, name + ".b.onnx")
+            self.assertEqual(run_mpc("rewrite", model_path(name), "-o", a).returncode, 0)
+            self.assertEqual(run_mpc("rewrite", model_path(name), "-o", b,
+                                     "--backend", "any").returncode, 0)
+            with open(a, "rb") as fa, open(b, "rb") as fb:
+                self.assertEqual(fa.read(), fb.read(), name)
+
+    def test_cuda_and_unknown_backends_are_refused(self):
+        path = self.det_model()
+        out = os.path.join(self.tmp, "cuda.onnx")
+        r = run_mpc("rewrite", path, "--backend", "cuda", "-o", out)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr,
+                         "mpc: error: --backend cuda: this build has no CUDA backend to say "
+                         "which ops run in 16 bits there; rewrite with --backend any (the ONNX "
+                         "schemas only) or --backend cpu\n")
+        self.assertFalse(os.path.exists(out))
+        r = run_mpc("rewrite", path, "--backend", "tpu", "-o", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--backend must be any, cpu or cuda, not 'tpu'", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+
 class ReportTest(TempDirCase):
     def report(self, name, *extra):
         path = os.path.join(self.tmp, name + ".json")
@@ -1111,7 +1192,7 @@ def main():
 
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
-    for case in (DumpTest, ReportTest, InspectTest, OnnxCheckBlameTest, LostFilesTest,
+    for case in (DumpTest, ReportTest, BackendCapsTest, InspectTest, OnnxCheckBlameTest, LostFilesTest,
                  StaleTemporariesTest, HugeShapeTest):
         for test in loader.loadTestsFromTestCase(case):
             if not args.pattern or args.pattern in test.id():

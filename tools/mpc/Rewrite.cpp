@@ -12,6 +12,7 @@
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/Amp.h"
 #include "mpc/Passes/LossScaling.h"
+#include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "mpc/Verify/Verifier.h"
@@ -44,6 +45,10 @@ options:
   --clear OPS
   --deny-nodes REGEX       paint nodes whose name matches deny (keep them fp32)
   --level LEVEL            TENSOR_CORES_ONLY | TREAT_INFER_AS_DENY | UNSAFE_FORCE_ALL
+  --backend any|cpu|cuda   whose kernels the painting asks: a clear/infer node the
+                           backend cannot run in 16 bits stays fp32 (default any:
+                           the ONNX schemas only; cuda is refused until mpc has a
+                           CUDA backend)
   --dump-dir DIR           write the graph before and after (ONNX, DOT, SVG) and
                            the effective lists to DIR
   --report FILE            write a JSON report of every decision
@@ -82,6 +87,8 @@ exit status: 0 success, 1 bad input (one line on stderr, no output written),
 namespace {
 struct RewriteArgs {
   std::string input, output, dumpDir, report, emit;
+  /// --backend: "any" (schema only), "cpu" or "cuda".
+  std::string backend = "any";
   bool verifyEach = false;
   bool time = false;
   bool strictCheck = false;
@@ -126,6 +133,10 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
         a.amp.level = AmpLevel::Default;
       else if (!missing)
         return "--level must be TENSOR_CORES_ONLY, TREAT_INFER_AS_DENY or UNSAFE_FORCE_ALL";
+    } else if (s.value("--backend", v, missing)) {
+      if (v != "any" && v != "cpu" && v != "cuda" && !missing)
+        return "--backend must be any, cpu or cuda, not " + quoteName(v);
+      a.backend = v;
     } else if (s.value("--dump-dir", v, missing)) {
       a.dumpDir = v;
     } else if (s.value("--report", v, missing)) {
@@ -225,6 +236,23 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   if (llvm::Error err = checkLossScaleOptions(a.amp.lossScale))
     return fail(std::move(err));
 
+  // The capabilities the painting asks (docs/user-guide.md, "Target backend").
+  SchemaOnlyCaps schemaOnly;
+  std::unique_ptr<Backend> target;
+  if (a.backend == "cpu") {
+    target = std::make_unique<CpuBackend>();
+  } else if (a.backend == "cuda") {
+    auto b = createCudaBackend();
+    if (!b) {
+      llvm::consumeError(b.takeError());
+      return fail("--backend cuda: this build has no CUDA backend to say which ops run in "
+                  "16 bits there; rewrite with --backend any (the ONNX schemas only) or "
+                  "--backend cpu");
+    }
+    target = std::move(*b);
+  }
+  const BackendCaps &caps = target ? target->caps() : schemaOnly;
+
   if (a.output.empty() && a.emit.empty())
     a.output = defaultOutput(a.input);
   FilePlan files;
@@ -298,7 +326,6 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
       else if (llvm::Error err2 = dumpLists(dump, m, lists, a.amp))
         dumpErr = std::move(err2);
     };
-  SchemaOnlyCaps caps;
   llvm::Expected<AmpResult> res = runAmpRewrite(m, ro, caps, &llvm::errs());
   if (!res) {
     llvm::consumeError(std::move(dumpErr));

@@ -1,9 +1,13 @@
 //===- Backend.h - The small interface every device backend implements -*- C++ -*-===//
 //
-// After ggml's backend interface: a backend allocates buffers, copies between
-// host and device, says which nodes it can run and runs them on a stream.
-// Shapes are inferred on the host by the executor (the op registry's shape
-// functions, OpRegistry.h), so a backend only sees fully shaped tensors.
+// A backend allocates buffers, copies between host and device, says which
+// nodes it can run, prepares a node once per shape signature and launches it
+// on a stream the executor owns; it may run a whole static plan at once
+// (capture and replay). Shapes are inferred on the host by the executor (the
+// op registry's shape functions, OpRegistry.h), so a backend only sees fully
+// shaped tensors. Data-dependent kernel errors are written to a per-run
+// error record in backend memory and read by the executor after the run.
+// docs/backends.md describes the contract.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_BACKEND_H
@@ -17,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace mpc {
 
@@ -24,11 +29,53 @@ class BackendCaps;
 class Node;
 struct OpParams;
 
-/// A backend's state for one node, made once by Backend::prepare() and
-/// handed back with every launch of the node: the CPU backend's kernel row;
-/// a device backend's descriptors, algorithm choice and workspace needs.
-/// Null: the backend has no kernel for the node.
+/// A backend's state for one node and shape signature, made by
+/// Backend::prepare() and handed back with every launch of the node: the CPU
+/// backend's kernel row; a device backend's descriptors and algorithm
+/// choice. Null: the backend has no kernel for the node.
 using KernelHandle = const void *;
+
+/// An operand's dtype and dense shape: one entry of a shape signature.
+struct TensorDesc {
+  DType dtype = DType::Undefined;
+  llvm::SmallVector<int64_t, 6> shape;
+  bool operator==(const TensorDesc &o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const TensorDesc &o) const { return !(*this == o); }
+};
+
+/// What Backend::prepare() made for a node and its input shapes.
+struct PreparedKernel {
+  KernelHandle handle = nullptr;
+  /// Scratch bytes a launch needs (256-byte aligned by the executor, which
+  /// owns the memory and passes it in KernelCall::workspace).
+  size_t workspaceBytes = 0;
+};
+
+/// Data-dependent kernel errors (KernelErrorRecord::code).
+enum class KernelErrorCode : int32_t {
+  None = 0,
+  /// An index outside [-dim, dim): value = the index; operand = the tensor
+  /// whose shape the message names (KernelErrorRecord::kNoOperand: none).
+  IndexOutOfRange = 1,
+  /// A host kernel's own error, kept by the backend
+  /// (Backend::takeMessageError): the CPU backend's kernels that return one.
+  Message = 2,
+};
+
+/// The per-run error record: a few bytes of backend memory that every
+/// launch of a run may write, the first error winning; the executor clears
+/// it before the run and reads it after, and reports the failing node.
+struct KernelErrorRecord {
+  static constexpr int32_t kNoOperand = -1000;
+  int32_t code = 0; ///< KernelErrorCode; 0 while no launch failed
+  /// The failing launch: KernelCall::index.
+  int32_t call = -1;
+  /// IndexOutOfRange: input i (>= 0) or output o (-1 - o) whose shape the
+  /// message names, or kNoOperand.
+  int32_t operand = kNoOperand;
+  int32_t reserved = 0;
+  int64_t value = 0;
+};
 
 /// A tensor in a backend's memory: element type, dense row-major shape and
 /// a device pointer (a host pointer on the CPU).
@@ -49,15 +96,52 @@ struct TensorRef {
 /// absent have dtype Undefined and a null pointer.
 struct KernelCall {
   const Node *node = nullptr;
-  /// The node's prepared state: the backend's handle and the attributes its
-  /// registry row parsed (null for an op without a parameter struct).
+  /// The node's prepared state: the backend's handle for these shapes and
+  /// the attributes its registry row parsed (null for an op without a
+  /// parameter struct).
   KernelHandle kernel = nullptr;
   const OpParams *params = nullptr;
   llvm::SmallVector<TensorRef, 4> inputs;
   llvm::SmallVector<TensorRef, 2> outputs;
+  /// Executor-owned scratch of PreparedKernel::workspaceBytes (null: none).
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// The run's error record (backend memory) and this launch's number in it.
+  KernelErrorRecord *errors = nullptr;
+  int32_t index = 0;
   bool hasInput(unsigned i) const {
     return i < inputs.size() && inputs[i].dtype != DType::Undefined;
   }
+};
+
+/// Records a data-dependent error of `call` in its run's error record unless
+/// an earlier one is there (the first error wins). The kernel then returns
+/// without finishing its outputs. Host code here; a device kernel does the
+/// same with an atomic compare-and-swap on `code`.
+inline void recordKernelError(const KernelCall &call, KernelErrorCode code,
+                              int32_t operand = KernelErrorRecord::kNoOperand,
+                              int64_t value = 0) {
+  KernelErrorRecord *r = call.errors;
+  if (!r)
+    return;
+  int32_t expected = 0;
+  if (!__atomic_compare_exchange_n(&r->code, &expected, int32_t(code), false,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;
+  r->call = call.index;
+  r->operand = operand;
+  r->value = value;
+}
+
+/// A static plan's launches, in order, for Backend::runPlan. `version`
+/// changes whenever the calls (handles, addresses, shapes) change, so a
+/// backend that captured the plan (a CUDA graph) knows when to capture again.
+struct LaunchPlan {
+  const void *owner = nullptr; ///< the executor: one captured plan each
+  uint64_t version = 0;
+  llvm::ArrayRef<KernelCall> calls;
+  /// The run's error record (every call's `errors`).
+  KernelErrorRecord *errors = nullptr;
 };
 
 /// Where buffers live: weights and state that survive across runs, or the
@@ -71,8 +155,10 @@ struct DeviceBuffer {
   BufferKind kind = BufferKind::Transient;
 };
 
-/// An execution queue. The CPU backend runs synchronously and ignores it; a
-/// CUDA backend stores a cudaStream_t in `handle`.
+/// An execution queue, made and destroyed by the executor that uses it
+/// (Backend::createStream). The CPU backend's stream is synchronous (work is
+/// done when the call returns); a CUDA backend stores a cudaStream_t in
+/// `handle`.
 struct Stream {
   void *handle = nullptr;
 };
@@ -94,16 +180,38 @@ public:
   virtual void copyToDevice(void *dst, const void *src, size_t bytes, Stream stream) = 0;
   /// Copies device memory to host memory (ordered on `stream`).
   virtual void copyToHost(void *dst, const void *src, size_t bytes, Stream stream) = 0;
+  /// A new stream for one executor (destroyStream when it is done).
+  virtual Stream createStream() { return Stream(); }
+  virtual void destroyStream(Stream) {}
+  /// True when the backend has a kernel for `node`'s op at its opset (for
+  /// some dtypes): what Executor::create checks before any shape is known.
+  virtual bool hasKernel(const Node &node) const = 0;
   /// True when a kernel runs `node` with these input dtypes.
   virtual bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const = 0;
-  /// Once per node, before it runs: chooses the kernel and keeps whatever
-  /// the backend needs to launch it (returned with every KernelCall).
-  virtual KernelHandle prepare(const Node &node) = 0;
-  /// Runs one node on `stream` (the CPU backend runs synchronously). Errors
-  /// are data-dependent input problems (an index out of range).
-  virtual llvm::Error launch(const KernelCall &call, Stream stream) = 0;
+  /// Once per node and shape signature (the dtypes and shapes of its inputs,
+  /// absent optional ones Undefined), before the node runs with them:
+  /// chooses the kernel and keeps whatever the backend needs to launch it
+  /// (descriptors, algorithm), and says how much workspace a launch needs.
+  /// The executor caches the result and asks again only when the signature
+  /// changes. A null handle: no kernel for the node.
+  virtual PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) = 0;
+  /// Frees what prepare() made for a handle the executor no longer uses.
+  virtual void unprepare(KernelHandle) {}
+  /// Queues one node on `stream`. A data-dependent error (an index out of
+  /// range) is written to `call.errors` (recordKernelError), never returned:
+  /// the executor reads the record after the run.
+  virtual void launch(const KernelCall &call, Stream stream) = 0;
+  /// Queues a whole static plan: by default one launch per call. A backend
+  /// may capture the plan the first time it sees (owner, version) and replay
+  /// the capture afterwards; only the tensors' contents change between runs.
+  virtual void runPlan(const LaunchPlan &plan, Stream stream);
   /// Waits until all work queued on `stream` has finished.
   virtual void synchronize(Stream stream) = 0;
+  /// The error a KernelErrorCode::Message record (at this address in
+  /// backend memory) stands for, handed over once; success when none.
+  virtual llvm::Error takeMessageError(const KernelErrorRecord *) {
+    return llvm::Error::success();
+  }
   /// The capability object the AMP rewrite paints with for this backend.
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).

@@ -32,7 +32,9 @@ constexpr DTypeSet kAllTypes = kNumericTypes | dtypeBit(DType::Bool) |
                                dtypeBit(DType::U8) | dtypeBit(DType::U16) |
                                dtypeBit(DType::U32) | dtypeBit(DType::U64);
 
-/// Runs the node on host buffers.
+/// Runs the node on host buffers. A data-dependent error is recorded
+/// (recordKernelError) or, for the kernels that still do, returned; the CPU
+/// backend records a returned error as KernelErrorCode::Message.
 using RunFn = llvm::Error (*)(const KernelCall &call);
 
 /// One kernel table row.
@@ -76,15 +78,23 @@ public:
   void release(DeviceBuffer buffer) override;
   void copyToDevice(void *dst, const void *src, size_t bytes, Stream) override;
   void copyToHost(void *dst, const void *src, size_t bytes, Stream) override;
+  ~CpuBackend() override;
+  bool hasKernel(const Node &node) const override { return findCpuKernel(node) != nullptr; }
   bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const override;
-  KernelHandle prepare(const Node &node) override;
-  llvm::Error launch(const KernelCall &call, Stream) override;
+  PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) override;
+  void launch(const KernelCall &call, Stream) override;
+  /// One launch per call, stopping at the first recorded error (the CPU
+  /// stream is synchronous, so the record is current after each launch).
+  void runPlan(const LaunchPlan &plan, Stream) override;
   void synchronize(Stream) override {}
+  llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return cpuCaps; }
   size_t peakAllocatedBytes() const override { return peakBytes; }
 
 private:
   CpuCaps cpuCaps;
+  /// The errors behind KernelErrorCode::Message records, by record.
+  std::vector<std::pair<const KernelErrorRecord *, llvm::Error>> messages;
   size_t currentBytes = 0, peakBytes = 0;
 };
 

@@ -1,15 +1,19 @@
 //===- Executor.h - Plans and runs a model on a backend ---------*- C++ -*-===//
 //
-// create() looks every node up in the op registry (OpRegistry.h) and
-// prepares it once: its attributes parsed into the row's parameter struct,
-// the backend's handle for it (Backend::prepare); it checks, before anything
-// runs, that the backend has a kernel for every node (one error naming op,
-// domain, opset and node). plan() infers every shape statically for the
-// given input shapes with the registry's shape functions, evaluates small host-computable values (initializers,
-// Shape/Gather/Concat/Unsqueeze/Cast chains feeding Reshape and friends) on
-// the host, and assigns every remaining value an offset in one transient
-// arena (MemoryPlanner.h). run() copies the inputs in, launches the nodes in
-// order and copies the outputs out.
+// create() looks every node up in the op registry (OpRegistry.h), parses its
+// attributes once into the row's parameter struct and checks, before
+// anything runs, that the backend has a kernel for every node (one error
+// naming op, domain, opset and node). plan() infers every shape statically
+// for the given input shapes with the registry's shape functions, evaluates
+// small host-computable values (initializers, Shape/Gather/Concat/Unsqueeze/
+// Cast chains feeding Reshape and friends) on the host, prepares every node
+// that runs for its input shapes (Backend::prepare, cached per node until
+// the shapes change; the workspace it asks for is the executor's), and
+// assigns every remaining value an offset in one transient arena
+// (MemoryPlanner.h). run() copies the inputs in, hands the whole plan to the
+// backend (Backend::runPlan) on the executor's stream, reads the run's error
+// record and copies the outputs out. A kernel's data-dependent error (an
+// index out of range) is reported then, naming the node (docs/backends.md).
 //
 // Inputs with a default (IR 3 lists initializers among the graph inputs) that
 // run() is not given are planned as constants, like initializers: persistent
@@ -19,8 +23,11 @@
 // once per executor (plan) and kept across runs. Activations live in the
 // arena, allocated on the first run and reused while the plan fits; an
 // element-wise binary op writes in place over an operand of its output's
-// dtype and shape whose last use it is. Kernels may use heap scratch of
-// their own (LSTM).
+// dtype and shape whose last use it is. Launches share one workspace, as
+// large as the most any prepared node asks for (PreparedKernel); kernels may
+// also use heap scratch of their own (LSTM). Each executor owns a stream and
+// a per-run error record (KernelErrorRecord, 256 bytes of persistent
+// backend memory).
 //
 // Dynamic mode: a graph with control flow (If, Loop, Scan) or an op whose
 // output shape depends on data (NonZero) is not planned statically. Its
@@ -151,11 +158,13 @@ public:
 
   struct Slot; // private to runtime/lib (ExecutorSlot.h)
 
-  /// What create() prepared for a node, kept for every plan and run.
+  /// What the executor keeps per node for every plan and run.
   struct PreparedNode {
     const OpDef *op = nullptr;
-    /// The backend's handle (Backend::prepare).
-    KernelHandle kernel = nullptr;
+    /// The backend's preparation for `signature` (Backend::prepare).
+    PreparedKernel kernel;
+    llvm::SmallVector<TensorDesc, 4> signature;
+    bool isPrepared = false;
     /// The attributes parsed by the row (null when it has no parser).
     std::unique_ptr<OpParams> params;
     /// The CPU kernel that evaluates the node on the host while planning
@@ -168,6 +177,23 @@ private:
   llvm::Error checkKernels();
   /// A KernelCall of a prepared node with no tensors yet.
   KernelCall preparedCall(const Node &n) const;
+  /// Prepares `n` for these input shapes unless it already is
+  /// (Backend::prepare); an unsupported-op error when the backend has no
+  /// kernel for them.
+  llvm::Error prepareFor(const Node &n, llvm::ArrayRef<TensorDesc> inputs);
+  /// Clears the error record on the stream (before a run).
+  void clearErrors();
+  /// Reads the error record after the stream's work: the failing node's
+  /// error, naming it, or success. `callOf` maps a record's call number to
+  /// its KernelCall.
+  llvm::Error readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf);
+  /// The error a record stands for.
+  llvm::Error kernelError(const KernelErrorRecord &rec, const KernelCall &call);
+  /// Runs a CPU kernel on host tensors while planning (folding), with a
+  /// record of its own: the same messages as a launch.
+  llvm::Error runOnHost(const CpuKernel &k, KernelCall &call);
+  /// Makes `workspace` at least `bytes` large.
+  llvm::Error reserveWorkspace(size_t bytes);
   llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
@@ -211,8 +237,17 @@ private:
   bool planned = false;
   /// The kernel calls of `steps` for the current plan and arena (run()).
   std::vector<KernelCall> calls;
-  const void *callsArena = nullptr;
+  const void *callsArena = nullptr, *callsWorkspace = nullptr;
   bool callsValid = false;
+  /// Bumped whenever `calls` is rebuilt (LaunchPlan::version).
+  uint64_t callsVersion = 0;
+  /// The stream this executor's work goes to (Backend::createStream).
+  Stream stream;
+  /// The per-run error record (one KernelErrorRecord of backend memory).
+  DeviceBuffer errorBuffer;
+  /// Launch scratch: the largest PreparedKernel::workspaceBytes of the plan.
+  DeviceBuffer workspace;
+  size_t plannedWorkspace = 0;
   bool profiling = false;
   double clockCost = 0;
   std::vector<double> nodeTime;

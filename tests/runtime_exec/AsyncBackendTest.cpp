@@ -1,0 +1,381 @@
+//===- AsyncBackendTest.cpp - The executor on a fake asynchronous backend ---===//
+//
+// QueueBackend behaves like a device on the CPU: copies and launches are
+// queued on the stream and run only when synchronize() drains it, so a
+// launch cannot report anything; it prepares a handle per node and shape
+// signature that asks for a workspace; runPlan captures a plan the first
+// time it sees it and replays the capture afterwards (what CUDA graphs
+// need). The kernels are the CPU backend's. The cases check what the
+// executor must do for such a backend (docs/backends.md): prepare once per
+// signature, own the workspace, hand over whole plans, and report a kernel's
+// data-dependent error after the run, naming the node, with the CPU
+// backend's message.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Executor.h"
+#include "mpc/Text/Text.h"
+#include "mpc/Verify/Verifier.h"
+#include "gtest/gtest.h"
+#include "../runtime/ModelText.h"
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+
+using namespace mpc;
+
+namespace {
+
+class QueueBackend final : public Backend {
+public:
+  /// A prepared node: the CPU row and the workspace it asked for.
+  struct Handle {
+    const void *row;
+    size_t workspace;
+  };
+
+  llvm::StringRef name() const override { return "queue"; }
+  llvm::Error checkAvailable() const override { return llvm::Error::success(); }
+  llvm::Expected<DeviceBuffer> allocate(size_t bytes, BufferKind kind) override {
+    return cpu.allocate(bytes, kind);
+  }
+  // Like cudaFree: waits for queued work first.
+  void release(DeviceBuffer b) override {
+    drain();
+    cpu.release(b);
+  }
+  Stream createStream() override {
+    ++streams;
+    return Stream{&queue};
+  }
+  void destroyStream(Stream s) override {
+    EXPECT_EQ(s.handle, &queue);
+    --streams;
+  }
+  // Like a copy from pageable host memory: the source is read now, the
+  // device is written in stream order.
+  void copyToDevice(void *d, const void *s, size_t n, Stream st) override {
+    checkStream(st);
+    std::vector<char> bytes(static_cast<const char *>(s), static_cast<const char *>(s) + n);
+    queue.push_back([d, bytes = std::move(bytes)] {
+      if (!bytes.empty())
+        std::memcpy(d, bytes.data(), bytes.size());
+    });
+  }
+  void copyToHost(void *d, const void *s, size_t n, Stream st) override {
+    checkStream(st);
+    queue.push_back([=] { std::memcpy(d, s, n); });
+  }
+  bool hasKernel(const Node &n) const override { return cpu.hasKernel(n); }
+  bool supportsOp(const Node &n, llvm::ArrayRef<DType> dts) const override {
+    return cpu.supportsOp(n, dts);
+  }
+  PreparedKernel prepare(const Node &n, llvm::ArrayRef<TensorDesc> in) override {
+    ++prepares;
+    ++preparesOf[n.name];
+    lastSignature[n.name] = in.empty() ? std::vector<int64_t>()
+                                       : std::vector<int64_t>(in[0].shape.begin(),
+                                                              in[0].shape.end());
+    PreparedKernel cpuKernel = cpu.prepare(n, in);
+    if (!cpuKernel.handle)
+      return PreparedKernel();
+    // A workspace as large as input 0 (256 bytes for an op without inputs).
+    size_t ws = 256;
+    if (!in.empty()) {
+      int64_t elems = 1;
+      for (int64_t d : in[0].shape)
+        elems *= d;
+      ws = std::max<size_t>(size_t(elems) * 8, 1);
+    }
+    handles.push_back(Handle{cpuKernel.handle, ws});
+    ++live;
+    return PreparedKernel{&handles.back(), ws};
+  }
+  void unprepare(KernelHandle) override { --live; }
+  void launch(const KernelCall &call, Stream st) override {
+    checkStream(st);
+    ++launches;
+    KernelCall c = call;
+    queue.push_back([this, c]() mutable {
+      const Handle *h = static_cast<const Handle *>(c.kernel);
+      if (!h || c.workspaceBytes != h->workspace || !c.workspace) {
+        ADD_FAILURE() << "launch without its prepared workspace";
+        return;
+      }
+      std::memset(c.workspace, 0xab, c.workspaceBytes); // it is ours to scribble on
+      c.kernel = h->row;
+      cpu.launch(c, Stream());
+    });
+  }
+  void runPlan(const LaunchPlan &plan, Stream st) override {
+    auto key = std::make_pair(plan.owner, plan.version);
+    auto it = captured.find(key);
+    if (it == captured.end()) {
+      ++captures;
+      it = captured.emplace(key, std::vector<KernelCall>(plan.calls.begin(), plan.calls.end()))
+               .first;
+    } else {
+      ++replays;
+    }
+    // A replay uses the capture, not the calls handed in.
+    for (const KernelCall &c : it->second)
+      launch(c, st);
+    queuedAfterRunPlan = queue.size();
+  }
+  void synchronize(Stream st) override {
+    checkStream(st);
+    drain();
+  }
+  llvm::Error takeMessageError(const KernelErrorRecord *r) override {
+    return cpu.takeMessageError(r);
+  }
+  const BackendCaps &caps() const override { return cpu.caps(); }
+  size_t peakAllocatedBytes() const override { return cpu.peakAllocatedBytes(); }
+
+  void drain() {
+    while (!queue.empty()) {
+      auto f = std::move(queue.front());
+      queue.pop_front();
+      f();
+    }
+  }
+  void checkStream(Stream st) {
+    if (st.handle != &queue)
+      ADD_FAILURE() << "work on a stream the executor did not create";
+  }
+
+  CpuBackend cpu;
+  std::deque<std::function<void()>> queue;
+  std::deque<Handle> handles;
+  std::map<std::pair<const void *, uint64_t>, std::vector<KernelCall>> captured;
+  std::map<std::string, unsigned> preparesOf;
+  std::map<std::string, std::vector<int64_t>> lastSignature;
+  unsigned prepares = 0, launches = 0, captures = 0, replays = 0;
+  int live = 0, streams = 0;
+  size_t queuedAfterRunPlan = 0;
+};
+
+std::unique_ptr<Model> parse(llvm::StringRef text) { return test::parseVerified(text); }
+
+HostTensor floats(std::vector<int64_t> shape, float first) {
+  HostTensor t(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = first + float(i);
+  return t;
+}
+
+HostTensor ints(std::vector<int64_t> shape, std::vector<int64_t> v) {
+  HostTensor t(DType::I64, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+// y = Relu(x @ w) + 1 with a batch dimension that changes between runs.
+const char kMlp[] = R"(
+graph @g(%x: f32["n",2]) -> (%y: f32["n",2]) {
+  init %w: f32[2,2] = [1, -1, 2, 0.5]
+  init %one: f32[] = [1]
+  %h = MatMul(%x, %w) : f32["n",2] name="mm"
+  %r = Relu(%h) : f32["n",2] name="relu"
+  %y = Add(%r, %one) : f32["n",2] name="add"
+  return %y
+})";
+
+std::vector<float> expectedMlp(const HostTensor &x) {
+  std::vector<float> y;
+  const float *p = x.data<float>();
+  for (int64_t r = 0; r < x.shape[0]; ++r) {
+    float a = p[2 * r], b = p[2 * r + 1];
+    y.push_back(std::max(0.f, a * 1 + b * 2) + 1);
+    y.push_back(std::max(0.f, a * -1 + b * 0.5f) + 1);
+  }
+  return y;
+}
+
+std::vector<float> values(const HostTensor &t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numElements());
+}
+
+} // namespace
+
+TEST(AsyncBackend, PreparedOncePerShapeSignature) {
+  auto m = parse(kMlp);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  {
+    auto ex = Executor::create(*m, b);
+    ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+    EXPECT_EQ(b.prepares, 0u); // no shapes yet
+    EXPECT_EQ(b.streams, 1);
+    for (int run = 0; run < 3; ++run) {
+      HostTensor x = floats({3, 2}, float(run) - 2);
+      auto out = (*ex)->run({{"x", x}});
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x));
+    }
+    EXPECT_EQ(b.prepares, 3u);
+    EXPECT_EQ(b.lastSignature["mm"], (std::vector<int64_t>{3, 2}));
+    // A new batch size is a new signature for every node.
+    HostTensor x5 = floats({5, 2}, -4);
+    auto out = (*ex)->run({{"x", x5}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x5));
+    EXPECT_EQ(b.prepares, 6u);
+    EXPECT_EQ(b.preparesOf["relu"], 2u);
+    EXPECT_EQ(b.lastSignature["mm"], (std::vector<int64_t>{5, 2}));
+    EXPECT_EQ(b.live, 3); // the handles of the old signature were given back
+    // The same shapes again: nothing to prepare.
+    out = (*ex)->run({{"x", x5}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(b.prepares, 6u);
+  }
+  EXPECT_EQ(b.live, 0);
+  EXPECT_EQ(b.streams, 0);
+}
+
+TEST(AsyncBackend, StaticPlansAreCapturedOnceAndReplayed) {
+  auto m = parse(kMlp);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  for (int run = 0; run < 4; ++run) {
+    // New values each run: a replay reads the inputs copied in this run.
+    HostTensor x = floats({2, 2}, float(3 * run) - 5);
+    auto out = (*ex)->run({{"x", x}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x)) << "run " << run;
+  }
+  EXPECT_EQ(b.captures, 1u);
+  EXPECT_EQ(b.replays, 3u);
+  EXPECT_EQ(b.launches, 12u);
+  // Work was still queued when runPlan returned: the executor waits after.
+  EXPECT_GT(b.queuedAfterRunPlan, 0u);
+  // A new plan (new shapes) is captured again.
+  HostTensor x = floats({4, 2}, 1);
+  auto out = (*ex)->run({{"x", x}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x));
+  EXPECT_EQ(b.captures, 2u);
+}
+
+namespace {
+// Two Gathers by the same indices, from a four-row and a three-row table;
+// the Relus after them run on whatever a failed Gather left.
+const char kGathers[] = R"(
+graph @g(%i: i64[2]) -> (%y: f32[2,2], %z: f32[2,2]) {
+  init %d: f32[4,2] = [1, 2, 3, 4, 5, 6, 7, 8]
+  init %e: f32[3,2] = [1, 2, 3, 4, 5, 6]
+  %a = Gather(%d, %i) {axis = 0} : f32[2,2] name="first"
+  %y = Relu(%a) : f32[2,2] name="relu"
+  %b = Gather(%e, %i) {axis = 0} : f32[2,2] name="second"
+  %z = Relu(%b) : f32[2,2] name="relu2"
+  return %y, %z
+})";
+
+/// The message of a run of kGathers with indices `idx` on `backend`.
+std::string gatherError(Backend &backend, std::vector<int64_t> idx) {
+  auto m = parse(kGathers);
+  if (!m)
+    return "parse failed";
+  auto ex = Executor::create(*m, backend);
+  if (!ex)
+    return llvm::toString(ex.takeError());
+  auto out = (*ex)->run({{"i", ints({2}, idx)}});
+  return out ? "" : llvm::toString(out.takeError());
+}
+} // namespace
+
+TEST(AsyncBackend, KernelErrorsAreReportedAfterTheRunNamingTheNode) {
+  QueueBackend q;
+  CpuBackend cpu;
+  // Index 3 is out of range for the second Gather only.
+  std::string msg = gatherError(q, {0, 3});
+  EXPECT_EQ(msg, "node 'second' (Gather): index 3 out of range for [3, 2]");
+  EXPECT_EQ(msg, gatherError(cpu, {0, 3})); // the CPU backend's words exactly
+  // Nothing had run when runPlan returned, and every launch was queued: the
+  // error could only come from the record read after the run.
+  EXPECT_EQ(q.launches, 4u);
+  EXPECT_GE(q.queuedAfterRunPlan, 4u);
+  // Out of range for both: the first launch's error wins.
+  msg = gatherError(q, {-5, 1});
+  EXPECT_EQ(msg, "node 'first' (Gather): index -5 out of range for [4, 2]");
+  EXPECT_EQ(msg, gatherError(cpu, {-5, 1}));
+  EXPECT_EQ(gatherError(q, {1, 2}), "");
+}
+
+TEST(AsyncBackend, ARunAfterAnErrorStartsWithAClearRecord) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  auto bad = (*ex)->run({{"i", ints({2}, {7, 0})}});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "node 'first' (Gather): index 7 out of range for [4, 2]");
+  auto good = (*ex)->run({{"i", ints({2}, {2, 0})}});
+  ASSERT_TRUE(bool(good)) << llvm::toString(good.takeError());
+  EXPECT_EQ(values((*good)[0].tensor), (std::vector<float>{5, 6, 1, 2}));
+  EXPECT_EQ(values((*good)[1].tensor), (std::vector<float>{5, 6, 1, 2}));
+}
+
+TEST(AsyncBackend, DynamicModeReportsTheFailingNode) {
+  // NonZero makes the graph run node by node; its result indexes a
+  // three-row table, out of range for the last non-zero position (4).
+  auto m = parse(R"(
+graph @g(%x: f32[5]) -> (%y: f32["k",2]) {
+  init %d: f32[3,2] = [1, 2, 3, 4, 5, 6]
+  %nz = NonZero(%x) : i64[1,"k"] name="nz"
+  %flat = Squeeze(%nz) : i64["k"] name="sq"
+  %y = Gather(%d, %flat) {axis = 0} : f32["k",2] name="pick"
+  return %y
+})");
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  ASSERT_TRUE((*ex)->isDynamic());
+  HostTensor x(DType::F32, {5});
+  std::vector<float> xs = {0, 1, 0, 0, 2};
+  std::copy(xs.begin(), xs.end(), x.data<float>());
+  auto out = (*ex)->run({{"x", x}});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(llvm::toString(out.takeError()),
+            "node 'pick' (Gather): index 4 out of range for [3, 2]");
+  xs = {0, 1, 3, 0, 0};
+  std::copy(xs.begin(), xs.end(), x.data<float>());
+  out = (*ex)->run({{"x", x}});
+  ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+  EXPECT_EQ(values((*out)[0].tensor), (std::vector<float>{3, 4, 5, 6}));
+}
+
+TEST(AsyncBackend, ErrorsTheKernelsReturnTravelTheSameWay) {
+  // ScatterElements checks its reduction when it runs and returns an error
+  // (KernelErrorCode::Message): reported after the run as well, with the
+  // CPU backend's message.
+  const char text[] = R"(
+graph @g(%i: i64[1,2]) -> (%y: f32[3,2]) {
+  init %d: f32[3,2] = [1, 2, 3, 4, 5, 6]
+  init %u: f32[1,2] = [9, 9]
+  %s = ScatterElements(%d, %i, %u) {reduction = "bogus"} : f32[3,2] name="se"
+  %y = Relu(%s) : f32[3,2] name="relu"
+  return %y
+})";
+  std::vector<std::string> messages;
+  QueueBackend q;
+  CpuBackend cpu;
+  for (Backend *b : std::initializer_list<Backend *>{&q, &cpu}) {
+    auto m = parse(text);
+    ASSERT_TRUE(m);
+    auto ex = Executor::create(*m, *b);
+    ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+    auto out = (*ex)->run({{"i", ints({1, 2}, {0, 1})}});
+    ASSERT_FALSE(out);
+    messages.push_back(llvm::toString(out.takeError()));
+  }
+  EXPECT_EQ(messages[0], "node 'se' (ScatterElements): unknown reduction 'bogus'");
+  EXPECT_EQ(messages[0], messages[1]);
+  EXPECT_GE(q.queuedAfterRunPlan, 2u);
+}
