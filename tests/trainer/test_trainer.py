@@ -746,6 +746,32 @@ class TrainerCase(unittest.TestCase):
         self.assertIn(f"per step: {8 * self.D * 4 + 8 * 8} bytes host->backend, "
                       "0 bytes backend->host, 0 bytes of state copied", stats[0])
 
+    def test_copying_path_matches_device_state(self):
+        # A step in dynamic mode copies the state around each step instead of
+        # binding buffers; MPC_TRAIN_HOST_STATE forces that path here. Both give
+        # the same log and checkpoint bytes, skipped steps included.
+        w, X, y, S0, params, path, data = self.overflowing_model()
+        got = {}
+        for mode, env in (("device", {}), ("host", {"MPC_TRAIN_HOST_STATE": "1"})):
+            ck, log = os.path.join(w, mode), os.path.join(w, mode + ".csv")
+            r = subprocess.run([MPC, "run", path, "--train", "--data", data, "--batch",
+                                "8", "--steps", "9", "--holdout", "0", "--log", log,
+                                "--checkpoint", ck, "--stats"], capture_output=True, text=True,
+                               env=dict(os.environ, **env))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(ck, "checkpoint.onnx"), "rb") as f, open(log) as g:
+                got[mode] = (f.read(), g.read())
+            stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
+            state = self.D * self.C * 4 + self.C * 4  # W and b, each read and written
+            if mode == "host":
+                self.assertIn("state copied around each step", stats)
+                self.assertRegex(stats, rf"per step: \d+ bytes host->backend, \d+ bytes "
+                                 rf"backend->host, \d+ bytes of state copied")
+                copied = int(stats.split(" bytes of state copied")[0].split()[-1])
+                self.assertGreaterEqual(copied, 2 * state)
+        self.assertIn("skipped", got["device"][1])
+        self.assertEqual(got["device"], got["host"])
+
     def test_bad_inputs(self):
         w = self.work()
         n = lambda name: os.path.join(w, name)
