@@ -502,7 +502,10 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     bool writesBound = llvm::any_of(n.outputs(), [&](const Value *v) {
       return v && outputBuffer.count(v);
     });
-    if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0) && !writesBound)
+    // A node writing a bound output may still run in place over an operand
+    // made in this step: that operand's whole in-place chain then lives in
+    // the bound buffer (a guarded update's "else" value is computed there).
+    if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0))
       for (unsigned k : cand) {
         if (inPlaceRoot >= 0)
           break;
@@ -511,7 +514,9 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
           continue;
         unsigned sv = slotOf[v];
         const Slot &s = slots[sv];
+        const Slot &r = slots[root[sv]];
         if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) && !s.external &&
+            !r.external && (!writesBound || r.kind == SlotKind::Activation) &&
             remaining[sv] == 0 && s.type.dtype == outTypesDType(n, slots, slotOf) &&
             (reshapeLike ? kernels::numElements(s.type.shape) ==
                                kernels::numElements(slots[slotOf[n.output(0)]].type.shape)
@@ -530,7 +535,11 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         Slot &s = slots[so];
         s.kind = SlotKind::Activation;
         if (void *buf = outputBuffer.lookup(v)) {
-          s.external = buf; // no arena space
+          s.external = buf; // no arena space, for its in-place chain either
+          if (inPlaceRoot >= 0) {
+            root[so] = unsigned(inPlaceRoot);
+            slots[unsigned(inPlaceRoot)].external = buf;
+          }
           continue;
         }
         if (inPlaceRoot >= 0) {
@@ -549,7 +558,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (unsigned i = 0; i < slots.size(); ++i) {
     const Slot &s = slots[i];
     if ((s.kind != SlotKind::Input && s.kind != SlotKind::Activation) ||
-        slots[root[i]].firstStep < 0)
+        slots[root[i]].firstStep < 0 || slots[root[i]].external)
       continue;
     allSizes += alignArenaSize(uint64_t(kernels::numElements(s.type.shape)) *
                                runtimeElementSize(s.type.dtype));
@@ -564,8 +573,21 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (size_t r = 0; r < requests.size(); ++r)
     slots[requestSlot[r]].offset = arenaPlan.offsets[r];
   for (unsigned i = 0; i < slots.size(); ++i)
-    if (root[i] != i)
+    if (root[i] != i) {
       slots[i].offset = slots[root[i]].offset;
+      if (slots[root[i]].external)
+        slots[i].external = slots[root[i]].external;
+    }
+  // Per bound output made by a node: the slots living in its buffer.
+  boundAliases.assign(boundOutputs.size(), {});
+  for (size_t k = 0; k < boundOutputs.size(); ++k) {
+    unsigned so = slotOf[graph.outputs()[k]];
+    if (!boundOutputs[k].data || slots[so].kind != SlotKind::Activation)
+      continue;
+    for (unsigned i = 0; i < slots.size(); ++i)
+      if (i == so || (root[so] != so && root[i] == root[so]))
+        boundAliases[k].push_back(i);
+  }
   stats.plannedPeak = arenaPlan.peak;
   stats.noReuseSum = allSizes;
   stats.numInPlace = 0;
@@ -662,8 +684,12 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
                         graph.outputs()[k]->name(), dtypeName(t.dtype), formatShape(t.shape),
                         dtypeName(b.dtype), formatShape(b.shape));
   }
-  if (!refreshBound())
-    callsValid = false;
+  // A bound buffer that changed (the other half of a double buffer) is
+  // patched into the kernel calls that use it.
+  bool moved = !refreshBound();
+  if (moved && callsValid)
+    for (const auto &[slot, ref] : externalRefs)
+      ref->data = slots[slot].external;
   // The calls depend only on the plan and the arena's address: built once,
   // reused by every run (a training step runs the same plan thousands of times).
   if (!callsValid || callsArena != arena.data) {
@@ -676,6 +702,16 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
       for (const Value *v : n->outputs())
         call.outputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
       calls.push_back(std::move(call));
+    }
+    externalRefs.clear();
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const Node *n = steps[c];
+      for (unsigned i = 0; i < n->numInputs(); ++i)
+        if (n->input(i) && slots[slotOf[n->input(i)]].external)
+          externalRefs.emplace_back(slotOf[n->input(i)], &calls[c].inputs[i]);
+      for (unsigned o = 0; o < n->numOutputs(); ++o)
+        if (n->output(o) && slots[slotOf[n->output(o)]].external)
+          externalRefs.emplace_back(slotOf[n->output(o)], &calls[c].outputs[o]);
     }
     callsArena = arena.data;
     callsValid = true;
@@ -795,13 +831,11 @@ bool Executor::refreshBound() {
       same &= s.external == boundInputs[i].data;
       s.external = boundInputs[i].data;
     }
-  for (size_t k = 0; k < boundOutputs.size(); ++k) {
-    Slot &s = slots[slotOf[graph.outputs()[k]]];
-    if (boundOutputs[k].data && s.kind == SlotKind::Activation) {
-      same &= s.external == boundOutputs[k].data;
-      s.external = boundOutputs[k].data;
+  for (size_t k = 0; k < boundAliases.size(); ++k)
+    for (unsigned i : boundAliases[k]) {
+      same &= slots[i].external == boundOutputs[k].data;
+      slots[i].external = boundOutputs[k].data;
     }
-  }
   return same;
 }
 

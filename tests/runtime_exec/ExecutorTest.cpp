@@ -710,3 +710,29 @@ graph @g(%x: f32[4], %s: f32[4]) -> (%n: f32[4]) {
   EXPECT_EQ(runError(*f, {{"x", x}, {"s", x}}),
             "input 's' is bound to backend memory: it is not passed to run()");
 }
+
+TEST(Executor, GuardedUpdateIsComputedInTheBoundBuffer) {
+  auto f = load(R"(
+graph @g(%x: f32[4], %s: f32[4], %c: bool[]) -> (%n: f32[4]) {
+  %t = Mul(%s, %x) : f32[4]
+  %n = Where(%c, %s, %t) : f32[4]
+  return %n
+})");
+  ASSERT_TRUE(f);
+  std::vector<float> a = {1, 2, 3, 4}, b(4, 0);
+  ASSERT_FALSE(bool(f->exec->bindInput("s", refOf(a))));
+  ASSERT_FALSE(bool(f->exec->bindOutput("n", refOf(b))));
+  for (bool skip : {false, true}) {
+    HostTensor c(DType::Bool, {});
+    c.data<bool>()[0] = skip;
+    auto out = f->exec->run({{"x", floats({4}, {3, 3, 3, 3})}, {"c", c}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(b[size_t(i)], float(i + 1) * (skip ? 1 : 3));
+    EXPECT_EQ(a, (std::vector<float>{1, 2, 3, 4}));
+    // Where ran in place over Mul's result, which lives in the bound buffer:
+    // the arena holds only x and c.
+    EXPECT_EQ(f->exec->memoryStats().numBuffers, 2u);
+    EXPECT_EQ(f->exec->memoryStats().numInPlace, 1u);
+  }
+}

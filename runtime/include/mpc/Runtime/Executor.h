@@ -151,7 +151,8 @@ public:
   /// error says so, and the caller passes host tensors instead.
   llvm::Error bindInput(llvm::StringRef name, const TensorRef &buffer);
   /// Graph output `name` is written straight into `buffer` by the node that
-  /// makes it (that node computes nothing in place); run() returns an empty
+  /// makes it (when that node runs in place over an operand, the operand's
+  /// in-place chain is computed in `buffer` too); run() returns an empty
   /// tensor in its place. An output no node makes in the plan (a graph input
   /// or a constant passed through) is copied into `buffer` after the nodes
   /// ran. run() fails naming the output when the planned dtype and shape
@@ -265,6 +266,12 @@ private:
   /// bindInput(), per formal, and bindOutput(), per graph output (null
   /// data: not bound).
   std::vector<TensorRef> boundInputs, boundOutputs;
+  /// Per bound output: the slots in its buffer (the output and the in-place
+  /// chain it ends), empty when no node makes it.
+  std::vector<std::vector<unsigned>> boundAliases;
+  /// The kernel-call tensors in bound buffers, by slot (patched when a
+  /// binding moves).
+  std::vector<std::pair<unsigned, TensorRef *>> externalRefs;
   /// Points bound slots at their current buffers; false when a pointer
   /// changed (the kernel calls are rebuilt).
   bool refreshBound();
