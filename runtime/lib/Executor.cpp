@@ -346,8 +346,12 @@ llvm::Error Executor::checkInputs(llvm::ArrayRef<NamedTensor> inputs,
   for (unsigned i = 0; i < bound.size(); ++i) {
     const Value *v = formals[i];
     const Type &decl = v->type;
+    bool inBackend = i < boundInputs.size() && boundInputs[i].data;
+    if (bound[i] && inBackend)
+      return inputError("input '{0}' is bound to backend memory: it is not passed to run()",
+                        v->name());
     if (!bound[i]) {
-      if (v->initializer() || (i < boundSequences.size() && boundSequences[i]))
+      if (v->initializer() || inBackend || (i < boundSequences.size() && boundSequences[i]))
         continue;
       return inputError("missing input '{0}' ({1} {2})", v->name(), dtypeName(decl.elem),
                         decl.dimsText());
@@ -420,6 +424,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   uint64_t persistentBase = stats.persistent;
   for (Slot &s : slots) {
     s.firstStep = s.lastStep = -1;
+    s.external = nullptr;
     if (s.kind == SlotKind::Folded) {
       s.kind = SlotKind::Activation;
       s.host.reset();
@@ -431,6 +436,14 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (unsigned i = 0; i < bound.size(); ++i) {
     Slot &s = slots[slotOf[formals[i]]];
     s.kind = SlotKind::Input;
+    if (i < boundInputs.size() && boundInputs[i].data) {
+      // Read in place from the caller's buffer: no arena space, no copy.
+      const TensorRef &b = boundInputs[i];
+      s.type = ShapedType{b.dtype, std::vector<int64_t>(b.shape.begin(), b.shape.end())};
+      s.external = b.data;
+      plannedShapes[i] = s.type.shape;
+      continue;
+    }
     const HostTensor *t = bound[i];
     if (t) {
       s.type = ShapedType{t->dtype, t->shape};
@@ -470,6 +483,11 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     ++remaining[slotOf[v]];
   std::vector<unsigned> root(slots.size());
   std::iota(root.begin(), root.end(), 0u);
+  // Outputs written straight into caller buffers (bindOutput).
+  llvm::DenseMap<const Value *, void *> outputBuffer;
+  for (size_t k = 0; k < boundOutputs.size(); ++k)
+    if (boundOutputs[k].data)
+      outputBuffer[graph.outputs()[k]] = boundOutputs[k].data;
 
   for (const Node &n : graph.nodes()) {
     auto prep = prepared.find(&n);
@@ -593,6 +611,12 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
                                         ? llvm::ArrayRef<unsigned>(kWhere)
                                     : reshapeLike ? llvm::ArrayRef<unsigned>(kData)
                                                   : llvm::ArrayRef<unsigned>(kBinary);
+    bool writesBound = llvm::any_of(n.outputs(), [&](const Value *v) {
+      return v && outputBuffer.count(v);
+    });
+    // A node writing a bound output may still run in place over an operand
+    // made in this step: that operand's whole in-place chain then lives in
+    // the bound buffer (a guarded update's "else" value is computed there).
     if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0))
       for (unsigned k : cand) {
         if (inPlaceRoot >= 0)
@@ -602,7 +626,9 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
           continue;
         unsigned sv = slotOf[v];
         const Slot &s = slots[sv];
-        if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) &&
+        const Slot &r = slots[root[sv]];
+        if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) && !s.external &&
+            !r.external && (!writesBound || r.kind == SlotKind::Activation) &&
             remaining[sv] == 0 && s.type.dtype == outTypesDType(n, slots, slotOf) &&
             (reshapeLike ? kernels::numElements(s.type.shape) ==
                                kernels::numElements(slots[slotOf[n.output(0)]].type.shape)
@@ -620,6 +646,14 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         unsigned so = slotOf[v];
         Slot &s = slots[so];
         s.kind = SlotKind::Activation;
+        if (void *buf = outputBuffer.lookup(v)) {
+          s.external = buf; // no arena space, for its in-place chain either
+          if (inPlaceRoot >= 0) {
+            root[so] = unsigned(inPlaceRoot);
+            slots[unsigned(inPlaceRoot)].external = buf;
+          }
+          continue;
+        }
         if (inPlaceRoot >= 0) {
           root[so] = unsigned(inPlaceRoot);
           continue;
@@ -636,7 +670,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (unsigned i = 0; i < slots.size(); ++i) {
     const Slot &s = slots[i];
     if ((s.kind != SlotKind::Input && s.kind != SlotKind::Activation) ||
-        slots[root[i]].firstStep < 0)
+        slots[root[i]].firstStep < 0 || slots[root[i]].external)
       continue;
     allSizes += alignArenaSize(uint64_t(kernels::numElements(s.type.shape)) *
                                runtimeElementSize(s.type.dtype));
@@ -651,8 +685,21 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (size_t r = 0; r < requests.size(); ++r)
     slots[requestSlot[r]].offset = arenaPlan.offsets[r];
   for (unsigned i = 0; i < slots.size(); ++i)
-    if (root[i] != i)
+    if (root[i] != i) {
       slots[i].offset = slots[root[i]].offset;
+      if (slots[root[i]].external)
+        slots[i].external = slots[root[i]].external;
+    }
+  // Per bound output made by a node: the slots living in its buffer.
+  boundAliases.assign(boundOutputs.size(), {});
+  for (size_t k = 0; k < boundOutputs.size(); ++k) {
+    unsigned so = slotOf[graph.outputs()[k]];
+    if (!boundOutputs[k].data || slots[so].kind != SlotKind::Activation)
+      continue;
+    for (unsigned i = 0; i < slots.size(); ++i)
+      if (i == so || (root[so] != so && root[i] == root[so]))
+        boundAliases[k].push_back(i);
+  }
   stats.plannedPeak = arenaPlan.peak;
   stats.noReuseSum = allSizes;
   stats.numInPlace = 0;
@@ -685,7 +732,9 @@ TensorRef Executor::tensorRef(unsigned i) const {
   TensorRef r;
   r.dtype = s.type.dtype;
   r.shape.assign(s.type.shape.begin(), s.type.shape.end());
-  if (s.kind == SlotKind::Initializer || s.kind == SlotKind::Folded)
+  if (s.external)
+    r.data = s.external;
+  else if (s.kind == SlotKind::Initializer || s.kind == SlotKind::Folded)
     r.data = s.persistent;
   else
     r.data = static_cast<char *>(arena.data) + s.offset;
@@ -700,7 +749,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     return runDynamic(bound);
   bool replan = !planned;
   for (unsigned i = 0; !replan && i < bound.size(); ++i)
-    replan = (bound[i] == nullptr) != plannedDefault[i] ||
+    replan = (bound[i] == nullptr && !(i < boundInputs.size() && boundInputs[i].data)) !=
+                 plannedDefault[i] ||
              (bound[i] && bound[i]->shape != plannedShapes[i]);
   if (replan)
     if (auto e = plan(inputs))
@@ -736,6 +786,27 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     }
     backend.copyToDevice(static_cast<char *>(arena.data) + s.offset, t->bytes.data(),
                          t->byteSize(), stream);
+    transfers.hostToDevice += t->byteSize();
+  }
+  ++transfers.runs;
+  for (size_t k = 0; k < boundOutputs.size(); ++k) {
+    const TensorRef &b = boundOutputs[k];
+    const ShapedType &t = slots[slotOf[graph.outputs()[k]]].type;
+    if (b.data && (b.dtype != t.dtype || !llvm::equal(b.shape, t.shape)))
+      return inputError("output '{0}' is {1} {2}, but the buffer bound to it is {3} {4}",
+                        graph.outputs()[k]->name(), dtypeName(t.dtype), formatShape(t.shape),
+                        dtypeName(b.dtype), formatShape(b.shape));
+  }
+  // A bound buffer that changed (the other half of a double buffer) is
+  // patched into the kernel calls that use it.
+  bool moved = !refreshBound();
+  static std::atomic<uint64_t> planVersions{0};
+  if (moved && callsValid) {
+    for (const auto &[slot, ref] : externalRefs)
+      ref->data = slots[slot].external;
+    // A plan a backend captured (runPlan) holds the old addresses: the new
+    // version tells it to capture again.
+    callsVersion = ++planVersions;
   }
   // The calls depend only on the plan and the arena's address: built once,
   // reused by every run (a training step runs the same plan thousands of times).
@@ -751,11 +822,20 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
         call.outputs.push_back(v ? tensorRef(slotOf[v]) : TensorRef());
       calls.push_back(std::move(call));
     }
+    externalRefs.clear();
+    for (size_t c = 0; c < calls.size(); ++c) {
+      const Node *n = steps[c];
+      for (unsigned i = 0; i < n->numInputs(); ++i)
+        if (n->input(i) && slots[slotOf[n->input(i)]].external)
+          externalRefs.emplace_back(slotOf[n->input(i)], &calls[c].inputs[i]);
+      for (unsigned o = 0; o < n->numOutputs(); ++o)
+        if (n->output(o) && slots[slotOf[n->output(o)]].external)
+          externalRefs.emplace_back(slotOf[n->output(o)], &calls[c].outputs[o]);
+    }
     callsArena = arena.data;
     callsWorkspace = workspace.data;
     callsValid = true;
     // Unique across executors, so a capture is never mistaken for another's.
-    static std::atomic<uint64_t> planVersions{0};
     callsVersion = ++planVersions;
   }
   clearErrors();
@@ -785,20 +865,136 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   // After the run: the first data-dependent error of any launch, by node.
   if (auto e = readErrors(callOf))
     return std::move(e);
+  if (auto e = copyBoundOutputs(stream))
+    return std::move(e);
+  backend.synchronize(stream);
   std::vector<NamedTensor> outs;
-  for (const Value *v : graph.outputs()) {
+  for (size_t k = 0; k < graph.outputs().size(); ++k) {
+    const Value *v = graph.outputs()[k];
+    if (k < boundOutputs.size() && boundOutputs[k].data) {
+      outs.push_back(NamedTensor{v->name(), HostTensor()}); // already in its buffer
+      continue;
+    }
     unsigned i = slotOf[v];
     const Slot &s = slots[i];
     NamedTensor nt{v->name(), HostTensor(s.type.dtype, s.type.shape)};
-    if (s.host)
+    if (s.host) {
       nt.tensor.bytes = s.host->bytes;
-    else
+    } else {
       backend.copyToHost(nt.tensor.bytes.data(), tensorRef(i).data, nt.tensor.byteSize(),
                          stream);
+      transfers.deviceToHost += nt.tensor.byteSize();
+    }
     outs.push_back(std::move(nt));
   }
   backend.synchronize(stream);
   return outs;
+}
+
+/// The formal or graph output named `name` among `values`; its index, or -1.
+static int64_t indexOfName(llvm::ArrayRef<const Value *> values, llvm::StringRef name) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i]->name() == name)
+      return int64_t(i);
+  return -1;
+}
+
+/// Records `buffer` as binding `k` of `bindings` (sized `n`); a new dtype
+/// or shape (or a first binding) invalidates the plan.
+static bool storeBinding(std::vector<TensorRef> &bindings, size_t n, size_t k,
+                         const TensorRef &buffer) {
+  bindings.resize(n);
+  TensorRef &old = bindings[k];
+  bool sameType = old.data && buffer.data && old.dtype == buffer.dtype &&
+                  llvm::equal(old.shape, buffer.shape);
+  old = buffer;
+  return sameType;
+}
+
+llvm::Error Executor::bindInput(llvm::StringRef name, const TensorRef &buffer) {
+  int64_t k = indexOfName(formals, name);
+  if (k < 0)
+    return inputError("cannot bind '{0}': it is not an input of the graph", name);
+  if (dynamicMode)
+    return inputError("cannot bind input '{0}' to backend memory: the graph runs in dynamic "
+                      "mode",
+                      name);
+  const Type &decl = formals[size_t(k)]->type;
+  bool fits = decl.elem == DType::Undefined || decl.elem == buffer.dtype;
+  if (fits && decl.hasShape) {
+    fits = decl.dims.size() == buffer.shape.size();
+    for (size_t d = 0; fits && d < decl.dims.size(); ++d)
+      fits = !decl.dims[d].isKnown() || decl.dims[d].value == buffer.shape[d];
+  }
+  if (!fits)
+    return inputError("cannot bind input '{0}' ({1} {2}) to a buffer of {3} {4}", name,
+                      dtypeName(decl.elem), decl.dimsText(), dtypeName(buffer.dtype),
+                      formatShape(buffer.shape));
+  if (!storeBinding(boundInputs, formals.size(), size_t(k), buffer))
+    planned = false;
+  return llvm::Error::success();
+}
+
+llvm::Error Executor::bindOutput(llvm::StringRef name, const TensorRef &buffer) {
+  int64_t k = indexOfName(graph.outputs(), name);
+  if (k < 0)
+    return inputError("cannot bind '{0}': it is not an output of the graph", name);
+  if (dynamicMode)
+    return inputError("cannot bind output '{0}' to backend memory: the graph runs in dynamic "
+                      "mode",
+                      name);
+  // Whether the output's producer may compute in place depends on the
+  // binding: a first binding (or an unbinding) plans again.
+  bool wasBound = size_t(k) < boundOutputs.size() && boundOutputs[size_t(k)].data;
+  storeBinding(boundOutputs, graph.outputs().size(), size_t(k), buffer);
+  if (wasBound != (buffer.data != nullptr))
+    planned = false;
+  return llvm::Error::success();
+}
+
+const ShapedType &Executor::plannedOutputType(size_t k) const {
+  return slots[slotOf.lookup(graph.outputs()[k])].type;
+}
+
+bool Executor::refreshBound() {
+  bool same = true;
+  for (size_t i = 0; i < boundInputs.size(); ++i)
+    if (boundInputs[i].data) {
+      Slot &s = slots[slotOf[formals[i]]];
+      same &= s.external == boundInputs[i].data;
+      s.external = boundInputs[i].data;
+    }
+  for (size_t k = 0; k < boundAliases.size(); ++k)
+    for (unsigned i : boundAliases[k]) {
+      same &= slots[i].external == boundOutputs[k].data;
+      slots[i].external = boundOutputs[k].data;
+    }
+  return same;
+}
+
+llvm::Error Executor::copyBoundOutputs(Stream stream) {
+  for (size_t k = 0; k < boundOutputs.size(); ++k) {
+    const TensorRef &b = boundOutputs[k];
+    unsigned i = slotOf[graph.outputs()[k]];
+    const Slot &s = slots[i];
+    if (!b.data || s.kind == SlotKind::Activation)
+      continue; // written by its node
+    // A graph input or a constant passed through: copied, through the host
+    // when no host copy exists (backends copy host <-> device only).
+    size_t bytes = size_t(kernels::numElements(s.type.shape)) * runtimeElementSize(s.type.dtype);
+    if (s.host) {
+      backend.copyToDevice(b.data, s.host->bytes.data(), bytes, stream);
+      transfers.hostToDevice += bytes;
+      continue;
+    }
+    std::vector<uint8_t> staged(bytes);
+    backend.copyToHost(staged.data(), tensorRef(i).data, bytes, stream);
+    backend.synchronize(stream);
+    backend.copyToDevice(b.data, staged.data(), bytes, stream);
+    transfers.deviceToHost += bytes;
+    transfers.hostToDevice += bytes;
+  }
+  return llvm::Error::success();
 }
 
 /// What a declared container type is called in messages.

@@ -75,6 +75,9 @@ struct Executor::Slot {
   void *persistent = nullptr;
   /// Arena offset of inputs and activations.
   uint64_t offset = 0;
+  /// Caller-owned backend memory bound by bindInput/bindOutput: the value
+  /// is read or written there, never in the arena (null: not bound).
+  void *external = nullptr;
   /// Live interval in steps (static mode).
   int64_t firstStep = -1, lastStep = -1;
   /// The value when it is a sequence (dynamic mode).

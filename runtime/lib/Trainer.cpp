@@ -3,10 +3,12 @@
 // Setup checks everything a run can check before the first step (metadata,
 // bindings, kernels of both graphs, batch dims, data arrays), so that bad
 // input fails before anything is written. A step gathers the batch rows on
-// the host, runs the algorithm graph with the state as its outer values and
-// copies the bound outputs back into the state. Evaluation writes the state
-// into the model's initializers and runs a fresh executor of the inference
-// graph, so the executor itself needs no way to swap initializers.
+// the host and runs the algorithm graph, which reads the state in place from
+// backend buffers and writes the updated state into the other half of each
+// double buffer; applying update_binding swaps the halves (Trainer.h).
+// Evaluation writes the state into the model's initializers and runs a fresh
+// executor of the inference graph, so the executor itself needs no way to
+// swap initializers.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Trainer.h"
@@ -75,7 +77,31 @@ static HostTensor sliceRows(const HostTensor &src, int64_t begin, int64_t end) {
 
 Trainer::Trainer(Model &m, Backend &b, int64_t batch) : model(m), backend(b), batchSize(batch) {}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  ring.reset(); // waits for copies still landing in its host memory
+  clearBuffers();
+}
+
+void Trainer::clearBuffers() {
+  backend.synchronize(Stream());
+  for (StateBuffer &st : states) {
+    backend.release(st.cur);
+    backend.release(st.next);
+    st.cur = st.next = DeviceBuffer();
+  }
+  for (LogField &f : logFields) {
+    backend.release(f.buffer);
+    f.buffer = DeviceBuffer();
+  }
+}
+
+TensorRef Trainer::StateBuffer::ref(const DeviceBuffer &b) const {
+  TensorRef r;
+  r.dtype = dtype;
+  r.shape.assign(shape.begin(), shape.end());
+  r.data = b.data;
+  return r;
+}
 
 llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(Model &model, Backend &backend,
                                                          int64_t batch) {
@@ -86,7 +112,10 @@ llvm::Expected<std::unique_ptr<Trainer>> Trainer::create(Model &model, Backend &
   return std::move(t);
 }
 
-HostTensor *Trainer::stateTensor(llvm::StringRef name) { return state.lookup(name); }
+Trainer::StateBuffer *Trainer::findState(llvm::StringRef name) {
+  auto it = stateIndex.find(name);
+  return it == stateIndex.end() ? nullptr : &states[it->second];
+}
 
 llvm::Error Trainer::init() {
   if (!model.isTraining() || !model.trainingInfo[0].algorithm)
@@ -144,20 +173,33 @@ llvm::Error Trainer::init() {
   for (const Value *v : alg.outputs())
     algOutputs[v->name()] = v;
 
-  // The feeds: the batch, then the state the algorithm reads.
+  // The feeds: the batch. The state: what the algorithm reads, then what
+  // update_binding writes besides, each in backend buffers from here on.
   for (const Value *v : inputs)
     feeds.push_back(NamedTensor{v->name(), HostTensor()});
-  std::vector<const Value *> stateValues;
+  std::vector<HostTensor> initial;
+  auto addState = [&](const Value *v, bool read) -> llvm::Error {
+    auto h = hostTensorFromIR(*v->initializer());
+    if (!h)
+      return h.takeError();
+    StateBuffer st;
+    st.name = v->name();
+    st.dtype = h->dtype;
+    st.shape = h->shape;
+    st.bytes = h->byteSize();
+    st.read = read;
+    stateIndex[st.name] = states.size();
+    states.push_back(std::move(st));
+    initial.push_back(std::move(*h));
+    return llvm::Error::success();
+  };
   for (const Value *v : algorithm->outerValues()) {
     if (!v->initializer() || v->graph() != &main)
       return inputError("the training algorithm reads '{0}', which is not an initializer "
                         "of the inference graph",
                         v->name());
-    auto h = hostTensorFromIR(*v->initializer());
-    if (!h)
-      return h.takeError();
-    feeds.push_back(NamedTensor{v->name(), std::move(*h)});
-    stateValues.push_back(v);
+    if (auto e = addState(v, true))
+      return e;
   }
   for (const auto &binding : info->updateBinding) {
     const std::string &target = binding.first, &source = binding.second;
@@ -170,20 +212,38 @@ llvm::Error Trainer::init() {
       return inputError("update_binding '{0}' reads '{1}', which is not an output of the "
                         "algorithm graph",
                         target, source);
-    bool known = llvm::any_of(feeds, [&](const NamedTensor &t) { return t.name == target; }) ||
-                 llvm::any_of(unreadState, [&](const NamedTensor &t) { return t.name == target; });
-    if (known)
-      continue;
-    auto h = hostTensorFromIR(*it->second->initializer());
-    if (!h)
-      return h.takeError();
-    unreadState.push_back(NamedTensor{target, std::move(*h)});
+    if (!findState(target))
+      if (auto e = addState(it->second, false))
+        return e;
+    findState(target)->source = source;
   }
-  // The vectors are complete: pointers into them stay valid from here on.
-  for (size_t i = inputs.size(); i < feeds.size(); ++i)
-    state[feeds[i].name] = &feeds[i].tensor;
-  for (NamedTensor &t : unreadState)
-    state[t.name] = &t.tensor;
+  // Each output may be bound to one buffer: a source feeding two targets
+  // (or a state both read and written through copies) takes the copying
+  // path, as does a step in dynamic mode.
+  llvm::StringSet<> sources;
+  deviceState = !algorithm->isDynamic() && !std::getenv("MPC_TRAIN_HOST_STATE");
+  for (const auto &binding : info->updateBinding)
+    deviceState &= sources.insert(binding.second).second;
+  for (size_t i = 0; i < states.size(); ++i) {
+    StateBuffer &st = states[i];
+    for (DeviceBuffer *b : {&st.cur, &st.next}) {
+      if (b == &st.next && st.source.empty())
+        continue;
+      auto buf = backend.allocate(std::max<size_t>(st.bytes, 1), BufferKind::Persistent);
+      if (!buf)
+        return buf.takeError();
+      *b = *buf;
+    }
+    backend.copyToDevice(st.cur.data, initial[i].bytes.data(), st.bytes, Stream());
+    xfer.setup += st.bytes;
+  }
+  backend.synchronize(Stream());
+  xfer.deviceState = deviceState;
+  // Without device-resident state the feeds also carry the state read.
+  if (!deviceState)
+    for (size_t i = 0; i < states.size(); ++i)
+      if (states[i].read)
+        feeds.push_back(NamedTensor{states[i].name, std::move(initial[i])});
 
   foundInf = metadataValue(model, "mpc.training.found_inf");
   gradNonFinite = metadataValue(model, "mpc.training.grad_nonfinite");
@@ -196,7 +256,7 @@ llvm::Error Trainer::init() {
   std::vector<llvm::StringRef> scaleState = metadataLines(scaleText);
   if (!scaleState.empty()) {
     lossScaleState = scaleState[0].str();
-    if (!state.count(lossScaleState))
+    if (!findState(lossScaleState))
       return inputError("mpc.training.loss_scale_state names '{0}', which is not training "
                         "state (read by the algorithm or updated by update_binding)",
                         lossScaleState);
@@ -555,6 +615,14 @@ static double scalarOf(const HostTensor *t) {
 }
 
 llvm::Expected<StepResult> Trainer::step() {
+  assert(pendingResults() == 0 && "nextResult() first");
+  auto k = launchStep();
+  if (!k)
+    return k.takeError();
+  return *nextResult(true);
+}
+
+llvm::Expected<uint64_t> Trainer::launchStep() {
   assert(numTrain >= batchSize && "setData() first");
   int64_t nb = batchesPerEpoch();
   StepResult r;
@@ -572,18 +640,66 @@ llvm::Expected<StepResult> Trainer::step() {
   llvm::ArrayRef<int64_t> rows(perm.data() + b * uint64_t(batchSize), size_t(batchSize));
   for (size_t i = 0; i < inputs.size(); ++i)
     feeds[i].tensor = gatherRows(trainData[i], rows, batchSize);
+  TransferStats before = algorithm->transferStats();
+  llvm::Error e = deviceState ? runStepDeviceState(r) : runStepHostState(r);
+  if (e)
+    return inputError("training step {0}: {1}", done + 1, llvm::toString(std::move(e)));
+  const TransferStats &after = algorithm->transferStats();
+  xfer.stepHostToDevice += after.hostToDevice - before.hostToDevice;
+  xfer.stepDeviceToHost += after.deviceToHost - before.deviceToHost;
+  ++xfer.steps;
+  ++launched;
+  return ++done;
+}
+
+std::optional<StepResult> Trainer::nextResult(bool wait) {
+  if (finished.empty())
+    takeFromRing(wait);
+  if (finished.empty())
+    return std::nullopt;
+  StepResult r = std::move(finished.front());
+  finished.pop_front();
+  ++delivered;
+  return r;
+}
+
+void Trainer::takeFromRing(bool wait) {
+  if (ring && ring->ready(wait)) {
+    StepResult r;
+    r.step = ring->tag();
+    r.epoch = (r.step - 1) / uint64_t(batchesPerEpoch());
+    // The fields, as host tensors of the values they copied.
+    std::vector<HostTensor> values;
+    llvm::StringMap<const HostTensor *> out;
+    const HostTensor *loss = nullptr, *scaleBefore = nullptr, *scaleAfter = nullptr;
+    values.reserve(logFields.size());
+    for (size_t f = 0; f < logFields.size(); ++f) {
+      const LogField &lf = logFields[f];
+      values.emplace_back(lf.dtype, lf.shape);
+      std::memcpy(values.back().bytes.data(), ring->field(unsigned(f)), lf.bytes);
+      const HostTensor *h = &values.back();
+      if (lf.output.empty())
+        (lf.before ? scaleBefore : scaleAfter) = h;
+      else if (f == 0)
+        loss = h;
+      else
+        out[lf.output] = h;
+    }
+    decodeLogs(r, out, loss, scaleBefore, scaleAfter);
+    ring->take();
+    finished.push_back(std::move(r));
+  }
+}
+
+void Trainer::decodeLogs(StepResult &r, const llvm::StringMap<const HostTensor *> &out,
+                         const HostTensor *loss, const HostTensor *scaleBefore,
+                         const HostTensor *scaleAfter) const {
+  r.loss = scalarOf(loss);
   if (!lossScaleState.empty()) {
     r.hasLossScale = true;
-    r.lossScaleBefore = scalarOf(stateTensor(lossScaleState));
+    r.lossScaleBefore = scalarOf(scaleBefore);
+    r.lossScaleAfter = scalarOf(scaleAfter);
   }
-
-  auto outs = algorithm->run(feeds);
-  if (!outs)
-    return inputError("training step {0}: {1}", done + 1, llvm::toString(outs.takeError()));
-  llvm::StringMap<const HostTensor *> out;
-  for (const NamedTensor &t : *outs)
-    out[t.name] = &t.tensor;
-  r.loss = scalarOf(&outs->front().tensor);
   if (!foundInf.empty())
     r.skipped = scalarOf(out.lookup(foundInf)) != 0;
   if (!gradNonFinite.empty()) {
@@ -603,28 +719,205 @@ llvm::Expected<StepResult> Trainer::step() {
     r.hasGradZeroFraction = true;
     r.gradZeroFraction = total ? double(zeros) / double(total) : 0;
   }
+}
+
+/// Index of the algorithm output `name`.
+static size_t outputIndex(const Graph &g, llvm::StringRef name) {
+  for (size_t k = 0; k < g.outputs().size(); ++k)
+    if (g.outputs()[k]->name() == name)
+      return k;
+  llvm_unreachable("init() checked the names");
+}
+
+llvm::Error Trainer::bindState() {
+  for (StateBuffer &st : states) {
+    if (st.read)
+      if (auto e = algorithm->bindInput(st.name, st.ref(st.cur)))
+        return e;
+    if (!st.source.empty())
+      if (auto e = algorithm->bindOutput(st.source, st.ref(st.next)))
+        return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::prepareDeviceStep() {
+  if (auto e = bindState())
+    return e;
+  if (auto e = algorithm->plan(feeds))
+    return e;
+  // The logged outputs: those update_binding writes are read from the
+  // state's new buffer, the others are written into buffers of their own.
+  const Graph &alg = *info->algorithm;
+  llvm::StringMap<const StateBuffer *> bySource;
+  for (const StateBuffer &st : states)
+    if (!st.source.empty())
+      bySource[st.source] = &st;
+  auto addOutput = [&](llvm::StringRef name, bool whole) -> llvm::Error {
+    for (const LogField &f : logFields)
+      if (f.output == name && whole == !f.shape.empty())
+        return llvm::Error::success();
+    size_t k = outputIndex(alg, name);
+    const ShapedType &t = algorithm->plannedOutputType(k);
+    LogField f;
+    f.output = name.str();
+    f.dtype = t.dtype;
+    int64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    if (whole)
+      f.shape = t.shape;
+    else
+      f.shape = {std::min<int64_t>(n, 1)};
+    f.bytes = size_t(whole ? n : std::min<int64_t>(n, 1)) * runtimeElementSize(t.dtype);
+    if (!bySource.count(name)) {
+      size_t all = size_t(n) * runtimeElementSize(t.dtype);
+      auto buf = backend.allocate(std::max<size_t>(all, 1), BufferKind::Persistent);
+      if (!buf)
+        return buf.takeError();
+      f.buffer = *buf;
+      TensorRef ref;
+      ref.dtype = t.dtype;
+      ref.shape.assign(t.shape.begin(), t.shape.end());
+      ref.data = buf->data;
+      if (auto e = algorithm->bindOutput(name, ref))
+        return e;
+    }
+    logFields.push_back(std::move(f));
+    return llvm::Error::success();
+  };
+  if (auto e = addOutput(alg.outputs()[0]->name(), false))
+    return e;
+  if (!lossScaleState.empty())
+    for (bool before : {true, false}) {
+      const StateBuffer &st = *findState(lossScaleState);
+      LogField f;
+      f.before = before;
+      f.dtype = st.dtype;
+      f.shape = {std::min<int64_t>(int64_t(st.bytes / runtimeElementSize(st.dtype)), 1)};
+      f.bytes = size_t(f.shape[0]) * runtimeElementSize(st.dtype);
+      logFields.push_back(std::move(f));
+    }
+  if (!foundInf.empty())
+    if (auto e = addOutput(foundInf, false))
+      return e;
+  if (!gradNonFinite.empty())
+    if (auto e = addOutput(gradNonFinite, true))
+      return e;
+  if (gradientsAreOutputs)
+    for (const auto &pg : gradients)
+      if (auto e = addOutput(pg.second, true))
+        return e;
+  std::vector<size_t> sizes;
+  for (const LogField &f : logFields)
+    sizes.push_back(f.bytes);
+  channel = createSyncReadback(backend);
+  ring = std::make_unique<ReadbackRing>(*channel, sizes, readbackCapacity());
+  devicePrepared = true;
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::runStepDeviceState(StepResult &) {
+  if (!devicePrepared) {
+    if (auto e = prepareDeviceStep())
+      return e;
+  } else if (auto e = bindState()) { // the halves swapped: pointers only
+    return e;
+  }
+  if (ring->full()) {
+    // The host fell readbackCapacity() steps behind: wait for the oldest.
+    takeFromRing(true);
+  }
+  auto outs = algorithm->run(feeds);
+  if (!outs)
+    return outs.takeError();
+  // Queued behind the step: the logged values, then the swap. The step
+  // wrote `next` and left `cur` alone, so `cur` still holds the values
+  // before it (a failed step changes no state).
+  Stream stream;
+  ring->begin(done + 1);
+  for (size_t f = 0; f < logFields.size(); ++f) {
+    const LogField &lf = logFields[f];
+    const void *src = lf.buffer.data;
+    if (lf.output.empty()) {
+      const StateBuffer &st = *findState(lossScaleState);
+      src = lf.before || st.source.empty() ? st.cur.data : st.next.data;
+    } else if (!src) {
+      for (const StateBuffer &st : states)
+        if (st.source == lf.output)
+          src = st.next.data;
+    }
+    ring->copy(unsigned(f), src, stream);
+    xfer.readback += lf.bytes;
+  }
+  ring->commit(stream);
+  for (StateBuffer &st : states)
+    if (!st.source.empty())
+      std::swap(st.cur, st.next);
+  return llvm::Error::success();
+}
+
+llvm::Error Trainer::runStepHostState(StepResult &r) {
+  // The state the step reads, copied out of its buffers into the feeds.
+  for (size_t i = inputs.size(); i < feeds.size(); ++i) {
+    const StateBuffer &st = *findState(feeds[i].name);
+    backend.copyToHost(feeds[i].tensor.bytes.data(), st.cur.data, st.bytes, Stream());
+    xfer.stateCopied += st.bytes;
+  }
+  backend.synchronize(Stream());
+  auto outs = algorithm->run(feeds);
+  if (!outs)
+    return outs.takeError();
+  llvm::StringMap<const HostTensor *> out;
+  for (const NamedTensor &t : *outs)
+    out[t.name] = &t.tensor;
   for (const auto &[target, source] : info->updateBinding) {
-    HostTensor *dst = stateTensor(target);
+    const StateBuffer &dst = *findState(target);
     const HostTensor *src = out.lookup(source);
-    if (src->dtype != dst->dtype || src->shape != dst->shape)
+    if (src->dtype != dst.dtype || src->shape != dst.shape)
       return inputError("update_binding '{0}' <- '{1}': the step produced {2} {3}, the "
                         "initializer is {4} {5}",
                         target, source, dtypeName(src->dtype), formatShape(src->shape),
-                        dtypeName(dst->dtype), formatShape(dst->shape));
+                        dtypeName(dst.dtype), formatShape(dst.shape));
   }
   // Checked first, applied second: a failed step changes no state.
-  for (const auto &[target, source] : info->updateBinding)
-    stateTensor(target)->bytes = out.lookup(source)->bytes;
-  if (r.hasLossScale)
-    r.lossScaleAfter = scalarOf(stateTensor(lossScaleState));
-  r.step = ++done;
-  return r;
+  HostTensor scaleBefore, scaleAfter;
+  StateBuffer *scale = lossScaleState.empty() ? nullptr : findState(lossScaleState);
+  if (scale) {
+    scaleBefore = HostTensor(scale->dtype, scale->shape);
+    backend.copyToHost(scaleBefore.bytes.data(), scale->cur.data, scale->bytes, Stream());
+  }
+  for (const auto &[target, source] : info->updateBinding) {
+    StateBuffer &dst = *findState(target);
+    backend.copyToDevice(dst.next.data, out.lookup(source)->bytes.data(), dst.bytes, Stream());
+    xfer.stateCopied += dst.bytes;
+  }
+  for (StateBuffer &st : states)
+    if (!st.source.empty())
+      std::swap(st.cur, st.next);
+  if (scale) {
+    scaleAfter = HostTensor(scale->dtype, scale->shape);
+    backend.copyToHost(scaleAfter.bytes.data(), scale->cur.data, scale->bytes, Stream());
+  }
+  backend.synchronize(Stream());
+  r.step = done + 1;
+  decodeLogs(r, out, &outs->front().tensor, scale ? &scaleBefore : nullptr,
+             scale ? &scaleAfter : nullptr);
+  finished.push_back(std::move(r));
+  return llvm::Error::success();
 }
 
 void Trainer::syncModel() {
+  backend.synchronize(Stream());
+  std::vector<uint8_t> bytes;
   for (Value *v : model.graph->initializers())
-    if (const HostTensor *t = stateTensor(v->name()))
-      v->initializer()->setBytes(t->bytes);
+    if (const StateBuffer *st = findState(v->name())) {
+      bytes.resize(st->bytes);
+      backend.copyToHost(bytes.data(), st->cur.data, st->bytes, Stream());
+      backend.synchronize(Stream());
+      v->initializer()->setBytes(bytes);
+      xfer.synced += st->bytes;
+    }
 }
 
 llvm::Expected<std::unique_ptr<Executor>> Trainer::inferenceExecutor() {

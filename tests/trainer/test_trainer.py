@@ -672,7 +672,8 @@ class TrainerCase(unittest.TestCase):
                                             self.C, 9, 4, 8)
         np.testing.assert_allclose(got["W"], want["W"], atol=1e-5)
 
-    def test_found_inf_skips_steps(self):
+    def overflowing_model(self):
+        """Softmax regression with a loss scale of 2^127: some steps overflow."""
         w = self.work()
         rng = np.random.default_rng(8)
         X = (rng.standard_normal((48, self.D)) * 6).astype(np.float32)
@@ -683,6 +684,10 @@ class TrainerCase(unittest.TestCase):
         onnx.save(model, path)
         data = os.path.join(w, "d.npz")
         np.savez(data, **{DATA: X, "labels": y})
+        return w, X, y, S0, params, path, data
+
+    def test_found_inf_skips_steps(self):
+        w, X, y, S0, params, path, data = self.overflowing_model()
         log = os.path.join(w, "log.csv")
         ck = os.path.join(w, "ck")
         steps = 9
@@ -709,6 +714,63 @@ class TrainerCase(unittest.TestCase):
         self.assertEqual(int(got["step_count"]), steps - n_skipped)
         self.assertIn(f"skipped {n_skipped}", r.stdout)
         self.assertIn("eval_accuracy -", r.stdout)
+
+    def test_skipped_step_keeps_state_bytes(self):
+        # The step the oracle skips (found_inf) leaves every state tensor
+        # bit-identical, except the loss scale, which it halves; checkpoints
+        # before and after that one step are compared byte for byte.
+        w, X, y, S0, params, path, data = self.overflowing_model()
+        _, rows = softmax_regression_oracle(params, X, y, 0.1, self.C, 0, 9, 8, loss_scale=S0)
+        k = next(o["step"] for o in rows if o["skipped"] and o["step"] > 1)
+        a, b = os.path.join(w, "a"), os.path.join(w, "b")
+        self.train(path, data, "--batch", 8, "--steps", k - 1, "--holdout", 0,
+                   "--checkpoint", a)
+        r = self.train(path, data, "--batch", 8, "--steps", k, "--holdout", 0,
+                       "--resume", a, "--checkpoint", b, "--stats")
+        self.assertIn(f"step {k} skipped", r.stderr)
+        before = onnx.load(os.path.join(a, "checkpoint.onnx")).graph.initializer
+        after = {i.name: i for i in onnx.load(os.path.join(b, "checkpoint.onnx")).graph.initializer}
+        self.assertEqual(sorted(i.name for i in before), sorted(after))
+        for init in before:
+            old, new = numpy_helper.to_array(init), numpy_helper.to_array(after[init.name])
+            if init.name == "loss_scale":
+                self.assertEqual(float(new), float(old) / 2)
+            else:
+                self.assertEqual(old.tobytes(), new.tobytes(), init.name)
+        # The state stayed in backend buffers: per step only the batch went in
+        # (8 rows of D float32 features and int64 labels), nothing came out
+        # but the logged values.
+        stats = [l for l in r.stderr.splitlines() if l.startswith("stats:")]
+        self.assertEqual(len(stats), 1, r.stderr)
+        self.assertIn("state in backend buffers", stats[0])
+        self.assertIn(f"per step: {8 * self.D * 4 + 8 * 8} bytes host->backend, "
+                      "0 bytes backend->host, 0 bytes of state copied", stats[0])
+
+    def test_copying_path_matches_device_state(self):
+        # A step in dynamic mode copies the state around each step instead of
+        # binding buffers; MPC_TRAIN_HOST_STATE forces that path here. Both give
+        # the same log and checkpoint bytes, skipped steps included.
+        w, X, y, S0, params, path, data = self.overflowing_model()
+        got = {}
+        for mode, env in (("device", {}), ("host", {"MPC_TRAIN_HOST_STATE": "1"})):
+            ck, log = os.path.join(w, mode), os.path.join(w, mode + ".csv")
+            r = subprocess.run([MPC, "run", path, "--train", "--data", data, "--batch",
+                                "8", "--steps", "9", "--holdout", "0", "--log", log,
+                                "--checkpoint", ck, "--stats"], capture_output=True, text=True,
+                               env=dict(os.environ, **env))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(ck, "checkpoint.onnx"), "rb") as f, open(log) as g:
+                got[mode] = (f.read(), g.read())
+            stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
+            state = self.D * self.C * 4 + self.C * 4  # W and b, each read and written
+            if mode == "host":
+                self.assertIn("state copied around each step", stats)
+                self.assertRegex(stats, rf"per step: \d+ bytes host->backend, \d+ bytes "
+                                 rf"backend->host, \d+ bytes of state copied")
+                copied = int(stats.split(" bytes of state copied")[0].split()[-1])
+                self.assertGreaterEqual(copied, 2 * state)
+        self.assertIn("skipped", got["device"][1])
+        self.assertEqual(got["device"], got["host"])
 
     def test_bad_inputs(self):
         w = self.work()

@@ -88,6 +88,9 @@ options:
   --threads N         threads for the CPU backend's matrix products
   --profile           time every node of the step and print the share of the
                       step spent in the inserted loss-scaling subgraphs
+  --stats             print the bytes copied between host and backend
+                      memory per step (batch, state, logged values) and
+                      outside steps (setup, checkpoints, evaluation)
 
 exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 2 bad usage.
@@ -103,7 +106,7 @@ struct TrainArgs {
   std::string shuffle;
   double holdout = 0.1;
   int threads = 0;
-  bool profile = false;
+  bool profile = false, stats = false;
 };
 
 /// One row of the CSV log.
@@ -126,6 +129,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     uint64_t u = 0;
     if (s.flag("--profile")) {
       a.profile = true;
+    } else if (s.flag("--stats")) {
+      a.stats = true;
     } else if (s.flag("--train")) {
       continue;
     } else if (s.value("--data", v, missing)) {
@@ -546,56 +551,58 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     t.stepExecutor().setProfiling(true);
   std::vector<double> stepMs; // time of each step alone (no evaluation, no files)
   stepMs.reserve(total);
-  for (uint64_t i = 0; i < total; ++i) {
-    auto s0 = std::chrono::steady_clock::now();
-    auto r = t.step();
-    stepMs.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
-    if (!r) {
-      closeLine();
-      return fail(r.takeError());
-    }
-    rows.push_back(LogRow{*r, false, {}});
+  // Steps are launched without waiting for their logged values (a device
+  // backend copies them back asynchronously); a result is handled when it
+  // arrives, and the run waits for all of them at evaluation points (the
+  // state must be that of the evaluated step) and at the end.
+  uint64_t handled = 0;
+  int failed = 0;
+  auto handle = [&](const StepResult &r) -> bool {
+    uint64_t i = handled++;
+    rows.push_back(LogRow{r, false, {}});
     LogRow &row = rows.back();
-    skipped += r->skipped;
-    if (r->skipped) {
+    skipped += r.skipped;
+    if (r.skipped) {
       closeLine();
-      std::string what = "step " + std::to_string(r->step) + " skipped: non-finite gradient";
-      if (!r->nonFiniteGradients.empty())
-        what += " of " + llvm::join(r->nonFiniteGradients, ", ");
-      if (r->hasLossScale)
-        what += "; loss scale " + fmtDouble(r->lossScaleBefore, "%g") + " -> " +
-                fmtDouble(r->lossScaleAfter, "%g");
+      std::string what = "step " + std::to_string(r.step) + " skipped: non-finite gradient";
+      if (!r.nonFiniteGradients.empty())
+        what += " of " + llvm::join(r.nonFiniteGradients, ", ");
+      if (r.hasLossScale)
+        what += "; loss scale " + fmtDouble(r.lossScaleBefore, "%g") + " -> " +
+                fmtDouble(r.lossScaleAfter, "%g");
       err << what << "\n";
     }
-    bool evalPoint = r->step % every == 0 || r->step == last;
-    if (evalPoint && (a.evalEvery || r->step == last)) {
+    bool evalPoint = r.step % every == 0 || r.step == last;
+    if (evalPoint && (a.evalEvery || r.step == last)) {
       auto e = t.evaluate();
       if (!e) {
         closeLine();
-        return fail(e.takeError());
+        failed = fail(e.takeError());
+        return false;
       }
       row.evaluated = e->samples > 0;
       row.eval = *e;
       if (!a.checkpoint.empty())
         if (llvm::Error e2 = writeCheckpoint(*model, t, a.checkpoint, *hash, a.batch)) {
           closeLine();
-          return fail(std::move(e2));
+          failed = fail(std::move(e2));
+          return false;
         }
       if (llvm::Error e2 = writeFiles()) {
         closeLine();
-        return fail(std::move(e2));
+        failed = fail(std::move(e2));
+        return false;
       }
     }
-    std::string scale = r->hasLossScale ? " scale " + fmtDouble(r->lossScaleAfter, "%g") : "";
+    std::string scale = r.hasLossScale ? " scale " + fmtDouble(r.lossScaleAfter, "%g") : "";
     auto now = std::chrono::steady_clock::now();
     if (tty) {
       // One line redrawn in place (at most every 100 ms); an evaluation ends
       // it, so that each evaluation stays on screen.
-      if (now - lastDraw > std::chrono::milliseconds(100) || r->step == last || evalPoint) {
+      if (now - lastDraw > std::chrono::milliseconds(100) || r.step == last || evalPoint) {
         double secs = std::chrono::duration<double>(now - t0).count();
-        std::string line = "step " + std::to_string(r->step) + "/" + std::to_string(last) +
-                           " loss " + fmtDouble(r->loss, "%.6g") + scale + " skipped " +
+        std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(last) +
+                           " loss " + fmtDouble(r.loss, "%.6g") + scale + " skipped " +
                            std::to_string(skipped) + " " +
                            fmtDouble(secs > 0 ? double(i + 1) / secs : 0, "%.1f") + " steps/s" +
                            (row.evaluated ? describeEval(row.eval) : "");
@@ -609,10 +616,25 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
           closeLine();
       }
     } else if (evalPoint) {
-      err << "step " << r->step << "/" << last << " epoch " << r->epoch << " loss "
-          << fmtDouble(r->loss, "%.6g") << scale << " skipped " << skipped
+      err << "step " << r.step << "/" << last << " epoch " << r.epoch << " loss "
+          << fmtDouble(r.loss, "%.6g") << scale << " skipped " << skipped
           << (row.evaluated ? describeEval(row.eval) : "") << "\n";
     }
+    return true;
+  };
+  for (uint64_t i = 0; i < total; ++i) {
+    auto s0 = std::chrono::steady_clock::now();
+    auto k = t.launchStep();
+    stepMs.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
+    if (!k) {
+      closeLine();
+      return fail(k.takeError());
+    }
+    bool evalPoint = *k % every == 0 || *k == last;
+    while (auto r = t.nextResult(evalPoint))
+      if (!handle(*r))
+        return failed;
   }
   closeLine();
   if (!a.plot.empty())
@@ -626,6 +648,19 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   err << "time: " << stepMs.size() << " step(s), median " << fmtDouble(median, "%.4f")
       << " ms per step (" << fmtDouble(median > 0 ? 1000.0 / median : 0, "%.1f")
       << " steps/s), evaluation excluded\n";
+  if (a.stats) {
+    const TrainerTransfers &x = t.transfers();
+    auto perStep = [&](uint64_t bytes) {
+      return std::to_string(x.steps ? bytes / x.steps : 0);
+    };
+    err << "stats: " << x.steps << " step(s), state "
+        << (x.deviceState ? "in backend buffers" : "copied around each step")
+        << "; per step: " << perStep(x.stepHostToDevice) << " bytes host->backend, "
+        << perStep(x.stepDeviceToHost) << " bytes backend->host, " << perStep(x.stateCopied)
+        << " bytes of state copied, " << perStep(x.readback)
+        << " bytes read back for logs; outside steps: " << x.setup << " bytes uploaded, "
+        << x.synced << " bytes copied out (checkpoints, evaluation)\n";
+  }
   if (a.profile) {
     // Nodes the rewrite inserted for loss scaling carry this doc string.
     const Executor &ex = t.stepExecutor();

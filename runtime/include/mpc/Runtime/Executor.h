@@ -88,6 +88,17 @@ struct NamedSequence {
   bool hasValue = true;
 };
 
+/// Bytes run() copied between host memory and backend memory, counted since
+/// the executor was made (the training step's --stats).
+struct TransferStats {
+  /// Inputs given as host tensors, copied in.
+  uint64_t hostToDevice = 0;
+  /// Outputs returned as host tensors, copied out.
+  uint64_t deviceToHost = 0;
+  /// Calls of run().
+  uint64_t runs = 0;
+};
+
 /// Memory figures of the current plan, in bytes.
 struct MemoryStats {
   /// Planned arena size.
@@ -137,6 +148,28 @@ public:
   llvm::Expected<std::vector<NamedTensor>>
   run(llvm::ArrayRef<NamedTensor> inputs, llvm::ArrayRef<NamedSequence> sequences,
       std::vector<std::optional<NamedSequence>> &seqOutputs);
+
+  /// Device-resident values (the training state): binds formal input
+  /// `name` to caller-owned backend memory `buffer`, whose dtype and shape
+  /// must fit the declaration. Following run()s read the value there in
+  /// place: it is not among run()'s inputs, is not copied and is never
+  /// written (no node reuses it in place). Binding again (the other half of
+  /// a double buffer) only changes the pointer. Not in dynamic mode: an
+  /// error says so, and the caller passes host tensors instead.
+  llvm::Error bindInput(llvm::StringRef name, const TensorRef &buffer);
+  /// Graph output `name` is written straight into `buffer` by the node that
+  /// makes it (when that node runs in place over an operand, the operand's
+  /// in-place chain is computed in `buffer` too); run() returns an empty
+  /// tensor in its place. An output no node makes in the plan (a graph input
+  /// or a constant passed through) is copied into `buffer` after the nodes
+  /// ran. run() fails naming the output when the planned dtype and shape
+  /// differ from `buffer`'s. Not in dynamic mode, as bindInput.
+  llvm::Error bindOutput(llvm::StringRef name, const TensorRef &buffer);
+  /// Dtype and shape of graph output `k` in the current plan (after plan()
+  /// or run(); static mode).
+  const ShapedType &plannedOutputType(size_t k) const;
+  /// Host <-> backend copies made by run() so far.
+  const TransferStats &transferStats() const { return transfers; }
 
   const MemoryStats &memoryStats() const { return stats; }
   /// Per-node wall time (static mode): when on, run() adds each node's
@@ -265,6 +298,21 @@ private:
   std::vector<std::shared_ptr<SequenceValue>> boundSequences;
   bool bodyCall = false;
   std::vector<std::shared_ptr<SequenceValue>> sequenceOutputs;
+  /// bindInput(), per formal, and bindOutput(), per graph output (null
+  /// data: not bound).
+  std::vector<TensorRef> boundInputs, boundOutputs;
+  /// Per bound output: the slots in its buffer (the output and the in-place
+  /// chain it ends), empty when no node makes it.
+  std::vector<std::vector<unsigned>> boundAliases;
+  /// The kernel-call tensors in bound buffers, by slot (patched when a
+  /// binding moves).
+  std::vector<std::pair<unsigned, TensorRef *>> externalRefs;
+  /// Points bound slots at their current buffers; false when a pointer
+  /// changed (the kernel calls are rebuilt).
+  bool refreshBound();
+  /// Fills bound outputs that no node wrote (see bindOutput).
+  llvm::Error copyBoundOutputs(Stream stream);
+  TransferStats transfers;
 };
 
 } // namespace mpc

@@ -2,11 +2,25 @@
 //
 // The backend-neutral training loop of `mpc run --train` (docs/training.md):
 // holds the training state (the inference-graph initializers that the
-// algorithm graph reads or update_binding writes) as host tensors, runs
-// training_info[0].algorithm on an executor of its own with batches cut from
-// the data, applies update_binding after every step and evaluates the
-// inference graph on the held-out split. Progress, logs and checkpoint files
-// are the tool's business (tools/mpc/Train.cpp).
+// algorithm graph reads or update_binding writes) in backend buffers for the
+// whole run, runs training_info[0].algorithm on an executor of its own with
+// batches cut from the data, applies update_binding after every step by
+// swapping buffers and evaluates the inference graph on the held-out split.
+// Progress, logs and checkpoint files are the tool's business
+// (tools/mpc/Train.cpp).
+//
+// Device-resident state: every state tensor has a backend buffer the step
+// reads in place (Executor::bindInput); one that update_binding writes has a
+// second buffer the step writes its new value into (Executor::bindOutput),
+// and applying the binding swaps the two. Nothing is copied between host
+// and backend for the state during a step; syncModel() (checkpoints,
+// evaluation) copies it out. A skipped step's graph outputs the old values,
+// so the state stays bit-identical. The loss, the loss scale, the skip flag
+// and the other logged outputs reach the host through a ReadbackRing
+// (Readback.h): launchStep() queues their copies and returns, nextResult()
+// hands the records over in step order once they landed. An algorithm graph
+// the executor runs in dynamic mode (control flow in the step) cannot bind
+// buffers: its state is copied in and out around each step instead.
 //
 // Batch order: epoch e of seed s visits the training samples in the order
 // trainingPermutation(s, e, n) (or 0..n-1 without shuffling); batch b of the
@@ -23,10 +37,13 @@
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Readback.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +80,26 @@ struct StepResult {
   /// gradients are algorithm outputs.
   bool hasGradZeroFraction = false;
   double gradZeroFraction = 0;
+};
+
+/// Bytes copied between host and backend memory by the trainer.
+struct TrainerTransfers {
+  /// Steps run.
+  uint64_t steps = 0;
+  /// During steps: the batch (and, without device-resident state, the state)
+  /// into backend memory; algorithm outputs the host received as tensors
+  /// (without device-resident state: all of them) out of it.
+  uint64_t stepHostToDevice = 0, stepDeviceToHost = 0;
+  /// State bytes copied per step to apply update_binding or feed the step
+  /// (0 with device-resident state).
+  uint64_t stateCopied = 0;
+  /// Log values (loss, loss scale, skip flag, ...) read back for the host.
+  uint64_t readback = 0;
+  /// Outside steps: the initial upload, and syncModel() (checkpoints and
+  /// evaluation).
+  uint64_t setup = 0, synced = 0;
+  /// Whether the state stays in backend buffers (false: dynamic mode).
+  bool deviceState = false;
 };
 
 /// The inference graph on the held-out split.
@@ -119,14 +156,29 @@ public:
   uint64_t stepsDone() const { return done; }
   uint64_t seed() const { return seedValue; }
 
-  /// Runs one step on the next batch and applies update_binding.
+  /// Runs one step on the next batch and applies update_binding, and waits
+  /// for its result (no results of launchStep() may be pending).
   llvm::Expected<StepResult> step();
+  /// Queues one step on the next batch and the copies of its logged values;
+  /// does not wait for them. Returns the step's number. When
+  /// readbackCapacity() results are pending, the oldest one is waited for
+  /// first (kept for nextResult()).
+  llvm::Expected<uint64_t> launchStep();
+  /// The oldest pending step's result: waits for it when `wait`, else
+  /// nothing when its values have not reached the host yet (or none is
+  /// pending).
+  std::optional<StepResult> nextResult(bool wait);
+  /// Steps launched whose result nextResult() has not returned.
+  uint64_t pendingResults() const { return launched - delivered; }
+  static constexpr unsigned readbackCapacity() { return 8; }
+  const TrainerTransfers &transfers() const { return xfer; }
   /// Runs the inference graph with the current state on the held-out split
   /// (chunks of --batch, or of the inference graph's fixed batch dim). Each
   /// inference input reads the algorithm data input of its name, else the
   /// one at its position.
   llvm::Expected<EvalResult> evaluate();
-  /// Writes the current state into the model's initializers.
+  /// Writes the current state into the model's initializers (copies it out
+  /// of the backend buffers).
   void syncModel();
   /// The executor of the training step (for per-node profiles).
   Executor &stepExecutor() { return *algorithm; }
@@ -134,7 +186,51 @@ public:
 private:
   Trainer(Model &m, Backend &b, int64_t batch);
   llvm::Error init();
-  HostTensor *stateTensor(llvm::StringRef name);
+  /// A state tensor: its current buffer and, when update_binding writes it,
+  /// the buffer the next step writes (swapped after the step).
+  struct StateBuffer {
+    std::string name;
+    DType dtype = DType::Undefined;
+    std::vector<int64_t> shape;
+    size_t bytes = 0;
+    DeviceBuffer cur, next;
+    /// The algorithm reads it (an outer value of the step's executor).
+    bool read = false;
+    /// The update_binding source writing it ("": not updated).
+    std::string source;
+    TensorRef ref(const DeviceBuffer &b) const;
+  };
+  /// A value the host reads back after each step for the logs: an algorithm
+  /// output (its first element, or all of it) or a state tensor.
+  struct LogField {
+    /// The algorithm output's name ("": the loss-scale state).
+    std::string output;
+    /// The loss-scale state's value before the step (else after it).
+    bool before = false;
+    /// What the host receives: the first element, or all of it.
+    DType dtype = DType::Undefined;
+    std::vector<int64_t> shape;
+    size_t bytes = 0;
+    /// Where the step leaves an output no update_binding writes (else it
+    /// is read from the state's buffer).
+    DeviceBuffer buffer;
+  };
+  StateBuffer *findState(llvm::StringRef name);
+  /// Binds the step's state inputs to the current halves and the
+  /// update_binding sources to the next ones.
+  llvm::Error bindState();
+  llvm::Error prepareDeviceStep();
+  llvm::Error runStepDeviceState(StepResult &r);
+  llvm::Error runStepHostState(StepResult &r);
+  /// Fills `r`'s logged values from host copies of the algorithm's outputs
+  /// (by name; the loss is the first output) and the loss scale.
+  void decodeLogs(StepResult &r, const llvm::StringMap<const HostTensor *> &out,
+                  const HostTensor *loss, const HostTensor *scaleBefore,
+                  const HostTensor *scaleAfter) const;
+  void clearBuffers();
+  /// Moves the ring's oldest record, once its copies landed (or, with
+  /// `wait`, after waiting for them), into `finished`.
+  void takeFromRing(bool wait);
   llvm::Expected<std::unique_ptr<Executor>> inferenceExecutor();
 
   Model &model;
@@ -146,13 +242,23 @@ private:
   std::vector<const Value *> inputs;
   std::string labels;
   /// The run() arguments: one entry per algorithm input (the current batch),
-  /// then the state the algorithm reads, in outerValues() order.
+  /// then (without device-resident state) the state the algorithm reads, in
+  /// outerValues() order.
   std::vector<NamedTensor> feeds;
+  std::vector<StateBuffer> states;
+  llvm::StringMap<size_t> stateIndex;
+  bool deviceState = false, devicePrepared = false;
+  /// Log fields: the loss, the loss scale before and after, found_inf,
+  /// grad_nonfinite and the gradients, those the model has.
+  std::vector<LogField> logFields;
+  std::unique_ptr<ReadbackChannel> channel;
+  std::unique_ptr<ReadbackRing> ring;
+  /// Results taken from the ring (or made on the host) and not yet returned.
+  std::deque<StepResult> finished;
+  uint64_t launched = 0, delivered = 0;
+  TrainerTransfers xfer;
   /// Inference inputs and the algorithm input whose data feeds each.
   std::vector<std::pair<const Value *, size_t>> evalInputs;
-  /// State that update_binding writes but the algorithm does not read.
-  std::vector<NamedTensor> unreadState;
-  llvm::StringMap<HostTensor *> state;
   /// Metadata-derived names; empty when absent.
   std::string foundInf, gradNonFinite, lossScaleState, lossKind;
   /// What the inference graph's first output holds (for the eval loss).

@@ -1,0 +1,106 @@
+//===- Readback.cpp - The readback ring and the synchronous channel ----------===//
+#include "mpc/Runtime/Readback.h"
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+
+using namespace mpc;
+
+ReadbackChannel::~ReadbackChannel() = default;
+
+namespace {
+/// Copies that are done when copyToHost returns (the CPU backend).
+class SyncReadback final : public ReadbackChannel {
+public:
+  explicit SyncReadback(Backend &b) : backend(b) {}
+  void *allocateHost(size_t bytes) override {
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+  void releaseHost(void *p) override { std::free(p); }
+  void copyAsync(void *dst, const void *src, size_t bytes, Stream stream) override {
+    backend.copyToHost(dst, src, bytes, stream);
+  }
+  uint64_t mark(Stream) override { return 0; }
+  bool reached(uint64_t) override { return true; }
+  void wait(uint64_t) override {}
+
+private:
+  Backend &backend;
+};
+} // namespace
+
+std::unique_ptr<ReadbackChannel> mpc::createSyncReadback(Backend &backend) {
+  return std::make_unique<SyncReadback>(backend);
+}
+
+ReadbackRing::ReadbackRing(ReadbackChannel &ch, llvm::ArrayRef<size_t> fieldBytes,
+                           unsigned capacity)
+    : channel(ch), slots(std::max(capacity, 1u)) {
+  // Fields 8-byte aligned within a record, records 64-byte aligned.
+  for (size_t b : fieldBytes) {
+    offsets.push_back(recordBytes);
+    recordBytes += (b + 7) / 8 * 8;
+  }
+  offsets.push_back(recordBytes); // the end: field k has offsets[k+1] - offsets[k] bytes
+  recordBytes = std::max<size_t>((recordBytes + 63) / 64 * 64, 64);
+  host = static_cast<uint8_t *>(channel.allocateHost(recordBytes * slots.size()));
+  sizes.assign(fieldBytes.begin(), fieldBytes.end());
+}
+
+ReadbackRing::~ReadbackRing() {
+  // Copies still in flight land in this memory: wait for them first.
+  for (unsigned i = 0; i < count; ++i) {
+    const Slot &s = slots[(head + i) % slots.size()];
+    if (s.committed)
+      channel.wait(s.marker);
+  }
+  channel.releaseHost(host);
+}
+
+void ReadbackRing::begin(uint64_t tag) {
+  assert(!full() && "take() the oldest record first");
+  assert((count == 0 || slots[(head + count - 1) % slots.size()].committed) &&
+         "commit() the record begun before");
+  Slot &s = slots[(head + count) % slots.size()];
+  s = Slot{tag, 0, false};
+  ++count;
+}
+
+void ReadbackRing::copy(unsigned field, const void *src, Stream stream) {
+  assert(count && field < sizes.size());
+  unsigned slot = (head + count - 1) % slots.size();
+  channel.copyAsync(recordData(slot) + offsets[field], src, sizes[field], stream);
+}
+
+void ReadbackRing::commit(Stream stream) {
+  assert(count);
+  Slot &s = slots[(head + count - 1) % slots.size()];
+  s.marker = channel.mark(stream);
+  s.committed = true;
+}
+
+bool ReadbackRing::ready(bool wait) {
+  if (!count || !slots[head].committed)
+    return false;
+  if (wait) {
+    channel.wait(slots[head].marker);
+    return true;
+  }
+  return channel.reached(slots[head].marker);
+}
+
+uint64_t ReadbackRing::tag() const {
+  assert(count);
+  return slots[head].tag;
+}
+
+const void *ReadbackRing::field(unsigned f) const {
+  assert(count && f < sizes.size());
+  return recordData(head) + offsets[f];
+}
+
+void ReadbackRing::take() {
+  assert(count);
+  head = (head + 1) % slots.size();
+  --count;
+}
