@@ -260,6 +260,41 @@ TEST(AsyncBackend, StaticPlansAreCapturedOnceAndReplayed) {
   EXPECT_EQ(b.captures, 2u);
 }
 
+// A bound input that moves to another buffer (the trainer swaps double
+// buffers every step) gives the plan a new version: a capture taken with the
+// old address is never replayed.
+TEST(AsyncBackend, AMovedBoundBufferIsCapturedAgain) {
+  auto m = parse(kMlp);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  HostTensor xa = floats({2, 2}, -1), xc = floats({2, 2}, 3);
+  auto a = b.allocate(xa.byteSize(), BufferKind::Persistent);
+  auto c = b.allocate(xc.byteSize(), BufferKind::Persistent);
+  ASSERT_TRUE(a && c);
+  // The fake device's memory is the host's.
+  std::memcpy(a->data, xa.bytes.data(), xa.byteSize());
+  std::memcpy(c->data, xc.bytes.data(), xc.byteSize());
+  auto runBoundTo = [&](const DeviceBuffer &buf, const HostTensor &x, const char *what) {
+    llvm::Error err = (*ex)->bindInput("x", TensorRef{DType::F32, {2, 2}, buf.data});
+    ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
+    auto out = (*ex)->run({});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x)) << what;
+  };
+  runBoundTo(*a, xa, "first run, buffer a");
+  runBoundTo(*a, xa, "same buffer");
+  EXPECT_EQ(b.captures, 1u);
+  EXPECT_EQ(b.replays, 1u);
+  runBoundTo(*c, xc, "moved to buffer c");
+  runBoundTo(*a, xa, "moved back to buffer a");
+  EXPECT_EQ(b.captures, 3u);
+  EXPECT_EQ(b.replays, 1u);
+  b.release(*a);
+  b.release(*c);
+}
+
 namespace {
 // Two Gathers by the same indices, from a four-row and a three-row table;
 // the Relus after them run on whatever a failed Gather left.
