@@ -7,12 +7,13 @@ numpy.
 (a) A MobileNetV2 inverted-residual block: 1x1 expand Conv -> BatchNormalization -> ReLU6
     (Clip with its bounds as initializers) -> depthwise 3x3 Conv (group = channels) -> BN ->
     ReLU6 -> 1x1 project Conv -> BN -> residual Add -> GlobalAveragePool -> Flatten -> Gemm;
-    3 SGD steps, and 3 Adam steps.
+    3 SGD steps, 3 Adam steps, and SGD with ReLU6's bounds from Constant nodes.
 (b) A ResNet basic block: Conv-BN-Relu-Conv-BN + identity Add -> Relu -> MaxPool -> Flatten ->
-    Gemm; 3 SGD steps.
-(c) An LSTM classifier on the last step: batch-first input transposed to [T, N, I] -> LSTM ->
-    Squeeze of the direction axis -> Transpose -> Gather(-1) on the time axis (`y[:, -1]`) ->
-    Gemm; 3 SGD steps.
+    Gemm; and a stage's first block (stride-2 Conv doubling the channels, 1x1 stride-2 Conv +
+    BN shortcut, AveragePool head); 3 SGD steps each.
+(c) LSTM and GRU (linear_before_reset=1) classifiers on the last step: batch-first input
+    transposed to [T, N, I] -> LSTM/GRU -> Squeeze of the direction axis -> Transpose ->
+    Gather(-1) on the time axis (`y[:, -1]`) -> Gemm; 3 SGD steps.
 
 Parameters (and BatchNorm running statistics) after the steps match within rtol 1e-5.
 Prints "N passed, N failed[, N skipped]".
@@ -79,8 +80,8 @@ def train_cli(test, model, x, labels, steps, *flags):
 # float64 numpy pieces
 # --------------------------------------------------------------------------------------------
 
-def conv2d(x, w, pad=0, group=1):
-    """ONNX Conv (stride 1, symmetric padding, no bias) on [N, C, H, W]."""
+def conv2d(x, w, pad=0, group=1, stride=1):
+    """ONNX Conv (symmetric padding, no bias) on [N, C, H, W]."""
     n, _, h, wd = x.shape
     co, cig, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
@@ -93,7 +94,7 @@ def conv2d(x, w, pad=0, group=1):
             for j in range(kw):
                 out[:, g * cog:(g + 1) * cog] += np.einsum(
                     "nchw,oc->nohw", xs[:, :, i:i + oh, j:j + ow], ws[:, :, i, j])
-    return out
+    return out[:, :, ::stride, ::stride]
 
 
 def batch_norm(v, s, b, stats):
@@ -178,7 +179,9 @@ def split_inits(inits):
 MB = dict(C=2, E=4, HW=4, K=3)
 
 
-def mobilenet_block(seed=70):
+def mobilenet_block(seed=70, clip_constants=False):
+    """`clip_constants`: ReLU6's bounds come from Constant nodes instead of initializers (both
+    occur in exports)."""
     C, E, K, NC = MB["C"], MB["E"], MB["K"], 3
     rng = np.random.default_rng(seed)
     u = lambda *shape, sc=0.5: (rng.standard_normal(shape) * sc).astype(np.float32)
@@ -202,6 +205,9 @@ def mobilenet_block(seed=70):
              node("Add", ["x", "b3"], ["res"], name="/Add"),
              node("GlobalAveragePool", ["res"], ["pool"], name="/GlobalAveragePool"),
              *head_nodes("pool")]
+    if clip_constants:
+        nodes[:0] = [node("Constant", [], [k], value=numpy_helper.from_array(inits.pop(k)),
+                          name=f"/Constant_{i}") for i, k in enumerate(("clip.min", "clip.max"))]
     return make_model(nodes, ["N", C, MB["HW"], MB["HW"]], NC, inits, "mobilenet_block"), inits
 
 
@@ -258,6 +264,49 @@ def resnet_forward(x, labels):
     return forward
 
 
+def resnet_downsample_block(seed=76):
+    """The first block of a ResNet stage: 3x3 Conv with stride 2 doubling the channels, BN,
+    Relu, 3x3 Conv, BN, plus a shortcut of a 1x1 stride-2 Conv and BN; Relu -> AveragePool
+    -> Flatten -> Gemm."""
+    C, NC, HW = RB["C"], 3, RB["HW"]
+    rng = np.random.default_rng(seed)
+    u = lambda *shape, sc=0.5: (rng.standard_normal(shape) * sc).astype(np.float32)
+    inits = {"conv1.weight": u(2 * C, C, 3, 3), **bn_inits("bn1", 2 * C, rng),
+             "conv2.weight": u(2 * C, 2 * C, 3, 3, sc=0.3), **bn_inits("bn2", 2 * C, rng),
+             "down.0.weight": u(2 * C, C, 1, 1), **bn_inits("down.1", 2 * C, rng),
+             "fc.weight": u(NC, 2 * C, sc=0.5), "fc.bias": u(NC, sc=0.1)}
+    nodes = [node("Conv", ["x", "conv1.weight"], ["c1"], kernel_shape=[3, 3], pads=[1] * 4,
+                  strides=[2, 2], name="/conv1/Conv"),
+             bn_node("bn1", "c1", "b1"),
+             node("Relu", ["b1"], ["r1"], name="/relu/Relu"),
+             node("Conv", ["r1", "conv2.weight"], ["c2"], kernel_shape=[3, 3], pads=[1] * 4,
+                  strides=[1, 1], name="/conv2/Conv"),
+             bn_node("bn2", "c2", "b2"),
+             node("Conv", ["x", "down.0.weight"], ["d0"], kernel_shape=[1, 1], pads=[0] * 4,
+                  strides=[2, 2], name="/downsample/downsample.0/Conv"),
+             bn_node("down.1", "d0", "d1"),
+             node("Add", ["b2", "d1"], ["res"], name="/Add"),
+             node("Relu", ["res"], ["r2"], name="/relu_1/Relu"),
+             node("AveragePool", ["r2"], ["pool"], kernel_shape=[HW // 2, HW // 2],
+                  strides=[HW // 2, HW // 2], pads=[0] * 4, ceil_mode=0,
+                  name="/avgpool/AveragePool"),
+             *head_nodes("pool")]
+    return make_model(nodes, ["N", C, HW, HW], NC, inits, "resnet_downsample"), inits
+
+
+def resnet_downsample_forward(x, labels):
+    def forward(p):
+        st = []
+        h = np.maximum(batch_norm(conv2d(x, p["conv1.weight"], pad=1, stride=2),
+                                  p["bn1.weight"], p["bn1.bias"], st), 0)
+        h = batch_norm(conv2d(h, p["conv2.weight"], pad=1), p["bn2.weight"], p["bn2.bias"], st)
+        d = batch_norm(conv2d(x, p["down.0.weight"], stride=2), p["down.1.weight"],
+                       p["down.1.bias"], st)
+        pooled = np.maximum(h + d, 0).mean(axis=(2, 3))
+        return cross_entropy(pooled @ p["fc.weight"].T + p["fc.bias"], labels), st
+    return forward
+
+
 # --------------------------------------------------------------------------------------------
 # (c) LSTM classifier on the last time step
 # --------------------------------------------------------------------------------------------
@@ -301,6 +350,42 @@ def lstm_forward(x, labels):
     return forward
 
 
+def gru_classifier(seed=78):
+    """nn.GRU(batch_first) on y[:, -1] as exported: LSTM's pattern with a GRU node
+    (linear_before_reset=1, PyTorch's formulation)."""
+    model, _ = lstm_classifier(seed)
+    T, I, H, NC = LS["T"], LS["I"], LS["H"], 3
+    rng = np.random.default_rng(seed)
+    u = lambda *shape, sc=0.5: (rng.standard_normal(shape) * sc).astype(np.float32)
+    params = {"gru.W": u(1, 3 * H, I), "gru.R": u(1, 3 * H, H), "gru.B": u(1, 6 * H, sc=0.2),
+              "fc.weight": u(NC, H, sc=0.8), "fc.bias": u(NC, sc=0.1)}
+    g = model.graph
+    (rnn,) = [n for n in g.node if n.op_type == "LSTM"]
+    rnn.CopyFrom(node("GRU", ["xt", "gru.W", "gru.R", "gru.B"], ["y"], hidden_size=H,
+                      direction="forward", linear_before_reset=1, name="/gru/GRU"))
+    consts = [t for t in g.initializer if t.name in ("axes1", "last")]
+    del g.initializer[:]
+    g.initializer.extend(consts + [numpy_helper.from_array(v, k) for k, v in params.items()])
+    return model, params
+
+
+def gru_forward(x, labels):
+    H = LS["H"]
+
+    def forward(p):
+        W, R, B = p["gru.W"][0], p["gru.R"][0], p["gru.B"][0]
+        wb, rb = B[:3 * H], B[3 * H:]
+        h = np.zeros((len(x), H))
+        for t in range(x.shape[1]):
+            xw, hr = x[:, t] @ W.T + wb, h @ R.T + rb
+            z = sigmoid(xw[:, :H] + hr[:, :H])  # ONNX order z, r, h
+            r = sigmoid(xw[:, H:2 * H] + hr[:, H:2 * H])
+            n = np.tanh(xw[:, 2 * H:] + r * hr[:, 2 * H:])
+            h = (1 - z) * n + z * h
+        return cross_entropy(h @ p["fc.weight"].T + p["fc.bias"], labels), []
+    return forward
+
+
 # --------------------------------------------------------------------------------------------
 
 class Architectures(unittest.TestCase):
@@ -340,6 +425,17 @@ class Architectures(unittest.TestCase):
     def test_resnet_basic_block_sgd(self):
         self.check(resnet_block, resnet_forward, (RB["C"], RB["HW"], RB["HW"]),
                    ("bn1", "bn2"), 73)
+
+    def test_mobilenet_block_clip_bounds_from_constants(self):
+        self.check(lambda: mobilenet_block(clip_constants=True), mobilenet_forward,
+                   (MB["C"], MB["HW"], MB["HW"]), ("bn1", "bn2", "bn3"), 77)
+
+    def test_resnet_downsample_block_sgd(self):
+        self.check(resnet_downsample_block, resnet_downsample_forward,
+                   (RB["C"], RB["HW"], RB["HW"]), ("bn1", "bn2", "down.1"), 79)
+
+    def test_gru_last_step_sgd(self):
+        self.check(gru_classifier, gru_forward, (LS["T"], LS["I"]), (), 80, lr=0.3)
 
     def test_lstm_last_step_sgd(self):
         self.check(lstm_classifier, lstm_forward, (LS["T"], LS["I"]), (), 75, lr=0.3)
