@@ -7,15 +7,19 @@ numpy.
 (a) A MobileNetV2 inverted-residual block: 1x1 expand Conv -> BatchNormalization -> ReLU6
     (Clip with its bounds as initializers) -> depthwise 3x3 Conv (group = channels) -> BN ->
     ReLU6 -> 1x1 project Conv -> BN -> residual Add -> GlobalAveragePool -> Flatten -> Gemm;
-    3 SGD steps, 3 Adam steps, and SGD with ReLU6's bounds from Constant nodes.
+    SGD, Adam, and SGD with ReLU6's bounds from Constant nodes.
 (b) A ResNet basic block: Conv-BN-Relu-Conv-BN + identity Add -> Relu -> MaxPool -> Flatten ->
     Gemm; and a stage's first block (stride-2 Conv doubling the channels, 1x1 stride-2 Conv +
-    BN shortcut, AveragePool head); 3 SGD steps each.
+    BN shortcut, AveragePool head); SGD.
 (c) LSTM and GRU (linear_before_reset=1) classifiers on the last step: batch-first input
     transposed to [T, N, I] -> LSTM/GRU -> Squeeze of the direction axis -> Transpose ->
-    Gather(-1) on the time axis (`y[:, -1]`) -> Gemm; 3 SGD steps.
+    Gather(-1) on the time axis (`y[:, -1]`) -> Gemm; SGD.
+(d) A block exported in training mode (BatchNormalization with training_mode = 1 and its
+    statistic outputs) is refused with one line naming the node (docs/training.md: export
+    in eval mode).
 
-Parameters (and BatchNorm running statistics) after the steps match within rtol 1e-5.
+Parameters (and BatchNorm running statistics) after 10 full-batch steps match within rtol
+1e-5.
 Prints "N passed, N failed[, N skipped]".
 """
 import os
@@ -390,7 +394,7 @@ def gru_forward(x, labels):
 
 class Architectures(unittest.TestCase):
     def check(self, build, forward, x_shape, bn_layers, seed, optimizer="sgd", lr=0.1,
-              steps=3, n=6):
+              steps=10, n=6):
         model, inits = build()
         params, _ = split_inits(inits)
         rng = np.random.default_rng(seed)
@@ -436,6 +440,24 @@ class Architectures(unittest.TestCase):
 
     def test_gru_last_step_sgd(self):
         self.check(gru_classifier, gru_forward, (LS["T"], LS["I"]), (), 80, lr=0.3)
+
+    def test_training_mode_export_is_refused(self):
+        """torch.onnx.export(training=TRAINING) writes BatchNormalization with
+        training_mode = 1 and the running statistics as extra outputs: one line, no output."""
+        model, _ = mobilenet_block()
+        for n in model.graph.node:
+            if n.op_type == "BatchNormalization":
+                n.attribute.append(helper.make_attribute("training_mode", 1))
+                n.output.extend([n.name + ".mean_out", n.name + ".var_out"])
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "m.train.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "-o", dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(r.stderr, f"mpc: error: {src}: node '/bn1/BatchNormalization' "
+                             "(BatchNormalization): BatchNormalization already in training mode\n")
+            self.assertFalse(os.path.exists(dst))
 
     def test_lstm_last_step_sgd(self):
         self.check(lstm_classifier, lstm_forward, (LS["T"], LS["I"]), (), 75, lr=0.3)
