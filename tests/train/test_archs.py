@@ -11,9 +11,10 @@ numpy.
 (b) A ResNet basic block: Conv-BN-Relu-Conv-BN + identity Add -> Relu -> MaxPool -> Flatten ->
     Gemm; and a stage's first block (stride-2 Conv doubling the channels, 1x1 stride-2 Conv +
     BN shortcut, AveragePool head); SGD.
-(c) LSTM and GRU (linear_before_reset=1) classifiers on the last step: batch-first input
-    transposed to [T, N, I] -> LSTM/GRU -> Squeeze of the direction axis -> Transpose ->
-    Gather(-1) on the time axis (`y[:, -1]`) -> Gemm; SGD.
+(c) LSTM, bidirectional LSTM and GRU (linear_before_reset=1) classifiers on the last step:
+    batch-first input transposed to [T, N, I] -> LSTM/GRU -> Squeeze of the direction axis
+    (bidirectional: Transpose + Reshape to [T, N, 2H]) -> Transpose -> Gather(-1) on the time
+    axis (`y[:, -1]`) -> Gemm; SGD.
 (d) A block exported in training mode (BatchNormalization with training_mode = 1 and its
     statistic outputs) is refused with one line naming the node (docs/training.md: export
     in eval mode).
@@ -337,19 +338,56 @@ def lstm_classifier(seed=74):
     return make_model(nodes, ["N", T, I], NC, inits, "lstm_classifier"), inits_no_consts
 
 
-def lstm_forward(x, labels):
-    H = LS["H"]
+def lstm_steps(x, W, R, B):
+    """float64 ONNX LSTM (one direction, zero initial state) over x [N, T, I]: the hidden
+    states [N, T, H]."""
+    H = R.shape[1]
+    b = B[:4 * H] + B[4 * H:]
+    h, c, ys = np.zeros((len(x), H)), np.zeros((len(x), H)), []
+    for t in range(x.shape[1]):
+        z = x[:, t] @ W.T + h @ R.T + b
+        i, o, f, g = (z[:, k * H:(k + 1) * H] for k in range(4))  # ONNX order i, o, f, c
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        h = sigmoid(o) * np.tanh(c)
+        ys.append(h)
+    return np.stack(ys, axis=1)
 
+
+def lstm_forward(x, labels):
     def forward(p):
-        W, R, B = p["lstm.W"][0], p["lstm.R"][0], p["lstm.B"][0]
-        b = B[:4 * H] + B[4 * H:]
-        h = np.zeros((len(x), H))
-        c = np.zeros((len(x), H))
-        for t in range(x.shape[1]):
-            z = x[:, t] @ W.T + h @ R.T + b
-            i, o, f, g = (z[:, k * H:(k + 1) * H] for k in range(4))  # ONNX order i, o, f, c
-            c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
-            h = sigmoid(o) * np.tanh(c)
+        h = lstm_steps(x, p["lstm.W"][0], p["lstm.R"][0], p["lstm.B"][0])[:, -1]
+        return cross_entropy(h @ p["fc.weight"].T + p["fc.bias"], labels), []
+    return forward
+
+
+def bilstm_classifier(seed=82):
+    """nn.LSTM(bidirectional=True, batch_first) on y[:, -1] as exported: Y [T, 2, N, H] ->
+    Transpose(0, 2, 1, 3) -> Reshape [0, 0, -1] -> [T, N, 2H] -> Transpose -> Gather(-1) ->
+    Gemm."""
+    T, I, H, NC = LS["T"], LS["I"], LS["H"], 3
+    rng = np.random.default_rng(seed)
+    u = lambda *shape, sc=0.5: (rng.standard_normal(shape) * sc).astype(np.float32)
+    params = {"lstm.W": u(2, 4 * H, I), "lstm.R": u(2, 4 * H, H), "lstm.B": u(2, 8 * H, sc=0.2),
+              "fc.weight": u(NC, 2 * H, sc=0.8), "fc.bias": u(NC, sc=0.1)}
+    consts = {"merge": np.array([0, 0, -1], np.int64), "last": np.array(-1, np.int64)}
+    nodes = [node("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="/Transpose"),
+             node("LSTM", ["xt", "lstm.W", "lstm.R", "lstm.B"], ["y"], hidden_size=H,
+                  direction="bidirectional", name="/lstm/LSTM"),
+             node("Transpose", ["y"], ["yt"], perm=[0, 2, 1, 3], name="/lstm/Transpose"),
+             node("Reshape", ["yt", "merge"], ["y3"], name="/lstm/Reshape"),
+             node("Transpose", ["y3"], ["yb"], perm=[1, 0, 2], name="/Transpose_1"),
+             node("Gather", ["yb", "last"], ["h"], axis=1, name="/Gather"),
+             node("Gemm", ["h", "fc.weight", "fc.bias"], ["logits"], alpha=1.0, beta=1.0,
+                  transB=1, name="/fc/Gemm")]
+    return make_model(nodes, ["N", T, I], NC, {**params, **consts}, "bilstm"), params
+
+
+def bilstm_forward(x, labels):
+    def forward(p):
+        W, R, B = p["lstm.W"], p["lstm.R"], p["lstm.B"]
+        fwd = lstm_steps(x, W[0], R[0], B[0])
+        rev = lstm_steps(x[:, ::-1], W[1], R[1], B[1])[:, ::-1]
+        h = np.concatenate([fwd, rev], axis=2)[:, -1]
         return cross_entropy(h @ p["fc.weight"].T + p["fc.bias"], labels), []
     return forward
 
@@ -437,6 +475,9 @@ class Architectures(unittest.TestCase):
     def test_resnet_downsample_block_sgd(self):
         self.check(resnet_downsample_block, resnet_downsample_forward,
                    (RB["C"], RB["HW"], RB["HW"]), ("bn1", "bn2", "down.1"), 79)
+
+    def test_bidirectional_lstm_last_step_sgd(self):
+        self.check(bilstm_classifier, bilstm_forward, (LS["T"], LS["I"]), (), 83, lr=0.3)
 
     def test_gru_last_step_sgd(self):
         self.check(gru_classifier, gru_forward, (LS["T"], LS["I"]), (), 80, lr=0.3)
