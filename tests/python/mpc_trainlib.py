@@ -83,3 +83,29 @@ def test_main(classes, set_args):
             if args.k is None or args.k in t.id():
                 suite.addTest(t)
     return lib.run_suite(suite, verbosity=2 if args.v else 1, show_skips=True)
+
+
+def cross_entropy(z, labels):
+    """float64 mean softmax cross-entropy of logits z [N, C] against int labels [N]."""
+    import numpy as np
+    z = z - z.max(axis=1, keepdims=True)
+    return float(np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(labels)), labels]))
+
+
+def fd_gradients(loss, p, step=1e-6):
+    """Central finite differences of loss(p) (float64) for every entry of the arrays in the
+    dict p (changed in place and restored)."""
+    import numpy as np
+    grads = {}
+    for k, v in p.items():
+        g = np.zeros_like(v)
+        for i in range(v.size):
+            saved = v.flat[i]
+            v.flat[i] = saved + step
+            lp = loss(p)
+            v.flat[i] = saved - step
+            lm = loss(p)
+            v.flat[i] = saved
+            g.flat[i] = (lp - lm) / (2 * step)
+        grads[k] = g
+    return grads

@@ -34,10 +34,10 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import mpc_trainlib as tl  # noqa: E402
+from mpc_trainlib import cross_entropy, fd_gradients  # noqa: E402
 
 ARGS = None
 OPSET = 17
-FD_STEP = 1e-6
 
 
 def run_mpc(*args, timeout=120):
@@ -70,28 +70,6 @@ def train_cli(test, tmp, model, feeds, labels, steps, *flags):
     got = {t.name: numpy_helper.to_array(t)
            for t in onnx.load(os.path.join(ck, "checkpoint.onnx")).graph.initializer}
     return got, r.stdout.splitlines()
-
-
-def cross_entropy(z, labels):
-    z = z - z.max(axis=1, keepdims=True)
-    return float(np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(len(labels)), labels]))
-
-
-def fd_gradients(loss, p):
-    """Central finite differences of loss(p) (float64) for every entry of p."""
-    grads = {}
-    for k, v in p.items():
-        g = np.zeros_like(v)
-        for i in range(v.size):
-            saved = v.flat[i]
-            v.flat[i] = saved + FD_STEP
-            lp = loss(p)
-            v.flat[i] = saved - FD_STEP
-            lm = loss(p)
-            v.flat[i] = saved
-            g.flat[i] = (lp - lm) / (2 * FD_STEP)
-        grads[k] = g
-    return grads
 
 
 def layer_norm(v, s, b):
