@@ -254,7 +254,10 @@ llvm::Error Builder::copyForward() {
       for (unsigned i = 1; i < 3; ++i) {
         Value *stat = n.numInputs() > i + 2 ? n.input(i + 2) : nullptr;
         if (c->numOutputs() > i && c->output(i))
-          return inputError("{0}: BatchNormalization already in training mode",
+          return inputError("{0}: BatchNormalization already in training mode (its running "
+                            "statistics are outputs); export the model in eval mode "
+                            "(model.eval() before torch.onnx.export): train-graph adds the "
+                            "training-mode statistics itself",
                             describeNode(n));
         if (!stat)
           continue;

@@ -497,7 +497,10 @@ class Architectures(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertEqual(r.stdout, "")
             self.assertEqual(r.stderr, f"mpc: error: {src}: node '/bn1/BatchNormalization' "
-                             "(BatchNormalization): BatchNormalization already in training mode\n")
+                             "(BatchNormalization): BatchNormalization already in training mode "
+                             "(its running statistics are outputs); export the model in eval mode "
+                             "(model.eval() before torch.onnx.export): train-graph adds the "
+                             "training-mode statistics itself\n")
             self.assertFalse(os.path.exists(dst))
 
     def test_lstm_last_step_sgd(self):
