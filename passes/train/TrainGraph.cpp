@@ -58,6 +58,22 @@ std::string mpc::describeOptimizer(const TrainGraphOptions &o) {
 }
 
 namespace {
+/// The float initializer whose rows a `Gather` in `g` (or in a graph nested in it) reads, or
+/// null: how torch.onnx.export writes nn.EmbeddingBag (a Loop over the bags whose body
+/// gathers rows of the table).
+const Value *gatheredTable(const Graph &g) {
+  for (const Node &n : g.nodes()) {
+    if (n.opType == "Gather" && n.domain.empty() && n.numInputs() > 0 && n.input(0) &&
+        n.input(0)->initializer() && isFloatingPoint(n.input(0)->type.elem))
+      return n.input(0);
+    for (const Attribute &a : n.attrs)
+      for (const auto &sub : a.graphs)
+        if (const Value *v = gatheredTable(*sub))
+          return v;
+  }
+  return nullptr;
+}
+
 /// State of one build.
 class Builder {
 public:
@@ -223,10 +239,17 @@ llvm::Error Builder::copyForward() {
     origOf[c] = in;
   }
   for (const Node &n : m.graph->nodes()) {
-    for (const Attribute &a : n.attrs)
-      if (!a.graphs.empty())
-        return inputError("{0}: ops with subgraphs are not supported by train-graph",
-                          describeNode(n));
+    for (const Attribute &a : n.attrs) {
+      if (a.graphs.empty())
+        continue;
+      const Value *table = gatheredTable(*a.graphs.front());
+      return inputError(
+          "{0}: ops with subgraphs are not supported by train-graph; {1}", describeNode(n),
+          table ? "its body gathers rows of " + quoteName(table->name()) +
+                      ", as nn.EmbeddingBag exports: use nn.Embedding and a sum or mean "
+                      "over the bag axis (fixed-length bags, padding_idx for shorter ones)"
+                : std::string("export the model without control flow"));
+    }
     Node *c = alg->createNode(n.opType, n.domain);
     c->docString = n.docString;
     for (const Attribute &a : n.attrs)

@@ -1,0 +1,230 @@
+"""Parity with PyTorch on models exported by torch.onnx.export (docs/training.md, "Parity with
+PyTorch"). The fixtures in tests/train/torch_fixtures/ were written by generate.py there (with
+PyTorch, which is not a test dependency): each model exported from ordinary PyTorch code
+before training, its data, and what 10 float32 steps of torch.optim.SGD(momentum=0.9) and
+torch.optim.Adam gave: the loss of every step and every initializer's value after the last
+step, keyed by the node input that reads it.
+
+For each model and optimizer this runs the user's path, `mpc train-graph` (cross-entropy, the
+manifest's flags) then `mpc run --train --shuffle none` with the same batches, and compares
+the logged losses and the checkpoint's initializers, found through the same node inputs
+(so untied copies are compared with PyTorch's separate tensors), with PyTorch's. Every
+parameter mpc trains must be among them and must have moved; BatchNorm running statistics
+are compared too (PyTorch's unbiased variance: --bn-variance unbiased).
+
+nn.EmbeddingBag (exported as a Loop) is refused with one line that says what to export
+instead.
+
+Prints "N passed, N failed[, N skipped]".
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import mpc_testlib as lib  # noqa: E402
+
+lib.require_onnx_reference()
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+import mpc_trainlib as tl  # noqa: E402
+
+ARGS = None
+FIXTURES = os.path.join(HERE, "torch_fixtures")
+# float32 (the user's path): |mpc - torch| <= SCALE * (RTOL * |torch| + ATOL), element-wise,
+# for parameters and statistics (losses: SCALE 1). Both sides are float32; the differences are
+# rounding (summation order) carried through 10 steps. SCALE is 1 except where a model's
+# directions that a normalization nearly cancels amplify rounding (PyTorch's own float32
+# result is up to 2.6e-2 relative from its float64 one there):
+RTOL, ATOL = 1e-5, 1e-6
+SCALE = {("bn_cnn", "momentum"): 8, ("mobilenet_block", "adam"): 20}
+# An element whose gradient is zero in exact arithmetic (a key bias under softmax, a scale
+# that a following normalization cancels) gets rounding noise for a gradient, which Adam
+# normalizes to steps of about lr: PyTorch's float32 and float64 runs differ there by
+# O(lr), and so may mpc. Such elements (PyTorch's float32 result more than RTOL/ATOL from its
+# float64 one) are only checked to be within 2 * steps * lr of PyTorch's float32 values, and
+# may be at most MAX_LOOSE of a model's elements.
+LOOSE = {"momentum": 2 * 10 * 0.05, "adam": 2 * 10 * 0.01}
+MAX_LOOSE = 0.05
+# float64 (the same models exported in float64, trained by mpc in float64): the math, gradient
+# rules, optimizer and running-statistic conventions, against PyTorch's float64 run. mpc keeps
+# the optimizer's hyperparameters as float32 numbers (0.999 is 0.99900001) and ONNX's
+# epsilon attributes are float32, which moves results by about 1e-7 relative.
+RTOL64, ATOL64 = 3e-6, 3e-8
+
+
+def run_mpc(*args, timeout=120):
+    return subprocess.run([ARGS.mpc, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def manifest():
+    with open(os.path.join(FIXTURES, "manifest.json")) as f:
+        return json.load(f)
+
+
+def resolve(graph, node_name, index):
+    """The initializer that input `index` of the node named `node_name` reads (through
+    Identity nodes), or None."""
+    ident = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Identity"}
+    (node,) = [n for n in graph.node if n.name == node_name]
+    v = node.input[index]
+    while v in ident:
+        v = ident[v]
+    return v if v in {t.name for t in graph.initializer} else None
+
+
+class TorchParity(unittest.TestCase):
+    def train(self, tmp, name, opt, f64=False):
+        """train-graph -> run --train as the manifest says; returns the losses logged, the
+        checkpoint's graph, the initial inference graph and train-graph's parameters."""
+        m = manifest()
+        entry = m["models"][name]
+        src = os.path.join(FIXTURES, f"{name}.f64.onnx" if f64 else f"{name}.onnx")
+        dst = os.path.join(tmp, f"{name}.train.onnx")
+        r = run_mpc("train-graph", src, "--loss", "cross-entropy", *entry["train_graph_flags"],
+                    *entry["optimizers"][opt], "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        train = onnx.load(dst)
+        data = dict(np.load(os.path.join(FIXTURES, f"{name}.data.npz")))
+        data[tl.metadata(train)["mpc.training.labels"]] = data.pop("labels")
+        if f64:
+            data = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                    for k, v in data.items()}
+        npz, ck, log = (os.path.join(tmp, f) for f in ("d.npz", "ck", "log.csv"))
+        np.savez(npz, **data)
+        rr = run_mpc("run", dst, "--train", "--data", npz, "--batch", str(m["batch"]),
+                     "--steps", str(m["steps"]), "--shuffle", "none", "--holdout", "0",
+                     "--checkpoint", ck, "--log", log)
+        self.assertEqual(rr.returncode, 0, rr.stderr)
+        with open(log) as f:
+            losses = np.array([float(row["loss"]) for row in csv.DictReader(f)])
+        trained = [p for p, _ in tl.gradient_pairs(train)]
+        return losses, onnx.load(os.path.join(ck, "checkpoint.onnx")).graph, train.graph, trained
+
+    def check(self, name, opt):
+        """mpc float32 against PyTorch float32 (PyTorch float64 tells which elements
+        PyTorch's float32 run itself does not reproduce)."""
+        entry = manifest()["models"][name]
+        want = np.load(os.path.join(FIXTURES, f"{name}.{opt}.npz"))
+        with tempfile.TemporaryDirectory() as tmp:
+            losses, after, before, trained = self.train(tmp, name, opt)
+        np.testing.assert_allclose(losses, want["loss"], rtol=RTOL, atol=ATOL, err_msg="loss")
+        scale = SCALE.get((name, opt), 1)
+        loose = 0
+        for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
+            t32, t64 = want[key], want[key + "_f64"]
+            own = np.abs(t32 - t64) > RTOL * np.abs(t64) + ATOL
+            loose += int(own.sum())
+            np.testing.assert_allclose(np.where(own, t32, got), t32, rtol=RTOL * scale,
+                                       atol=ATOL * scale, err_msg=where)
+            np.testing.assert_array_less(np.abs(got - t32)[own], LOOSE[opt], err_msg=where)
+        self.assertLessEqual(loose, MAX_LOOSE * sum(want[k].size for *_, k in entry["slots"]))
+
+    def check_f64(self, name, opt):
+        """mpc float64 against PyTorch float64."""
+        entry = manifest()["models"][name]
+        want = np.load(os.path.join(FIXTURES, f"{name}.{opt}.npz"))
+        with tempfile.TemporaryDirectory() as tmp:
+            losses, after, before, trained = self.train(tmp, name, opt, f64=True)
+        # The log holds 9 significant digits; float32 hyperparameters (below RTOL64).
+        np.testing.assert_allclose(losses, want["loss_f64"], rtol=1e-7, atol=1e-8, err_msg="loss")
+        for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
+            self.assertEqual(got.dtype, np.float64, where)
+            np.testing.assert_allclose(got, want[key + "_f64"], rtol=RTOL64, atol=ATOL64,
+                                       err_msg=where)
+
+    def slot_values(self, name, opt, entry, after, before, trained):
+        """(description, trained value, fixture key) for every slot of the manifest; checks
+        that the slot reads the same initializer before and after training, that every
+        parameter mpc trains is read by a slot, and that most of them moved."""
+        got = {t.name: numpy_helper.to_array(t) for t in after.initializer}
+        initial = {t.name: numpy_helper.to_array(t) for t in before.initializer}
+        out, compared, moved = [], set(), set()
+        for node_name, index, key in entry["slots"]:
+            init = resolve(after, node_name, index)
+            where = f"{name} {opt}: input {index} of '{node_name}' ('{init}')"
+            self.assertIsNotNone(init, where)
+            self.assertEqual(init, resolve(before, node_name, index), where)
+            out.append((where, got[init], key))
+            compared.add(init)
+            if np.abs(got[init] - initial[init]).max() > 1e-4:
+                moved.add(init)
+        self.assertEqual(sorted(set(trained) - compared), [], "trained but not compared")
+        self.assertGreater(len(moved & set(trained)), 0.6 * len(trained), "too few moved")
+        return out
+
+    def test_embedding_bag_is_refused(self):
+        """nn.EmbeddingBag exports as a Loop gathering rows of its table: one line that names
+        the node and the table and says what to export instead; no file."""
+        with tempfile.TemporaryDirectory() as tmp:
+            dst = os.path.join(tmp, "bag.train.onnx")
+            src = os.path.join(FIXTURES, "embedding_bag.onnx")
+            r = run_mpc("train-graph", src, "--loss", "cross-entropy", "-o", dst)
+            self.assertFalse(os.path.exists(dst))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, (
+            f"mpc: error: {src}: node '/bag/Loop' (Loop): ops with subgraphs are not supported "
+            "by train-graph; its body gathers rows of 'bag.weight', as nn.EmbeddingBag "
+            "exports: use nn.Embedding and a sum or mean over the bag axis (fixed-length bags, "
+            "padding_idx for shorter ones)\n"))
+
+
+    def test_control_flow_is_refused(self):
+        """Any other op with a subgraph: one line naming it, saying to export without control
+        flow."""
+        from onnx import TensorProto, helper
+        f = TensorProto.FLOAT
+        branch = lambda name, op: helper.make_graph(
+            [helper.make_node(op, ["x", "W"], [name])], name, [],
+            [helper.make_tensor_value_info(name, f, [2])])
+        model = helper.make_model(helper.make_graph(
+            [helper.make_node("If", ["c"], ["y"], name="/If", then_branch=branch("a", "Add"),
+                              else_branch=branch("b", "Mul"))],
+            "if", [helper.make_tensor_value_info("x", f, ["N", 2]),
+                   helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+            [helper.make_tensor_value_info("y", f, ["N", 2])],
+            [numpy_helper.from_array(np.ones(2, np.float32), "W")]),
+            opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "if.onnx"), os.path.join(tmp, "if.train.onnx")
+            onnx.save(model, src)
+            r = run_mpc("train-graph", src, "--loss", "mse", "-o", dst)
+            self.assertFalse(os.path.exists(dst))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, f"mpc: error: {src}: node '/If' (If): ops with subgraphs "
+                         "are not supported by train-graph; export the model without control "
+                         "flow\n")
+
+
+def _add_parity_tests():
+    for name, entry in manifest()["models"].items():
+        for opt in entry["optimizers"]:
+            def test(self, name=name, opt=opt):
+                self.check(name, opt)
+            test.__doc__ = f"{name}, {opt}: 10 float32 steps match PyTorch's"
+            setattr(TorchParity, f"test_{name}_{opt}", test)
+
+            def test64(self, name=name, opt=opt):
+                self.check_f64(name, opt)
+            test64.__doc__ = f"{name}, {opt}: 10 float64 steps match PyTorch's"
+            setattr(TorchParity, f"test_{name}_{opt}_f64", test64)
+
+
+_add_parity_tests()
+
+
+def _set_args(args):
+    global ARGS
+    ARGS = args
+
+
+if __name__ == "__main__":
+    sys.exit(tl.test_main((TorchParity,), _set_args))

@@ -1,0 +1,355 @@
+"""Regenerates the PyTorch parity fixtures of tests/train/test_torch_parity.py.
+
+PyTorch is not a dependency of mpc or of its tests: this script is run by hand, in an
+environment that has torch (any recent version with the TorchScript exporter, `dynamo=False`),
+and its outputs are committed:
+
+    python3 -m venv --system-site-packages /tmp/torchenv
+    /tmp/torchenv/bin/pip install torch
+    /tmp/torchenv/bin/python tests/train/torch_fixtures/generate.py
+
+For every model below it writes, into this folder:
+
+- `NAME.onnx`: the module exported by `torch.onnx.export(..., dynamo=False)` in eval mode
+  (the default), opset 17, with a symbolic batch (and sequence) dimension, before any
+  training: what a user hands to `mpc train-graph`.
+- `NAME.f64.onnx`: the same module (same initial weights) converted to float64 and exported
+  the same way, for the float64 comparison.
+- `NAME.data.npz`: the inputs (named like the model's inputs) and `labels`, in the order
+  `mpc run --train --shuffle none` takes them (batch k of an epoch is samples k*B .. k*B+B-1).
+- `NAME.OPT.npz` for each optimizer OPT: `loss` (the loss of every step, before its update)
+  and the values after the last step of every initializer the model reads, keyed by where it
+  is read (see `slots` in the manifest), taken from the trained module exported the same way:
+  so the test needs no knowledge of how the exporter lays parameters out (transposed Linear
+  weights, LSTM/GRU gates reordered and concatenated). The same keys with the suffix `_f64`
+  hold the float64 run (the float64 module on the float32 inputs converted to float64).
+- `manifest.json`: the versions that wrote the files, the batch size, the steps, and per
+  model the flags of `train-graph` (the model's, and each optimizer's) and the slots:
+  `[node name, input index, array key]`.
+
+Training runs twice, in float32 and in float64, 10 steps each, with
+`torch.optim.SGD(momentum=0.9)` and `torch.optim.Adam` (mpc's `--optimizer momentum` and
+`--optimizer adam` follow the same update rules: docs/training.md). Dropout is 0; BatchNorm running variances follow PyTorch
+(`--bn-variance unbiased`). Everything is seeded: two runs write the same arrays.
+
+`embedding_bag` (nn.EmbeddingBag, exported with a Loop) is exported only: mpc refuses it.
+"""
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPSET = 17
+STEPS = 10
+OPTIMIZERS = {
+    "momentum": (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+                 ["--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9"]),
+    "adam": (lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.9, 0.999), eps=1e-8),
+             ["--optimizer", "adam", "--lr", "0.01", "--beta1", "0.9", "--beta2", "0.999",
+              "--epsilon", "1e-08"]),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The models, as ordinary PyTorch code
+# --------------------------------------------------------------------------------------------
+
+class EmbeddingPool(nn.Module):
+    """nn.Embedding -> mean over the tokens -> Linear."""
+
+    def __init__(self, vocab=12, dim=8, classes=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.fc = nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        return self.fc(self.emb(tokens).mean(dim=1))
+
+
+class LstmLast(nn.Module):
+    """Batch-first nn.LSTM -> y[:, -1] -> Linear."""
+
+    def __init__(self, inp=4, hidden=8, classes=3):
+        super().__init__()
+        self.rnn = nn.LSTM(inp, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.fc(y[:, -1])
+
+
+class GruLast(LstmLast):
+    """Batch-first nn.GRU -> y[:, -1] -> Linear."""
+
+    def __init__(self, inp=4, hidden=8, classes=3):
+        super().__init__(inp, hidden, classes)
+        self.rnn = nn.GRU(inp, hidden, batch_first=True)
+
+
+class Encoder(nn.Module):
+    """nn.TransformerEncoder (batch_first, dropout 0, packed q/k/v) -> mean over T -> Linear."""
+
+    def __init__(self, inp=4, dim=8, heads=2, ff=16, classes=3):
+        super().__init__()
+        self.proj = nn.Linear(inp, dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+        self.fc = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        return self.fc(self.enc(self.proj(x)).mean(dim=1))
+
+
+class Gpt(nn.Module):
+    """A small GPT: token + position embeddings, one pre-norm block whose attention splits a
+    packed projection with `split` and masks with `masked_fill` of a causal-mask buffer,
+    logits [N, T, V] for next-token prediction."""
+
+    def __init__(self, vocab=11, dim=8, heads=2, tmax=8):
+        super().__init__()
+        self.heads = heads
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(tmax, dim)
+        self.ln1 = nn.LayerNorm(dim)
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.register_buffer("bias", torch.tril(torch.ones(tmax, tmax)).view(1, 1, tmax, tmax))
+
+    def forward(self, tokens):
+        n, t = tokens.shape
+        pos = torch.arange(0, t, dtype=torch.long, device=tokens.device)
+        x = self.wte(tokens) + self.wpe(pos)
+        h = self.ln1(x)
+        e = h.size(-1)
+        q, k, v = self.c_attn(h).split(e, dim=2)
+        split_heads = lambda a: a.view(n, t, self.heads, e // self.heads).transpose(1, 2)
+        q, k, v = split_heads(q), split_heads(k), split_heads(v)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (e // self.heads) ** 0.5)
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(n, t, e)
+        x = x + self.c_proj(y)
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return self.head(self.ln_f(x))
+
+
+class MobileBlock(nn.Module):
+    """A MobileNetV2 stem and inverted residual: Conv-BN-ReLU6, expand 1x1 Conv-BN-ReLU6,
+    depthwise 3x3 Conv-BN-ReLU6, project 1x1 Conv-BN, residual add, pool, Linear."""
+
+    def __init__(self, c=4, expand=2, classes=3):
+        super().__init__()
+        h = c * expand
+        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
+                                  nn.ReLU6())
+        self.block = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        s = self.stem(x)
+        return self.fc(F.adaptive_avg_pool2d(s + self.block(s), 1).flatten(1))
+
+
+class BnCnn(nn.Module):
+    """A small CNN with BatchNorm after the activation (so an eval-mode export keeps it and
+    merges its statistics with the equal weights and biases: the untie case)."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 2 * 2, classes)
+        self.bn3 = nn.BatchNorm1d(classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.bn1(F.relu(self.conv1(x))), 2)
+        x = F.max_pool2d(self.bn2(F.relu(self.conv2(x))), 2)
+        return self.bn3(self.fc(x.flatten(1)))
+
+
+class Bag(nn.Module):
+    """nn.EmbeddingBag (mean) -> Linear: exported with a Loop, refused by train-graph."""
+
+    def __init__(self, vocab=12, dim=8, classes=4):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(vocab, dim, mode="mean")
+        self.fc = nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        return self.fc(self.bag(tokens))
+
+
+# --------------------------------------------------------------------------------------------
+# Data (numpy, seeded) and the fixture table
+# --------------------------------------------------------------------------------------------
+
+def tokens_data(rng, n, t, vocab, classes):
+    tok = rng.integers(0, vocab, size=(n, t)).astype(np.int64)
+    return {"tokens": tok}, (tok.sum(axis=1) % classes).astype(np.int64)
+
+
+def seq_data(rng, n, t, inp, classes):
+    x = rng.standard_normal((n, t, inp)).astype(np.float32)
+    return {"x": x}, rng.integers(0, classes, size=n).astype(np.int64)
+
+
+def image_data(rng, n, hw, classes):
+    x = rng.standard_normal((n, 1, hw, hw)).astype(np.float32)
+    return {"x": x}, rng.integers(0, classes, size=n).astype(np.int64)
+
+
+def gpt_data(rng, n, t, vocab):
+    seq = rng.integers(0, vocab, size=(n, t + 1)).astype(np.int64)
+    return {"tokens": seq[:, :-1]}, seq[:, 1:].copy()
+
+
+N_SAMPLES, BATCH = 40, 8  # 5 batches per epoch, 10 steps: two epochs
+
+# name: (module class, data(rng), symbolic axes per input, logits' symbolic axes,
+#        export keyword arguments, extra train-graph flags, seed)
+MODELS = {
+    "embedding_pool": (EmbeddingPool, lambda r: tokens_data(r, N_SAMPLES, 5, 12, 4),
+                       {0: "N"}, {0: "N"}, {}, [], 1),
+    "lstm_last": (LstmLast, lambda r: seq_data(r, N_SAMPLES, 5, 4, 3), {0: "N"}, {0: "N"}, {},
+                  [], 2),
+    "gru_last": (GruLast, lambda r: seq_data(r, N_SAMPLES, 5, 4, 3), {0: "N"}, {0: "N"}, {},
+                 [], 3),
+    "transformer_encoder": (Encoder, lambda r: seq_data(r, N_SAMPLES, 5, 4, 3), {0: "N"},
+                            {0: "N"}, {}, [], 4),
+    "gpt": (Gpt, lambda r: gpt_data(r, N_SAMPLES, 6, 11), {0: "N", 1: "T"}, {0: "N", 1: "T"},
+            {}, ["--class-axis", "-1"], 5),
+    # A Conv directly followed by BatchNorm is folded into the Conv by an eval-mode export
+    # with constant folding (the BatchNorm would then not exist to train):
+    # do_constant_folding=False keeps it; the statistics are still merged by value.
+    "mobilenet_block": (MobileBlock, lambda r: image_data(r, N_SAMPLES, 6, 3), {0: "N"},
+                        {0: "N"}, {"do_constant_folding": False}, ["--bn-variance", "unbiased"],
+                        6),
+    "bn_cnn": (BnCnn, lambda r: image_data(r, N_SAMPLES, 8, 3), {0: "N"}, {0: "N"}, {},
+               ["--bn-variance", "unbiased"], 7),
+}
+
+
+def export(model, feeds, axes, out_axes, kwargs):
+    names = list(feeds)
+    buf = io.BytesIO()
+    model.eval()
+    torch.onnx.export(model, tuple(torch.from_numpy(v[:2]) for v in feeds.values()), buf,
+                      dynamo=False, opset_version=OPSET, input_names=names,
+                      output_names=["logits"],
+                      dynamic_axes={**{k: axes for k in names}, "logits": out_axes}, **kwargs)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def slots(model):
+    """{(node name, input index): initializer name} for every node input that is a float
+    initializer, read directly or through Identity nodes."""
+    inits = {t.name: t for t in model.graph.initializer
+             if t.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)}
+    ident = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Identity"}
+    out = {}
+    for n in model.graph.node:
+        if n.op_type == "Identity":
+            continue
+        for i, v in enumerate(n.input):
+            while v in ident:
+                v = ident[v]
+            if v in inits:
+                out[(n.name, i)] = v
+    return out
+
+
+def double_copy(cls, state):
+    model = cls()
+    model.load_state_dict(state)
+    return model.double()
+
+
+def train(model, feeds, labels, make_opt):
+    """10 steps in the model's precision, batches in data order; returns the losses."""
+    model.train()
+    opt = make_opt(model.parameters())
+    losses = []
+    per_epoch = N_SAMPLES // BATCH
+    for k in range(STEPS):
+        b = k % per_epoch
+        sl = slice(b * BATCH, (b + 1) * BATCH)
+        inputs = [torch.from_numpy(v[sl]) for v in feeds.values()]
+        logits = model(*inputs)
+        y = torch.from_numpy(labels[sl])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    manifest = {"torch": torch.__version__, "numpy": np.__version__, "onnx": onnx.__version__,
+                "exporter": "torch.onnx.export(dynamo=False), eval mode", "opset": OPSET,
+                "steps": STEPS, "batch": BATCH, "precisions": ["float32", "float64"],
+                "models": {}}
+    for name, (cls, data, axes, out_axes, kwargs, flags, seed) in MODELS.items():
+        rng = np.random.default_rng(100 + seed)
+        feeds, labels = data(rng)
+        torch.manual_seed(seed)
+        initial = cls()
+        state = {k: v.clone() for k, v in initial.state_dict().items()}
+        exported = export(initial, feeds, axes, out_axes, kwargs)
+        onnx.save(exported, os.path.join(HERE, f"{name}.onnx"))
+        f64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feeds.items()}
+        onnx.save(export(double_copy(cls, state), f64, axes, out_axes, kwargs),
+                  os.path.join(HERE, f"{name}.f64.onnx"))
+        np.savez(os.path.join(HERE, f"{name}.data.npz"), **feeds, labels=labels)
+        where = slots(exported)
+        keys = {s: f"p{i}" for i, s in enumerate(sorted(where))}
+        entry = {"train_graph_flags": flags, "optimizers": {},
+                 "slots": [[s[0], s[1], keys[s]] for s in sorted(where)]}
+        for opt_name, (make_opt, opt_flags) in OPTIMIZERS.items():
+            arrays = {}
+            for suffix, dtype, x in (("", torch.float32, feeds), ("_f64", torch.float64, f64)):
+                model = cls()
+                model.load_state_dict(state)
+                model.to(dtype)
+                arrays["loss" + suffix] = train(model, x, labels, make_opt)
+                trained = export(model, x, axes, out_axes, kwargs)
+                after = slots(trained)
+                if set(after) != set(where):
+                    sys.exit(f"{name}: the trained export reads initializers at other places: "
+                             f"{sorted(set(after) ^ set(where))}")
+                values = {t.name: numpy_helper.to_array(t) for t in trained.graph.initializer}
+                arrays.update({keys[s] + suffix: values[after[s]] for s in where})
+            np.savez(os.path.join(HERE, f"{name}.{opt_name}.npz"), **arrays)
+            entry["optimizers"][opt_name] = opt_flags
+        manifest["models"][name] = entry
+    torch.manual_seed(8)
+    bag = Bag()
+    tok, _ = tokens_data(np.random.default_rng(108), N_SAMPLES, 5, 12, 4)
+    onnx.save(export(bag, tok, {0: "N"}, {0: "N"}, {}), os.path.join(HERE, "embedding_bag.onnx"))
+    with open(os.path.join(HERE, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
