@@ -1,19 +1,21 @@
 """Parity with PyTorch on models exported by torch.onnx.export (docs/training.md, "Parity with
 PyTorch"). The fixtures in tests/train/torch_fixtures/ were written by generate.py there (with
 PyTorch, which is not a test dependency): each model exported from ordinary PyTorch code
-before training, its data, and what 10 float32 steps of torch.optim.SGD(momentum=0.9) and
-torch.optim.Adam gave: the loss of every step and every initializer's value after the last
-step, keyed by the node input that reads it.
+before training (in float32, and converted to float64), its data, and what 10 steps of
+torch.optim.SGD with momentum and of torch.optim.Adam gave in float32 and in float64: the
+loss of every step and every initializer's value after the last step, keyed by the node
+input that reads it.
 
 For each model and optimizer this runs the user's path, `mpc train-graph` (cross-entropy, the
 manifest's flags) then `mpc run --train --shuffle none` with the same batches, and compares
 the logged losses and the checkpoint's initializers, found through the same node inputs
-(so untied copies are compared with PyTorch's separate tensors), with PyTorch's. Every
-parameter mpc trains must be among them and must have moved; BatchNorm running statistics
-are compared too (PyTorch's unbiased variance: --bn-variance unbiased).
+(so untied copies are compared with PyTorch's separate tensors), with PyTorch's: the float32
+export against PyTorch's float32 run, the float64 export against its float64 run. Every
+parameter mpc trains must be among them and most must have moved; BatchNorm running
+statistics are compared too (PyTorch's unbiased variance: --bn-variance unbiased).
 
-nn.EmbeddingBag (exported as a Loop) is refused with one line that says what to export
-instead.
+nn.EmbeddingBag (exported as a Loop) and other control flow are refused with one line that
+says what to export instead.
 
 Prints "N passed, N failed[, N skipped]".
 """
@@ -40,24 +42,32 @@ ARGS = None
 FIXTURES = os.path.join(HERE, "torch_fixtures")
 # float32 (the user's path): |mpc - torch| <= SCALE * (RTOL * |torch| + ATOL), element-wise,
 # for parameters and statistics (losses: SCALE 1). Both sides are float32; the differences are
-# rounding (summation order) carried through 10 steps. SCALE is 1 except where a model's
-# directions that a normalization nearly cancels amplify rounding (PyTorch's own float32
-# result is up to 2.6e-2 relative from its float64 one there):
+# rounding (summation order) carried through 10 steps: at most 4% of the tolerance for most.
+# The two BatchNorm models reach 7-8 times the tolerance on a few elements (SCALE 10): their
+# float64 runs agree to 1e-13, so the math is the same; most likely mpc's CPU kernels sum the
+# batch statistics in float32 (PyTorch's in double), and directions that a following
+# normalization nearly cancels amplify the rounding.
 RTOL, ATOL = 1e-5, 1e-6
-SCALE = {("bn_cnn", "momentum"): 8, ("mobilenet_block", "adam"): 20}
+SCALE = {("bn_cnn", "momentum"): 10, ("mobilenet_block", "adam"): 10}
 # An element whose gradient is zero in exact arithmetic (a key bias under softmax, a scale
 # that a following normalization cancels) gets rounding noise for a gradient, which Adam
 # normalizes to steps of about lr: PyTorch's float32 and float64 runs differ there by
 # O(lr), and so may mpc. Such elements (PyTorch's float32 result more than RTOL/ATOL from its
 # float64 one) are only checked to be within 2 * steps * lr of PyTorch's float32 values, and
 # may be at most MAX_LOOSE of a model's elements.
-LOOSE = {"momentum": 2 * 10 * 0.05, "adam": 2 * 10 * 0.01}
 MAX_LOOSE = 0.05
 # float64 (the same models exported in float64, trained by mpc in float64): the math, gradient
-# rules, optimizer and running-statistic conventions, against PyTorch's float64 run. mpc keeps
-# the optimizer's hyperparameters as float32 numbers (0.999 is 0.99900001) and ONNX's
-# epsilon attributes are float32, which moves results by about 1e-7 relative.
-RTOL64, ATOL64 = 3e-6, 3e-8
+# rules, optimizer and running-statistic conventions, against PyTorch's float64 run. The
+# fixtures' hyperparameters are binary fractions, so they mean the same in float32 and
+# float64 (mpc holds them, and ONNX its epsilon and momentum attributes, as float32).
+# Models that compute some of their math in float32 whatever the input type get the float32
+# bound below: LayerNormalization's statistics (ONNX's stash_type, 1 = float32 by default) and
+# mpc's LSTM and GRU kernels, which compute in float32.
+# ATOL64 is for the elements whose exact gradient is zero (above): Adam turns float64
+# rounding noise into steps of about 1e-11.
+RTOL64, ATOL64 = 1e-10, 1e-9
+RTOL64_PART32, ATOL64_PART32 = 1e-6, 1e-8
+PART32 = {"lstm_last", "gru_last", "transformer_encoder", "gpt"}
 
 
 def run_mpc(*args, timeout=120):
@@ -117,6 +127,8 @@ class TorchParity(unittest.TestCase):
             losses, after, before, trained = self.train(tmp, name, opt)
         np.testing.assert_allclose(losses, want["loss"], rtol=RTOL, atol=ATOL, err_msg="loss")
         scale = SCALE.get((name, opt), 1)
+        flags = entry["optimizers"][opt]
+        loose_bound = 2 * manifest()["steps"] * float(flags[flags.index("--lr") + 1])
         loose = 0
         for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
             t32, t64 = want[key], want[key + "_f64"]
@@ -124,7 +136,7 @@ class TorchParity(unittest.TestCase):
             loose += int(own.sum())
             np.testing.assert_allclose(np.where(own, t32, got), t32, rtol=RTOL * scale,
                                        atol=ATOL * scale, err_msg=where)
-            np.testing.assert_array_less(np.abs(got - t32)[own], LOOSE[opt], err_msg=where)
+            np.testing.assert_array_less(np.abs(got - t32)[own], loose_bound, err_msg=where)
         self.assertLessEqual(loose, MAX_LOOSE * sum(want[k].size for *_, k in entry["slots"]))
 
     def check_f64(self, name, opt):
@@ -133,11 +145,12 @@ class TorchParity(unittest.TestCase):
         want = np.load(os.path.join(FIXTURES, f"{name}.{opt}.npz"))
         with tempfile.TemporaryDirectory() as tmp:
             losses, after, before, trained = self.train(tmp, name, opt, f64=True)
-        # The log holds 9 significant digits; float32 hyperparameters (below RTOL64).
-        np.testing.assert_allclose(losses, want["loss_f64"], rtol=1e-7, atol=1e-8, err_msg="loss")
+        # The log holds 8 decimals.
+        np.testing.assert_allclose(losses, want["loss_f64"], rtol=0, atol=1e-8, err_msg="loss")
         for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
             self.assertEqual(got.dtype, np.float64, where)
-            np.testing.assert_allclose(got, want[key + "_f64"], rtol=RTOL64, atol=ATOL64,
+            tol = (RTOL64_PART32, ATOL64_PART32) if name in PART32 else (RTOL64, ATOL64)
+            np.testing.assert_allclose(got, want[key + "_f64"], rtol=tol[0], atol=tol[1],
                                        err_msg=where)
 
     def slot_values(self, name, opt, entry, after, before, trained):

@@ -27,10 +27,10 @@ For every model below it writes, into this folder:
   model the flags of `train-graph` (the model's, and each optimizer's) and the slots:
   `[node name, input index, array key]`.
 
-Training runs twice, in float32 and in float64, 10 steps each, with
-`torch.optim.SGD(momentum=0.9)` and `torch.optim.Adam` (mpc's `--optimizer momentum` and
-`--optimizer adam` follow the same update rules: docs/training.md). Dropout is 0; BatchNorm running variances follow PyTorch
-(`--bn-variance unbiased`). Everything is seeded: two runs write the same arrays.
+Training runs twice, in float32 and in float64, 10 steps each, with `torch.optim.SGD` with
+momentum and `torch.optim.Adam` (mpc's `--optimizer momentum` and `--optimizer adam` follow the
+same update rules: docs/training.md). Dropout is 0; BatchNorm running variances follow
+PyTorch (`--bn-variance unbiased`). Everything is seeded: two runs write the same arrays.
 
 `embedding_bag` (nn.EmbeddingBag, exported with a Loop) is exported only: mpc refuses it.
 """
@@ -49,13 +49,18 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPSET = 17
 STEPS = 10
+# Hyperparameters, normalization epsilons and BatchNorm momenta are powers of two or short
+# binary fractions: mpc holds the optimizer's numbers as float32 and ONNX's epsilon and momentum
+# attributes are float32, so only such values mean the same in a float64 run.
 OPTIMIZERS = {
-    "momentum": (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
-                 ["--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9"]),
-    "adam": (lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.9, 0.999), eps=1e-8),
-             ["--optimizer", "adam", "--lr", "0.01", "--beta1", "0.9", "--beta2", "0.999",
-              "--epsilon", "1e-08"]),
+    "momentum": (lambda p: torch.optim.SGD(p, lr=0.0625, momentum=0.875),
+                 ["--optimizer", "momentum", "--lr", "0.0625", "--momentum", "0.875"]),
+    "adam": (lambda p: torch.optim.Adam(p, lr=2**-7, betas=(0.875, 1 - 2**-10), eps=2**-27),
+             ["--optimizer", "adam", "--lr", "0.0078125", "--beta1", "0.875", "--beta2",
+              "0.9990234375", "--epsilon", "7.450580596923828125e-9"]),
 }
+EPS = 2**-17  # LayerNorm and BatchNorm epsilon (PyTorch's default is 1e-5)
+BN_MOMENTUM = 0.125  # PyTorch's convention (0.1 by default); ONNX's momentum 0.875
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,7 +106,8 @@ class Encoder(nn.Module):
     def __init__(self, inp=4, dim=8, heads=2, ff=16, classes=3):
         super().__init__()
         self.proj = nn.Linear(inp, dim)
-        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, batch_first=True)
+        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, batch_first=True,
+                                           layer_norm_eps=EPS)
         self.enc = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
         self.fc = nn.Linear(dim, classes)
 
@@ -119,13 +125,13 @@ class Gpt(nn.Module):
         self.heads = heads
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Embedding(tmax, dim)
-        self.ln1 = nn.LayerNorm(dim)
+        self.ln1 = nn.LayerNorm(dim, eps=EPS)
         self.c_attn = nn.Linear(dim, 3 * dim)
         self.c_proj = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
+        self.ln2 = nn.LayerNorm(dim, eps=EPS)
         self.fc1 = nn.Linear(dim, 4 * dim)
         self.fc2 = nn.Linear(4 * dim, dim)
-        self.ln_f = nn.LayerNorm(dim)
+        self.ln_f = nn.LayerNorm(dim, eps=EPS)
         self.head = nn.Linear(dim, vocab, bias=False)
         self.register_buffer("bias", torch.tril(torch.ones(tmax, tmax)).view(1, 1, tmax, tmax))
 
@@ -146,6 +152,14 @@ class Gpt(nn.Module):
         return self.head(self.ln_f(x))
 
 
+def bn1d(c):
+    return nn.BatchNorm1d(c, eps=EPS, momentum=BN_MOMENTUM)
+
+
+def bn2d(c):
+    return nn.BatchNorm2d(c, eps=EPS, momentum=BN_MOMENTUM)
+
+
 class MobileBlock(nn.Module):
     """A MobileNetV2 stem and inverted residual: Conv-BN-ReLU6, expand 1x1 Conv-BN-ReLU6,
     depthwise 3x3 Conv-BN-ReLU6, project 1x1 Conv-BN, residual add, pool, Linear."""
@@ -153,12 +167,12 @@ class MobileBlock(nn.Module):
     def __init__(self, c=4, expand=2, classes=3):
         super().__init__()
         h = c * expand
-        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
+        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1, bias=False), bn2d(c),
                                   nn.ReLU6())
         self.block = nn.Sequential(
-            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
-            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
-            nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+            nn.Conv2d(c, h, 1, bias=False), bn2d(h), nn.ReLU6(),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), bn2d(h), nn.ReLU6(),
+            nn.Conv2d(h, c, 1, bias=False), bn2d(c))
         self.fc = nn.Linear(c, classes)
 
     def forward(self, x):
@@ -173,11 +187,11 @@ class BnCnn(nn.Module):
     def __init__(self, classes=3):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
-        self.bn1 = nn.BatchNorm2d(4)
+        self.bn1 = bn2d(4)
         self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(4)
+        self.bn2 = bn2d(4)
         self.fc = nn.Linear(4 * 2 * 2, classes)
-        self.bn3 = nn.BatchNorm1d(classes)
+        self.bn3 = bn1d(classes)
 
     def forward(self, x):
         x = F.max_pool2d(self.bn1(F.relu(self.conv1(x))), 2)
