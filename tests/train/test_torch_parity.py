@@ -42,7 +42,7 @@ ARGS = None
 FIXTURES = os.path.join(HERE, "torch_fixtures")
 # float32 (the user's path): |mpc - torch| <= SCALE * (RTOL * |torch| + ATOL), element-wise,
 # for parameters and statistics (losses: SCALE 1). Both sides are float32; the differences are
-# rounding (summation order) carried through 10 steps: at most 4% of the tolerance for most.
+# rounding (summation order) carried through 10 steps: at most 8% of the tolerance for most.
 # The two BatchNorm models reach 7-8 times the tolerance on a few elements (SCALE 10): their
 # float64 runs agree to 1e-13, so the math is the same; most likely mpc's CPU kernels sum the
 # batch statistics in float32 (PyTorch's in double), and directions that a following
@@ -67,7 +67,7 @@ MAX_LOOSE = 0.05
 # rounding noise into steps of about 1e-11.
 RTOL64, ATOL64 = 1e-10, 1e-9
 RTOL64_PART32, ATOL64_PART32 = 1e-6, 1e-8
-PART32 = {"lstm_last", "gru_last", "transformer_encoder", "gpt"}
+PART32 = {"lstm_last", "gru_last", "transformer_encoder", "gpt", "bert_encoder"}
 
 
 def run_mpc(*args, timeout=120):

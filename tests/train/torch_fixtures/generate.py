@@ -199,6 +199,51 @@ class BnCnn(nn.Module):
         return self.bn3(self.fc(x.flatten(1)))
 
 
+class Bert(nn.Module):
+    """A BERT-style encoder: token, token-type and position embeddings summed and
+    layer-normalized, one nn.TransformerEncoderLayer (GELU), a tanh pooler on the first token
+    and a classifier."""
+
+    def __init__(self, vocab=12, types=2, tmax=8, dim=8, heads=2, ff=16, classes=3):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.typ = nn.Embedding(types, dim)
+        self.pos = nn.Embedding(tmax, dim)
+        self.ln = nn.LayerNorm(dim, eps=EPS)
+        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, layer_norm_eps=EPS)
+        self.enc = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+        self.pool = nn.Linear(dim, dim)
+        self.fc = nn.Linear(dim, classes)
+
+    def forward(self, tokens, token_types):
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        h = self.ln(self.tok(tokens) + self.typ(token_types) + self.pos(pos))
+        return self.fc(torch.tanh(self.pool(self.enc(h)[:, 0])))
+
+
+class ResBlock(nn.Module):
+    """A ResNet stem and a stage's first basic block: stride-2 3x3 Conv-BN-ReLU, Conv-BN, a
+    1x1 stride-2 Conv-BN shortcut, add, ReLU, average pool, Linear."""
+
+    def __init__(self, c=4, classes=3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1, bias=False), bn2d(c),
+                                  nn.ReLU(), nn.MaxPool2d(2))
+        self.conv1 = nn.Conv2d(c, 2 * c, 3, stride=2, padding=1, bias=False)
+        self.bn1 = bn2d(2 * c)
+        self.conv2 = nn.Conv2d(2 * c, 2 * c, 3, padding=1, bias=False)
+        self.bn2 = bn2d(2 * c)
+        self.down = nn.Sequential(nn.Conv2d(c, 2 * c, 1, stride=2, bias=False), bn2d(2 * c))
+        self.fc = nn.Linear(2 * c, classes)
+
+    def forward(self, x):
+        s = self.stem(x)
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(s)))))
+        y = F.relu(y + self.down(s))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
 class Bag(nn.Module):
     """nn.EmbeddingBag (mean) -> Linear: exported with a Loop, refused by train-graph."""
 
@@ -230,6 +275,12 @@ def image_data(rng, n, hw, classes):
     return {"x": x}, rng.integers(0, classes, size=n).astype(np.int64)
 
 
+def bert_data(rng, n, t, vocab, classes):
+    tok = rng.integers(0, vocab, size=(n, t)).astype(np.int64)
+    typ = (np.arange(t)[None, :] >= rng.integers(1, t, size=(n, 1))).astype(np.int64)
+    return {"tokens": tok, "token_types": typ}, rng.integers(0, classes, size=n).astype(np.int64)
+
+
 def gpt_data(rng, n, t, vocab):
     seq = rng.integers(0, vocab, size=(n, t + 1)).astype(np.int64)
     return {"tokens": seq[:, :-1]}, seq[:, 1:].copy()
@@ -256,6 +307,10 @@ MODELS = {
     "mobilenet_block": (MobileBlock, lambda r: image_data(r, N_SAMPLES, 6, 3), {0: "N"},
                         {0: "N"}, {"do_constant_folding": False}, ["--bn-variance", "unbiased"],
                         6),
+    "bert_encoder": (Bert, lambda r: bert_data(r, N_SAMPLES, 6, 12, 3), {0: "N", 1: "T"},
+                     {0: "N"}, {}, [], 10),
+    "resnet_block": (ResBlock, lambda r: image_data(r, N_SAMPLES, 8, 3), {0: "N"}, {0: "N"},
+                     {"do_constant_folding": False}, ["--bn-variance", "unbiased"], 11),
     "bn_cnn": (BnCnn, lambda r: image_data(r, N_SAMPLES, 8, 3), {0: "N"}, {0: "N"}, {},
                ["--bn-variance", "unbiased"], 7),
 }
