@@ -42,7 +42,7 @@ def source(path):
 
 
 ONNX_OPS = "runtime/ops/OnnxOps.cpp"
-CPU_TABLE = "runtime/lib/CpuKernelTable.cpp"
+CPU_TABLE = "runtime/cpu/CpuKernelTable.cpp"
 AMP = "passes/amp/AmpLists.cpp"
 GRAD = "passes/train/GradRules.cpp"
 
@@ -103,7 +103,7 @@ class OpsOneOpTest(unittest.TestCase):
 
     def test_training_domain_op(self):
         reg = line_of("runtime/ops/TrainingOps.cpp", r'MPC_OP\("ConvGrad"')
-        cpu = line_of("runtime/lib/TrainingKernels.cpp", r'MPC_CPU_KERNEL\("ConvGrad"')
+        cpu = line_of("runtime/cpu/TrainingKernels.cpp", r'MPC_CPU_KERNEL\("ConvGrad"')
         out = run("--op", "ai.mpc.training::ConvGrad").stdout
         self.assertTrue(out.startswith("op ai.mpc.training::ConvGrad (domain ai.mpc.training)\n"
                                        f"registry: opsets 1+ (runtime/ops/TrainingOps.cpp:{reg})\n"),
@@ -112,7 +112,7 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertIn("amp: allow: gradient of Conv: convolutions", out)
         self.assertIn("gradient rule: none\n", out)
         self.assertIn(f"cpu kernel: opsets 1+, runConvGrad, f32,f16,f64,bf16 "
-                      f"(runtime/lib/TrainingKernels.cpp:{cpu})\n", out)
+                      f"(runtime/cpu/TrainingKernels.cpp:{cpu})\n", out)
 
     def test_json_matches_text(self):
         p = run("--op", "Softmax", "--json")

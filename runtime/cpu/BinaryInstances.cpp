@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Kernels/Elementwise.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 
 namespace mpc {
 namespace kernels {

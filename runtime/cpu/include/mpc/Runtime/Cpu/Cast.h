@@ -9,7 +9,7 @@
 #ifndef MPC_RUNTIME_CPU_CAST_H
 #define MPC_RUNTIME_CPU_CAST_H
 
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 
 #include <algorithm>

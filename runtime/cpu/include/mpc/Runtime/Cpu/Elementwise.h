@@ -10,9 +10,9 @@
 #define MPC_RUNTIME_KERNELS_ELEMENTWISE_H
 
 #include "mpc/Runtime/Kernels/BinaryOps.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
-#include "mpc/Runtime/Kernels/Convert.h"
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
 

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Kernels/Convert.h"
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 
 #if MPC_HAVE_AVX2_CLONES
 #include <immintrin.h>

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 
 #include <atomic>
 

@@ -14,7 +14,7 @@
 #include "mpc/Runtime/Cpu/Pool.h"
 #include "mpc/Runtime/Cpu/Reduce.h"
 #include "mpc/Runtime/Cpu/Softmax.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <algorithm>
 #include <type_traits>

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include <string>
 #include <utility>
 

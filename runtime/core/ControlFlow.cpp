@@ -16,10 +16,10 @@
 // operand on the host (Range's float bounds).
 //
 //===----------------------------------------------------------------------===//
-#include "CpuKernels.h"
+#include "../cpu/CpuKernels.h"
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
 #include <cstring>
 

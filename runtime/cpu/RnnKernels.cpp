@@ -21,7 +21,7 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
-#include "mpc/Runtime/Kernels/Elementwise.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 #include <cmath>
 
 using namespace mpc;

@@ -1,7 +1,7 @@
 //===- ElementwiseKernels.cpp - CPU table rows for element-wise ops ---------===//
 //
 // Unary, binary, bitwise, comparison, logical, Where, Cast and CastLike glue
-// over the colleague's compiled loops (mpc/Runtime/Kernels/Elementwise.h,
+// over the colleague's compiled loops (mpc/Runtime/Cpu/Elementwise.h,
 // Cpu/Cast.h).
 // The rows of ElementwiseOps.def become table rows here; attributes become
 // functor fields in makeOp.
@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Cast.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
-#include "mpc/Runtime/Kernels/Elementwise.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 
 #include <algorithm>
 #include <cassert>

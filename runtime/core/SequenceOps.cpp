@@ -9,7 +9,7 @@
 // or nothing.
 //
 //===----------------------------------------------------------------------===//
-#include "CpuKernels.h"
+#include "../cpu/CpuKernels.h"
 #include "ExecutorSlot.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <cstring>

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/HostTensor.h"
-#include "CpuKernels.h"
+#include "../cpu/CpuKernels.h"
 #include "mpc/IR/Tensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"

@@ -12,7 +12,7 @@
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
 #include "mpc/IR/Limits.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"

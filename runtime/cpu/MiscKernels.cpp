@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <algorithm>
 #include <cctype>

@@ -14,7 +14,7 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
-#include "mpc/Runtime/Kernels/Elementwise.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 
 using namespace mpc;
 using namespace mpc::cpuk;

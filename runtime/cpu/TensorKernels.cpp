@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Ops/IndexMath.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 #include <cstring>
