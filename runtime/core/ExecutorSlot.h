@@ -1,7 +1,7 @@
 //===- ExecutorSlot.h - Per-value state of the executor ---------*- C++ -*-===//
 //
 // Shared by Executor.cpp (static planning) and ControlFlow.cpp (dynamic
-// mode). Private to runtime/lib.
+// mode). Private to runtime/core.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_LIB_EXECUTORSLOT_H

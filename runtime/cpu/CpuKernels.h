@@ -2,7 +2,7 @@
 //
 // Type dispatch (a switch over DType calling a generic lambda with a value of
 // the storage type), attribute access and the shape/run functions the table
-// in CpuKernelTable.cpp lists. Private to runtime/lib.
+// in CpuKernelTable.cpp lists. Private to runtime/cpu and runtime/core.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_LIB_CPUKERNELS_H

@@ -64,7 +64,7 @@
 
 namespace mpc {
 
-struct SequenceValue; // runtime/lib (ExecutorSlot.h)
+struct SequenceValue; // runtime/core (ExecutorSlot.h)
 
 /// A named host tensor: a model input or output.
 struct NamedTensor {
@@ -189,7 +189,7 @@ public:
   /// inputs by name.
   llvm::ArrayRef<const Value *> outerValues() const { return outer; }
 
-  struct Slot; // private to runtime/lib (ExecutorSlot.h)
+  struct Slot; // private to runtime/core (ExecutorSlot.h)
 
   /// What the executor keeps per node for every plan and run.
   struct PreparedNode {

@@ -2,7 +2,7 @@
 //
 // The CPU loops are compiled for the x86-64 baseline and, where the compiler
 // supports it, a second time for AVX2/F16C; this picks one at run time. Both
-// give bit-identical results: FMA is not enabled and mpc_runtime_kernels is
+// give bit-identical results: FMA is not enabled and mpc_runtime_cpu is
 // built with -ffp-contract=off.
 //
 //===----------------------------------------------------------------------===//

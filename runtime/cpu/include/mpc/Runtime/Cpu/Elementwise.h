@@ -22,7 +22,7 @@
 #include <utility>
 
 // The entry points are never inlined: for the ops of ElementwiseOps.def the
-// caller then always runs mpc_runtime_kernels' optimized instantiation, never
+// caller then always runs mpc_runtime_cpu' optimized instantiation, never
 // a copy compiled with its own flags.
 #if defined(__GNUC__)
 #define MPC_NOINLINE __attribute__((noinline))
@@ -238,7 +238,7 @@ void applyBinary(const Fn &fn, const In *a, llvm::ArrayRef<int64_t> aShape,
 }
 
 //===----------------------------------------------------------------------===//
-// Instantiations compiled into mpc_runtime_kernels (ElementwiseOps.def)
+// Instantiations compiled into mpc_runtime_cpu (ElementwiseOps.def)
 //===----------------------------------------------------------------------===//
 
 #define MPC_FLOAT_STORAGE_TYPES(X, OP, OUT)                                    \

@@ -27,7 +27,7 @@ MPC_HD inline float copySign(float mag, float s) {
 
 // Branch-free float versions of exp, tanh and erf for host loops: libm calls
 // stop the compiler from vectorizing a loop, and these vectorize (with
-// -fno-trapping-math, which mpc_runtime_kernels is built with). Every
+// -fno-trapping-math, which mpc_runtime_cpu is built with). Every
 // condition is computed up front so the selects have no trapping operands.
 
 /// e^x, at most 1 ulp from the exact result (Cephes expf polynomial with a
