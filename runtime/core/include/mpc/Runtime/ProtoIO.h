@@ -7,14 +7,13 @@
 // file and what is wrong.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_TOOLS_PROTOIO_H
-#define MPC_TOOLS_PROTOIO_H
+#ifndef MPC_RUNTIME_PROTOIO_H
+#define MPC_RUNTIME_PROTOIO_H
 
 #include "mpc/Runtime/Executor.h"
 #include "llvm/Support/Error.h"
 
 namespace mpc {
-namespace tool {
 
 /// Reads an ONNX TensorProto file; the name is the TensorProto's.
 llvm::Expected<NamedTensor> readTensorPb(llvm::StringRef path);
@@ -32,7 +31,6 @@ std::string serializeSequencePb(const NamedSequence &s);
 /// The OptionalProto serialization of an optional (NamedSequence::optional).
 std::string serializeOptionalPb(const NamedSequence &s);
 
-} // namespace tool
 } // namespace mpc
 
-#endif // MPC_TOOLS_PROTOIO_H
+#endif // MPC_RUNTIME_PROTOIO_H

@@ -8,7 +8,7 @@
 // tensor or a sequence of tensors; the same leftover check applies.
 //
 //===----------------------------------------------------------------------===//
-#include "ProtoIO.h"
+#include "mpc/Runtime/ProtoIO.h"
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Support/Diagnostics.h"
 #include "onnx/onnx-data_pb.h"
@@ -75,7 +75,7 @@ static llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readFile(llvm::String
   return std::move(*buf);
 }
 
-llvm::Expected<NamedTensor> tool::readTensorPb(llvm::StringRef path) {
+llvm::Expected<NamedTensor> mpc::readTensorPb(llvm::StringRef path) {
   auto buf = readFile(path);
   if (!buf)
     return buf.takeError();
@@ -111,7 +111,7 @@ static llvm::Error sequenceFromProto(const onnx::SequenceProto &p, const std::st
   return llvm::Error::success();
 }
 
-llvm::Expected<NamedSequence> tool::readSequencePb(llvm::StringRef path) {
+llvm::Expected<NamedSequence> mpc::readSequencePb(llvm::StringRef path) {
   auto buf = readFile(path);
   if (!buf)
     return buf.takeError();
@@ -130,7 +130,7 @@ llvm::Expected<NamedSequence> tool::readSequencePb(llvm::StringRef path) {
   return std::move(s);
 }
 
-llvm::Expected<NamedSequence> tool::readOptionalPb(llvm::StringRef path) {
+llvm::Expected<NamedSequence> mpc::readOptionalPb(llvm::StringRef path) {
   auto buf = readFile(path);
   if (!buf)
     return buf.takeError();
@@ -173,7 +173,7 @@ llvm::Expected<NamedSequence> tool::readOptionalPb(llvm::StringRef path) {
                     path, onnx::OptionalProto::DataType_Name(p.elem_type()));
 }
 
-llvm::Expected<NamedSequence> tool::readSequenceNpz(llvm::StringRef path) {
+llvm::Expected<NamedSequence> mpc::readSequenceNpz(llvm::StringRef path) {
   auto members = readNpzFile(path);
   if (!members)
     return members.takeError();
@@ -214,14 +214,14 @@ static void sequenceToProto(const NamedSequence &s, onnx::SequenceProto &p) {
     tensorToProto(t, *p.add_tensor_values());
 }
 
-std::string tool::serializeSequencePb(const NamedSequence &s) {
+std::string mpc::serializeSequencePb(const NamedSequence &s) {
   onnx::SequenceProto p;
   p.set_name(s.name);
   sequenceToProto(s, p);
   return p.SerializeAsString();
 }
 
-std::string tool::serializeOptionalPb(const NamedSequence &s) {
+std::string mpc::serializeOptionalPb(const NamedSequence &s) {
   onnx::OptionalProto p;
   p.set_name(s.name);
   // An empty optional has elem_type UNDEFINED (as onnx.numpy_helper writes it).
