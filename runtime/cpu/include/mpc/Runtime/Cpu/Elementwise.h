@@ -9,11 +9,12 @@
 #ifndef MPC_RUNTIME_KERNELS_ELEMENTWISE_H
 #define MPC_RUNTIME_KERNELS_ELEMENTWISE_H
 
-#include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/Convert.h"
 #include "mpc/Runtime/Cpu/CpuIsa.h"
+#include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
 
 #include <algorithm>
@@ -238,26 +239,9 @@ void applyBinary(const Fn &fn, const In *a, llvm::ArrayRef<int64_t> aShape,
 }
 
 //===----------------------------------------------------------------------===//
-// Instantiations compiled into mpc_runtime_cpu (ElementwiseOps.def)
+// Instantiations compiled into mpc_runtime_cpu (ElementwiseOps.def, with
+// the storage types of Kernels/StorageTypes.h)
 //===----------------------------------------------------------------------===//
-
-#define MPC_FLOAT_STORAGE_TYPES(X, OP, OUT)                                    \
-  X(float, OP, OUT) X(double, OP, OUT) X(Half, OP, OUT) X(BFloat16, OP, OUT)
-#define MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)                               \
-  X(int8_t, OP, OUT) X(int16_t, OP, OUT) X(int32_t, OP, OUT) X(int64_t, OP, OUT)
-#define MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)                             \
-  X(uint8_t, OP, OUT)                                                          \
-  X(uint16_t, OP, OUT) X(uint32_t, OP, OUT) X(uint64_t, OP, OUT)
-#define MPC_SIGNED_STORAGE_TYPES(X, OP, OUT)                                   \
-  MPC_FLOAT_STORAGE_TYPES(X, OP, OUT) MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)
-#define MPC_INTEGER_STORAGE_TYPES(X, OP, OUT)                                  \
-  MPC_SIGNED_INT_STORAGE_TYPES(X, OP, OUT)                                     \
-  MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)
-#define MPC_ARITHMETIC_STORAGE_TYPES(X, OP, OUT)                               \
-  MPC_SIGNED_STORAGE_TYPES(X, OP, OUT)                                         \
-  MPC_UNSIGNED_INT_STORAGE_TYPES(X, OP, OUT)
-#define MPC_SAME_TYPE(T) T
-#define MPC_BOOL_TYPE(T) bool
 
 #define MPC_UNARY_INSTANCE(PREFIX, T, OP, OUT)                                 \
   PREFIX template void applyUnary<T, OUT(T), OP>(const OP &, const T *,        \

@@ -9,6 +9,7 @@
 #ifndef MPC_RUNTIME_KERNELS_BINARYOPS_H
 #define MPC_RUNTIME_KERNELS_BINARYOPS_H
 
+#include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
 

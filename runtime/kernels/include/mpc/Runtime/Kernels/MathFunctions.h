@@ -10,6 +10,7 @@
 #define MPC_RUNTIME_KERNELS_MATHFUNCTIONS_H
 
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/HostDevice.h"
 
 #include <math.h>
 #include <stdint.h>

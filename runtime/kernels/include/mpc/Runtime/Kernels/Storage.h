@@ -9,6 +9,7 @@
 #define MPC_RUNTIME_KERNELS_STORAGE_H
 
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/HostDevice.h"
 
 #include <cstdint>
 #include <type_traits>

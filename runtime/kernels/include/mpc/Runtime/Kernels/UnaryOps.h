@@ -11,6 +11,7 @@
 #ifndef MPC_RUNTIME_KERNELS_UNARYOPS_H
 #define MPC_RUNTIME_KERNELS_UNARYOPS_H
 
+#include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 
