@@ -145,14 +145,18 @@ class OpsOneOpTest(unittest.TestCase):
                 self.assertTrue(o["registry"][0]["run_by_executor"], row["op"])
             else:
                 self.assertEqual(sorted(kernels), sorted(listed), row["op"])
-            # Every op with a kernel has a registry row, each with a real location.
+            # Every op with a kernel has a registry row; every registry row and CPU
+            # kernel row has a real location (a file of the tree, the op's line).
             self.assertTrue(o["registry"], row["op"])
-            for r in o["registry"]:
+            for r in o["registry"] + o["cpu_kernels"]:
                 path, line = r["location"].rsplit(":", 1)
                 self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR, path)), r["location"])
                 with open(os.path.join(SOURCE_DIR, path)) as f:
                     text = f.read().splitlines()[int(line) - 1]
                 self.assertIn(row["op_type"], text, r["location"])
+            if o["gradient_rule"]:
+                self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR,
+                                                            o["gradient_rule_location"])))
 
     def test_errors(self):
         p = run("--op", "Det")
