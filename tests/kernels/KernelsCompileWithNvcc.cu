@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/ActivationGrad.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
@@ -59,6 +60,18 @@ MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_UNARY, GeluTanh, MPC_SAME_TYPE)
 
 #undef MPC_DEVICE_UNARY
 #undef MPC_DEVICE_BINARY
+
+// The gradient ops' slopes (ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad).
+template <typename T>
+__global__ void activationGradBody(ActivationGrad kind, const T *dy, const T *v, T *dx, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n)
+    dx[i] = store<T>(load(dy[i]) * activationSlope(kind, load(v[i])));
+}
+#define MPC_DEVICE_ACTIVATION_GRAD(T, OP, OUT)                                 \
+  template __global__ void activationGradBody<T>(ActivationGrad, const T *, const T *, T *, int);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ACTIVATION_GRAD, , )
+#undef MPC_DEVICE_ACTIVATION_GRAD
 
 // Cast (castValue) between every pair of storage types.
 template <typename From, typename To>

@@ -13,6 +13,7 @@
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Cpu/Pool.h"
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/ActivationGrad.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "llvm/ADT/ArrayRef.h"
 #include <cstdint>
@@ -21,8 +22,9 @@ namespace mpc {
 namespace cpu {
 
 /// The element-wise gradients: dx = dy * f'(v), with v the forward input X
-/// (Relu, Erf, Gelu) or output Y (Sigmoid, Tanh).
-enum class ActivationGrad { Relu, Sigmoid, Tanh, Erf, Gelu, GeluTanh };
+/// (Relu, Erf, Gelu) or output Y (Sigmoid, Tanh); f' is the shared body
+/// kernels::activationSlope.
+using ActivationGrad = kernels::ActivationGrad;
 
 template <typename T>
 void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n);
