@@ -17,7 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/Amp.h"
 #include "mpc/Support/Diagnostics.h"
-#include "mpc/Support/Float16.h"
+#include "mpc/Runtime/Float16.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>

@@ -9,7 +9,7 @@
 #ifndef MPC_RUNTIME_CPU_ACCUMULATE_H
 #define MPC_RUNTIME_CPU_ACCUMULATE_H
 
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 
 #include <cstdint>

@@ -9,7 +9,7 @@
 
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 
 #include "IndexMath.h"
 #include "Scratch.h"

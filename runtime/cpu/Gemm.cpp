@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Gemm.h"
-#include "mpc/Runtime/Kernels/Broadcast.h"
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 
 #include "Scratch.h"
 

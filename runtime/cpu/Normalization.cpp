@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Normalization.h"
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"

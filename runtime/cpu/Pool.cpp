@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Pool.h"
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 
 #include "llvm/ADT/ArrayRef.h"
 

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Reduce.h"
-#include "mpc/Runtime/Kernels/Convert.h"
+#include "mpc/Runtime/Cpu/Convert.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"

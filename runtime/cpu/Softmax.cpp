@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Softmax.h"
-#include "mpc/Runtime/Kernels/Convert.h"
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"

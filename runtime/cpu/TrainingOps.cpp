@@ -27,31 +27,6 @@ template <typename T> static AccumType<T> ld(T v) { return AccumType<T>(load(v))
 // Element-wise
 //===----------------------------------------------------------------------===//
 
-template <typename C> static C activationSlope(ActivationGrad kind, C v) {
-  const C invSqrtPi2 = C(1.1283791670955126);   // 2 / sqrt(pi)
-  const C invSqrt2 = C(0.70710678118654752);    // 1 / sqrt(2)
-  const C invSqrt2Pi = C(0.39894228040143268);  // 1 / sqrt(2 pi)
-  const C sqrt2OverPi = C(0.79788456080286536); // sqrt(2 / pi)
-  switch (kind) {
-  case ActivationGrad::Relu:
-    return v > C(0) ? C(1) : C(0);
-  case ActivationGrad::Sigmoid:
-    return v * (C(1) - v);
-  case ActivationGrad::Tanh:
-    return C(1) - v * v;
-  case ActivationGrad::Erf:
-    return invSqrtPi2 * std::exp(-v * v);
-  case ActivationGrad::Gelu:
-    return C(0.5) * (C(1) + std::erf(v * invSqrt2)) + v * invSqrt2Pi * std::exp(C(-0.5) * v * v);
-  case ActivationGrad::GeluTanh: {
-    C t = std::tanh(sqrt2OverPi * (v + C(0.044715) * v * v * v));
-    return C(0.5) * (C(1) + t) +
-           C(0.5) * v * (C(1) - t * t) * sqrt2OverPi * (C(1) + C(3 * 0.044715) * v * v);
-  }
-  }
-  return C(0);
-}
-
 template <typename T>
 void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n) {
   using C = kernels::ComputeType<T>;
@@ -62,7 +37,7 @@ void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = store<T>(load(dy[i]) * activationSlope<C>(kind, load(v[i])));
+    dx[i] = store<T>(load(dy[i]) * kernels::activationSlope<C>(kind, load(v[i])));
 }
 
 template <typename T>

@@ -1,7 +1,7 @@
 //===- ContribOps.cpp - Registry rows of the com.microsoft domain ----------===//
 //
 // The onnxruntime contrib ops mpc runs (CPU kernels in
-// runtime/lib/ContribKernels.cpp).
+// runtime/cpu/ContribKernels.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "OpRows.h"

@@ -134,7 +134,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("SoftmaxCrossEntropyLoss", "", 12, shapeClassificationLoss, Elementwise),
 
       // Run by the executor on the host, on every backend, for every stored
-      // type (runtime/lib/ControlFlow.cpp, SequenceOps.cpp).
+      // type (runtime/core/ControlFlow.cpp, SequenceOps.cpp).
       withValueDependentShape(MPC_OP("If", "", 1, nullptr, Data)),
       withValueDependentShape(MPC_OP("Loop", "", 1, nullptr, Data)),
       withValueDependentShape(MPC_OP("Scan", "", 8, nullptr, Data)),

@@ -2,9 +2,9 @@
 //
 // Declarations of every shape function a registry row names. Their bodies
 // still live next to the CPU kernels that share helpers with them
-// (runtime/lib/*Kernels.cpp, namespace cpuk) until the runtime's layout
-// change moves them under runtime/ops; nothing in them is CPU-specific.
-// Private to runtime/ops and runtime/lib.
+// (runtime/cpu/*Kernels.cpp, namespace cpuk); nothing in them is
+// CPU-specific, and moving them under runtime/ops is still to do.
+// Private to runtime/ops and runtime/cpu.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_OPS_SHAPEFUNCTIONS_H

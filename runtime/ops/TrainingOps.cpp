@@ -1,7 +1,7 @@
 //===- TrainingOps.cpp - Registry rows of the ai.mpc.training domain -------===//
 //
 // The gradient and optimizer-side ops training graphs use (docs/training.md);
-// CPU kernels in runtime/lib/TrainingKernels.cpp.
+// CPU kernels in runtime/cpu/TrainingKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "OpRows.h"

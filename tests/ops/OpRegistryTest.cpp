@@ -119,7 +119,7 @@ TEST(OpRegistry, RowsDoNotOverlapAndRecordWhereTheyAre) {
     std::string where = a.where.text();
     EXPECT_TRUE(llvm::StringRef(where).startswith("runtime/ops/") ||
                 llvm::StringRef(where).startswith(
-                    "runtime/include/mpc/Runtime/Kernels/ElementwiseOps.def:"))
+                    "runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def:"))
         << a.opType << " at " << where;
     for (size_t j = i + 1; j < rows.size(); ++j) {
       const OpDef &b = rows[j];

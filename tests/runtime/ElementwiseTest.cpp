@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Kernels/Elementwise.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
 

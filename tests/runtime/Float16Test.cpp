@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Float16.h"
-#include "mpc/Runtime/Kernels/Convert.h"
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 
 #include "TestUtil.h"
 

@@ -10,7 +10,7 @@
 
 #include "mpc/Runtime/Cpu/Normalization.h"
 #include "mpc/Runtime/Cpu/Softmax.h"
-#include "mpc/Runtime/Kernels/CpuIsa.h"
+#include "mpc/Runtime/Cpu/CpuIsa.h"
 
 #include "TestUtil.h"
 

@@ -42,7 +42,7 @@ def source(path):
 
 
 ONNX_OPS = "runtime/ops/OnnxOps.cpp"
-CPU_TABLE = "runtime/lib/CpuKernelTable.cpp"
+CPU_TABLE = "runtime/cpu/CpuKernelTable.cpp"
 AMP = "passes/amp/AmpLists.cpp"
 GRAD = "passes/train/GradRules.cpp"
 
@@ -103,7 +103,7 @@ class OpsOneOpTest(unittest.TestCase):
 
     def test_training_domain_op(self):
         reg = line_of("runtime/ops/TrainingOps.cpp", r'MPC_OP\("ConvGrad"')
-        cpu = line_of("runtime/lib/TrainingKernels.cpp", r'MPC_CPU_KERNEL\("ConvGrad"')
+        cpu = line_of("runtime/cpu/TrainingKernels.cpp", r'MPC_CPU_KERNEL\("ConvGrad"')
         out = run("--op", "ai.mpc.training::ConvGrad").stdout
         self.assertTrue(out.startswith("op ai.mpc.training::ConvGrad (domain ai.mpc.training)\n"
                                        f"registry: opsets 1+ (runtime/ops/TrainingOps.cpp:{reg})\n"),
@@ -112,7 +112,7 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertIn("amp: allow: gradient of Conv: convolutions", out)
         self.assertIn("gradient rule: none\n", out)
         self.assertIn(f"cpu kernel: opsets 1+, runConvGrad, f32,f16,f64,bf16 "
-                      f"(runtime/lib/TrainingKernels.cpp:{cpu})\n", out)
+                      f"(runtime/cpu/TrainingKernels.cpp:{cpu})\n", out)
 
     def test_json_matches_text(self):
         p = run("--op", "Softmax", "--json")
@@ -145,14 +145,18 @@ class OpsOneOpTest(unittest.TestCase):
                 self.assertTrue(o["registry"][0]["run_by_executor"], row["op"])
             else:
                 self.assertEqual(sorted(kernels), sorted(listed), row["op"])
-            # Every op with a kernel has a registry row, each with a real location.
+            # Every op with a kernel has a registry row; every registry row and CPU
+            # kernel row has a real location (a file of the tree, the op's line).
             self.assertTrue(o["registry"], row["op"])
-            for r in o["registry"]:
+            for r in o["registry"] + o["cpu_kernels"]:
                 path, line = r["location"].rsplit(":", 1)
                 self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR, path)), r["location"])
                 with open(os.path.join(SOURCE_DIR, path)) as f:
                     text = f.read().splitlines()[int(line) - 1]
                 self.assertIn(row["op_type"], text, r["location"])
+            if o["gradient_rule"]:
+                self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR,
+                                                            o["gradient_rule_location"])))
 
     def test_errors(self):
         p = run("--op", "Det")

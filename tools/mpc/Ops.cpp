@@ -131,7 +131,7 @@ static std::vector<OpRow> collectRows() {
     rowFor(k.domain ? k.domain : "", k.opType)
         .cpu.push_back({k.minOpset, k.maxOpset, dtypeNames(k.dtypes)});
   // Ops the executor runs itself, in dynamic mode, on every backend
-  // (runtime/lib/ControlFlow.cpp and SequenceOps.cpp), for every stored type:
+  // (runtime/core/ControlFlow.cpp and SequenceOps.cpp), for every stored type:
   // control flow, sequences and optionals (registry rows without a shape
   // function).
   for (const OpDef &d : opRegistry())

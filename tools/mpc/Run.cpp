@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Plot.h"
-#include "ProtoIO.h"
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/NpyIO.h"
+#include "mpc/Runtime/ProtoIO.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Verify/Verifier.h"
 #include "llvm/ADT/StringMap.h"

@@ -6,26 +6,22 @@
 // the first step, so a bad run prints one line and writes nothing. Files are
 // written whole (temporary file, rename) at evaluation points and at the end.
 //
-// Checkpoint: the training model with its state initializers replaced by
-// the current state, plus metadata mpc.trainer.{step,epoch,seed,batch,
-// model_hash}. The hash covers the model without the state's data and
-// without mpc.trainer.* metadata, so a checkpoint and its training model
-// hash alike. Resuming restores the state and the step count; the batch
-// order depends only on (seed, step), so N steps in one run and K + (N-K)
-// steps across a resume give the same bytes.
+// Checkpoints (format: mpc/Runtime/Checkpoint.h) are written to
+// DIR/checkpoint.onnx. Resuming restores the state and the step count; the
+// batch order depends only on (seed, step), so N steps in one run and
+// K + (N-K) steps across a resume give the same bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "Plot.h"
 #include "Tool.h"
 #include "mpc/IO/Onnx.h"
+#include "mpc/Runtime/Checkpoint.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Runtime/Trainer.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Verify/Verifier.h"
-#include "onnx/onnx_pb.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -35,9 +31,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <google/protobuf/arena.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 using namespace mpc;
 using namespace mpc::tool;
@@ -199,77 +192,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
 }
 
 //===----------------------------------------------------------------------===//
-// Checkpoints
+// Checkpoints (the format: runtime/core/Checkpoint.cpp)
 //===----------------------------------------------------------------------===//
 
-static constexpr const char *kStepKey = "mpc.trainer.step";
-static constexpr const char *kEpochKey = "mpc.trainer.epoch";
-static constexpr const char *kSeedKey = "mpc.trainer.seed";
-static constexpr const char *kBatchKey = "mpc.trainer.batch";
-/// "none" when the run does not shuffle; absent for the seeded order.
-static constexpr const char *kShuffleKey = "mpc.trainer.shuffle";
-static constexpr const char *kHashKey = "mpc.trainer.model_hash";
-
-static void stripTensorData(onnx::TensorProto &t) {
-  t.clear_raw_data();
-  t.clear_float_data();
-  t.clear_double_data();
-  t.clear_int32_data();
-  t.clear_int64_data();
-  t.clear_uint64_data();
-  t.clear_string_data();
-  t.clear_external_data();
-  t.clear_data_location();
-}
-
-/// FNV-1a (64-bit) of the model without the data of its training state (the
-/// initializers update_binding writes) and without the trainer's own
-/// metadata, as 16 hex digits. Everything else counts: the graphs, frozen
-/// constants, the algorithm's constants (a learning rate), the metadata.
-static llvm::Expected<std::string> modelHash(Model &m) {
-  google::protobuf::Arena arena;
-  auto &p = *google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
-  if (llvm::Error err = exportOnnx(m, p))
-    return std::move(err);
-  llvm::StringSet<> stateNames;
-  for (const onnx::TrainingInfoProto &ti : p.training_info())
-    for (const onnx::StringStringEntryProto &b : ti.update_binding())
-      stateNames.insert(b.key());
-  for (onnx::TensorProto &t : *p.mutable_graph()->mutable_initializer())
-    if (stateNames.count(t.name()))
-      stripTensorData(t);
-  auto *props = p.mutable_metadata_props();
-  for (int i = props->size() - 1; i >= 0; --i)
-    if (llvm::StringRef(props->Get(i).key()).startswith("mpc.trainer."))
-      props->DeleteSubrange(i, 1);
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream sos(&bytes);
-    google::protobuf::io::CodedOutputStream cos(&sos);
-    cos.SetSerializationDeterministic(true);
-    p.SerializeToCodedStream(&cos);
-  }
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  std::string hex;
-  llvm::raw_string_ostream(hex) << llvm::format_hex_no_prefix(h, 16);
-  return hex;
-}
-
-
-namespace {
-/// Where a checkpoint left off.
-struct ResumePoint {
-  uint64_t step = 0, epoch = 0, seed = 0;
-  int64_t batch = 0;
-  bool shuffle = true;
-};
-} // namespace
-
-/// Loads and checks a checkpoint of the model whose hash is `hash`.
 /// The checkpoint file in folder `dir`.
 static std::string checkpointIn(llvm::StringRef dir) {
   llvm::SmallString<256> p(dir);
@@ -282,61 +207,29 @@ static std::string resumeFile(const std::string &where) {
   return llvm::sys::fs::is_directory(where) ? checkpointIn(where) : where;
 }
 
+/// Loads and checks the checkpoint --resume names, of the model whose hash
+/// is `hash`.
 static llvm::Expected<std::unique_ptr<Model>>
-loadCheckpoint(const std::string &where, const std::string &hash, ResumePoint &at) {
+loadCheckpoint(const std::string &where, const std::string &hash, CheckpointPosition &at) {
   std::string path = resumeFile(where);
   if (!llvm::sys::fs::exists(path))
     return inputError("--resume: no checkpoint '{0}'", path);
-  auto m = loadModel(path);
-  if (!m)
-    return inputError("checkpoint '{0}': {1}", path, llvm::toString(m.takeError()));
-  if (llvm::Error err = verifyModel(**m))
-    return inputError("checkpoint '{0}': {1}", path, llvm::toString(std::move(err)));
-  const std::string *stored = (*m)->findMetadata(kHashKey);
-  if (!stored)
-    return inputError("'{0}' is not an mpc checkpoint (no {1} metadata)", path, kHashKey);
-  auto actual = modelHash(**m);
-  if (!actual)
-    return actual.takeError();
-  if (*stored != hash || *actual != hash)
-    return inputError("checkpoint '{0}' is of a different model (model hash {1}, the "
-                      "training model's is {2})",
-                      path, *actual != hash ? *actual : *stored, hash);
-  auto number = [&](const char *key, uint64_t &out) -> llvm::Error {
-    const std::string *v = (*m)->findMetadata(key);
-    if (!v || llvm::StringRef(*v).getAsInteger(10, out))
-      return inputError("checkpoint '{0}': metadata {1} is missing or not a number", path, key);
-    return llvm::Error::success();
-  };
-  uint64_t batch = 0;
-  for (auto [key, out] : {std::pair<const char *, uint64_t *>{kStepKey, &at.step},
-                          {kEpochKey, &at.epoch},
-                          {kSeedKey, &at.seed},
-                          {kBatchKey, &batch}})
-    if (llvm::Error err = number(key, *out))
-      return std::move(err);
-  at.batch = int64_t(batch);
-  const std::string *shuffle = (*m)->findMetadata(kShuffleKey);
-  if (shuffle && *shuffle != "none")
-    return inputError("checkpoint '{0}': metadata {1} is {2}, not none", path, kShuffleKey,
-                      quoteName(*shuffle));
-  at.shuffle = !shuffle;
-  return std::move(*m);
+  return readCheckpoint(path, hash, at, loadModel);
 }
 
-static llvm::Error writeCheckpoint(Model &m, Trainer &t, const std::string &dir,
-                                   const std::string &hash, int64_t batch) {
+/// Writes DIR/checkpoint.onnx with the trainer's current state.
+static llvm::Error saveCheckpoint(Model &m, Trainer &t, const std::string &dir,
+                                  const std::string &hash, int64_t batch) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return inputError("cannot create '{0}': {1}", dir, ec.message());
   t.syncModel();
-  m.setMetadata(kStepKey, std::to_string(t.stepsDone()));
-  m.setMetadata(kEpochKey, std::to_string(t.stepsDone() / uint64_t(t.batchesPerEpoch())));
-  m.setMetadata(kSeedKey, std::to_string(t.seed()));
-  m.setMetadata(kBatchKey, std::to_string(batch));
-  if (!t.shuffle())
-    m.setMetadata(kShuffleKey, "none");
-  m.setMetadata(kHashKey, hash);
-  return writeOnnxFile(m, checkpointIn(dir));
+  CheckpointPosition at;
+  at.step = t.stepsDone();
+  at.epoch = t.stepsDone() / uint64_t(t.batchesPerEpoch());
+  at.seed = t.seed();
+  at.batch = batch;
+  at.shuffle = t.shuffle();
+  return writeCheckpoint(m, at, hash, checkpointIn(dir));
 }
 
 //===----------------------------------------------------------------------===//
@@ -464,11 +357,11 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   files.readExternalData(*model, a.model);
   if (llvm::Error err = files.check())
     return fail(std::move(err));
-  auto hash = modelHash(*model);
+  auto hash = trainingModelHash(*model);
   if (!hash)
     return fail(hash.takeError());
 
-  ResumePoint at;
+  CheckpointPosition at;
   at.seed = a.seed;
   at.shuffle = a.shuffle != "none";
   if (!a.resume.empty()) {
@@ -583,7 +476,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       row.evaluated = e->samples > 0;
       row.eval = *e;
       if (!a.checkpoint.empty())
-        if (llvm::Error e2 = writeCheckpoint(*model, t, a.checkpoint, *hash, a.batch)) {
+        if (llvm::Error e2 = saveCheckpoint(*model, t, a.checkpoint, *hash, a.batch)) {
           closeLine();
           failed = fail(std::move(e2));
           return false;

@@ -1,7 +1,7 @@
 //===- ContribSchemas.cpp - libonnx schemas of onnxruntime contrib ops -----===//
 //
 // Registers the com.microsoft ops that mpc runs (FusedMatMul, ConvGrad;
-// runtime/lib/ContribKernels.cpp) with libonnx's OpSchemaRegistry, as
+// runtime/cpu/ContribKernels.cpp) with libonnx's OpSchemaRegistry, as
 // onnxruntime declares them, so type inference ties their outputs to their
 // inputs (an fp16 FusedMatMul yields fp16), the verifier checks them and
 // strict shape inference knows them. Other com.microsoft ops stay unknown.

@@ -1,0 +1,125 @@
+//===- HostTensor.cpp - Host tensors and conversions ------------------------===//
+//
+// Element sizes, shape printing, host copies of IR tensors and dtype
+// conversion through the CPU Cast kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/HostTensor.h"
+#include "../cpu/CpuKernels.h"
+#include "mpc/IR/Tensor.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/Support/raw_ostream.h"
+#include <unistd.h>
+
+using namespace mpc;
+
+size_t mpc::runtimeElementSize(DType t) {
+  switch (t) {
+  case DType::F32: case DType::I32: case DType::U32: return 4;
+  case DType::F64: case DType::I64: case DType::U64: return 8;
+  case DType::F16: case DType::BF16: case DType::I16: case DType::U16: return 2;
+  case DType::I8: case DType::U8: case DType::Bool: return 1;
+  default: return 0;
+  }
+}
+
+HostTensor::HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+  bytes.resize(size_t(numElements()) * runtimeElementSize(t));
+}
+
+int64_t HostTensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+double HostTensor::getAsDouble(int64_t i) const {
+  double v = 0;
+  cpuk::dispatchAll(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, bool>::value)
+      v = data<bool>()[i] ? 1 : 0;
+    else
+      v = double(static_cast<std::conditional_t<std::is_integral<T>::value, T, float>>(
+          data<T>()[i]));
+  });
+  if (dtype == DType::F64)
+    v = data<double>()[i];
+  return v;
+}
+
+std::string mpc::formatShape(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+uint64_t mpc::maxTensorBytes() {
+  static const uint64_t limit = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : uint64_t(1) << 40;
+  }();
+  return limit;
+}
+
+llvm::Expected<uint64_t> mpc::checkedTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,
+                                                 const llvm::Twine &what) {
+  uint64_t bytes = runtimeElementSize(dtype);
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return inputError("{0}: shape {1} has a negative dimension", what.str(),
+                        formatShape(shape));
+    overflow |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
+  }
+  if (bytes == 0)
+    return 0;
+  if (overflow)
+    return inputError("{0}: shape {1} of {2} needs more than 2^64 bytes", what.str(),
+                      formatShape(shape), dtypeName(dtype));
+  if (bytes > maxTensorBytes())
+    return inputError("{0}: shape {1} of {2} needs {3} bytes, more than this machine's memory "
+                      "({4} bytes)",
+                      what.str(), formatShape(shape), dtypeName(dtype), bytes, maxTensorBytes());
+  return bytes;
+}
+
+llvm::Expected<HostTensor> mpc::hostTensorFromIR(const Tensor &t) {
+  if (runtimeElementSize(t.dtype) == 0)
+    return inputError("tensor '{0}': element type {1} is not supported by the runtime",
+                      t.name, dtypeName(t.dtype));
+  Tensor copy;
+  const Tensor *src = &t;
+  if (t.isExternal()) {
+    copy = t;
+    if (auto e = copy.materialize())
+      return std::move(e);
+    src = &copy;
+  }
+  auto need = checkedTensorBytes(t.dims, t.dtype, "tensor " + quoteName(t.name));
+  if (!need)
+    return need.takeError();
+  if (src->bytes().size() != *need)
+    return inputError("tensor '{0}': has {1} bytes of data, expected {2}", t.name,
+                      src->bytes().size(), *need);
+  HostTensor h(t.dtype, t.dims);
+  std::copy(src->bytes().begin(), src->bytes().end(), h.bytes.begin());
+  return h;
+}
+
+llvm::Expected<HostTensor> mpc::castHostTensor(const HostTensor &t, DType to) {
+  if (runtimeElementSize(to) == 0)
+    return inputError("cannot convert to element type {0}", dtypeName(to));
+  HostTensor out(to, t.shape);
+  KernelCall call;
+  TensorRef in{t.dtype, {t.shape.begin(), t.shape.end()},
+               const_cast<uint8_t *>(t.bytes.data())};
+  TensorRef o{to, {t.shape.begin(), t.shape.end()}, out.bytes.data()};
+  call.inputs.push_back(in);
+  call.outputs.push_back(o);
+  if (auto e = cpuk::runCast(call))
+    return std::move(e);
+  return out;
+}

@@ -1,0 +1,240 @@
+//===- CpuKernels.h - Internal helpers of the CPU kernel glue --*- C++ -*-===//
+//
+// Type dispatch (a switch over DType calling a generic lambda with a value of
+// the storage type), attribute access and the shape/run functions the table
+// in CpuKernelTable.cpp lists. Private to runtime/cpu and runtime/core.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_LIB_CPUKERNELS_H
+#define MPC_RUNTIME_LIB_CPUKERNELS_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Cpu/Conv.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Float16.h"
+#include "../ops/ShapeFunctions.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+namespace mpc {
+namespace cpuk {
+
+/// Calls fn(T()) for the floating-point storage types.
+template <typename Fn> bool dispatchFloat(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::F32: fn(float()); return true;
+  case DType::F64: fn(double()); return true;
+  case DType::F16: fn(Half()); return true;
+  case DType::BF16: fn(BFloat16()); return true;
+  default: return false;
+  }
+}
+
+/// Calls fn(T()) for the float and signed integer storage types.
+template <typename Fn> bool dispatchSigned(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::I8: fn(int8_t()); return true;
+  case DType::I16: fn(int16_t()); return true;
+  case DType::I32: fn(int32_t()); return true;
+  case DType::I64: fn(int64_t()); return true;
+  default: return dispatchFloat(t, fn);
+  }
+}
+
+/// Calls fn(T()) for the unsigned integer storage types.
+template <typename Fn> bool dispatchUnsigned(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::U8: fn(uint8_t()); return true;
+  case DType::U16: fn(uint16_t()); return true;
+  case DType::U32: fn(uint32_t()); return true;
+  case DType::U64: fn(uint64_t()); return true;
+  default: return false;
+  }
+}
+
+/// Calls fn(T()) for the signed and unsigned integer storage types.
+template <typename Fn> bool dispatchInteger(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::I8: fn(int8_t()); return true;
+  case DType::I16: fn(int16_t()); return true;
+  case DType::I32: fn(int32_t()); return true;
+  case DType::I64: fn(int64_t()); return true;
+  default: return dispatchUnsigned(t, fn);
+  }
+}
+
+/// Calls fn(T()) for the float and integer storage types (all but bool).
+template <typename Fn> bool dispatchArithmetic(DType t, Fn &&fn) {
+  return dispatchUnsigned(t, fn) || dispatchSigned(t, fn);
+}
+
+/// Calls fn(T()) for every storage type the runtime holds.
+template <typename Fn> bool dispatchAll(DType t, Fn &&fn) {
+  if (t == DType::Bool) {
+    fn(bool());
+    return true;
+  }
+  return dispatchArithmetic(t, fn);
+}
+
+/// The unsigned integer types, and with them every integer or non-bool type.
+constexpr DTypeSet kUnsignedTypes = dtypeBit(DType::U8) | dtypeBit(DType::U16) |
+                                    dtypeBit(DType::U32) | dtypeBit(DType::U64);
+constexpr DTypeSet kIntegerTypes = kIntTypes | kUnsignedTypes;
+constexpr DTypeSet kArithmeticTypes = kNumericTypes | kUnsignedTypes;
+
+/// A kernel table row: `Run` (last: it may hold commas) with its name and
+/// the row's source location.
+#define MPC_CPU_KERNEL(Op, Domain, Since, Types, ...)                          \
+  ::mpc::CpuKernel {                                                           \
+    Op, Domain, Since, ::mpc::kMaxOpsetVersion, Types, __VA_ARGS__, #__VA_ARGS__, \
+        MPC_SOURCE_LOCATION                                                    \
+  }
+
+/// "node 'x' (Op): <msg>" as an InputError.
+llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
+/// The ints of an attribute, or `dflt`.
+std::vector<int64_t> intsAttr(const Node &n, llvm::StringRef name,
+                              std::vector<int64_t> dflt = {});
+/// Normalizes a possibly negative axis against `rank`; false when out of range.
+bool normalizeAxis(int64_t &axis, int64_t rank);
+/// Integer values of a known input (i32/i64), or an error naming the node.
+llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
+                                               llvm::StringRef what);
+/// Integer values of an input at run time.
+std::vector<int64_t> readInts(const TensorRef &t);
+/// Maps indices in [-dim, dim) to [0, dim) (Gather's rule). False after
+/// recording an IndexOutOfRange error (recordKernelError) naming the first
+/// one out of range and the shape of `operand` (KernelErrorRecord::operand);
+/// the kernel then returns without writing its outputs.
+bool normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
+                      int32_t operand);
+
+/// Slice parameters resolved against the input shape: per axis the first
+/// index read, the step and the output extent (axes not sliced: 0, 1, dim).
+struct SliceParams {
+  std::vector<int64_t> starts, steps, outShape;
+};
+/// Resolves Slice's starts/ends/axes/steps (empty axes/steps: defaults)
+/// against shape `x` as the Slice kernel does (shared with SliceGrad).
+llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
+                                        std::vector<int64_t> starts, std::vector<int64_t> ends,
+                                        std::vector<int64_t> axes, std::vector<int64_t> steps);
+/// Calls fn(output index, input offset) for every element a Slice with
+/// parameters `p` reads from a tensor of shape `x`, in output order.
+void forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
+                   llvm::function_ref<void(int64_t, int64_t)> fn);
+
+
+// Run functions.
+llvm::Error runCast(const KernelCall &);
+llvm::Error runWhere(const KernelCall &);
+llvm::Error runNot(const KernelCall &);
+llvm::Error runLogical(const KernelCall &);
+llvm::Error runGemm(const KernelCall &);
+llvm::Error runMatMul(const KernelCall &);
+llvm::Error runConv(const KernelCall &);
+llvm::Error runMaxPool(const KernelCall &);
+llvm::Error runAveragePool(const KernelCall &);
+llvm::Error runGlobalAveragePool(const KernelCall &);
+llvm::Error runGlobalMaxPool(const KernelCall &);
+llvm::Error runBatchNorm(const KernelCall &);
+llvm::Error runLayerNorm(const KernelCall &);
+llvm::Error runSoftmax(const KernelCall &);
+llvm::Error runLogSoftmax(const KernelCall &);
+llvm::Error runReduce(const KernelCall &);
+llvm::Error runLSTM(const KernelCall &);
+llvm::Error runCopy(const KernelCall &);
+llvm::Error runTranspose(const KernelCall &);
+llvm::Error runShape(const KernelCall &);
+llvm::Error runSize(const KernelCall &);
+llvm::Error runGather(const KernelCall &);
+llvm::Error runConcat(const KernelCall &);
+llvm::Error runConstant(const KernelCall &);
+llvm::Error runSlice(const KernelCall &);
+llvm::Error runExpand(const KernelCall &);
+llvm::Error runNonZero(const KernelCall &);
+
+// TensorKernels.cpp: fill, N-ary and layout ops.
+llvm::Error runConstantOfShape(const KernelCall &);
+llvm::Error runDropout(const KernelCall &);
+llvm::Error runSum(const KernelCall &);
+llvm::Error runMean(const KernelCall &);
+llvm::Error runLRN(const KernelCall &);
+llvm::Error runPad(const KernelCall &);
+llvm::Error runSplit(const KernelCall &);
+llvm::Error runTile(const KernelCall &);
+llvm::Error runDepthToSpace(const KernelCall &);
+llvm::Error runSpaceToDepth(const KernelCall &);
+llvm::Error runTrilu(const KernelCall &);
+llvm::Error runRangeOp(const KernelCall &);
+
+// IndexKernels.cpp: indexing and selection ops.
+llvm::Error runArgReduce(const KernelCall &);
+llvm::Error runTopK(const KernelCall &);
+llvm::Error runCumSum(const KernelCall &);
+llvm::Error runCumProd(const KernelCall &);
+llvm::Error runGatherElements(const KernelCall &);
+llvm::Error runScatterElements(const KernelCall &);
+llvm::Error runGatherND(const KernelCall &);
+llvm::Error runScatterND(const KernelCall &);
+llvm::Error runOneHot(const KernelCall &);
+
+// NormKernels.cpp: instance, group and Lp normalization.
+llvm::Error runInstanceNorm(const KernelCall &);
+llvm::Error runGroupNorm(const KernelCall &);
+llvm::Error runLpNorm(const KernelCall &);
+llvm::Error runRMSNorm(const KernelCall &);
+// AttentionKernel.cpp.
+llvm::Error runAttention(const KernelCall &);
+// RotaryEmbeddingKernel.cpp.
+llvm::Error runRotaryEmbedding(const KernelCall &);
+
+// MiscKernels.cpp: Einsum, Compress, ReverseSequence.
+llvm::Error runEinsum(const KernelCall &);
+llvm::Error runCompress(const KernelCall &);
+llvm::Error runReverseSequence(const KernelCall &);
+llvm::Error runEyeLike(const KernelCall &);
+
+// ConvTransposeKernels.cpp.
+llvm::Error runConvTranspose(const KernelCall &);
+
+// RnnKernels.cpp: GRU and RNN.
+llvm::Error runGRU(const KernelCall &);
+llvm::Error runRNN(const KernelCall &);
+
+// ResizeKernel.cpp.
+llvm::Error runResize(const KernelCall &);
+
+/// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
+cpu::AutoPad autoPadOf(const Node &n);
+/// Conv's geometry from its attributes and the X and W shapes (LinalgKernels.cpp).
+llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                               llvm::ArrayRef<int64_t> w);
+
+/// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
+/// from the BatchNormalization row.
+llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
+llvm::Error runBatchNormTraining(const KernelCall &c);
+/// Rejects the LSTM attributes the LSTM and LSTMGrad kernels do not
+/// implement (layout, clip, input_forget, other activations) (LstmKernel.cpp).
+llvm::Error checkLstmAttrs(const Node &n);
+
+// The rows of the ai.mpc.training domain (TrainingKernels.cpp).
+std::vector<CpuKernel> trainingRows();
+/// ConvGrad of ai.mpc.training, also the com.microsoft row (TrainingKernels.cpp).
+llvm::Error runConvGrad(const KernelCall &);
+
+/// Recurrent kernels (LSTM, GRU, RNN) compute in fp32: a widened copy of
+/// input `i` (empty when absent), and `v` rounded into `out` (skipped when
+/// the output is absent) (LstmKernel.cpp).
+std::vector<float> widenInput(const KernelCall &c, unsigned i);
+void narrowFrom(const TensorRef &out, const std::vector<float> &v);
+
+// The rows of the com.microsoft domain (ContribKernels.cpp).
+std::vector<CpuKernel> contribRows();
+
+} // namespace cpuk
+} // namespace mpc
+
+#endif // MPC_RUNTIME_LIB_CPUKERNELS_H

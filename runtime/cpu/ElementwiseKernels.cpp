@@ -1,0 +1,364 @@
+//===- ElementwiseKernels.cpp - CPU table rows for element-wise ops ---------===//
+//
+// Unary, binary, bitwise, comparison, logical, Where, Cast and CastLike glue
+// over the colleague's compiled loops (mpc/Runtime/Cpu/Elementwise.h,
+// Cpu/Cast.h).
+// The rows of ElementwiseOps.def become table rows here; attributes become
+// functor fields in makeOp.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/Cast.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+/// A functor with its attributes filled from the node.
+template <typename Op> static Op makeOp(const Node &) { return Op(); }
+template <> k::LeakyRelu makeOp(const Node &n) {
+  return k::LeakyRelu{n.floatAttr("alpha", 0.01f)};
+}
+template <> k::ThresholdedRelu makeOp(const Node &n) {
+  return k::ThresholdedRelu{n.floatAttr("alpha", 1.0f)};
+}
+template <> k::Elu makeOp(const Node &n) { return k::Elu{n.floatAttr("alpha", 1.0f)}; }
+template <> k::Celu makeOp(const Node &n) { return k::Celu{n.floatAttr("alpha", 1.0f)}; }
+template <> k::Selu makeOp(const Node &n) {
+  k::Selu s;
+  s.alpha = n.floatAttr("alpha", s.alpha);
+  s.gamma = n.floatAttr("gamma", s.gamma);
+  return s;
+}
+template <> k::HardSigmoid makeOp(const Node &n) {
+  return k::HardSigmoid{n.floatAttr("alpha", 0.2f), n.floatAttr("beta", 0.5f)};
+}
+template <> k::Gelu makeOp(const Node &n) {
+  return k::Gelu{n.stringAttr("approximate", "none") == "tanh"};
+}
+template <> k::IsInf makeOp(const Node &n) {
+  return k::IsInf{n.intAttr("detect_negative", 1) != 0,
+                  n.intAttr("detect_positive", 1) != 0};
+}
+template <> k::Mod makeOp(const Node &n) { return k::Mod{n.intAttr("fmod", 0) != 0}; }
+template <> k::Swish makeOp(const Node &n) { return k::Swish{n.floatAttr("alpha", 1.0f)}; }
+template <> k::Shrink makeOp(const Node &n) {
+  return k::Shrink{n.floatAttr("lambd", 0.5f), n.floatAttr("bias", 0.0f)};
+}
+template <> k::BitShift makeOp(const Node &n) {
+  return k::BitShift{n.stringAttr("direction", "") == "LEFT"};
+}
+
+namespace {
+/// The storage types of a row kind of ElementwiseOps.def.
+enum class RowTypes { Float, Signed, Arithmetic, Integer };
+
+/// Calls fn(T()) for the types of kind K.
+template <RowTypes K, typename Fn> void dispatchRow(DType t, Fn &&fn) {
+  if constexpr (K == RowTypes::Float)
+    dispatchFloat(t, fn);
+  else if constexpr (K == RowTypes::Signed)
+    dispatchSigned(t, fn);
+  else if constexpr (K == RowTypes::Arithmetic)
+    dispatchArithmetic(t, fn);
+  else
+    dispatchInteger(t, fn);
+}
+
+/// Unary rows with the same input and output type.
+template <typename Op, RowTypes K> struct Unary {
+  static llvm::Error run(const KernelCall &c) {
+    Op op = makeOp<Op>(*c.node);
+    const TensorRef &x = c.inputs[0];
+    dispatchRow<K>(x.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      k::applyUnary<T, T, Op>(op, x.as<T>(), c.outputs[0].as<T>(), x.numElements());
+    });
+    return llvm::Error::success();
+  }
+};
+
+template <typename Op> struct Predicate {
+  static llvm::Error run(const KernelCall &c) {
+    Op op = makeOp<Op>(*c.node);
+    const TensorRef &x = c.inputs[0];
+    dispatchFloat(x.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      k::applyUnary<T, bool, Op>(op, x.as<T>(), c.outputs[0].as<bool>(),
+                                 x.numElements());
+    });
+    return llvm::Error::success();
+  }
+};
+
+/// Binary rows; Out is the same type (Compare = false) or bool.
+template <typename Op, bool Compare, RowTypes K = RowTypes::Signed> struct Binary {
+  static llvm::Error run(const KernelCall &c) {
+    Op op = makeOp<Op>(*c.node);
+    if constexpr (!Compare)
+      if (c.inputs.size() != 2)
+        return runVariadic(op, c);
+    const TensorRef &a = c.inputs[0], &b = c.inputs[1];
+    k::BroadcastPlan plan = k::makeBroadcastPlan(a.shape, b.shape);
+    dispatchRow<K>(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      using Out = std::conditional_t<Compare, bool, T>;
+      k::applyBinary<T, Out, Op>(op, a.as<T>(), b.as<T>(), c.outputs[0].as<Out>(), plan);
+    });
+    return llvm::Error::success();
+  }
+
+  /// Variadic Max/Min: one input is a copy; more fold left to right, each
+  /// step broadcasting the running result with the next input.
+  static llvm::Error runVariadic(const Op &op, const KernelCall &c) {
+    const TensorRef &out = c.outputs[0];
+    dispatchRow<K>(out.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const TensorRef &first = c.inputs[0];
+      std::vector<T> acc(first.as<T>(), first.as<T>() + first.numElements());
+      llvm::SmallVector<int64_t, 6> accShape(first.shape.begin(), first.shape.end());
+      for (size_t i = 1; i < c.inputs.size(); ++i) {
+        const TensorRef &in = c.inputs[i];
+        llvm::SmallVector<int64_t, 6> shape;
+        k::broadcastShapes(accShape, in.shape, shape);
+        int64_t n = 1;
+        for (int64_t d : shape)
+          n *= d;
+        std::vector<T> next(static_cast<size_t>(n));
+        k::BroadcastPlan plan = k::makeBroadcastPlan(accShape, in.shape);
+        k::applyBinary<T, T, Op>(op, acc.data(), in.as<T>(), next.data(), plan);
+        acc = std::move(next);
+        accShape = shape;
+      }
+      std::copy(acc.begin(), acc.end(), out.as<T>());
+    });
+    return llvm::Error::success();
+  }
+};
+} // namespace
+
+/// Clip: bounds come from optional inputs 1 and 2 (opset >= 11) or attributes.
+static llvm::Error runClip(const KernelCall &c) {
+  k::Clip op;
+  op.minValue = c.node->floatAttr("min", -std::numeric_limits<float>::infinity());
+  op.maxValue = c.node->floatAttr("max", std::numeric_limits<float>::infinity());
+  auto bound = [&](unsigned i, double &out) {
+    if (!c.hasInput(i))
+      return;
+    dispatchSigned(c.inputs[i].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      out = double(k::castValue<double>(*c.inputs[i].as<T>()));
+    });
+  };
+  bound(1, op.minValue);
+  bound(2, op.maxValue);
+  const TensorRef &x = c.inputs[0];
+  dispatchSigned(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    k::applyUnary<T, T, k::Clip>(op, x.as<T>(), c.outputs[0].as<T>(), x.numElements());
+  });
+  return llvm::Error::success();
+}
+
+/// Offsets of every output element into each broadcast operand (for the
+/// few ops without a compiled broadcast loop: Where, And/Or/Xor).
+static void broadcastOffsets(llvm::ArrayRef<int64_t> outShape,
+                             llvm::ArrayRef<int64_t> inShape,
+                             std::vector<int64_t> &offsets) {
+  size_t rank = outShape.size();
+  std::vector<int64_t> strides(rank, 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < inShape.size(); ++i) {
+    size_t d = inShape.size() - 1 - i;
+    size_t od = rank - 1 - i;
+    strides[od] = inShape[d] == 1 ? 0 : s;
+    s *= inShape[d];
+  }
+  int64_t n = k::numElements(outShape);
+  offsets.resize(n);
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    offsets[e] = off;
+    for (size_t d = rank; d-- > 0;) {
+      off += strides[d];
+      if (++idx[d] < outShape[d])
+        break;
+      off -= strides[d] * outShape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+llvm::Error cpuk::runWhere(const KernelCall &c) {
+  const TensorRef &out = c.outputs[0];
+  int64_t n = out.numElements();
+  size_t bytes = static_cast<size_t>(n) * runtimeElementSize(out.dtype);
+  // One condition for the whole tensor (a training step's skip guard):
+  // a copy of the chosen operand when it has the output's shape.
+  if (c.inputs[0].numElements() == 1) {
+    const TensorRef &pick = c.inputs[0].as<bool>()[0] ? c.inputs[1] : c.inputs[2];
+    if (pick.numElements() == n) {
+      if (pick.data != out.data && bytes)
+        std::memmove(out.data, pick.data, bytes);
+      return llvm::Error::success();
+    }
+  }
+  std::vector<int64_t> oc, ox, oy;
+  broadcastOffsets(out.shape, c.inputs[0].shape, oc);
+  broadcastOffsets(out.shape, c.inputs[1].shape, ox);
+  broadcastOffsets(out.shape, c.inputs[2].shape, oy);
+  const bool *cond = c.inputs[0].as<bool>();
+  dispatchAll(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = c.inputs[1].as<T>(), *y = c.inputs[2].as<T>();
+    T *o = out.as<T>();
+    for (size_t i = 0; i < oc.size(); ++i)
+      o[i] = cond[oc[i]] ? x[ox[i]] : y[oy[i]];
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runLogical(const KernelCall &c) {
+  const TensorRef &out = c.outputs[0];
+  std::vector<int64_t> oa, ob;
+  broadcastOffsets(out.shape, c.inputs[0].shape, oa);
+  broadcastOffsets(out.shape, c.inputs[1].shape, ob);
+  const bool *a = c.inputs[0].as<bool>(), *b = c.inputs[1].as<bool>();
+  bool *o = out.as<bool>();
+  llvm::StringRef op = c.node->opType;
+  for (size_t i = 0; i < oa.size(); ++i)
+    o[i] = op == "And" ? (a[oa[i]] && b[ob[i]])
+           : op == "Or" ? (a[oa[i]] || b[ob[i]])
+                        : (a[oa[i]] != b[ob[i]]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runNot(const KernelCall &c) {
+  const bool *a = c.inputs[0].as<bool>();
+  bool *o = c.outputs[0].as<bool>();
+  for (int64_t i = 0, n = c.inputs[0].numElements(); i < n; ++i)
+    o[i] = !a[i];
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runCast(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  int64_t n = x.numElements();
+  dispatchAll(x.dtype, [&](auto from) {
+    using From = decltype(from);
+    dispatchAll(y.dtype, [&](auto to) {
+      using To = decltype(to);
+      cpu::castArray<From, To>(x.as<From>(), y.as<To>(), n);
+    });
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeCastLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  DType to = q.inputs[1].dtype;
+  if (runtimeElementSize(to) == 0)
+    return nodeError(q.node, "cannot cast to element type " + dtypeName(to));
+  out.assign(1, ShapedType{to, q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeSameAsInput0(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  out.assign(q.node.numOutputs(), q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape;
+  DType dt = DType::Undefined;
+  for (size_t i = 0; i < q.inputs.size(); ++i) {
+    const ShapedType &in = q.inputs[i];
+    if (q.node.opType == "Where" && i == 0)
+      ; // the condition is bool
+    else if (dt == DType::Undefined)
+      dt = in.dtype;
+    else if (in.dtype != dt)
+      return nodeError(q.node, "operands have different element types " +
+                                   dtypeName(dt) + " and " + dtypeName(in.dtype));
+    llvm::SmallVector<int64_t, 6> b;
+    if (!k::broadcastShapes(shape, in.shape, b))
+      return nodeError(q.node, "shapes " + formatShape(shape) + " and " +
+                                   formatShape(in.shape) + " do not broadcast");
+    shape.assign(b.begin(), b.end());
+  }
+  out.assign(1, ShapedType{dt, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeCompare(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = shapeBroadcast(q, out))
+    return e;
+  out[0].dtype = DType::Bool;
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapePredicate(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  out.assign(1, ShapedType{DType::Bool, q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeCast(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t to = q.node.intAttr("to", 0);
+  if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
+    return nodeError(q.node, "cannot cast to element type " + std::to_string(to));
+  out.assign(1, ShapedType{DType(to), q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
+// The element-wise kernel rows, built from ElementwiseOps.def. Each row
+// covers its op's registry range (runtime/ops/OnnxOps.cpp: the first opset
+// of ops added later; shape functions and in-place policy live there too).
+#define UNARY_ROW(Op, Kind, Types)                                             \
+  MPC_CPU_KERNEL(#Op, "", 1, Types, Unary<k::Op, RowTypes::Kind>::run),
+#define MPC_UNARY_FLOAT(Op) UNARY_ROW(Op, Float, kFloatTypes)
+#define MPC_UNARY_SIGNED(Op) UNARY_ROW(Op, Signed, kNumericTypes)
+#define MPC_UNARY_ARITHMETIC(Op) UNARY_ROW(Op, Arithmetic, kArithmeticTypes)
+#define MPC_UNARY_INTEGER(Op) UNARY_ROW(Op, Integer, kIntegerTypes)
+#define MPC_UNARY_PREDICATE(Op)                                                \
+  MPC_CPU_KERNEL(#Op, "", 1, kFloatTypes, Predicate<k::Op>::run),
+#define MPC_BINARY_SIGNED(Op)                                                  \
+  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, false>::run),
+#define MPC_BINARY_INTEGER(Op)                                                 \
+  MPC_CPU_KERNEL(#Op, "", 1, kIntegerTypes, Binary<k::Op, false, RowTypes::Integer>::run),
+#define MPC_BINARY_COMPARE(Op)                                                 \
+  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, true>::run),
+
+namespace mpc {
+namespace cpuk {
+std::vector<CpuKernel> elementwiseRows() {
+  std::vector<CpuKernel> rows = {
+#include "mpc/Runtime/Kernels/ElementwiseOps.def"
+      MPC_CPU_KERNEL("And", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Or", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Xor", "", 7, dtypeBit(DType::Bool), runLogical),
+      MPC_CPU_KERNEL("Not", "", 1, dtypeBit(DType::Bool), runNot),
+      MPC_CPU_KERNEL("Where", "", 9, dtypeBit(DType::Bool), runWhere),
+      MPC_CPU_KERNEL("Cast", "", 6, kAllTypes, runCast),
+      MPC_CPU_KERNEL("CastLike", "", 15, kAllTypes, runCast),
+  };
+  for (CpuKernel &r : rows) {
+    // Clip reads its bounds from inputs; replace the plain functor row.
+    if (llvm::StringRef(r.opType) == "Clip") {
+      r.run = runClip;
+      r.runName = "runClip";
+    }
+    // ONNX BitShift admits unsigned types only.
+    if (llvm::StringRef(r.opType) == "BitShift")
+      r.dtypes = kUnsignedTypes;
+    if (const OpDef *op = findOp(r.opType, "", kMaxOpsetVersion))
+      r.minOpset = op->minOpset;
+  }
+  return rows;
+}
+} // namespace cpuk
+} // namespace mpc

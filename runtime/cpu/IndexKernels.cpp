@@ -1,0 +1,441 @@
+//===- IndexKernels.cpp - CPU glue for indexing and selection ops -----------===//
+//
+// ArgMax, ArgMin, TopK, CumSum, CumProd, GatherElements, ScatterElements,
+// GatherND, ScatterND and OneHot. Selections compare in the compute type; the
+// scans (CumSum, CumProd) and scatter reductions widen 16-bit floats to float
+// and round each stored result once.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/BinaryOps.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+static size_t elemSize(DType t) { return runtimeElementSize(t); }
+
+/// Sizes before, at and after `axis`.
+static void splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
+                        int64_t &dim, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= shape[i];
+  dim = shape[axis];
+  for (size_t i = axis + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+}
+
+static std::vector<int64_t> rowStrides(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// ArgMax, ArgMin
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(shape));
+  if (shape[axis] == 0)
+    return nodeError(q.node, "cannot reduce an empty axis");
+  if (q.node.intAttr("keepdims", 1))
+    shape[axis] = 1;
+  else
+    shape.erase(shape.begin() + axis);
+  out.assign(1, ShapedType{DType::I64, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runArgReduce(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t axis = c.node->intAttr("axis", 0), outer, dim, inner;
+  normalizeAxis(axis, x.shape.size());
+  splitAtAxis(x.shape, axis, outer, dim, inner);
+  bool isMax = c.node->opType == "ArgMax";
+  bool last = c.node->intAttr("select_last_index", 0) != 0;
+  int64_t *y = c.outputs[0].as<int64_t>();
+  dispatchSigned(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = x.as<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *row = p + o * dim * inner + i;
+        auto best = k::load(row[0]);
+        int64_t at = 0;
+        for (int64_t j = 1; j < dim; ++j) {
+          auto v = k::load(row[j * inner]);
+          bool better = isMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
+          if (better) {
+            best = v;
+            at = j;
+          }
+        }
+        y[o * inner + i] = at;
+      }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// TopK
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", -1), kk;
+  if (!normalizeAxis(axis, shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(shape));
+  if (q.node.opsetVersion() < 10) {
+    kk = q.node.intAttr("k", 0);
+  } else {
+    auto v = knownInts(q, 1, "K");
+    if (!v)
+      return v.takeError();
+    if (v->size() != 1)
+      return nodeError(q.node, "K must hold one value");
+    kk = (*v)[0];
+  }
+  if (kk < 0 || kk > shape[axis])
+    return nodeError(q.node, "K=" + std::to_string(kk) + " out of range for " +
+                                 formatShape(shape));
+  shape[axis] = kk;
+  out = {ShapedType{q.inputs[0].dtype, shape}, ShapedType{DType::I64, shape}};
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runTopK(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &vals = c.outputs[0], &inds = c.outputs[1];
+  int64_t axis = c.node->intAttr("axis", -1), outer, dim, inner;
+  normalizeAxis(axis, x.shape.size());
+  splitAtAxis(x.shape, axis, outer, dim, inner);
+  int64_t kk = vals.shape[axis];
+  bool largest = c.node->intAttr("largest", 1) != 0;
+  dispatchSigned(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *p = x.as<T>();
+    std::vector<int64_t> order(dim);
+    std::vector<C> row(dim);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        for (int64_t j = 0; j < dim; ++j)
+          row[j] = k::load(p[(o * dim + j) * inner + i]);
+        std::iota(order.begin(), order.end(), 0);
+        // Ties keep the lower index first (as onnx.reference and onnxruntime).
+        auto cmp = [&](int64_t a, int64_t b) {
+          if (row[a] != row[b])
+            return largest ? row[a] > row[b] : row[a] < row[b];
+          return a < b;
+        };
+        std::partial_sort(order.begin(), order.begin() + kk, order.end(), cmp);
+        for (int64_t j = 0; j < kk; ++j) {
+          int64_t off = (o * kk + j) * inner + i;
+          vals.as<T>()[off] = p[(o * dim + order[j]) * inner + i];
+          if (inds.data)
+            inds.as<int64_t>()[off] = order[j];
+        }
+      }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// CumSum, CumProd
+//===----------------------------------------------------------------------===//
+
+/// A running reduction along input 1's axis, starting from `identity` and
+/// combining with Op (k::Add or k::Mul: integers wrap around); `exclusive`
+/// stores the value before each step, `reverse` runs from the end.
+template <typename Op> static llvm::Error runScan(const KernelCall &c, int identity) {
+  const TensorRef &x = c.inputs[0];
+  int64_t axis = readInts(c.inputs[1]).at(0), outer, dim, inner;
+  if (!normalizeAxis(axis, x.shape.size()))
+    return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
+  splitAtAxis(x.shape, axis, outer, dim, inner);
+  bool exclusive = c.node->intAttr("exclusive", 0) != 0;
+  bool reverse = c.node->intAttr("reverse", 0) != 0;
+  const Op op{};
+  dispatchArithmetic(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *p = x.as<T>();
+    T *y = c.outputs[0].as<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        C acc = C(identity);
+        for (int64_t s = 0; s < dim; ++s) {
+          int64_t j = reverse ? dim - 1 - s : s;
+          int64_t off = (o * dim + j) * inner + i;
+          C v = k::load(p[off]);
+          if (exclusive) {
+            y[off] = k::store<T>(acc);
+            acc = op(acc, v);
+          } else {
+            acc = op(acc, v);
+            y[off] = k::store<T>(acc);
+          }
+        }
+      }
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runCumSum(const KernelCall &c) { return runScan<k::Add>(c, 0); }
+
+llvm::Error cpuk::runCumProd(const KernelCall &c) { return runScan<k::Mul>(c, 1); }
+
+//===----------------------------------------------------------------------===//
+// GatherElements, ScatterElements
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (x.size() != ind.size() || !normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
+                                 " need the same rank and a valid axis");
+  out.assign(1, ShapedType{q.inputs[0].dtype, ind});
+  return llvm::Error::success();
+}
+
+/// Calls fn(dataOffset, indexPosition) for every element of `ind`, with the
+/// data offset taking the index value on `axis` of `data` (input 0); a bad
+/// index is recorded (recordKernelError) and ends the loop.
+template <typename Fn>
+static void forEachElementIndex(const KernelCall &c, const TensorRef &data,
+                                const TensorRef &ind, int64_t axis, Fn &&fn) {
+  std::vector<int64_t> idxv = readInts(ind);
+  std::vector<int64_t> dStride = rowStrides(data.shape), pos(ind.shape.size(), 0);
+  int64_t dim = data.shape[axis];
+  for (size_t e = 0; e < idxv.size(); ++e) {
+    int64_t v = idxv[e];
+    if (v < -dim || v >= dim)
+      return recordKernelError(c, KernelErrorCode::IndexOutOfRange, /*operand=*/0, v);
+    if (v < 0)
+      v += dim;
+    int64_t off = 0;
+    for (size_t d = 0; d < pos.size(); ++d)
+      off += (int64_t(d) == axis ? v : pos[d]) * dStride[d];
+    fn(off, int64_t(e));
+    for (size_t d = pos.size(); d-- > 0;)
+      if (++pos[d] < ind.shape[d])
+        break;
+      else
+        pos[d] = 0;
+  }
+}
+
+llvm::Error cpuk::runGatherElements(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t axis = c.node->intAttr("axis", 0);
+  normalizeAxis(axis, x.shape.size());
+  size_t es = elemSize(x.dtype);
+  const char *src = x.as<const char>();
+  char *dst = c.outputs[0].as<char>();
+  forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+    std::memcpy(dst + e * es, src + off * es, es);
+  });
+  return llvm::Error::success();
+}
+
+/// Combines an update into a stored value with a scatter reduction.
+enum class ScatterReduce { None, Add, Mul, Max, Min };
+
+static llvm::Expected<ScatterReduce> scatterReduction(const Node &n) {
+  llvm::StringRef r = n.stringAttr("reduction", "none");
+  if (r == "none")
+    return ScatterReduce::None;
+  if (r == "add")
+    return ScatterReduce::Add;
+  if (r == "mul")
+    return ScatterReduce::Mul;
+  if (r == "max")
+    return ScatterReduce::Max;
+  if (r == "min")
+    return ScatterReduce::Min;
+  return nodeError(n, "unknown reduction " + quoteName(r));
+}
+
+template <typename T> static T combine(T old, T upd, ScatterReduce r) {
+  if constexpr (std::is_same<T, bool>::value) {
+    switch (r) {
+    case ScatterReduce::None: return upd;
+    case ScatterReduce::Add: case ScatterReduce::Max: return old || upd;
+    case ScatterReduce::Mul: case ScatterReduce::Min: return old && upd;
+    }
+    return upd;
+  } else {
+    using C = k::ComputeType<T>;
+    C a = k::load(old), b = k::load(upd);
+    switch (r) {
+    case ScatterReduce::None: return upd;
+    case ScatterReduce::Add: return k::store<T>(C(a + b));
+    case ScatterReduce::Mul: return k::store<T>(C(a * b));
+    case ScatterReduce::Max: return a >= b ? old : upd;
+    case ScatterReduce::Min: return a <= b ? old : upd;
+    }
+    return upd;
+  }
+}
+
+llvm::Error cpuk::runScatterElements(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &upd = c.inputs[2], &y = c.outputs[0];
+  int64_t axis = c.node->intAttr("axis", 0);
+  normalizeAxis(axis, x.shape.size());
+  auto red = scatterReduction(*c.node);
+  if (!red)
+    return red.takeError();
+  if (x.data != y.data)
+    std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
+  dispatchAll(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *out = y.as<T>();
+    const T *u = upd.as<T>();
+    forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+      out[off] = combine(out[off], u[e], *red);
+    });
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// GatherND, ScatterND
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  int64_t b = q.node.intAttr("batch_dims", 0);
+  if (ind.empty() || b < 0 || b >= int64_t(std::min(x.size(), ind.size())))
+    return nodeError(q.node, "bad batch_dims or indices rank");
+  int64_t last = ind.back();
+  if (last > int64_t(x.size()) - b)
+    return nodeError(q.node, "indices " + formatShape(ind) + " index too many axes of " +
+                                 formatShape(x));
+  std::vector<int64_t> shape(ind.begin(), ind.end() - 1);
+  shape.insert(shape.end(), x.begin() + b + last, x.end());
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runGatherND(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &ind = c.inputs[1];
+  int64_t b = c.node->intAttr("batch_dims", 0), last = ind.shape.back();
+  std::vector<int64_t> idx = readInts(ind), dStride = rowStrides(x.shape);
+  int64_t batch = 1, slice = 1;
+  for (int64_t i = 0; i < b; ++i)
+    batch *= x.shape[i];
+  for (size_t i = b + last; i < x.shape.size(); ++i)
+    slice *= x.shape[i];
+  int64_t tuples = k::numElements(llvm::ArrayRef<int64_t>(ind.shape).drop_back());
+  int64_t perBatch = tuples / std::max<int64_t>(batch, 1);
+  int64_t batchStride = b ? dStride[b - 1] : 0;
+  size_t es = elemSize(x.dtype);
+  const char *src = x.as<const char>();
+  char *dst = c.outputs[0].as<char>();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = (t / std::max<int64_t>(perBatch, 1)) * batchStride;
+    for (int64_t j = 0; j < last; ++j) {
+      int64_t dim = x.shape[b + j], v = idx[t * last + j];
+      if (v < -dim || v >= dim) {
+        recordKernelError(c, KernelErrorCode::IndexOutOfRange, KernelErrorRecord::kNoOperand, v);
+        return llvm::Error::success();
+      }
+      off += (v < 0 ? v + dim : v) * dStride[b + j];
+    }
+    std::memcpy(dst + t * slice * es, src + off * es, slice * es);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runScatterND(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &ind = c.inputs[1], &upd = c.inputs[2], &y = c.outputs[0];
+  auto red = scatterReduction(*c.node);
+  if (!red)
+    return red.takeError();
+  if (x.data != y.data)
+    std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
+  int64_t last = ind.shape.back();
+  std::vector<int64_t> idx = readInts(ind), dStride = rowStrides(x.shape);
+  int64_t slice = 1;
+  for (size_t i = last; i < x.shape.size(); ++i)
+    slice *= x.shape[i];
+  int64_t tuples = k::numElements(llvm::ArrayRef<int64_t>(ind.shape).drop_back());
+  dispatchAll(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T *out = y.as<T>();
+    const T *u = upd.as<T>();
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t off = 0;
+      for (int64_t j = 0; j < last; ++j) {
+        int64_t dim = x.shape[j], v = idx[t * last + j];
+        if (v < -dim || v >= dim) {
+          recordKernelError(c, KernelErrorCode::IndexOutOfRange,
+                            KernelErrorRecord::kNoOperand, v);
+          return;
+        }
+        off += (v < 0 ? v + dim : v) * dStride[j];
+      }
+      for (int64_t s = 0; s < slice; ++s)
+        out[off + s] = combine(out[off + s], u[t * slice + s], *red);
+    }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// OneHot
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.values.size() < 2 || !q.values[1])
+    return nodeError(q.node, "depth must be known before running");
+  int64_t depth = q.values[1]->getAsInt64(0);
+  if (depth <= 0)
+    return nodeError(q.node, "depth must be positive");
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", -1);
+  if (!normalizeAxis(axis, shape.size() + 1))
+    return nodeError(q.node, "axis out of range");
+  shape.insert(shape.begin() + axis, depth);
+  out.assign(1, ShapedType{q.inputs[2].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runOneHot(const KernelCall &c) {
+  const TensorRef &ind = c.inputs[0], &vals = c.inputs[2], &y = c.outputs[0];
+  int64_t axis = c.node->intAttr("axis", -1);
+  normalizeAxis(axis, y.shape.size());
+  int64_t outer, depth, inner;
+  splitAtAxis(y.shape, axis, outer, depth, inner);
+  std::vector<double> idx(ind.numElements());
+  dispatchSigned(ind.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 0; i < idx.size(); ++i)
+      idx[i] = double(k::load(ind.as<T>()[i]));
+  });
+  size_t es = elemSize(vals.dtype);
+  const char *off = vals.as<const char>(), *on = off + es;
+  char *dst = y.as<char>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t d = 0; d < depth; ++d)
+      for (int64_t i = 0; i < inner; ++i) {
+        // Indices are truncated toward zero; negative ones count from the end.
+        int64_t v = int64_t(idx[o * inner + i]);
+        if (v < 0)
+          v += depth;
+        std::memcpy(dst + ((o * depth + d) * inner + i) * es, v == d ? on : off, es);
+      }
+  return llvm::Error::success();
+}

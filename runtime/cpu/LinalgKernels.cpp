@@ -1,0 +1,508 @@
+//===- LinalgKernels.cpp - CPU glue for GEMM, conv, pooling, norms ----------===//
+//
+// Shape functions and run functions for the compute-heavy ops. Every matrix
+// product goes through the colleague's cpu::gemm/matmul/conv (OpenBLAS);
+// 16-bit storage computes in fp32 inside those kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/OpParams.h"
+#include <cstring>
+#include "mpc/Runtime/Cpu/Conv.h"
+#include "mpc/Runtime/Cpu/Gemm.h"
+#include "mpc/Runtime/Cpu/Normalization.h"
+#include "mpc/Runtime/Cpu/Pool.h"
+#include "mpc/Runtime/Cpu/Reduce.h"
+#include "mpc/Runtime/Cpu/Softmax.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "llvm/ADT/StringSwitch.h"
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+
+//===----------------------------------------------------------------------===//
+// Gemm / MatMul
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &a = q.inputs[0].shape, &b = q.inputs[1].shape;
+  if (a.size() != 2 || b.size() != 2)
+    return nodeError(q.node, "inputs must be matrices, got " + formatShape(a) +
+                                 " and " + formatShape(b));
+  bool ta = q.node.intAttr("transA", 0), tb = q.node.intAttr("transB", 0);
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  if (ka != kb)
+    return nodeError(q.node, "inner dimensions differ: " + formatShape(a) +
+                                 " and " + formatShape(b));
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
+    llvm::SmallVector<int64_t, 2> bc;
+    if (!kernels::broadcastShapes({m, n}, q.inputs[2].shape, bc) ||
+        bc != llvm::ArrayRef<int64_t>({m, n}))
+      return nodeError(q.node, "bias " + formatShape(q.inputs[2].shape) +
+                                   " does not broadcast to the result");
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {m, n}});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runGemm(const KernelCall &c) {
+  const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
+  const GemmParams &p = paramsOf<GemmParams>(c);
+  bool ta = p.transA, tb = p.transB;
+  float alpha = p.alpha, beta = p.beta;
+  int64_t m = y.shape[0], n = y.shape[1], k = ta ? a.shape[0] : a.shape[1];
+  int64_t rs = 0, cs = 0;
+  if (c.hasInput(2)) {
+    // Bias strides for a [m,n], [n], [1,n], [m,1] or scalar C.
+    const auto &cshape = c.inputs[2].shape;
+    int64_t cm = cshape.size() == 2 ? cshape[0] : 1;
+    int64_t cn = cshape.empty() ? 1 : cshape.back();
+    rs = cm == 1 ? 0 : cn;
+    cs = cn == 1 ? 0 : 1;
+  } else {
+    beta = 0;
+  }
+  dispatchFloat(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::gemmWithBias<T>(ta, tb, m, n, k, alpha, a.as<T>(), a.shape[1], b.as<T>(),
+                         b.shape[1], beta, c.hasInput(2) ? c.inputs[2].as<T>() : nullptr,
+                         rs, cs, y.as<T>(), n);
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!cpu::matmulShape(q.inputs[0].shape, q.inputs[1].shape, shape))
+    return nodeError(q.node, "shapes " + formatShape(q.inputs[0].shape) + " and " +
+                                 formatShape(q.inputs[1].shape) + " do not multiply");
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runMatMul(const KernelCall &c) {
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::matmul<T>(c.inputs[0].as<T>(), c.inputs[0].shape, c.inputs[1].as<T>(),
+                   c.inputs[1].shape, c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Conv and pooling
+//===----------------------------------------------------------------------===//
+
+cpu::AutoPad cpuk::autoPadOf(const Node &n) {
+  llvm::StringRef s = n.stringAttr("auto_pad", "NOTSET");
+  if (s == "SAME_UPPER")
+    return cpu::AutoPad::SameUpper;
+  if (s == "SAME_LOWER")
+    return cpu::AutoPad::SameLower;
+  if (s == "VALID")
+    return cpu::AutoPad::Valid;
+  return cpu::AutoPad::NotSet;
+}
+
+/// Fills the window geometry of Conv/pooling from attributes and shapes.
+static llvm::Error windowGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                  llvm::ArrayRef<int64_t> kernel,
+                                  llvm::SmallVectorImpl<int64_t> &strides,
+                                  llvm::SmallVectorImpl<int64_t> &dilations,
+                                  llvm::SmallVectorImpl<int64_t> &padsBegin,
+                                  llvm::SmallVectorImpl<int64_t> &padsEnd,
+                                  llvm::SmallVectorImpl<int64_t> &outSpatial) {
+  size_t nd = kernel.size();
+  if (x.size() != nd + 2)
+    return nodeError(n, "input " + formatShape(x) + " does not match a " +
+                            std::to_string(nd) + "-d window");
+  auto st = intsAttr(n, "strides", std::vector<int64_t>(nd, 1));
+  auto dl = intsAttr(n, "dilations", std::vector<int64_t>(nd, 1));
+  auto pads = intsAttr(n, "pads", std::vector<int64_t>(2 * nd, 0));
+  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
+    return nodeError(n, "strides, dilations or pads have the wrong length");
+  bool ceil = n.intAttr("ceil_mode", 0) != 0;
+  cpu::AutoPad ap = autoPadOf(n);
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t pb = pads[i], pe = pads[i + nd];
+    if (ap != cpu::AutoPad::NotSet)
+      cpu::resolveAutoPad(ap, x[i + 2], kernel[i], st[i], dl[i], pb, pe);
+    strides.push_back(st[i]);
+    dilations.push_back(dl[i]);
+    padsBegin.push_back(pb);
+    padsEnd.push_back(pe);
+    int64_t o = cpu::windowOutputSize(x[i + 2], kernel[i], st[i], dl[i], pb, pe, ceil);
+    if (o <= 0)
+      return nodeError(n, "window larger than the padded input " + formatShape(x));
+    outSpatial.push_back(o);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                                     llvm::ArrayRef<int64_t> w) {
+  cpu::ConvGeometry g;
+  if (w.size() < 3 || x.size() != w.size())
+    return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
+                            " ranks do not match");
+  g.batch = x[0];
+  g.inChannels = x[1];
+  g.outChannels = w[0];
+  g.group = n.intAttr("group", 1);
+  if (g.group <= 0 || x[1] != w[1] * g.group || w[0] % g.group)
+    return nodeError(n, "channels of input " + formatShape(x) + " and weight " +
+                            formatShape(w) + " do not match group " +
+                            std::to_string(g.group));
+  g.kernel.assign(w.begin() + 2, w.end());
+  auto ks = intsAttr(n, "kernel_shape", {});
+  if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
+    return nodeError(n, "kernel_shape does not match the weight");
+  g.inSpatial.assign(x.begin() + 2, x.end());
+  if (auto e = windowGeometry(n, x, g.kernel, g.strides, g.dilations, g.padsBegin,
+                              g.padsEnd, g.outSpatial))
+    return std::move(e);
+  return g;
+}
+
+llvm::Error cpuk::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto g = convGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
+  if (!g)
+    return g.takeError();
+  std::vector<int64_t> shape = {g->batch, g->outChannels};
+  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runConv(const KernelCall &c) {
+  auto g = convGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  if (!g)
+    return g.takeError();
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::conv<T>(*g, c.inputs[0].as<T>(), c.inputs[1].as<T>(),
+                 c.hasInput(2) ? c.inputs[2].as<T>() : nullptr, c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
+                                                      llvm::ArrayRef<int64_t> x) {
+  cpu::PoolGeometry g;
+  auto ks = intsAttr(n, "kernel_shape", {});
+  if (ks.empty())
+    return nodeError(n, "missing kernel_shape");
+  g.batch = x.empty() ? 0 : x[0];
+  g.channels = x.size() > 1 ? x[1] : 0;
+  g.kernel.assign(ks.begin(), ks.end());
+  if (x.size() == ks.size() + 2)
+    g.inSpatial.assign(x.begin() + 2, x.end());
+  if (auto e = windowGeometry(n, x, g.kernel, g.strides, g.dilations, g.padsBegin,
+                              g.padsEnd, g.outSpatial))
+    return std::move(e);
+  return g;
+}
+
+llvm::Error cpuk::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto g = poolGeometry(q.node, q.inputs[0].shape);
+  if (!g)
+    return g.takeError();
+  std::vector<int64_t> shape = {g->batch, g->channels};
+  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  if (q.node.numOutputs() > 1)
+    out.push_back(ShapedType{DType::I64, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runMaxPool(const KernelCall &c) {
+  auto g = poolGeometry(*c.node, c.inputs[0].shape);
+  if (!g)
+    return g.takeError();
+  int64_t *indices = c.outputs.size() > 1 ? c.outputs[1].as<int64_t>() : nullptr;
+  bool colMajor = c.node->intAttr("storage_order", 0) != 0;
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::maxPool<T>(*g, c.inputs[0].as<T>(), c.outputs[0].as<T>(), indices, colMajor);
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runAveragePool(const KernelCall &c) {
+  auto g = poolGeometry(*c.node, c.inputs[0].shape);
+  if (!g)
+    return g.takeError();
+  bool includePad = c.node->intAttr("count_include_pad", 0) != 0;
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::averagePool<T>(*g, includePad, c.inputs[0].as<T>(), c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeGlobalPool(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  if (shape.size() < 2)
+    return nodeError(q.node, "input " + formatShape(shape) + " has rank below 2");
+  for (size_t i = 2; i < shape.size(); ++i)
+    shape[i] = 1;
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+template <bool Max> static llvm::Error runGlobalPool(const KernelCall &c) {
+  const auto &x = c.inputs[0].shape;
+  int64_t planes = x[0] * x[1], planeSize = c.inputs[0].numElements() / std::max<int64_t>(planes, 1);
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (Max)
+      cpu::globalMaxPool<T>(c.inputs[0].as<T>(), c.outputs[0].as<T>(), planes, planeSize);
+    else
+      cpu::globalAveragePool<T>(c.inputs[0].as<T>(), c.outputs[0].as<T>(), planes,
+                                planeSize);
+  });
+  return llvm::Error::success();
+}
+llvm::Error cpuk::runGlobalAveragePool(const KernelCall &c) { return runGlobalPool<false>(c); }
+llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<true>(c); }
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+// Training mode (opset 14+, training_mode = 1: batch statistics, updated
+// running statistics) lives with the other training kernels.
+static bool isTrainingBatchNorm(const Node &n) {
+  return n.opsetVersion() >= 14 && n.intAttr("training_mode", 0) != 0;
+}
+
+llvm::Error cpuk::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (isTrainingBatchNorm(q.node))
+    return shapeBatchNormTraining(q, out);
+  return shapeSameAsInput0(q, out);
+}
+
+llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
+  if (isTrainingBatchNorm(*c.node))
+    return runBatchNormTraining(c);
+  const TensorRef &x = c.inputs[0];
+  int64_t batch = x.shape.empty() ? 1 : x.shape[0];
+  int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
+  int64_t spatial = x.numElements() / std::max<int64_t>(batch * channels, 1);
+  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  DType p = c.inputs[1].dtype;
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (p == DType::F32 && !std::is_same<T, float>::value && !std::is_same<T, double>::value)
+      cpu::batchNormalization<T, float>(x.as<T>(), c.inputs[1].as<float>(),
+                                        c.inputs[2].as<float>(), c.inputs[3].as<float>(),
+                                        c.inputs[4].as<float>(), c.outputs[0].as<T>(),
+                                        batch, channels, spatial, eps);
+    else
+      cpu::batchNormalization<T, T>(x.as<T>(), c.inputs[1].as<T>(), c.inputs[2].as<T>(),
+                                    c.inputs[3].as<T>(), c.inputs[4].as<T>(),
+                                    c.outputs[0].as<T>(), batch, channels, spatial, eps);
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t axis = q.node.intAttr("axis", -1);
+  std::vector<int64_t> x = q.inputs[0].shape;
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  out.assign(1, q.inputs[0]);
+  std::vector<int64_t> stat(x.begin(), x.end());
+  for (size_t i = axis; i < stat.size(); ++i)
+    stat[i] = 1;
+  DType st = q.node.intAttr("stash_type", 1) == 1 ? DType::F32 : q.inputs[0].dtype;
+  for (unsigned i = 1; i < q.node.numOutputs(); ++i)
+    out.push_back(ShapedType{st, stat});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  const LayerNormParams &params = paramsOf<LayerNormParams>(c);
+  int64_t axis = params.axis;
+  normalizeAxis(axis, x.shape.size());
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[i];
+  int64_t inner = x.numElements() / std::max<int64_t>(outer, 1);
+  float eps = params.epsilon;
+  if (c.hasInput(1) && c.inputs[1].numElements() != inner)
+    return nodeError(*c.node, "scale does not broadcast over the normalized axes");
+  DType p = c.inputs[1].dtype;
+  for (unsigned i = 1; i < c.outputs.size(); ++i)
+    if (c.outputs[i].data && c.outputs[i].dtype != DType::F32 &&
+        c.outputs[i].dtype != DType::F64)
+      return nodeError(*c.node, "Mean and InvStdDev must be float or double");
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = kernels::AccumType<T>;
+    // Mean/InvStdDev are computed in the accumulation type A and stored in
+    // their own type U (stash_type): a staging buffer when the two differ.
+    std::vector<A> stage[2];
+    A *stats[2] = {nullptr, nullptr};
+    for (unsigned i = 0; i < 2; ++i) {
+      const TensorRef *o = c.outputs.size() > i + 1 && c.outputs[i + 1].data
+                               ? &c.outputs[i + 1] : nullptr;
+      if (!o)
+        continue;
+      bool same = (o->dtype == DType::F64) == std::is_same_v<A, double>;
+      if (same) {
+        stats[i] = o->as<A>();
+      } else {
+        stage[i].resize(static_cast<size_t>(outer));
+        stats[i] = stage[i].data();
+      }
+    }
+    A *mean = stats[0], *inv = stats[1];
+    auto storeStats = [&] {
+      for (unsigned i = 0; i < 2; ++i) {
+        if (stage[i].empty())
+          continue;
+        const TensorRef &o = c.outputs[i + 1];
+        for (int64_t k = 0; k < outer; ++k) {
+          if (o.dtype == DType::F64)
+            o.as<double>()[k] = static_cast<double>(stage[i][k]);
+          else
+            o.as<float>()[k] = static_cast<float>(stage[i][k]);
+        }
+      }
+    };
+    const void *bias = c.hasInput(2) ? c.inputs[2].data : nullptr;
+    if constexpr (kernels::kIsFloat16<T>) {
+      if (p == DType::F32) {
+        cpu::layerNormalization<T, float>(x.as<T>(), c.inputs[1].as<float>(),
+                                          static_cast<const float *>(bias),
+                                          c.outputs[0].as<T>(), outer, inner, eps, mean, inv);
+        storeStats();
+        return;
+      }
+    }
+    cpu::layerNormalization<T, T>(x.as<T>(), c.inputs[1].as<T>(),
+                                  static_cast<const T *>(bias), c.outputs[0].as<T>(),
+                                  outer, inner, eps, mean, inv);
+    storeStats();
+  });
+  return llvm::Error::success();
+}
+
+template <bool Log> static llvm::Error runSoftmaxImpl(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t rank = x.shape.size();
+  int64_t axis = paramsOf<SoftmaxParams>(c).axis;
+  if (!normalizeAxis(axis, std::max<int64_t>(rank, 1)))
+    return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
+  int64_t outer = 1, axisDim = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : i == axis ? axisDim : inner) *= x.shape[i];
+  if (c.node->opsetVersion() < 13) {
+    // Before opset 13 the input is flattened to 2-d at `axis`.
+    axisDim *= inner;
+    inner = 1;
+  }
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (Log)
+      cpu::logSoftmax<T>(x.as<T>(), c.outputs[0].as<T>(), outer, axisDim, inner);
+    else
+      cpu::softmax<T>(x.as<T>(), c.outputs[0].as<T>(), outer, axisDim, inner);
+  });
+  return llvm::Error::success();
+}
+llvm::Error cpuk::runSoftmax(const KernelCall &c) { return runSoftmaxImpl<false>(c); }
+llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<true>(c); }
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
+/// optional second input, which must be known at plan time.
+static llvm::Expected<std::vector<int64_t>>
+reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxesInput) {
+  std::vector<int64_t> axes = intsAttr(n, "axes", {});
+  if (hasAxesInput) {
+    if (!axesValue)
+      return nodeError(n, "axes must be known before running");
+    for (int64_t i = 0; i < axesValue->numElements(); ++i)
+      axes.push_back(axesValue->getAsInt64(i));
+  }
+  if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  for (int64_t &a : axes)
+    if (!normalizeAxis(a, rank))
+      return nodeError(n, "axis out of range");
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+static cpu::ReduceKind reduceKind(llvm::StringRef op) {
+  return llvm::StringSwitch<cpu::ReduceKind>(op)
+      .Case("ReduceSum", cpu::ReduceKind::Sum)
+      .Case("ReduceMean", cpu::ReduceKind::Mean)
+      .Case("ReduceMax", cpu::ReduceKind::Max)
+      .Case("ReduceMin", cpu::ReduceKind::Min)
+      .Case("ReduceProd", cpu::ReduceKind::Prod)
+      .Case("ReduceSumSquare", cpu::ReduceKind::SumSquare)
+      .Case("ReduceL1", cpu::ReduceKind::L1)
+      .Case("ReduceL2", cpu::ReduceKind::L2)
+      .Case("ReduceLogSum", cpu::ReduceKind::LogSum)
+      .Default(cpu::ReduceKind::LogSumExp);
+}
+
+llvm::Error cpuk::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  bool hasAxes = q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined;
+  auto axes = reduceAxes(q.node, q.inputs[0].shape.size(),
+                         hasAxes ? q.values[1] : nullptr, hasAxes);
+  if (!axes)
+    return axes.takeError();
+  // noop_with_empty_axes and no axes: the output is the input.
+  if (axes->empty() && q.node.intAttr("noop_with_empty_axes", 0)) {
+    out.assign(1, q.inputs[0]);
+    return llvm::Error::success();
+  }
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!cpu::reduceOutputShape(q.inputs[0].shape, *axes, q.node.intAttr("keepdims", 1),
+                              shape))
+    return nodeError(q.node, "cannot reduce " + formatShape(q.inputs[0].shape));
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runReduce(const KernelCall &c) {
+  bool hasAxes = c.hasInput(1);
+  HostTensor axesValue;
+  if (hasAxes) {
+    std::vector<int64_t> a = readInts(c.inputs[1]);
+    axesValue = HostTensor(DType::I64, {int64_t(a.size())});
+    std::copy(a.begin(), a.end(), axesValue.data<int64_t>());
+  }
+  auto axes = reduceAxes(*c.node, c.inputs[0].shape.size(), &axesValue, hasAxes);
+  if (!axes)
+    return axes.takeError();
+  if (axes->empty() && c.node->intAttr("noop_with_empty_axes", 0)) {
+    std::memcpy(c.outputs[0].data, c.inputs[0].data,
+                size_t(c.inputs[0].numElements()) * runtimeElementSize(c.inputs[0].dtype));
+    return llvm::Error::success();
+  }
+  cpu::ReduceKind kind = reduceKind(c.node->opType);
+  dispatchSigned(c.inputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same<T, int8_t>::value || std::is_same<T, int16_t>::value)
+      return;
+    else
+      cpu::reduce<T>(kind, c.inputs[0].as<T>(), c.inputs[0].shape, *axes,
+                     c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}

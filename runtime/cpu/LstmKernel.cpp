@@ -1,0 +1,157 @@
+//===- LstmKernel.cpp - ONNX LSTM on the CPU ---------------------------------===//
+//
+// The cell loop over the colleague's gemm and element-wise helpers. All state
+// and gate math is fp32, whatever the storage type: 16-bit inputs are widened
+// once and the outputs narrowed once (fp32 accumulation). Scratch vectors are
+// heap-allocated inside the kernel, outside the planned arena.
+//
+//   per direction:  XW = X[seq*batch, in] * W^T        (one gemm)
+//   per step t:     G  = XW[t] + H * R^T + Wb + Rb     (one gemm, beta = 1)
+//                   i, f = sigmoid(G_i + P_i c, G_f + P_f c); g = tanh(G_c)
+//                   c = f c + i g; o = sigmoid(G_o + P_o c); h = o tanh(c)
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/Cast.h"
+#include "mpc/Runtime/Cpu/Gemm.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+static int64_t numDirections(const Node &n) {
+  return n.stringAttr("direction", "forward") == "bidirectional" ? 2 : 1;
+}
+
+llvm::Error cpuk::checkLstmAttrs(const Node &n) {
+  if (n.intAttr("layout", 0) != 0)
+    return nodeError(n, "layout = 1 is not supported");
+  if (n.attr("clip"))
+    return nodeError(n, "the clip attribute is not supported");
+  if (n.intAttr("input_forget", 0) != 0)
+    return nodeError(n, "input_forget = 1 is not supported");
+  if (const Attribute *a = n.attr("activations")) {
+    for (size_t i = 0; i < a->strings.size(); ++i) {
+      const char *expect = i % 3 == 0 ? "Sigmoid" : "Tanh";
+      if (a->strings[i] != expect)
+        return nodeError(n, "activation " + a->strings[i] +
+                                " is not supported (only Sigmoid, Tanh, Tanh)");
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkLstmAttrs(q.node))
+    return e;
+  const auto &x = q.inputs[0].shape, &w = q.inputs[1].shape;
+  int64_t dirs = numDirections(q.node);
+  int64_t hidden = q.node.intAttr("hidden_size", w.size() == 3 ? w[1] / 4 : 0);
+  if (x.size() != 3 || w.size() != 3 || w[0] != dirs || w[1] != 4 * hidden ||
+      w[2] != x[2])
+    return nodeError(q.node, "input " + formatShape(x) + " and weight " +
+                                 formatShape(w) + " do not match");
+  if (q.inputs.size() > 4 && q.inputs[4].dtype != DType::Undefined) {
+    const HostTensor *lens = q.values[4];
+    if (!lens)
+      return nodeError(q.node, "sequence_lens must be known before running");
+    for (int64_t i = 0; i < lens->numElements(); ++i)
+      if (lens->getAsInt64(i) != x[0])
+        return nodeError(q.node, "sequence_lens shorter than the input are not supported");
+  }
+  DType t = q.inputs[0].dtype;
+  out = {ShapedType{t, {x[0], dirs, x[1], hidden}}, ShapedType{t, {dirs, x[1], hidden}},
+         ShapedType{t, {dirs, x[1], hidden}}};
+  out.resize(q.node.numOutputs());
+  return llvm::Error::success();
+}
+
+std::vector<float> cpuk::widenInput(const KernelCall &c, unsigned i) {
+  std::vector<float> v;
+  if (!c.hasInput(i))
+    return v;
+  v.resize(c.inputs[i].numElements());
+  dispatchFloat(c.inputs[i].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::castArray<T, float>(c.inputs[i].as<T>(), v.data(), v.size());
+  });
+  return v;
+}
+
+void cpuk::narrowFrom(const TensorRef &out, const std::vector<float> &v) {
+  if (!out.data)
+    return;
+  dispatchFloat(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::castArray<float, T>(v.data(), out.as<T>(), v.size());
+  });
+}
+
+llvm::Error cpuk::runLSTM(const KernelCall &c) {
+  const Node &n = *c.node;
+  int64_t seq = c.inputs[0].shape[0], batch = c.inputs[0].shape[1];
+  int64_t in = c.inputs[0].shape[2];
+  int64_t dirs = numDirections(n), hid = c.inputs[2].shape[2];
+  bool reverse = n.stringAttr("direction", "forward") == "reverse";
+  std::vector<float> x = widenInput(c, 0), w = widenInput(c, 1), r = widenInput(c, 2),
+                     b = widenInput(c, 3), h0 = widenInput(c, 5), c0 = widenInput(c, 6),
+                     p = widenInput(c, 7);
+  int64_t g4 = 4 * hid;
+  std::vector<float> y(seq * dirs * batch * hid), yh(dirs * batch * hid),
+      yc(dirs * batch * hid);
+  std::vector<float> xw(seq * batch * g4), gates(batch * g4), h(batch * hid),
+      cell(batch * hid), tanhC(hid);
+  for (int64_t d = 0; d < dirs; ++d) {
+    cpu::gemm<float, float>(false, true, seq * batch, g4, in, 1.0f, x.data(), in,
+                            w.data() + d * g4 * in, in, 0.0f, xw.data(), g4);
+    if (!b.empty())
+      for (int64_t row = 0; row < seq * batch; ++row)
+        for (int64_t j = 0; j < g4; ++j)
+          xw[row * g4 + j] += b[d * 2 * g4 + j] + b[d * 2 * g4 + g4 + j];
+    for (int64_t i = 0; i < batch * hid; ++i) {
+      h[i] = h0.empty() ? 0.0f : h0[d * batch * hid + i];
+      cell[i] = c0.empty() ? 0.0f : c0[d * batch * hid + i];
+    }
+    const float *pd = p.empty() ? nullptr : p.data() + d * 3 * hid;
+    for (int64_t step = 0; step < seq; ++step) {
+      int64_t t = (reverse || d == 1) ? seq - 1 - step : step;
+      std::copy_n(xw.data() + t * batch * g4, batch * g4, gates.data());
+      cpu::gemm<float, float>(false, true, batch, g4, hid, 1.0f, h.data(), hid,
+                              r.data() + d * g4 * hid, hid, 1.0f, gates.data(), g4);
+      for (int64_t bi = 0; bi < batch; ++bi) {
+        float *gi = gates.data() + bi * g4, *go = gi + hid, *gf = gi + 2 * hid,
+              *gc = gi + 3 * hid, *cp = cell.data() + bi * hid, *hp = h.data() + bi * hid;
+        if (pd)
+          for (int64_t j = 0; j < hid; ++j) {
+            gi[j] += pd[j] * cp[j];
+            gf[j] += pd[2 * hid + j] * cp[j];
+          }
+        k::applyUnary<float, float, k::Sigmoid>(k::Sigmoid(), gi, gi, hid);
+        k::applyUnary<float, float, k::Sigmoid>(k::Sigmoid(), gf, gf, hid);
+        k::applyUnary<float, float, k::Tanh>(k::Tanh(), gc, gc, hid);
+        for (int64_t j = 0; j < hid; ++j)
+          cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+        if (pd)
+          for (int64_t j = 0; j < hid; ++j)
+            go[j] += pd[hid + j] * cp[j];
+        k::applyUnary<float, float, k::Sigmoid>(k::Sigmoid(), go, go, hid);
+        k::applyUnary<float, float, k::Tanh>(k::Tanh(), cp, tanhC.data(), hid);
+        for (int64_t j = 0; j < hid; ++j)
+          hp[j] = go[j] * tanhC[j];
+      }
+      for (int64_t bi = 0; bi < batch; ++bi)
+        std::copy_n(h.data() + bi * hid, hid,
+                    y.data() + ((t * dirs + d) * batch + bi) * hid);
+    }
+    std::copy(h.begin(), h.end(), yh.begin() + d * batch * hid);
+    std::copy(cell.begin(), cell.end(), yc.begin() + d * batch * hid);
+  }
+  if (c.outputs.size() > 0)
+    narrowFrom(c.outputs[0], y);
+  if (c.outputs.size() > 1)
+    narrowFrom(c.outputs[1], yh);
+  if (c.outputs.size() > 2)
+    narrowFrom(c.outputs[2], yc);
+  return llvm::Error::success();
+}

@@ -1,0 +1,663 @@
+//===- TensorKernels.cpp - CPU glue for fill, N-ary and layout ops ----------===//
+//
+// ConstantOfShape, Dropout (inference), Sum, Mean, LRN, Pad, Split, Tile,
+// DepthToSpace, SpaceToDepth, Trilu and Range. Data movement works on every
+// dtype by element size; arithmetic widens 16-bit floats to float and rounds
+// each result once.
+//
+//===----------------------------------------------------------------------===//
+#include "CpuKernels.h"
+#include "mpc/Ops/IndexMath.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include <cmath>
+#include <cstring>
+
+using namespace mpc;
+using namespace mpc::cpuk;
+namespace k = mpc::kernels;
+
+static size_t elemSize(DType t) { return runtimeElementSize(t); }
+
+static std::vector<int64_t> rowStrides(llvm::ArrayRef<int64_t> shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;)
+    s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+/// Advances a row-major multi-index over `shape`; false after the last one.
+static bool nextIndex(std::vector<int64_t> &idx, llvm::ArrayRef<int64_t> shape) {
+  for (size_t d = idx.size(); d-- > 0;) {
+    if (++idx[d] < shape[d])
+      return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+/// Element offsets of `in` for every element of its broadcast to `out`.
+static std::vector<int64_t> broadcastOffsets(llvm::ArrayRef<int64_t> in,
+                                             llvm::ArrayRef<int64_t> out) {
+  int64_t n = k::numElements(out);
+  std::vector<int64_t> offs(n);
+  if (in == out) {
+    for (int64_t i = 0; i < n; ++i)
+      offs[i] = i;
+    return offs;
+  }
+  size_t rank = out.size(), lead = rank - in.size();
+  std::vector<int64_t> inStride = rowStrides(in), stride(rank, 0);
+  for (size_t d = 0; d < in.size(); ++d)
+    stride[lead + d] = in[d] == 1 ? 0 : inStride[d];
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    offs[i] = off;
+    for (size_t d = rank; d-- > 0;) {
+      off += stride[d];
+      if (++idx[d] < out[d])
+        break;
+      off -= stride[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOfShape
+//===----------------------------------------------------------------------===//
+
+static llvm::Expected<HostTensor> fillValue(const Node &n) {
+  if (const Attribute *a = n.attr("value")) {
+    auto t = hostTensorFromIR(a->tensors.at(0));
+    if (!t)
+      return t.takeError();
+    if (t->numElements() != 1)
+      return nodeError(n, "value must hold exactly one element");
+    return t;
+  }
+  HostTensor t(DType::F32, {1});
+  *t.data<float>() = 0.0f;
+  return t;
+}
+
+llvm::Error cpuk::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto shape = knownInts(q, 0, "the shape");
+  if (!shape)
+    return shape.takeError();
+  for (int64_t d : *shape)
+    if (d < 0)
+      return nodeError(q.node, "negative dimension in " + formatShape(*shape));
+  auto v = fillValue(q.node);
+  if (!v)
+    return v.takeError();
+  out.assign(1, ShapedType{v->dtype, *shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runConstantOfShape(const KernelCall &c) {
+  auto v = fillValue(*c.node);
+  if (!v)
+    return v.takeError();
+  const TensorRef &y = c.outputs[0];
+  size_t es = v->bytes.size();
+  char *dst = y.as<char>();
+  for (int64_t i = 0, n = y.numElements(); i < n; ++i)
+    std::memcpy(dst + i * es, v->bytes.data(), es);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout: inference is the identity; training mode is random, so refused
+// unless its ratio is 0.
+//===----------------------------------------------------------------------===//
+
+static llvm::Error checkDropoutInference(const ShapeQuery &q) {
+  const Node &n = q.node;
+  bool training = false;
+  double ratio = 0.5;
+  if (n.opsetVersion() < 7) {
+    training = n.intAttr("is_test", 0) == 0;
+    ratio = n.floatAttr("ratio", 0.5f);
+  } else if (n.opsetVersion() < 12) {
+    return llvm::Error::success();
+  } else {
+    if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
+      if (!q.values[2])
+        return nodeError(n, "training_mode must be known before running");
+      training = q.values[2]->getAsDouble(0) != 0;
+    }
+    if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
+      if (!q.values[1])
+        return training ? nodeError(n, "ratio must be known before running in training mode")
+                        : llvm::Error::success();
+      ratio = q.values[1]->getAsDouble(0);
+    }
+  }
+  if (training && ratio != 0)
+    return nodeError(n, "training mode with ratio " + std::to_string(ratio) +
+                            " draws a random mask; mpc runs Dropout in inference mode "
+                            "only (or with ratio 0)");
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeDropout(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkDropoutInference(q))
+    return e;
+  out.assign(1, q.inputs[0]);
+  if (q.node.numOutputs() > 1) {
+    // Dropout-7 to 9 typed the mask like the data; 10+ made it bool.
+    DType maskType = q.node.opsetVersion() >= 10 ? DType::Bool : q.inputs[0].dtype;
+    out.push_back(ShapedType{maskType, q.inputs[0].shape});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runDropout(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  if (x.data != c.outputs[0].data)
+    std::memcpy(c.outputs[0].data, x.data, x.numElements() * elemSize(x.dtype));
+  if (c.outputs.size() > 1 && c.outputs[1].data) {
+    const TensorRef &m = c.outputs[1];
+    dispatchAll(m.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T one = k::castValue<T>(true);
+      std::fill(m.as<T>(), m.as<T>() + m.numElements(), one);
+    });
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Sum, Mean: N-ary broadcasting, accumulated in the compute type left to
+// right (as numpy does), rounded once.
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs.empty())
+    return nodeError(q.node, "needs at least one input");
+  llvm::SmallVector<int64_t, 6> shape(q.inputs[0].shape.begin(), q.inputs[0].shape.end());
+  for (size_t i = 1; i < q.inputs.size(); ++i) {
+    llvm::SmallVector<int64_t, 6> next;
+    if (q.inputs[i].dtype != q.inputs[0].dtype)
+      return nodeError(q.node, "inputs have different dtypes");
+    if (!k::broadcastShapes(shape, q.inputs[i].shape, next))
+      return nodeError(q.node, "input " + formatShape(q.inputs[i].shape) +
+                                   " does not broadcast with " + formatShape(shape));
+    shape = next;
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+static llvm::Error runSumOrMean(const KernelCall &c, bool mean) {
+  const TensorRef &y = c.outputs[0];
+  int64_t n = y.numElements();
+  dispatchFloat(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    std::vector<C> acc(n, C(0));
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const T *x = c.inputs[i].as<T>();
+      std::vector<int64_t> offs = broadcastOffsets(c.inputs[i].shape, y.shape);
+      for (int64_t e = 0; e < n; ++e)
+        acc[e] = i == 0 ? k::load(x[offs[e]]) : C(acc[e] + k::load(x[offs[e]]));
+    }
+    C count = C(c.inputs.size());
+    for (int64_t e = 0; e < n; ++e)
+      y.as<T>()[e] = k::store<T>(mean ? C(acc[e] / count) : acc[e]);
+  });
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runSum(const KernelCall &c) { return runSumOrMean(c, false); }
+llvm::Error cpuk::runMean(const KernelCall &c) { return runSumOrMean(c, true); }
+
+//===----------------------------------------------------------------------===//
+// LRN: y = x / (bias + alpha / size * sum of squares over nearby channels)^beta
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs[0].shape.size() < 3)
+    return nodeError(q.node, "input " + formatShape(q.inputs[0].shape) +
+                                 " must be [N,C,D1,...]");
+  if (q.node.intAttr("size", 0) <= 0)
+    return nodeError(q.node, "size must be positive");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runLRN(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t size = c.node->intAttr("size", 1);
+  double alpha = c.node->floatAttr("alpha", 1e-4f), beta = c.node->floatAttr("beta", 0.75f),
+         bias = c.node->floatAttr("bias", 1.0f);
+  int64_t batch = x.shape[0], ch = x.shape[1];
+  int64_t inner = x.numElements() / std::max<int64_t>(batch * ch, 1);
+  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *in = x.as<T>();
+    T *out = c.outputs[0].as<T>();
+    std::vector<C> sq(ch * inner);
+    for (int64_t b = 0; b < batch; ++b) {
+      const T *xb = in + b * ch * inner;
+      for (int64_t i = 0; i < ch * inner; ++i) {
+        C v = k::load(xb[i]);
+        sq[i] = v * v;
+      }
+      for (int64_t ci = 0; ci < ch; ++ci) {
+        int64_t c0 = std::max<int64_t>(ci - lo, 0), c1 = std::min<int64_t>(ci + hi, ch - 1);
+        for (int64_t s = 0; s < inner; ++s) {
+          C sum = 0;
+          for (int64_t cc = c0; cc <= c1; ++cc)
+            sum += sq[cc * inner + s];
+          C den = std::pow(C(bias) + C(alpha) / C(size) * sum, C(beta));
+          out[(b * ch + ci) * inner + s] = k::store<T>(C(k::load(xb[ci * inner + s]) / den));
+        }
+      }
+    }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+/// Per-axis begin/end pads (negative crops), from attributes (opset < 11) or
+/// the pads and axes inputs.
+static llvm::Error padAmounts(const Node &n, llvm::ArrayRef<int64_t> x,
+                              std::vector<int64_t> pads, std::vector<int64_t> axes,
+                              std::vector<int64_t> &begin, std::vector<int64_t> &end) {
+  size_t rank = x.size();
+  if (axes.empty())
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(n, "pads has " + std::to_string(pads.size()) + " values for " +
+                            std::to_string(axes.size()) + " axes");
+  begin.assign(rank, 0);
+  end.assign(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (!normalizeAxis(a, rank))
+      return nodeError(n, "pad axis out of range");
+    begin[a] = pads[i];
+    end[a] = pads[i + axes.size()];
+  }
+  return llvm::Error::success();
+}
+
+static llvm::Expected<PadMode> padMode(const Node &n) {
+  llvm::StringRef m = n.stringAttr("mode", "constant");
+  if (m == "constant")
+    return PadMode::Constant;
+  if (m == "reflect")
+    return PadMode::Reflect;
+  if (m == "edge")
+    return PadMode::Edge;
+  if (m == "wrap")
+    return PadMode::Wrap;
+  return nodeError(n, "unknown mode " + quoteName(m));
+}
+
+llvm::Error cpuk::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  std::vector<int64_t> pads, axes, begin, end;
+  if (q.node.opsetVersion() < 11) {
+    pads = intsAttr(q.node, "pads", intsAttr(q.node, "paddings"));
+  } else {
+    auto p = knownInts(q, 1, "pads");
+    if (!p)
+      return p.takeError();
+    pads = *p;
+    if (q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined) {
+      auto a = knownInts(q, 3, "axes");
+      if (!a)
+        return a.takeError();
+      axes = *a;
+    }
+  }
+  auto mode = padMode(q.node);
+  if (!mode)
+    return mode.takeError();
+  if (auto e = padAmounts(q.node, x, pads, axes, begin, end))
+    return e;
+  std::vector<int64_t> shape(x.begin(), x.end());
+  for (size_t d = 0; d < x.size(); ++d) {
+    shape[d] += begin[d] + end[d];
+    if (shape[d] < 0)
+      return nodeError(q.node, "pads crop more than " + formatShape(x));
+    if (*mode != PadMode::Constant && shape[d] > 0 && x[d] == 0)
+      return nodeError(q.node, "cannot pad an empty axis in this mode");
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+/// Source index of output coordinate `i` (already shifted by the begin pad)
+/// on an axis of `dim`, or -1 for the constant.
+static int64_t padSource(int64_t i, int64_t dim, PadMode mode) {
+  if (i >= 0 && i < dim)
+    return i;
+  switch (mode) {
+  case PadMode::Constant:
+    return -1;
+  case PadMode::Edge:
+    return i < 0 ? 0 : dim - 1;
+  case PadMode::Wrap:
+    return ((i % dim) + dim) % dim;
+  case PadMode::Reflect: {
+    if (dim == 1)
+      return 0;
+    int64_t period = 2 * (dim - 1);
+    int64_t r = ((i % period) + period) % period;
+    return r < dim ? r : period - r;
+  }
+  }
+  return -1;
+}
+
+llvm::Error cpuk::runPad(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  const Node &n = *c.node;
+  std::vector<int64_t> pads, axes, begin, end;
+  if (n.opsetVersion() < 11) {
+    pads = intsAttr(n, "pads", intsAttr(n, "paddings"));
+  } else {
+    pads = readInts(c.inputs[1]);
+    if (c.hasInput(3))
+      axes = readInts(c.inputs[3]);
+  }
+  PadMode mode = PadMode::Constant;
+  auto m = padMode(n);
+  if (!m)
+    return m.takeError();
+  mode = *m;
+  if (auto e = padAmounts(n, x.shape, pads, axes, begin, end))
+    return e;
+  size_t es = elemSize(x.dtype), rank = x.shape.size();
+  // The pad value in the element type.
+  std::vector<char> value(es, 0);
+  if (n.opsetVersion() < 11) {
+    double v = n.floatAttr("value", 0.0f);
+    dispatchAll(x.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T t = k::castValue<T>(v);
+      std::memcpy(value.data(), &t, es);
+    });
+  } else if (c.hasInput(2) && c.inputs[2].numElements() > 0) {
+    std::memcpy(value.data(), c.inputs[2].data, es);
+  }
+  std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
+  const char *src = x.as<const char>();
+  char *dst = y.as<char>();
+  int64_t total = y.numElements();
+  for (int64_t o = 0; o < total; ++o) {
+    int64_t off = 0;
+    bool constant = false;
+    for (size_t d = 0; d < rank && !constant; ++d) {
+      int64_t s = padSource(idx[d] - begin[d], x.shape[d], mode);
+      if (s < 0)
+        constant = true;
+      else
+        off += s * inStride[d];
+    }
+    std::memcpy(dst + o * es, constant ? value.data() : src + off * es, es);
+    nextIndex(idx, y.shape);
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Split
+//===----------------------------------------------------------------------===//
+
+static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int64_t dim) {
+  const Node &n = q.node;
+  unsigned outs = n.numOutputs();
+  std::vector<int64_t> sizes;
+  if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
+    auto s = knownInts(q, 1, "split");
+    if (!s)
+      return s.takeError();
+    sizes = *s;
+  } else if (n.opsetVersion() < 13) {
+    sizes = intsAttr(n, "split");
+  }
+  if (sizes.empty()) {
+    int64_t parts = n.attr("num_outputs") ? n.intAttr("num_outputs", outs) : outs;
+    if (parts <= 0)
+      return nodeError(n, "no outputs to split into");
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::max<int64_t>(std::min(chunk, dim - i * chunk), 0));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return nodeError(n, "negative split size");
+    total += s;
+  }
+  if (total != dim || sizes.size() != outs)
+    return nodeError(n, "split sizes do not add up to the axis (" + std::to_string(dim) +
+                            ") or do not match the number of outputs");
+  return sizes;
+}
+
+llvm::Error cpuk::shapeSplit(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  auto sizes = splitSizes(q, x[axis]);
+  if (!sizes)
+    return sizes.takeError();
+  out.clear();
+  for (int64_t s : *sizes) {
+    std::vector<int64_t> shape = x;
+    shape[axis] = s;
+    out.push_back(ShapedType{q.inputs[0].dtype, shape});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runSplit(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t axis = c.node->intAttr("axis", 0);
+  normalizeAxis(axis, x.shape.size());
+  int64_t outer = 1, es = elemSize(x.dtype);
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.shape[i];
+  int64_t inRow = x.numElements() / std::max<int64_t>(outer, 1) * es, pos = 0;
+  const char *src = x.as<const char>();
+  for (const TensorRef &y : c.outputs) {
+    int64_t row = y.numElements() / std::max<int64_t>(outer, 1) * es;
+    if (y.data)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(y.as<char>() + o * row, src + o * inRow + pos, row);
+    pos += row;
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeTile(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  auto r = knownInts(q, 1, "repeats");
+  if (!r)
+    return r.takeError();
+  if (r->size() != x.size())
+    return nodeError(q.node, "repeats has " + std::to_string(r->size()) +
+                                 " values for input " + formatShape(x));
+  std::vector<int64_t> shape = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if ((*r)[d] < 0)
+      return nodeError(q.node, "negative repeat");
+    shape[d] *= (*r)[d];
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runTile(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  size_t es = elemSize(x.dtype), rank = x.shape.size();
+  std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
+  const char *src = x.as<const char>();
+  char *dst = y.as<char>();
+  for (int64_t o = 0, n = y.numElements(); o < n; ++o) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d)
+      off += (idx[d] % x.shape[d]) * inStride[d];
+    std::memcpy(dst + o * es, src + off * es, es);
+    nextIndex(idx, y.shape);
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// DepthToSpace, SpaceToDepth
+//===----------------------------------------------------------------------===//
+
+static llvm::Error shapeBlocks(const ShapeQuery &q, std::vector<ShapedType> &out,
+                               bool toSpace) {
+  const auto &x = q.inputs[0].shape;
+  int64_t b = q.node.intAttr("blocksize", 0);
+  if (x.size() != 4 || b <= 0)
+    return nodeError(q.node, "needs a 4-d input and a positive blocksize");
+  std::vector<int64_t> shape = x;
+  if (toSpace) {
+    if (x[1] % (b * b))
+      return nodeError(q.node, "channels not divisible by blocksize^2");
+    shape = {x[0], x[1] / (b * b), x[2] * b, x[3] * b};
+  } else {
+    if (x[2] % b || x[3] % b)
+      return nodeError(q.node, "spatial dims not divisible by blocksize");
+    shape = {x[0], x[1] * b * b, x[2] / b, x[3] / b};
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::shapeDepthToSpace(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeBlocks(q, out, true);
+}
+llvm::Error cpuk::shapeSpaceToDepth(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeBlocks(q, out, false);
+}
+
+/// Walks the space-side tensor [N, C, H*b, W*b] and copies each element
+/// to or from its depth-side position [N, C*b*b, H, W].
+static void moveBlocks(const KernelCall &c, bool toSpace) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  const TensorRef &space = toSpace ? y : x, &depth = toSpace ? x : y;
+  int64_t b = c.node->intAttr("blocksize", 1);
+  bool crd = toSpace && c.node->stringAttr("mode", "DCR") == "CRD";
+  int64_t n = space.shape[0], ch = space.shape[1], hs = space.shape[2], ws = space.shape[3];
+  int64_t hd = hs / b, wd = ws / b;
+  size_t es = elemSize(x.dtype);
+  char *sp = space.as<char>(), *dp = depth.as<char>();
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t ic = 0; ic < ch; ++ic)
+      for (int64_t h = 0; h < hs; ++h)
+        for (int64_t w = 0; w < ws; ++w) {
+          int64_t i = h % b, j = w % b;
+          int64_t dc = crd ? ic * b * b + i * b + j : (i * b + j) * ch + ic;
+          int64_t so = ((in * ch + ic) * hs + h) * ws + w;
+          int64_t dof = ((in * ch * b * b + dc) * hd + h / b) * wd + w / b;
+          if (toSpace)
+            std::memcpy(sp + so * es, dp + dof * es, es);
+          else
+            std::memcpy(dp + dof * es, sp + so * es, es);
+        }
+}
+
+llvm::Error cpuk::runDepthToSpace(const KernelCall &c) {
+  moveBlocks(c, true);
+  return llvm::Error::success();
+}
+llvm::Error cpuk::runSpaceToDepth(const KernelCall &c) {
+  moveBlocks(c, false);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeTrilu(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs[0].shape.size() < 2)
+    return nodeError(q.node, "input must have rank >= 2");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runTrilu(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &y = c.outputs[0];
+  int64_t kd = c.hasInput(1) ? readInts(c.inputs[1]).at(0) : 0;
+  bool upper = c.node->intAttr("upper", 1) != 0;
+  size_t rank = x.shape.size(), es = elemSize(x.dtype);
+  int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1];
+  int64_t mats = x.numElements() / std::max<int64_t>(rows * cols, 1);
+  const char *src = x.as<const char>();
+  char *dst = y.as<char>();
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t o = (m * rows + i) * cols + j;
+        bool keep = upper ? j - i >= kd : j - i <= kd;
+        if (keep)
+          std::memcpy(dst + o * es, src + o * es, es);
+        else
+          std::memset(dst + o * es, 0, es);
+      }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Range
+//===----------------------------------------------------------------------===//
+
+llvm::Error cpuk::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  for (unsigned i = 0; i < 3; ++i)
+    if (i >= q.values.size() || !q.values[i])
+      return nodeError(q.node, "start, limit and delta must be known before running");
+  int64_t n;
+  if (isFloatingPoint(q.inputs[0].dtype)) {
+    double start = q.values[0]->getAsDouble(0), limit = q.values[1]->getAsDouble(0),
+           delta = q.values[2]->getAsDouble(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = std::max<int64_t>(saturatingInt64(std::ceil((limit - start) / delta)), 0);
+  } else {
+    // Integer bounds are read exactly: INT64_MAX does not survive a double.
+    int64_t delta = q.values[2]->getAsInt64(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = integerRangeCount(q.values[0]->getAsInt64(0), q.values[1]->getAsInt64(0), delta);
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {n}});
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runRangeOp(const KernelCall &c) {
+  const TensorRef &y = c.outputs[0];
+  dispatchSigned(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    C start = k::load(*c.inputs[0].as<T>()), delta = k::load(*c.inputs[2].as<T>());
+    for (int64_t i = 0, n = y.numElements(); i < n; ++i)
+      y.as<T>()[i] = k::store<T>(C(start + C(i) * delta));
+  });
+  return llvm::Error::success();
+}
