@@ -1,0 +1,104 @@
+//===- GemmPlan.h - Row-major matrix products as cuBLASLt calls -*- C++ -*-===//
+//
+// The host-side half of the CUDA backend's GEMM family, as pure functions of
+// shapes: how a row-major ONNX MatMul/Gemm (numpy batch broadcasting, 1-D
+// operands, transposed operands) becomes column-major cuBLASLt calls. Nothing
+// here includes a CUDA header, so CI (no GPU) tests every layout decision; the
+// backend only copies these numbers into cublasLtMatrixLayout / MatmulDesc
+// attributes. docs/gpu-notes.md ("Matrix products") describes the mapping.
+//
+// The mapping: a row-major R x C matrix whose rows are ld elements apart is
+// the column-major C x R matrix with the same ld. So the row-major product
+// D[M,N] = opA(A)[M,K] * opB(B)[K,N] is the column-major product
+// D^T[N,M] = opB(B)^T * opA(A)^T: cuBLASLt's first operand is the user's B,
+// its second the user's A, and m = N, n = M, k = K. No data moves.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CUDA_GEMMPLAN_H
+#define MPC_RUNTIME_CUDA_GEMMPLAN_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mpc {
+namespace cuda {
+
+/// One matrix operand as cuBLASLt sees it: a column-major `rows` x `cols`
+/// layout with leading dimension `ld` (elements), applied transposed when
+/// `trans` (CUBLASLT_MATMUL_DESC_TRANSA/B = CUBLAS_OP_T). Matrix i of a batch
+/// starts `batchStride` elements after matrix i - 1 (0: one matrix shared by
+/// the whole batch). `alignment` is the largest power of two, at most 256,
+/// that divides the byte offset of every matrix this operand addresses from
+/// its (256-byte aligned) buffer: the CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*
+/// preference.
+struct LtOperand {
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool trans = false;
+  int64_t batchStride = 0;
+  unsigned alignment = 256;
+};
+
+/// One cublasLtMatmul: D = op(A) * op(B) (column-major, m x n, inner size k)
+/// over `batchCount` matrices, issued once per entry of `offsets`.
+struct LtGemm {
+  int64_t m = 0, n = 0, k = 0;
+  /// cuBLASLt's A is the user's B and cuBLASLt's B the user's A.
+  LtOperand a, b, d;
+  int64_t batchCount = 1;
+  /// Element offsets, into the user's A, B and D buffers, of each call.
+  struct Offsets {
+    int64_t userA = 0, userB = 0, d = 0;
+  };
+  std::vector<Offsets> offsets;
+};
+
+/// A numpy-style matrix product of row-major dense tensors, as cuBLASLt
+/// calls. `aShape`/`bShape` are the stored shapes; with `transA` the last two
+/// axes of A are swapped before the product (likewise B), as in ONNX Gemm.
+/// A 1-D A is a row vector and a 1-D B a column vector (never transposed),
+/// and that axis is dropped from the result, as numpy does. Batch axes
+/// broadcast. `elementBytes` sizes the alignment preferences.
+struct MatmulProblem {
+  llvm::ArrayRef<int64_t> aShape, bShape;
+  bool transA = false, transB = false;
+  unsigned elementBytes = 2;
+};
+
+struct MatmulPlan {
+  std::vector<int64_t> outShape; ///< the dense result shape
+  LtGemm gemm;
+};
+
+/// Plans the product. When B has no batch (or only size-1 batch axes) and A is
+/// not transposed, A's batch is folded into the rows of one GEMM; otherwise the
+/// longest run of trailing batch axes that every operand addresses with one
+/// stride becomes cuBLASLt's strided batch, and the remaining outer batch axes
+/// become separate calls. Fails, naming the shapes, when they do not multiply
+/// or broadcast, or when a size is negative or exceeds cuBLASLt's 32-bit
+/// batch count.
+llvm::Expected<MatmulPlan> planMatmul(const MatmulProblem &p);
+
+/// How ONNX Gemm's C input (Y = alpha * op(A) * op(B) + beta * C) reaches the
+/// product. cuBLASLt's bias epilogue adds a vector with one element per row of
+/// its column-major D, which is one element per column of the row-major
+/// result: a [N] or [1, N] C with beta = 1 is that vector.
+enum class GemmBias : uint8_t {
+  None,      ///< no C, or beta = 0: beta is passed as 0 and C is not read
+  Epilogue,  ///< CUBLASLT_EPILOGUE_BIAS with C as the bias vector, beta = 0
+  Matrix,    ///< C is a dense [M, N] matrix: cuBLASLt's C operand with beta
+  ExpandToD, ///< C ([M, 1], [1, 1], [1], [], or [N] with beta != 1) is first
+             ///< broadcast into D, then D is cuBLASLt's C operand with beta
+};
+
+/// The bias choice for a Gemm of result M x N with C of shape `cShape`
+/// (absent when `hasC` is false); fails when C does not broadcast to [M, N].
+llvm::Expected<GemmBias> planGemmBias(int64_t m, int64_t n, bool hasC,
+                                      llvm::ArrayRef<int64_t> cShape, float beta);
+
+} // namespace cuda
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CUDA_GEMMPLAN_H

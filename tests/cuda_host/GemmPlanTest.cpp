@@ -1,0 +1,328 @@
+//===- GemmPlanTest.cpp - cuBLASLt layouts of row-major matrix products ---===//
+//
+// The CUDA backend's GEMM plans, checked without a GPU: each plan is executed
+// by an emulator of what cublasLtMatmul computes (column-major layouts with
+// leading dimensions, optional transposes, strided batches, one call per
+// offset triple), and the result is compared with a direct row-major
+// numpy-style broadcast matrix product computed from the shapes alone. Both
+// sum over k in the same order in double, so they must agree exactly. The
+// emulator also checks what cuBLASLt requires of a layout (ld >= rows, every
+// access inside the buffer) and that each result element is written once.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Cuda/GemmPlan.h"
+
+#include "llvm/Support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::cuda;
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &s, size_t from = 0, size_t to = ~size_t(0)) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i)
+    p *= s[i];
+  return p;
+}
+
+/// numpy.matmul of row-major tensors (with ONNX Gemm's transposes), computed
+/// element by element from the shapes. Returns the result shape in `shape`.
+std::vector<double> referenceMatmul(const std::vector<double> &a, std::vector<int64_t> as,
+                                    bool ta, const std::vector<double> &b,
+                                    std::vector<int64_t> bs, bool tb,
+                                    std::vector<int64_t> &shape) {
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  size_t ar = as.size(), br = bs.size();
+  int64_t m = ta ? as[ar - 1] : as[ar - 2], k = ta ? as[ar - 2] : as[ar - 1];
+  int64_t n = tb ? bs[br - 2] : bs[br - 1];
+  size_t rank = std::max(ar, br) - 2;
+  std::vector<int64_t> batch(rank);
+  auto dimOf = [&](const std::vector<int64_t> &s, size_t i) {
+    size_t lead = rank - (s.size() - 2);
+    return i < lead ? int64_t(1) : s[i - lead];
+  };
+  for (size_t i = 0; i < rank; ++i)
+    batch[i] = std::max(dimOf(as, i), dimOf(bs, i));
+  shape = batch;
+  if (!aVec)
+    shape.push_back(m);
+  if (!bVec)
+    shape.push_back(n);
+  std::vector<double> out(product(batch) * m * n);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t flat = 0; flat < product(batch); ++flat) {
+    int64_t rem = flat;
+    for (size_t i = rank; i-- > 0;) {
+      idx[i] = rem % batch[i];
+      rem /= batch[i];
+    }
+    // The operand's own matrix index: its axes, broadcast ones at index 0.
+    auto matrixOf = [&](const std::vector<int64_t> &s) {
+      int64_t mi = 0;
+      size_t lead = rank - (s.size() - 2);
+      for (size_t i = lead; i < rank; ++i)
+        mi = mi * s[i - lead] + (s[i - lead] == 1 ? 0 : idx[i]);
+      return mi;
+    };
+    const double *am = a.data() + matrixOf(as) * m * k;
+    const double *bm = b.data() + matrixOf(bs) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += (ta ? am[p * m + i] : am[i * k + p]) * (tb ? bm[j * k + p] : bm[p * n + j]);
+        out[(flat * m + i) * n + j] = sum;
+      }
+  }
+  return out;
+}
+
+/// What cublasLtMatmul computes for the plan, on the user's buffers.
+std::vector<double> emulate(const LtGemm &g, const std::vector<double> &userA,
+                            const std::vector<double> &userB, size_t outSize) {
+  std::vector<double> d(outSize, 0.0);
+  std::vector<int> writes(outSize, 0);
+  // Layout rules: op(A) is m x k, op(B) k x n, D m x n; ld covers the rows.
+  EXPECT_EQ(g.a.trans ? g.a.cols : g.a.rows, g.m);
+  EXPECT_EQ(g.a.trans ? g.a.rows : g.a.cols, g.k);
+  EXPECT_EQ(g.b.trans ? g.b.cols : g.b.rows, g.k);
+  EXPECT_EQ(g.b.trans ? g.b.rows : g.b.cols, g.n);
+  EXPECT_EQ(g.d.rows, g.m);
+  EXPECT_EQ(g.d.cols, g.n);
+  EXPECT_GE(g.a.ld, std::max<int64_t>(1, g.a.rows));
+  EXPECT_GE(g.b.ld, std::max<int64_t>(1, g.b.rows));
+  EXPECT_GE(g.d.ld, std::max<int64_t>(1, g.d.rows));
+  auto at = [](const std::vector<double> &buf, int64_t i) {
+    EXPECT_GE(i, 0);
+    EXPECT_LT(i, int64_t(buf.size()));
+    return i >= 0 && i < int64_t(buf.size()) ? buf[i] : 0.0;
+  };
+  for (const LtGemm::Offsets &o : g.offsets)
+    for (int64_t bi = 0; bi < g.batchCount; ++bi) {
+      int64_t a0 = o.userB + bi * g.a.batchStride; // cuBLASLt's A is the user's B
+      int64_t b0 = o.userA + bi * g.b.batchStride;
+      int64_t d0 = o.d + bi * g.d.batchStride;
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < g.k; ++p) {
+            double x = at(userB, a0 + (g.a.trans ? p + i * g.a.ld : i + p * g.a.ld));
+            double y = at(userA, b0 + (g.b.trans ? j + p * g.b.ld : p + j * g.b.ld));
+            sum += y * x; // the row-major a(i', p) * b(p, j') of the reference
+          }
+          int64_t di = d0 + i + j * g.d.ld;
+          EXPECT_GE(di, 0);
+          EXPECT_LT(di, int64_t(outSize));
+          if (di >= 0 && di < int64_t(outSize)) {
+            d[di] = sum;
+            ++writes[di];
+          }
+        }
+    }
+  for (size_t i = 0; i < outSize; ++i)
+    EXPECT_EQ(writes[i], 1) << "element " << i;
+  return d;
+}
+
+std::vector<double> randomData(int64_t n, std::mt19937 &rng) {
+  std::uniform_int_distribution<int> v(-8, 8);
+  std::vector<double> x(n);
+  for (double &e : x)
+    e = v(rng) / 4.0;
+  return x;
+}
+
+/// Plans, emulates and compares one product; returns the plan.
+MatmulPlan check(const std::vector<int64_t> &as, bool ta, const std::vector<int64_t> &bs,
+                 bool tb, std::mt19937 &rng) {
+  std::string what = "A " + std::to_string(as.size()) + "-D, B " +
+                     std::to_string(bs.size()) + "-D";
+  SCOPED_TRACE(what);
+  llvm::Expected<MatmulPlan> plan = planMatmul({as, bs, ta, tb, 2});
+  if (!plan) {
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+    return {};
+  }
+  std::vector<double> a = randomData(product(as), rng), b = randomData(product(bs), rng);
+  std::vector<int64_t> shape;
+  std::vector<double> want = referenceMatmul(a, as, ta, b, bs, tb, shape);
+  EXPECT_EQ(plan->outShape, shape);
+  std::vector<double> got = emulate(plan->gemm, a, b, want.size());
+  EXPECT_EQ(got, want);
+  return std::move(*plan);
+}
+
+TEST(GemmPlan, DenseTwoDimensionalProductsAllTransposes) {
+  std::mt19937 rng(1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      MatmulPlan p = check(ta ? std::vector<int64_t>{5, 3} : std::vector<int64_t>{3, 5}, ta,
+                           tb ? std::vector<int64_t>{4, 5} : std::vector<int64_t>{5, 4}, tb, rng);
+      // Operands swapped: cuBLASLt's m is the user's N.
+      EXPECT_EQ(p.gemm.m, 4);
+      EXPECT_EQ(p.gemm.n, 3);
+      EXPECT_EQ(p.gemm.k, 5);
+      EXPECT_EQ(p.gemm.a.trans, tb);
+      EXPECT_EQ(p.gemm.b.trans, ta);
+      EXPECT_EQ(p.gemm.offsets.size(), 1u);
+    }
+}
+
+TEST(GemmPlan, SharedWeightsFoldTheBatchIntoOneGemm) {
+  std::mt19937 rng(2);
+  // [2, 3, 4, 5] x [5, 6]: a Linear layer over a [batch, seq] input.
+  MatmulPlan p = check({2, 3, 4, 5}, false, {5, 6}, false, rng);
+  EXPECT_EQ(p.gemm.n, 24);
+  EXPECT_EQ(p.gemm.batchCount, 1);
+  EXPECT_EQ(p.gemm.offsets.size(), 1u);
+  // Size-1 batch axes of B count as shared.
+  p = check({2, 3, 4, 5}, false, {1, 1, 5, 6}, false, rng);
+  EXPECT_EQ(p.gemm.n, 24);
+  // A transposed cannot fold: one strided batch instead.
+  p = check({6, 5, 4}, true, {5, 3}, false, rng);
+  EXPECT_EQ(p.gemm.batchCount, 6);
+  EXPECT_EQ(p.gemm.a.batchStride, 0);
+  EXPECT_EQ(p.gemm.b.batchStride, 20);
+}
+
+TEST(GemmPlan, BatchedAndBroadcastBatches) {
+  std::mt19937 rng(3);
+  MatmulPlan p = check({3, 2, 4, 5}, false, {3, 2, 5, 6}, false, rng);
+  EXPECT_EQ(p.gemm.batchCount, 6); // both axes chain into one strided batch
+  EXPECT_EQ(p.gemm.offsets.size(), 1u);
+  EXPECT_EQ(p.gemm.a.batchStride, 30);
+  EXPECT_EQ(p.gemm.b.batchStride, 20);
+  EXPECT_EQ(p.gemm.d.batchStride, 24);
+  // A shared, B batched: attention's K^T-like operand broadcast the other way.
+  p = check({4, 5}, false, {7, 5, 2}, false, rng);
+  EXPECT_EQ(p.gemm.batchCount, 7);
+  EXPECT_EQ(p.gemm.b.batchStride, 0);
+  // [2, 1] against [1, 5] batches: no single stride walks both axes, so the
+  // outer axis becomes separate calls.
+  p = check({2, 1, 3, 4}, false, {1, 5, 4, 2}, false, rng);
+  EXPECT_EQ(p.gemm.batchCount, 5);
+  EXPECT_EQ(p.gemm.offsets.size(), 2u);
+  // Ranks differ and a middle axis broadcasts.
+  check({2, 3, 1, 4, 5}, true, {3, 7, 4, 5}, false, rng);
+  check({5}, false, {2, 3, 5, 4}, false, rng);
+  check({2, 3, 4, 5}, false, {5}, false, rng);
+  check({5}, false, {5}, false, rng);
+}
+
+TEST(GemmPlan, RandomShapesMatchTheReference) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> rankDist(1, 4), dimDist(1, 4), coin(0, 3);
+  for (int trial = 0; trial < 400; ++trial) {
+    int ra = rankDist(rng), rb = rankDist(rng);
+    int64_t m = dimDist(rng), n = dimDist(rng), k = dimDist(rng);
+    int batchRank = std::max(ra, rb) - 2;
+    std::vector<int64_t> batch;
+    for (int i = 0; i < batchRank; ++i)
+      batch.push_back(dimDist(rng));
+    auto operand = [&](int rank, int64_t rows, int64_t cols, bool trans) {
+      std::vector<int64_t> s;
+      for (int i = batchRank - (rank - 2); i < batchRank; ++i)
+        s.push_back(coin(rng) == 0 ? 1 : batch[i]); // sometimes broadcast
+      if (trans)
+        std::swap(rows, cols);
+      s.push_back(rows);
+      s.push_back(cols);
+      return s;
+    };
+    bool ta = ra > 1 && coin(rng) == 0, tb = rb > 1 && coin(rng) == 0;
+    std::vector<int64_t> as = ra == 1 ? std::vector<int64_t>{k} : operand(ra, m, k, ta);
+    std::vector<int64_t> bs = rb == 1 ? std::vector<int64_t>{k} : operand(rb, k, n, tb);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    check(as, ta, bs, tb, rng);
+  }
+}
+
+TEST(GemmPlan, EmptyResultsPlanNoCall) {
+  llvm::Expected<MatmulPlan> p = planMatmul({{0, 3, 4}, {4, 5}, false, false, 2});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->outShape, (std::vector<int64_t>{0, 3, 5}));
+  EXPECT_TRUE(p->gemm.offsets.empty());
+  p = planMatmul({{3, 0}, {0, 5}, false, false, 2}); // K = 0: the caller fills zeros
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->gemm.k, 0);
+  EXPECT_EQ(p->outShape, (std::vector<int64_t>{3, 5}));
+}
+
+TEST(GemmPlan, AlignmentPreferencesFollowTheBatchStrides) {
+  // fp16 [3, 5, 7] x [3, 7, 2]: matrices 70, 28 and 20 bytes apart.
+  llvm::Expected<MatmulPlan> p = planMatmul({{3, 5, 7}, {3, 7, 2}, false, false, 2});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->gemm.b.alignment, 2u);
+  EXPECT_EQ(p->gemm.a.alignment, 4u);
+  EXPECT_EQ(p->gemm.d.alignment, 4u);
+  // Multiples of 8 elements keep full alignment; a single matrix is aligned.
+  p = planMatmul({{4, 64, 64}, {4, 64, 64}, false, false, 2});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->gemm.a.alignment, 256u);
+  EXPECT_EQ(p->gemm.b.alignment, 256u);
+  p = planMatmul({{3, 5}, {5, 3}, false, false, 4});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->gemm.a.alignment, 256u);
+  // Outer calls start at offsets too: [2, 1, 3, 4] x [1, 5, 4, 2] in fp32
+  // makes its second call 48 bytes into A.
+  p = planMatmul({{2, 1, 3, 4}, {1, 5, 4, 2}, false, false, 4});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->gemm.b.alignment, 16u);
+}
+
+TEST(GemmPlan, BadShapesAreOneClearError) {
+  auto message = [](MatmulProblem p) {
+    llvm::Expected<MatmulPlan> plan = planMatmul(p);
+    return plan ? std::string("ok") : llvm::toString(plan.takeError());
+  };
+  EXPECT_EQ(message({{3, 4}, {5, 6}, false, false, 2}),
+            "matrix product of [3, 4] and [5, 6]: inner sizes differ (4 and 5)");
+  EXPECT_EQ(message({{2, 3, 4}, {3, 4, 5}, false, false, 2}),
+            "matrix product of [2, 3, 4] and [3, 4, 5]: batch axes do not broadcast (2 and 3)");
+  EXPECT_EQ(message({{}, {3}, false, false, 2}),
+            "matrix product of [] and [3]: an operand is a scalar (rank 0)");
+  EXPECT_EQ(message({{4}, {4, 2}, true, false, 2}),
+            "matrix product of [4] (transposed) and [4, 2]: a 1-D operand cannot be transposed");
+  EXPECT_EQ(message({{3, -1}, {4, 2}, false, false, 2}),
+            "matrix product of [3, -1] and [4, 2]: a dimension is negative");
+}
+
+TEST(GemmPlan, GemmBiasChoices) {
+  auto bias = [](int64_t m, int64_t n, bool hasC, std::vector<int64_t> c, float beta) {
+    llvm::Expected<GemmBias> b = planGemmBias(m, n, hasC, c, beta);
+    if (!b)
+      return std::string(llvm::toString(b.takeError()));
+    switch (*b) {
+    case GemmBias::None: return std::string("none");
+    case GemmBias::Epilogue: return std::string("epilogue");
+    case GemmBias::Matrix: return std::string("matrix");
+    case GemmBias::ExpandToD: return std::string("expand");
+    }
+    return std::string("?");
+  };
+  EXPECT_EQ(bias(3, 4, false, {}, 1.0f), "none");
+  EXPECT_EQ(bias(3, 4, true, {4}, 0.0f), "none");
+  EXPECT_EQ(bias(3, 4, true, {4}, 1.0f), "epilogue");
+  EXPECT_EQ(bias(3, 4, true, {1, 4}, 1.0f), "epilogue");
+  EXPECT_EQ(bias(3, 4, true, {4}, 0.5f), "expand"); // the epilogue cannot scale
+  EXPECT_EQ(bias(3, 4, true, {3, 4}, 0.5f), "matrix");
+  EXPECT_EQ(bias(1, 4, true, {4}, 0.5f), "matrix"); // [4] is the whole 1 x 4 result
+  EXPECT_EQ(bias(3, 4, true, {3, 1}, 1.0f), "expand");
+  EXPECT_EQ(bias(3, 4, true, {}, 1.0f), "expand");
+  EXPECT_EQ(bias(3, 4, true, {1}, 1.0f), "expand");
+  EXPECT_EQ(bias(3, 4, true, {2, 4}, 1.0f), "Gemm bias of shape [2, 4] does not broadcast to [3, 4]");
+  EXPECT_EQ(bias(3, 4, true, {1, 3, 4}, 1.0f), "Gemm bias of shape [1, 3, 4] has more than 2 axes");
+}
+
+} // namespace
