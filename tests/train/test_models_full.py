@@ -36,6 +36,7 @@ import mpc_testlib as lib  # noqa: E402
 
 lib.require_onnx_reference()
 import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import mpc_trainlib as tl  # noqa: E402
@@ -643,6 +644,50 @@ class ConvNets(unittest.TestCase):
               f"{sum(v.size for v in params.values())} values; worst error "
               f"{worst:.2f} of the tolerance")
 
+    def check_float64_gradients(self, build, seed):
+        """The model in float64: the gradients of mpc's step (train-graph, then `mpc run` of
+        the step graph) match the numpy differentiator's within 1e-8 of each tensor's
+        largest, so what float32 leaves is rounding, not a wrong gradient."""
+        model, inits, forward = build()
+        for t in model.graph.initializer:
+            if t.data_type == TensorProto.FLOAT:
+                t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(t).astype(np.float64), t.name))
+        for v in (*model.graph.input, *model.graph.output):
+            v.type.tensor_type.elem_type = TensorProto.DOUBLE
+        params, _ = ta.split_inits(inits)
+        x, labels = image_task(8, 3, seed)
+        want = conv_net_loss(forward, x.astype(np.float64), labels)(params)[2]
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            onnx.save(model, src)
+            r = ta.run_mpc("train-graph", src, "--loss", "cross-entropy", "--expose-gradients",
+                           "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            train = onnx.load(dst)
+            step = os.path.join(tmp, "step.onnx")
+            onnx.save(tl.algorithm_as_model(train), step)
+            lab = tl.metadata(train)["mpc.training.labels"]
+            feeds = os.path.join(tmp, "feeds.npz")
+            np.savez(feeds, x=x.astype(np.float64), **{lab: labels})
+            outs = os.path.join(tmp, "outs")
+            r = ta.run_mpc("run", step, "--input", feeds, "--outputs", outs)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pairs = tl.gradient_pairs(train)
+            self.assertEqual(sorted(p for p, _ in pairs), sorted(params))
+            for param, grad in pairs:
+                got = np.load(os.path.join(outs, grad.replace("/", "_") + ".npy"))
+                scale = np.abs(want[param]).max()
+                if scale > 1e-9:  # see "did not train" below
+                    np.testing.assert_allclose(got, want[param], rtol=0, atol=1e-8 * scale,
+                                               err_msg=param)
+
+    def test_resnet18_float64_gradients(self):
+        self.check_float64_gradients(resnet18, 93)
+
+    def test_mobilenet_v2_float64_gradients(self):
+        self.check_float64_gradients(mobilenet_v2, 95)
+
     def test_resnet18_sgd(self):
         """3 SGD steps. atol 1e-5: the stem's gradient sums 49 taps over every output
         position of 20 layers of BatchNormalization; float32 numpy itself ends 0.9 of
@@ -655,7 +700,8 @@ class ConvNets(unittest.TestCase):
         1e-6 of the parameters): after 2 steps at lr 0.01 float32 numpy ends 450 to 590 times
         (rtol 1e-5, atol 2e-6) from float64. After one step mpc's gradients of the stem are
         1e-3 relative from float64 (onnx.reference running the same step graph in float32:
-        1.5e-5), so the parameters are compared by their update (docs/training.md)."""
+        1.5e-5; in float64 mpc's are exact, test_mobilenet_v2_float64_gradients), so the
+        parameters are compared by their update (docs/training.md)."""
         self.check(mobilenet_v2, 95, steps=1, lr=0.01, atol=2e-5, update_tol=0.02)
 
 
