@@ -8,12 +8,14 @@ test_models_full.py, the way a user runs it (docs/training.md, docs/user-guide.m
 
 on a small synthetic task each model learns in fp32 (class templates plus noise; next-token
 prediction of arithmetic sequences for the GPT decoder; the first token after [CLS] for the
-BERT encoder). For fp16 and bf16, against the fp32 run with the same seed and batches:
+BERT encoder, with a fifth of the labels random). For fp16 and bf16, against the fp32 run
+with the same seed and batches:
 
 - the rewrite (its --report) runs every Conv, MatMul, Gemm, LSTM and GRU of the step and
   their gradients in the 16-bit type (bf16: but the forward Conv, LSTM and GRU, whose
   opset-17 schemas have no bfloat16), and not the loss;
-- every logged loss is finite and none in the second half exceeds the first step's;
+- every logged loss is finite and none in the second half exceeds 1.5 times the first
+  step's;
 - the mean training loss of the last sixth of the steps is within the batch-order noise of
   fp32's: within 10% (plus 0.01) of it, or within 1.5 times the distance between the fp32
   runs with seeds 3 and 4 when that is larger; the held-out accuracy likewise within 5
@@ -24,10 +26,11 @@ BERT encoder). For fp16 and bf16, against the fp32 run with the same seed and ba
 
 A second test starts fp16 loss scaling at its maximum (2^24) on the transformer encoder
 block: its first steps overflow and are skipped, each logged with the halved scale, until
-the scale fits; then no step is skipped and training ends at fp32's loss.
+the scale fits; later skips stay under 2% of the steps, the log's scale halves exactly at
+each skipped step, and training ends at fp32's loss.
 
---quick (the default ctest run): the MobileNetV2 block, the LSTM and the GPT decoder, 120
-steps. Without it (ctest -C full, train_amp_archs_full): every architecture, 300 steps.
+--quick (the default ctest run): the MobileNetV2 block, the LSTM, the GPT decoder and the
+skipped-steps test. Without it (ctest -C full, train_amp_archs_full): every architecture.
 Prints "N passed, N failed[, N skipped]".
 """
 import csv
@@ -83,29 +86,40 @@ def arithmetic_sequences(seed, n=SAMPLES):
     return {"tokens": seq[:, :-1]}, seq[:, 1:]
 
 
-def image(shape, noise=0.8):
-    """Template classes; noise 2 for the 768 values of a 3x16x16 image (else it is too
-    easy), 0.8 for the small blocks' inputs."""
+def relabel(task, fraction=0.2, classes=3):
+    """The task with `fraction` of its labels replaced by random classes (a loss floor)."""
+    def noisy(seed):
+        feeds, labels = task(seed)
+        rng = np.random.default_rng(seed + 1)
+        flip = rng.random(len(labels)) < fraction
+        return feeds, np.where(flip, rng.integers(0, classes, len(labels)), labels)
+    return noisy
+
+
+def image(shape, noise):
+    """Template classes plus noise: chosen per model so that fp32 ends near a loss of 0.1
+    to 0.5 (not 0, where every precision agrees)."""
     return lambda seed: templates(shape, seed, noise)
 
 
 # name: (model builder, task(seed), train-graph flags, Adam learning rate)
 ARCHS = {
     "mobilenet_block": (lambda: ta.mobilenet_block()[0],
-                        image((ta.MB["C"], ta.MB["HW"], ta.MB["HW"])), (), 0.01),
+                        image((ta.MB["C"], ta.MB["HW"], ta.MB["HW"]), 1.2), (), 0.01),
     "resnet_block": (lambda: ta.resnet_block()[0],
-                     image((ta.RB["C"], ta.RB["HW"], ta.RB["HW"])), (), 0.01),
+                     image((ta.RB["C"], ta.RB["HW"], ta.RB["HW"]), 2.0), (), 0.01),
     "resnet_downsample": (lambda: ta.resnet_downsample_block()[0],
-                          image((ta.RB["C"], ta.RB["HW"], ta.RB["HW"])), (), 0.01),
-    "lstm": (lambda: ta.lstm_classifier()[0], image((ta.LS["T"], ta.LS["I"])), (), 0.01),
-    "bilstm": (lambda: ta.bilstm_classifier()[0], image((ta.LS["T"], ta.LS["I"])), (), 0.01),
-    "gru": (lambda: ta.gru_classifier()[0], image((ta.LS["T"], ta.LS["I"])), (), 0.01),
-    "encoder_block": (lambda: te.encoder_block()[0], image((te.ENC["T"], te.ENC["E"])), (),
-                      0.01),
+                          image((ta.RB["C"], ta.RB["HW"], ta.RB["HW"]), 2.0), (), 0.01),
+    "lstm": (lambda: ta.lstm_classifier()[0], image((ta.LS["T"], ta.LS["I"]), 1.2), (), 0.01),
+    "bilstm": (lambda: ta.bilstm_classifier()[0], image((ta.LS["T"], ta.LS["I"]), 1.2), (),
+               0.01),
+    "gru": (lambda: ta.gru_classifier()[0], image((ta.LS["T"], ta.LS["I"]), 0.8), (), 0.01),
+    "encoder_block": (lambda: te.encoder_block()[0], image((te.ENC["T"], te.ENC["E"]), 1.6),
+                      (), 0.01),
     "gpt_decoder": (lambda: te.gpt_decoder()[0], arithmetic_sequences, ("--class-axis", "-1"),
                     0.01),
-    "bert": (lambda: tm.bert_encoder()[0], lambda seed: tm.bert_data(SAMPLES, 6, seed), (),
-             0.005),
+    "bert": (lambda: tm.bert_encoder()[0],
+             relabel(lambda seed: tm.bert_data(SAMPLES, 6, seed)), (), 0.005),
     "resnet18": (lambda: tm.resnet18()[0], image((3, 16, 16), 2.0), (), 0.003),
     "mobilenet_v2": (lambda: tm.mobilenet_v2()[0], image((3, 16, 16), 2.0), (), 0.003),
 }
@@ -182,7 +196,7 @@ class Runs:
 
 class AmpArchitectures(unittest.TestCase):
     def check(self, name):
-        steps = 120 if ARGS.quick else 300
+        steps = 300
         with tempfile.TemporaryDirectory() as tmp:
             runs = Runs(self, tmp, name, steps)
         first, base = runs.losses("fp32")[0], runs.tail("fp32")
@@ -224,7 +238,7 @@ class AmpArchitectures(unittest.TestCase):
     def test_skipped_steps_while_the_scale_backs_off(self):
         """fp16 with the scale starting at 2^24 on the encoder block: the first steps
         overflow and are skipped, each line naming the halved scale, then none is."""
-        steps = 120 if ARGS.quick else 300
+        steps = 300
         with tempfile.TemporaryDirectory() as tmp:
             runs = Runs(self, tmp, "encoder_block", steps,
                         ("--loss-scale-init", 2 ** 24), ("fp32", "fp32@4", "fp16"))
@@ -267,7 +281,6 @@ def main():
     def set_args(args):
         global ARGS
         ARGS = args
-        ARGS.quick = quick
         tm.set_args(args)
         if quick:
             for name in ARCHS:
