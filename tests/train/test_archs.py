@@ -118,11 +118,12 @@ def sigmoid(v):
     return 1 / (1 + np.exp(-v))
 
 
-def reference_training(forward, params, bn_layers, steps, optimizer, lr):
+def reference_training(forward, params, bn_layers, steps, optimizer, lr, gradients=None):
     """float64 training of forward(p) -> (loss, [(batch mean, batch var) per BN layer]):
     `optimizer` "sgd" or "adam" (beta1 0.9, beta2 0.999, epsilon 1e-8, bias-corrected);
-    BN running statistics (initialized 0 and 1) follow with momentum BN_MOMENTUM. Returns
-    parameters and statistics by name."""
+    BN running statistics (initialized 0 and 1) follow with momentum BN_MOMENTUM. The
+    gradients are gradients(forward, p) when given, else central finite differences.
+    Returns parameters and statistics by name."""
     p = {k: v.astype(np.float64) for k, v in params.items()}
     stats = {}
     for name in bn_layers:
@@ -136,7 +137,8 @@ def reference_training(forward, params, bn_layers, steps, optimizer, lr):
             for stat, val in (("running_mean", mean), ("running_var", var)):
                 key = f"{name}.{stat}"
                 stats[key] = BN_MOMENTUM * stats[key] + (1 - BN_MOMENTUM) * val
-        g = fd_gradients(lambda q: forward(q)[0], p)
+        g = (gradients(forward, p) if gradients
+             else fd_gradients(lambda q: forward(q)[0], p))
         for k in p:
             if optimizer == "sgd":
                 p[k] -= lr * g[k]
