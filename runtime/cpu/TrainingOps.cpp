@@ -128,24 +128,26 @@ void layerNormGrad(const T *dy, const T *x, const AccumType<T> *scale,
 template <typename T>
 static void channelStats(const T *x, int64_t c, int64_t batch, int64_t channels,
                          int64_t spatial, AccumType<T> &mean, AccumType<T> &var) {
-  using A = AccumType<T>;
-  A sum = A(0);
+  // Sums of up to batch * spatial terms (millions for an early conv layer):
+  // in double, so the statistics are as exact as the inputs allow (a float
+  // running sum of 32768 values near 100 is off by ~1e-5, which x - mean
+  // magnifies; a GPU's tree reduction is far better than that).
+  double sum = 0;
   for (int64_t n = 0; n < batch; ++n) {
     const T *p = x + (n * channels + c) * spatial;
     for (int64_t s = 0; s < spatial; ++s)
-      sum += ld(p[s]);
+      sum += double(ld(p[s]));
   }
-  A count = A(batch * spatial);
-  mean = sum / count;
-  A sq = A(0);
+  double count = double(batch * spatial), m = sum / count, sq = 0;
   for (int64_t n = 0; n < batch; ++n) {
     const T *p = x + (n * channels + c) * spatial;
     for (int64_t s = 0; s < spatial; ++s) {
-      A d = ld(p[s]) - mean;
+      double d = double(ld(p[s])) - m;
       sq += d * d;
     }
   }
-  var = sq / count;
+  mean = AccumType<T>(m);
+  var = AccumType<T>(sq / count);
 }
 
 template <typename T>
@@ -157,22 +159,23 @@ void batchNormGrad(const T *dy, const T *x, const AccumType<T> *scale, float eps
     A mean, var;
     channelStats(x, c, batch, channels, spatial, mean, var);
     A inv = A(1) / std::sqrt(var + A(epsilon));
-    A sumD = A(0), sumDX = A(0);
+    double sumD = 0, sumDX = 0; // as channelStats: long sums in double
     for (int64_t n = 0; n < batch; ++n) {
       int64_t base = (n * channels + c) * spatial;
       for (int64_t s = 0; s < spatial; ++s) {
         A d = ld(dy[base + s]);
-        sumD += d;
-        sumDX += d * (ld(x[base + s]) - mean) * inv;
+        sumD += double(d);
+        sumDX += double(d * (ld(x[base + s]) - mean) * inv);
       }
     }
     if (dScale)
-      dScale[c] = sumDX;
+      dScale[c] = A(sumDX);
     if (dBias)
-      dBias[c] = sumD;
+      dBias[c] = A(sumD);
     if (!dx)
       continue;
-    A count = A(batch * spatial), m1 = sumD / count, m2 = sumDX / count;
+    double count = double(batch * spatial);
+    A m1 = A(sumD / count), m2 = A(sumDX / count);
     A k = scale[c] * inv;
     for (int64_t n = 0; n < batch; ++n) {
       int64_t base = (n * channels + c) * spatial;

@@ -43,12 +43,12 @@ FIXTURES = os.path.join(HERE, "torch_fixtures")
 # float32 (the user's path): |mpc - torch| <= SCALE * (RTOL * |torch| + ATOL), element-wise,
 # for parameters and statistics (losses: SCALE 1). Both sides are float32; the differences are
 # rounding (summation order) carried through 10 steps: at most 8% of the tolerance for most.
-# The two BatchNorm models reach 7-8 times the tolerance on a few elements (SCALE 10): their
-# float64 runs agree to 1e-13, so the math is the same; most likely mpc's CPU kernels sum the
-# batch statistics in float32 (PyTorch's in double), and directions that a following
-# normalization nearly cancels amplify the rounding.
+# The two BatchNorm models reach 1.5-1.7 times the tolerance on a few elements (SCALE 3):
+# their float64 runs agree to 1e-13, so the math is the same, and directions that a following
+# normalization nearly cancels amplify the rounding. (They reached 7-8 times while mpc summed
+# the batch statistics in float32; it sums them in double now.)
 RTOL, ATOL = 1e-5, 1e-6
-SCALE = {("bn_cnn", "momentum"): 10, ("mobilenet_block", "adam"): 10}
+SCALE = {("bn_cnn", "momentum"): 3, ("mobilenet_block", "adam"): 3}
 # An element whose gradient is zero in exact arithmetic (a key bias under softmax, a scale
 # that a following normalization cancels) gets rounding noise for a gradient, which Adam
 # normalizes to steps of about lr: PyTorch's float32 and float64 runs differ there by

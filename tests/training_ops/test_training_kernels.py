@@ -304,6 +304,20 @@ class KernelTest(unittest.TestCase):
         self.run_case("BatchNormalization", ins, 1, {"training_mode": 1}, domain="",
                       opset=15)
 
+    def test_batch_norm_statistics_of_many_values(self):
+        # 32768 values per channel around 100: summed one by one in float32 the mean is
+        # off by ~1e-5 relative, which (x - mean) turns into ~1e-3 on y. The statistics
+        # must be as good as float32 inputs allow, as a GPU's tree reduction is.
+        shape = (8, 2, 64, 64)
+        ins = [("x", self.rand(*shape, lo=99, hi=101)), ("s", self.rand(2)),
+               ("b", self.rand(2)), ("mean", self.rand(2)), ("var", self.rand(2, lo=0.5, hi=1.5))]
+        self.run_case("BatchNormalization", ins, 3,
+                      {"epsilon": 1e-3, "momentum": 0.8, "training_mode": 1},
+                      domain="", opset=15, dtypes=("f32", "f64"))
+        dy = self.rand(*shape)
+        self.run_case("BatchNormalizationGrad", [("dy", dy), ("x", ins[0][1]), ("s", ins[1][1])],
+                      3, {"epsilon": 1e-3}, dtypes=("f32", "f64"))
+
     # ------------------------------------------------------- conv and pooling
 
     def conv(self, x_shape, w_shape, dtypes=("f32", "f16", "bf16", "f64"), **attrs):
