@@ -689,10 +689,15 @@ class ConvNets(unittest.TestCase):
         self.check_float64_gradients(mobilenet_v2, 95)
 
     def test_resnet18_sgd(self):
-        """3 SGD steps. atol 1e-5: the stem's gradient sums 49 taps over every output
-        position of 20 layers of BatchNormalization; float32 numpy itself ends 0.9 of
-        (rtol 1e-5, atol 2e-6) from float64, mpc 3.3 of it (6.5e-6 on weights of 0.05)."""
-        self.check(resnet18, 93, atol=1e-5)
+        """3 SGD steps, each tensor's update within 0.2% of the reference update's largest
+        element plus 2e-6 (a 1% error in the learning rate or a wrong BN momentum fails it).
+        Compared by update because the values themselves sit at float32's noise floor: the
+        stem's gradient sums 49 taps over every output position of 20 layers of
+        BatchNormalization, float32 numpy itself ends 0.9 of (rtol 1e-5, atol 2e-6) from
+        float64, and any change in rounding (summing the BN statistics in double moved one
+        running variance by 4e-5) moves mpc by a few times that. The float64 check above is
+        the exact one."""
+        self.check(resnet18, 93, atol=2e-6, update_tol=0.002)
 
     def test_mobilenet_v2_sgd(self):
         """1 SGD step, each tensor's update within 2% of the reference update's largest
