@@ -69,14 +69,15 @@ static bool isControlFlow(const Node &n) {
 
 llvm::Expected<std::unique_ptr<Executor>>
 Executor::createForGraph(const Graph &graph, Backend &backend,
-                         llvm::function_ref<bool(const Value *)> constantOuter) {
+                         llvm::function_ref<bool(const Value *)> constantOuter,
+                         llvm::function_ref<bool(const Value *)> variable) {
   // Bodies get sub-executors, created and run recursively: one level each.
   if (auto e = checkGraphDepth(graph))
     return std::move(e);
   std::unique_ptr<Executor> ex(new Executor(graph, backend));
   if (auto e = ex->checkKernels())
     return std::move(e);
-  if (auto e = ex->loadInitializers(constantOuter))
+  if (auto e = ex->loadInitializers(constantOuter, variable))
     return std::move(e);
   auto rec = backend.allocate(sizeof(KernelErrorRecord), BufferKind::Persistent);
   if (!rec)
@@ -255,7 +256,8 @@ llvm::Error Executor::runOnHost(const CpuKernel &k, KernelCall &call) {
   return rec.code ? kernelError(rec, call) : llvm::Error::success();
 }
 
-llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter) {
+llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter,
+                                       llvm::function_ref<bool(const Value *)> variable) {
   auto addSlot = [&](const Value *v) {
     slotOf[v] = slots.size();
     slots.emplace_back();
@@ -266,6 +268,15 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
     unsigned s = addSlot(v);
     slots[s].kind = SlotKind::Input;
   }
+  // Variable initializers: formals with a default, after the graph inputs.
+  std::vector<const Value *> variables;
+  if (variable)
+    for (const Value *v : graph.initializers())
+      if (!slotOf.count(v) && variable(v)) {
+        unsigned s = addSlot(v);
+        slots[s].kind = SlotKind::Input;
+        variables.push_back(v);
+      }
   // Initializers of this graph, then constant ones of enclosing graphs.
   std::vector<const Value *> inits(graph.initializers().begin(), graph.initializers().end());
   if (constantOuter) {
@@ -325,6 +336,7 @@ llvm::Error Executor::loadInitializers(llvm::function_ref<bool(const Value *)> c
       }
   }
   formals.assign(graph.inputs().begin(), graph.inputs().end());
+  formals.insert(formals.end(), variables.begin(), variables.end());
   formals.insert(formals.end(), outer.begin(), outer.end());
   backend.synchronize(stream);
   return llvm::Error::success();

@@ -6,9 +6,10 @@
 // the host and runs the algorithm graph, which reads the state in place from
 // backend buffers and writes the updated state into the other half of each
 // double buffer; applying update_binding swaps the halves (Trainer.h).
-// Evaluation writes the state into the model's initializers and runs a fresh
-// executor of the inference graph, so the executor itself needs no way to
-// swap initializers.
+// Evaluation runs one executor of the inference graph whose state
+// initializers are inputs bound to the current halves of the state buffers:
+// it reads the state in place (a graph in dynamic mode, which cannot bind,
+// gets a fresh executor over a synced copy of the model each time).
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Trainer.h"
@@ -920,9 +921,34 @@ void Trainer::syncModel() {
     }
 }
 
-llvm::Expected<std::unique_ptr<Executor>> Trainer::inferenceExecutor() {
-  syncModel();
-  return Executor::create(model, backend);
+llvm::Expected<Executor *> Trainer::inferenceExecutor() {
+  if (!inference || inference->isDynamic()) {
+    // The state initializers become inputs bound below; in dynamic mode an
+    // executor cannot bind, so it reads a synced copy of the model instead.
+    if (inference)
+      syncModel();
+    auto ex = inference ? Executor::create(model, backend)
+                        : Executor::createForGraph(*model.graph, backend, nullptr,
+                                                   [&](const Value *v) {
+                                                     return findState(v->name()) != nullptr;
+                                                   });
+    if (!ex)
+      return ex.takeError();
+    if (!inference && !(*ex)->outerValues().empty())
+      return inputError("graph reads '{0}', which no graph defines",
+                        (*ex)->outerValues()[0]->name());
+    bool first = !inference;
+    inference = std::move(*ex);
+    if (first && inference->isDynamic())
+      return inferenceExecutor();
+    if (inference->isDynamic())
+      return inference.get();
+  }
+  for (const Value *v : model.graph->initializers())
+    if (StateBuffer *st = findState(v->name()))
+      if (auto e = inference->bindInput(st->name, st->ref(st->cur)))
+        return std::move(e);
+  return inference.get();
 }
 
 llvm::Expected<EvalResult> Trainer::evaluate() {

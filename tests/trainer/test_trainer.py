@@ -507,6 +507,48 @@ class TrainerCase(unittest.TestCase):
         self.assertIn(f"eval_accuracy {acc:.4f}", r.stdout)
         self.assertIn("skipped 0", r.stdout)
 
+    def test_every_evaluation_reads_the_current_state(self):
+        # Evaluation reads the state in place from the trainer's buffers, whose
+        # halves swap every step: each evaluated row must see the parameters
+        # of its own step, and no state is copied out for it (only a
+        # checkpoint copies).
+        w = self.work()
+        log = os.path.join(w, "log.csv")
+        steps, batch, seed = 13, 16, 5
+        r = self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", steps,
+                       "--seed", seed, "--holdout", 0.2, "--eval-every", 3, "--log", log,
+                       "--stats")
+        rows = read_log(log)
+        evaluated = [int(x["step"]) for x in rows if x["eval_loss"]]
+        self.assertEqual(evaluated, [3, 6, 9, 12, 13])
+        for k in evaluated:
+            want, _ = softmax_regression_oracle(self.sr_params, self.X[:80], self.y[:80], 0.5,
+                                                self.C, seed, k, batch)
+            logits = self.X[80:] @ want["W"] + want["b"]
+            ce = float(-np.mean(np_log_softmax(logits)[np.arange(20), self.y[80:]]))
+            acc = float(np.mean(np.argmax(logits, axis=1) == self.y[80:]))
+            self.assertAlmostEqual(float(rows[k - 1]["eval_loss"]), ce, delta=1e-4, msg=k)
+            self.assertAlmostEqual(float(rows[k - 1]["eval_accuracy"]), acc, delta=1e-6, msg=k)
+        stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
+        self.assertRegex(stats, r"outside steps: \d+ bytes uploaded, 0 bytes copied out")
+        # An inference graph in dynamic mode (a NonZero output) cannot bind: it
+        # evaluates a synced copy of the state, with the same results.
+        m = onnx.load(self.sr_path)
+        m.graph.node.append(helper.make_node("NonZero", ["X"], ["nz"]))
+        m.graph.output.append(helper.make_tensor_value_info("nz", TensorProto.INT64, None))
+        dyn, dlog = os.path.join(w, "dynamic.onnx"), os.path.join(w, "dynamic.csv")
+        onnx.save(m, dyn)
+        r = self.train(dyn, self.sr_data, "--batch", batch, "--steps", steps, "--seed", seed,
+                       "--holdout", 0.2, "--eval-every", 3, "--log", dlog, "--stats")
+        self.assertEqual(read_log(dlog), rows)
+        stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
+        self.assertRegex(stats, r"outside steps: \d+ bytes uploaded, [1-9]\d* bytes copied out")
+        ck = os.path.join(w, "ck")
+        r = self.train(self.sr_path, self.sr_data, "--batch", batch, "--steps", 2,
+                       "--holdout", 0.2, "--checkpoint", ck, "--stats")
+        stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
+        self.assertRegex(stats, r"outside steps: \d+ bytes uploaded, [1-9]\d* bytes copied out")
+
     def test_mlp_momentum_matches_numpy(self):
         w = self.work()
         rng = np.random.default_rng(3)

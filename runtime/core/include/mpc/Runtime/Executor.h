@@ -127,9 +127,14 @@ public:
   /// become named inputs (outerValues()), except enclosing initializers for
   /// which `constantOuter` is true: those are loaded like this graph's own
   /// initializers (persistent, foldable: a training step's shape constants).
+  /// Initializers of `graph` for which `variable` is true are not loaded:
+  /// they become named inputs with a default (like IR 3's initializers
+  /// listed among the inputs), which bindInput() points at caller-owned
+  /// backend memory (the trainer's state, read in place by evaluation).
   static llvm::Expected<std::unique_ptr<Executor>>
   createForGraph(const Graph &graph, Backend &backend,
-                 llvm::function_ref<bool(const Value *)> constantOuter = nullptr);
+                 llvm::function_ref<bool(const Value *)> constantOuter = nullptr,
+                 llvm::function_ref<bool(const Value *)> variable = nullptr);
 
   /// Infers shapes, folds host-computable values and plans the arena for
   /// these input shapes. run() calls it when the shapes change.
@@ -227,7 +232,8 @@ private:
   llvm::Error runOnHost(const CpuKernel &k, KernelCall &call);
   /// Makes `workspace` at least `bytes` large.
   llvm::Error reserveWorkspace(size_t bytes);
-  llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter);
+  llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter,
+                               llvm::function_ref<bool(const Value *)> variable);
   llvm::Error checkInputs(llvm::ArrayRef<NamedTensor> inputs,
                           std::vector<const HostTensor *> &bound) const;
   /// Sets boundSequences for the next call from a caller's sequence (and

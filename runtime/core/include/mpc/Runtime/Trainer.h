@@ -95,8 +95,9 @@ struct TrainerTransfers {
   uint64_t stateCopied = 0;
   /// Log values (loss, loss scale, skip flag, ...) read back for the host.
   uint64_t readback = 0;
-  /// Outside steps: the initial upload, and syncModel() (checkpoints and
-  /// evaluation).
+  /// Outside steps: the initial upload, and syncModel() (checkpoints, and
+  /// evaluation of a graph in dynamic mode; evaluation reads the state in
+  /// place otherwise).
   uint64_t setup = 0, synced = 0;
   /// Whether the state stays in backend buffers (false: dynamic mode).
   bool deviceState = false;
@@ -231,7 +232,12 @@ private:
   /// Moves the ring's oldest record, once its copies landed (or, with
   /// `wait`, after waiting for them), into `finished`.
   void takeFromRing(bool wait);
-  llvm::Expected<std::unique_ptr<Executor>> inferenceExecutor();
+  /// The executor of the inference graph for one evaluation. Made once: its
+  /// state initializers are inputs bound to the current halves of the state
+  /// buffers (read in place, nothing copied). A graph that runs in dynamic
+  /// mode cannot bind: it gets a fresh executor over syncModel()'s copy.
+  llvm::Expected<Executor *> inferenceExecutor();
+  std::unique_ptr<Executor> inference;
 
   Model &model;
   Backend &backend;
