@@ -6,7 +6,7 @@
 // central finite differences of a direct double LSTM loop.
 //
 //===----------------------------------------------------------------------===//
-#include "../runtime/TestUtil.h"
+#include "TestUtil.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
 
 #include <algorithm>

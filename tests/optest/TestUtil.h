@@ -6,8 +6,8 @@
 // the scalar conversions of Float16.h, which Float16Test checks exhaustively.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_TESTS_RUNTIME_TESTUTIL_H
-#define MPC_TESTS_RUNTIME_TESTUTIL_H
+#ifndef MPC_TESTS_OPTEST_TESTUTIL_H
+#define MPC_TESTS_OPTEST_TESTUTIL_H
 
 #include "mpc/Runtime/Float16.h"
 
@@ -190,4 +190,4 @@ inline std::vector<int64_t> unravel(int64_t i,
 } // namespace test
 } // namespace mpc
 
-#endif // MPC_TESTS_RUNTIME_TESTUTIL_H
+#endif // MPC_TESTS_OPTEST_TESTUTIL_H
