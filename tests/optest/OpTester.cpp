@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 using namespace mpc;
@@ -71,6 +72,26 @@ llvm::Expected<std::unique_ptr<Backend>> makeBackend(llvm::StringRef name) {
   return std::move(*backend);
 }
 
+/// One backend per device for the whole test binary, made on first use (a
+/// device backend's context, handles and streams are made once, as in
+/// `mpc run`); or why there is none. Every OpTester::run makes its own
+/// executor on it.
+llvm::Expected<Backend &> sharedBackend(llvm::StringRef name) {
+  static std::map<std::string, std::unique_ptr<Backend>, std::less<>> backends;
+  static std::map<std::string, std::string, std::less<>> reasons;
+  auto it = backends.find(name);
+  if (it != backends.end())
+    return *it->second;
+  auto why = reasons.find(name);
+  if (why == reasons.end()) {
+    auto b = makeBackend(name);
+    if (b)
+      return *backends.emplace(name.str(), std::move(*b)).first->second;
+    why = reasons.emplace(name.str(), llvm::toString(b.takeError())).first;
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), why->second);
+}
+
 std::vector<std::string> &selection() {
   static std::vector<std::string> devices = [] {
     std::vector<std::string> out;
@@ -99,7 +120,7 @@ std::vector<std::string> optest::knownDevices() {
 }
 
 std::string optest::unavailableReason(llvm::StringRef device) {
-  auto b = makeBackend(device);
+  auto b = sharedBackend(device);
   if (b)
     return "";
   return llvm::toString(b.takeError());
@@ -198,7 +219,7 @@ Tensor irTensorOf(const HostTensor &t) {
 } // namespace
 
 llvm::Expected<std::vector<HostTensor>> OpTester::run(llvm::StringRef device) const {
-  auto backend = makeBackend(device);
+  auto backend = sharedBackend(device);
   if (!backend)
     return backend.takeError();
   Model model;
@@ -230,7 +251,7 @@ llvm::Expected<std::vector<HostTensor>> OpTester::run(llvm::StringRef device) co
   for (size_t k = 0; k < impl->outputMask.size(); ++k)
     if (impl->outputMask[k])
       g.addOutput(node->setOutput(unsigned(k), "y" + std::to_string(k), Type()));
-  auto exec = Executor::create(model, **backend);
+  auto exec = Executor::create(model, *backend);
   if (!exec)
     return exec.takeError();
   auto out = (*exec)->run(feeds);

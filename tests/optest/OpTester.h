@@ -48,7 +48,8 @@ std::vector<std::string> knownDevices();
 std::string unavailableReason(llvm::StringRef device);
 
 /// A fresh backend for `device`; an error carrying unavailableReason() when
-/// there is none.
+/// there is none. (OpTester::run uses one backend per device for the whole
+/// binary, made on first use.)
 llvm::Expected<std::unique_ptr<Backend>> createDevice(llvm::StringRef device);
 
 /// The devices the parameterised suites are instantiated for: the ones the
