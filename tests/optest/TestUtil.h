@@ -1,6 +1,8 @@
-//===- TestUtil.h - Shared helpers for the runtime kernel tests -*- C++ -*-===//
+//===- TestUtil.h - Shared helpers for the kernel tests ---------*- C++ -*-===//
 //
-// The per-dtype tolerance table, random inputs rounded to the storage type,
+// The per-dtype tolerance table (the one table for every backend: the op
+// tester's comparisons, OpTester.h, use it too; docs/testing.md section 6
+// states it), random inputs rounded to the storage type,
 // and the comparison of a kernel's output with a double-precision reference
 // computed by naive loops in each test. Nothing here uses kernel code except
 // the scalar conversions of Float16.h, which Float16Test checks exhaustively.
