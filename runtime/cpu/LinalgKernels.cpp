@@ -330,10 +330,14 @@ llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
   const LayerNormParams &params = paramsOf<LayerNormParams>(c);
   int64_t axis = params.axis;
   normalizeAxis(axis, x.shape.size());
-  int64_t outer = 1;
+  // outer: the rows normalized separately; inner: one row (the normalized
+  // axes), from the dims themselves so that an empty outer keeps its rows'
+  // length.
+  int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= x.shape[i];
-  int64_t inner = x.numElements() / std::max<int64_t>(outer, 1);
+  for (size_t i = size_t(axis); i < x.shape.size(); ++i)
+    inner *= x.shape[i];
   float eps = params.epsilon;
   if (c.hasInput(1) && c.inputs[1].numElements() != inner)
     return nodeError(*c.node, "scale does not broadcast over the normalized axes");

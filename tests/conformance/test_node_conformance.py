@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ONNX backend node conformance for `mpc run` on the CPU backend.
+"""ONNX backend node conformance for `mpc run` on a backend (the CPU by default).
 
 Runs every node test shipped with the installed onnx wheel
 (onnx/backend/test/data/node/<test>/model.onnx + test_data_set_0/input_N.pb, output_N.pb)
@@ -37,9 +37,11 @@ Rule (from the issue): every supported op passes all its fp32 and 16-bit cases, 
 `N passed, N failed, N skipped` (skipped = unsupported + excluded). Exit status 1 when
 anything failed.
 
-Options: --mpc BIN, --source-dir DIR (unused, passed by ctest), --filter GLOB (test names,
-e.g. 'test_softmax*'), --summary FILE (JSON per test and per op, read by docs/gen_ops.py),
---jobs N, --verbose.
+Options: --mpc BIN, --source-dir DIR (unused, passed by ctest), --device NAME (the backend,
+passed to `mpc run --device`; "kernel" above means that backend's kernel; a device mpc says is
+not available here makes the suite print one line and exit 77, a skip, see
+tests/python/mpc_device.py), --filter GLOB (test names, e.g. 'test_softmax*'), --summary FILE
+(JSON per test and per op, read by docs/gen_ops.py), --jobs N, --verbose.
 """
 
 import argparse
@@ -331,8 +333,8 @@ def fold_int_inputs(model, data_dir, inputs):
     return m
 
 
-def run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout):
-    args = [mpc, "run", model_path]
+def run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout, device):
+    args = [mpc, "run", model_path, "--device", device]
     init_names = {i.name for i in model.graph.initializer}
     for iname in [i.name for i in model.graph.input if i.name not in init_names]:
         p = os.path.join(data_dir, f"input_{inputs.index(iname)}.pb")
@@ -351,7 +353,8 @@ def reference_output(model, data_dir, inputs, k):
     return numpy_helper.from_array(ReferenceEvaluator(model).run(None, feeds)[k])
 
 
-def run_one(mpc, name, test_dir, cpu_ops, timeout):
+def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu"):
+    """One node test on `device`; cpu_ops: the ops with a kernel on that device."""
     res = {"test": name, "op": "?", "status": "failed", "detail": ""}
     model_path = os.path.join(test_dir, "model.onnx")
     try:
@@ -370,13 +373,13 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout):
     out_dir = tempfile.mkdtemp(prefix="mpc-conf-")
     try:
         try:
-            proc = run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout)
+            proc = run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout, device)
             if proc.returncode == 1 and _STATIC_RE.search(proc.stderr.decode("utf-8", "replace")):
                 folded = fold_int_inputs(model, data_dir, inputs)
                 fpath = os.path.join(out_dir, "folded.onnx")
                 onnx.save(folded, fpath)
                 res["folded"] = True
-                proc = run_mpc(mpc, fpath, folded, data_dir, inputs, out_dir, timeout)
+                proc = run_mpc(mpc, fpath, folded, data_dir, inputs, out_dir, timeout, device)
         except subprocess.TimeoutExpired:
             res["detail"] = f"mpc run timed out after {timeout}s"
             return res
@@ -408,7 +411,7 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout):
                 return res
             if proc.returncode == 1 and op not in cpu_ops:
                 res["status"] = "unsupported"
-                res["detail"] = f"(no CPU kernel for {op}) {err_line}"
+                res["detail"] = f"(no {device.upper()} kernel for {op}) {err_line}"
                 return res
             res["detail"] = f"mpc exit {proc.returncode}: {err_line}"
             return res
@@ -466,13 +469,15 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout):
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
-def cpu_kernel_ops(mpc):
-    """Ops with a CPU kernel row, from `mpc ops --json` (empty if the command is missing)."""
+def kernel_ops(mpc, device="cpu"):
+    """Ops with a kernel row on `device`, from `mpc ops --json` (its `<device>_kernels` list,
+    or its `<device>` column when that is not "none"; empty if the command is missing)."""
     try:
         proc = subprocess.run([mpc, "ops", "--json"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=60)
         if proc.returncode == 0:
-            return {r["op"] for r in json.loads(proc.stdout) if r.get("cpu_kernels")}
+            return {r["op"] for r in json.loads(proc.stdout)
+                    if r.get(f"{device}_kernels") or r.get(device, "none") != "none"}
     except (OSError, ValueError, subprocess.TimeoutExpired):
         pass
     print("warning: `mpc ops --json` unavailable; only mpc's 'no kernel' message marks "
@@ -489,7 +494,11 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mpc run")
     ap.add_argument("--verbose", action="store_true")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mpc_device
+    mpc_device.add_device_option(ap)
     a = ap.parse_args()
+    mpc_device.skip_unless_available(a.mpc, a.device)
 
     root = node_test_root()
     if not os.path.isdir(root):
@@ -499,10 +508,11 @@ def main():
     names = sorted(d for d in os.listdir(root)
                    if fnmatch.fnmatchcase(d, a.filter)
                    and os.path.exists(os.path.join(root, d, "model.onnx")))
-    cpu_ops = cpu_kernel_ops(a.mpc)
+    device_ops = kernel_ops(a.mpc, a.device)
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         results = list(pool.map(
-            lambda n: run_one(a.mpc, n, os.path.join(root, n), cpu_ops, a.timeout), names))
+            lambda n: run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device),
+            names))
 
     per_op = {}
     for r in results:

@@ -5,6 +5,9 @@
 // against an exact software oracle.
 // bf16: hand-computed ties, overflow and NaN cases, plus a nearest-candidate
 // oracle in double. Also checks the bulk (F16C) converters bit for bit.
+// Host-side only: the scalar conversions every backend shares and the CPU's
+// bulk converters (no node runs here, so no device parameter; the Cast node
+// is checked on every device in CastTest).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,45 +1,43 @@
 //===- GemmConvTest.cpp - GEMM, MatMul, Conv and ConvTranspose ------------===//
 //
-// Each kernel against naive double-precision loops written here, for f32,
-// f16, bf16 and f64: transposes, leading dimensions, alpha/beta, broadcast
-// biases, the blocked 16-bit GEMM path, numpy MatMul broadcasting, and
-// convolutions with groups, strides, pads, dilations in 1-3 spatial dims.
+// Each op against naive double-precision loops written here, for f32, f16,
+// bf16 and f64, on every selected device through the op tester (OpTester.h):
+// Gemm transposes, alpha/beta and broadcast biases, the blocked 16-bit GEMM
+// path, numpy MatMul broadcasting, and convolutions with groups, strides,
+// pads, dilations in 1-3 spatial dims. The CPU GEMM helper's leading
+// dimensions and mixed 16-bit/fp32 form, and the CPU window-size helpers,
+// are CPU internals with no node of their own: those cases call them
+// directly and run on the CPU only.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 
-#include "TestUtil.h"
+#include "OpTester.h"
 
 #include <cmath>
 
 using namespace mpc;
+using namespace mpc::optest;
 using namespace mpc::test;
 
 namespace {
 
-template <typename T> class GemmTest : public ::testing::Test {};
-template <typename T> class ConvTest : public ::testing::Test {};
-using AllFloatTypes = ::testing::Types<float, Half, BFloat16, double>;
-TYPED_TEST_SUITE(GemmTest, AllFloatTypes);
-TYPED_TEST_SUITE(ConvTest, AllFloatTypes);
+class GemmTest : public DeviceTypeTest {};
+class ConvTest : public DeviceTypeTest {};
+OPTEST_INSTANTIATE_FLOAT_TYPES(GemmTest);
+OPTEST_INSTANTIATE_FLOAT_TYPES(ConvTest);
 
-/// Reference C = alpha * op(A) op(B) + beta * C0 with its magnitude scale.
+/// Reference alpha * op(A) op(B) + beta * C0 over row-major operands with
+/// leading dimensions, with its magnitude scale; columns j >= n of C keep C0.
 template <typename T, typename TC>
-void checkGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-               double beta, int64_t pad, std::mt19937 &rng) {
-  SCOPED_TRACE(testing::Message()
-               << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
-               << " tb=" << tb << " alpha=" << alpha << " beta=" << beta);
-  int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
-  std::vector<T> a = randomVector<T>(size_t((ta ? k : m) * lda), rng);
-  std::vector<T> b = randomVector<T>(size_t((tb ? n : k) * ldb), rng);
-  std::vector<TC> c = randomVector<TC>(size_t(m * ldc), rng);
-  if (beta == 0) // BLAS semantics: C is not read, so NaN there must not leak.
-    for (auto &v : c)
-      v = fromDouble<TC>(std::nan(""));
-  std::vector<double> expected(c.size()), scale(c.size());
+void gemmReference(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                   double beta, const std::vector<T> &a, int64_t lda, const std::vector<T> &b,
+                   int64_t ldb, const std::vector<TC> &c, int64_t ldc,
+                   std::vector<double> &expected, std::vector<double> &scale) {
+  expected.assign(c.size(), 0.0);
+  scale.assign(c.size(), 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       size_t idx = size_t(i * ldc + j);
@@ -58,50 +56,117 @@ void checkGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
       expected[idx] = alpha * sum + beta * c0;
       scale[idx] = std::fabs(alpha) * mag + std::fabs(beta * c0);
     }
-  cpu::gemm<T, TC>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta,
-                   c.data(), ldc);
-  // Rows beyond m are absent; compare what exists.
+}
+
+/// The CPU GEMM helper (cpu::gemm) with leading dimensions `pad` wider than
+/// the operands: a CPU internal (no node has leading dimensions), checked
+/// on the CPU only. With beta 0, C is not read (NaN there must not leak).
+template <typename T, typename TC>
+void checkCpuGemmHelper(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                        double beta, int64_t pad, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << "cpu::gemm m=" << m << " n=" << n << " k=" << k
+                                  << " ta=" << ta << " tb=" << tb << " alpha=" << alpha
+                                  << " beta=" << beta << " pad=" << pad);
+  int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+  std::vector<T> a = randomVector<T>(size_t((ta ? k : m) * lda), rng);
+  std::vector<T> b = randomVector<T>(size_t((tb ? n : k) * ldb), rng);
+  std::vector<TC> c = randomVector<TC>(size_t(m * ldc), rng);
+  if (beta == 0)
+    for (auto &v : c)
+      v = fromDouble<TC>(std::nan(""));
+  std::vector<double> expected, scale;
+  gemmReference(ta, tb, m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, expected, scale);
+  cpu::gemm<T, TC>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   EXPECT_TRUE(allClose(c, expected, scale, TypeTraits<TC>::kTol));
 }
 
-TYPED_TEST(GemmTest, ShapesTransposesAndScalars) {
-  using T = TypeParam;
-  std::mt19937 rng(1);
-  // M = 1 and N = 1 take the matrix-vector path.
-  const int64_t shapes[][3] = {
-      {1, 1, 1},   {7, 13, 29}, {33, 17, 65}, {64, 64, 64}, {5, 300, 7},
-      {1, 37, 19}, {23, 1, 19}, {0, 5, 3},    {4, 0, 3},    {3, 4, 0}};
-  for (auto &s : shapes)
-    for (int t = 0; t < 4; ++t)
-      checkGemm<T, T>(t & 1, t & 2, s[0], s[1], s[2], 1.0, 0.0, 0, rng);
-  for (int t = 0; t < 4; ++t) {
-    checkGemm<T, T>(t & 1, t & 2, 1, 37, 19, 0.5, 2.0, 3, rng);
-    checkGemm<T, T>(t & 1, t & 2, 23, 1, 19, -1.0, 0.5, 2, rng);
-  }
-  checkGemm<T, T>(false, false, 9, 11, 13, 0.5, -1.5, 3, rng);
-  checkGemm<T, T>(true, true, 9, 11, 13, -2.0, 1.0, 1, rng);
-  checkGemm<T, T>(false, true, 3, 4, 0, 1.0, 0.5, 0, rng); // K = 0: C = beta C.
-  checkGemm<T, T>(false, false, 3, 4, 0, 1.0, 0.0, 2,
-                  rng); // K = 0, beta 0: zeros.
+/// The Gemm node Y = alpha * op(A) op(B) + beta * C on `device` against the
+/// reference; C [M,N] is given only when beta is not 0.
+template <typename T>
+void checkGemm(const std::string &device, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+               double alpha, double beta, std::mt19937 &rng) {
+  SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
+                                  << " tb=" << tb << " alpha=" << alpha << " beta=" << beta);
+  std::vector<int64_t> aShape = ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+  std::vector<int64_t> bShape = tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+  std::vector<T> a = randomVector<T>(size_t(m * k), rng);
+  std::vector<T> b = randomVector<T>(size_t(k * n), rng);
+  std::vector<T> c = randomVector<T>(size_t(m * n), rng);
+  std::vector<double> expected, scale;
+  gemmReference(ta, tb, m, n, k, alpha, beta, a, aShape[1], b, bShape[1], c, n, expected,
+                scale);
+  OpTester t("Gemm", 13);
+  t.attrInt("transA", ta).attrInt("transB", tb);
+  t.attrFloat("alpha", float(alpha)).attrFloat("beta", float(beta));
+  t.input(aShape, a).input(bShape, b);
+  if (beta != 0)
+    t.input({m, n}, c);
+  std::vector<HostTensor> out = runOrFail(t, device);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{m, n}));
+  EXPECT_TRUE(allClose(valuesOf<T>(out[0]), expected, scale));
 }
 
-TYPED_TEST(GemmTest, BlockedPathsMatch) {
-  using T = TypeParam;
+// M = 1 and N = 1 take the matrix-vector path.
+const int64_t kGemmShapes[][3] = {
+    {1, 1, 1},   {7, 13, 29}, {33, 17, 65}, {64, 64, 64}, {5, 300, 7},
+    {1, 37, 19}, {23, 1, 19}, {0, 5, 3},    {4, 0, 3},    {3, 4, 0}};
+
+OPTEST_TYPED_P(GemmTest, ShapesTransposesAndScalars) {
+  std::mt19937 rng(1);
+  for (auto &s : kGemmShapes)
+    for (int t = 0; t < 4; ++t)
+      checkGemm<T>(device, t & 1, t & 2, s[0], s[1], s[2], 1.0, 0.0, rng);
+  for (int t = 0; t < 4; ++t) {
+    checkGemm<T>(device, t & 1, t & 2, 1, 37, 19, 0.5, 2.0, rng);
+    checkGemm<T>(device, t & 1, t & 2, 23, 1, 19, -1.0, 0.5, rng);
+  }
+  checkGemm<T>(device, false, false, 9, 11, 13, 0.5, -1.5, rng);
+  checkGemm<T>(device, true, true, 9, 11, 13, -2.0, 1.0, rng);
+  checkGemm<T>(device, false, true, 3, 4, 0, 1.0, 0.5, rng);  // K = 0: C = beta C.
+  checkGemm<T>(device, false, false, 3, 4, 0, 1.0, 0.0, rng); // K = 0, beta 0: zeros.
+}
+
+/// CPU internal: the same scalar and shape cases through the GEMM helper with
+/// padded leading dimensions (what the node cases cannot express).
+template <typename T> void cpuGemmHelperCases() {
+  std::mt19937 rng(1);
+  for (auto &s : kGemmShapes) // beta 0: a NaN in C must not leak
+    for (int t = 0; t < 4; ++t)
+      checkCpuGemmHelper<T, T>(t & 1, t & 2, s[0], s[1], s[2], 1.0, 0.0, 0, rng);
+  for (int t = 0; t < 4; ++t) {
+    checkCpuGemmHelper<T, T>(t & 1, t & 2, 1, 37, 19, 0.5, 2.0, 3, rng);
+    checkCpuGemmHelper<T, T>(t & 1, t & 2, 23, 1, 19, -1.0, 0.5, 2, rng);
+  }
+  checkCpuGemmHelper<T, T>(false, false, 9, 11, 13, 0.5, -1.5, 3, rng);
+  checkCpuGemmHelper<T, T>(true, true, 9, 11, 13, -2.0, 1.0, 1, rng);
+  checkCpuGemmHelper<T, T>(false, false, 3, 4, 0, 1.0, 0.0, 2, rng); // K = 0, beta 0: zeros.
+}
+
+TEST(CpuGemmHelperTest, LeadingDimensionsLeavePaddingAlone) {
+  cpuGemmHelperCases<float>();
+  cpuGemmHelperCases<Half>();
+  cpuGemmHelperCases<BFloat16>();
+  cpuGemmHelperCases<double>();
+}
+
+OPTEST_TYPED_P(GemmTest, BlockedPathsMatch) {
   std::mt19937 rng(2);
   // Large enough that the 16-bit path blocks over M and K, then N and K.
-  checkGemm<T, T>(false, false, 2100, 20, 2100, 1.0, 0.0, 0, rng);
-  checkGemm<T, T>(true, true, 20, 2100, 2100, 1.0, 1.0, 0, rng);
+  checkGemm<T>(device, false, false, 2100, 20, 2100, 1.0, 0.0, rng);
+  checkGemm<T>(device, true, true, 20, 2100, 2100, 1.0, 1.0, rng);
 }
 
-TEST(GemmMixedTest, HalfInputsFloatOutput) {
+// CPU internal: 16-bit operands accumulated into an fp32 C (the helper the
+// CPU's mixed-precision kernels call; no ONNX node has this signature).
+TEST(CpuGemmHelperTest, HalfInputsFloatOutput) {
   std::mt19937 rng(3);
-  checkGemm<Half, float>(false, false, 17, 19, 23, 1.0, 1.0, 0, rng);
-  checkGemm<BFloat16, float>(true, false, 17, 19, 23, 1.0, 0.0, 2, rng);
-  checkGemm<Half, float>(false, true, 20, 2100, 2100, 1.0, 0.0, 0, rng);
+  checkCpuGemmHelper<Half, float>(false, false, 17, 19, 23, 1.0, 1.0, 0, rng);
+  checkCpuGemmHelper<BFloat16, float>(true, false, 17, 19, 23, 1.0, 0.0, 2, rng);
+  checkCpuGemmHelper<Half, float>(false, true, 20, 2100, 2100, 1.0, 0.0, 0, rng);
 }
 
-TYPED_TEST(GemmTest, BiasBroadcasts) {
-  using T = TypeParam;
+OPTEST_TYPED_P(GemmTest, BiasBroadcasts) {
   std::mt19937 rng(4);
   const int64_t m = 6, n = 10, k = 7;
   std::vector<T> a = randomVector<T>(m * k, rng),
@@ -109,15 +174,15 @@ TYPED_TEST(GemmTest, BiasBroadcasts) {
   struct BiasCase {
     const char *name;
     int64_t rs, cs, size;
-  } cases[] = {{"[M,N]", n, 1, m * n},
-               {"[N]", 0, 1, n},
-               {"[M,1]", 1, 0, m},
-               {"[]", 0, 0, 1}};
+    std::vector<int64_t> shape;
+  } cases[] = {{"[M,N]", n, 1, m * n, {m, n}},
+               {"[N]", 0, 1, n, {n}},
+               {"[M,1]", 1, 0, m, {m, 1}},
+               {"[]", 0, 0, 1, {}}};
   for (const BiasCase &bc : cases) {
     SCOPED_TRACE(bc.name);
     std::vector<T> bias = randomVector<T>(size_t(bc.size), rng);
-    std::vector<T> y(m * n);
-    std::vector<double> expected(y.size()), scale(y.size());
+    std::vector<double> expected(size_t(m * n)), scale(size_t(m * n));
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0, mag = 0;
@@ -129,9 +194,10 @@ TYPED_TEST(GemmTest, BiasBroadcasts) {
         expected[i * n + j] = 2.0 * sum + 0.5 * bv;
         scale[i * n + j] = 2.0 * mag + 0.5 * std::fabs(bv);
       }
-    cpu::gemmWithBias<T>(false, false, m, n, k, 2.0f, a.data(), k, b.data(), n,
-                         0.5f, bias.data(), bc.rs, bc.cs, y.data(), n);
-    EXPECT_TRUE(allClose(y, expected, scale));
+    OpTester t("Gemm", 13);
+    t.attrFloat("alpha", 2.0f).attrFloat("beta", 0.5f);
+    t.input({m, k}, a).input({k, n}, b).input(bc.shape, bias);
+    EXPECT_TRUE(allClose(runOutput<T>(t, device), expected, scale));
   }
 }
 
@@ -185,8 +251,7 @@ refMatmul(const std::vector<double> &a, std::vector<int64_t> as,
   return out;
 }
 
-TYPED_TEST(GemmTest, MatMulBroadcasting) {
-  using T = TypeParam;
+OPTEST_TYPED_P(GemmTest, MatMulBroadcasting) {
   std::mt19937 rng(5);
   const std::vector<int64_t> cases[][2] = {{{3, 4}, {4, 5}},
                                            {{4}, {4, 5}},
@@ -210,13 +275,29 @@ TYPED_TEST(GemmTest, MatMulBroadcasting) {
     std::vector<double> scale;
     std::vector<double> expected =
         refMatmul(toDoubles(a), c[0], toDoubles(b), c[1], refShape, scale);
-    llvm::SmallVector<int64_t, 4> shape;
-    ASSERT_TRUE(cpu::matmulShape(c[0], c[1], shape));
-    EXPECT_EQ(std::vector<int64_t>(shape.begin(), shape.end()), refShape);
-    std::vector<T> out(expected.size(), fromDouble<T>(std::nan("")));
-    cpu::matmul(a.data(), c[0], b.data(), c[1], out.data());
-    EXPECT_TRUE(allClose(out, expected, scale));
+    OpTester t("MatMul", 13);
+    t.input(c[0], a).input(c[1], b);
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, refShape);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), expected, scale));
   }
+  // Mismatched inner dimensions, unbroadcastable batches, a scalar operand.
+  const std::vector<int64_t> bad[][2] = {{{3, 4}, {5, 6}}, {{2, 3, 4}, {3, 4, 5}}, {{}, {4}}};
+  for (auto &c : bad) {
+    SCOPED_TRACE(shapeString(c[0]) + " x " + shapeString(c[1]));
+    OpTester t("MatMul", 13);
+    t.input(c[0], randomVector<T>(size_t(product(c[0])), rng))
+        .input(c[1], randomVector<T>(size_t(product(c[1])), rng));
+    auto out = t.run(device);
+    ASSERT_FALSE(bool(out)) << "the shapes must be refused";
+    std::string msg = llvm::toString(out.takeError());
+    EXPECT_NE(msg.find("node 'node' (MatMul)"), std::string::npos) << msg;
+  }
+}
+
+// The CPU shape helper behind MatMul's shape rule refuses the same shapes.
+TEST(CpuMatMulShapeTest, RefusesBadShapes) {
   llvm::SmallVector<int64_t, 4> shape;
   EXPECT_FALSE(cpu::matmulShape({3, 4}, {5, 6}, shape));
   EXPECT_FALSE(cpu::matmulShape({2, 3, 4}, {3, 4, 5}, shape));
@@ -235,26 +316,41 @@ struct ConvCase {
   std::vector<int64_t> outPad = {}; // ConvTranspose only.
 };
 
-cpu::ConvGeometry geometryOf(const ConvCase &cc, bool transposed) {
-  cpu::ConvGeometry g;
-  g.batch = cc.n;
-  g.inChannels = cc.c;
-  g.outChannels = cc.m;
-  g.group = cc.group;
-  g.inSpatial.assign(cc.in.begin(), cc.in.end());
-  g.kernel.assign(cc.k.begin(), cc.k.end());
-  g.strides.assign(cc.s.begin(), cc.s.end());
-  g.dilations.assign(cc.d.begin(), cc.d.end());
-  g.padsBegin.assign(cc.pb.begin(), cc.pb.end());
-  g.padsEnd.assign(cc.pe.begin(), cc.pe.end());
-  for (size_t i = 0; i < cc.in.size(); ++i)
-    g.outSpatial.push_back(
-        transposed ? cpu::convTransposeOutputSize(
-                         cc.in[i], cc.k[i], cc.s[i], cc.d[i], cc.pb[i],
-                         cc.pe[i], cc.outPad.empty() ? 0 : cc.outPad[i])
-                   : cpu::windowOutputSize(cc.in[i], cc.k[i], cc.s[i], cc.d[i],
-                                           cc.pb[i], cc.pe[i]));
-  return g;
+/// Output spatial sizes from the ONNX definitions (written here, not the
+/// CPU helpers): conv floor((in + pads - d (k - 1) - 1) / s) + 1, transposed
+/// s (in - 1) + output_padding + d (k - 1) + 1 - pads.
+std::vector<int64_t> outDimsOf(const ConvCase &cc, bool transposed) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < cc.in.size(); ++i) {
+    int64_t span = cc.d[i] * (cc.k[i] - 1) + 1;
+    if (transposed)
+      out.push_back(cc.s[i] * (cc.in[i] - 1) + (cc.outPad.empty() ? 0 : cc.outPad[i]) + span -
+                    cc.pb[i] - cc.pe[i]);
+    else
+      out.push_back((cc.in[i] + cc.pb[i] + cc.pe[i] - span) / cc.s[i] + 1);
+  }
+  return out;
+}
+
+/// The Conv or ConvTranspose node of a case, with its inputs.
+template <typename T>
+OpTester convNode(const ConvCase &cc, bool transposed, const std::vector<T> &x,
+                  const std::vector<T> &w, const std::vector<T> &bias) {
+  OpTester t(transposed ? "ConvTranspose" : "Conv", 11);
+  std::vector<int64_t> pads = cc.pb;
+  pads.insert(pads.end(), cc.pe.begin(), cc.pe.end());
+  t.attrInt("group", cc.group).attrInts("kernel_shape", cc.k).attrInts("strides", cc.s);
+  t.attrInts("dilations", cc.d).attrInts("pads", pads);
+  if (transposed && !cc.outPad.empty())
+    t.attrInts("output_padding", cc.outPad);
+  std::vector<int64_t> xShape{cc.n, cc.c}, wShape{transposed ? cc.c : cc.m,
+                                                  transposed ? cc.m / cc.group : cc.c / cc.group};
+  xShape.insert(xShape.end(), cc.in.begin(), cc.in.end());
+  wShape.insert(wShape.end(), cc.k.begin(), cc.k.end());
+  t.input(xShape, x).input(wShape, w);
+  if (cc.bias)
+    t.input({cc.m}, bias);
+  return t;
 }
 
 const ConvCase kConvCases[] = {
@@ -442,13 +538,11 @@ void forEachTap(const std::vector<int64_t> &outDims,
   }
 }
 
-TYPED_TEST(ConvTest, ConvMatchesNaiveLoops) {
-  using T = TypeParam;
+OPTEST_TYPED_P(ConvTest, ConvMatchesNaiveLoops) {
   std::mt19937 rng(6);
   for (const ConvCase &cc : kConvCases) {
     SCOPED_TRACE(cc.name);
-    cpu::ConvGeometry g = geometryOf(cc, false);
-    std::vector<int64_t> outDims(g.outSpatial.begin(), g.outSpatial.end());
+    std::vector<int64_t> outDims = outDimsOf(cc, false);
     int64_t inSize = product(cc.in), outSize = product(outDims),
             kSize = product(cc.k);
     int64_t cg = cc.c / cc.group, mg = cc.m / cc.group;
@@ -474,10 +568,8 @@ TYPED_TEST(ConvTest, ConvMatchesNaiveLoops) {
             scale[base + o] += std::fabs(t);
           });
       }
-    std::vector<T> y(expected.size());
-    cpu::conv<T>(g, x.data(), w.data(), cc.bias ? bias.data() : nullptr,
-                 y.data());
-    EXPECT_TRUE(allClose(y, expected, scale));
+    EXPECT_TRUE(allClose(runOutput<T>(convNode(cc, false, x, w, bias), device), expected,
+                         scale));
   }
 }
 
@@ -559,13 +651,11 @@ const ConvCase kConvTransposeCases[] = {
     {"size1", 1, 1, 1, 1, {1}, {1}, {1}, {1}, {0}, {0}, false},
 };
 
-TYPED_TEST(ConvTest, ConvTransposeMatchesNaiveLoops) {
-  using T = TypeParam;
+OPTEST_TYPED_P(ConvTest, ConvTransposeMatchesNaiveLoops) {
   std::mt19937 rng(7);
   for (const ConvCase &cc : kConvTransposeCases) {
     SCOPED_TRACE(cc.name);
-    cpu::ConvGeometry g = geometryOf(cc, true);
-    std::vector<int64_t> outDims(g.outSpatial.begin(), g.outSpatial.end());
+    std::vector<int64_t> outDims = outDimsOf(cc, true);
     int64_t inSize = product(cc.in), outSize = product(outDims),
             kSize = product(cc.k);
     int64_t cg = cc.c / cc.group, mg = cc.m / cc.group;
@@ -594,14 +684,14 @@ TYPED_TEST(ConvTest, ConvTransposeMatchesNaiveLoops) {
             scale[base + o] += std::fabs(t);
           });
       }
-    std::vector<T> y(expected.size());
-    cpu::convTranspose<T>(g, x.data(), w.data(),
-                          cc.bias ? bias.data() : nullptr, y.data());
-    EXPECT_TRUE(allClose(y, expected, scale));
+    EXPECT_TRUE(allClose(runOutput<T>(convNode(cc, true, x, w, bias), device), expected,
+                         scale));
   }
 }
 
-TEST(ConvShapeTest, OutputSizesAndAutoPad) {
+// CPU internal: the window-size and auto_pad helpers of the CPU shape rules
+// (pure functions of sizes; the node cases above check sizes end to end).
+TEST(CpuConvShapeTest, OutputSizesAndAutoPad) {
   EXPECT_EQ(cpu::windowOutputSize(7, 3, 1, 1, 1, 1), 7);
   EXPECT_EQ(cpu::windowOutputSize(8, 3, 2, 1, 0, 0), 3);
   EXPECT_EQ(cpu::windowOutputSize(8, 3, 2, 1, 0, 0, /*ceilMode=*/true), 4);

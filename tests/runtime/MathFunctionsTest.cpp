@@ -4,6 +4,8 @@
 // the double-precision libm, in units in the last place, over a sweep of
 // about a million float bit patterns each, plus their special values; the
 // same for the libm-backed trigonometric and hyperbolic overloads.
+// Host-side only: these are scalar functions, not nodes (the element-wise
+// nodes that use them run on every device in ElementwiseTest).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,10 +1,13 @@
 //===- NormalizationTest.cpp - Softmax and normalization kernels ----------===//
 //
 // Softmax/LogSoftmax and Layer/RMS/Batch/Instance/Group normalization against
-// double-precision loops written here, for f32, f16, bf16 and f64: inner and
-// outer axes, blocks longer than the column tile, large offsets (the
-// statistics must not cancel), -inf/NaN in softmax and the optional
-// LayerNormalization outputs.
+// double-precision loops written here, for f32, f16, bf16 and f64, on every
+// selected device through the op tester (OpTester.h): inner and outer axes,
+// blocks longer than the column tile, large offsets (the statistics must not
+// cancel), -inf/NaN in softmax, the optional LayerNormalization outputs and
+// fp32 parameters of 16-bit inputs. Results computed in place over the input
+// and the baseline/AVX2 agreement are CPU internals (the executor chooses
+// aliasing; the ISA is the CPU's): those cases call the CPU kernels directly.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,20 +15,23 @@
 #include "mpc/Runtime/Cpu/Softmax.h"
 #include "mpc/Runtime/Cpu/CpuIsa.h"
 
-#include "TestUtil.h"
+#include "OpTester.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 using namespace mpc;
+using namespace mpc::optest;
 using namespace mpc::test;
 
 namespace {
 
-template <typename T> class NormTest : public ::testing::Test {};
+class NormTest : public DeviceTypeTest {};
+OPTEST_INSTANTIATE_FLOAT_TYPES(NormTest);
+template <typename T> class CpuNormTest : public ::testing::Test {};
 using AllFloatTypes = ::testing::Types<float, Half, BFloat16, double>;
-TYPED_TEST_SUITE(NormTest, AllFloatTypes);
+TYPED_TEST_SUITE(CpuNormTest, AllFloatTypes);
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -57,13 +63,15 @@ std::vector<double> refSoftmax(const std::vector<double> &x, int64_t outer,
   return y;
 }
 
-TYPED_TEST(NormTest, SoftmaxAndLogSoftmax) {
-  using T = TypeParam;
+const int64_t kSoftmaxCases[][3] = {{1, 1, 1},   {3, 10, 1}, {2, 7, 5}, {4, 1000, 1},
+                                    {2, 3, 300}, {0, 5, 1},  {2, 0, 3}, {1, 5, 1},
+                                    {3, 1, 7},   {2, 600, 2}};
+
+/// Runs every softmax case: `run(isLog, x, c)` gives the result for input x
+/// of shape [outer, axis, inner] = c.
+template <typename T, typename Run> void checkSoftmaxCases(Run run) {
   std::mt19937 rng(10);
-  const int64_t cases[][3] = {{1, 1, 1},   {3, 10, 1}, {2, 7, 5}, {4, 1000, 1},
-                              {2, 3, 300}, {0, 5, 1},  {2, 0, 3}, {1, 5, 1},
-                              {3, 1, 7},   {2, 600, 2}};
-  for (auto &c : cases) {
+  for (auto &c : kSoftmaxCases) {
     SCOPED_TRACE(testing::Message()
                  << "outer " << c[0] << " axis " << c[1] << " inner " << c[2]);
     std::vector<T> x = randomVector<T>(size_t(c[0] * c[1] * c[2]), rng, -8, 8);
@@ -79,24 +87,35 @@ TYPED_TEST(NormTest, SoftmaxAndLogSoftmax) {
       std::vector<double> scale;
       for (double &e : expected)
         e = toDouble(fromDouble<T>(e));
-      std::vector<T> y(x.size());
-      if (isLog)
-        cpu::logSoftmax(x.data(), y.data(), c[0], c[1], c[2]);
-      else
-        cpu::softmax(x.data(), y.data(), c[0], c[1], c[2]);
-      EXPECT_TRUE(allClose(y, expected, scale));
-      // In place gives the same result.
-      std::vector<T> z = x;
-      if (isLog)
-        cpu::logSoftmax(z.data(), z.data(), c[0], c[1], c[2]);
-      else
-        cpu::softmax(z.data(), z.data(), c[0], c[1], c[2]);
-      EXPECT_TRUE(allClose(z, expected, scale)) << "in place";
+      EXPECT_TRUE(allClose(run(isLog, x, c), expected, scale));
     }
   }
 }
 
-TYPED_TEST(NormTest, SoftmaxBaselineAndAvx2AgreeBitwise) {
+OPTEST_TYPED_P(NormTest, SoftmaxAndLogSoftmax) {
+  checkSoftmaxCases<T>([&](bool isLog, const std::vector<T> &x, const int64_t *c) {
+    OpTester t(isLog ? "LogSoftmax" : "Softmax", 13);
+    t.attrInt("axis", 1).input({c[0], c[1], c[2]}, x);
+    return runOutput<T>(t, device);
+  });
+}
+
+// CPU internal: the kernels computing in place (y aliases x) give the same
+// results.
+TYPED_TEST(CpuNormTest, SoftmaxInPlace) {
+  using T = TypeParam;
+  checkSoftmaxCases<T>([](bool isLog, const std::vector<T> &x, const int64_t *c) {
+    std::vector<T> z = x;
+    if (isLog)
+      cpu::logSoftmax(z.data(), z.data(), c[0], c[1], c[2]);
+    else
+      cpu::softmax(z.data(), z.data(), c[0], c[1], c[2]);
+    return z;
+  });
+}
+
+// CPU internal: the ISA dispatch.
+TYPED_TEST(CpuNormTest, SoftmaxBaselineAndAvx2AgreeBitwise) {
   using T = TypeParam;
   if (kernels::detectCpuIsa() != kernels::CpuIsa::Avx2)
     GTEST_SKIP() << "the CPU has no AVX2";
@@ -121,13 +140,14 @@ TYPED_TEST(NormTest, SoftmaxBaselineAndAvx2AgreeBitwise) {
   kernels::setCpuIsa(kernels::detectCpuIsa());
 }
 
-TYPED_TEST(NormTest, SoftmaxNaNPoisonsItsSliceOnly) {
-  using T = TypeParam;
+OPTEST_TYPED_P(NormTest, SoftmaxNaNPoisonsItsSliceOnly) {
   std::vector<T> x = {fromDouble<T>(1), fromDouble<T>(std::nan("")),
                       fromDouble<T>(2), fromDouble<T>(1),
                       fromDouble<T>(2), fromDouble<T>(3)};
-  std::vector<T> y(6);
-  cpu::softmax(x.data(), y.data(), 2, 3, 1);
+  OpTester t("Softmax", 13);
+  t.attrInt("axis", 1).input<T>({2, 3}, x);
+  std::vector<T> y = runOutput<T>(t, device);
+  ASSERT_EQ(y.size(), 6u);
   for (int i = 0; i < 3; ++i)
     EXPECT_TRUE(std::isnan(toDouble(y[i])));
   for (int i = 3; i < 6; ++i)
@@ -152,7 +172,7 @@ void refStats(const double *v, int64_t n, double eps, double &mean,
 }
 
 template <typename T, typename P>
-void checkLayerNorm(int64_t outer, int64_t inner, double offset,
+void checkLayerNorm(const std::string &device, int64_t outer, int64_t inner, double offset,
                     bool withBias) {
   SCOPED_TRACE(testing::Message()
                << "outer " << outer << " inner " << inner << " offset "
@@ -176,14 +196,19 @@ void checkLayerNorm(int64_t outer, int64_t inner, double offset,
       errScale[k] = std::fabs(xd[k]) * invRef[o] * std::fabs(s) + std::fabs(b);
     }
   }
-  std::vector<T> y(x.size());
   using A = kernels::AccumType<T>;
-  std::vector<A> mean(static_cast<size_t>(outer)),
-      inv(static_cast<size_t>(outer));
-  cpu::layerNormalization<T, P>(x.data(), scale.data(),
-                                withBias ? bias.data() : nullptr, y.data(),
-                                outer, inner, eps, mean.data(), inv.data());
-  EXPECT_TRUE(allClose(y, expected, errScale));
+  OpTester t("LayerNormalization", 17);
+  // stash_type 1 keeps Mean and InvStdDev in f32; any other value in the
+  // input's type, which for f64 is the accumulation type.
+  t.attrInt("axis", -1).attrFloat("epsilon", eps).attrInt("stash_type", std::is_same_v<A, double> ? 11 : 1);
+  t.input({outer, inner}, x).input({inner}, scale);
+  if (withBias)
+    t.input({inner}, bias);
+  std::vector<HostTensor> out = runOrFail(t.outputs(3), device);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(allClose(valuesOf<T>(out[0]), expected, errScale));
+  EXPECT_EQ(out[1].shape, (std::vector<int64_t>{outer, 1}));
+  std::vector<A> mean = valuesOf<A>(out[1]), inv = valuesOf<A>(out[2]);
   std::vector<double> meanScale(meanRef.size()), invScale(invRef.size());
   for (size_t o = 0; o < meanRef.size(); ++o) {
     meanScale[o] = std::fabs(offset) + 1;
@@ -195,20 +220,21 @@ void checkLayerNorm(int64_t outer, int64_t inner, double offset,
       << "InvStdDev";
 }
 
-TYPED_TEST(NormTest, LayerNormalization) {
-  using T = TypeParam;
-  checkLayerNorm<T, T>(1, 1, 0, true);
-  checkLayerNorm<T, T>(3, 7, 0, true);
-  checkLayerNorm<T, T>(5, 1000, 0, false);
-  checkLayerNorm<T, T>(2, 4097, 0, true);
-  checkLayerNorm<T, T>(4, 64, 100, true); // Mean far from zero.
-  checkLayerNorm<T, T>(0, 8, 0, true);
+OPTEST_TYPED_P(NormTest, LayerNormalization) {
+  checkLayerNorm<T, T>(device, 1, 1, 0, true);
+  checkLayerNorm<T, T>(device, 3, 7, 0, true);
+  checkLayerNorm<T, T>(device, 5, 1000, 0, false);
+  checkLayerNorm<T, T>(device, 2, 4097, 0, true);
+  checkLayerNorm<T, T>(device, 4, 64, 100, true); // Mean far from zero.
+  checkLayerNorm<T, T>(device, 0, 8, 0, true);
   if constexpr (kernels::kIsFloat16<T>)
-    checkLayerNorm<T, float>(3, 33, 0, true); // fp32 scale and bias.
+    checkLayerNorm<T, float>(device, 3, 33, 0, true); // fp32 scale and bias.
 }
 
-template <typename T, typename P>
-void checkRmsNorm(int64_t outer, int64_t inner, double offset, float eps) {
+/// RMSNormalization of [outer, inner] over the last axis, against the
+/// reference, through `run(x, scale)`.
+template <typename T, typename P, typename Run>
+void checkRmsNorm(int64_t outer, int64_t inner, double offset, float eps, Run run) {
   SCOPED_TRACE(testing::Message() << "outer " << outer << " inner " << inner << " offset "
                                   << offset << " eps " << eps);
   std::mt19937 rng(14);
@@ -226,30 +252,64 @@ void checkRmsNorm(int64_t outer, int64_t inner, double offset, float eps) {
       errScale[k] = std::fabs(xd[k]) * inv * std::fabs(toDouble(scale[i]));
     }
   }
-  std::vector<T> y(x.size());
-  cpu::rmsNormalization<T, P>(x.data(), scale.data(), y.data(), outer, inner, eps);
-  EXPECT_TRUE(allClose(y, expected, errScale));
-  // In place (y aliases x) gives the same result.
-  std::vector<T> inPlace = x;
-  cpu::rmsNormalization<T, P>(inPlace.data(), scale.data(), inPlace.data(), outer, inner, eps);
-  // (memcmp of empty vectors would pass null pointers, which it does not allow.)
-  EXPECT_TRUE(y.empty() || std::memcmp(inPlace.data(), y.data(), y.size() * sizeof(T)) == 0);
+  EXPECT_TRUE(allClose(run(x, scale), expected, errScale));
 }
 
-TYPED_TEST(NormTest, RMSNormalization) {
-  using T = TypeParam;
-  checkRmsNorm<T, T>(1, 1, 0, 1e-5f);
-  checkRmsNorm<T, T>(3, 7, 0, 1e-5f);
-  checkRmsNorm<T, T>(5, 1000, 0, 0.1f);
-  checkRmsNorm<T, T>(2, 4097, 0, 1e-5f);
-  checkRmsNorm<T, T>(4, 64, 100, 1e-5f); // large values: the mean of squares is ~1e4
-  checkRmsNorm<T, T>(0, 8, 0, 1e-5f);
+/// Every RMSNormalization case, through `run(x, scale, outer, inner, eps)`;
+/// with `mixed`, also fp32 scales of 16-bit inputs.
+template <typename T, typename Run> void rmsNormCases(Run run, bool mixed) {
+  auto with = [&](int64_t outer, int64_t inner, float eps) {
+    return [=](const auto &x, const auto &scale) { return run(x, scale, outer, inner, eps); };
+  };
+  checkRmsNorm<T, T>(1, 1, 0, 1e-5f, with(1, 1, 1e-5f));
+  checkRmsNorm<T, T>(3, 7, 0, 1e-5f, with(3, 7, 1e-5f));
+  checkRmsNorm<T, T>(5, 1000, 0, 0.1f, with(5, 1000, 0.1f));
+  checkRmsNorm<T, T>(2, 4097, 0, 1e-5f, with(2, 4097, 1e-5f));
+  // large values: the mean of squares is ~1e4
+  checkRmsNorm<T, T>(4, 64, 100, 1e-5f, with(4, 64, 1e-5f));
+  checkRmsNorm<T, T>(0, 8, 0, 1e-5f, with(0, 8, 1e-5f));
   if constexpr (kernels::kIsFloat16<T>)
-    checkRmsNorm<T, float>(3, 33, 0, 1e-5f); // fp32 scale
+    if (mixed)
+      checkRmsNorm<T, float>(3, 33, 0, 1e-5f, with(3, 33, 1e-5f)); // fp32 scale
 }
 
-TYPED_TEST(NormTest, BatchNormalization) {
+OPTEST_TYPED_P(NormTest, RMSNormalization) {
+  rmsNormCases<T>([&](const std::vector<T> &x, const auto &scale, int64_t outer, int64_t inner,
+                      float eps) {
+    OpTester t("RMSNormalization", 23);
+    t.attrInt("axis", -1).attrFloat("epsilon", eps);
+    t.input({outer, inner}, x).input({inner}, scale);
+    return runOutput<T>(t, device);
+  }, /*mixed=*/false);
+  // The node refuses an fp32 scale of a 16-bit input in one line (the CPU
+  // helper supports it: CpuNormTest.RMSNormalizationInPlace checks that).
+  if constexpr (kernels::kIsFloat16<T>) {
+    OpTester t("RMSNormalization", 23);
+    t.input(tensorOf<T>({1, 2}, {T(1.0f), T(2.0f)}));
+    t.input(tensorOf<float>({2}, {1, 1}));
+    auto out = t.run(device);
+    ASSERT_FALSE(bool(out));
+    EXPECT_EQ(llvm::toString(out.takeError()),
+              "node 'node' (RMSNormalization): X is " + dtypeName(DTypeOf<T>::value).str() +
+                  " and scale f32: mixed types are not supported");
+  }
+}
+
+// CPU internal: the kernel computing in place (y aliases x) gives the same
+// results.
+TYPED_TEST(CpuNormTest, RMSNormalizationInPlace) {
   using T = TypeParam;
+  rmsNormCases<T>([](const std::vector<T> &x, const auto &scale, int64_t outer, int64_t inner,
+                     float eps) {
+    using P = typename std::decay_t<decltype(scale)>::value_type;
+    std::vector<T> inPlace = x;
+    cpu::rmsNormalization<T, P>(inPlace.data(), scale.data(), inPlace.data(), outer, inner,
+                                eps);
+    return inPlace;
+  }, /*mixed=*/true);
+}
+
+OPTEST_TYPED_P(NormTest, BatchNormalization) {
   std::mt19937 rng(13);
   const int64_t n = 2, c = 3, spatial = 10;
   std::vector<T> x = randomVector<T>(size_t(n * c * spatial), rng, -3, 3);
@@ -268,11 +328,13 @@ TYPED_TEST(NormTest, BatchNormalization) {
                       std::fabs(a) +
                   std::fabs(toDouble(bias[ch]));
   }
-  std::vector<T> y(x.size());
-  cpu::batchNormalization<T, T>(x.data(), scale.data(), bias.data(),
-                                mean.data(), var.data(), y.data(), n, c,
-                                spatial, eps);
-  EXPECT_TRUE(allClose(y, expected, errScale));
+  auto batchNorm = [&](const auto &s, const auto &b, const auto &m, const auto &v) {
+    OpTester t("BatchNormalization", 15);
+    t.attrFloat("epsilon", eps);
+    t.input({n, c, spatial}, x).input({c}, s).input({c}, b).input({c}, m).input({c}, v);
+    return runOutput<T>(t, device);
+  };
+  EXPECT_TRUE(allClose(batchNorm(scale, bias, mean, var), expected, errScale));
   if constexpr (kernels::kIsFloat16<T>) {
     std::vector<float> sf, bf, mf, vf;
     for (int64_t i = 0; i < c; ++i) {
@@ -281,15 +343,13 @@ TYPED_TEST(NormTest, BatchNormalization) {
       mf.push_back(float(toDouble(mean[i])));
       vf.push_back(float(toDouble(var[i])));
     }
-    cpu::batchNormalization<T, float>(x.data(), sf.data(), bf.data(), mf.data(),
-                                      vf.data(), y.data(), n, c, spatial, eps);
-    EXPECT_TRUE(allClose(y, expected, errScale)) << "fp32 parameters";
+    EXPECT_TRUE(allClose(batchNorm(sf, bf, mf, vf), expected, errScale)) << "fp32 parameters";
   }
 }
 
 /// Reference group normalization; instance normalization is groups == C.
 template <typename T>
-void checkGroupNorm(int64_t n, int64_t c, int64_t spatial, int64_t groups,
+void checkGroupNorm(const std::string &device, int64_t n, int64_t c, int64_t spatial, int64_t groups,
                     bool perGroup, bool instance) {
   SCOPED_TRACE(testing::Message()
                << "n " << n << " c " << c << " spatial " << spatial
@@ -315,32 +375,32 @@ void checkGroupNorm(int64_t n, int64_t c, int64_t spatial, int64_t groups,
       errScale[k] = std::fabs(xd[k]) * inv * std::fabs(s) + std::fabs(bb);
     }
   }
-  std::vector<T> y(x.size());
-  if (instance)
-    cpu::instanceNormalization<T>(x.data(), scale.data(), bias.data(), y.data(),
-                                  n, c, spatial, eps);
-  else
-    cpu::groupNormalization<T>(x.data(), scale.data(), bias.data(), y.data(), n,
-                               c, spatial, groups, eps, perGroup);
-  EXPECT_TRUE(allClose(y, expected, errScale));
+  // GroupNormalization-18 has one scale and bias per group, -21 per channel.
+  OpTester t(instance ? "InstanceNormalization" : "GroupNormalization",
+             instance ? 6 : perGroup ? 18 : 21);
+  t.attrFloat("epsilon", eps);
+  if (!instance)
+    t.attrInt("num_groups", groups);
+  t.input({n, c, spatial}, x).input({affine}, scale).input({affine}, bias);
+  EXPECT_TRUE(allClose(runOutput<T>(t, device), expected, errScale));
 }
 
-TYPED_TEST(NormTest, InstanceAndGroupNormalization) {
-  using T = TypeParam;
-  checkGroupNorm<T>(2, 3, 1000, 3, false, true);
-  checkGroupNorm<T>(1, 4, 7, 4, false, true);
-  checkGroupNorm<T>(2, 6, 50, 3, false, false);
-  checkGroupNorm<T>(2, 6, 50, 3, true, false);
-  checkGroupNorm<T>(1, 8, 9, 1, false, false);
-  checkGroupNorm<T>(3, 4, 1, 2, false, false);
+OPTEST_TYPED_P(NormTest, InstanceAndGroupNormalization) {
+  checkGroupNorm<T>(device, 2, 3, 1000, 3, false, true);
+  checkGroupNorm<T>(device, 1, 4, 7, 4, false, true);
+  checkGroupNorm<T>(device, 2, 6, 50, 3, false, false);
+  checkGroupNorm<T>(device, 2, 6, 50, 3, true, false);
+  checkGroupNorm<T>(device, 1, 8, 9, 1, false, false);
+  checkGroupNorm<T>(device, 3, 4, 1, 2, false, false);
 }
 
-TYPED_TEST(NormTest, InstanceNormOfConstantPlaneIsBias) {
-  using T = TypeParam;
+OPTEST_TYPED_P(NormTest, InstanceNormOfConstantPlaneIsBias) {
   std::vector<T> x(4, fromDouble<T>(3.0)), scale = {fromDouble<T>(2.0)},
-                                           bias = {fromDouble<T>(0.25)}, y(4);
-  cpu::instanceNormalization<T>(x.data(), scale.data(), bias.data(), y.data(),
-                                1, 1, 4, 1e-5f);
+                                           bias = {fromDouble<T>(0.25)};
+  OpTester t("InstanceNormalization", 6);
+  t.attrFloat("epsilon", 1e-5f).input({1, 1, 4}, x).input({1}, scale).input({1}, bias);
+  std::vector<T> y = runOutput<T>(t, device);
+  ASSERT_EQ(y.size(), 4u);
   for (T v : y)
     EXPECT_EQ(toDouble(v), 0.25);
 }

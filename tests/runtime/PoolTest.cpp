@@ -1,27 +1,26 @@
 //===- PoolTest.cpp - MaxPool, AveragePool and global pools ---------------===//
 //
-// Pooling kernels against naive double-precision window loops written here,
-// for f32, f16, bf16 and f64: strides, asymmetric pads, dilations, ceil_mode,
+// Pooling nodes against naive double-precision window loops written here,
+// for f32, f16, bf16 and f64, on every selected device through the op tester
+// (OpTester.h): strides, asymmetric pads, dilations, ceil_mode,
 // count_include_pad, 1-3 spatial dims, MaxPool indices in both storage
 // orders, NaN propagation and empty/size-1 inputs.
 //
 //===----------------------------------------------------------------------===//
 
-#include "mpc/Runtime/Cpu/Pool.h"
-
-#include "TestUtil.h"
+#include "OpTester.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace mpc;
+using namespace mpc::optest;
 using namespace mpc::test;
 
 namespace {
 
-template <typename T> class PoolTest : public ::testing::Test {};
-using AllFloatTypes = ::testing::Types<float, Half, BFloat16, double>;
-TYPED_TEST_SUITE(PoolTest, AllFloatTypes);
+class PoolTest : public DeviceTypeTest {};
+OPTEST_INSTANTIATE_FLOAT_TYPES(PoolTest);
 
 struct PoolCase {
   const char *name;
@@ -72,20 +71,31 @@ const PoolCase kPoolCases[] = {
     {"size1", 1, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, false},
 };
 
-cpu::PoolGeometry geometryOf(const PoolCase &pc) {
-  cpu::PoolGeometry g;
-  g.batch = pc.n;
-  g.channels = pc.c;
-  g.inSpatial.assign(pc.in.begin(), pc.in.end());
-  g.kernel.assign(pc.k.begin(), pc.k.end());
-  g.strides.assign(pc.s.begin(), pc.s.end());
-  g.dilations.assign(pc.d.begin(), pc.d.end());
-  g.padsBegin.assign(pc.pb.begin(), pc.pb.end());
-  g.padsEnd.assign(pc.pe.begin(), pc.pe.end());
-  for (size_t i = 0; i < pc.in.size(); ++i)
-    g.outSpatial.push_back(cpu::windowOutputSize(
-        pc.in[i], pc.k[i], pc.s[i], pc.d[i], pc.pb[i], pc.pe[i], pc.ceil));
-  return g;
+/// Output spatial sizes from the ONNX definition (written here): floor or
+/// ceil of (in + pads - span) / s, plus one; with ceil_mode, a last window
+/// that would start in the end padding is dropped.
+std::vector<int64_t> outDimsOf(const PoolCase &pc) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < pc.in.size(); ++i) {
+    int64_t span = pc.d[i] * (pc.k[i] - 1) + 1;
+    int64_t room = pc.in[i] + pc.pb[i] + pc.pe[i] - span;
+    int64_t o = (pc.ceil ? (room + pc.s[i] - 1) / pc.s[i] : room / pc.s[i]) + 1;
+    if (pc.ceil && (o - 1) * pc.s[i] >= pc.in[i] + pc.pb[i])
+      --o;
+    out.push_back(o);
+  }
+  return out;
+}
+
+/// The MaxPool (opset 12) or AveragePool (opset 19: dilations) node of a case.
+OpTester poolNode(const PoolCase &pc, bool max, const HostTensor &x) {
+  OpTester t(max ? "MaxPool" : "AveragePool", max ? 12 : 19);
+  std::vector<int64_t> pads = pc.pb;
+  pads.insert(pads.end(), pc.pe.begin(), pc.pe.end());
+  t.attrInts("kernel_shape", pc.k).attrInts("strides", pc.s).attrInts("dilations", pc.d);
+  t.attrInts("pads", pads).attrInt("ceil_mode", pc.ceil);
+  t.input(x);
+  return t;
 }
 
 /// Naive reference over every window tap. Writes max (with first argmax in
@@ -124,13 +134,11 @@ WindowResult window(const std::vector<double> &plane, const PoolCase &pc,
   return r;
 }
 
-TYPED_TEST(PoolTest, MaxAndAverageMatchNaiveLoops) {
-  using T = TypeParam;
+OPTEST_TYPED_P(PoolTest, MaxAndAverageMatchNaiveLoops) {
   std::mt19937 rng(8);
   for (const PoolCase &pc : kPoolCases) {
     SCOPED_TRACE(pc.name);
-    cpu::PoolGeometry g = geometryOf(pc);
-    std::vector<int64_t> outDims(g.outSpatial.begin(), g.outSpatial.end());
+    std::vector<int64_t> outDims = outDimsOf(pc);
     int64_t inSize = product(pc.in), outSize = product(outDims),
             planes = pc.n * pc.c;
     std::vector<T> x = randomVector<T>(size_t(planes * inSize), rng);
@@ -154,48 +162,55 @@ TYPED_TEST(PoolTest, MaxAndAverageMatchNaiveLoops) {
         argCol.push_back(p * inSize + col);
       }
     }
-    std::vector<T> y(maxRef.size());
-    cpu::maxPool<T>(g, x.data(), y.data());
-    EXPECT_TRUE(allClose(y, maxRef, {}, {0, 0, 0}))
+    std::vector<int64_t> shape{pc.n, pc.c};
+    shape.insert(shape.end(), pc.in.begin(), pc.in.end());
+    HostTensor xt = tensorOf(shape, x);
+    EXPECT_TRUE(allClose(runOutput<T>(poolNode(pc, true, xt), device), maxRef, {}, {0, 0, 0}))
         << "no indices"; // Max is exact.
-    std::vector<int64_t> idx(maxRef.size(), -7);
-    std::fill(y.begin(), y.end(), fromDouble<T>(0.0));
-    cpu::maxPool<T>(g, x.data(), y.data(), idx.data());
-    EXPECT_TRUE(allClose(y, maxRef, {}, {0, 0, 0})) << "with indices";
-    EXPECT_EQ(idx, argRow);
-    cpu::maxPool<T>(g, x.data(), y.data(), idx.data(),
-                    /*columnMajorIndices=*/true);
-    EXPECT_EQ(idx, argCol);
-    cpu::averagePool<T>(g, false, x.data(), y.data());
-    EXPECT_TRUE(allClose(y, avgRef, scale)) << "count_include_pad = 0";
-    cpu::averagePool<T>(g, true, x.data(), y.data());
-    EXPECT_TRUE(allClose(y, avgPadRef, scale)) << "count_include_pad = 1";
+    std::vector<HostTensor> out = runOrFail(poolNode(pc, true, xt).outputs(2), device);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), maxRef, {}, {0, 0, 0})) << "with indices";
+    EXPECT_EQ(valuesOf<int64_t>(out[1]), argRow);
+    out = runOrFail(poolNode(pc, true, xt).attrInt("storage_order", 1).outputs(2), device);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(valuesOf<int64_t>(out[1]), argCol);
+    EXPECT_TRUE(allClose(runOutput<T>(poolNode(pc, false, xt), device), avgRef, scale))
+        << "count_include_pad = 0";
+    EXPECT_TRUE(allClose(
+        runOutput<T>(poolNode(pc, false, xt).attrInt("count_include_pad", 1), device),
+        avgPadRef, scale))
+        << "count_include_pad = 1";
   }
 }
 
-TYPED_TEST(PoolTest, MaxPoolPropagatesNaN) {
-  using T = TypeParam;
+OPTEST_TYPED_P(PoolTest, MaxPoolPropagatesNaN) {
   PoolCase pc = {"nan",  1,      1,      {4, 4}, {2, 2},
                  {2, 2}, {1, 1}, {0, 0}, {0, 0}, false};
-  cpu::PoolGeometry g = geometryOf(pc);
   std::vector<T> x(16, fromDouble<T>(1.0));
   x[5] = fromDouble<T>(std::nan("")); // Window (0, 0).
   x[10] = fromDouble<T>(-std::numeric_limits<double>::infinity());
-  std::vector<T> y(4);
-  std::vector<int64_t> idx(4);
-  cpu::maxPool<T>(g, x.data(), y.data(), idx.data());
+  HostTensor xt = tensorOf<T>({1, 1, 4, 4}, x);
+  std::vector<HostTensor> out = runOrFail(poolNode(pc, true, xt).outputs(2), device);
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<T> y = valuesOf<T>(out[0]);
+  std::vector<int64_t> idx = valuesOf<int64_t>(out[1]);
+  ASSERT_EQ(y.size(), 4u);
+  ASSERT_EQ(idx.size(), 4u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
   EXPECT_EQ(idx[0], 5);
   EXPECT_EQ(toDouble(y[3]), 1.0);
-  cpu::maxPool<T>(g, x.data(), y.data());
+  y = runOutput<T>(poolNode(pc, true, xt), device);
+  ASSERT_EQ(y.size(), 4u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
   EXPECT_EQ(toDouble(y[3]), 1.0);
-  cpu::globalMaxPool<T>(x.data(), y.data(), 1, 16);
+  OpTester global("GlobalMaxPool", 1);
+  global.input<T>({1, 1, 16}, x);
+  y = runOutput<T>(global, device);
+  ASSERT_EQ(y.size(), 1u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
 }
 
-TYPED_TEST(PoolTest, GlobalPools) {
-  using T = TypeParam;
+OPTEST_TYPED_P(PoolTest, GlobalPools) {
   std::mt19937 rng(9);
   for (int64_t spatial : {1, 7, 1000}) {
     SCOPED_TRACE("spatial = " + std::to_string(spatial));
@@ -214,14 +229,18 @@ TYPED_TEST(PoolTest, GlobalPools) {
       maxRef.push_back(mx);
       scale.push_back(abs / double(spatial));
     }
-    std::vector<T> y(static_cast<size_t>(planes));
-    cpu::globalAveragePool<T>(x.data(), y.data(), planes, spatial);
-    EXPECT_TRUE(allClose(y, meanRef, scale));
-    cpu::globalMaxPool<T>(x.data(), y.data(), planes, spatial);
-    EXPECT_TRUE(allClose(y, maxRef, {}, {0, 0, 0}));
+    OpTester avg("GlobalAveragePool", 1), max("GlobalMaxPool", 1);
+    avg.input<T>({1, planes, spatial}, x);
+    max.input<T>({1, planes, spatial}, x);
+    EXPECT_TRUE(allClose(runOutput<T>(avg, device), meanRef, scale));
+    EXPECT_TRUE(allClose(runOutput<T>(max, device), maxRef, {}, {0, 0, 0}));
   }
-  cpu::globalAveragePool<T>(nullptr, nullptr, 0,
-                            5); // No planes: nothing to do.
+  // No planes: nothing to do, an empty [0, 1, 1] result.
+  OpTester empty("GlobalAveragePool", 1);
+  empty.input<T>({0, 1, 5}, {});
+  std::vector<HostTensor> out = runOrFail(empty, device);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{0, 1, 1}));
 }
 
 } // namespace

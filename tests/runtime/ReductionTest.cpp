@@ -1,28 +1,35 @@
 //===- ReductionTest.cpp - Reduce* over arbitrary axes --------------------===//
 //
-// All ten reductions against a naive double-precision loop written here, over
-// leading, middle, trailing, alternating and all axes, long rows that are
-// widened in chunks, size-1 and empty dimensions (ONNX identities), NaN and
-// -inf handling, and native int32/int64 accumulation.
+// All ten reduction nodes (opset 18, axes as an input) against a naive
+// double-precision loop written here, on every selected device through the
+// op tester (OpTester.h): leading, middle, trailing, alternating and all
+// axes, long rows that are widened in chunks, size-1 and empty dimensions
+// (ONNX identities), NaN and -inf handling, and native int32/int64
+// accumulation. The CPU's output-shape helper is a CPU internal, checked
+// directly.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Reduce.h"
 
-#include "TestUtil.h"
+#include "OpTester.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace mpc;
+using namespace mpc::optest;
 using namespace mpc::test;
-using cpu::ReduceKind;
 
 namespace {
 
-template <typename T> class ReduceTest : public ::testing::Test {};
-using AllFloatTypes = ::testing::Types<float, Half, BFloat16, double>;
-TYPED_TEST_SUITE(ReduceTest, AllFloatTypes);
+class ReduceTest : public DeviceTypeTest {};
+OPTEST_INSTANTIATE_FLOAT_TYPES(ReduceTest);
+class ReduceDeviceTest : public DeviceTest {};
+OPTEST_INSTANTIATE_DEVICES(ReduceDeviceTest);
+
+/// The reductions, in the order of kindName's table.
+enum class ReduceKind { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp };
 
 const double kInf = std::numeric_limits<double>::infinity();
 
@@ -31,6 +38,17 @@ const char *kindName(ReduceKind k) {
                                 "Prod",   "SumSquare", "L1",  "L2",
                                 "LogSum", "LogSumExp"};
   return names[int(k)];
+}
+
+/// The node Reduce<kind> (opset 18) over `axes` (all when empty), keepdims 1.
+template <typename T>
+OpTester reduceNode(ReduceKind kind, const std::vector<int64_t> &shape,
+                    const std::vector<T> &x, const std::vector<int64_t> &axes) {
+  OpTester t(std::string("Reduce") + kindName(kind), 18);
+  t.input(shape, x);
+  if (!axes.empty())
+    t.constantInput(tensorOf<int64_t>({int64_t(axes.size())}, axes));
+  return t;
 }
 
 /// Naive reference: for every output element, visit every input element
@@ -152,7 +170,8 @@ const ReduceCase kReduceCases[] = {
     {{3, 0, 2}, {1}},
 };
 
-template <typename T> void checkKind(ReduceKind kind, double lo, double hi) {
+template <typename T>
+void checkKind(const std::string &device, ReduceKind kind, double lo, double hi) {
   SCOPED_TRACE(kindName(kind));
   std::mt19937 rng(15);
   for (const ReduceCase &rc : kReduceCases) {
@@ -161,45 +180,49 @@ template <typename T> void checkKind(ReduceKind kind, double lo, double hi) {
     std::vector<double> scale;
     std::vector<double> expected =
         refReduce(kind, toDoubles(x), rc.shape, rc.axes, scale);
-    llvm::SmallVector<int64_t, 4> outShape;
-    ASSERT_TRUE(cpu::reduceOutputShape(rc.shape, rc.axes, true, outShape));
-    ASSERT_EQ(product(std::vector<int64_t>(outShape.begin(), outShape.end())),
-              int64_t(expected.size()));
-    std::vector<T> y(expected.size());
-    cpu::reduce<T>(kind, x.data(), rc.shape, rc.axes, y.data());
-    EXPECT_TRUE(allClose(y, expected, scale));
+    std::vector<int64_t> outShape = rc.shape; // keepdims: reduced axes become 1
+    for (size_t d = 0; d < outShape.size(); ++d)
+      for (int64_t a : rc.axes)
+        if (rc.axes.empty() || a == int64_t(d) || a + int64_t(outShape.size()) == int64_t(d))
+          outShape[d] = 1;
+    if (rc.axes.empty())
+      std::fill(outShape.begin(), outShape.end(), 1);
+    std::vector<HostTensor> out = runOrFail(reduceNode(kind, rc.shape, x, rc.axes), device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, outShape);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), expected, scale));
   }
 }
 
-TYPED_TEST(ReduceTest, AllKindsMatchNaiveLoops) {
-  using T = TypeParam;
-  checkKind<T>(ReduceKind::Sum, -1, 1);
-  checkKind<T>(ReduceKind::Mean, -1, 1);
-  checkKind<T>(ReduceKind::Max, -1, 1);
-  checkKind<T>(ReduceKind::Min, -1, 1);
-  checkKind<T>(ReduceKind::Prod, 0.9, 1.1);
-  checkKind<T>(ReduceKind::SumSquare, -1, 1);
-  checkKind<T>(ReduceKind::L1, -1, 1);
-  checkKind<T>(ReduceKind::L2, -1, 1);
-  checkKind<T>(ReduceKind::LogSum, 0.1, 1);
-  checkKind<T>(ReduceKind::LogSumExp, -5, 5);
+OPTEST_TYPED_P(ReduceTest, AllKindsMatchNaiveLoops) {
+  checkKind<T>(device, ReduceKind::Sum, -1, 1);
+  checkKind<T>(device, ReduceKind::Mean, -1, 1);
+  checkKind<T>(device, ReduceKind::Max, -1, 1);
+  checkKind<T>(device, ReduceKind::Min, -1, 1);
+  checkKind<T>(device, ReduceKind::Prod, 0.9, 1.1);
+  checkKind<T>(device, ReduceKind::SumSquare, -1, 1);
+  checkKind<T>(device, ReduceKind::L1, -1, 1);
+  checkKind<T>(device, ReduceKind::L2, -1, 1);
+  checkKind<T>(device, ReduceKind::LogSum, 0.1, 1);
+  checkKind<T>(device, ReduceKind::LogSumExp, -5, 5);
 }
 
-TYPED_TEST(ReduceTest, SpecialValues) {
-  using T = TypeParam;
+OPTEST_TYPED_P(ReduceTest, SpecialValues) {
   std::vector<int64_t> shape = {3, 4};
   std::vector<double> v = {1,     std::nan(""), 3,     4,     -kInf, -kInf,
                            -kInf, -kInf,        20000, 19999, -kInf, 1};
   std::vector<T> x;
   for (double d : v)
     x.push_back(fromDouble<T>(d));
-  std::vector<T> y(3);
-  cpu::reduce<T>(ReduceKind::Max, x.data(), shape, {1}, y.data());
+  std::vector<T> y = runOutput<T>(reduceNode<T>(ReduceKind::Max, shape, x, {1}), device);
+  ASSERT_EQ(y.size(), 3u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
   EXPECT_EQ(toDouble(y[1]), -kInf);
-  cpu::reduce<T>(ReduceKind::Min, x.data(), shape, {1}, y.data());
+  y = runOutput<T>(reduceNode<T>(ReduceKind::Min, shape, x, {1}), device);
+  ASSERT_EQ(y.size(), 3u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
-  cpu::reduce<T>(ReduceKind::LogSumExp, x.data(), shape, {1}, y.data());
+  y = runOutput<T>(reduceNode<T>(ReduceKind::LogSumExp, shape, x, {1}), device);
+  ASSERT_EQ(y.size(), 3u);
   EXPECT_TRUE(std::isnan(toDouble(y[0])));
   EXPECT_EQ(toDouble(y[1]), -kInf); // All -inf: no inf - inf NaN.
   double big = toDouble(fromDouble<T>(20000)),
@@ -208,12 +231,12 @@ TYPED_TEST(ReduceTest, SpecialValues) {
   EXPECT_NEAR(toDouble(y[2]), lse, std::fabs(lse) * TypeTraits<T>::kTol.rtol);
 }
 
-TEST(ReduceEmptyTest, Identities) {
+TEST_P(ReduceDeviceTest, EmptyIdentities) {
   std::vector<int64_t> shape = {0, 2};
-  std::vector<float> y(2);
   auto run = [&](ReduceKind k) {
-    cpu::reduce<float>(k, nullptr, shape, {0}, y.data());
-    return y[0];
+    std::vector<float> y = runOutput<float>(reduceNode<float>(k, shape, {}, {0}), device());
+    EXPECT_EQ(y.size(), 2u);
+    return y.empty() ? 0.5f : y[0];
   };
   EXPECT_EQ(run(ReduceKind::Sum), 0.0f);
   EXPECT_EQ(run(ReduceKind::Prod), 1.0f);
@@ -223,14 +246,16 @@ TEST(ReduceEmptyTest, Identities) {
   EXPECT_EQ(run(ReduceKind::L2), 0.0f);
   EXPECT_EQ(run(ReduceKind::LogSum), -INFINITY);
   EXPECT_EQ(run(ReduceKind::LogSumExp), -INFINITY);
-  std::vector<int32_t> yi(2);
-  cpu::reduce<int32_t>(ReduceKind::Max, nullptr, shape, {0}, yi.data());
+  std::vector<int32_t> yi =
+      runOutput<int32_t>(reduceNode<int32_t>(ReduceKind::Max, shape, {}, {0}), device());
+  ASSERT_EQ(yi.size(), 2u);
   EXPECT_EQ(yi[0], std::numeric_limits<int32_t>::lowest());
-  cpu::reduce<int32_t>(ReduceKind::Mean, nullptr, shape, {0}, yi.data());
+  yi = runOutput<int32_t>(reduceNode<int32_t>(ReduceKind::Mean, shape, {}, {0}), device());
+  ASSERT_EQ(yi.size(), 2u);
   EXPECT_EQ(yi[0], 0);
 }
 
-template <typename I> void checkIntegers() {
+template <typename I> void checkIntegers(const std::string &device) {
   std::mt19937 rng(16);
   std::uniform_int_distribution<int> dist(-50, 50);
   std::vector<int64_t> shape = {4, 5, 6};
@@ -245,24 +270,25 @@ template <typename I> void checkIntegers() {
       std::vector<double> scale;
       std::vector<double> xd(x.begin(), x.end());
       std::vector<double> ref = refReduce(kind, xd, shape, axes, scale);
-      std::vector<I> y(ref.size());
-      cpu::reduce<I>(kind, x.data(), shape, axes, y.data());
+      std::vector<I> y = runOutput<I>(reduceNode(kind, shape, x, axes), device);
+      ASSERT_EQ(y.size(), ref.size());
       for (size_t i = 0; i < ref.size(); ++i)
         EXPECT_EQ(int64_t(y[i]), int64_t(std::trunc(ref[i]))) << "at " << i;
     }
   }
   // Products in int64 do not overflow here and must be exact.
   std::vector<I> small = {2, -3, 4, 5, 1, -1};
-  std::vector<I> y(2);
-  cpu::reduce<I>(ReduceKind::Prod, small.data(), {2, 3}, {1}, y.data());
+  std::vector<I> y = runOutput<I>(reduceNode<I>(ReduceKind::Prod, {2, 3}, small, {1}), device);
+  ASSERT_EQ(y.size(), 2u);
   EXPECT_EQ(int64_t(y[0]), -24);
   EXPECT_EQ(int64_t(y[1]), -5);
 }
 
-TEST(ReduceIntegerTest, Int32) { checkIntegers<int32_t>(); }
-TEST(ReduceIntegerTest, Int64) { checkIntegers<int64_t>(); }
+TEST_P(ReduceDeviceTest, Int32) { checkIntegers<int32_t>(device()); }
+TEST_P(ReduceDeviceTest, Int64) { checkIntegers<int64_t>(device()); }
 
-TEST(ReduceShapeTest, OutputShapes) {
+// CPU internal: the output-shape helper of the CPU's reduction shape rule.
+TEST(CpuReduceShapeTest, OutputShapes) {
   llvm::SmallVector<int64_t, 4> out;
   ASSERT_TRUE(cpu::reduceOutputShape({2, 3, 4}, {0, -1}, true, out));
   EXPECT_EQ(std::vector<int64_t>(out.begin(), out.end()),

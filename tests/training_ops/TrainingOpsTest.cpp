@@ -1,34 +1,40 @@
 //===- TrainingOpsTest.cpp - Gradient kernels against naive loops ---------===//
 //
-// cpu::convGrad, cpu::biasGrad and cpu::maxPoolGrad for every storage type
-// against direct double-precision loops over the definitions (no im2col, no
-// GEMM), with the accumulation tolerance of TestUtil.h; cpu::lstmGrad against
-// central finite differences of a direct double LSTM loop.
+// The ai.mpc.training nodes ConvGrad, BiasGrad and MaxPoolGrad for every
+// storage type against direct double-precision loops over the definitions
+// (no im2col, no GEMM), with the accumulation tolerance of TestUtil.h, and
+// LSTMGrad against central finite differences of a direct double LSTM loop;
+// each on every selected device through the op tester (OpTester.h).
 //
 //===----------------------------------------------------------------------===//
-#include "../runtime/TestUtil.h"
-#include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "OpTester.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 using namespace mpc;
+using namespace mpc::optest;
 using namespace mpc::test;
 
 namespace {
 
-template <typename T> class TrainingOpsTest : public ::testing::Test {};
-using StorageTypes = ::testing::Types<float, double, Half, BFloat16>;
-TYPED_TEST_SUITE(TrainingOpsTest, StorageTypes);
+const char *const kTraining = "ai.mpc.training";
+
+class TrainingOpsTest : public DeviceTypeTest {};
+OPTEST_INSTANTIATE_FLOAT_TYPES(TrainingOpsTest);
+
+/// A window's output size: floor((in + pads - dilation (k - 1) - 1) / s) + 1.
+int64_t outSize(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  return (in + pb + pe - d * (k - 1) - 1) / s + 1;
+}
 
 /// One 2-D Conv configuration.
 struct ConvCase {
   int64_t n, c, h, w, m, group, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 };
 
-TYPED_TEST(TrainingOpsTest, ConvGradMatchesDirectLoops) {
-  using T = TypeParam;
+OPTEST_TYPED_P(TrainingOpsTest, ConvGradMatchesDirectLoops) {
   const ConvCase cases[] = {
       {2, 3, 5, 5, 4, 1, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 4, 7, 6, 6, 2, 3, 2, 2, 1, 1, 2, 1, 0, 1, 1},
@@ -36,20 +42,8 @@ TYPED_TEST(TrainingOpsTest, ConvGradMatchesDirectLoops) {
   };
   std::mt19937 rng(7);
   for (const ConvCase &k : cases) {
-    cpu::ConvGeometry g;
-    g.batch = k.n;
-    g.inChannels = k.c;
-    g.outChannels = k.m;
-    g.group = k.group;
-    g.inSpatial = {k.h, k.w};
-    g.kernel = {k.kh, k.kw};
-    g.strides = {k.sh, k.sw};
-    g.dilations = {k.dh, k.dw};
-    g.padsBegin = {k.pt, k.pl};
-    g.padsEnd = {k.pb, k.pr};
-    int64_t oh = cpu::windowOutputSize(k.h, k.kh, k.sh, k.dh, k.pt, k.pb);
-    int64_t ow = cpu::windowOutputSize(k.w, k.kw, k.sw, k.dw, k.pl, k.pr);
-    g.outSpatial = {oh, ow};
+    int64_t oh = outSize(k.h, k.kh, k.sh, k.dh, k.pt, k.pb);
+    int64_t ow = outSize(k.w, k.kw, k.sw, k.dw, k.pl, k.pr);
     int64_t cg = k.c / k.group, mg = k.m / k.group;
     auto x = randomVector<T>(size_t(k.n * k.c * k.h * k.w), rng);
     auto w = randomVector<T>(size_t(k.m * cg * k.kh * k.kw), rng);
@@ -78,20 +72,29 @@ TYPED_TEST(TrainingOpsTest, ConvGradMatchesDirectLoops) {
                   dxScale[xIdx] += std::fabs(d * toDouble(w[wIdx]));
                 }
           }
-    std::vector<T> dx(x.size()), dw(w.size()), db(size_t(k.m));
-    cpu::convGrad<T>(g, dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data());
-    EXPECT_TRUE(allClose(dx, dxRef, dxScale)) << "dX, group " << k.group;
-    EXPECT_TRUE(allClose(dw, dwRef, dwScale)) << "dW, group " << k.group;
-    EXPECT_TRUE(allClose(db, dbRef, dbScale)) << "dB, group " << k.group;
+    auto node = [&](std::vector<bool> outputs) {
+      OpTester t("ConvGrad", 1, kTraining);
+      t.attrInt("group", k.group).attrInts("kernel_shape", {k.kh, k.kw});
+      t.attrInts("strides", {k.sh, k.sw}).attrInts("dilations", {k.dh, k.dw});
+      t.attrInts("pads", {k.pt, k.pl, k.pb, k.pr});
+      t.input({k.n, k.m, oh, ow}, dy).input({k.n, k.c, k.h, k.w}, x);
+      t.input({k.m, cg, k.kh, k.kw}, w);
+      t.outputMask(std::move(outputs));
+      return t;
+    };
+    std::vector<HostTensor> out = runOrFail(node({true, true, true}), device);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), dxRef, dxScale)) << "dX, group " << k.group;
+    EXPECT_TRUE(allClose(valuesOf<T>(out[1]), dwRef, dwScale)) << "dW, group " << k.group;
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), dbRef, dbScale)) << "dB, group " << k.group;
     // Outputs that are not requested are skipped.
-    std::vector<T> dwOnly(w.size());
-    cpu::convGrad<T>(g, dy.data(), x.data(), w.data(), nullptr, dwOnly.data(), nullptr);
-    EXPECT_TRUE(allClose(dwOnly, dwRef, dwScale)) << "dW alone";
+    out = runOrFail(node({false, true, false}), device);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[1]), dwRef, dwScale)) << "dW alone";
   }
 }
 
-TYPED_TEST(TrainingOpsTest, BiasGradSumsBroadcastAxes) {
-  using T = TypeParam;
+OPTEST_TYPED_P(TrainingOpsTest, BiasGradSumsBroadcastAxes) {
   std::mt19937 rng(11);
   const std::vector<int64_t> dyShape = {2, 3, 4, 5};
   const std::vector<std::vector<int64_t>> bShapes = {{5}, {3, 1, 1}, {1, 4, 1}, {2, 3, 4, 5},
@@ -108,25 +111,19 @@ TYPED_TEST(TrainingOpsTest, BiasGradSumsBroadcastAxes) {
       ref[size_t(off)] += toDouble(dy[size_t(i)]);
       scale[size_t(off)] += std::fabs(toDouble(dy[size_t(i)]));
     }
-    std::vector<T> db(ref.size());
-    cpu::biasGrad<T>(dy.data(), dyShape, bShape, db.data());
-    EXPECT_TRUE(allClose(db, ref, scale)) << shapeString(bShape);
+    OpTester t("BiasGrad", 1, kTraining);
+    t.input(dyShape, dy).constantInput(tensorOf<int64_t>({int64_t(bShape.size())}, bShape));
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, bShape);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale)) << shapeString(bShape);
   }
 }
 
-TYPED_TEST(TrainingOpsTest, MaxPoolGradRoutesToFirstMaximum) {
-  using T = TypeParam;
+OPTEST_TYPED_P(TrainingOpsTest, MaxPoolGradRoutesToFirstMaximum) {
   // x [1, 1, 3, 3] all equal except one smaller value; 2x2 windows, stride 1,
   // one row/column of padding in front: padding never wins, ties go to the
   // first element of the window in row-major order.
-  cpu::PoolGeometry g;
-  g.inSpatial = {3, 3};
-  g.kernel = {2, 2};
-  g.strides = {1, 1};
-  g.dilations = {1, 1};
-  g.padsBegin = {1, 1};
-  g.padsEnd = {0, 0};
-  g.outSpatial = {3, 3};
   std::vector<T> x(9, fromDouble<T>(-2.0));
   x[4] = fromDouble<T>(-3.0);
   std::vector<T> dy(9);
@@ -144,21 +141,28 @@ TYPED_TEST(TrainingOpsTest, MaxPoolGradRoutesToFirstMaximum) {
         }
       ref[size_t(best)] += 0.25 * double(oy * 3 + ox + 1);
     }
-  std::vector<T> dx(9);
-  cpu::maxPoolGrad<T>(g, dy.data(), x.data(), dx.data());
-  EXPECT_TRUE(allClose(dx, ref));
+  OpTester t("MaxPoolGrad", 1, kTraining);
+  t.attrInts("kernel_shape", {2, 2}).attrInts("strides", {1, 1}).attrInts("pads", {1, 1, 0, 0});
+  t.input({1, 1, 3, 3}, dy).input({1, 1, 3, 3}, x);
+  EXPECT_TRUE(allClose(runOutput<T>(t, device), ref));
 }
+
+/// An LSTM's sizes and direction.
+struct LstmShape {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 1;
+  bool reverse = false;
+};
 
 /// Inputs of one LSTM in double (absent ones empty), layout 0, gates i, o, f, c.
 struct LstmInputs {
-  cpu::LstmShape s;
+  LstmShape s;
   std::vector<int64_t> lens;
   std::vector<double> x, w, r, b, h0, c0, dy, dyh, dyc;
 };
 
 /// sum(dY*Y) + sum(dY_h*Y_h) + sum(dY_c*Y_c) of a direct double LSTM loop.
 double lstmLoss(const LstmInputs &in) {
-  const cpu::LstmShape &s = in.s;
+  const LstmShape &s = in.s;
   int64_t hid = s.hidden, ni = s.input;
   auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
   double loss = 0.0;
@@ -216,8 +220,7 @@ std::vector<double> lstmFiniteDiff(LstmInputs in, std::vector<double> LstmInputs
   return g;
 }
 
-TYPED_TEST(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
-  using T = TypeParam;
+OPTEST_TYPED_P(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
   std::mt19937 rng(23);
   struct Case {
     int64_t dirs;
@@ -252,27 +255,42 @@ TYPED_TEST(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
       make(in.dy, in.s.seq * state, dy);
       make(in.dyc, state, dyc);
     }
-    auto ptr = [](const std::vector<T> &v) { return v.empty() ? nullptr : v.data(); };
-    std::vector<T> dx(x.size()), dw(w.size()), dr(r.size()), db(size_t(k.dirs * 8 * hid)),
-        dh0(static_cast<size_t>(state)), dc0(static_cast<size_t>(state));
-    cpu::LstmGradBuffers<T> io;
-    io.dY = ptr(dy);
-    io.dYh = ptr(dyh);
-    io.dYc = ptr(dyc);
-    io.x = x.data();
-    io.w = w.data();
-    io.r = r.data();
-    io.b = ptr(b);
-    io.h0 = ptr(h0);
-    io.c0 = ptr(c0);
-    io.lens = in.lens.empty() ? nullptr : in.lens.data();
-    io.dX = dx.data();
-    io.dW = dw.data();
-    io.dR = dr.data();
-    io.dB = db.data();
-    io.dH0 = dh0.data();
-    io.dC0 = dc0.data();
-    cpu::lstmGrad<T>(in.s, io);
+    const LstmShape &sh = in.s;
+    int64_t dirs = sh.directions;
+    // LSTMGrad's inputs: dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
+    // initial_c (absent ones omitted); outputs dX, dW, dR, dB, dinitial_h,
+    // dinitial_c.
+    auto node = [&](std::vector<bool> outputs) {
+      OpTester t("LSTMGrad", 1, kTraining);
+      t.attrInt("hidden_size", hid);
+      t.attrString("direction", dirs == 2 ? "bidirectional" : sh.reverse ? "reverse" : "forward");
+      auto opt = [&](std::vector<int64_t> shape, const std::vector<T> &v) {
+        if (v.empty())
+          t.absentInput();
+        else
+          t.input(std::move(shape), v);
+      };
+      opt({sh.seq, dirs, sh.batch, hid}, dy);
+      opt({dirs, sh.batch, hid}, dyh);
+      opt({dirs, sh.batch, hid}, dyc);
+      t.input({sh.seq, sh.batch, sh.input}, x).input({dirs, 4 * hid, sh.input}, w);
+      t.input({dirs, 4 * hid, hid}, r);
+      opt({dirs, 8 * hid}, b);
+      if (in.lens.empty())
+        t.absentInput();
+      else
+        t.input<int32_t>({sh.batch}, std::vector<int32_t>(in.lens.begin(), in.lens.end()));
+      opt({dirs, sh.batch, hid}, h0);
+      opt({dirs, sh.batch, hid}, c0);
+      t.outputMask(std::move(outputs));
+      return t;
+    };
+    std::vector<HostTensor> out = runOrFail(node(std::vector<bool>(6, true)), device);
+    ASSERT_EQ(out.size(), 6u);
+    std::vector<T> dx = valuesOf<T>(out[0]), dw = valuesOf<T>(out[1]), dr = valuesOf<T>(out[2]),
+                   db = valuesOf<T>(out[3]), dh0 = valuesOf<T>(out[4]),
+                   dc0 = valuesOf<T>(out[5]);
+    ASSERT_EQ(db.size(), size_t(k.dirs * 8 * hid)) << "dB is [dirs, 8H] even without B";
     // One rounding of the output plus fp32 evaluation; finite differences in
     // double are good to about 1e-8.
     Tolerance tol{std::max(TypeTraits<T>::kTol.rtol, 1e-6), 2e-6, 0.0};
@@ -289,12 +307,10 @@ TYPED_TEST(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
     EXPECT_TRUE(allClose(dh0, lstmFiniteDiff(in, &LstmInputs::h0), {}, tol)) << "dH0";
     EXPECT_TRUE(allClose(dc0, lstmFiniteDiff(in, &LstmInputs::c0), {}, tol)) << "dC0";
     // Outputs that are not requested are skipped.
-    std::vector<T> drOnly(r.size());
-    cpu::LstmGradBuffers<T> only = io;
-    only.dX = only.dW = only.dB = only.dH0 = only.dC0 = nullptr;
-    only.dR = drOnly.data();
-    cpu::lstmGrad<T>(in.s, only);
-    EXPECT_TRUE(allClose(drOnly, toDoubles(dr), {}, Tolerance{0, 0, 0})) << "dR alone";
+    out = runOrFail(node({false, false, true, false, false, false}), device);
+    ASSERT_EQ(out.size(), 6u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), toDoubles(dr), {}, Tolerance{0, 0, 0}))
+        << "dR alone";
   }
 }
 

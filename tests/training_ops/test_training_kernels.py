@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""mpc's CPU kernels of the training ops against the NumPy references.
+"""mpc's kernels of the training ops (on the CPU by default) against the NumPy references.
 
-    python3 tests/training_ops/test_training_kernels.py --mpc build/tools/mpc --source-dir . [-v] [-k PATTERN]
+    python3 tests/training_ops/test_training_kernels.py --mpc build/tools/mpc --source-dir . \
+        [--device NAME] [-v] [-k PATTERN]
+
+--device NAME runs every node on that backend (`mpc run --device NAME`); a device mpc says is
+not available here makes the suite print one line and exit 77, a skip
+(tests/python/mpc_device.py).
 
 Every ai.mpc.training op of docs/training.md, and the default-domain training kernels
 (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss, BatchNormalization training_mode=1),
@@ -35,6 +40,7 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 MPC = None
+DEVICE = "cpu"
 REF = None  # mpc_training_ref
 FD = None  # test_training_ref (finite differences)
 DOMAIN = "ai.mpc.training"
@@ -53,7 +59,7 @@ def mpc_run(model, feeds, out_names, workdir):
     """Runs `mpc run`; returns the outputs as arrays, or raises with mpc's stderr."""
     path = os.path.join(workdir, "model.onnx")
     onnx.save(model, path)
-    args = [MPC, "run", path]
+    args = [MPC, "run", path, "--device", DEVICE]
     for name, arr in feeds.items():
         f = os.path.join(workdir, f"in_{name}.npy")
         np.save(f, arr)
@@ -742,14 +748,19 @@ class GruGradKernelTest(unittest.TestCase):
 
 
 def main():
-    global MPC, REF, FD
+    global MPC, DEVICE, REF, FD
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mpc_device
     p = argparse.ArgumentParser()
     p.add_argument("--mpc", required=True)
     p.add_argument("--source-dir", default=".")
     p.add_argument("-v", action="store_true")
     p.add_argument("-k", default=None)
+    mpc_device.add_device_option(p)
     args = p.parse_args()
     MPC = os.path.abspath(args.mpc)
+    DEVICE = args.device
+    mpc_device.skip_unless_available(MPC, DEVICE)
     sys.path.insert(0, os.path.join(args.source_dir, "tests", "python"))
     sys.path.insert(0, os.path.join(args.source_dir, "tests", "training_ops"))
     import mpc_training_ref

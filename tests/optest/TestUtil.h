@@ -1,13 +1,15 @@
-//===- TestUtil.h - Shared helpers for the runtime kernel tests -*- C++ -*-===//
+//===- TestUtil.h - Shared helpers for the kernel tests ---------*- C++ -*-===//
 //
-// The per-dtype tolerance table, random inputs rounded to the storage type,
+// The per-dtype tolerance table (the one table for every backend: the op
+// tester's comparisons, OpTester.h, use it too; docs/testing.md section 6
+// states it), random inputs rounded to the storage type,
 // and the comparison of a kernel's output with a double-precision reference
 // computed by naive loops in each test. Nothing here uses kernel code except
 // the scalar conversions of Float16.h, which Float16Test checks exhaustively.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_TESTS_RUNTIME_TESTUTIL_H
-#define MPC_TESTS_RUNTIME_TESTUTIL_H
+#ifndef MPC_TESTS_OPTEST_TESTUTIL_H
+#define MPC_TESTS_OPTEST_TESTUTIL_H
 
 #include "mpc/Runtime/Float16.h"
 
@@ -190,4 +192,4 @@ inline std::vector<int64_t> unravel(int64_t i,
 } // namespace test
 } // namespace mpc
 
-#endif // MPC_TESTS_RUNTIME_TESTUTIL_H
+#endif // MPC_TESTS_OPTEST_TESTUTIL_H
