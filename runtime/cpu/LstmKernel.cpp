@@ -42,7 +42,7 @@ llvm::Error cpuk::checkLstmAttrs(const Node &n) {
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLstmAttrs(q.node))
     return e;
   const auto &x = q.inputs[0].shape, &w = q.inputs[1].shape;

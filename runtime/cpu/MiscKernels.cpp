@@ -114,7 +114,7 @@ static llvm::Expected<EinsumPlan> einsumPlan(const Node &n,
   return p;
 }
 
-llvm::Error cpuk::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<std::vector<int64_t>> shapes;
   for (const ShapedType &t : q.inputs)
     shapes.push_back(t.shape);
@@ -190,31 +190,6 @@ llvm::Error cpuk::runEinsum(const KernelCall &c) {
 // Compress
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const HostTensor *cond = q.values.size() > 1 ? q.values[1] : nullptr;
-  if (!cond)
-    return nodeError(q.node, "the condition must be known on the host");
-  const auto &x = q.inputs[0].shape;
-  int64_t kept = 0;
-  const Attribute *axisAttr = q.node.attr("axis");
-  int64_t axis = axisAttr ? axisAttr->i : 0;
-  int64_t dim = kernels::numElements(x);
-  if (axisAttr) {
-    if (!normalizeAxis(axis, x.size()))
-      return nodeError(q.node, "axis out of range for " + formatShape(x));
-    dim = x[axis];
-  }
-  for (int64_t i = 0; i < std::min<int64_t>(cond->numElements(), dim); ++i)
-    kept += cond->getAsDouble(i) != 0;
-  std::vector<int64_t> shape = {kept};
-  if (axisAttr) {
-    shape = x;
-    shape[axis] = kept;
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runCompress(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &cond = c.inputs[1];
   const Attribute *axisAttr = c.node->attr("axis");
@@ -246,17 +221,6 @@ llvm::Error cpuk::runCompress(const KernelCall &c) {
 // ReverseSequence
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeReverseSequence(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  int64_t b = q.node.intAttr("batch_axis", 1), t = q.node.intAttr("time_axis", 0);
-  if (x.size() < 2 || b == t || b < 0 || t < 0 || b > 1 || t > 1)
-    return nodeError(q.node, "batch_axis and time_axis must be 0 and 1");
-  if (q.inputs[1].shape != std::vector<int64_t>{x[b]})
-    return nodeError(q.node, "sequence_lens must have one value per batch entry");
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t b = c.node->intAttr("batch_axis", 1), t = c.node->intAttr("time_axis", 0);
@@ -282,17 +246,6 @@ llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // EyeLike
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const ShapedType &x = q.inputs[0];
-  if (x.shape.size() != 2)
-    return nodeError(q.node, "input must be 2-D, got " + formatShape(x.shape));
-  int64_t to = q.node.intAttr("dtype", int64_t(x.dtype));
-  if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
-    return nodeError(q.node, "cannot make element type " + std::to_string(to));
-  out.assign(1, ShapedType{DType(to), x.shape});
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runEyeLike(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];

@@ -199,11 +199,11 @@ static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &
 static const char *const kGruActs[] = {"Sigmoid", "Tanh"};
 static const char *const kRnnActs[] = {"Tanh"};
 
-llvm::Error cpuk::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 3, kGruActs);
 }
 
-llvm::Error cpuk::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 1, kRnnActs);
 }
 
