@@ -14,6 +14,8 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/Twine.h"
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace mpc {
@@ -30,9 +32,10 @@ bool normalizeAxis(int64_t &axis, int64_t rank);
 llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
                                                llvm::StringRef what);
 /// The numpy broadcast of two shapes, or false when a pair of dimensions is
-/// neither equal nor 1. A 0-sized dimension broadcasts with 1 to 0.
+/// neither equal nor 1. A 0-sized dimension broadcasts with 1 to 0. With
+/// `estimate` (ShapeQuery::estimate), a disagreeing pair takes the larger.
 bool broadcastShapes(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
-                     llvm::SmallVectorImpl<int64_t> &outShape);
+                     llvm::SmallVectorImpl<int64_t> &outShape, bool estimate = false);
 /// Errors unless input `i` is a float tensor (f32, f16, bf16, f64).
 llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what);
 /// Errors unless inputs `a` and `b` have one shape.
@@ -57,6 +60,16 @@ llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x
 std::vector<int64_t> transposePerm(const Node &n, size_t rank);
 /// The [start, end) dims Shape reports (opset 15 start/end) of a `rank` input.
 void shapeOpRange(const Node &n, int64_t rank, int64_t &start, int64_t &end);
+/// A parsed Einsum equation: the labels of each operand and of the output
+/// ('...' becomes right-aligned labels '0'..'9'), and the size of every label.
+struct EinsumPlan {
+  std::vector<std::string> operands;
+  std::string output;
+  std::map<char, int64_t> sizes;
+};
+/// Parses node `n`'s equation against its input shapes.
+llvm::Expected<EinsumPlan> einsumPlan(const Node &n, llvm::ArrayRef<std::vector<int64_t>> shapes);
+
 /// BatchNormalization in training mode (opset 14+, training_mode = 1).
 bool isTrainingBatchNorm(const Node &n);
 

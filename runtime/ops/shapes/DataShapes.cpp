@@ -262,7 +262,7 @@ llvm::Error shapes::shapeExpand(const ShapeQuery &q, std::vector<ShapedType> &ou
   if (!s)
     return s.takeError();
   llvm::SmallVector<int64_t, 6> b;
-  if (!broadcastShapes(q.inputs[0].shape, *s, b))
+  if (!broadcastShapes(q.inputs[0].shape, *s, b, q.estimate))
     return nodeError(q.node, "cannot expand " + formatShape(q.inputs[0].shape) + " to " +
                                  formatShape(*s));
   out.assign(1, ShapedType{q.inputs[0].dtype, {b.begin(), b.end()}});
@@ -302,7 +302,7 @@ llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<Shap
     llvm::SmallVector<int64_t, 6> next;
     if (q.inputs[i].dtype != q.inputs[0].dtype)
       return nodeError(q.node, "inputs have different dtypes");
-    if (!broadcastShapes(shape, q.inputs[i].shape, next))
+    if (!broadcastShapes(shape, q.inputs[i].shape, next, q.estimate))
       return nodeError(q.node, "input " + formatShape(q.inputs[i].shape) +
                                    " does not broadcast with " + formatShape(shape));
     shape = next;

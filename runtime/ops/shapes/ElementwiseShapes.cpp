@@ -44,7 +44,7 @@ llvm::Error shapes::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> 
       return nodeError(q.node, "operands have different element types " +
                                    dtypeName(dt) + " and " + dtypeName(in.dtype));
     llvm::SmallVector<int64_t, 6> b;
-    if (!broadcastShapes(shape, in.shape, b))
+    if (!broadcastShapes(shape, in.shape, b, q.estimate))
       return nodeError(q.node, "shapes " + formatShape(shape) + " and " +
                                    formatShape(in.shape) + " do not broadcast");
     shape.assign(b.begin(), b.end());

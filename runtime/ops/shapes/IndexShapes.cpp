@@ -13,6 +13,7 @@
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 using namespace mpc;
@@ -140,5 +141,100 @@ llvm::Error shapes::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &o
   if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
     return nodeError(q.node, "cannot make element type " + std::to_string(to));
   out.assign(1, ShapedType{DType(to), x.shape});
+  return llvm::Error::success();
+}
+
+static std::string stripSpaces(llvm::StringRef s) {
+  std::string r;
+  for (char ch : s)
+    if (ch != ' ')
+      r += ch;
+  return r;
+}
+
+llvm::Expected<EinsumPlan> shapes::einsumPlan(const Node &n,
+                                             llvm::ArrayRef<std::vector<int64_t>> shapes) {
+  std::string eq = stripSpaces(n.stringAttr("equation", ""));
+  EinsumPlan p;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    p.operands.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (p.operands.size() != shapes.size())
+    return nodeError(n, "equation has " + std::to_string(p.operands.size()) +
+                            " operands for " + std::to_string(shapes.size()) + " inputs");
+  // '...' becomes right-aligned labels '0'..'9' (the broadcast dims must be
+  // equal: size-1 broadcasting inside '...' is not supported).
+  size_t maxEllipsis = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string &labels = p.operands[i];
+    size_t at = labels.find("...");
+    if (at == std::string::npos)
+      continue;
+    size_t dims = shapes[i].size() + 3 - labels.size();
+    if (shapes[i].size() + 3 < labels.size() || dims > 10)
+      return nodeError(n, "operand " + quoteName(labels) + " does not match its input");
+    maxEllipsis = std::max(maxEllipsis, dims);
+    std::string repl;
+    for (size_t d = 0; d < dims; ++d)
+      repl += char('0' + (10 - dims + d));
+    labels.replace(at, 3, repl);
+  }
+  std::string ellipsisLabels;
+  for (size_t d = 0; d < maxEllipsis; ++d)
+    ellipsisLabels += char('0' + (10 - maxEllipsis + d));
+  std::map<char, int> count;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string &labels = p.operands[i];
+    if (labels.size() != shapes[i].size())
+      return nodeError(n, "operand " + quoteName(labels) + " does not match input " +
+                              formatShape(shapes[i]));
+    for (size_t d = 0; d < labels.size(); ++d) {
+      char l = labels[d];
+      if (!std::isalnum(static_cast<unsigned char>(l)))
+        return nodeError(n, "bad label in equation " + quoteName(eq));
+      auto it = p.sizes.find(l);
+      if (it != p.sizes.end() && it->second != shapes[i][d])
+        return nodeError(n, std::string("label '") + l + "' has different sizes");
+      p.sizes[l] = shapes[i][d];
+      ++count[l];
+    }
+  }
+  if (arrow != std::string::npos) {
+    p.output = eq.substr(arrow + 2);
+    size_t at = p.output.find("...");
+    if (at != std::string::npos)
+      p.output.replace(at, 3, ellipsisLabels);
+    for (char l : p.output)
+      if (!p.sizes.count(l))
+        return nodeError(n, std::string("output label '") + l + "' is not an input label");
+  } else {
+    // Implicit output: the '...' dims, then the labels used once, in
+    // alphabetical order.
+    p.output = ellipsisLabels;
+    for (auto &kv : count)
+      if (kv.second == 1 && !std::isdigit(static_cast<unsigned char>(kv.first)))
+        p.output += kv.first;
+  }
+  return p;
+}
+
+llvm::Error shapes::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ShapedType &t : q.inputs)
+    shapes.push_back(t.shape);
+  auto p = einsumPlan(q.node, shapes);
+  if (!p)
+    return p.takeError();
+  std::vector<int64_t> shape;
+  for (char l : p->output)
+    shape.push_back(p->sizes[l]);
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   return llvm::Error::success();
 }

@@ -111,7 +111,7 @@ void shapes::splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer
 
 bool shapes::broadcastShapes(llvm::ArrayRef<int64_t> aShape,
                      llvm::ArrayRef<int64_t> bShape,
-                     llvm::SmallVectorImpl<int64_t> &outShape) {
+                     llvm::SmallVectorImpl<int64_t> &outShape, bool estimate) {
   size_t rank = std::max(aShape.size(), bShape.size());
   outShape.assign(rank, 1);
   for (size_t i = 0; i < rank; ++i) {
@@ -122,6 +122,8 @@ bool shapes::broadcastShapes(llvm::ArrayRef<int64_t> aShape,
       outShape[i] = da;
     else if (da == 1)
       outShape[i] = db;
+    else if (estimate)
+      outShape[i] = std::max(da, db);
     else
       return false;
   }
