@@ -212,21 +212,19 @@ TEST(ShapeRegistry, EstimatorAgreesWithPlanOnShippedModels) {
 }
 
 std::unique_ptr<Model> parse(llvm::StringRef src) {
-  auto m = parseModelText(src, "issue13.mpc");
-  if (!m) {
-    ADD_FAILURE() << llvm::toString(m.takeError());
-    return nullptr;
-  }
-  return std::move(*m);
+  llvm::Expected<std::unique_ptr<Model>> m = parseModelText(src, "issue13.mpc");
+  EXPECT_TRUE(bool(m)) << (m ? "" : llvm::toString(m.takeError()));
+  return m ? std::move(*m) : nullptr;
 }
 
+/// The node output called `name` (the tests ask only for node outputs).
 const Value *named(const Model &m, llvm::StringRef name) {
+  const Value *found = nullptr;
   for (const Node &n : m.graph->nodes())
     for (const Value *v : n.outputs())
-      if (v && v->name() == name)
-        return v;
-  ADD_FAILURE() << "no value " << name.str();
-  return nullptr;
+      found = v && v->name() == name ? v : found;
+  EXPECT_NE(found, nullptr) << name.str();
+  return found;
 }
 
 // Issue 13: libonnx 1.12 loses the rank after a Slice with computed ends and
