@@ -199,9 +199,6 @@ llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int
 /// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
 /// from the BatchNormalization row.
 llvm::Error runBatchNormTraining(const KernelCall &c);
-/// Rejects the LSTM attributes the LSTM and LSTMGrad kernels do not
-/// implement (layout, clip, input_forget, other activations) (LstmKernel.cpp).
-llvm::Error checkLstmAttrs(const Node &n);
 
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();

@@ -135,41 +135,6 @@ llvm::Error cpuk::runConcat(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-/// The value of a Constant node's attribute as a host tensor.
-static llvm::Expected<HostTensor> constantValue(const Node &n) {
-  if (const Attribute *a = n.attr("value"))
-    return hostTensorFromIR(a->tensors.at(0));
-  if (const Attribute *a = n.attr("value_float")) {
-    HostTensor t(DType::F32, {});
-    *t.data<float>() = a->f;
-    return t;
-  }
-  if (const Attribute *a = n.attr("value_int")) {
-    HostTensor t(DType::I64, {});
-    *t.data<int64_t>() = a->i;
-    return t;
-  }
-  if (const Attribute *a = n.attr("value_floats")) {
-    HostTensor t(DType::F32, {int64_t(a->floats.size())});
-    std::copy(a->floats.begin(), a->floats.end(), t.data<float>());
-    return t;
-  }
-  if (const Attribute *a = n.attr("value_ints")) {
-    HostTensor t(DType::I64, {int64_t(a->ints.size())});
-    std::copy(a->ints.begin(), a->ints.end(), t.data<int64_t>());
-    return t;
-  }
-  return nodeError(n, "unsupported Constant attribute");
-}
-
-llvm::Error shapes::shapeConstant(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto t = constantValue(q.node);
-  if (!t)
-    return t.takeError();
-  out.assign(1, ShapedType{t->dtype, t->shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConstant(const KernelCall &c) {
   auto t = constantValue(*c.node);
   if (!t)

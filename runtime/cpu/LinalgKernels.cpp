@@ -53,15 +53,6 @@ llvm::Error cpuk::runGemm(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error shapes::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  llvm::SmallVector<int64_t, 6> shape;
-  if (!cpu::matmulShape(q.inputs[0].shape, q.inputs[1].shape, shape))
-    return nodeError(q.node, "shapes " + formatShape(q.inputs[0].shape) + " and " +
-                                 formatShape(q.inputs[1].shape) + " do not multiply");
-  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runMatMul(const KernelCall &c) {
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -368,28 +359,6 @@ llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<tru
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
-/// optional second input, which must be known at plan time.
-static llvm::Expected<std::vector<int64_t>>
-reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxesInput) {
-  std::vector<int64_t> axes = intsAttr(n, "axes", {});
-  if (hasAxesInput) {
-    if (!axesValue)
-      return nodeError(n, "axes must be known before running");
-    for (int64_t i = 0; i < axesValue->numElements(); ++i)
-      axes.push_back(axesValue->getAsInt64(i));
-  }
-  if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
-    for (size_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  for (int64_t &a : axes)
-    if (!normalizeAxis(a, rank))
-      return nodeError(n, "axis out of range");
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 static cpu::ReduceKind reduceKind(llvm::StringRef op) {
   return llvm::StringSwitch<cpu::ReduceKind>(op)
       .Case("ReduceSum", cpu::ReduceKind::Sum)
@@ -402,25 +371,6 @@ static cpu::ReduceKind reduceKind(llvm::StringRef op) {
       .Case("ReduceL2", cpu::ReduceKind::L2)
       .Case("ReduceLogSum", cpu::ReduceKind::LogSum)
       .Default(cpu::ReduceKind::LogSumExp);
-}
-
-llvm::Error shapes::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  bool hasAxes = q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined;
-  auto axes = reduceAxes(q.node, q.inputs[0].shape.size(),
-                         hasAxes ? q.values[1] : nullptr, hasAxes);
-  if (!axes)
-    return axes.takeError();
-  // noop_with_empty_axes and no axes: the output is the input.
-  if (axes->empty() && q.node.intAttr("noop_with_empty_axes", 0)) {
-    out.assign(1, q.inputs[0]);
-    return llvm::Error::success();
-  }
-  llvm::SmallVector<int64_t, 6> shape;
-  if (!cpu::reduceOutputShape(q.inputs[0].shape, *axes, q.node.intAttr("keepdims", 1),
-                              shape))
-    return nodeError(q.node, "cannot reduce " + formatShape(q.inputs[0].shape));
-  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
-  return llvm::Error::success();
 }
 
 llvm::Error cpuk::runReduce(const KernelCall &c) {

@@ -114,42 +114,6 @@ llvm::Error cpuk::runLpNorm(const KernelCall &c) {
 // RMSNormalization (opset 23)
 //===----------------------------------------------------------------------===//
 
-/// The normalized axes of an RMSNormalization: X's dims from `axis` on.
-static llvm::Expected<int64_t> rmsAxis(const Node &n, llvm::ArrayRef<int64_t> x) {
-  int64_t axis = n.intAttr("axis", -1);
-  if (!normalizeAxis(axis, static_cast<int64_t>(x.size())))
-    return nodeError(n, "axis out of range for " + formatShape(x.vec()));
-  return axis;
-}
-
-/// True when `scale` broadcasts (numpy rules, aligned right) to `norm`.
-static bool broadcastsTo(const std::vector<int64_t> &scale, llvm::ArrayRef<int64_t> norm) {
-  if (scale.size() > norm.size())
-    return false;
-  size_t off = norm.size() - scale.size();
-  for (size_t i = 0; i < scale.size(); ++i)
-    if (scale[i] != 1 && scale[i] != norm[off + i])
-      return false;
-  return true;
-}
-
-llvm::Error shapes::shapeRMSNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const std::vector<int64_t> &x = q.inputs[0].shape, &scale = q.inputs[1].shape;
-  llvm::Expected<int64_t> axis = rmsAxis(q.node, x);
-  if (!axis)
-    return axis.takeError();
-  if (q.inputs[1].dtype != q.inputs[0].dtype)
-    return nodeError(q.node, "X is " + dtypeName(q.inputs[0].dtype).str() + " and scale " +
-                                 dtypeName(q.inputs[1].dtype).str() +
-                                 ": mixed types are not supported");
-  if (!broadcastsTo(scale, llvm::makeArrayRef(x).drop_front(*axis)))
-    return nodeError(q.node, "scale " + formatShape(scale) +
-                                 " does not broadcast to the normalized shape of X " +
-                                 formatShape(x));
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runRMSNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &scale = c.inputs[1];
   int64_t axis = *rmsAxis(*c.node, x.shape);

@@ -150,10 +150,6 @@ static void applyActivation(const Activation &a, float clip, float *x, int64_t n
 // Shapes
 //===----------------------------------------------------------------------===//
 
-static int64_t numDirections(const Node &n) {
-  return n.stringAttr("direction", "forward") == "bidirectional" ? 2 : 1;
-}
-
 static llvm::Error checkDirection(const Node &n) {
   llvm::StringRef d = n.stringAttr("direction", "forward");
   if (d != "forward" && d != "reverse" && d != "bidirectional")

@@ -69,34 +69,6 @@ static std::vector<int64_t> broadcastOffsets(llvm::ArrayRef<int64_t> in,
 // ConstantOfShape
 //===----------------------------------------------------------------------===//
 
-static llvm::Expected<HostTensor> fillValue(const Node &n) {
-  if (const Attribute *a = n.attr("value")) {
-    auto t = hostTensorFromIR(a->tensors.at(0));
-    if (!t)
-      return t.takeError();
-    if (t->numElements() != 1)
-      return nodeError(n, "value must hold exactly one element");
-    return t;
-  }
-  HostTensor t(DType::F32, {1});
-  *t.data<float>() = 0.0f;
-  return t;
-}
-
-llvm::Error shapes::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto shape = knownInts(q, 0, "the shape");
-  if (!shape)
-    return shape.takeError();
-  for (int64_t d : *shape)
-    if (d < 0)
-      return nodeError(q.node, "negative dimension in " + formatShape(*shape));
-  auto v = fillValue(q.node);
-  if (!v)
-    return v.takeError();
-  out.assign(1, ShapedType{v->dtype, *shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConstantOfShape(const KernelCall &c) {
   auto v = fillValue(*c.node);
   if (!v)

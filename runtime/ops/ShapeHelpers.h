@@ -70,6 +70,31 @@ struct EinsumPlan {
 /// Parses node `n`'s equation against its input shapes.
 llvm::Expected<EinsumPlan> einsumPlan(const Node &n, llvm::ArrayRef<std::vector<int64_t>> shapes);
 
+/// 2 for a bidirectional LSTM/GRU/RNN, else 1.
+int64_t numDirections(const Node &n);
+/// Refuses the LSTM attributes mpc does not implement (layout 1, clip,
+/// input_forget, activations other than the defaults).
+llvm::Error checkLstmAttrs(const Node &n);
+/// RMSNormalization's first normalized axis (X's dims from it on).
+llvm::Expected<int64_t> rmsAxis(const Node &n, llvm::ArrayRef<int64_t> x);
+/// MatMul's output shape (numpy matmul: 1-D operands promoted and dropped,
+/// batch dims broadcast), or false when the operands do not multiply.
+bool matmulShape(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
+                 llvm::SmallVectorImpl<int64_t> &outShape);
+/// A reduction's output shape over `axes` (empty: all), or false for an axis
+/// out of range or repeated.
+bool reduceOutputShape(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> axes,
+                       bool keepDims, llvm::SmallVectorImpl<int64_t> &outShape);
+/// A reduction's sorted, normalized axes: the attribute, or the values of
+/// input 1 (`axesValue`, which must be known when `hasAxesInput`); all axes
+/// when empty unless noop_with_empty_axes.
+llvm::Expected<std::vector<int64_t>> reduceAxes(const Node &n, size_t rank,
+                                                const HostTensor *axesValue, bool hasAxesInput);
+/// The tensor of a Constant node's value attribute (value, value_float(s),
+/// value_int(s)).
+llvm::Expected<HostTensor> constantValue(const Node &n);
+/// ConstantOfShape's fill element (the value attribute, else f32 0).
+llvm::Expected<HostTensor> fillValue(const Node &n);
 /// BatchNormalization in training mode (opset 14+, training_mode = 1).
 bool isTrainingBatchNorm(const Node &n);
 

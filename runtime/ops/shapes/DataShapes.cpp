@@ -412,3 +412,66 @@ llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &o
   out.assign(1, ShapedType{q.inputs[0].dtype, {n}});
   return llvm::Error::success();
 }
+
+/// The value of a Constant node's attribute as a host tensor.
+llvm::Expected<HostTensor> shapes::constantValue(const Node &n) {
+  if (const Attribute *a = n.attr("value"))
+    return hostTensorFromIR(a->tensors.at(0));
+  if (const Attribute *a = n.attr("value_float")) {
+    HostTensor t(DType::F32, {});
+    *t.data<float>() = a->f;
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_int")) {
+    HostTensor t(DType::I64, {});
+    *t.data<int64_t>() = a->i;
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_floats")) {
+    HostTensor t(DType::F32, {int64_t(a->floats.size())});
+    std::copy(a->floats.begin(), a->floats.end(), t.data<float>());
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_ints")) {
+    HostTensor t(DType::I64, {int64_t(a->ints.size())});
+    std::copy(a->ints.begin(), a->ints.end(), t.data<int64_t>());
+    return t;
+  }
+  return nodeError(n, "unsupported Constant attribute");
+}
+
+llvm::Error shapes::shapeConstant(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto t = constantValue(q.node);
+  if (!t)
+    return t.takeError();
+  out.assign(1, ShapedType{t->dtype, t->shape});
+  return llvm::Error::success();
+}
+
+llvm::Expected<HostTensor> shapes::fillValue(const Node &n) {
+  if (const Attribute *a = n.attr("value")) {
+    auto t = hostTensorFromIR(a->tensors.at(0));
+    if (!t)
+      return t.takeError();
+    if (t->numElements() != 1)
+      return nodeError(n, "value must hold exactly one element");
+    return t;
+  }
+  HostTensor t(DType::F32, {1});
+  *t.data<float>() = 0.0f;
+  return t;
+}
+
+llvm::Error shapes::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto shape = knownInts(q, 0, "the shape");
+  if (!shape)
+    return shape.takeError();
+  for (int64_t d : *shape)
+    if (d < 0)
+      return nodeError(q.node, "negative dimension in " + formatShape(*shape));
+  auto v = fillValue(q.node);
+  if (!v)
+    return v.takeError();
+  out.assign(1, ShapedType{v->dtype, *shape});
+  return llvm::Error::success();
+}

@@ -148,3 +148,47 @@ llvm::Error shapes::requireSameShape(const ShapeQuery &q, unsigned a, unsigned b
                                  " and " + formatShape(q.inputs[b].shape));
   return llvm::Error::success();
 }
+
+bool shapes::matmulShape(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
+                 llvm::SmallVectorImpl<int64_t> &outShape) {
+  if (aShape.empty() || bShape.empty())
+    return false;
+  int64_t kA = aShape.back();
+  int64_t kB = bShape.size() == 1 ? bShape[0] : bShape[bShape.size() - 2];
+  if (kA != kB)
+    return false;
+  llvm::ArrayRef<int64_t> aBatch =
+      aShape.drop_back(std::min<size_t>(2, aShape.size()));
+  llvm::ArrayRef<int64_t> bBatch =
+      bShape.drop_back(std::min<size_t>(2, bShape.size()));
+  if (!broadcastShapes(aBatch, bBatch, outShape))
+    return false;
+  if (aShape.size() > 1)
+    outShape.push_back(aShape[aShape.size() - 2]);
+  if (bShape.size() > 1)
+    outShape.push_back(bShape.back());
+  return true;
+}
+
+bool shapes::reduceOutputShape(llvm::ArrayRef<int64_t> shape,
+                       llvm::ArrayRef<int64_t> axes, bool keepDims,
+                       llvm::SmallVectorImpl<int64_t> &outShape) {
+  int64_t rank = int64_t(shape.size());
+  llvm::SmallVector<bool, 8> reduced(shape.size(), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      return false;
+    int64_t d = a < 0 ? a + rank : a;
+    if (reduced[d])
+      return false;
+    reduced[d] = true;
+  }
+  outShape.clear();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d])
+      outShape.push_back(shape[d]);
+    else if (keepDims)
+      outShape.push_back(1);
+  }
+  return true;
+}
