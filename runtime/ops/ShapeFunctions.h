@@ -43,7 +43,6 @@ llvm::Error shapeConcat(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConstant(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeSlice(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeExpand(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeWhere(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeNonZero(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeBatchNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConstantOfShape(const ShapeQuery &, std::vector<ShapedType> &);

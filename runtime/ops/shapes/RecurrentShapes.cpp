@@ -1,7 +1,7 @@
 //===- RecurrentShapes.cpp - Registry shape functions -----------------------===//
 //
-// Registry shape functions (runtime/ops/ShapeFunctions.h): instance, group and
-// Lp normalization.
+// Registry shape functions (runtime/ops/ShapeFunctions.h): LSTM. GRU and RNN
+// still share their activation parsing with the CPU kernels (RnnKernels.cpp).
 // Backend-neutral: types and shapes from the input types and known values.
 //
 //===----------------------------------------------------------------------===//
