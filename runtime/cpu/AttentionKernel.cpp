@@ -123,7 +123,7 @@ static llvm::Expected<AttnLayout> attnLayout(const Node &n, llvm::ArrayRef<Shape
   return l;
 }
 
-llvm::Error cpuk::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> &out) {
   llvm::Expected<AttnLayout> lay = attnLayout(q.node, q.inputs);
   if (!lay)
     return lay.takeError();

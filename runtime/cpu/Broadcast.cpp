@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "../ops/ShapeHelpers.h"
 
 #include <algorithm>
 #include <cassert>
@@ -16,20 +17,7 @@ namespace kernels {
 bool broadcastShapes(llvm::ArrayRef<int64_t> aShape,
                      llvm::ArrayRef<int64_t> bShape,
                      llvm::SmallVectorImpl<int64_t> &outShape) {
-  size_t rank = std::max(aShape.size(), bShape.size());
-  outShape.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    size_t ai = i + aShape.size(), bi = i + bShape.size();
-    int64_t da = ai >= rank ? aShape[ai - rank] : 1;
-    int64_t db = bi >= rank ? bShape[bi - rank] : 1;
-    if (da == db || db == 1)
-      outShape[i] = da;
-    else if (da == 1)
-      outShape[i] = db;
-    else
-      return false;
-  }
-  return true;
+  return shapes::broadcastShapes(aShape, bShape, outShape);
 }
 
 BroadcastPlan makeBroadcastPlan(llvm::ArrayRef<int64_t> aShape,

@@ -88,7 +88,7 @@ static cpu::MatrixBatch<T> matrixBatchOf(const FusedOperand &op, const TensorRef
   return mb;
 }
 
-llvm::Error cpuk::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const ShapedType &a = q.inputs[0], &b = q.inputs[1];
   if (a.shape.empty() || b.shape.empty())
     return nodeError(q.node, "A " + formatShape(a.shape) + " and B " + formatShape(b.shape) +

@@ -72,7 +72,7 @@ static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
   return g;
 }
 
-llvm::Error cpuk::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = deconvGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();

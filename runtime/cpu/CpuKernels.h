@@ -13,11 +13,15 @@
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Float16.h"
 #include "../ops/ShapeFunctions.h"
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mpc {
 namespace cpuk {
+
+// The shape functions and their helpers (nodeError, knownInts, sliceParams, ...).
+using namespace shapes;
 
 /// Calls fn(T()) for the floating-point storage types.
 template <typename Fn> bool dispatchFloat(DType t, Fn &&fn) {
@@ -91,16 +95,6 @@ constexpr DTypeSet kArithmeticTypes = kNumericTypes | kUnsignedTypes;
         MPC_SOURCE_LOCATION                                                    \
   }
 
-/// "node 'x' (Op): <msg>" as an InputError.
-llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
-/// The ints of an attribute, or `dflt`.
-std::vector<int64_t> intsAttr(const Node &n, llvm::StringRef name,
-                              std::vector<int64_t> dflt = {});
-/// Normalizes a possibly negative axis against `rank`; false when out of range.
-bool normalizeAxis(int64_t &axis, int64_t rank);
-/// Integer values of a known input (i32/i64), or an error naming the node.
-llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
-                                               llvm::StringRef what);
 /// Integer values of an input at run time.
 std::vector<int64_t> readInts(const TensorRef &t);
 /// Maps indices in [-dim, dim) to [0, dim) (Gather's rule). False after
@@ -110,16 +104,6 @@ std::vector<int64_t> readInts(const TensorRef &t);
 bool normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
                       int32_t operand);
 
-/// Slice parameters resolved against the input shape: per axis the first
-/// index read, the step and the output extent (axes not sliced: 0, 1, dim).
-struct SliceParams {
-  std::vector<int64_t> starts, steps, outShape;
-};
-/// Resolves Slice's starts/ends/axes/steps (empty axes/steps: defaults)
-/// against shape `x` as the Slice kernel does (shared with SliceGrad).
-llvm::Expected<SliceParams> sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
-                                        std::vector<int64_t> starts, std::vector<int64_t> ends,
-                                        std::vector<int64_t> axes, std::vector<int64_t> steps);
 /// Calls fn(output index, input offset) for every element a Slice with
 /// parameters `p` reads from a tensor of shape `x`, in output order.
 void forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
@@ -214,11 +198,7 @@ llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int
 
 /// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
 /// from the BatchNormalization row.
-llvm::Error shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out);
 llvm::Error runBatchNormTraining(const KernelCall &c);
-/// Rejects the LSTM attributes the LSTM and LSTMGrad kernels do not
-/// implement (layout, clip, input_forget, other activations) (LstmKernel.cpp).
-llvm::Error checkLstmAttrs(const Node &n);
 
 // The rows of the ai.mpc.training domain (TrainingKernels.cpp).
 std::vector<CpuKernel> trainingRows();

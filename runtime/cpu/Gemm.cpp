@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/Convert.h"
@@ -262,23 +263,7 @@ void gemmWithBias(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 
 bool matmulShape(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
                  llvm::SmallVectorImpl<int64_t> &outShape) {
-  if (aShape.empty() || bShape.empty())
-    return false;
-  int64_t kA = aShape.back();
-  int64_t kB = bShape.size() == 1 ? bShape[0] : bShape[bShape.size() - 2];
-  if (kA != kB)
-    return false;
-  llvm::ArrayRef<int64_t> aBatch =
-      aShape.drop_back(std::min<size_t>(2, aShape.size()));
-  llvm::ArrayRef<int64_t> bBatch =
-      bShape.drop_back(std::min<size_t>(2, bShape.size()));
-  if (!broadcastShapes(aBatch, bBatch, outShape))
-    return false;
-  if (aShape.size() > 1)
-    outShape.push_back(aShape[aShape.size() - 2]);
-  if (bShape.size() > 1)
-    outShape.push_back(bShape.back());
-  return true;
+  return shapes::matmulShape(aShape, bShape, outShape);
 }
 
 template <typename T>

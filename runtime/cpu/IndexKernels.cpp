@@ -43,21 +43,6 @@ static std::vector<int64_t> rowStrides(llvm::ArrayRef<int64_t> shape) {
 // ArgMax, ArgMin
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  std::vector<int64_t> shape = q.inputs[0].shape;
-  int64_t axis = q.node.intAttr("axis", 0);
-  if (!normalizeAxis(axis, shape.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(shape));
-  if (shape[axis] == 0)
-    return nodeError(q.node, "cannot reduce an empty axis");
-  if (q.node.intAttr("keepdims", 1))
-    shape[axis] = 1;
-  else
-    shape.erase(shape.begin() + axis);
-  out.assign(1, ShapedType{DType::I64, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runArgReduce(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = c.node->intAttr("axis", 0), outer, dim, inner;
@@ -91,29 +76,6 @@ llvm::Error cpuk::runArgReduce(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // TopK
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  std::vector<int64_t> shape = q.inputs[0].shape;
-  int64_t axis = q.node.intAttr("axis", -1), kk;
-  if (!normalizeAxis(axis, shape.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(shape));
-  if (q.node.opsetVersion() < 10) {
-    kk = q.node.intAttr("k", 0);
-  } else {
-    auto v = knownInts(q, 1, "K");
-    if (!v)
-      return v.takeError();
-    if (v->size() != 1)
-      return nodeError(q.node, "K must hold one value");
-    kk = (*v)[0];
-  }
-  if (kk < 0 || kk > shape[axis])
-    return nodeError(q.node, "K=" + std::to_string(kk) + " out of range for " +
-                                 formatShape(shape));
-  shape[axis] = kk;
-  out = {ShapedType{q.inputs[0].dtype, shape}, ShapedType{DType::I64, shape}};
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runTopK(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &vals = c.outputs[0], &inds = c.outputs[1];
@@ -199,16 +161,6 @@ llvm::Error cpuk::runCumProd(const KernelCall &c) { return runScan<k::Mul>(c, 1)
 //===----------------------------------------------------------------------===//
 // GatherElements, ScatterElements
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
-  int64_t axis = q.node.intAttr("axis", 0);
-  if (x.size() != ind.size() || !normalizeAxis(axis, x.size()))
-    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
-                                 " need the same rank and a valid axis");
-  out.assign(1, ShapedType{q.inputs[0].dtype, ind});
-  return llvm::Error::success();
-}
 
 /// Calls fn(dataOffset, indexPosition) for every element of `ind`, with the
 /// data offset taking the index value on `axis` of `data` (input 0); a bad
@@ -314,21 +266,6 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
 // GatherND, ScatterND
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
-  int64_t b = q.node.intAttr("batch_dims", 0);
-  if (ind.empty() || b < 0 || b >= int64_t(std::min(x.size(), ind.size())))
-    return nodeError(q.node, "bad batch_dims or indices rank");
-  int64_t last = ind.back();
-  if (last > int64_t(x.size()) - b)
-    return nodeError(q.node, "indices " + formatShape(ind) + " index too many axes of " +
-                                 formatShape(x));
-  std::vector<int64_t> shape(ind.begin(), ind.end() - 1);
-  shape.insert(shape.end(), x.begin() + b + last, x.end());
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runGatherND(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &ind = c.inputs[1];
   int64_t b = c.node->intAttr("batch_dims", 0), last = ind.shape.back();
@@ -397,21 +334,6 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // OneHot
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.values.size() < 2 || !q.values[1])
-    return nodeError(q.node, "depth must be known before running");
-  int64_t depth = q.values[1]->getAsInt64(0);
-  if (depth <= 0)
-    return nodeError(q.node, "depth must be positive");
-  std::vector<int64_t> shape = q.inputs[0].shape;
-  int64_t axis = q.node.intAttr("axis", -1);
-  if (!normalizeAxis(axis, shape.size() + 1))
-    return nodeError(q.node, "axis out of range");
-  shape.insert(shape.begin() + axis, depth);
-  out.assign(1, ShapedType{q.inputs[2].dtype, shape});
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runOneHot(const KernelCall &c) {
   const TensorRef &ind = c.inputs[0], &vals = c.inputs[2], &y = c.outputs[0];

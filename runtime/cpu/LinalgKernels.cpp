@@ -27,28 +27,6 @@ using namespace mpc::cpuk;
 // Gemm / MatMul
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &a = q.inputs[0].shape, &b = q.inputs[1].shape;
-  if (a.size() != 2 || b.size() != 2)
-    return nodeError(q.node, "inputs must be matrices, got " + formatShape(a) +
-                                 " and " + formatShape(b));
-  bool ta = q.node.intAttr("transA", 0), tb = q.node.intAttr("transB", 0);
-  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
-  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
-  if (ka != kb)
-    return nodeError(q.node, "inner dimensions differ: " + formatShape(a) +
-                                 " and " + formatShape(b));
-  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
-    llvm::SmallVector<int64_t, 2> bc;
-    if (!kernels::broadcastShapes({m, n}, q.inputs[2].shape, bc) ||
-        bc != llvm::ArrayRef<int64_t>({m, n}))
-      return nodeError(q.node, "bias " + formatShape(q.inputs[2].shape) +
-                                   " does not broadcast to the result");
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, {m, n}});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runGemm(const KernelCall &c) {
   const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
   const GemmParams &p = paramsOf<GemmParams>(c);
@@ -72,15 +50,6 @@ llvm::Error cpuk::runGemm(const KernelCall &c) {
                          b.shape[1], beta, c.hasInput(2) ? c.inputs[2].as<T>() : nullptr,
                          rs, cs, y.as<T>(), n);
   });
-  return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  llvm::SmallVector<int64_t, 6> shape;
-  if (!cpu::matmulShape(q.inputs[0].shape, q.inputs[1].shape, shape))
-    return nodeError(q.node, "shapes " + formatShape(q.inputs[0].shape) + " and " +
-                                 formatShape(q.inputs[1].shape) + " do not multiply");
-  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
   return llvm::Error::success();
 }
 
@@ -168,7 +137,7 @@ llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayR
   return g;
 }
 
-llvm::Error cpuk::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = convGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
@@ -207,7 +176,7 @@ static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
   return g;
 }
 
-llvm::Error cpuk::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = poolGeometry(q.node, q.inputs[0].shape);
   if (!g)
     return g.takeError();
@@ -244,16 +213,6 @@ llvm::Error cpuk::runAveragePool(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeGlobalPool(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  std::vector<int64_t> shape = q.inputs[0].shape;
-  if (shape.size() < 2)
-    return nodeError(q.node, "input " + formatShape(shape) + " has rank below 2");
-  for (size_t i = 2; i < shape.size(); ++i)
-    shape[i] = 1;
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 template <bool Max> static llvm::Error runGlobalPool(const KernelCall &c) {
   const auto &x = c.inputs[0].shape;
   int64_t planes = x[0] * x[1], planeSize = c.inputs[0].numElements() / std::max<int64_t>(planes, 1);
@@ -276,15 +235,6 @@ llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<t
 
 // Training mode (opset 14+, training_mode = 1: batch statistics, updated
 // running statistics) lives with the other training kernels.
-static bool isTrainingBatchNorm(const Node &n) {
-  return n.opsetVersion() >= 14 && n.intAttr("training_mode", 0) != 0;
-}
-
-llvm::Error cpuk::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (isTrainingBatchNorm(q.node))
-    return shapeBatchNormTraining(q, out);
-  return shapeSameAsInput0(q, out);
-}
 
 llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
   if (isTrainingBatchNorm(*c.node))
@@ -307,21 +257,6 @@ llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
                                     c.inputs[3].as<T>(), c.inputs[4].as<T>(),
                                     c.outputs[0].as<T>(), batch, channels, spatial, eps);
   });
-  return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  int64_t axis = q.node.intAttr("axis", -1);
-  std::vector<int64_t> x = q.inputs[0].shape;
-  if (!normalizeAxis(axis, x.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(x));
-  out.assign(1, q.inputs[0]);
-  std::vector<int64_t> stat(x.begin(), x.end());
-  for (size_t i = axis; i < stat.size(); ++i)
-    stat[i] = 1;
-  DType st = q.node.intAttr("stash_type", 1) == 1 ? DType::F32 : q.inputs[0].dtype;
-  for (unsigned i = 1; i < q.node.numOutputs(); ++i)
-    out.push_back(ShapedType{st, stat});
   return llvm::Error::success();
 }
 
@@ -428,28 +363,6 @@ llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<tru
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
-/// optional second input, which must be known at plan time.
-static llvm::Expected<std::vector<int64_t>>
-reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxesInput) {
-  std::vector<int64_t> axes = intsAttr(n, "axes", {});
-  if (hasAxesInput) {
-    if (!axesValue)
-      return nodeError(n, "axes must be known before running");
-    for (int64_t i = 0; i < axesValue->numElements(); ++i)
-      axes.push_back(axesValue->getAsInt64(i));
-  }
-  if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
-    for (size_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  for (int64_t &a : axes)
-    if (!normalizeAxis(a, rank))
-      return nodeError(n, "axis out of range");
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 static cpu::ReduceKind reduceKind(llvm::StringRef op) {
   return llvm::StringSwitch<cpu::ReduceKind>(op)
       .Case("ReduceSum", cpu::ReduceKind::Sum)
@@ -462,25 +375,6 @@ static cpu::ReduceKind reduceKind(llvm::StringRef op) {
       .Case("ReduceL2", cpu::ReduceKind::L2)
       .Case("ReduceLogSum", cpu::ReduceKind::LogSum)
       .Default(cpu::ReduceKind::LogSumExp);
-}
-
-llvm::Error cpuk::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  bool hasAxes = q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined;
-  auto axes = reduceAxes(q.node, q.inputs[0].shape.size(),
-                         hasAxes ? q.values[1] : nullptr, hasAxes);
-  if (!axes)
-    return axes.takeError();
-  // noop_with_empty_axes and no axes: the output is the input.
-  if (axes->empty() && q.node.intAttr("noop_with_empty_axes", 0)) {
-    out.assign(1, q.inputs[0]);
-    return llvm::Error::success();
-  }
-  llvm::SmallVector<int64_t, 6> shape;
-  if (!cpu::reduceOutputShape(q.inputs[0].shape, *axes, q.node.intAttr("keepdims", 1),
-                              shape))
-    return nodeError(q.node, "cannot reduce " + formatShape(q.inputs[0].shape));
-  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
-  return llvm::Error::success();
 }
 
 llvm::Error cpuk::runReduce(const KernelCall &c) {

@@ -23,111 +23,6 @@ static size_t elemSize(DType t) { return runtimeElementSize(t); }
 // Einsum
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// A parsed equation: the labels of each operand and of the output, and the
-/// size of every label.
-struct EinsumPlan {
-  std::vector<std::string> operands;
-  std::string output;
-  std::map<char, int64_t> sizes;
-};
-} // namespace
-
-static std::string stripSpaces(llvm::StringRef s) {
-  std::string r;
-  for (char ch : s)
-    if (ch != ' ')
-      r += ch;
-  return r;
-}
-
-static llvm::Expected<EinsumPlan> einsumPlan(const Node &n,
-                                             llvm::ArrayRef<std::vector<int64_t>> shapes) {
-  std::string eq = stripSpaces(n.stringAttr("equation", ""));
-  EinsumPlan p;
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  size_t start = 0;
-  while (true) {
-    size_t comma = lhs.find(',', start);
-    p.operands.push_back(lhs.substr(start, comma - start));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  if (p.operands.size() != shapes.size())
-    return nodeError(n, "equation has " + std::to_string(p.operands.size()) +
-                            " operands for " + std::to_string(shapes.size()) + " inputs");
-  // '...' becomes right-aligned labels '0'..'9' (the broadcast dims must be
-  // equal: size-1 broadcasting inside '...' is not supported).
-  size_t maxEllipsis = 0;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    std::string &labels = p.operands[i];
-    size_t at = labels.find("...");
-    if (at == std::string::npos)
-      continue;
-    size_t dims = shapes[i].size() + 3 - labels.size();
-    if (shapes[i].size() + 3 < labels.size() || dims > 10)
-      return nodeError(n, "operand " + quoteName(labels) + " does not match its input");
-    maxEllipsis = std::max(maxEllipsis, dims);
-    std::string repl;
-    for (size_t d = 0; d < dims; ++d)
-      repl += char('0' + (10 - dims + d));
-    labels.replace(at, 3, repl);
-  }
-  std::string ellipsisLabels;
-  for (size_t d = 0; d < maxEllipsis; ++d)
-    ellipsisLabels += char('0' + (10 - maxEllipsis + d));
-  std::map<char, int> count;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const std::string &labels = p.operands[i];
-    if (labels.size() != shapes[i].size())
-      return nodeError(n, "operand " + quoteName(labels) + " does not match input " +
-                              formatShape(shapes[i]));
-    for (size_t d = 0; d < labels.size(); ++d) {
-      char l = labels[d];
-      if (!std::isalnum(static_cast<unsigned char>(l)))
-        return nodeError(n, "bad label in equation " + quoteName(eq));
-      auto it = p.sizes.find(l);
-      if (it != p.sizes.end() && it->second != shapes[i][d])
-        return nodeError(n, std::string("label '") + l + "' has different sizes");
-      p.sizes[l] = shapes[i][d];
-      ++count[l];
-    }
-  }
-  if (arrow != std::string::npos) {
-    p.output = eq.substr(arrow + 2);
-    size_t at = p.output.find("...");
-    if (at != std::string::npos)
-      p.output.replace(at, 3, ellipsisLabels);
-    for (char l : p.output)
-      if (!p.sizes.count(l))
-        return nodeError(n, std::string("output label '") + l + "' is not an input label");
-  } else {
-    // Implicit output: the '...' dims, then the labels used once, in
-    // alphabetical order.
-    p.output = ellipsisLabels;
-    for (auto &kv : count)
-      if (kv.second == 1 && !std::isdigit(static_cast<unsigned char>(kv.first)))
-        p.output += kv.first;
-  }
-  return p;
-}
-
-llvm::Error cpuk::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const ShapedType &t : q.inputs)
-    shapes.push_back(t.shape);
-  auto p = einsumPlan(q.node, shapes);
-  if (!p)
-    return p.takeError();
-  std::vector<int64_t> shape;
-  for (char l : p->output)
-    shape.push_back(p->sizes[l]);
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runEinsum(const KernelCall &c) {
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorRef &t : c.inputs)
@@ -190,31 +85,6 @@ llvm::Error cpuk::runEinsum(const KernelCall &c) {
 // Compress
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const HostTensor *cond = q.values.size() > 1 ? q.values[1] : nullptr;
-  if (!cond)
-    return nodeError(q.node, "the condition must be known on the host");
-  const auto &x = q.inputs[0].shape;
-  int64_t kept = 0;
-  const Attribute *axisAttr = q.node.attr("axis");
-  int64_t axis = axisAttr ? axisAttr->i : 0;
-  int64_t dim = kernels::numElements(x);
-  if (axisAttr) {
-    if (!normalizeAxis(axis, x.size()))
-      return nodeError(q.node, "axis out of range for " + formatShape(x));
-    dim = x[axis];
-  }
-  for (int64_t i = 0; i < std::min<int64_t>(cond->numElements(), dim); ++i)
-    kept += cond->getAsDouble(i) != 0;
-  std::vector<int64_t> shape = {kept};
-  if (axisAttr) {
-    shape = x;
-    shape[axis] = kept;
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runCompress(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &cond = c.inputs[1];
   const Attribute *axisAttr = c.node->attr("axis");
@@ -246,17 +116,6 @@ llvm::Error cpuk::runCompress(const KernelCall &c) {
 // ReverseSequence
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeReverseSequence(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  int64_t b = q.node.intAttr("batch_axis", 1), t = q.node.intAttr("time_axis", 0);
-  if (x.size() < 2 || b == t || b < 0 || t < 0 || b > 1 || t > 1)
-    return nodeError(q.node, "batch_axis and time_axis must be 0 and 1");
-  if (q.inputs[1].shape != std::vector<int64_t>{x[b]})
-    return nodeError(q.node, "sequence_lens must have one value per batch entry");
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t b = c.node->intAttr("batch_axis", 1), t = c.node->intAttr("time_axis", 0);
@@ -282,17 +141,6 @@ llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // EyeLike
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const ShapedType &x = q.inputs[0];
-  if (x.shape.size() != 2)
-    return nodeError(q.node, "input must be 2-D, got " + formatShape(x.shape));
-  int64_t to = q.node.intAttr("dtype", int64_t(x.dtype));
-  if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
-    return nodeError(q.node, "cannot make element type " + std::to_string(to));
-  out.assign(1, ShapedType{DType(to), x.shape});
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runEyeLike(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];

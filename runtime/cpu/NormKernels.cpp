@@ -59,36 +59,11 @@ static void normalizeRuns(const KernelCall &c, int64_t runs, int64_t len, int64_
   });
 }
 
-llvm::Error cpuk::shapeInstanceNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  if (x.size() < 3 || q.inputs[1].shape != std::vector<int64_t>{x[1]} ||
-      q.inputs[2].shape != std::vector<int64_t>{x[1]})
-    return nodeError(q.node, "input " + formatShape(x) +
-                                 " needs [C] scale and bias and rank >= 3");
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runInstanceNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t runs = x.shape[0] * x.shape[1];
   int64_t len = x.numElements() / std::max<int64_t>(runs, 1);
   normalizeRuns(c, runs, len, len, true, c.node->floatAttr("epsilon", 1e-5f));
-  return llvm::Error::success();
-}
-
-/// GroupNormalization-18 takes [G] scale/bias; 21 takes [C].
-llvm::Error cpuk::shapeGroupNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  int64_t g = q.node.intAttr("num_groups", 0);
-  if (x.size() < 3 || g <= 0 || x[1] % g)
-    return nodeError(q.node, "channels of " + formatShape(x) + " not divisible by " +
-                                 "num_groups " + std::to_string(g));
-  int64_t want = q.node.opsetVersion() >= 21 ? x[1] : g;
-  if (q.inputs[1].shape != std::vector<int64_t>{want} ||
-      q.inputs[2].shape != std::vector<int64_t>{want})
-    return nodeError(q.node, "scale and bias must have " + std::to_string(want) + " values");
-  out.assign(1, q.inputs[0]);
   return llvm::Error::success();
 }
 
@@ -99,16 +74,6 @@ llvm::Error cpuk::runGroupNorm(const KernelCall &c) {
   int64_t chanLen = x.numElements() / std::max<int64_t>(x.shape[0] * x.shape[1], 1);
   bool perGroup = c.node->opsetVersion() < 21;
   normalizeRuns(c, runs, len, chanLen, perGroup, c.node->floatAttr("epsilon", 1e-5f));
-  return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeLpNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  int64_t axis = q.node.intAttr("axis", -1), p = q.node.intAttr("p", 2);
-  if (!normalizeAxis(axis, q.inputs[0].shape.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(q.inputs[0].shape));
-  if (p != 1 && p != 2)
-    return nodeError(q.node, "p must be 1 or 2");
-  out.assign(1, q.inputs[0]);
   return llvm::Error::success();
 }
 
@@ -148,42 +113,6 @@ llvm::Error cpuk::runLpNorm(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // RMSNormalization (opset 23)
 //===----------------------------------------------------------------------===//
-
-/// The normalized axes of an RMSNormalization: X's dims from `axis` on.
-static llvm::Expected<int64_t> rmsAxis(const Node &n, llvm::ArrayRef<int64_t> x) {
-  int64_t axis = n.intAttr("axis", -1);
-  if (!normalizeAxis(axis, static_cast<int64_t>(x.size())))
-    return nodeError(n, "axis out of range for " + formatShape(x.vec()));
-  return axis;
-}
-
-/// True when `scale` broadcasts (numpy rules, aligned right) to `norm`.
-static bool broadcastsTo(const std::vector<int64_t> &scale, llvm::ArrayRef<int64_t> norm) {
-  if (scale.size() > norm.size())
-    return false;
-  size_t off = norm.size() - scale.size();
-  for (size_t i = 0; i < scale.size(); ++i)
-    if (scale[i] != 1 && scale[i] != norm[off + i])
-      return false;
-  return true;
-}
-
-llvm::Error cpuk::shapeRMSNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const std::vector<int64_t> &x = q.inputs[0].shape, &scale = q.inputs[1].shape;
-  llvm::Expected<int64_t> axis = rmsAxis(q.node, x);
-  if (!axis)
-    return axis.takeError();
-  if (q.inputs[1].dtype != q.inputs[0].dtype)
-    return nodeError(q.node, "X is " + dtypeName(q.inputs[0].dtype).str() + " and scale " +
-                                 dtypeName(q.inputs[1].dtype).str() +
-                                 ": mixed types are not supported");
-  if (!broadcastsTo(scale, llvm::makeArrayRef(x).drop_front(*axis)))
-    return nodeError(q.node, "scale " + formatShape(scale) +
-                                 " does not broadcast to the normalized shape of X " +
-                                 formatShape(x));
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runRMSNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &scale = c.inputs[1];

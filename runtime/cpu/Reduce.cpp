@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Runtime/Cpu/Reduce.h"
 #include "mpc/Runtime/Cpu/Convert.h"
 
@@ -26,24 +27,7 @@ namespace cpu {
 bool reduceOutputShape(llvm::ArrayRef<int64_t> shape,
                        llvm::ArrayRef<int64_t> axes, bool keepDims,
                        llvm::SmallVectorImpl<int64_t> &outShape) {
-  int64_t rank = int64_t(shape.size());
-  llvm::SmallVector<bool, 8> reduced(shape.size(), axes.empty());
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank)
-      return false;
-    int64_t d = a < 0 ? a + rank : a;
-    if (reduced[d])
-      return false;
-    reduced[d] = true;
-  }
-  outShape.clear();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!reduced[d])
-      outShape.push_back(shape[d]);
-    else if (keepDims)
-      outShape.push_back(1);
-  }
-  return true;
+  return shapes::reduceOutputShape(shape, axes, keepDims, outShape);
 }
 
 namespace {

@@ -198,7 +198,7 @@ static void operandIndices(const Node &n, int &roi, int &scales, int &sizes) {
   }
 }
 
-llvm::Error cpuk::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto a = parseAttrs(q.node);
   if (!a)
     return a.takeError();

@@ -150,10 +150,6 @@ static void applyActivation(const Activation &a, float clip, float *x, int64_t n
 // Shapes
 //===----------------------------------------------------------------------===//
 
-static int64_t numDirections(const Node &n) {
-  return n.stringAttr("direction", "forward") == "bidirectional" ? 2 : 1;
-}
-
 static llvm::Error checkDirection(const Node &n) {
   llvm::StringRef d = n.stringAttr("direction", "forward");
   if (d != "forward" && d != "reverse" && d != "bidirectional")
@@ -199,11 +195,11 @@ static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &
 static const char *const kGruActs[] = {"Sigmoid", "Tanh"};
 static const char *const kRnnActs[] = {"Tanh"};
 
-llvm::Error cpuk::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 3, kGruActs);
 }
 
-llvm::Error cpuk::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 1, kRnnActs);
 }
 

@@ -65,7 +65,7 @@ static llvm::Expected<Rotary> rotaryLayout(const Node &n, llvm::ArrayRef<int64_t
   return r;
 }
 
-llvm::Error cpuk::shapeRotaryEmbedding(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeRotaryEmbedding(const ShapeQuery &q, std::vector<ShapedType> &out) {
   bool positions = q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined;
   if (q.inputs[1].shape != q.inputs[2].shape)
     return nodeError(q.node, "cos_cache " + formatShape(q.inputs[1].shape) + " and sin_cache " +

@@ -69,34 +69,6 @@ static std::vector<int64_t> broadcastOffsets(llvm::ArrayRef<int64_t> in,
 // ConstantOfShape
 //===----------------------------------------------------------------------===//
 
-static llvm::Expected<HostTensor> fillValue(const Node &n) {
-  if (const Attribute *a = n.attr("value")) {
-    auto t = hostTensorFromIR(a->tensors.at(0));
-    if (!t)
-      return t.takeError();
-    if (t->numElements() != 1)
-      return nodeError(n, "value must hold exactly one element");
-    return t;
-  }
-  HostTensor t(DType::F32, {1});
-  *t.data<float>() = 0.0f;
-  return t;
-}
-
-llvm::Error cpuk::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto shape = knownInts(q, 0, "the shape");
-  if (!shape)
-    return shape.takeError();
-  for (int64_t d : *shape)
-    if (d < 0)
-      return nodeError(q.node, "negative dimension in " + formatShape(*shape));
-  auto v = fillValue(q.node);
-  if (!v)
-    return v.takeError();
-  out.assign(1, ShapedType{v->dtype, *shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConstantOfShape(const KernelCall &c) {
   auto v = fillValue(*c.node);
   if (!v)
@@ -113,47 +85,6 @@ llvm::Error cpuk::runConstantOfShape(const KernelCall &c) {
 // Dropout: inference is the identity; training mode is random, so refused
 // unless its ratio is 0.
 //===----------------------------------------------------------------------===//
-
-static llvm::Error checkDropoutInference(const ShapeQuery &q) {
-  const Node &n = q.node;
-  bool training = false;
-  double ratio = 0.5;
-  if (n.opsetVersion() < 7) {
-    training = n.intAttr("is_test", 0) == 0;
-    ratio = n.floatAttr("ratio", 0.5f);
-  } else if (n.opsetVersion() < 12) {
-    return llvm::Error::success();
-  } else {
-    if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
-      if (!q.values[2])
-        return nodeError(n, "training_mode must be known before running");
-      training = q.values[2]->getAsDouble(0) != 0;
-    }
-    if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
-      if (!q.values[1])
-        return training ? nodeError(n, "ratio must be known before running in training mode")
-                        : llvm::Error::success();
-      ratio = q.values[1]->getAsDouble(0);
-    }
-  }
-  if (training && ratio != 0)
-    return nodeError(n, "training mode with ratio " + std::to_string(ratio) +
-                            " draws a random mask; mpc runs Dropout in inference mode "
-                            "only (or with ratio 0)");
-  return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeDropout(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = checkDropoutInference(q))
-    return e;
-  out.assign(1, q.inputs[0]);
-  if (q.node.numOutputs() > 1) {
-    // Dropout-7 to 9 typed the mask like the data; 10+ made it bool.
-    DType maskType = q.node.opsetVersion() >= 10 ? DType::Bool : q.inputs[0].dtype;
-    out.push_back(ShapedType{maskType, q.inputs[0].shape});
-  }
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runDropout(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
@@ -174,23 +105,6 @@ llvm::Error cpuk::runDropout(const KernelCall &c) {
 // Sum, Mean: N-ary broadcasting, accumulated in the compute type left to
 // right (as numpy does), rounded once.
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.inputs.empty())
-    return nodeError(q.node, "needs at least one input");
-  llvm::SmallVector<int64_t, 6> shape(q.inputs[0].shape.begin(), q.inputs[0].shape.end());
-  for (size_t i = 1; i < q.inputs.size(); ++i) {
-    llvm::SmallVector<int64_t, 6> next;
-    if (q.inputs[i].dtype != q.inputs[0].dtype)
-      return nodeError(q.node, "inputs have different dtypes");
-    if (!k::broadcastShapes(shape, q.inputs[i].shape, next))
-      return nodeError(q.node, "input " + formatShape(q.inputs[i].shape) +
-                                   " does not broadcast with " + formatShape(shape));
-    shape = next;
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
-  return llvm::Error::success();
-}
 
 static llvm::Error runSumOrMean(const KernelCall &c, bool mean) {
   const TensorRef &y = c.outputs[0];
@@ -218,16 +132,6 @@ llvm::Error cpuk::runMean(const KernelCall &c) { return runSumOrMean(c, true); }
 //===----------------------------------------------------------------------===//
 // LRN: y = x / (bias + alpha / size * sum of squares over nearby channels)^beta
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.inputs[0].shape.size() < 3)
-    return nodeError(q.node, "input " + formatShape(q.inputs[0].shape) +
-                                 " must be [N,C,D1,...]");
-  if (q.node.intAttr("size", 0) <= 0)
-    return nodeError(q.node, "size must be positive");
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runLRN(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
@@ -307,7 +211,7 @@ static llvm::Expected<PadMode> padMode(const Node &n) {
   return nodeError(n, "unknown mode " + quoteName(m));
 }
 
-llvm::Error cpuk::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   std::vector<int64_t> pads, axes, begin, end;
   if (q.node.opsetVersion() < 11) {
@@ -419,55 +323,6 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
 // Split
 //===----------------------------------------------------------------------===//
 
-static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int64_t dim) {
-  const Node &n = q.node;
-  unsigned outs = n.numOutputs();
-  std::vector<int64_t> sizes;
-  if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
-    auto s = knownInts(q, 1, "split");
-    if (!s)
-      return s.takeError();
-    sizes = *s;
-  } else if (n.opsetVersion() < 13) {
-    sizes = intsAttr(n, "split");
-  }
-  if (sizes.empty()) {
-    int64_t parts = n.attr("num_outputs") ? n.intAttr("num_outputs", outs) : outs;
-    if (parts <= 0)
-      return nodeError(n, "no outputs to split into");
-    int64_t chunk = (dim + parts - 1) / parts;
-    for (int64_t i = 0; i < parts; ++i)
-      sizes.push_back(std::max<int64_t>(std::min(chunk, dim - i * chunk), 0));
-  }
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 0)
-      return nodeError(n, "negative split size");
-    total += s;
-  }
-  if (total != dim || sizes.size() != outs)
-    return nodeError(n, "split sizes do not add up to the axis (" + std::to_string(dim) +
-                            ") or do not match the number of outputs");
-  return sizes;
-}
-
-llvm::Error cpuk::shapeSplit(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  int64_t axis = q.node.intAttr("axis", 0);
-  if (!normalizeAxis(axis, x.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(x));
-  auto sizes = splitSizes(q, x[axis]);
-  if (!sizes)
-    return sizes.takeError();
-  out.clear();
-  for (int64_t s : *sizes) {
-    std::vector<int64_t> shape = x;
-    shape[axis] = s;
-    out.push_back(ShapedType{q.inputs[0].dtype, shape});
-  }
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runSplit(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = c.node->intAttr("axis", 0);
@@ -491,24 +346,6 @@ llvm::Error cpuk::runSplit(const KernelCall &c) {
 // Tile
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeTile(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  auto r = knownInts(q, 1, "repeats");
-  if (!r)
-    return r.takeError();
-  if (r->size() != x.size())
-    return nodeError(q.node, "repeats has " + std::to_string(r->size()) +
-                                 " values for input " + formatShape(x));
-  std::vector<int64_t> shape = x;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if ((*r)[d] < 0)
-      return nodeError(q.node, "negative repeat");
-    shape[d] *= (*r)[d];
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runTile(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   size_t es = elemSize(x.dtype), rank = x.shape.size();
@@ -528,33 +365,6 @@ llvm::Error cpuk::runTile(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // DepthToSpace, SpaceToDepth
 //===----------------------------------------------------------------------===//
-
-static llvm::Error shapeBlocks(const ShapeQuery &q, std::vector<ShapedType> &out,
-                               bool toSpace) {
-  const auto &x = q.inputs[0].shape;
-  int64_t b = q.node.intAttr("blocksize", 0);
-  if (x.size() != 4 || b <= 0)
-    return nodeError(q.node, "needs a 4-d input and a positive blocksize");
-  std::vector<int64_t> shape = x;
-  if (toSpace) {
-    if (x[1] % (b * b))
-      return nodeError(q.node, "channels not divisible by blocksize^2");
-    shape = {x[0], x[1] / (b * b), x[2] * b, x[3] * b};
-  } else {
-    if (x[2] % b || x[3] % b)
-      return nodeError(q.node, "spatial dims not divisible by blocksize");
-    shape = {x[0], x[1] * b * b, x[2] / b, x[3] / b};
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeDepthToSpace(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  return shapeBlocks(q, out, true);
-}
-llvm::Error cpuk::shapeSpaceToDepth(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  return shapeBlocks(q, out, false);
-}
 
 /// Walks the space-side tensor [N, C, H*b, W*b] and copies each element
 /// to or from its depth-side position [N, C*b*b, H, W].
@@ -595,13 +405,6 @@ llvm::Error cpuk::runSpaceToDepth(const KernelCall &c) {
 // Trilu
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::shapeTrilu(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.inputs[0].shape.size() < 2)
-    return nodeError(q.node, "input must have rank >= 2");
-  out.assign(1, q.inputs[0]);
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runTrilu(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   int64_t kd = c.hasInput(1) ? readInts(c.inputs[1]).at(0) : 0;
@@ -627,28 +430,6 @@ llvm::Error cpuk::runTrilu(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // Range
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  for (unsigned i = 0; i < 3; ++i)
-    if (i >= q.values.size() || !q.values[i])
-      return nodeError(q.node, "start, limit and delta must be known before running");
-  int64_t n;
-  if (isFloatingPoint(q.inputs[0].dtype)) {
-    double start = q.values[0]->getAsDouble(0), limit = q.values[1]->getAsDouble(0),
-           delta = q.values[2]->getAsDouble(0);
-    if (delta == 0)
-      return nodeError(q.node, "delta is 0");
-    n = std::max<int64_t>(saturatingInt64(std::ceil((limit - start) / delta)), 0);
-  } else {
-    // Integer bounds are read exactly: INT64_MAX does not survive a double.
-    int64_t delta = q.values[2]->getAsInt64(0);
-    if (delta == 0)
-      return nodeError(q.node, "delta is 0");
-    n = integerRangeCount(q.values[0]->getAsInt64(0), q.values[1]->getAsInt64(0), delta);
-  }
-  out.assign(1, ShapedType{q.inputs[0].dtype, {n}});
-  return llvm::Error::success();
-}
 
 llvm::Error cpuk::runRangeOp(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];

@@ -50,28 +50,7 @@ static bool hasOutput(const KernelCall &c, unsigned i) {
   return i < c.outputs.size() && c.outputs[i].data != nullptr;
 }
 
-static int64_t numel(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 static bool isFloat(DType t) { return kFloatTypes & dtypeBit(t); }
-
-static llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what) {
-  if (i >= q.inputs.size() || !isFloat(q.inputs[i].dtype))
-    return nodeError(q.node, what + " must be a float tensor");
-  return llvm::Error::success();
-}
-
-static llvm::Error requireSameShape(const ShapeQuery &q, unsigned a, unsigned b) {
-  if (q.inputs[a].shape != q.inputs[b].shape)
-    return nodeError(q.node, "inputs " + std::to_string(a) + " and " + std::to_string(b) +
-                                 " differ in shape: " + formatShape(q.inputs[a].shape) +
-                                 " and " + formatShape(q.inputs[b].shape));
-  return llvm::Error::success();
-}
 
 static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
   llvm::StringRef r = n.stringAttr("reduction", "mean");
@@ -84,27 +63,9 @@ static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
   return nodeError(n, "unknown reduction " + quoteName(r));
 }
 
-/// [outer, axisDim, inner] around `axis` of shape.
-static void splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
-                    int64_t &axisDim, int64_t &inner) {
-  outer = axisDim = inner = 1;
-  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
-    (i < axis ? outer : i == axis ? axisDim : inner) *= shape[i];
-}
-
 //===----------------------------------------------------------------------===//
 // Element-wise gradients
 //===----------------------------------------------------------------------===//
-
-/// dX: dtype of dY, shape of input 1 (which dY must match).
-llvm::Error cpuk::shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = requireSameShape(q, 0, 1))
-    return e;
-  if (q.inputs[0].dtype != q.inputs[1].dtype)
-    return nodeError(q.node, "dY and the forward value differ in dtype");
-  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
-  return llvm::Error::success();
-}
 
 template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const KernelCall &c) {
   cpu::ActivationGrad kind = K;
@@ -123,23 +84,6 @@ template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const Kern
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto shape = knownInts(q, 1, "the shape input");
-  if (!shape)
-    return shape.takeError();
-  const auto &dy = q.inputs[0].shape;
-  bool ok = shape->size() <= dy.size();
-  for (size_t j = 0; ok && j < shape->size(); ++j) {
-    int64_t b = (*shape)[j], d = dy[dy.size() - shape->size() + j];
-    ok = b == d || b == 1;
-  }
-  if (!ok)
-    return nodeError(q.node, "shape " + formatShape(*shape) + " does not broadcast to dY " +
-                                 formatShape(dy));
-  out.assign(1, ShapedType{q.inputs[0].dtype, *shape});
-  return llvm::Error::success();
-}
-
 static llvm::Error runBiasGrad(const KernelCall &c) {
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -147,13 +91,6 @@ static llvm::Error runBiasGrad(const KernelCall &c) {
                      c.outputs[0].as<T>());
   });
   return llvm::Error::success();
-}
-
-llvm::Error cpuk::shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  int64_t axis = q.node.intAttr("axis", -1);
-  if (!normalizeAxis(axis, std::max<int64_t>(q.inputs[1].shape.size(), 1)))
-    return nodeError(q.node, "axis out of range for " + formatShape(q.inputs[1].shape));
-  return shapeUnaryGrad(q, out);
 }
 
 template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
@@ -173,31 +110,6 @@ template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // Normalization gradients
 //===----------------------------------------------------------------------===//
-
-llvm::Error cpuk::shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = requireSameShape(q, 0, 1))
-    return e;
-  for (unsigned i = 2; i < 5; ++i)
-    if (auto e = requireFloat(q, i, "Scale, Mean and InvStdDev"))
-      return e;
-  const auto &x = q.inputs[1].shape;
-  int64_t axis = q.node.intAttr("axis", -1);
-  if (!normalizeAxis(axis, x.size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(x));
-  int64_t outer, axisDim, inner;
-  splitAt(x, axis, outer, axisDim, inner);
-  inner *= axisDim;
-  if (numel(q.inputs[2].shape) != inner)
-    return nodeError(q.node, "Scale " + formatShape(q.inputs[2].shape) +
-                                 " does not cover the normalized axes of " + formatShape(x));
-  if (numel(q.inputs[3].shape) != outer ||
-      numel(q.inputs[4].shape) != outer)
-    return nodeError(q.node, "Mean and InvStdDev must have one element per row");
-  out.assign(1, ShapedType{q.inputs[0].dtype, x});
-  out.push_back(q.inputs[2]);
-  out.push_back(q.inputs[2]);
-  return llvm::Error::success();
-}
 
 static llvm::Error runLayerNormGrad(const KernelCall &c) {
   const auto &x = c.inputs[1].shape;
@@ -224,21 +136,6 @@ static llvm::Error runLayerNormGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = requireSameShape(q, 0, 1))
-    return e;
-  if (auto e = requireFloat(q, 2, "scale"))
-    return e;
-  const auto &x = q.inputs[1].shape;
-  if (x.size() < 2 || numel(q.inputs[2].shape) != x[1])
-    return nodeError(q.node, "scale " + formatShape(q.inputs[2].shape) +
-                                 " must have one element per channel of " + formatShape(x));
-  out.assign(1, ShapedType{q.inputs[0].dtype, x});
-  out.push_back(q.inputs[2]);
-  out.push_back(q.inputs[2]);
-  return llvm::Error::success();
-}
-
 static llvm::Error runBatchNormGrad(const KernelCall &c) {
   const auto &x = c.inputs[1].shape;
   int64_t batch = x[0], channels = x[1];
@@ -257,25 +154,6 @@ static llvm::Error runBatchNormGrad(const KernelCall &c) {
     if (hasOutput(c, 2))
       storeAs(dBias, c.outputs[2]);
   });
-  return llvm::Error::success();
-}
-
-/// Training-mode BatchNormalization (opset 14+, training_mode = 1): Y and
-/// the optional running_mean and running_var, typed like input_mean.
-llvm::Error cpuk::shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape;
-  if (x.size() < 2)
-    return nodeError(q.node, "input " + formatShape(x) + " has rank below 2");
-  for (unsigned i = 1; i < 5; ++i) {
-    if (auto e = requireFloat(q, i, "scale, B, input_mean and input_var"))
-      return e;
-    if (numel(q.inputs[i].shape) != x[1])
-      return nodeError(q.node, "scale, B, input_mean and input_var must have one element "
-                               "per channel of " + formatShape(x));
-  }
-  out.assign(1, q.inputs[0]);
-  out.push_back(q.inputs[3]);
-  out.push_back(q.inputs[4]);
   return llvm::Error::success();
 }
 
@@ -359,7 +237,7 @@ static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
   return g;
 }
 
-llvm::Error cpuk::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = convGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape, q.inputs[2].shape);
   if (!g)
     return g.takeError();
@@ -403,7 +281,7 @@ static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
   return g;
 }
 
-llvm::Error cpuk::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto g = poolGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
@@ -426,19 +304,6 @@ template <bool Max> static llvm::Error runPoolGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeGlobalAveragePoolGrad(const ShapeQuery &q,
-                                              std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
-  bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
-  for (size_t i = 2; ok && i < dy.size(); ++i)
-    ok = dy[i] == 1;
-  if (!ok)
-    return nodeError(q.node, "dY " + formatShape(dy) + " is not the GlobalAveragePool "
-                                 "output shape of X " + formatShape(x));
-  out.assign(1, ShapedType{q.inputs[0].dtype, x});
-  return llvm::Error::success();
-}
-
 static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
   const auto &x = c.inputs[1].shape;
   int64_t planes = x[0] * x[1];
@@ -454,27 +319,6 @@ static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // Indexing gradients
 //===----------------------------------------------------------------------===//
-
-/// The forward data shape (input 1) and the checked dY shape of GatherGrad.
-llvm::Error cpuk::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto x = knownInts(q, 1, "the shape input");
-  if (!x)
-    return x.takeError();
-  int64_t axis = q.node.intAttr("axis", 0);
-  if (!normalizeAxis(axis, x->size()))
-    return nodeError(q.node, "axis out of range for " + formatShape(*x));
-  if (q.inputs[2].dtype != DType::I64 && q.inputs[2].dtype != DType::I32)
-    return nodeError(q.node, "indices must be int32 or int64");
-  std::vector<int64_t> y(x->begin(), x->begin() + axis);
-  const auto &ind = q.inputs[2].shape;
-  y.insert(y.end(), ind.begin(), ind.end());
-  y.insert(y.end(), x->begin() + axis + 1, x->end());
-  if (q.inputs[0].shape != y)
-    return nodeError(q.node, "dY " + formatShape(q.inputs[0].shape) +
-                                 " is not the Gather output shape " + formatShape(y));
-  out.assign(1, ShapedType{q.inputs[0].dtype, *x});
-  return llvm::Error::success();
-}
 
 /// dX[o, idx[j], i] += dY[o, j, i], summed in A and rounded once.
 template <typename A> static llvm::Error gatherGradAs(const KernelCall &c) {
@@ -501,29 +345,6 @@ template <typename A> static llvm::Error gatherGradAs(const KernelCall &c) {
 
 static llvm::Error runGatherGrad(const KernelCall &c) {
   return c.inputs[0].dtype == DType::F64 ? gatherGradAs<double>(c) : gatherGradAs<float>(c);
-}
-
-llvm::Error cpuk::shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto x = knownInts(q, 1, "the shape input");
-  if (!x)
-    return x.takeError();
-  std::vector<int64_t> v[4];
-  for (unsigned i = 2; i < 6 && i < q.inputs.size(); ++i) {
-    if (q.inputs[i].dtype == DType::Undefined)
-      continue;
-    auto k = knownInts(q, i, "slice bounds");
-    if (!k)
-      return k.takeError();
-    v[i - 2] = *k;
-  }
-  auto p = sliceParams(q.node, *x, v[0], v[1], v[2], v[3]);
-  if (!p)
-    return p.takeError();
-  if (q.inputs[0].shape != p->outShape)
-    return nodeError(q.node, "dY " + formatShape(q.inputs[0].shape) +
-                                 " is not the Slice output shape " + formatShape(p->outShape));
-  out.assign(1, ShapedType{q.inputs[0].dtype, *x});
-  return llvm::Error::success();
 }
 
 /// Zeros, then each dY element copied to the X element the forward read.
@@ -670,7 +491,7 @@ static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &
   out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
 }
 
-llvm::Error cpuk::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
   if (!s)
     return s.takeError();
@@ -678,7 +499,7 @@ llvm::Error cpuk::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &ou
   return llvm::Error::success();
 }
 
-llvm::Error cpuk::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
   if (!s)
     return s.takeError();
@@ -814,7 +635,7 @@ static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classe
   return l.dtype == DType::I32 ? run(int32_t()) : run(int64_t());
 }
 
-llvm::Error cpuk::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 0, 1))
     return e;
   auto red = reductionOf(q.node);
@@ -853,7 +674,7 @@ template <bool FromLogProb> static llvm::Error runClassificationLoss(const Kerne
   return err;
 }
 
-llvm::Error cpuk::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
+llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
                                                     std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 1, 2))
     return e;
@@ -889,7 +710,7 @@ static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
   return err;
 }
 
-llvm::Error cpuk::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 1, 2))
     return e;
   auto red = reductionOf(q.node);

@@ -10,7 +10,7 @@
 #include "llvm/ADT/StringRef.h"
 
 using namespace mpc;
-using namespace mpc::cpuk;
+using namespace mpc::shapes;
 using namespace mpc::ops;
 
 /// The first opset of the element-wise ops added to ONNX after opset 1

@@ -1,10 +1,12 @@
 //===- ShapeFunctions.h - The registry rows' shape functions ----*- C++ -*-===//
 //
-// Declarations of every shape function a registry row names. Their bodies
-// still live next to the CPU kernels that share helpers with them
-// (runtime/cpu/*Kernels.cpp, namespace cpuk); nothing in them is
-// CPU-specific, and moving them under runtime/ops is still to do.
-// Private to runtime/ops and runtime/cpu.
+// Declarations of every shape function a registry row names (namespace
+// mpc::shapes). Their bodies live in runtime/ops/shapes/*.cpp, grouped by op
+// family, except the ones that still share a geometry or layout struct with
+// their CPU kernel and are still defined in runtime/cpu/*Kernels.cpp (listed
+// in docs/op-registry.md); nothing in any of them is CPU-specific. The
+// executor's planner and the ShapeEstimator both call them. Private to
+// runtime/ops and the backends.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_OPS_SHAPEFUNCTIONS_H
@@ -13,7 +15,7 @@
 #include "mpc/Runtime/OpRegistry.h"
 
 namespace mpc {
-namespace cpuk {
+namespace shapes {
 
 llvm::Error shapeSameAsInput0(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
@@ -41,7 +43,6 @@ llvm::Error shapeConcat(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConstant(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeSlice(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeExpand(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeWhere(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeNonZero(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeBatchNorm(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConstantOfShape(const ShapeQuery &, std::vector<ShapedType> &);
@@ -80,6 +81,7 @@ llvm::Error shapeBiasGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeSoftmaxGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeLayerNormGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeBatchNormGrad(const ShapeQuery &, std::vector<ShapedType> &);
+llvm::Error shapeBatchNormTraining(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeConvGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapePoolGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeGlobalAveragePoolGrad(const ShapeQuery &, std::vector<ShapedType> &);
@@ -91,7 +93,7 @@ llvm::Error shapeClassificationLoss(const ShapeQuery &, std::vector<ShapedType> 
 llvm::Error shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &, std::vector<ShapedType> &);
 llvm::Error shapeMSELossGrad(const ShapeQuery &, std::vector<ShapedType> &);
 
-} // namespace cpuk
+} // namespace shapes
 } // namespace mpc
 
 #endif // MPC_RUNTIME_OPS_SHAPEFUNCTIONS_H

@@ -7,7 +7,7 @@
 #include "OpRows.h"
 
 using namespace mpc;
-using namespace mpc::cpuk;
+using namespace mpc::shapes;
 using namespace mpc::ops;
 
 static const char *const kTraining = "ai.mpc.training";

@@ -4,8 +4,9 @@
 // the constants clipped, and a profitability estimate: the fractions of FLOPs
 // and of intermediate tensor bytes that are now 16-bit, which GEMM/conv shapes
 // can use Tensor Cores (dimensions multiples of 8) and the bytes the inserted
-// casts move. Shapes come from the static estimator in mpc/Ops/ShapeEstimator.h; whatever it
-// cannot estimate is counted as such, never guessed.
+// casts move. Shapes come from the static estimator in mpc/Ops/ShapeEstimator.h (the op
+// registry's shape functions), each op's cost class from its registry row; whatever the
+// estimator cannot estimate is counted as such, never guessed.
 //
 //===----------------------------------------------------------------------===//
 #include "Dump.h"

@@ -42,6 +42,12 @@ struct ShapeQuery {
   const Node &node;
   llvm::ArrayRef<ShapedType> inputs;
   llvm::ArrayRef<const HostTensor *> values;
+  /// The inputs are static estimates (ShapeEstimator), not the shapes of a
+  /// run: symbolic dims stand for guessed sizes, so two dims that must agree
+  /// may not. Broadcasting then takes the larger of two disagreeing dims
+  /// instead of refusing the node (a causal mask sliced to the sequence
+  /// length, clamped at its buffer's size, next to a stand-in length).
+  bool estimate = false;
 };
 
 /// Computes output types; an Error names the node and what is wrong.

@@ -1,11 +1,14 @@
 //===- ShapeEstimator.h - Static shape estimates -----------------*- C++ -*-===//
 //
-// A small static shape estimator: propagates known shapes through the common
-// ONNX ops (broadcasting element-wise ops, MatMul, Gemm, Conv/Pool, Reshape
-// with constant or folded shapes, Slice with folded bounds, ...). `mpc rewrite
-// --report` counts FLOPs and bytes with it; `mpc train-graph` keeps ranks and
+// A static shape estimator over the op registry: every node is shaped by its
+// registry row's shape function (runtime/ops/shapes, the one the executor's
+// planner runs), fed with estimated input shapes (symbolic dims taken as 1 or
+// a given value) and with the small integer tensors the estimator folds
+// itself (Shape -> Gather -> Concat -> Reshape). `mpc rewrite --report`
+// counts FLOPs and bytes with it; `mpc train-graph` keeps ranks and
 // dimensions with it where ONNX's shape inference loses them. Estimates only:
 // what is not known stays unknown, and nothing here is used to rewrite a model.
+// Lives in runtime/ops (library mpc_ops) next to the registry it drives.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_OPS_SHAPEESTIMATOR_H
@@ -65,6 +68,9 @@ public:
 
   /// The estimate for `v` (unknown for values the estimator never saw).
   const ShapeInfo &shape(const Value *v) const;
+  /// The element type of `v`: the registry's for a node output it shaped,
+  /// else the initializer's or the declared one (Undefined when unknown).
+  DType dtypeOf(const Value *v) const;
   /// The elements of a small constant tensor (initializer, Constant, or a
   /// folded shape computation), null when not known.
   const ConstValues *constValues(const Value *v) const;
@@ -77,6 +83,7 @@ public:
 private:
   llvm::DenseMap<const Value *, ShapeInfo> shapes;
   llvm::DenseMap<const Value *, ConstValues> consts;
+  llvm::DenseMap<const Value *, DType> dtypes;
   llvm::DenseSet<const Value *> symbolic;
   std::vector<std::string> symbols;
   ShapeInfo unknown;

@@ -1,0 +1,477 @@
+//===- DataShapes.cpp - Registry shape functions ----------------------------===//
+//
+// Registry shape functions (runtime/ops/ShapeFunctions.h): shape and data-
+// movement ops, fills, layout and N-ary ops.
+// Backend-neutral: types and shapes from the input types and known values.
+//
+//===----------------------------------------------------------------------===//
+#include "../ShapeHelpers.h"
+#include "../ShapeFunctions.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Ops/IndexMath.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Support/Diagnostics.h"
+#include <algorithm>
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::shapes;
+
+static llvm::Error checkDropoutInference(const ShapeQuery &q) {
+  const Node &n = q.node;
+  bool training = false;
+  double ratio = 0.5;
+  if (n.opsetVersion() < 7) {
+    training = n.intAttr("is_test", 0) == 0;
+    ratio = n.floatAttr("ratio", 0.5f);
+  } else if (n.opsetVersion() < 12) {
+    return llvm::Error::success();
+  } else {
+    if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
+      if (!q.values[2])
+        return nodeError(n, "training_mode must be known before running");
+      training = q.values[2]->getAsDouble(0) != 0;
+    }
+    if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
+      if (!q.values[1])
+        return training ? nodeError(n, "ratio must be known before running in training mode")
+                        : llvm::Error::success();
+      ratio = q.values[1]->getAsDouble(0);
+    }
+  }
+  if (training && ratio != 0)
+    return nodeError(n, "training mode with ratio " + std::to_string(ratio) +
+                            " draws a random mask; mpc runs Dropout in inference mode "
+                            "only (or with ratio 0)");
+  return llvm::Error::success();
+}
+
+static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int64_t dim) {
+  const Node &n = q.node;
+  unsigned outs = n.numOutputs();
+  std::vector<int64_t> sizes;
+  if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
+    auto s = knownInts(q, 1, "split");
+    if (!s)
+      return s.takeError();
+    sizes = *s;
+  } else if (n.opsetVersion() < 13) {
+    sizes = intsAttr(n, "split");
+  }
+  if (sizes.empty()) {
+    int64_t parts = n.attr("num_outputs") ? n.intAttr("num_outputs", outs) : outs;
+    if (parts <= 0)
+      return nodeError(n, "no outputs to split into");
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::max<int64_t>(std::min(chunk, dim - i * chunk), 0));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return nodeError(n, "negative split size");
+    total += s;
+  }
+  if (total != dim || sizes.size() != outs)
+    return nodeError(n, "split sizes do not add up to the axis (" + std::to_string(dim) +
+                            ") or do not match the number of outputs");
+  return sizes;
+}
+
+llvm::Error shapes::shapeReshape(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto target = knownInts(q, 1, "the target shape");
+  if (!target)
+    return target.takeError();
+  const auto &x = q.inputs[0].shape;
+  bool allowZero = q.node.intAttr("allowzero", 0) != 0;
+  std::vector<int64_t> shape = *target;
+  int64_t known = 1, inferred = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowZero) {
+      if (i >= x.size())
+        return nodeError(q.node, "0 in the target shape has no input dimension");
+      shape[i] = x[i];
+    }
+    if (shape[i] == -1) {
+      if (inferred >= 0)
+        return nodeError(q.node, "more than one -1 in the target shape");
+      inferred = i;
+    } else if (shape[i] < 0) {
+      return nodeError(q.node, "negative dimension in the target shape");
+    } else {
+      known *= shape[i];
+    }
+  }
+  int64_t total = numel(x);
+  if (inferred >= 0)
+    shape[inferred] = known ? total / known : 0;
+  if (numel(shape) != total)
+    return nodeError(q.node, "cannot reshape " + formatShape(x) + " to " +
+                                 formatShape(*target));
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 1);
+  if (axis != int64_t(x.size()) && !normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x[i];
+  out.assign(1, ShapedType{q.inputs[0].dtype,
+                           {outer, numel(x) / std::max<int64_t>(outer, 1)}});
+  return llvm::Error::success();
+}
+
+/// Squeeze's and Unsqueeze's axes: the attribute (opset < 13) or input 1.
+static llvm::Expected<std::vector<int64_t>> squeezeAxes(const ShapeQuery &q) {
+  if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined)
+    return knownInts(q, 1, "axes");
+  return intsAttr(q.node, "axes", {});
+}
+
+llvm::Error shapes::shapeSqueeze(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  auto axesOrError = squeezeAxes(q);
+  if (!axesOrError)
+    return axesOrError.takeError();
+  std::vector<int64_t> axes = std::move(*axesOrError);
+  std::vector<bool> drop(x.size(), false);
+  if (axes.empty())
+    for (size_t i = 0; i < x.size(); ++i)
+      drop[i] = x[i] == 1;
+  for (int64_t a : axes) {
+    if (!normalizeAxis(a, x.size()) || x[a] != 1)
+      return nodeError(q.node, "cannot squeeze axis " + std::to_string(a) + " of " +
+                                   formatShape(x));
+    drop[a] = true;
+  }
+  std::vector<int64_t> shape;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!drop[i])
+      shape.push_back(x[i]);
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeUnsqueeze(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  auto axesOrError = squeezeAxes(q);
+  if (!axesOrError)
+    return axesOrError.takeError();
+  std::vector<int64_t> axes = std::move(*axesOrError);
+  int64_t rank = x.size() + axes.size();
+  std::vector<int64_t> shape(rank, -1);
+  for (int64_t a : axes) {
+    if (!normalizeAxis(a, rank) || shape[a] == 1)
+      return nodeError(q.node, "bad unsqueeze axis for " + formatShape(x));
+    shape[a] = 1;
+  }
+  size_t j = 0;
+  for (int64_t &d : shape)
+    if (d == -1)
+      d = x[j++];
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  std::vector<int64_t> perm = transposePerm(q.node, x.size());
+  std::vector<bool> seen(x.size(), false);
+  if (perm.size() != x.size())
+    return nodeError(q.node, "perm does not match rank of " + formatShape(x));
+  std::vector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(x.size()) || seen[p])
+      return nodeError(q.node, "perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(x[p]);
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t s, e;
+  shapeOpRange(q.node, q.inputs[0].shape.size(), s, e);
+  out.assign(1, ShapedType{DType::I64, {e - s}});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeSize(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  out.assign(1, ShapedType{DType::I64, {}});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeGather(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  if (q.inputs[1].dtype != DType::I64 && q.inputs[1].dtype != DType::I32)
+    return nodeError(q.node, "indices must be int32 or int64");
+  std::vector<int64_t> shape(x.begin(), x.begin() + axis);
+  shape.insert(shape.end(), ind.begin(), ind.end());
+  shape.insert(shape.end(), x.begin() + axis + 1, x.end());
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeConcat(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(shape));
+  for (size_t i = 1; i < q.inputs.size(); ++i) {
+    const auto &s = q.inputs[i].shape;
+    if (s.size() != shape.size() || q.inputs[i].dtype != q.inputs[0].dtype)
+      return nodeError(q.node, "input " + std::to_string(i) + " does not match input 0");
+    for (size_t d = 0; d < s.size(); ++d)
+      if (int64_t(d) != axis && s[d] != shape[d])
+        return nodeError(q.node, "input " + formatShape(s) + " does not match " +
+                                     formatShape(q.inputs[0].shape));
+    shape[axis] += s[axis];
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeSlice(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> v[4];
+  for (unsigned i = 1; i < 5; ++i) {
+    if (i >= q.inputs.size() || q.inputs[i].dtype == DType::Undefined)
+      continue;
+    auto k = knownInts(q, i, "slice bounds");
+    if (!k)
+      return k.takeError();
+    v[i - 1] = *k;
+  }
+  auto p = sliceParams(q.node, q.inputs[0].shape, v[0], v[1], v[2], v[3]);
+  if (!p)
+    return p.takeError();
+  out.assign(1, ShapedType{q.inputs[0].dtype, p->outShape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeExpand(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto s = knownInts(q, 1, "the target shape");
+  if (!s)
+    return s.takeError();
+  llvm::SmallVector<int64_t, 6> b;
+  if (!broadcastShapes(q.inputs[0].shape, *s, b, q.estimate))
+    return nodeError(q.node, "cannot expand " + formatShape(q.inputs[0].shape) + " to " +
+                                 formatShape(*s));
+  out.assign(1, ShapedType{q.inputs[0].dtype, {b.begin(), b.end()}});
+  return llvm::Error::success();
+}
+
+/// NonZero's output shape depends on the data: the executor runs graphs
+/// with it in dynamic mode and passes the input's host copy.
+llvm::Error shapes::shapeNonZero(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const HostTensor *x = q.values.empty() ? nullptr : q.values[0];
+  if (!x)
+    return nodeError(q.node, "the input must be known on the host");
+  int64_t count = 0;
+  for (int64_t i = 0; i < x->numElements(); ++i)
+    count += x->getAsDouble(i) != 0;
+  out.assign(1, ShapedType{DType::I64, {int64_t(x->shape.size()), count}});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeDropout(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkDropoutInference(q))
+    return e;
+  out.assign(1, q.inputs[0]);
+  if (q.node.numOutputs() > 1) {
+    // Dropout-7 to 9 typed the mask like the data; 10+ made it bool.
+    DType maskType = q.node.opsetVersion() >= 10 ? DType::Bool : q.inputs[0].dtype;
+    out.push_back(ShapedType{maskType, q.inputs[0].shape});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs.empty())
+    return nodeError(q.node, "needs at least one input");
+  llvm::SmallVector<int64_t, 6> shape(q.inputs[0].shape.begin(), q.inputs[0].shape.end());
+  for (size_t i = 1; i < q.inputs.size(); ++i) {
+    llvm::SmallVector<int64_t, 6> next;
+    if (q.inputs[i].dtype != q.inputs[0].dtype)
+      return nodeError(q.node, "inputs have different dtypes");
+    if (!broadcastShapes(shape, q.inputs[i].shape, next, q.estimate))
+      return nodeError(q.node, "input " + formatShape(q.inputs[i].shape) +
+                                   " does not broadcast with " + formatShape(shape));
+    shape = next;
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs[0].shape.size() < 3)
+    return nodeError(q.node, "input " + formatShape(q.inputs[0].shape) +
+                                 " must be [N,C,D1,...]");
+  if (q.node.intAttr("size", 0) <= 0)
+    return nodeError(q.node, "size must be positive");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeSplit(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  auto sizes = splitSizes(q, x[axis]);
+  if (!sizes)
+    return sizes.takeError();
+  out.clear();
+  for (int64_t s : *sizes) {
+    std::vector<int64_t> shape = x;
+    shape[axis] = s;
+    out.push_back(ShapedType{q.inputs[0].dtype, shape});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeTile(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  auto r = knownInts(q, 1, "repeats");
+  if (!r)
+    return r.takeError();
+  if (r->size() != x.size())
+    return nodeError(q.node, "repeats has " + std::to_string(r->size()) +
+                                 " values for input " + formatShape(x));
+  std::vector<int64_t> shape = x;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if ((*r)[d] < 0)
+      return nodeError(q.node, "negative repeat");
+    shape[d] *= (*r)[d];
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+static llvm::Error shapeBlocks(const ShapeQuery &q, std::vector<ShapedType> &out,
+                               bool toSpace) {
+  const auto &x = q.inputs[0].shape;
+  int64_t b = q.node.intAttr("blocksize", 0);
+  if (x.size() != 4 || b <= 0)
+    return nodeError(q.node, "needs a 4-d input and a positive blocksize");
+  std::vector<int64_t> shape = x;
+  if (toSpace) {
+    if (x[1] % (b * b))
+      return nodeError(q.node, "channels not divisible by blocksize^2");
+    shape = {x[0], x[1] / (b * b), x[2] * b, x[3] * b};
+  } else {
+    if (x[2] % b || x[3] % b)
+      return nodeError(q.node, "spatial dims not divisible by blocksize");
+    shape = {x[0], x[1] * b * b, x[2] / b, x[3] / b};
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeDepthToSpace(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeBlocks(q, out, true);
+}
+
+llvm::Error shapes::shapeSpaceToDepth(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeBlocks(q, out, false);
+}
+
+llvm::Error shapes::shapeTrilu(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs[0].shape.size() < 2)
+    return nodeError(q.node, "input must have rank >= 2");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  for (unsigned i = 0; i < 3; ++i)
+    if (i >= q.values.size() || !q.values[i])
+      return nodeError(q.node, "start, limit and delta must be known before running");
+  int64_t n;
+  if (isFloatingPoint(q.inputs[0].dtype)) {
+    double start = q.values[0]->getAsDouble(0), limit = q.values[1]->getAsDouble(0),
+           delta = q.values[2]->getAsDouble(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = std::max<int64_t>(saturatingInt64(std::ceil((limit - start) / delta)), 0);
+  } else {
+    // Integer bounds are read exactly: INT64_MAX does not survive a double.
+    int64_t delta = q.values[2]->getAsInt64(0);
+    if (delta == 0)
+      return nodeError(q.node, "delta is 0");
+    n = integerRangeCount(q.values[0]->getAsInt64(0), q.values[1]->getAsInt64(0), delta);
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {n}});
+  return llvm::Error::success();
+}
+
+/// The value of a Constant node's attribute as a host tensor.
+llvm::Expected<HostTensor> shapes::constantValue(const Node &n) {
+  if (const Attribute *a = n.attr("value"))
+    return hostTensorFromIR(a->tensors.at(0));
+  if (const Attribute *a = n.attr("value_float")) {
+    HostTensor t(DType::F32, {});
+    *t.data<float>() = a->f;
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_int")) {
+    HostTensor t(DType::I64, {});
+    *t.data<int64_t>() = a->i;
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_floats")) {
+    HostTensor t(DType::F32, {int64_t(a->floats.size())});
+    std::copy(a->floats.begin(), a->floats.end(), t.data<float>());
+    return t;
+  }
+  if (const Attribute *a = n.attr("value_ints")) {
+    HostTensor t(DType::I64, {int64_t(a->ints.size())});
+    std::copy(a->ints.begin(), a->ints.end(), t.data<int64_t>());
+    return t;
+  }
+  return nodeError(n, "unsupported Constant attribute");
+}
+
+llvm::Error shapes::shapeConstant(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto t = constantValue(q.node);
+  if (!t)
+    return t.takeError();
+  out.assign(1, ShapedType{t->dtype, t->shape});
+  return llvm::Error::success();
+}
+
+llvm::Expected<HostTensor> shapes::fillValue(const Node &n) {
+  if (const Attribute *a = n.attr("value")) {
+    auto t = hostTensorFromIR(a->tensors.at(0));
+    if (!t)
+      return t.takeError();
+    if (t->numElements() != 1)
+      return nodeError(n, "value must hold exactly one element");
+    return t;
+  }
+  HostTensor t(DType::F32, {1});
+  *t.data<float>() = 0.0f;
+  return t;
+}
+
+llvm::Error shapes::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto shape = knownInts(q, 0, "the shape");
+  if (!shape)
+    return shape.takeError();
+  for (int64_t d : *shape)
+    if (d < 0)
+      return nodeError(q.node, "negative dimension in " + formatShape(*shape));
+  auto v = fillValue(q.node);
+  if (!v)
+    return v.takeError();
+  out.assign(1, ShapedType{v->dtype, *shape});
+  return llvm::Error::success();
+}

@@ -1,0 +1,240 @@
+//===- IndexShapes.cpp - Registry shape functions ---------------------------===//
+//
+// Registry shape functions (runtime/ops/ShapeFunctions.h): indexing, selection
+// and the other index-computing ops.
+// Backend-neutral: types and shapes from the input types and known values.
+//
+//===----------------------------------------------------------------------===//
+#include "../ShapeHelpers.h"
+#include "../ShapeFunctions.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Ops/IndexMath.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Support/Diagnostics.h"
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::shapes;
+
+llvm::Error shapes::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (!normalizeAxis(axis, shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(shape));
+  if (shape[axis] == 0)
+    return nodeError(q.node, "cannot reduce an empty axis");
+  if (q.node.intAttr("keepdims", 1))
+    shape[axis] = 1;
+  else
+    shape.erase(shape.begin() + axis);
+  out.assign(1, ShapedType{DType::I64, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", -1), kk;
+  if (!normalizeAxis(axis, shape.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(shape));
+  if (q.node.opsetVersion() < 10) {
+    kk = q.node.intAttr("k", 0);
+  } else {
+    auto v = knownInts(q, 1, "K");
+    if (!v)
+      return v.takeError();
+    if (v->size() != 1)
+      return nodeError(q.node, "K must hold one value");
+    kk = (*v)[0];
+  }
+  if (kk < 0 || kk > shape[axis])
+    return nodeError(q.node, "K=" + std::to_string(kk) + " out of range for " +
+                                 formatShape(shape));
+  shape[axis] = kk;
+  out = {ShapedType{q.inputs[0].dtype, shape}, ShapedType{DType::I64, shape}};
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  int64_t axis = q.node.intAttr("axis", 0);
+  if (x.size() != ind.size() || !normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
+                                 " need the same rank and a valid axis");
+  out.assign(1, ShapedType{q.inputs[0].dtype, ind});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  int64_t b = q.node.intAttr("batch_dims", 0);
+  if (ind.empty() || b < 0 || b >= int64_t(std::min(x.size(), ind.size())))
+    return nodeError(q.node, "bad batch_dims or indices rank");
+  int64_t last = ind.back();
+  if (last > int64_t(x.size()) - b)
+    return nodeError(q.node, "indices " + formatShape(ind) + " index too many axes of " +
+                                 formatShape(x));
+  std::vector<int64_t> shape(ind.begin(), ind.end() - 1);
+  shape.insert(shape.end(), x.begin() + b + last, x.end());
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.values.size() < 2 || !q.values[1])
+    return nodeError(q.node, "depth must be known before running");
+  int64_t depth = q.values[1]->getAsInt64(0);
+  if (depth <= 0)
+    return nodeError(q.node, "depth must be positive");
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  int64_t axis = q.node.intAttr("axis", -1);
+  if (!normalizeAxis(axis, shape.size() + 1))
+    return nodeError(q.node, "axis out of range");
+  shape.insert(shape.begin() + axis, depth);
+  out.assign(1, ShapedType{q.inputs[2].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const HostTensor *cond = q.values.size() > 1 ? q.values[1] : nullptr;
+  if (!cond)
+    return nodeError(q.node, "the condition must be known on the host");
+  const auto &x = q.inputs[0].shape;
+  int64_t kept = 0;
+  const Attribute *axisAttr = q.node.attr("axis");
+  int64_t axis = axisAttr ? axisAttr->i : 0;
+  int64_t dim = numel(x);
+  if (axisAttr) {
+    if (!normalizeAxis(axis, x.size()))
+      return nodeError(q.node, "axis out of range for " + formatShape(x));
+    dim = x[axis];
+  }
+  for (int64_t i = 0; i < std::min<int64_t>(cond->numElements(), dim); ++i)
+    kept += cond->getAsDouble(i) != 0;
+  std::vector<int64_t> shape = {kept};
+  if (axisAttr) {
+    shape = x;
+    shape[axis] = kept;
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeReverseSequence(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  int64_t b = q.node.intAttr("batch_axis", 1), t = q.node.intAttr("time_axis", 0);
+  if (x.size() < 2 || b == t || b < 0 || t < 0 || b > 1 || t > 1)
+    return nodeError(q.node, "batch_axis and time_axis must be 0 and 1");
+  if (q.inputs[1].shape != std::vector<int64_t>{x[b]})
+    return nodeError(q.node, "sequence_lens must have one value per batch entry");
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const ShapedType &x = q.inputs[0];
+  if (x.shape.size() != 2)
+    return nodeError(q.node, "input must be 2-D, got " + formatShape(x.shape));
+  int64_t to = q.node.intAttr("dtype", int64_t(x.dtype));
+  if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)
+    return nodeError(q.node, "cannot make element type " + std::to_string(to));
+  out.assign(1, ShapedType{DType(to), x.shape});
+  return llvm::Error::success();
+}
+
+static std::string stripSpaces(llvm::StringRef s) {
+  std::string r;
+  for (char ch : s)
+    if (ch != ' ')
+      r += ch;
+  return r;
+}
+
+llvm::Expected<EinsumPlan> shapes::einsumPlan(const Node &n,
+                                             llvm::ArrayRef<std::vector<int64_t>> shapes) {
+  std::string eq = stripSpaces(n.stringAttr("equation", ""));
+  EinsumPlan p;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  size_t start = 0;
+  while (true) {
+    size_t comma = lhs.find(',', start);
+    p.operands.push_back(lhs.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  if (p.operands.size() != shapes.size())
+    return nodeError(n, "equation has " + std::to_string(p.operands.size()) +
+                            " operands for " + std::to_string(shapes.size()) + " inputs");
+  // '...' becomes right-aligned labels '0'..'9' (the broadcast dims must be
+  // equal: size-1 broadcasting inside '...' is not supported).
+  size_t maxEllipsis = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string &labels = p.operands[i];
+    size_t at = labels.find("...");
+    if (at == std::string::npos)
+      continue;
+    size_t dims = shapes[i].size() + 3 - labels.size();
+    if (shapes[i].size() + 3 < labels.size() || dims > 10)
+      return nodeError(n, "operand " + quoteName(labels) + " does not match its input");
+    maxEllipsis = std::max(maxEllipsis, dims);
+    std::string repl;
+    for (size_t d = 0; d < dims; ++d)
+      repl += char('0' + (10 - dims + d));
+    labels.replace(at, 3, repl);
+  }
+  std::string ellipsisLabels;
+  for (size_t d = 0; d < maxEllipsis; ++d)
+    ellipsisLabels += char('0' + (10 - maxEllipsis + d));
+  std::map<char, int> count;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string &labels = p.operands[i];
+    if (labels.size() != shapes[i].size())
+      return nodeError(n, "operand " + quoteName(labels) + " does not match input " +
+                              formatShape(shapes[i]));
+    for (size_t d = 0; d < labels.size(); ++d) {
+      char l = labels[d];
+      if (!std::isalnum(static_cast<unsigned char>(l)))
+        return nodeError(n, "bad label in equation " + quoteName(eq));
+      auto it = p.sizes.find(l);
+      if (it != p.sizes.end() && it->second != shapes[i][d])
+        return nodeError(n, std::string("label '") + l + "' has different sizes");
+      p.sizes[l] = shapes[i][d];
+      ++count[l];
+    }
+  }
+  if (arrow != std::string::npos) {
+    p.output = eq.substr(arrow + 2);
+    size_t at = p.output.find("...");
+    if (at != std::string::npos)
+      p.output.replace(at, 3, ellipsisLabels);
+    for (char l : p.output)
+      if (!p.sizes.count(l))
+        return nodeError(n, std::string("output label '") + l + "' is not an input label");
+  } else {
+    // Implicit output: the '...' dims, then the labels used once, in
+    // alphabetical order.
+    p.output = ellipsisLabels;
+    for (auto &kv : count)
+      if (kv.second == 1 && !std::isdigit(static_cast<unsigned char>(kv.first)))
+        p.output += kv.first;
+  }
+  return p;
+}
+
+llvm::Error shapes::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ShapedType &t : q.inputs)
+    shapes.push_back(t.shape);
+  auto p = einsumPlan(q.node, shapes);
+  if (!p)
+    return p.takeError();
+  std::vector<int64_t> shape;
+  for (char l : p->output)
+    shape.push_back(p->sizes[l]);
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}

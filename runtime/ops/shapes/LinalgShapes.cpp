@@ -1,0 +1,122 @@
+//===- LinalgShapes.cpp - Registry shape functions --------------------------===//
+//
+// Registry shape functions (runtime/ops/ShapeFunctions.h): gemm, global
+// pooling and the normalizations with statistics.
+// Backend-neutral: types and shapes from the input types and known values.
+//
+//===----------------------------------------------------------------------===//
+#include "../ShapeHelpers.h"
+#include "../ShapeFunctions.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Ops/IndexMath.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Support/Diagnostics.h"
+#include <algorithm>
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::shapes;
+
+llvm::Error shapes::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &a = q.inputs[0].shape, &b = q.inputs[1].shape;
+  if (a.size() != 2 || b.size() != 2)
+    return nodeError(q.node, "inputs must be matrices, got " + formatShape(a) +
+                                 " and " + formatShape(b));
+  bool ta = q.node.intAttr("transA", 0), tb = q.node.intAttr("transB", 0);
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  if (ka != kb)
+    return nodeError(q.node, "inner dimensions differ: " + formatShape(a) +
+                                 " and " + formatShape(b));
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
+    llvm::SmallVector<int64_t, 2> bc;
+    if (!broadcastShapes({m, n}, q.inputs[2].shape, bc) ||
+        bc != llvm::ArrayRef<int64_t>({m, n}))
+      return nodeError(q.node, "bias " + formatShape(q.inputs[2].shape) +
+                                   " does not broadcast to the result");
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, {m, n}});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeGlobalPool(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  std::vector<int64_t> shape = q.inputs[0].shape;
+  if (shape.size() < 2)
+    return nodeError(q.node, "input " + formatShape(shape) + " has rank below 2");
+  for (size_t i = 2; i < shape.size(); ++i)
+    shape[i] = 1;
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (isTrainingBatchNorm(q.node))
+    return shapeBatchNormTraining(q, out);
+  return shapeSameAsInput0(q, out);
+}
+
+llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t axis = q.node.intAttr("axis", -1);
+  std::vector<int64_t> x = q.inputs[0].shape;
+  if (!normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "axis out of range for " + formatShape(x));
+  out.assign(1, q.inputs[0]);
+  std::vector<int64_t> stat(x.begin(), x.end());
+  for (size_t i = axis; i < stat.size(); ++i)
+    stat[i] = 1;
+  DType st = q.node.intAttr("stash_type", 1) == 1 ? DType::F32 : q.inputs[0].dtype;
+  for (unsigned i = 1; i < q.node.numOutputs(); ++i)
+    out.push_back(ShapedType{st, stat});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!matmulShape(q.inputs[0].shape, q.inputs[1].shape, shape))
+    return nodeError(q.node, "shapes " + formatShape(q.inputs[0].shape) + " and " +
+                                 formatShape(q.inputs[1].shape) + " do not multiply");
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
+/// optional second input, which must be known at plan time.
+llvm::Expected<std::vector<int64_t>>
+shapes::reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxesInput) {
+  std::vector<int64_t> axes = intsAttr(n, "axes", {});
+  if (hasAxesInput) {
+    if (!axesValue)
+      return nodeError(n, "axes must be known before running");
+    for (int64_t i = 0; i < axesValue->numElements(); ++i)
+      axes.push_back(axesValue->getAsInt64(i));
+  }
+  if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  for (int64_t &a : axes)
+    if (!normalizeAxis(a, rank))
+      return nodeError(n, "axis out of range");
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+llvm::Error shapes::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  bool hasAxes = q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined;
+  auto axes = reduceAxes(q.node, q.inputs[0].shape.size(),
+                         hasAxes ? q.values[1] : nullptr, hasAxes);
+  if (!axes)
+    return axes.takeError();
+  // noop_with_empty_axes and no axes: the output is the input.
+  if (axes->empty() && q.node.intAttr("noop_with_empty_axes", 0)) {
+    out.assign(1, q.inputs[0]);
+    return llvm::Error::success();
+  }
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!reduceOutputShape(q.inputs[0].shape, *axes, q.node.intAttr("keepdims", 1),
+                              shape))
+    return nodeError(q.node, "cannot reduce " + formatShape(q.inputs[0].shape));
+  out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}

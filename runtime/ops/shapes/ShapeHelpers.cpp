@@ -1,0 +1,194 @@
+//===- ShapeHelpers.cpp - Helpers of the registry's shape functions --------===//
+#include "../ShapeHelpers.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Ops/IndexMath.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Support/Diagnostics.h"
+#include <algorithm>
+
+using namespace mpc;
+using namespace mpc::shapes;
+
+llvm::Error shapes::nodeError(const Node &n, const llvm::Twine &msg) {
+  return inputError("{0}: {1}", describeNode(n), msg.str());
+}
+
+std::vector<int64_t> shapes::intsAttr(const Node &n, llvm::StringRef name,
+                                    std::vector<int64_t> dflt) {
+  const Attribute *a = n.attr(name);
+  return a ? a->ints : dflt;
+}
+
+bool shapes::normalizeAxis(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
+llvm::Expected<std::vector<int64_t>> shapes::knownInts(const ShapeQuery &q, unsigned i,
+                                                     llvm::StringRef what) {
+  if (i >= q.values.size() || !q.values[i])
+    return nodeError(q.node, what + " must be known before running (an initializer "
+                                    "or computed from shapes)");
+  const HostTensor &t = *q.values[i];
+  std::vector<int64_t> v(t.numElements());
+  // Integers exactly: through double, INT64_MAX (Slice's "to the end") overflows.
+  for (size_t j = 0; j < v.size(); ++j)
+    v[j] = t.getAsInt64(j);
+  return v;
+}
+
+llvm::Expected<SliceParams> shapes::sliceParams(const Node &n, llvm::ArrayRef<int64_t> x,
+                                             std::vector<int64_t> starts,
+                                             std::vector<int64_t> ends,
+                                             std::vector<int64_t> axes,
+                                             std::vector<int64_t> steps) {
+  size_t rank = x.size();
+  SliceParams p;
+  p.starts.assign(rank, 0);
+  p.steps.assign(rank, 1);
+  p.outShape.assign(x.begin(), x.end());
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return nodeError(n, "starts, ends, axes and steps have different lengths");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i], dim, st = steps[i];
+    if (!normalizeAxis(a, rank) || st == 0)
+      return nodeError(n, "bad slice axis or step");
+    dim = x[a];
+    SliceAxis r = resolveSliceAxis(dim, starts[i], ends[i], st);
+    p.outShape[a] = r.count;
+    p.starts[a] = r.start;
+    p.steps[a] = st;
+  }
+  return p;
+}
+
+std::vector<int64_t> shapes::transposePerm(const Node &n, size_t rank) {
+  std::vector<int64_t> perm = intsAttr(n, "perm", {});
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i)
+      perm.push_back(rank - 1 - i);
+  return perm;
+}
+
+/// Shape's start/end attributes (opset 15) clamp the returned range.
+void shapes::shapeOpRange(const Node &n, int64_t rank, int64_t &start, int64_t &end) {
+  start = n.intAttr("start", 0);
+  end = n.intAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::min(std::max<int64_t>(start, 0), rank);
+  end = std::min(std::max<int64_t>(end, start), rank);
+}
+
+bool shapes::isTrainingBatchNorm(const Node &n) {
+  return n.opsetVersion() >= 14 && n.intAttr("training_mode", 0) != 0;
+}
+
+int64_t shapes::numel(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+void shapes::splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
+                    int64_t &axisDim, int64_t &inner) {
+  outer = axisDim = inner = 1;
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
+    (i < axis ? outer : i == axis ? axisDim : inner) *= shape[i];
+}
+
+bool shapes::broadcastShapes(llvm::ArrayRef<int64_t> aShape,
+                     llvm::ArrayRef<int64_t> bShape,
+                     llvm::SmallVectorImpl<int64_t> &outShape, bool estimate) {
+  size_t rank = std::max(aShape.size(), bShape.size());
+  outShape.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    size_t ai = i + aShape.size(), bi = i + bShape.size();
+    int64_t da = ai >= rank ? aShape[ai - rank] : 1;
+    int64_t db = bi >= rank ? bShape[bi - rank] : 1;
+    if (da == db || db == 1)
+      outShape[i] = da;
+    else if (da == 1)
+      outShape[i] = db;
+    else if (estimate)
+      outShape[i] = std::max(da, db);
+    else
+      return false;
+  }
+  return true;
+}
+
+/// The floating-point types the training kernels compute in.
+static bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+}
+
+llvm::Error shapes::requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what) {
+  if (i >= q.inputs.size() || !isFloat(q.inputs[i].dtype))
+    return nodeError(q.node, what + " must be a float tensor");
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::requireSameShape(const ShapeQuery &q, unsigned a, unsigned b) {
+  if (q.inputs[a].shape != q.inputs[b].shape)
+    return nodeError(q.node, "inputs " + std::to_string(a) + " and " + std::to_string(b) +
+                                 " differ in shape: " + formatShape(q.inputs[a].shape) +
+                                 " and " + formatShape(q.inputs[b].shape));
+  return llvm::Error::success();
+}
+
+bool shapes::matmulShape(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
+                 llvm::SmallVectorImpl<int64_t> &outShape) {
+  if (aShape.empty() || bShape.empty())
+    return false;
+  int64_t kA = aShape.back();
+  int64_t kB = bShape.size() == 1 ? bShape[0] : bShape[bShape.size() - 2];
+  if (kA != kB)
+    return false;
+  llvm::ArrayRef<int64_t> aBatch =
+      aShape.drop_back(std::min<size_t>(2, aShape.size()));
+  llvm::ArrayRef<int64_t> bBatch =
+      bShape.drop_back(std::min<size_t>(2, bShape.size()));
+  if (!broadcastShapes(aBatch, bBatch, outShape))
+    return false;
+  if (aShape.size() > 1)
+    outShape.push_back(aShape[aShape.size() - 2]);
+  if (bShape.size() > 1)
+    outShape.push_back(bShape.back());
+  return true;
+}
+
+bool shapes::reduceOutputShape(llvm::ArrayRef<int64_t> shape,
+                       llvm::ArrayRef<int64_t> axes, bool keepDims,
+                       llvm::SmallVectorImpl<int64_t> &outShape) {
+  int64_t rank = int64_t(shape.size());
+  llvm::SmallVector<bool, 8> reduced(shape.size(), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      return false;
+    int64_t d = a < 0 ? a + rank : a;
+    if (reduced[d])
+      return false;
+    reduced[d] = true;
+  }
+  outShape.clear();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d])
+      outShape.push_back(shape[d]);
+    else if (keepDims)
+      outShape.push_back(1);
+  }
+  return true;
+}
