@@ -189,6 +189,12 @@ static bool foldIntegerArith(llvm::StringRef op, int64_t l, int64_t r, int64_t &
     return !__builtin_mul_overflow(l, r, &out);
   if (r == 0 || (l == INT64_MIN && r == -1))
     return false;
+  if (op == "Mod") { // fmod = 0: the remainder takes the divisor's sign
+    out = l % r;
+    if (out != 0 && ((out < 0) != (r < 0)))
+      out += r;
+    return true;
+  }
   out = l / r; // ONNX integer Div truncates toward zero
   return true;
 }
@@ -290,8 +296,11 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, ConstValues &out
       appendElement(out, a, static_cast<size_t>(r.start + k * step));
     return true;
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
-    if (!c(1))
+  // Integer Mod too: exporters split a dimension with Div and Mod
+  // (PyTorch's unflatten of packed q/k/v).
+  bool intMod = op == "Mod" && n.intAttr("fmod", 0) == 0;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || intMod) {
+    if (!c(1) || (intMod && (a.floating || c(1)->floating)))
       return false;
     const ConstValues &b = *c(1);
     if (a.size() != b.size() && a.size() != 1 && b.size() != 1)

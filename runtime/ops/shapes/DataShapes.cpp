@@ -106,9 +106,15 @@ llvm::Error shapes::shapeReshape(const ShapeQuery &q, std::vector<ShapedType> &o
   int64_t total = numel(x);
   if (inferred >= 0)
     shape[inferred] = known ? total / known : 0;
-  if (numel(shape) != total)
-    return nodeError(q.node, "cannot reshape " + formatShape(x) + " to " +
-                                 formatShape(*target));
+  if (numel(shape) != total) {
+    if (!q.estimate)
+      return nodeError(q.node, "cannot reshape " + formatShape(x) + " to " +
+                                   formatShape(*target));
+    // Stand-in sizes need not multiply out (a length the exporter baked in
+    // next to a symbolic one): keep the target's rank and explicit sizes.
+    if (inferred >= 0)
+      shape[inferred] = -1;
+  }
   out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   return llvm::Error::success();
 }

@@ -46,7 +46,9 @@ struct ShapeQuery {
   /// run: symbolic dims stand for guessed sizes, so two dims that must agree
   /// may not. Broadcasting then takes the larger of two disagreeing dims
   /// instead of refusing the node (a causal mask sliced to the sequence
-  /// length, clamped at its buffer's size, next to a stand-in length).
+  /// length, clamped at its buffer's size, next to a stand-in length), and a
+  /// Reshape whose element counts disagree keeps its target's rank and
+  /// explicit sizes (its -1 unknown).
   bool estimate = false;
 };
 
