@@ -159,12 +159,17 @@ llvm::Error cpuk::shapeUnsqueeze(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
-static std::vector<int64_t> transposePerm(const Node &n, size_t rank) {
-  std::vector<int64_t> perm = intsAttr(n, "perm", {});
+static std::vector<int64_t> transposePerm(const TransposeParams &p, size_t rank) {
+  std::vector<int64_t> perm = p.perm.values;
   if (perm.empty())
     for (size_t i = 0; i < rank; ++i)
       perm.push_back(rank - 1 - i);
   return perm;
+}
+
+static std::vector<int64_t> transposePerm(const Node &n, size_t rank) {
+  auto p = parseTranspose(n);
+  return transposePerm(static_cast<const TransposeParams &>(*p), rank);
 }
 
 llvm::Error cpuk::shapeTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -190,7 +195,7 @@ llvm::Error cpuk::shapeTranspose(const ShapeQuery &q, std::vector<ShapedType> &o
 llvm::Error cpuk::runTranspose(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   size_t rank = x.shape.size(), es = elemSize(x);
-  std::vector<int64_t> perm = transposePerm(*c.node, rank);
+  std::vector<int64_t> perm = transposePerm(paramsOf<TransposeParams>(c), rank);
   std::vector<int64_t> inStride(rank, 1);
   for (size_t i = rank; i-- > 1;)
     inStride[i - 1] = inStride[i] * x.shape[i];
@@ -290,7 +295,7 @@ bool cpuk::normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int6
 
 llvm::Error cpuk::runGather(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   std::vector<int64_t> idx = readInts(c.inputs[1]);
   int64_t outer = 1, inner = elemSize(x), dim = x.shape[axis];
@@ -330,7 +335,7 @@ llvm::Error cpuk::shapeConcat(const ShapeQuery &q, std::vector<ShapedType> &out)
 
 llvm::Error cpuk::runConcat(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, y.shape.size());
   int64_t outer = 1, es = elemSize(y);
   for (int64_t i = 0; i < axis; ++i)

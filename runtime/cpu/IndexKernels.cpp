@@ -239,7 +239,7 @@ static void forEachElementIndex(const KernelCall &c, const TensorRef &data,
 
 llvm::Error cpuk::runGatherElements(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   size_t es = elemSize(x.dtype);
   const char *src = x.as<const char>();

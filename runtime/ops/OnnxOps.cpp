@@ -47,14 +47,14 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("ArgMax", "", 1, shapeArgReduce, Data),
       MPC_OP("ArgMin", "", 1, shapeArgReduce, Data),
       MPC_OP("Attention", "", 23, shapeAttention, Elementwise),
-      MPC_OP("AveragePool", "", 7, shapePool, Window),
-      MPC_OP("BatchNormalization", "", 9, shapeBatchNorm, Elementwise),
+      withParams(MPC_OP("AveragePool", "", 7, shapePool, Window), parseWindow),
+      withParams(MPC_OP("BatchNormalization", "", 9, shapeBatchNorm, Elementwise), parseBatchNorm),
       withValueDependentShape(MPC_OP("Compress", "", 9, shapeCompress, Data)),
-      MPC_OP("Concat", "", 4, shapeConcat, Data),
+      withParams(MPC_OP("Concat", "", 4, shapeConcat, Data), parseAxis0),
       MPC_OP("Constant", "", 9, shapeConstant, Data),
       MPC_OP("ConstantOfShape", "", 9, shapeConstantOfShape, Data),
-      MPC_OP("Conv", "", 1, shapeConv, Gemm),
-      MPC_OP("ConvTranspose", "", 1, shapeConvTranspose, Gemm),
+      withParams(MPC_OP("Conv", "", 1, shapeConv, Gemm), parseWindow),
+      withParams(MPC_OP("ConvTranspose", "", 1, shapeConvTranspose, Gemm), parseWindow),
       MPC_OP("CumProd", "", 26, shapeSameAsInput0, Elementwise),
       MPC_OP("CumSum", "", 11, shapeSameAsInput0, Elementwise),
       MPC_OP("DepthToSpace", "", 1, shapeDepthToSpace, Data),
@@ -63,43 +63,43 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("Expand", "", 8, shapeExpand, Data),
       MPC_OP("EyeLike", "", 9, shapeEyeLike, Data),
       withInPlace(MPC_OP("Flatten", "", 1, shapeFlatten, Data), InPlace::Data),
-      MPC_OP("Gather", "", 1, shapeGather, Data),
-      MPC_OP("GatherElements", "", 11, shapeGatherElements, Data),
+      withParams(MPC_OP("Gather", "", 1, shapeGather, Data), parseAxis0),
+      withParams(MPC_OP("GatherElements", "", 11, shapeGatherElements, Data), parseAxis0),
       MPC_OP("GatherND", "", 11, shapeGatherND, Data),
       withParams(MPC_OP("Gemm", "", 7, shapeGemm, Gemm), parseGemm),
       MPC_OP("GlobalAveragePool", "", 1, shapeGlobalPool, Reduction),
       MPC_OP("GlobalMaxPool", "", 1, shapeGlobalPool, Reduction),
       MPC_OP("GroupNormalization", "", 18, shapeGroupNorm, Elementwise),
-      MPC_OP("GRU", "", 7, shapeGRU, Gemm),
+      withParams(MPC_OP("GRU", "", 7, shapeGRU, Gemm), parseRecurrent),
       withInPlace(MPC_OP("Identity", "", 1, shapeSameAsInput0, Data), InPlace::Data),
       MPC_OP("InstanceNormalization", "", 6, shapeInstanceNorm, Elementwise),
       withParams(MPC_OP("LayerNormalization", "", 17, shapeLayerNorm, Elementwise), parseLayerNorm),
       withParams(MPC_OP("LogSoftmax", "", 1, shapeSameAsInput0, Elementwise), parseSoftmax),
       MPC_OP("LpNormalization", "", 1, shapeLpNorm, Elementwise),
       MPC_OP("LRN", "", 1, shapeLRN, Elementwise),
-      MPC_OP("LSTM", "", 7, shapeLSTM, Gemm),
+      withParams(MPC_OP("LSTM", "", 7, shapeLSTM, Gemm), parseRecurrent),
       MPC_OP("MatMul", "", 1, shapeMatMul, Gemm),
-      MPC_OP("MaxPool", "", 8, shapePool, Window),
+      withParams(MPC_OP("MaxPool", "", 8, shapePool, Window), parseWindow),
       MPC_OP("Mean", "", 8, shapeVariadicBroadcast, Elementwise),
       withValueDependentShape(MPC_OP("NonZero", "", 9, shapeNonZero, Data)),
       MPC_OP("OneHot", "", 9, shapeOneHot, Data),
       MPC_OP("Pad", "", 2, shapePad, Data),
       MPC_OP("RMSNormalization", "", 23, shapeRMSNorm, Elementwise),
       MPC_OP("Range", "", 11, shapeRangeOp, Data),
-      MPC_OP("ReduceL1", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceL2", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceLogSum", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceLogSumExp", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceMax", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceMean", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceMin", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceProd", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceSum", "", 1, shapeReduce, Reduction),
-      MPC_OP("ReduceSumSquare", "", 1, shapeReduce, Reduction),
+      withParams(MPC_OP("ReduceL1", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceL2", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceLogSum", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceLogSumExp", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceMax", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceMean", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceMin", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceProd", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceSum", "", 1, shapeReduce, Reduction), parseReduce),
+      withParams(MPC_OP("ReduceSumSquare", "", 1, shapeReduce, Reduction), parseReduce),
       withInPlace(MPC_OP("Reshape", "", 5, shapeReshape, Data), InPlace::Data),
       withValueDependentShape(MPC_OP("Resize", "", 10, shapeResize, Elementwise)),
       MPC_OP("ReverseSequence", "", 10, shapeReverseSequence, Data),
-      MPC_OP("RNN", "", 7, shapeRNN, Gemm),
+      withParams(MPC_OP("RNN", "", 7, shapeRNN, Gemm), parseRecurrent),
       MPC_OP("RotaryEmbedding", "", 23, shapeRotaryEmbedding, Elementwise),
       MPC_OP("ScatterElements", "", 11, shapeSameAsInput0, Data),
       MPC_OP("ScatterND", "", 11, shapeSameAsInput0, Data),
@@ -113,7 +113,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("Sum", "", 8, shapeVariadicBroadcast, Elementwise),
       MPC_OP("Tile", "", 6, shapeTile, Data),
       MPC_OP("TopK", "", 1, shapeTopK, Elementwise),
-      MPC_OP("Transpose", "", 1, shapeTranspose, Data),
+      withParams(MPC_OP("Transpose", "", 1, shapeTranspose, Data), parseTranspose),
       MPC_OP("Trilu", "", 14, shapeTrilu, Data),
       withInPlace(MPC_OP("Unsqueeze", "", 1, shapeUnsqueeze, Data), InPlace::Data),
 
@@ -130,8 +130,8 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("CastLike", "", 15, shapeCastLike, Data),
 
       // Losses of training graphs (TrainingKernels.cpp).
-      MPC_OP("NegativeLogLikelihoodLoss", "", 12, shapeClassificationLoss, Elementwise),
-      MPC_OP("SoftmaxCrossEntropyLoss", "", 12, shapeClassificationLoss, Elementwise),
+      withParams(MPC_OP("NegativeLogLikelihoodLoss", "", 12, shapeClassificationLoss, Elementwise), parseLoss),
+      withParams(MPC_OP("SoftmaxCrossEntropyLoss", "", 12, shapeClassificationLoss, Elementwise), parseLoss),
 
       // Run by the executor on the host, on every backend, for every stored
       // type (runtime/core/ControlFlow.cpp, SequenceOps.cpp).
@@ -151,9 +151,13 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       withValueDependentShape(MPC_OP("OptionalGetElement", "", 15, nullptr, Data)),
       withValueDependentShape(MPC_OP("OptionalHasElement", "", 15, nullptr, Data)),
   };
-  for (OpDef &d : rows)
+  for (OpDef &d : rows) {
     for (const auto &f : kFirstOpset)
       if (llvm::StringRef(d.opType) == f.opType)
         d.minOpset = f.since;
+    const char *name = nullptr;
+    if (ParseFn parse = elementwiseParser(d.opType, &name))
+      d = withParamsNamed(d, parse, name);
+  }
   return rows;
 }

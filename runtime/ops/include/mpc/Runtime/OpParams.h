@@ -12,6 +12,8 @@
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include <cassert>
+#include <string>
+#include <vector>
 
 namespace mpc {
 
@@ -34,6 +36,111 @@ struct LayerNormParams final : OpParams {
   float epsilon = 1e-5f;
 };
 std::unique_ptr<OpParams> parseLayerNorm(const Node &n);
+
+/// An integer-list attribute that may be absent. Absent and empty differ: a
+/// window op given an empty `strides` has one of the wrong length.
+struct IntList {
+  bool present = false;
+  std::vector<int64_t> values;
+  /// The values, or `n` copies of `dflt` when the attribute is absent.
+  std::vector<int64_t> orDefault(size_t n, int64_t dflt) const {
+    return present ? values : std::vector<int64_t>(n, dflt);
+  }
+};
+
+/// auto_pad of the window ops (an unknown string reads as NOTSET).
+enum class AutoPadMode : uint8_t { NotSet, SameUpper, SameLower, Valid };
+
+/// Conv, ConvTranspose, MaxPool, AveragePool and their gradients
+/// (ConvGrad, MaxPoolGrad, AveragePoolGrad): the window attributes. The
+/// geometry (resolved pads, output sizes) depends on shapes too, so kernels
+/// derive it from these and the input shapes.
+struct WindowParams final : OpParams {
+  IntList kernelShape, strides, dilations, pads, outputPadding, outputShape;
+  AutoPadMode autoPad = AutoPadMode::NotSet;
+  int64_t group = 1;
+  bool ceilMode = false;
+  bool storageColumnMajor = false; ///< MaxPool storage_order = 1
+  bool countIncludePad = false;    ///< AveragePool(Grad)
+};
+std::unique_ptr<OpParams> parseWindow(const Node &n);
+/// The same struct, filled from a node (shape functions that parse per call).
+WindowParams windowParamsOf(const Node &n);
+
+/// LSTM, GRU, RNN and their gradients.
+struct RecurrentParams final : OpParams {
+  enum class Direction : uint8_t { Forward, Reverse, Bidirectional };
+  Direction direction = Direction::Forward;
+  int64_t numDirections() const { return direction == Direction::Bidirectional ? 2 : 1; }
+  bool reverse() const { return direction == Direction::Reverse; }
+  bool batchMajor = false; ///< layout = 1
+  bool hasClip = false;
+  float clip = 0.0f;
+  bool hasHiddenSize = false;
+  int64_t hiddenSize = 0;
+  bool linearBeforeReset = false; ///< GRU
+  /// activations as written (empty: the op's defaults), activation_alpha
+  /// and activation_beta.
+  std::vector<std::string> activations;
+  std::vector<float> activationAlpha, activationBeta;
+};
+std::unique_ptr<OpParams> parseRecurrent(const Node &n);
+
+/// The Reduce* ops: axes from the attribute (opsets before axes became an
+/// input), keepdims and noop_with_empty_axes.
+struct ReduceParams final : OpParams {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool noopWithEmptyAxes = false;
+};
+std::unique_ptr<OpParams> parseReduce(const Node &n);
+
+/// Transpose: perm (absent: reverse the axes).
+struct TransposeParams final : OpParams {
+  IntList perm;
+};
+std::unique_ptr<OpParams> parseTranspose(const Node &n);
+
+/// One axis attribute: Concat, Gather, GatherElements and the softmax
+/// gradients. The default differs per op (one parser each).
+struct AxisParams final : OpParams {
+  int64_t axis = 0;
+};
+std::unique_ptr<OpParams> parseAxis0(const Node &n);
+std::unique_ptr<OpParams> parseAxisMinus1(const Node &n);
+
+/// BatchNormalization and BatchNormalizationGrad.
+struct BatchNormParams final : OpParams {
+  float epsilon = 1e-5f;
+  float momentum = 0.9f;
+  /// training_mode = 1 at opset 14 or later: batch statistics.
+  bool training = false;
+};
+std::unique_ptr<OpParams> parseBatchNorm(const Node &n);
+
+/// SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and the gradient.
+struct LossParams final : OpParams {
+  std::string reduction = "mean";
+  bool hasIgnoreIndex = false;
+  int64_t ignoreIndex = 0;
+};
+std::unique_ptr<OpParams> parseLoss(const Node &n);
+
+/// Element-wise ops with attributes: up to two numbers and two flags, named
+/// per op (LeakyRelu/ThresholdedRelu/Elu/Celu/Swish alpha; Selu alpha and
+/// gamma (as beta); HardSigmoid alpha, beta; Shrink lambd (alpha) and bias
+/// (beta); Clip-6 min (alpha) and max (beta); Gelu approximate = tanh
+/// (flagA); IsInf detect_negative (flagA), detect_positive (flagB); Mod fmod
+/// (flagA); BitShift direction = LEFT (flagA); ai.mpc.training GeluGrad
+/// like Gelu).
+struct ElementwiseParams final : OpParams {
+  float alpha = 0.0f, beta = 0.0f;
+  bool flagA = false, flagB = false;
+  /// Gelu/GeluGrad: approximate as written (GeluGrad rejects other values).
+  std::string text;
+};
+/// The parser of an element-wise op with attributes, or null.
+ParseFn elementwiseParser(llvm::StringRef opType, const char **name);
 
 /// The parsed attributes of a prepared call (the executor prepares every
 /// node it launches or folds).
