@@ -60,11 +60,12 @@ llvm::Error cpuk::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> &o
 
 llvm::Error cpuk::runArgReduce(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0), outer, dim, inner;
+  const AxisParams &params = paramsOf<AxisParams>(c);
+  int64_t axis = params.axis, outer, dim, inner;
   normalizeAxis(axis, x.shape.size());
   splitAtAxis(x.shape, axis, outer, dim, inner);
   bool isMax = c.node->opType == "ArgMax";
-  bool last = c.node->intAttr("select_last_index", 0) != 0;
+  bool last = params.flagA;
   int64_t *y = c.outputs[0].as<int64_t>();
   dispatchSigned(x.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -117,11 +118,12 @@ llvm::Error cpuk::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out) {
 
 llvm::Error cpuk::runTopK(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &vals = c.outputs[0], &inds = c.outputs[1];
-  int64_t axis = c.node->intAttr("axis", -1), outer, dim, inner;
+  const AxisParams &params = paramsOf<AxisParams>(c);
+  int64_t axis = params.axis, outer, dim, inner;
   normalizeAxis(axis, x.shape.size());
   splitAtAxis(x.shape, axis, outer, dim, inner);
   int64_t kk = vals.shape[axis];
-  bool largest = c.node->intAttr("largest", 1) != 0;
+  bool largest = params.flagA;
   dispatchSigned(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
@@ -164,8 +166,8 @@ template <typename Op> static llvm::Error runScan(const KernelCall &c, int ident
   if (!normalizeAxis(axis, x.shape.size()))
     return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
   splitAtAxis(x.shape, axis, outer, dim, inner);
-  bool exclusive = c.node->intAttr("exclusive", 0) != 0;
-  bool reverse = c.node->intAttr("reverse", 0) != 0;
+  bool exclusive = paramsOf<AxisParams>(c).flagA;
+  bool reverse = paramsOf<AxisParams>(c).flagB;
   const Op op{};
   dispatchArithmetic(x.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -44,8 +44,8 @@ static const struct {
 
 std::vector<OpDef> mpc::ops::onnxOps() {
   std::vector<OpDef> rows = {
-      MPC_OP("ArgMax", "", 1, shapeArgReduce, Data),
-      MPC_OP("ArgMin", "", 1, shapeArgReduce, Data),
+      withParams(MPC_OP("ArgMax", "", 1, shapeArgReduce, Data), parseArgReduce),
+      withParams(MPC_OP("ArgMin", "", 1, shapeArgReduce, Data), parseArgReduce),
       MPC_OP("Attention", "", 23, shapeAttention, Elementwise),
       withParams(MPC_OP("AveragePool", "", 7, shapePool, Window), parseWindow),
       withParams(MPC_OP("BatchNormalization", "", 9, shapeBatchNorm, Elementwise), parseBatchNorm),
@@ -55,8 +55,8 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("ConstantOfShape", "", 9, shapeConstantOfShape, Data),
       withParams(MPC_OP("Conv", "", 1, shapeConv, Gemm), parseWindow),
       withParams(MPC_OP("ConvTranspose", "", 1, shapeConvTranspose, Gemm), parseWindow),
-      MPC_OP("CumProd", "", 26, shapeSameAsInput0, Elementwise),
-      MPC_OP("CumSum", "", 11, shapeSameAsInput0, Elementwise),
+      withParams(MPC_OP("CumProd", "", 26, shapeSameAsInput0, Elementwise), parseCumulative),
+      withParams(MPC_OP("CumSum", "", 11, shapeSameAsInput0, Elementwise), parseCumulative),
       MPC_OP("DepthToSpace", "", 1, shapeDepthToSpace, Data),
       MPC_OP("Dropout", "", 1, shapeDropout, Data),
       MPC_OP("Einsum", "", 12, shapeEinsum, Gemm),
@@ -83,7 +83,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("Mean", "", 8, shapeVariadicBroadcast, Elementwise),
       withValueDependentShape(MPC_OP("NonZero", "", 9, shapeNonZero, Data)),
       MPC_OP("OneHot", "", 9, shapeOneHot, Data),
-      MPC_OP("Pad", "", 2, shapePad, Data),
+      withParams(MPC_OP("Pad", "", 2, shapePad, Data), parsePad),
       MPC_OP("RMSNormalization", "", 23, shapeRMSNorm, Elementwise),
       MPC_OP("Range", "", 11, shapeRangeOp, Data),
       withParams(MPC_OP("ReduceL1", "", 1, shapeReduce, Reduction), parseReduce),
@@ -108,13 +108,13 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("Slice", "", 10, shapeSlice, Data),
       withParams(MPC_OP("Softmax", "", 1, shapeSameAsInput0, Elementwise), parseSoftmax),
       MPC_OP("SpaceToDepth", "", 1, shapeSpaceToDepth, Data),
-      MPC_OP("Split", "", 2, shapeSplit, Data),
+      withParams(MPC_OP("Split", "", 2, shapeSplit, Data), parseAxis0),
       withInPlace(MPC_OP("Squeeze", "", 1, shapeSqueeze, Data), InPlace::Data),
       MPC_OP("Sum", "", 8, shapeVariadicBroadcast, Elementwise),
       MPC_OP("Tile", "", 6, shapeTile, Data),
-      MPC_OP("TopK", "", 1, shapeTopK, Elementwise),
+      withParams(MPC_OP("TopK", "", 1, shapeTopK, Elementwise), parseTopK),
       withParams(MPC_OP("Transpose", "", 1, shapeTranspose, Data), parseTranspose),
-      MPC_OP("Trilu", "", 14, shapeTrilu, Data),
+      withParams(MPC_OP("Trilu", "", 14, shapeTrilu, Data), parseTrilu),
       withInPlace(MPC_OP("Unsqueeze", "", 1, shapeUnsqueeze, Data), InPlace::Data),
 
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"

@@ -110,6 +110,41 @@ static std::unique_ptr<OpParams> axisParams(const Node &n, int64_t dflt) {
 std::unique_ptr<OpParams> mpc::parseAxis0(const Node &n) { return axisParams(n, 0); }
 std::unique_ptr<OpParams> mpc::parseAxisMinus1(const Node &n) { return axisParams(n, -1); }
 
+/// AxisParams with the flags read from the named int attributes.
+static std::unique_ptr<OpParams> axisFlags(const Node &n, int64_t axisDefault,
+                                           const char *a, int64_t aDefault,
+                                           const char *b = nullptr) {
+  auto p = std::make_unique<AxisParams>();
+  p->axis = n.intAttr("axis", axisDefault);
+  p->flagA = n.intAttr(a, aDefault) != 0;
+  p->flagB = b && n.intAttr(b, 0) != 0;
+  return p;
+}
+std::unique_ptr<OpParams> mpc::parseArgReduce(const Node &n) {
+  return axisFlags(n, 0, "select_last_index", 0);
+}
+std::unique_ptr<OpParams> mpc::parseTopK(const Node &n) {
+  return axisFlags(n, -1, "largest", 1);
+}
+std::unique_ptr<OpParams> mpc::parseCumulative(const Node &n) {
+  return axisFlags(n, 0, "exclusive", 0, "reverse");
+}
+std::unique_ptr<OpParams> mpc::parseTrilu(const Node &n) { return axisFlags(n, 0, "upper", 1); }
+
+std::unique_ptr<OpParams> mpc::parsePad(const Node &n) {
+  auto p = std::make_unique<PadParams>();
+  p->mode = n.stringAttr("mode", "constant").str();
+  if (n.opsetVersion() < 11) {
+    const Attribute *a = n.attr("pads");
+    if (!a)
+      a = n.attr("paddings");
+    if (a)
+      p->pads = a->ints;
+    p->value = n.floatAttr("value", 0.0f);
+  }
+  return p;
+}
+
 std::unique_ptr<OpParams> mpc::parseBatchNorm(const Node &n) {
   auto p = std::make_unique<BatchNormParams>();
   p->epsilon = n.floatAttr("epsilon", 1e-5f);

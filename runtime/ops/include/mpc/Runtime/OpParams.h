@@ -101,13 +101,30 @@ struct TransposeParams final : OpParams {
 };
 std::unique_ptr<OpParams> parseTranspose(const Node &n);
 
-/// One axis attribute: Concat, Gather, GatherElements and the softmax
-/// gradients. The default differs per op (one parser each).
+/// An axis and up to two flags: Concat, Split, Gather, GatherElements,
+/// GatherGrad (axis, default 0), the softmax and LayerNorm gradients (axis,
+/// default -1), ArgMax/ArgMin (axis; flagA select_last_index), TopK (axis,
+/// default -1; flagA largest), CumSum/CumProd (flagA exclusive, flagB
+/// reverse) and Trilu (flagA upper).
 struct AxisParams final : OpParams {
   int64_t axis = 0;
+  bool flagA = false, flagB = false;
 };
 std::unique_ptr<OpParams> parseAxis0(const Node &n);
 std::unique_ptr<OpParams> parseAxisMinus1(const Node &n);
+std::unique_ptr<OpParams> parseArgReduce(const Node &n);
+std::unique_ptr<OpParams> parseTopK(const Node &n);
+std::unique_ptr<OpParams> parseCumulative(const Node &n);
+std::unique_ptr<OpParams> parseTrilu(const Node &n);
+
+/// Pad: the mode, and before opset 11 the pads (or paddings) and value
+/// attributes (later opsets take them as inputs).
+struct PadParams final : OpParams {
+  std::string mode = "constant";
+  std::vector<int64_t> pads;
+  float value = 0.0f;
+};
+std::unique_ptr<OpParams> parsePad(const Node &n);
 
 /// BatchNormalization and BatchNormalizationGrad.
 struct BatchNormParams final : OpParams {
