@@ -145,6 +145,15 @@ std::unique_ptr<OpParams> mpc::parsePad(const Node &n) {
   return p;
 }
 
+std::unique_ptr<OpParams> mpc::parseNorm(const Node &n) {
+  auto p = std::make_unique<NormParams>();
+  p->axis = n.intAttr("axis", -1);
+  p->epsilon = n.floatAttr("epsilon", 1e-5f);
+  p->numGroups = n.intAttr("num_groups", 1);
+  p->p = n.intAttr("p", 2);
+  return p;
+}
+
 std::unique_ptr<OpParams> mpc::parseBatchNorm(const Node &n) {
   auto p = std::make_unique<BatchNormParams>();
   p->epsilon = n.floatAttr("epsilon", 1e-5f);

@@ -3,7 +3,8 @@
 // Plain structs, one per op (or family), filled once per node by the
 // registry row's parser when the executor prepares the node; every backend's
 // kernel reads them from KernelCall::params instead of the attribute list.
-// Ops not listed here still read their attributes in the kernel.
+// The ops whose kernels still read attributes at launch are listed in
+// docs/op-registry.md (a test keeps that list exact).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_OPPARAMS_H
@@ -125,6 +126,16 @@ struct PadParams final : OpParams {
   float value = 0.0f;
 };
 std::unique_ptr<OpParams> parsePad(const Node &n);
+
+/// InstanceNormalization (epsilon), GroupNormalization (num_groups,
+/// epsilon), RMSNormalization (axis, epsilon) and LpNormalization (axis, p).
+struct NormParams final : OpParams {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+  int64_t numGroups = 1;
+  int64_t p = 2;
+};
+std::unique_ptr<OpParams> parseNorm(const Node &n);
 
 /// BatchNormalization and BatchNormalizationGrad.
 struct BatchNormParams final : OpParams {
