@@ -19,6 +19,7 @@
 #include "../cpu/CpuKernels.h"
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
+#include "LaunchAttrCheck.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
 #include <cstring>
@@ -706,7 +707,10 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       }
       // Shapes here depend on values the host reads as it goes, so the
       // record is read after each launch: a failed node stops the run.
-      backend.launch(call, stream);
+      {
+        LaunchAttrScope check;
+        backend.launch(call, stream);
+      }
       if (auto e = readErrors([&](int32_t) { return &call; }))
         return std::move(e);
     }

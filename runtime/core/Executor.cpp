@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
+#include "LaunchAttrCheck.h"
 #include "mpc/IR/Limits.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Support/Diagnostics.h"
@@ -858,7 +859,10 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     nodeTime.resize(calls.size(), 0.0);
     for (size_t i = 0; i < calls.size(); ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      backend.launch(calls[i], stream);
+      {
+        LaunchAttrScope check;
+        backend.launch(calls[i], stream);
+      }
       backend.synchronize(stream);
       double t =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -872,6 +876,7 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     lp.version = callsVersion;
     lp.calls = calls;
     lp.errors = static_cast<KernelErrorRecord *>(errorBuffer.data);
+    LaunchAttrScope check;
     backend.runPlan(lp, stream);
   }
   // After the run: the first data-dependent error of any launch, by node.

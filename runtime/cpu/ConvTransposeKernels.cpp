@@ -20,7 +20,7 @@ struct DeconvGeometry {
 };
 } // namespace
 
-static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
+static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n, const WindowParams &p,
                                                      llvm::ArrayRef<int64_t> x,
                                                      llvm::ArrayRef<int64_t> w) {
   DeconvGeometry g;
@@ -28,7 +28,7 @@ static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
                             " ranks do not match");
   size_t nd = x.size() - 2;
-  g.group = n.intAttr("group", 1);
+  g.group = p.group;
   if (g.group <= 0 || w[0] != x[1])
     return nodeError(n, "weight " + formatShape(w) + " does not match input channels of " +
                             formatShape(x));
@@ -37,32 +37,33 @@ static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
   g.outChannels = w[1] * g.group;
   g.in.assign(x.begin() + 2, x.end());
   g.kernel.assign(w.begin() + 2, w.end());
-  g.strides = intsAttr(n, "strides", std::vector<int64_t>(nd, 1));
-  g.dilations = intsAttr(n, "dilations", std::vector<int64_t>(nd, 1));
-  g.outPad = intsAttr(n, "output_padding", std::vector<int64_t>(nd, 0));
-  std::vector<int64_t> pads = intsAttr(n, "pads", std::vector<int64_t>(2 * nd, 0));
-  std::vector<int64_t> outShape = intsAttr(n, "output_shape", {});
+  g.strides = p.strides.orDefault(nd, 1);
+  g.dilations = p.dilations.orDefault(nd, 1);
+  g.outPad = p.outputPadding.orDefault(nd, 0);
+  std::vector<int64_t> pads = p.pads.orDefault(2 * nd, 0);
+  std::vector<int64_t> outShape = p.outputShape.values;
   if (g.strides.size() != nd || g.dilations.size() != nd || g.outPad.size() != nd ||
       pads.size() != 2 * nd || (!outShape.empty() && outShape.size() != nd))
     return nodeError(n, "strides, dilations, output_padding, pads or output_shape have "
                         "the wrong length");
-  llvm::StringRef autoPad = n.stringAttr("auto_pad", "NOTSET");
+  bool same = p.autoPad == AutoPadMode::SameUpper || p.autoPad == AutoPadMode::SameLower;
   for (size_t d = 0; d < nd; ++d) {
     int64_t full = g.strides[d] * (g.in[d] - 1) + g.outPad[d] +
                    (g.kernel[d] - 1) * g.dilations[d] + 1;
     int64_t target = -1;
     if (!outShape.empty())
       target = outShape[d];
-    else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+    else if (same)
       target = g.in[d] * g.strides[d];
     if (target >= 0) {
       int64_t total = full - target;
-      bool upper = autoPad != "SAME_LOWER";
+      bool upper = p.autoPad != AutoPadMode::SameLower;
       g.padsBegin.push_back(upper ? total / 2 : total - total / 2);
       g.out.push_back(target);
     } else {
-      int64_t pb = autoPad == "VALID" ? 0 : pads[d];
-      int64_t pe = autoPad == "VALID" ? 0 : pads[d + nd];
+      bool valid = p.autoPad == AutoPadMode::Valid;
+      int64_t pb = valid ? 0 : pads[d];
+      int64_t pe = valid ? 0 : pads[d + nd];
       g.padsBegin.push_back(pb);
       g.out.push_back(full - pb - pe);
     }
@@ -70,6 +71,12 @@ static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
       return nodeError(n, "empty output for input " + formatShape(x));
   }
   return g;
+}
+
+static llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n,
+                                                     llvm::ArrayRef<int64_t> x,
+                                                     llvm::ArrayRef<int64_t> w) {
+  return deconvGeometry(n, windowParamsOf(n), x, w);
 }
 
 llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -83,7 +90,8 @@ llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedTy
 }
 
 llvm::Error cpuk::runConvTranspose(const KernelCall &c) {
-  auto geo = deconvGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  auto geo = deconvGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape,
+                            c.inputs[1].shape);
   if (!geo)
     return geo.takeError();
   const DeconvGeometry &g = *geo;

@@ -11,6 +11,7 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/Float16.h"
 #include "../ops/ShapeFunctions.h"
 #include "../ops/ShapeHelpers.h"
@@ -192,8 +193,13 @@ llvm::Error runResize(const KernelCall &);
 
 /// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
 cpu::AutoPad autoPadOf(const Node &n);
+cpu::AutoPad autoPadOf(const WindowParams &p);
 /// Conv's geometry from its attributes and the X and W shapes (LinalgKernels.cpp).
 llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+                                               llvm::ArrayRef<int64_t> w);
+/// The same from parsed attributes (the node names errors).
+llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, const WindowParams &p,
+                                               llvm::ArrayRef<int64_t> x,
                                                llvm::ArrayRef<int64_t> w);
 
 /// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
@@ -208,8 +214,8 @@ llvm::Error runConvGrad(const KernelCall &);
 /// Recurrent kernels (LSTM, GRU, RNN) compute in fp32: a widened copy of
 /// input `i` (empty when absent), and `v` rounded into `out` (skipped when
 /// the output is absent) (LstmKernel.cpp).
-std::vector<float> widenInput(const KernelCall &c, unsigned i);
-void narrowFrom(const TensorRef &out, const std::vector<float> &v);
+template <typename A> std::vector<A> widenInput(const KernelCall &c, unsigned i);
+template <typename A> void narrowFrom(const TensorRef &out, const std::vector<A> &v);
 
 // The rows of the com.microsoft domain (ContribKernels.cpp).
 std::vector<CpuKernel> contribRows();

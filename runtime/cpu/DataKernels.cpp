@@ -30,13 +30,21 @@ llvm::Error cpuk::runCopy(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+static std::vector<int64_t> permOf(const TransposeParams &p, size_t rank) {
+  std::vector<int64_t> perm = p.perm.values;
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i)
+      perm.push_back(rank - 1 - i);
+  return perm;
+}
+
 /// Strided copy: the output walks its dims in order, reading the input at
 /// the permuted strides; the innermost run is copied with memcpy when the
 /// last axis stays last.
 llvm::Error cpuk::runTranspose(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   size_t rank = x.shape.size(), es = elemSize(x);
-  std::vector<int64_t> perm = transposePerm(*c.node, rank);
+  std::vector<int64_t> perm = permOf(paramsOf<TransposeParams>(c), rank);
   std::vector<int64_t> inStride(rank, 1);
   for (size_t i = rank; i-- > 1;)
     inStride[i - 1] = inStride[i] * x.shape[i];
@@ -98,7 +106,7 @@ bool cpuk::normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int6
 
 llvm::Error cpuk::runGather(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   std::vector<int64_t> idx = readInts(c.inputs[1]);
   int64_t outer = 1, inner = elemSize(x), dim = x.shape[axis];
@@ -119,7 +127,7 @@ llvm::Error cpuk::runGather(const KernelCall &c) {
 
 llvm::Error cpuk::runConcat(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, y.shape.size());
   int64_t outer = 1, es = elemSize(y);
   for (int64_t i = 0; i < axis; ++i)

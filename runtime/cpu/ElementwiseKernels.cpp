@@ -19,40 +19,35 @@ using namespace mpc;
 using namespace mpc::cpuk;
 namespace k = mpc::kernels;
 
-/// A functor with its attributes filled from the node.
-template <typename Op> static Op makeOp(const Node &) { return Op(); }
-template <> k::LeakyRelu makeOp(const Node &n) {
-  return k::LeakyRelu{n.floatAttr("alpha", 0.01f)};
+/// A functor with its attributes filled from the parsed parameters
+/// (ElementwiseParams, OpParams.h).
+template <typename Op> static Op makeOp(const KernelCall &) { return Op(); }
+static const ElementwiseParams &ew(const KernelCall &c) {
+  return paramsOf<ElementwiseParams>(c);
 }
-template <> k::ThresholdedRelu makeOp(const Node &n) {
-  return k::ThresholdedRelu{n.floatAttr("alpha", 1.0f)};
+template <> k::LeakyRelu makeOp(const KernelCall &c) { return k::LeakyRelu{ew(c).alpha}; }
+template <> k::ThresholdedRelu makeOp(const KernelCall &c) {
+  return k::ThresholdedRelu{ew(c).alpha};
 }
-template <> k::Elu makeOp(const Node &n) { return k::Elu{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Celu makeOp(const Node &n) { return k::Celu{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Selu makeOp(const Node &n) {
+template <> k::Elu makeOp(const KernelCall &c) { return k::Elu{ew(c).alpha}; }
+template <> k::Celu makeOp(const KernelCall &c) { return k::Celu{ew(c).alpha}; }
+template <> k::Selu makeOp(const KernelCall &c) {
   k::Selu s;
-  s.alpha = n.floatAttr("alpha", s.alpha);
-  s.gamma = n.floatAttr("gamma", s.gamma);
+  s.alpha = ew(c).alpha;
+  s.gamma = ew(c).beta;
   return s;
 }
-template <> k::HardSigmoid makeOp(const Node &n) {
-  return k::HardSigmoid{n.floatAttr("alpha", 0.2f), n.floatAttr("beta", 0.5f)};
+template <> k::HardSigmoid makeOp(const KernelCall &c) {
+  return k::HardSigmoid{ew(c).alpha, ew(c).beta};
 }
-template <> k::Gelu makeOp(const Node &n) {
-  return k::Gelu{n.stringAttr("approximate", "none") == "tanh"};
+template <> k::Gelu makeOp(const KernelCall &c) { return k::Gelu{ew(c).flagA}; }
+template <> k::IsInf makeOp(const KernelCall &c) { return k::IsInf{ew(c).flagA, ew(c).flagB}; }
+template <> k::Mod makeOp(const KernelCall &c) { return k::Mod{ew(c).flagA}; }
+template <> k::Swish makeOp(const KernelCall &c) { return k::Swish{ew(c).alpha}; }
+template <> k::Shrink makeOp(const KernelCall &c) {
+  return k::Shrink{ew(c).alpha, ew(c).beta};
 }
-template <> k::IsInf makeOp(const Node &n) {
-  return k::IsInf{n.intAttr("detect_negative", 1) != 0,
-                  n.intAttr("detect_positive", 1) != 0};
-}
-template <> k::Mod makeOp(const Node &n) { return k::Mod{n.intAttr("fmod", 0) != 0}; }
-template <> k::Swish makeOp(const Node &n) { return k::Swish{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Shrink makeOp(const Node &n) {
-  return k::Shrink{n.floatAttr("lambd", 0.5f), n.floatAttr("bias", 0.0f)};
-}
-template <> k::BitShift makeOp(const Node &n) {
-  return k::BitShift{n.stringAttr("direction", "") == "LEFT"};
-}
+template <> k::BitShift makeOp(const KernelCall &c) { return k::BitShift{ew(c).flagA}; }
 
 namespace {
 /// The storage types of a row kind of ElementwiseOps.def.
@@ -73,7 +68,7 @@ template <RowTypes K, typename Fn> void dispatchRow(DType t, Fn &&fn) {
 /// Unary rows with the same input and output type.
 template <typename Op, RowTypes K> struct Unary {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(*c.node);
+    Op op = makeOp<Op>(c);
     const TensorRef &x = c.inputs[0];
     dispatchRow<K>(x.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -85,7 +80,7 @@ template <typename Op, RowTypes K> struct Unary {
 
 template <typename Op> struct Predicate {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(*c.node);
+    Op op = makeOp<Op>(c);
     const TensorRef &x = c.inputs[0];
     dispatchFloat(x.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -99,7 +94,7 @@ template <typename Op> struct Predicate {
 /// Binary rows; Out is the same type (Compare = false) or bool.
 template <typename Op, bool Compare, RowTypes K = RowTypes::Signed> struct Binary {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(*c.node);
+    Op op = makeOp<Op>(c);
     if constexpr (!Compare)
       if (c.inputs.size() != 2)
         return runVariadic(op, c);
@@ -145,8 +140,8 @@ template <typename Op, bool Compare, RowTypes K = RowTypes::Signed> struct Binar
 /// Clip: bounds come from optional inputs 1 and 2 (opset >= 11) or attributes.
 static llvm::Error runClip(const KernelCall &c) {
   k::Clip op;
-  op.minValue = c.node->floatAttr("min", -std::numeric_limits<float>::infinity());
-  op.maxValue = c.node->floatAttr("max", std::numeric_limits<float>::infinity());
+  op.minValue = ew(c).alpha;
+  op.maxValue = ew(c).beta;
   auto bound = [&](unsigned i, double &out) {
     if (!c.hasInput(i))
       return;

@@ -45,11 +45,12 @@ static std::vector<int64_t> rowStrides(llvm::ArrayRef<int64_t> shape) {
 
 llvm::Error cpuk::runArgReduce(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0), outer, dim, inner;
+  const AxisParams &params = paramsOf<AxisParams>(c);
+  int64_t axis = params.axis, outer, dim, inner;
   normalizeAxis(axis, x.shape.size());
   splitAtAxis(x.shape, axis, outer, dim, inner);
   bool isMax = c.node->opType == "ArgMax";
-  bool last = c.node->intAttr("select_last_index", 0) != 0;
+  bool last = params.flagA;
   int64_t *y = c.outputs[0].as<int64_t>();
   dispatchSigned(x.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -79,11 +80,12 @@ llvm::Error cpuk::runArgReduce(const KernelCall &c) {
 
 llvm::Error cpuk::runTopK(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &vals = c.outputs[0], &inds = c.outputs[1];
-  int64_t axis = c.node->intAttr("axis", -1), outer, dim, inner;
+  const AxisParams &params = paramsOf<AxisParams>(c);
+  int64_t axis = params.axis, outer, dim, inner;
   normalizeAxis(axis, x.shape.size());
   splitAtAxis(x.shape, axis, outer, dim, inner);
   int64_t kk = vals.shape[axis];
-  bool largest = c.node->intAttr("largest", 1) != 0;
+  bool largest = params.flagA;
   dispatchSigned(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
@@ -126,8 +128,8 @@ template <typename Op> static llvm::Error runScan(const KernelCall &c, int ident
   if (!normalizeAxis(axis, x.shape.size()))
     return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
   splitAtAxis(x.shape, axis, outer, dim, inner);
-  bool exclusive = c.node->intAttr("exclusive", 0) != 0;
-  bool reverse = c.node->intAttr("reverse", 0) != 0;
+  bool exclusive = paramsOf<AxisParams>(c).flagA;
+  bool reverse = paramsOf<AxisParams>(c).flagB;
   const Op op{};
   dispatchArithmetic(x.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -191,7 +193,7 @@ static void forEachElementIndex(const KernelCall &c, const TensorRef &data,
 
 llvm::Error cpuk::runGatherElements(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   size_t es = elemSize(x.dtype);
   const char *src = x.as<const char>();

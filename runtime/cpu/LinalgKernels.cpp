@@ -66,19 +66,21 @@ llvm::Error cpuk::runMatMul(const KernelCall &c) {
 // Conv and pooling
 //===----------------------------------------------------------------------===//
 
-cpu::AutoPad cpuk::autoPadOf(const Node &n) {
-  llvm::StringRef s = n.stringAttr("auto_pad", "NOTSET");
-  if (s == "SAME_UPPER")
-    return cpu::AutoPad::SameUpper;
-  if (s == "SAME_LOWER")
-    return cpu::AutoPad::SameLower;
-  if (s == "VALID")
-    return cpu::AutoPad::Valid;
+cpu::AutoPad cpuk::autoPadOf(const Node &n) { return autoPadOf(windowParamsOf(n)); }
+
+cpu::AutoPad cpuk::autoPadOf(const WindowParams &p) {
+  switch (p.autoPad) {
+  case AutoPadMode::SameUpper: return cpu::AutoPad::SameUpper;
+  case AutoPadMode::SameLower: return cpu::AutoPad::SameLower;
+  case AutoPadMode::Valid: return cpu::AutoPad::Valid;
+  case AutoPadMode::NotSet: break;
+  }
   return cpu::AutoPad::NotSet;
 }
 
 /// Fills the window geometry of Conv/pooling from attributes and shapes.
-static llvm::Error windowGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
+static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
+                                  llvm::ArrayRef<int64_t> x,
                                   llvm::ArrayRef<int64_t> kernel,
                                   llvm::SmallVectorImpl<int64_t> &strides,
                                   llvm::SmallVectorImpl<int64_t> &dilations,
@@ -89,13 +91,13 @@ static llvm::Error windowGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
   if (x.size() != nd + 2)
     return nodeError(n, "input " + formatShape(x) + " does not match a " +
                             std::to_string(nd) + "-d window");
-  auto st = intsAttr(n, "strides", std::vector<int64_t>(nd, 1));
-  auto dl = intsAttr(n, "dilations", std::vector<int64_t>(nd, 1));
-  auto pads = intsAttr(n, "pads", std::vector<int64_t>(2 * nd, 0));
+  auto st = p.strides.orDefault(nd, 1);
+  auto dl = p.dilations.orDefault(nd, 1);
+  auto pads = p.pads.orDefault(2 * nd, 0);
   if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
     return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = n.intAttr("ceil_mode", 0) != 0;
-  cpu::AutoPad ap = autoPadOf(n);
+  bool ceil = p.ceilMode;
+  cpu::AutoPad ap = autoPadOf(p);
   for (size_t i = 0; i < nd; ++i) {
     int64_t pb = pads[i], pe = pads[i + nd];
     if (ap != cpu::AutoPad::NotSet)
@@ -114,6 +116,12 @@ static llvm::Error windowGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
 
 llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
                                                      llvm::ArrayRef<int64_t> w) {
+  return convGeometry(n, windowParamsOf(n), x, w);
+}
+
+llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, const WindowParams &p,
+                                                     llvm::ArrayRef<int64_t> x,
+                                                     llvm::ArrayRef<int64_t> w) {
   cpu::ConvGeometry g;
   if (w.size() < 3 || x.size() != w.size())
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
@@ -121,17 +129,17 @@ llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayR
   g.batch = x[0];
   g.inChannels = x[1];
   g.outChannels = w[0];
-  g.group = n.intAttr("group", 1);
+  g.group = p.group;
   if (g.group <= 0 || x[1] != w[1] * g.group || w[0] % g.group)
     return nodeError(n, "channels of input " + formatShape(x) + " and weight " +
                             formatShape(w) + " do not match group " +
                             std::to_string(g.group));
   g.kernel.assign(w.begin() + 2, w.end());
-  auto ks = intsAttr(n, "kernel_shape", {});
+  const auto &ks = p.kernelShape.values;
   if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
     return nodeError(n, "kernel_shape does not match the weight");
   g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, x, g.kernel, g.strides, g.dilations, g.padsBegin,
+  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
                               g.padsEnd, g.outSpatial))
     return std::move(e);
   return g;
@@ -148,7 +156,8 @@ llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out)
 }
 
 llvm::Error cpuk::runConv(const KernelCall &c) {
-  auto g = convGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  auto g = convGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape,
+                        c.inputs[1].shape);
   if (!g)
     return g.takeError();
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
@@ -159,10 +168,10 @@ llvm::Error cpuk::runConv(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
+static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n, const WindowParams &p,
                                                       llvm::ArrayRef<int64_t> x) {
   cpu::PoolGeometry g;
-  auto ks = intsAttr(n, "kernel_shape", {});
+  const auto &ks = p.kernelShape.values;
   if (ks.empty())
     return nodeError(n, "missing kernel_shape");
   g.batch = x.empty() ? 0 : x[0];
@@ -170,10 +179,15 @@ static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
   g.kernel.assign(ks.begin(), ks.end());
   if (x.size() == ks.size() + 2)
     g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, x, g.kernel, g.strides, g.dilations, g.padsBegin,
+  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
                               g.padsEnd, g.outSpatial))
     return std::move(e);
   return g;
+}
+
+static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
+                                                      llvm::ArrayRef<int64_t> x) {
+  return poolGeometry(n, windowParamsOf(n), x);
 }
 
 llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -189,11 +203,12 @@ llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out)
 }
 
 llvm::Error cpuk::runMaxPool(const KernelCall &c) {
-  auto g = poolGeometry(*c.node, c.inputs[0].shape);
+  const WindowParams &p = paramsOf<WindowParams>(c);
+  auto g = poolGeometry(*c.node, p, c.inputs[0].shape);
   if (!g)
     return g.takeError();
   int64_t *indices = c.outputs.size() > 1 ? c.outputs[1].as<int64_t>() : nullptr;
-  bool colMajor = c.node->intAttr("storage_order", 0) != 0;
+  bool colMajor = p.storageColumnMajor;
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::maxPool<T>(*g, c.inputs[0].as<T>(), c.outputs[0].as<T>(), indices, colMajor);
@@ -202,10 +217,11 @@ llvm::Error cpuk::runMaxPool(const KernelCall &c) {
 }
 
 llvm::Error cpuk::runAveragePool(const KernelCall &c) {
-  auto g = poolGeometry(*c.node, c.inputs[0].shape);
+  const WindowParams &p = paramsOf<WindowParams>(c);
+  auto g = poolGeometry(*c.node, p, c.inputs[0].shape);
   if (!g)
     return g.takeError();
-  bool includePad = c.node->intAttr("count_include_pad", 0) != 0;
+  bool includePad = p.countIncludePad;
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::averagePool<T>(*g, includePad, c.inputs[0].as<T>(), c.outputs[0].as<T>());
@@ -237,13 +253,14 @@ llvm::Error cpuk::runGlobalMaxPool(const KernelCall &c) { return runGlobalPool<t
 // running statistics) lives with the other training kernels.
 
 llvm::Error cpuk::runBatchNorm(const KernelCall &c) {
-  if (isTrainingBatchNorm(*c.node))
+  const BatchNormParams &params = paramsOf<BatchNormParams>(c);
+  if (params.training)
     return runBatchNormTraining(c);
   const TensorRef &x = c.inputs[0];
   int64_t batch = x.shape.empty() ? 1 : x.shape[0];
   int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
   int64_t spatial = x.numElements() / std::max<int64_t>(batch * channels, 1);
-  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  float eps = params.epsilon;
   DType p = c.inputs[1].dtype;
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -363,6 +380,29 @@ llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<tru
 // Reductions
 //===----------------------------------------------------------------------===//
 
+/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
+/// optional second input, which must be known at plan time.
+static llvm::Expected<std::vector<int64_t>>
+reducedAxes(const Node &n, const ReduceParams &p, size_t rank, const HostTensor *axesValue,
+           bool hasAxesInput) {
+  std::vector<int64_t> axes = p.axes;
+  if (hasAxesInput) {
+    if (!axesValue)
+      return nodeError(n, "axes must be known before running");
+    for (int64_t i = 0; i < axesValue->numElements(); ++i)
+      axes.push_back(axesValue->getAsInt64(i));
+  }
+  if (axes.empty() && !p.noopWithEmptyAxes)
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  for (int64_t &a : axes)
+    if (!normalizeAxis(a, rank))
+      return nodeError(n, "axis out of range");
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
 static cpu::ReduceKind reduceKind(llvm::StringRef op) {
   return llvm::StringSwitch<cpu::ReduceKind>(op)
       .Case("ReduceSum", cpu::ReduceKind::Sum)
@@ -385,10 +425,11 @@ llvm::Error cpuk::runReduce(const KernelCall &c) {
     axesValue = HostTensor(DType::I64, {int64_t(a.size())});
     std::copy(a.begin(), a.end(), axesValue.data<int64_t>());
   }
-  auto axes = reduceAxes(*c.node, c.inputs[0].shape.size(), &axesValue, hasAxes);
+  const ReduceParams &params = paramsOf<ReduceParams>(c);
+  auto axes = reducedAxes(*c.node, params, c.inputs[0].shape.size(), &axesValue, hasAxes);
   if (!axes)
     return axes.takeError();
-  if (axes->empty() && c.node->intAttr("noop_with_empty_axes", 0)) {
+  if (axes->empty() && params.noopWithEmptyAxes) {
     std::memcpy(c.outputs[0].data, c.inputs[0].data,
                 size_t(c.inputs[0].numElements()) * runtimeElementSize(c.inputs[0].dtype));
     return llvm::Error::success();

@@ -63,23 +63,24 @@ llvm::Error cpuk::runInstanceNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t runs = x.shape[0] * x.shape[1];
   int64_t len = x.numElements() / std::max<int64_t>(runs, 1);
-  normalizeRuns(c, runs, len, len, true, c.node->floatAttr("epsilon", 1e-5f));
+  normalizeRuns(c, runs, len, len, true, paramsOf<NormParams>(c).epsilon);
   return llvm::Error::success();
 }
 
 llvm::Error cpuk::runGroupNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t g = c.node->intAttr("num_groups", 1);
+  const NormParams &params = paramsOf<NormParams>(c);
+  int64_t g = params.numGroups;
   int64_t runs = x.shape[0] * g, len = x.numElements() / std::max<int64_t>(runs, 1);
   int64_t chanLen = x.numElements() / std::max<int64_t>(x.shape[0] * x.shape[1], 1);
   bool perGroup = c.node->opsetVersion() < 21;
-  normalizeRuns(c, runs, len, chanLen, perGroup, c.node->floatAttr("epsilon", 1e-5f));
+  normalizeRuns(c, runs, len, chanLen, perGroup, params.epsilon);
   return llvm::Error::success();
 }
 
 llvm::Error cpuk::runLpNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", -1), p = c.node->intAttr("p", 2);
+  int64_t axis = paramsOf<NormParams>(c).axis, p = paramsOf<NormParams>(c).p;
   normalizeAxis(axis, x.shape.size());
   int64_t outer = 1, dim = x.shape[axis], inner = 1;
   for (int64_t i = 0; i < axis; ++i)
@@ -114,14 +115,23 @@ llvm::Error cpuk::runLpNorm(const KernelCall &c) {
 // RMSNormalization (opset 23)
 //===----------------------------------------------------------------------===//
 
+/// The normalized axes of an RMSNormalization: X's dims from `axis` on.
+static llvm::Expected<int64_t> rmsAxisOf(const Node &n, int64_t axis,
+                                        llvm::ArrayRef<int64_t> x) {
+  if (!normalizeAxis(axis, static_cast<int64_t>(x.size())))
+    return nodeError(n, "axis out of range for " + formatShape(x.vec()));
+  return axis;
+}
+
 llvm::Error cpuk::runRMSNorm(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &scale = c.inputs[1];
-  int64_t axis = *rmsAxis(*c.node, x.shape);
+  const NormParams &params = paramsOf<NormParams>(c);
+  int64_t axis = *rmsAxisOf(*c.node, params.axis, x.shape);
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= x.shape[i];
   int64_t inner = x.numElements() / std::max<int64_t>(outer, 1);
-  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  float eps = params.epsilon;
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *sc = scale.as<T>();

@@ -1,9 +1,9 @@
 //===- RnnKernels.cpp - ONNX GRU and RNN on the CPU -------------------------===//
 //
 // The GRU and plain RNN cells, with the structure of LstmKernel.cpp: inputs
-// are widened to fp32 once, the input projections of every step are one gemm
-// per direction, each step adds the recurrent gemm, and the outputs are
-// narrowed once (fp32 accumulation whatever the storage type).
+// are widened once to the compute type (fp64 for double storage, else fp32),
+// the input projections of every step are one gemm per direction, each step
+// adds the recurrent gemm, and the outputs are narrowed once.
 //
 //   per direction:  XW = X[seq*batch, in] * W^T + Wb       (one gemm)
 //   GRU step:       z, r = f(XW_zr[t] + H * R_zr^T + Rb_zr)
@@ -78,20 +78,16 @@ static const ActInfo kActivations[] = {
 /// with only perDir names serves both directions; activation_alpha/beta are
 /// consumed in order by the activations that take them.
 static llvm::Expected<std::vector<Activation>>
-parseActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t dirs) {
+parseActivations(const Node &n, const RecurrentParams &p,
+                 llvm::ArrayRef<const char *> defaults, int64_t dirs) {
   std::vector<std::string> names(defaults.begin(), defaults.end());
-  if (const Attribute *a = n.attr("activations"))
-    if (!a->strings.empty())
-      names = a->strings;
+  if (!p.activations.empty())
+    names = p.activations;
   size_t perDir = defaults.size();
   if (names.size() != perDir && names.size() != perDir * dirs)
     return nodeError(n, "activations lists " + std::to_string(names.size()) +
                             " functions; expected " + std::to_string(perDir * dirs));
-  std::vector<float> alphas, betas;
-  if (const Attribute *a = n.attr("activation_alpha"))
-    alphas = a->floats;
-  if (const Attribute *a = n.attr("activation_beta"))
-    betas = a->floats;
+  const std::vector<float> &alphas = p.activationAlpha, &betas = p.activationBeta;
   size_t ai = 0, bi = 0;
   std::vector<Activation> acts;
   for (const std::string &name : names) {
@@ -113,18 +109,26 @@ parseActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t d
   return acts;
 }
 
-static float activate(const Activation &a, float x) {
-  switch (a.kind) {
+static llvm::Expected<std::vector<Activation>>
+parseActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t dirs) {
+  auto p = parseRecurrent(n);
+  return parseActivations(n, static_cast<const RecurrentParams &>(*p), defaults, dirs);
+}
+
+/// In the compute type A (the float attributes widened to A for double).
+template <typename A> static A activate(const Activation &act, A x) {
+  A alpha = act.alpha, beta = act.beta;
+  switch (act.kind) {
   case ActKind::Sigmoid: return k::Sigmoid()(x);
   case ActKind::Tanh: return std::tanh(x);
-  case ActKind::Relu: return x < 0 ? 0.0f : x;
-  case ActKind::Affine: return a.alpha * x + a.beta;
-  case ActKind::LeakyRelu: return x < 0 ? a.alpha * x : x;
-  case ActKind::ThresholdedRelu: return x > a.alpha ? x : 0.0f;
-  case ActKind::ScaledTanh: return a.alpha * std::tanh(a.beta * x);
-  case ActKind::HardSigmoid: return std::max(0.0f, std::min(1.0f, a.alpha * x + a.beta));
-  case ActKind::Elu: return x >= 0 ? x : a.alpha * std::expm1(x);
-  case ActKind::Softsign: return x / (1.0f + std::fabs(x));
+  case ActKind::Relu: return x < 0 ? A(0) : x;
+  case ActKind::Affine: return alpha * x + beta;
+  case ActKind::LeakyRelu: return x < 0 ? alpha * x : x;
+  case ActKind::ThresholdedRelu: return x > alpha ? x : A(0);
+  case ActKind::ScaledTanh: return alpha * std::tanh(beta * x);
+  case ActKind::HardSigmoid: return std::max(A(0), std::min(A(1), alpha * x + beta));
+  case ActKind::Elu: return x >= 0 ? x : alpha * std::expm1(x);
+  case ActKind::Softsign: return x / (A(1) + std::fabs(x));
   case ActKind::Softplus:
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   }
@@ -132,15 +136,17 @@ static float activate(const Activation &a, float x) {
 }
 
 /// Clips (when clip > 0) and applies `a` to x[0, n) in place.
-static void applyActivation(const Activation &a, float clip, float *x, int64_t n) {
+template <typename A>
+static void applyActivation(const Activation &a, float clipF, A *x, int64_t n) {
+  A clip = clipF;
   if (clip > 0)
     for (int64_t i = 0; i < n; ++i)
       x[i] = std::max(-clip, std::min(clip, x[i]));
   // The defaults take the vectorized element-wise loops.
   if (a.kind == ActKind::Sigmoid)
-    k::applyUnary<float, float, k::Sigmoid>(k::Sigmoid(), x, x, n);
+    k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), x, x, n);
   else if (a.kind == ActKind::Tanh)
-    k::applyUnary<float, float, k::Tanh>(k::Tanh(), x, x, n);
+    k::applyUnary<A, A, k::Tanh>(k::Tanh(), x, x, n);
   else
     for (int64_t i = 0; i < n; ++i)
       x[i] = activate(a, x[i]);
@@ -208,9 +214,10 @@ llvm::Error shapes::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) 
 //===----------------------------------------------------------------------===//
 
 /// Swaps the two leading axes of a [a, b, inner] array.
-static std::vector<float> swapLeading(const std::vector<float> &v, int64_t a, int64_t b,
-                                      int64_t inner) {
-  std::vector<float> t(v.size());
+template <typename A>
+static std::vector<A> swapLeading(const std::vector<A> &v, int64_t a, int64_t b,
+                                  int64_t inner) {
+  std::vector<A> t(v.size());
   for (int64_t i = 0; i < a; ++i)
     for (int64_t j = 0; j < b; ++j)
       std::copy_n(v.data() + (i * b + j) * inner, inner, t.data() + (j * a + i) * inner);
@@ -218,39 +225,42 @@ static std::vector<float> swapLeading(const std::vector<float> &v, int64_t a, in
 }
 
 namespace {
-/// Everything a cell step needs, in fp32 and sequence-major layout.
-struct Recurrence {
+/// Everything a cell step needs, in the compute type A (fp64 for double
+/// storage, else fp32) and sequence-major layout.
+template <typename A> struct Recurrence {
   int64_t seq = 0, batch = 0, in = 0, hid = 0, dirs = 1, gates = 1;
   bool reverse = false;
   float clip = 0;
-  std::vector<float> x, w, r, b, h0;
+  std::vector<A> x, w, r, b, h0;
   std::vector<int64_t> lens;
   std::vector<Activation> acts;
 };
 } // namespace
 
-static llvm::Expected<Recurrence> loadRecurrence(const KernelCall &c, int64_t gates,
-                                                 llvm::ArrayRef<const char *> acts) {
+template <typename A>
+static llvm::Expected<Recurrence<A>> loadRecurrence(const KernelCall &c, int64_t gates,
+                                                    llvm::ArrayRef<const char *> acts) {
   const Node &n = *c.node;
-  Recurrence p;
-  bool batchMajor = n.intAttr("layout", 0) == 1;
+  const RecurrentParams &params = paramsOf<RecurrentParams>(c);
+  Recurrence<A> p;
+  bool batchMajor = params.batchMajor;
   p.seq = c.inputs[0].shape[batchMajor ? 1 : 0];
   p.batch = c.inputs[0].shape[batchMajor ? 0 : 1];
   p.in = c.inputs[0].shape[2];
-  p.dirs = numDirections(n);
+  p.dirs = params.numDirections();
   p.hid = c.inputs[2].shape[2];
   p.gates = gates;
-  p.reverse = n.stringAttr("direction", "forward") == "reverse";
-  p.clip = n.attr("clip") ? n.floatAttr("clip", 0.0f) : 0.0f;
-  auto a = parseActivations(n, acts, p.dirs);
+  p.reverse = params.reverse();
+  p.clip = params.hasClip ? params.clip : 0.0f;
+  auto a = parseActivations(n, params, acts, p.dirs);
   if (!a)
     return a.takeError();
   p.acts = std::move(*a);
-  p.x = widenInput(c, 0);
-  p.w = widenInput(c, 1);
-  p.r = widenInput(c, 2);
-  p.b = widenInput(c, 3);
-  p.h0 = widenInput(c, 5);
+  p.x = widenInput<A>(c, 0);
+  p.w = widenInput<A>(c, 1);
+  p.r = widenInput<A>(c, 2);
+  p.b = widenInput<A>(c, 3);
+  p.h0 = widenInput<A>(c, 5);
   if (batchMajor) {
     p.x = swapLeading(p.x, p.batch, p.seq, p.in);
     if (!p.h0.empty())
@@ -273,23 +283,22 @@ static llvm::Expected<Recurrence> loadRecurrence(const KernelCall &c, int64_t ga
 /// Runs every direction: `step(d, gx, h, hNew)` maps the projected inputs
 /// gx [batch, gates*hid] and the state h [batch, hid] to hNew. Y is
 /// [seq, dirs, batch, hid] and Y_h [dirs, batch, hid].
-template <typename StepFn>
-static void runDirections(const Recurrence &p, StepFn step, std::vector<float> &y,
-                          std::vector<float> &yh) {
+template <typename A, typename StepFn>
+static void runDirections(const Recurrence<A> &p, StepFn step, std::vector<A> &y,
+                          std::vector<A> &yh) {
   int64_t gh = p.gates * p.hid, hid = p.hid, batch = p.batch;
-  y.assign(p.seq * p.dirs * batch * hid, 0.0f);
-  yh.assign(p.dirs * batch * hid, 0.0f);
-  std::vector<float> xw(p.seq * batch * gh), gx(batch * gh), h(batch * hid),
-      hNew(batch * hid);
+  y.assign(p.seq * p.dirs * batch * hid, A(0));
+  yh.assign(p.dirs * batch * hid, A(0));
+  std::vector<A> xw(p.seq * batch * gh), gx(batch * gh), h(batch * hid), hNew(batch * hid);
   for (int64_t d = 0; d < p.dirs; ++d) {
-    cpu::gemm<float, float>(false, true, p.seq * batch, gh, p.in, 1.0f, p.x.data(), p.in,
-                            p.w.data() + d * gh * p.in, p.in, 0.0f, xw.data(), gh);
+    cpu::gemm<A, A>(false, true, p.seq * batch, gh, p.in, A(1), p.x.data(), p.in,
+                    p.w.data() + d * gh * p.in, p.in, A(0), xw.data(), gh);
     if (!p.b.empty())
       for (int64_t row = 0; row < p.seq * batch; ++row)
         for (int64_t j = 0; j < gh; ++j)
           xw[row * gh + j] += p.b[d * 2 * gh + j];
     for (int64_t i = 0; i < batch * hid; ++i)
-      h[i] = p.h0.empty() ? 0.0f : p.h0[d * batch * hid + i];
+      h[i] = p.h0.empty() ? A(0) : p.h0[d * batch * hid + i];
     bool backward = p.reverse || d == 1;
     for (int64_t s = 0; s < p.seq; ++s) {
       for (int64_t bi = 0; bi < batch; ++bi) {
@@ -297,7 +306,7 @@ static void runDirections(const Recurrence &p, StepFn step, std::vector<float> &
         if (s < p.lens[bi])
           std::copy_n(xw.data() + (t * batch + bi) * gh, gh, gx.data() + bi * gh);
         else
-          std::fill_n(gx.data() + bi * gh, gh, 0.0f);
+          std::fill_n(gx.data() + bi * gh, gh, A(0));
       }
       step(d, gx.data(), h.data(), hNew.data());
       for (int64_t bi = 0; bi < batch; ++bi) {
@@ -313,9 +322,10 @@ static void runDirections(const Recurrence &p, StepFn step, std::vector<float> &
   }
 }
 
-static void storeOutputs(const KernelCall &c, const Recurrence &p, std::vector<float> &y,
-                         std::vector<float> &yh) {
-  if (c.node->intAttr("layout", 0) == 1) {
+template <typename A>
+static void storeOutputs(const KernelCall &c, const Recurrence<A> &p, std::vector<A> &y,
+                         std::vector<A> &yh) {
+  if (paramsOf<RecurrentParams>(c).batchMajor) {
     // [seq, dirs, batch, hid] -> [batch, seq, dirs, hid]; [dirs, batch, hid] -> [batch, dirs, hid].
     y = swapLeading(y, p.seq * p.dirs, p.batch, p.hid);
     yh = swapLeading(yh, p.dirs, p.batch, p.hid);
@@ -330,52 +340,51 @@ static void storeOutputs(const KernelCall &c, const Recurrence &p, std::vector<f
 // GRU
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::runGRU(const KernelCall &c) {
-  auto loaded = loadRecurrence(c, 3, kGruActs);
+template <typename A> static llvm::Error gruIn(const KernelCall &c) {
+  auto loaded = loadRecurrence<A>(c, 3, kGruActs);
   if (!loaded)
     return loaded.takeError();
-  const Recurrence &p = *loaded;
-  bool linearBeforeReset = c.node->intAttr("linear_before_reset", 0) != 0;
+  const Recurrence<A> &p = *loaded;
+  bool linearBeforeReset = paramsOf<RecurrentParams>(c).linearBeforeReset;
   int64_t hid = p.hid, batch = p.batch, g3 = 3 * hid;
-  std::vector<float> hr(batch * g3), rh(batch * hid), y, yh;
-  auto step = [&](int64_t d, float *gx, const float *h, float *hNew) {
-    const float *rd = p.r.data() + d * g3 * hid;
-    const float *rb = p.b.empty() ? nullptr : p.b.data() + d * 2 * g3 + g3;
+  std::vector<A> hr(batch * g3), rh(batch * hid), y, yh;
+  auto step = [&](int64_t d, A *gx, const A *h, A *hNew) {
+    const A *rd = p.r.data() + d * g3 * hid;
+    const A *rb = p.b.empty() ? nullptr : p.b.data() + d * 2 * g3 + g3;
     const Activation &f = p.acts[d * 2], &g = p.acts[d * 2 + 1];
     // z and r (and with linear_before_reset the h block too) from one gemm.
     int64_t cols = linearBeforeReset ? g3 : 2 * hid;
-    cpu::gemm<float, float>(false, true, batch, cols, hid, 1.0f, h, hid, rd, hid, 0.0f,
-                            hr.data(), g3);
+    cpu::gemm<A, A>(false, true, batch, cols, hid, A(1), h, hid, rd, hid, A(0), hr.data(),
+                    g3);
     for (int64_t bi = 0; bi < batch; ++bi) {
-      float *zr = gx + bi * g3, *hrRow = hr.data() + bi * g3;
+      A *zr = gx + bi * g3, *hrRow = hr.data() + bi * g3;
       for (int64_t j = 0; j < 2 * hid; ++j)
-        zr[j] += hrRow[j] + (rb ? rb[j] : 0.0f);
+        zr[j] += hrRow[j] + (rb ? rb[j] : A(0));
       applyActivation(f, p.clip, zr, 2 * hid);
     }
     if (linearBeforeReset) {
       for (int64_t bi = 0; bi < batch; ++bi) {
-        float *row = gx + bi * g3, *hrRow = hr.data() + bi * g3;
+        A *row = gx + bi * g3, *hrRow = hr.data() + bi * g3;
         for (int64_t j = 0; j < hid; ++j)
-          row[2 * hid + j] +=
-              row[hid + j] * (hrRow[2 * hid + j] + (rb ? rb[2 * hid + j] : 0.0f));
+          row[2 * hid + j] += row[hid + j] * (hrRow[2 * hid + j] + (rb ? rb[2 * hid + j] : A(0)));
       }
     } else {
       for (int64_t bi = 0; bi < batch; ++bi)
         for (int64_t j = 0; j < hid; ++j)
           rh[bi * hid + j] = gx[bi * g3 + hid + j] * h[bi * hid + j];
       // (r . H) * R_h^T accumulated straight into the h block of gx.
-      cpu::gemm<float, float>(false, true, batch, hid, hid, 1.0f, rh.data(), hid,
-                              rd + 2 * hid * hid, hid, 1.0f, gx + 2 * hid, g3);
+      cpu::gemm<A, A>(false, true, batch, hid, hid, A(1), rh.data(), hid, rd + 2 * hid * hid,
+                      hid, A(1), gx + 2 * hid, g3);
       if (rb)
         for (int64_t bi = 0; bi < batch; ++bi)
           for (int64_t j = 0; j < hid; ++j)
             gx[bi * g3 + 2 * hid + j] += rb[2 * hid + j];
     }
     for (int64_t bi = 0; bi < batch; ++bi) {
-      float *row = gx + bi * g3, *ht = row + 2 * hid;
+      A *row = gx + bi * g3, *ht = row + 2 * hid;
       applyActivation(g, p.clip, ht, hid);
       for (int64_t j = 0; j < hid; ++j)
-        hNew[bi * hid + j] = (1.0f - row[j]) * ht[j] + row[j] * h[bi * hid + j];
+        hNew[bi * hid + j] = (A(1) - row[j]) * ht[j] + row[j] * h[bi * hid + j];
     }
   };
   runDirections(p, step, y, yh);
@@ -383,23 +392,27 @@ llvm::Error cpuk::runGRU(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+llvm::Error cpuk::runGRU(const KernelCall &c) {
+  return c.inputs[0].dtype == DType::F64 ? gruIn<double>(c) : gruIn<float>(c);
+}
+
 //===----------------------------------------------------------------------===//
 // RNN
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::runRNN(const KernelCall &c) {
-  auto loaded = loadRecurrence(c, 1, kRnnActs);
+template <typename A> static llvm::Error rnnIn(const KernelCall &c) {
+  auto loaded = loadRecurrence<A>(c, 1, kRnnActs);
   if (!loaded)
     return loaded.takeError();
-  const Recurrence &p = *loaded;
+  const Recurrence<A> &p = *loaded;
   int64_t hid = p.hid, batch = p.batch;
-  std::vector<float> y, yh;
-  auto step = [&](int64_t d, float *gx, const float *h, float *hNew) {
-    const float *rb = p.b.empty() ? nullptr : p.b.data() + d * 2 * hid + hid;
-    cpu::gemm<float, float>(false, true, batch, hid, hid, 1.0f, h, hid,
-                            p.r.data() + d * hid * hid, hid, 1.0f, gx, hid);
+  std::vector<A> y, yh;
+  auto step = [&](int64_t d, A *gx, const A *h, A *hNew) {
+    const A *rb = p.b.empty() ? nullptr : p.b.data() + d * 2 * hid + hid;
+    cpu::gemm<A, A>(false, true, batch, hid, hid, A(1), h, hid, p.r.data() + d * hid * hid,
+                    hid, A(1), gx, hid);
     for (int64_t bi = 0; bi < batch; ++bi) {
-      float *row = gx + bi * hid;
+      A *row = gx + bi * hid;
       if (rb)
         for (int64_t j = 0; j < hid; ++j)
           row[j] += rb[j];
@@ -410,4 +423,8 @@ llvm::Error cpuk::runRNN(const KernelCall &c) {
   runDirections(p, step, y, yh);
   storeOutputs(c, p, y, yh);
   return llvm::Error::success();
+}
+
+llvm::Error cpuk::runRNN(const KernelCall &c) {
+  return c.inputs[0].dtype == DType::F64 ? rnnIn<double>(c) : rnnIn<float>(c);
 }

@@ -198,8 +198,7 @@ static llvm::Error padAmounts(const Node &n, llvm::ArrayRef<int64_t> x,
   return llvm::Error::success();
 }
 
-static llvm::Expected<PadMode> padMode(const Node &n) {
-  llvm::StringRef m = n.stringAttr("mode", "constant");
+static llvm::Expected<PadMode> padMode(const Node &n, llvm::StringRef m) {
   if (m == "constant")
     return PadMode::Constant;
   if (m == "reflect")
@@ -209,6 +208,10 @@ static llvm::Expected<PadMode> padMode(const Node &n) {
   if (m == "wrap")
     return PadMode::Wrap;
   return nodeError(n, "unknown mode " + quoteName(m));
+}
+
+static llvm::Expected<PadMode> padMode(const Node &n) {
+  return padMode(n, n.stringAttr("mode", "constant"));
 }
 
 llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -271,16 +274,17 @@ static int64_t padSource(int64_t i, int64_t dim, PadMode mode) {
 llvm::Error cpuk::runPad(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   const Node &n = *c.node;
+  const PadParams &params = paramsOf<PadParams>(c);
   std::vector<int64_t> pads, axes, begin, end;
   if (n.opsetVersion() < 11) {
-    pads = intsAttr(n, "pads", intsAttr(n, "paddings"));
+    pads = params.pads;
   } else {
     pads = readInts(c.inputs[1]);
     if (c.hasInput(3))
       axes = readInts(c.inputs[3]);
   }
   PadMode mode = PadMode::Constant;
-  auto m = padMode(n);
+  auto m = padMode(n, params.mode);
   if (!m)
     return m.takeError();
   mode = *m;
@@ -290,7 +294,7 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
   // The pad value in the element type.
   std::vector<char> value(es, 0);
   if (n.opsetVersion() < 11) {
-    double v = n.floatAttr("value", 0.0f);
+    double v = params.value;
     dispatchAll(x.dtype, [&](auto tag) {
       using T = decltype(tag);
       T t = k::castValue<T>(v);
@@ -325,7 +329,7 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
 
 llvm::Error cpuk::runSplit(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   int64_t outer = 1, es = elemSize(x.dtype);
   for (int64_t i = 0; i < axis; ++i)
@@ -408,7 +412,7 @@ llvm::Error cpuk::runSpaceToDepth(const KernelCall &c) {
 llvm::Error cpuk::runTrilu(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   int64_t kd = c.hasInput(1) ? readInts(c.inputs[1]).at(0) : 0;
-  bool upper = c.node->intAttr("upper", 1) != 0;
+  bool upper = paramsOf<AxisParams>(c).flagA;
   size_t rank = x.shape.size(), es = elemSize(x.dtype);
   int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1];
   int64_t mats = x.numElements() / std::max<int64_t>(rows * cols, 1);

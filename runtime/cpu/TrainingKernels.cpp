@@ -52,8 +52,7 @@ static bool hasOutput(const KernelCall &c, unsigned i) {
 
 static bool isFloat(DType t) { return kFloatTypes & dtypeBit(t); }
 
-static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
-  llvm::StringRef r = n.stringAttr("reduction", "mean");
+static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n, llvm::StringRef r) {
   if (r == "none")
     return cpu::LossReduction::None;
   if (r == "sum")
@@ -63,6 +62,15 @@ static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
   return nodeError(n, "unknown reduction " + quoteName(r));
 }
 
+static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
+  return reductionOf(n, n.stringAttr("reduction", "mean"));
+}
+
+/// The reduction of a launched loss, from its parsed parameters.
+static llvm::Expected<cpu::LossReduction> reductionOf(const KernelCall &c) {
+  return reductionOf(*c.node, paramsOf<LossParams>(c).reduction);
+}
+
 //===----------------------------------------------------------------------===//
 // Element-wise gradients
 //===----------------------------------------------------------------------===//
@@ -70,7 +78,7 @@ static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
 template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const KernelCall &c) {
   cpu::ActivationGrad kind = K;
   if (K == cpu::ActivationGrad::Gelu) {
-    llvm::StringRef approx = c.node->stringAttr("approximate", "none");
+    llvm::StringRef approx = paramsOf<ElementwiseParams>(c).text;
     if (approx == "tanh")
       kind = cpu::ActivationGrad::GeluTanh;
     else if (approx != "none")
@@ -95,7 +103,7 @@ static llvm::Error runBiasGrad(const KernelCall &c) {
 
 template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
   const auto &shape = c.inputs[1].shape;
-  int64_t axis = c.node->intAttr("axis", -1);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, std::max<int64_t>(shape.size(), 1));
   int64_t outer, axisDim, inner;
   splitAt(shape, axis, outer, axisDim, inner);
@@ -113,7 +121,7 @@ template <bool Log> static llvm::Error runSoftmaxGrad(const KernelCall &c) {
 
 static llvm::Error runLayerNormGrad(const KernelCall &c) {
   const auto &x = c.inputs[1].shape;
-  int64_t axis = c.node->intAttr("axis", -1);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.size());
   int64_t outer, axisDim, inner;
   splitAt(x, axis, outer, axisDim, inner);
@@ -140,7 +148,7 @@ static llvm::Error runBatchNormGrad(const KernelCall &c) {
   const auto &x = c.inputs[1].shape;
   int64_t batch = x[0], channels = x[1];
   int64_t spatial = c.inputs[1].numElements() / std::max<int64_t>(batch * channels, 1);
-  float eps = c.node->floatAttr("epsilon", 1e-5f);
+  float eps = paramsOf<BatchNormParams>(c).epsilon;
   dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = kernels::AccumType<T>;
@@ -161,8 +169,9 @@ llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t batch = x.shape[0], channels = x.shape[1];
   int64_t spatial = x.numElements() / std::max<int64_t>(batch * channels, 1);
-  float eps = c.node->floatAttr("epsilon", 1e-5f);
-  float momentum = c.node->floatAttr("momentum", 0.9f);
+  const BatchNormParams &params = paramsOf<BatchNormParams>(c);
+  float eps = params.epsilon;
+  float momentum = params.momentum;
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = kernels::AccumType<T>;
@@ -187,19 +196,19 @@ llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
 /// Strides, dilations and resolved pads of the forward window on x, and
 /// checks that dy has the forward output's shape.
 template <typename G>
-static llvm::Error windowOf(const Node &n, llvm::ArrayRef<int64_t> x,
+static llvm::Error windowOf(const Node &n, const WindowParams &p, llvm::ArrayRef<int64_t> x,
                             llvm::ArrayRef<int64_t> dy, int64_t dyChannels, G &g) {
   size_t nd = g.kernel.size();
   if (x.size() != nd + 2 || dy.size() != nd + 2)
     return nodeError(n, "X " + formatShape(x) + " and dY " + formatShape(dy) +
                             " do not match a " + std::to_string(nd) + "-d window");
-  auto st = intsAttr(n, "strides", std::vector<int64_t>(nd, 1));
-  auto dl = intsAttr(n, "dilations", std::vector<int64_t>(nd, 1));
-  auto pads = intsAttr(n, "pads", std::vector<int64_t>(2 * nd, 0));
+  auto st = p.strides.orDefault(nd, 1);
+  auto dl = p.dilations.orDefault(nd, 1);
+  auto pads = p.pads.orDefault(2 * nd, 0);
   if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
     return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = n.intAttr("ceil_mode", 0) != 0;
-  cpu::AutoPad ap = autoPadOf(n);
+  bool ceil = p.ceilMode;
+  cpu::AutoPad ap = autoPadOf(p);
   g.inSpatial.assign(x.begin() + 2, x.end());
   for (size_t i = 0; i < nd; ++i) {
     int64_t pb = pads[i], pe = pads[i + nd];
@@ -222,11 +231,11 @@ static llvm::Error windowOf(const Node &n, llvm::ArrayRef<int64_t> x,
 
 /// Conv's geometry of the forward (shared with Conv), and dY must have the
 /// forward output's shape.
-static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
+static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n, const WindowParams &p,
                                                           llvm::ArrayRef<int64_t> dy,
                                                           llvm::ArrayRef<int64_t> x,
                                                           llvm::ArrayRef<int64_t> w) {
-  auto g = convGeometry(n, x, w);
+  auto g = convGeometry(n, p, x, w);
   if (!g)
     return g.takeError();
   llvm::SmallVector<int64_t, 6> want = {g->batch, g->outChannels};
@@ -235,6 +244,13 @@ static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
     return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
                             formatShape(want));
   return g;
+}
+
+static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
+                                                          llvm::ArrayRef<int64_t> dy,
+                                                          llvm::ArrayRef<int64_t> x,
+                                                          llvm::ArrayRef<int64_t> w) {
+  return convGradGeometry(n, windowParamsOf(n), dy, x, w);
 }
 
 llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -251,7 +267,7 @@ llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &
 }
 
 llvm::Error cpuk::runConvGrad(const KernelCall &c) {
-  auto g = convGradGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
+  auto g = convGradGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
   if (!g)
     return g.takeError();
   dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
@@ -264,11 +280,11 @@ llvm::Error cpuk::runConvGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
+static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n, const WindowParams &p,
                                                           llvm::ArrayRef<int64_t> dy,
                                                           llvm::ArrayRef<int64_t> x) {
   cpu::PoolGeometry g;
-  auto ks = intsAttr(n, "kernel_shape", {});
+  const auto &ks = p.kernelShape.values;
   if (ks.empty())
     return nodeError(n, "missing kernel_shape");
   if (x.size() < 2)
@@ -276,9 +292,15 @@ static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
   g.batch = x[0];
   g.channels = x[1];
   g.kernel.assign(ks.begin(), ks.end());
-  if (auto e = windowOf(n, x, dy, x[1], g))
+  if (auto e = windowOf(n, p, x, dy, x[1], g))
     return std::move(e);
   return g;
+}
+
+static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
+                                                          llvm::ArrayRef<int64_t> dy,
+                                                          llvm::ArrayRef<int64_t> x) {
+  return poolGradGeometry(n, windowParamsOf(n), dy, x);
 }
 
 llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -290,10 +312,11 @@ llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &
 }
 
 template <bool Max> static llvm::Error runPoolGrad(const KernelCall &c) {
-  auto g = poolGradGeometry(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  const WindowParams &p = paramsOf<WindowParams>(c);
+  auto g = poolGradGeometry(*c.node, p, c.inputs[0].shape, c.inputs[1].shape);
   if (!g)
     return g.takeError();
-  bool includePad = c.node->intAttr("count_include_pad", 0) != 0;
+  bool includePad = p.countIncludePad;
   dispatchFloat(c.inputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if (Max)
@@ -323,7 +346,7 @@ static llvm::Error runGlobalAveragePoolGrad(const KernelCall &c) {
 /// dX[o, idx[j], i] += dY[o, j, i], summed in A and rounded once.
 template <typename A> static llvm::Error gatherGradAs(const KernelCall &c) {
   const TensorRef &dx = c.outputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, dx.shape.size());
   int64_t outer, dim, inner;
   splitAt(dx.shape, axis, outer, dim, inner);
@@ -620,10 +643,9 @@ static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classe
     using I = decltype(tag);
     cpu::LossLabels<I> labels;
     labels.labels = l.as<I>();
-    if (const Attribute *a = c.node->attr("ignore_index")) {
-      labels.hasIgnoreIndex = true;
-      labels.ignoreIndex = a->i;
-    }
+    const LossParams &params = paramsOf<LossParams>(c);
+    labels.hasIgnoreIndex = params.hasIgnoreIndex;
+    labels.ignoreIndex = params.ignoreIndex;
     int64_t bad = cpu::findBadLabel(labels, l.numElements(), classes);
     if (bad >= 0)
       return nodeError(*c.node, "label " + std::to_string(int64_t(labels.labels[bad])) +
@@ -655,7 +677,7 @@ llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<Sha
 }
 
 template <bool FromLogProb> static llvm::Error runClassificationLoss(const KernelCall &c) {
-  auto red = reductionOf(*c.node);
+  auto red = reductionOf(c);
   if (!red)
     return red.takeError();
   const auto &s = c.inputs[0].shape;
@@ -693,7 +715,7 @@ llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
 }
 
 static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
-  auto red = reductionOf(*c.node);
+  auto red = reductionOf(c);
   if (!red)
     return red.takeError();
   const auto &s = c.inputs[1].shape;
@@ -728,7 +750,7 @@ llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType
 }
 
 static llvm::Error runMSELossGrad(const KernelCall &c) {
-  auto red = reductionOf(*c.node);
+  auto red = reductionOf(c);
   if (!red)
     return red.takeError();
   dispatchFloat(c.inputs[1].dtype, [&](auto tag) {

@@ -15,7 +15,7 @@ static const char *const kContrib = "com.microsoft";
 std::vector<OpDef> mpc::ops::contribOps() {
   return {
       // onnxruntime training's ConvGrad: the contract of ai.mpc.training's.
-      MPC_OP("ConvGrad", kContrib, 1, shapeConvGrad, Gemm),
+      withParams(MPC_OP("ConvGrad", kContrib, 1, shapeConvGrad, Gemm), parseWindow),
       MPC_OP("FusedMatMul", kContrib, 1, shapeFusedMatMul, Gemm),
   };
 }

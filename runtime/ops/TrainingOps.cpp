@@ -13,26 +13,32 @@ using namespace mpc::ops;
 static const char *const kTraining = "ai.mpc.training";
 
 std::vector<OpDef> mpc::ops::trainingOps() {
-  return {
-      MPC_OP("AveragePoolGrad", kTraining, 1, shapePoolGrad, Elementwise),
-      MPC_OP("BatchNormalizationGrad", kTraining, 1, shapeBatchNormGrad, Elementwise),
+  std::vector<OpDef> rows = {
+      withParams(MPC_OP("AveragePoolGrad", kTraining, 1, shapePoolGrad, Elementwise), parseWindow),
+      withParams(MPC_OP("BatchNormalizationGrad", kTraining, 1, shapeBatchNormGrad, Elementwise), parseBatchNorm),
       MPC_OP("BiasGrad", kTraining, 1, shapeBiasGrad, Reduction),
-      MPC_OP("ConvGrad", kTraining, 1, shapeConvGrad, Gemm),
+      withParams(MPC_OP("ConvGrad", kTraining, 1, shapeConvGrad, Gemm), parseWindow),
       MPC_OP("ErfGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
-      MPC_OP("GatherGrad", kTraining, 1, shapeGatherGrad, Elementwise),
+      withParams(MPC_OP("GatherGrad", kTraining, 1, shapeGatherGrad, Elementwise), parseAxis0),
       MPC_OP("GeluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       MPC_OP("GlobalAveragePoolGrad", kTraining, 1, shapeGlobalAveragePoolGrad, Elementwise),
-      MPC_OP("GRUGrad", kTraining, 1, shapeGruGrad, Gemm),
-      MPC_OP("LayerNormalizationGrad", kTraining, 1, shapeLayerNormGrad, Elementwise),
-      MPC_OP("LogSoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise),
-      MPC_OP("LSTMGrad", kTraining, 1, shapeLstmGrad, Gemm),
-      MPC_OP("MaxPoolGrad", kTraining, 1, shapePoolGrad, Elementwise),
-      MPC_OP("MSELossGrad", kTraining, 1, shapeMSELossGrad, Elementwise),
+      withParams(MPC_OP("GRUGrad", kTraining, 1, shapeGruGrad, Gemm), parseRecurrent),
+      withParams(MPC_OP("LayerNormalizationGrad", kTraining, 1, shapeLayerNormGrad, Elementwise), parseAxisMinus1),
+      withParams(MPC_OP("LogSoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise), parseAxisMinus1),
+      withParams(MPC_OP("LSTMGrad", kTraining, 1, shapeLstmGrad, Gemm), parseRecurrent),
+      withParams(MPC_OP("MaxPoolGrad", kTraining, 1, shapePoolGrad, Elementwise), parseWindow),
+      withParams(MPC_OP("MSELossGrad", kTraining, 1, shapeMSELossGrad, Elementwise), parseLoss),
       MPC_OP("ReluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       MPC_OP("SigmoidGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       MPC_OP("SliceGrad", kTraining, 1, shapeSliceGrad, Data),
-      MPC_OP("SoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise),
+      withParams(MPC_OP("SoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise), parseAxisMinus1),
       MPC_OP("TanhGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
-      MPC_OP("SoftmaxCrossEntropyLossGrad", kTraining, 1, shapeSoftmaxCrossEntropyLossGrad, Elementwise),
+      withParams(MPC_OP("SoftmaxCrossEntropyLossGrad", kTraining, 1, shapeSoftmaxCrossEntropyLossGrad, Elementwise), parseLoss),
   };
+  for (OpDef &d : rows) {
+    const char *name = nullptr;
+    if (ParseFn parse = elementwiseParser(d.opType, &name))
+      d = withParamsNamed(d, parse, name);
+  }
+  return rows;
 }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/IR/Graph.h"
+#include "mpc/IR/AttrReadHook.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -198,7 +199,11 @@ void Node::dropAllInputs() {
     }
 }
 
+std::atomic<AttrReadHook> mpc::gAttrReadHook{nullptr};
+
 const Attribute *Node::attr(llvm::StringRef attrName) const {
+  if (AttrReadHook hook = gAttrReadHook.load(std::memory_order_relaxed))
+    hook(*this, attrName);
   for (const Attribute &a : attrs)
     if (a.name == attrName)
       return &a;

@@ -3,7 +3,8 @@
 // Plain structs, one per op (or family), filled once per node by the
 // registry row's parser when the executor prepares the node; every backend's
 // kernel reads them from KernelCall::params instead of the attribute list.
-// Ops not listed here still read their attributes in the kernel.
+// The ops whose kernels still read attributes at launch are listed in
+// docs/op-registry.md (a test keeps that list exact).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_OPPARAMS_H
@@ -12,6 +13,8 @@
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include <cassert>
+#include <string>
+#include <vector>
 
 namespace mpc {
 
@@ -34,6 +37,138 @@ struct LayerNormParams final : OpParams {
   float epsilon = 1e-5f;
 };
 std::unique_ptr<OpParams> parseLayerNorm(const Node &n);
+
+/// An integer-list attribute that may be absent. Absent and empty differ: a
+/// window op given an empty `strides` has one of the wrong length.
+struct IntList {
+  bool present = false;
+  std::vector<int64_t> values;
+  /// The values, or `n` copies of `dflt` when the attribute is absent.
+  std::vector<int64_t> orDefault(size_t n, int64_t dflt) const {
+    return present ? values : std::vector<int64_t>(n, dflt);
+  }
+};
+
+/// auto_pad of the window ops (an unknown string reads as NOTSET).
+enum class AutoPadMode : uint8_t { NotSet, SameUpper, SameLower, Valid };
+
+/// Conv, ConvTranspose, MaxPool, AveragePool and their gradients
+/// (ConvGrad, MaxPoolGrad, AveragePoolGrad): the window attributes. The
+/// geometry (resolved pads, output sizes) depends on shapes too, so kernels
+/// derive it from these and the input shapes.
+struct WindowParams final : OpParams {
+  IntList kernelShape, strides, dilations, pads, outputPadding, outputShape;
+  AutoPadMode autoPad = AutoPadMode::NotSet;
+  int64_t group = 1;
+  bool ceilMode = false;
+  bool storageColumnMajor = false; ///< MaxPool storage_order = 1
+  bool countIncludePad = false;    ///< AveragePool(Grad)
+};
+std::unique_ptr<OpParams> parseWindow(const Node &n);
+/// The same struct, filled from a node (shape functions that parse per call).
+WindowParams windowParamsOf(const Node &n);
+
+/// LSTM, GRU, RNN and their gradients.
+struct RecurrentParams final : OpParams {
+  enum class Direction : uint8_t { Forward, Reverse, Bidirectional };
+  Direction direction = Direction::Forward;
+  int64_t numDirections() const { return direction == Direction::Bidirectional ? 2 : 1; }
+  bool reverse() const { return direction == Direction::Reverse; }
+  bool batchMajor = false; ///< layout = 1
+  bool hasClip = false;
+  float clip = 0.0f;
+  bool hasHiddenSize = false;
+  int64_t hiddenSize = 0;
+  bool linearBeforeReset = false; ///< GRU
+  /// activations as written (empty: the op's defaults), activation_alpha
+  /// and activation_beta.
+  std::vector<std::string> activations;
+  std::vector<float> activationAlpha, activationBeta;
+};
+std::unique_ptr<OpParams> parseRecurrent(const Node &n);
+
+/// The Reduce* ops: axes from the attribute (opsets before axes became an
+/// input), keepdims and noop_with_empty_axes.
+struct ReduceParams final : OpParams {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool noopWithEmptyAxes = false;
+};
+std::unique_ptr<OpParams> parseReduce(const Node &n);
+
+/// Transpose: perm (absent: reverse the axes).
+struct TransposeParams final : OpParams {
+  IntList perm;
+};
+std::unique_ptr<OpParams> parseTranspose(const Node &n);
+
+/// An axis and up to two flags: Concat, Split, Gather, GatherElements,
+/// GatherGrad (axis, default 0), the softmax and LayerNorm gradients (axis,
+/// default -1), ArgMax/ArgMin (axis; flagA select_last_index), TopK (axis,
+/// default -1; flagA largest), CumSum/CumProd (flagA exclusive, flagB
+/// reverse) and Trilu (flagA upper).
+struct AxisParams final : OpParams {
+  int64_t axis = 0;
+  bool flagA = false, flagB = false;
+};
+std::unique_ptr<OpParams> parseAxis0(const Node &n);
+std::unique_ptr<OpParams> parseAxisMinus1(const Node &n);
+std::unique_ptr<OpParams> parseArgReduce(const Node &n);
+std::unique_ptr<OpParams> parseTopK(const Node &n);
+std::unique_ptr<OpParams> parseCumulative(const Node &n);
+std::unique_ptr<OpParams> parseTrilu(const Node &n);
+
+/// Pad: the mode, and before opset 11 the pads (or paddings) and value
+/// attributes (later opsets take them as inputs).
+struct PadParams final : OpParams {
+  std::string mode = "constant";
+  std::vector<int64_t> pads;
+  float value = 0.0f;
+};
+std::unique_ptr<OpParams> parsePad(const Node &n);
+
+/// InstanceNormalization (epsilon), GroupNormalization (num_groups,
+/// epsilon), RMSNormalization (axis, epsilon) and LpNormalization (axis, p).
+struct NormParams final : OpParams {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+  int64_t numGroups = 1;
+  int64_t p = 2;
+};
+std::unique_ptr<OpParams> parseNorm(const Node &n);
+
+/// BatchNormalization and BatchNormalizationGrad.
+struct BatchNormParams final : OpParams {
+  float epsilon = 1e-5f;
+  float momentum = 0.9f;
+  /// training_mode = 1 at opset 14 or later: batch statistics.
+  bool training = false;
+};
+std::unique_ptr<OpParams> parseBatchNorm(const Node &n);
+
+/// SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and the gradient.
+struct LossParams final : OpParams {
+  std::string reduction = "mean";
+  bool hasIgnoreIndex = false;
+  int64_t ignoreIndex = 0;
+};
+std::unique_ptr<OpParams> parseLoss(const Node &n);
+
+/// Element-wise ops with attributes: up to two numbers and two flags, named
+/// per op (LeakyRelu/ThresholdedRelu/Elu/Celu/Swish alpha; Selu alpha and
+/// gamma (as beta); HardSigmoid alpha, beta; Shrink lambd (alpha) and bias
+/// (beta); Clip-6 min (alpha) and max (beta); Gelu approximate = tanh
+/// (flagA); IsInf detect_negative (flagA), detect_positive (flagB); Mod fmod
+/// (flagA); BitShift direction = LEFT (flagA); ai.mpc.training GeluGrad
+/// like Gelu).
+struct ElementwiseParams final : OpParams {
+  float alpha = 0.0f, beta = 0.0f;
+  bool flagA = false, flagB = false;
+  /// Gelu/GeluGrad: approximate as written (GeluGrad rejects other values).
+  std::string text;
+};
+/// The parser of an element-wise op with attributes, or null.
+ParseFn elementwiseParser(llvm::StringRef opType, const char **name);
 
 /// The parsed attributes of a prepared call (the executor prepares every
 /// node it launches or folds).
