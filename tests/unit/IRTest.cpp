@@ -459,6 +459,18 @@ TEST(AttributeTest, ListPayloadsAreOnePointerEach) {
   EXPECT_LE(sizeof(Attribute), 160u); // was 256 with six std::vectors
 }
 
+TEST(GraphTest, RareFieldsStayEmptyAndKeepWhatIsSet) {
+  Model m;
+  Graph g(m);
+  EXPECT_TRUE(g.docString.empty() && g.unknownFields.empty() && g.sparseInitializers.empty() &&
+              g.quantizationAnnotations.empty());
+  g.docString = std::string("body");
+  g.sparseInitializers.push_back("\x0a\x01s");
+  EXPECT_EQ(g.docString.str(), "body");
+  EXPECT_EQ(g.sparseInitializers, std::vector<std::string>{"\x0a\x01s"});
+  EXPECT_LE(sizeof(Graph), 216u); // was 288 with two std::strings and two vectors
+}
+
 TEST(RareStringTest, EmptyUntilSetAndCopiesDeep) {
   RareString a;
   EXPECT_TRUE(a.empty());
