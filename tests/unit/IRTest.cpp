@@ -8,7 +8,6 @@
 #include "mpc/Support/LargeAlloc.h"
 #include "gtest/gtest.h"
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -372,34 +371,6 @@ TEST(LargeAllocTest, ZeroedBlocksOnBothSidesOfTheThreshold) {
     p[0] = p[bytes - 1] = 0xAB; // writable to the end
     deallocateLarge(p, bytes);
   }
-}
-
-TEST(LargeAllocTest, FreedBlocksAreReusedAndZeroedOnRequest) {
-  // A freed 12 MiB block serves the next requests it can hold: a zeroed
-  // 4 MiB block (cleared though its pages were written), then a second one
-  // from the rest; an arena slab never takes a cached block.
-  size_t big = kHugePageThreshold * 3;
-  auto *p = static_cast<unsigned char *>(allocateLarge(big, /*zeroed=*/false));
-  std::memset(p, 0xCD, big);
-  deallocateLarge(p, big);
-  auto *a = static_cast<unsigned char *>(allocateLarge(kHugePageThreshold, /*zeroed=*/true));
-  auto *b = static_cast<unsigned char *>(allocateLarge(kHugePageThreshold, /*zeroed=*/false));
-  auto inBig = [&](unsigned char *q) { return q >= p && q + kHugePageThreshold <= p + big; };
-  EXPECT_TRUE(inBig(a));
-  EXPECT_TRUE(inBig(b));
-  EXPECT_TRUE(a + kHugePageThreshold <= b || b + kHugePageThreshold <= a); // disjoint
-  size_t nonzero = 0;
-  for (size_t i = 0; i < kHugePageThreshold; ++i)
-    nonzero += a[i] != 0;
-  EXPECT_EQ(nonzero, 0u);
-  std::memset(b, 0x11, kHugePageThreshold);
-  EXPECT_EQ(a[kHugePageThreshold - 1], 0);
-  auto *slab = static_cast<unsigned char *>(
-      allocateLarge(kHugePageThreshold, /*zeroed=*/false, /*filled=*/false));
-  EXPECT_FALSE(inBig(slab));
-  deallocateLarge(slab, kHugePageThreshold);
-  deallocateLarge(a, kHugePageThreshold);
-  deallocateLarge(b, kHugePageThreshold);
 }
 
 TEST(LargeAllocTest, ArenaSlabsGrowAndKeepEveryObject) {

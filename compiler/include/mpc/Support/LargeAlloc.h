@@ -24,11 +24,7 @@ constexpr size_t kHugePageThreshold = size_t(4) << 20;
 
 /// `bytes` bytes aligned for any type, zero-filled when `zeroed` (a mapping
 /// is zero-filled anyway). Never null: running out of memory is fatal.
-/// Freed large blocks are kept and reused for later large requests that the
-/// caller will `filled` (write all of); a block that may stay mostly
-/// untouched (an arena slab) is always a fresh mapping, so that its untouched
-/// pages stay unbacked.
-void *allocateLarge(size_t bytes, bool zeroed, bool filled = true);
+void *allocateLarge(size_t bytes, bool zeroed);
 /// Frees a block of allocateLarge, given the same size.
 void deallocateLarge(void *p, size_t bytes);
 
@@ -41,9 +37,7 @@ struct LargeBlockDeleter {
 /// Slab source for bump allocators (see IRArena).
 class LargeBlockAllocator : public llvm::AllocatorBase<LargeBlockAllocator> {
 public:
-  void *Allocate(size_t size, size_t /*alignment*/) {
-    return allocateLarge(size, /*zeroed=*/false, /*filled=*/false);
-  }
+  void *Allocate(size_t size, size_t /*alignment*/) { return allocateLarge(size, false); }
   void Deallocate(const void *p, size_t size, size_t /*alignment*/) {
     deallocateLarge(const_cast<void *>(p), size);
   }
