@@ -390,6 +390,58 @@ TEST(LargeAllocTest, ArenaSlabsGrowAndKeepEveryObject) {
   EXPECT_LT(arena.getTotalMemory(), 4 * 2000000u * 24); // doubling wastes < 2x
 }
 
+TEST(RareVectorTest, EmptyUntilSetAndReadsLikeAVector) {
+  static_assert(sizeof(RareVector<int64_t>) == sizeof(void *), "one pointer");
+  RareVector<int64_t> a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.begin(), a.end());
+  EXPECT_EQ(a, std::vector<int64_t>{});
+  a.push_back(3);
+  a.emplace_back(-1);
+  int64_t more[] = {7, 8};
+  a.insert(a.begin() + 1, more, more + 2);
+  EXPECT_EQ(a, (std::vector<int64_t>{3, 7, 8, -1}));
+  EXPECT_EQ(a.front(), 3);
+  EXPECT_EQ(a.back(), -1);
+  EXPECT_EQ(a.at(2), 8);
+  EXPECT_THROW((void)a.at(4), std::out_of_range);
+  RareVector<int64_t> b = a; // deep copy
+  b[0] = 4;
+  EXPECT_EQ(a[0], 3);
+  EXPECT_NE(a, b);
+  std::vector<int64_t> asVector = a;
+  EXPECT_EQ(asVector, (std::vector<int64_t>{3, 7, 8, -1}));
+  a = std::vector<int64_t>{};
+  EXPECT_TRUE(a.empty());
+  RareVector<std::unique_ptr<int>> owners; // move-only elements
+  owners.push_back(std::make_unique<int>(5));
+  RareVector<std::unique_ptr<int>> moved = std::move(owners);
+  EXPECT_EQ(*moved[0], 5);
+}
+
+TEST(AttributeTest, ListPayloadsAreOnePointerEach) {
+  Attribute a = Attribute::makeInts("axes", {0, 2});
+  EXPECT_EQ(a.ints, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(a.floats.empty() && a.strings.empty() && a.tensors.empty() && a.graphs.empty() &&
+              a.opaque.empty());
+  Attribute c = a.copyWithoutGraphs();
+  EXPECT_EQ(c.ints, a.ints);
+  EXPECT_LE(sizeof(Attribute), 160u); // was 256 with six std::vectors
+}
+
+TEST(GraphTest, RareFieldsStayEmptyAndKeepWhatIsSet) {
+  Model m;
+  Graph g(m);
+  EXPECT_TRUE(g.docString.empty() && g.unknownFields.empty() && g.sparseInitializers.empty() &&
+              g.quantizationAnnotations.empty());
+  g.docString = std::string("body");
+  g.sparseInitializers.push_back("\x0a\x01s");
+  EXPECT_EQ(g.docString.str(), "body");
+  EXPECT_EQ(g.sparseInitializers, std::vector<std::string>{"\x0a\x01s"});
+  EXPECT_LE(sizeof(Graph), 216u); // was 288 with two std::strings and two vectors
+}
+
 TEST(RareStringTest, EmptyUntilSetAndCopiesDeep) {
   RareString a;
   EXPECT_TRUE(a.empty());

@@ -648,7 +648,7 @@ llvm::Error Exporter::writeGraph(const Graph &g, WireBuf &out) {
   putBytes(out, 2, g.name);
   out.append(inits.begin(), inits.end());
   if (!g.docString.empty())
-    putBytes(out, 10, g.docString);
+    putBytes(out, 10, g.docString.ref());
   llvm::SmallString<64> info;
   auto putInfo = [&](unsigned field, const Value &v) {
     info.clear();

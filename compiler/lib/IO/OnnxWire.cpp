@@ -194,12 +194,12 @@ bool onnxio::decodePlainAttribute(llvm::StringRef bytes, Attribute &a, AttrGraph
       return r.string(a.s);
     case tagOf(7, kFixed32):
     case tagOf(7, kLen):
-      return r.repeated<float, WFL::TYPE_FLOAT>(tag, a.floats);
+      return r.repeated<float, WFL::TYPE_FLOAT>(tag, a.floats.mut());
     case tagOf(8, kVarint):
     case tagOf(8, kLen):
-      return r.repeated<int64_t, WFL::TYPE_INT64>(tag, a.ints);
+      return r.repeated<int64_t, WFL::TYPE_INT64>(tag, a.ints.mut());
     case tagOf(9, kLen):
-      return r.addString(a.strings);
+      return r.addString(a.strings.mut());
     case tagOf(13, kLen):
       return r.string(a.docString);
     case tagOf(20, kVarint):

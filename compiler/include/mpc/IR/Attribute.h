@@ -8,6 +8,7 @@
 #ifndef MPC_IR_ATTRIBUTE_H
 #define MPC_IR_ATTRIBUTE_H
 
+#include "mpc/IR/RareVector.h"
 #include "mpc/IR/Tensor.h"
 #include <memory>
 #include <string>
@@ -38,20 +39,21 @@ enum class AttrKind : uint8_t {
 struct Attribute {
   std::string name;
   AttrKind kind = AttrKind::Undefined;
-  RareString docString;
-  /// Set inside function bodies: the attribute refers to the caller's one.
-  RareString refAttrName;
-
   float f = 0;
   int64_t i = 0;
   std::string s;
-  std::vector<float> floats;
-  std::vector<int64_t> ints;
-  std::vector<std::string> strings;
-  std::vector<Tensor> tensors;                ///< Tensor: exactly one
-  std::vector<std::unique_ptr<Graph>> graphs; ///< Graph: exactly one
-  std::vector<std::string> opaque;            ///< serialized sparse tensors / type protos
+  RareString docString;
+  /// Set inside function bodies: the attribute refers to the caller's one.
+  RareString refAttrName;
   RareString unknownFields;
+
+  // The list payloads: at most one is set (RareVector, one pointer each).
+  RareVector<float> floats;
+  RareVector<int64_t> ints;
+  RareVector<std::string> strings;
+  RareVector<Tensor> tensors;                ///< Tensor: exactly one
+  RareVector<std::unique_ptr<Graph>> graphs; ///< Graph: exactly one
+  RareVector<std::string> opaque;            ///< serialized sparse tensors / type protos
 
   Attribute() = default;
   Attribute(Attribute &&) = default;

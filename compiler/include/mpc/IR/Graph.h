@@ -267,12 +267,14 @@ using NodeList = llvm::iplist<Node>;
 class Graph {
 public:
   std::string name;
-  std::string docString;
+  RareString docString;
   /// Fields no pass inspects, kept serialized: sparse initializers and
   /// quantization annotations, and protobuf fields this ONNX build lacks.
-  std::vector<std::string> sparseInitializers;
-  std::vector<std::string> quantizationAnnotations;
-  std::string unknownFields;
+  /// Empty in nearly every graph (a model of small If/Loop bodies has a
+  /// graph for every few nodes), so each is one pointer while empty.
+  RareVector<std::string> sparseInitializers;
+  RareVector<std::string> quantizationAnnotations;
+  RareString unknownFields;
 
   explicit Graph(Model &m, Graph *parentGraph = nullptr, Node *parentNode = nullptr)
       : owningModel(&m), parentGraph(parentGraph), parentNode(parentNode) {}
