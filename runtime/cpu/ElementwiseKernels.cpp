@@ -11,6 +11,7 @@
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
+#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,41 +19,7 @@
 using namespace mpc;
 using namespace mpc::cpuk;
 namespace k = mpc::kernels;
-
-/// A functor with its attributes filled from the node.
-template <typename Op> static Op makeOp(const Node &) { return Op(); }
-template <> k::LeakyRelu makeOp(const Node &n) {
-  return k::LeakyRelu{n.floatAttr("alpha", 0.01f)};
-}
-template <> k::ThresholdedRelu makeOp(const Node &n) {
-  return k::ThresholdedRelu{n.floatAttr("alpha", 1.0f)};
-}
-template <> k::Elu makeOp(const Node &n) { return k::Elu{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Celu makeOp(const Node &n) { return k::Celu{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Selu makeOp(const Node &n) {
-  k::Selu s;
-  s.alpha = n.floatAttr("alpha", s.alpha);
-  s.gamma = n.floatAttr("gamma", s.gamma);
-  return s;
-}
-template <> k::HardSigmoid makeOp(const Node &n) {
-  return k::HardSigmoid{n.floatAttr("alpha", 0.2f), n.floatAttr("beta", 0.5f)};
-}
-template <> k::Gelu makeOp(const Node &n) {
-  return k::Gelu{n.stringAttr("approximate", "none") == "tanh"};
-}
-template <> k::IsInf makeOp(const Node &n) {
-  return k::IsInf{n.intAttr("detect_negative", 1) != 0,
-                  n.intAttr("detect_positive", 1) != 0};
-}
-template <> k::Mod makeOp(const Node &n) { return k::Mod{n.intAttr("fmod", 0) != 0}; }
-template <> k::Swish makeOp(const Node &n) { return k::Swish{n.floatAttr("alpha", 1.0f)}; }
-template <> k::Shrink makeOp(const Node &n) {
-  return k::Shrink{n.floatAttr("lambd", 0.5f), n.floatAttr("bias", 0.0f)};
-}
-template <> k::BitShift makeOp(const Node &n) {
-  return k::BitShift{n.stringAttr("direction", "") == "LEFT"};
-}
+using mpc::kernels::makeOp;
 
 namespace {
 /// The storage types of a row kind of ElementwiseOps.def.
