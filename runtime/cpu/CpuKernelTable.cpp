@@ -198,7 +198,8 @@ static bool cpuRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   return true;
 }
 
-bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
+bool mpc::supportsPainted(const Node &n, DType t,
+                          llvm::function_ref<bool(const Node &, llvm::ArrayRef<DType>)> runs) {
   // The executor runs control flow and sequence ops on values of any type.
   const OpDef *op = findOp(n);
   if (op && op->runByExecutor())
@@ -213,7 +214,11 @@ bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
   }
   if (dts.empty() && (!n.numOutputs() || !n.output(0) || n.output(0)->type.elem == DType::F32))
     dts.push_back(t);
-  return cpuRuns(n, dts);
+  return runs(n, dts);
+}
+
+bool CpuCaps::supportsLowPrecision(const Node &n, DType t) const {
+  return supportsPainted(n, t, cpuRuns);
 }
 
 bool CpuBackend::supportsOp(const Node &n, llvm::ArrayRef<DType> inputDTypes) const {
@@ -272,8 +277,3 @@ void Backend::runPlan(const LaunchPlan &plan, Stream stream) {
 }
 
 Backend::~Backend() = default;
-
-llvm::Expected<std::unique_ptr<Backend>> mpc::createCudaBackend() {
-  return inputError("--device cuda: this build has no CUDA backend (configure with "
-                    "MPC_ENABLE_CUDA=ON on a machine with the CUDA toolkit)");
-}

@@ -11,6 +11,7 @@
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
+#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include <cmath>
 #include <cstring>
 #include <limits>

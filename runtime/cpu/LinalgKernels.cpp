@@ -384,7 +384,7 @@ llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<tru
 /// optional second input, which must be known at plan time.
 static llvm::Expected<std::vector<int64_t>>
 reducedAxes(const Node &n, const ReduceParams &p, size_t rank, const HostTensor *axesValue,
-           bool hasAxesInput) {
+            bool hasAxesInput) {
   std::vector<int64_t> axes = p.axes;
   if (hasAxesInput) {
     if (!axesValue)

@@ -47,8 +47,8 @@ options:
   --level LEVEL            TENSOR_CORES_ONLY | TREAT_INFER_AS_DENY | UNSAFE_FORCE_ALL
   --backend any|cpu|cuda   whose kernels the painting asks: a clear/infer node the
                            backend cannot run in 16 bits stays fp32 (default any:
-                           the ONNX schemas only; cuda is refused until mpc has a
-                           CUDA backend)
+                           the ONNX schemas only; cuda needs a build with the
+                           CUDA backend and a usable GPU)
   --dump-dir DIR           write the graph before and after (ONNX, DOT, SVG) and
                            the effective lists to DIR
   --report FILE            write a JSON report of every decision
@@ -249,6 +249,10 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
                   "16 bits there; rewrite with --backend any (the ONNX schemas only) or "
                   "--backend cpu");
     }
+    // Its capabilities are the CUDA kernel table's; the rewrite is for a GPU
+    // that is usable here, as `mpc run --device cuda` will need.
+    if (llvm::Error err = (*b)->checkAvailable())
+      return fail(inputError("--backend cuda: {0}", llvm::toString(std::move(err))));
     target = std::move(*b);
   }
   const BackendCaps &caps = target ? target->caps() : schemaOnly;

@@ -12,6 +12,7 @@
 #include "Plot.h"
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Cuda/CudaBackend.h"
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Runtime/ProtoIO.h"
@@ -55,6 +56,8 @@ options:
   --device cpu|cuda     backend (default cpu)
   --repeat N            run N times and report the median time (default 1)
   --threads N           threads for the CPU backend's matrix products
+  --tf32                with --device cuda: fp32 matrix products on Tensor
+                        Cores in TF32 (10-bit mantissa); default strict fp32
   --outputs DIR         write each output as DIR/NAME.npy (atomically;
                         bfloat16 outputs are written as float32), a
                         sequence output as DIR/NAME.pb (ONNX SequenceProto),
@@ -83,6 +86,7 @@ struct RunArgs {
   uint64_t seed = 0;
   unsigned repeat = 1;
   int threads = 0;
+  bool tf32 = false;
 };
 } // namespace
 
@@ -107,6 +111,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         return "--dim takes NAME=VALUE with a non-negative VALUE, not " + quoteName(v);
       if (!missing)
         a.dims[name] = d;
+    } else if (s.flag("--tf32")) {
+      a.tf32 = true;
     } else if (s.flag("--random-inputs")) {
       a.randomInputs = true;
     } else if (s.value("--seed", v, missing)) {
@@ -137,6 +143,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
   }
   if (a.model.empty())
     return "no model given";
+  if (a.tf32 && a.device != "cuda")
+    return "--tf32 applies to --device cuda only";
   return "";
 }
 
@@ -585,10 +593,12 @@ static std::string outputFile(llvm::StringRef dir, llvm::StringRef name, bool se
 }
 
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
-                                                            int threads) {
+                                                            int threads, bool tf32) {
   std::unique_ptr<Backend> backend;
   if (device == "cuda") {
-    auto b = createCudaBackend();
+    CudaBackendOptions options;
+    options.tf32 = tf32;
+    auto b = createCudaBackend(options);
     if (!b)
       return b.takeError();
     backend = std::move(*b);
@@ -596,7 +606,7 @@ llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef dev
     backend = std::make_unique<CpuBackend>(threads);
   }
   if (llvm::Error err = backend->checkAvailable())
-    return std::move(err);
+    return inputError("--device {0}: {1}", device, llvm::toString(std::move(err)));
   return std::move(backend);
 }
 
@@ -614,7 +624,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (!usage.empty())
     return usageError("run", usage);
 
-  auto created = createBackend(a.device, a.threads);
+  auto created = createBackend(a.device, a.threads, a.tf32);
   if (!created)
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);
@@ -661,7 +671,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::vector<NamedTensor> otherInputs;
   std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
-    auto ob = createBackend(a.device, a.threads);
+    auto ob = createBackend(a.device, a.threads, a.tf32);
     if (!ob)
       return fail(ob.takeError());
     otherBackend = std::move(*ob);

@@ -86,8 +86,9 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
 bool wantsHelp(llvm::ArrayRef<const char *> args);
 
 /// The backend `--device` names ("cpu" or "cuda"), checked to be usable here
-/// (Run.cpp).
-llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads);
+/// (Run.cpp); `tf32` lets the CUDA backend's fp32 matrix products use TF32.
+llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads,
+                                                       bool tf32 = false);
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);

@@ -16,6 +16,7 @@
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Target/BackendCaps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <vector>
 
 namespace mpc {
@@ -59,6 +60,12 @@ const CpuKernel *findCpuKernel(const Node &n);
 /// The row for an op type/domain/opset, or null.
 const CpuKernel *findCpuKernel(llvm::StringRef opType, llvm::StringRef domain,
                                int64_t opset);
+
+/// BackendCaps::supportsLowPrecision for a backend whose kernels `runs`
+/// (node, input dtypes) decides: the node as the AMP painting would leave it,
+/// its fp32 operands in `t`. Ops the executor runs itself take any type.
+bool supportsPainted(const Node &n, DType t,
+                     llvm::function_ref<bool(const Node &, llvm::ArrayRef<DType>)> runs);
 
 /// The capabilities derived from the CPU table: a 16-bit type is supported
 /// where the node's row lists it.

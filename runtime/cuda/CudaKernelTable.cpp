@@ -1,0 +1,185 @@
+//===- CudaKernelTable.cpp - The CUDA backend's kernel table ----------------===//
+//
+// Host code only (no CUDA header): the rows, CudaCaps and the prepare-cache
+// signature. The element-wise rows come from ElementwiseOps.def, limited to
+// the row kinds the launchers instantiate (ElementwiseKernels.cu).
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Cuda/CudaKernelTable.h"
+#include "mpc/Runtime/Cuda/CudaOps.h"
+#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpRegistry.h"
+#include "llvm/ADT/StringRef.h"
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::cuda;
+
+// The launchers take ONNX type numbers; they are mpc::DType's values.
+static_assert(kOnnxF32 == int32_t(DType::F32) && kOnnxU8 == int32_t(DType::U8) &&
+                  kOnnxI8 == int32_t(DType::I8) && kOnnxI32 == int32_t(DType::I32) &&
+                  kOnnxI64 == int32_t(DType::I64) && kOnnxBool == int32_t(DType::Bool) &&
+                  kOnnxF16 == int32_t(DType::F16) && kOnnxF64 == int32_t(DType::F64) &&
+                  kOnnxBF16 == int32_t(DType::BF16),
+              "OnnxType and DType agree");
+
+namespace {
+#define MPC_CUDA_ROW(Op, Types, Kind, Id)                                      \
+  CudaKernel{#Op, "", 1, kMaxOpsetVersion, Types, CudaKernelKind::Kind, int32_t(Id)}
+
+std::vector<CudaKernel> buildTable() {
+  std::vector<CudaKernel> rows = {
+  // Unary bodies over the float types. Clip reads its bounds from inputs
+  // (device values), so it has no row yet.
+#define MPC_UNARY_FLOAT(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Predicate, UnaryOpId::Op),
+#define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Binary, BinaryOpId::Op),
+#define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Compare, BinaryOpId::Op),
+#include "mpc/Runtime/Kernels/ElementwiseOps.def"
+      MPC_CUDA_ROW(Cast, kCudaCastTypes, Cast, 0),
+      MPC_CUDA_ROW(CastLike, kCudaCastTypes, Cast, 0),
+      MPC_CUDA_ROW(MatMul, kCudaFloatTypes, MatMul, 0),
+      MPC_CUDA_ROW(Gemm, kCudaFloatTypes, Gemm, 0),
+  };
+  std::vector<CudaKernel> out;
+  for (CudaKernel r : rows) {
+    if (llvm::StringRef(r.opType) == "Clip")
+      continue;
+    // The same opset range as the CPU row of the op (the CPU backend is the
+    // reference: a CUDA row never claims an opset the CPU does not run).
+    if (const CpuKernel *c = findCpuKernel(r.opType, r.domain, kMaxOpsetVersion)) {
+      r.minOpset = c->minOpset;
+      r.maxOpset = c->maxOpset;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+#undef MPC_CUDA_ROW
+} // namespace
+
+llvm::ArrayRef<CudaKernel> cuda::cudaKernelTable() {
+  static const std::vector<CudaKernel> table = buildTable();
+  return table;
+}
+
+const CudaKernel *cuda::findCudaKernel(const Node &n) {
+  static const OpRowIndex<CudaKernel> index(cudaKernelTable());
+  return index.find(n.opType, n.domain, n.opsetVersion());
+}
+
+/// The functor's bytes.
+template <typename Op> static OpBlob blobOf(const Op &op) {
+  static_assert(sizeof(Op) <= sizeof(OpBlob::bytes) && std::is_trivially_copyable<Op>::value,
+                "an op functor travels as an OpBlob");
+  OpBlob b;
+  std::memcpy(b.bytes, static_cast<const void *>(&op), sizeof(Op));
+  return b;
+}
+
+OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
+  using kernels::makeOp;
+  switch (row.kind) {
+  case CudaKernelKind::Unary:
+  case CudaKernelKind::Predicate:
+    switch (UnaryOpId(row.op)) {
+#define MPC_CUDA_BLOB(Op)                                                      \
+  case UnaryOpId::Op:                                                          \
+    return blobOf(makeOp<kernels::Op>(n));
+#define MPC_UNARY_FLOAT(Op) MPC_CUDA_BLOB(Op)
+#define MPC_UNARY_SIGNED(Op) MPC_CUDA_BLOB(Op)
+#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_BLOB(Op)
+#define MPC_UNARY_INTEGER(Op) MPC_CUDA_BLOB(Op)
+#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_BLOB(Op)
+#include "mpc/Runtime/Kernels/ElementwiseOps.def"
+#undef MPC_CUDA_BLOB
+    default:
+      break;
+    }
+    break;
+  case CudaKernelKind::Binary:
+  case CudaKernelKind::Compare:
+    switch (BinaryOpId(row.op)) {
+#define MPC_CUDA_BLOB(Op)                                                      \
+  case BinaryOpId::Op:                                                         \
+    return blobOf(makeOp<kernels::Op>(n));
+#define MPC_BINARY_SIGNED(Op) MPC_CUDA_BLOB(Op)
+#define MPC_BINARY_INTEGER(Op) MPC_CUDA_BLOB(Op)
+#define MPC_BINARY_COMPARE(Op) MPC_CUDA_BLOB(Op)
+#include "mpc/Runtime/Kernels/ElementwiseOps.def"
+#undef MPC_CUDA_BLOB
+    default:
+      break;
+    }
+    break;
+  default:
+    break;
+  }
+  return OpBlob();
+}
+
+/// The dtype a row's mask is checked against: input 0, else output 0.
+static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
+  if (!inputDTypes.empty())
+    return inputDTypes[0];
+  if (n.numOutputs() && n.output(0))
+    return n.output(0)->type.elem;
+  return DType::Undefined;
+}
+
+/// True when the row takes these dtypes: its mask lists the key dtype, and
+/// what its launcher cannot take is absent.
+static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
+  DType key = keyDType(n, dts);
+  if (!(k.dtypes & dtypeBit(key)))
+    return false;
+  auto castable = [](DType t) { return (kCudaCastTypes & dtypeBit(t)) != 0; };
+  switch (k.kind) {
+  case CudaKernelKind::Cast:
+    // The target type: Cast's attribute, CastLike's second input (unknown
+    // until shapes are: checked again in prepare).
+    if (n.opType == "Cast")
+      return castable(DType(n.intAttr("to", 0)));
+    return dts.size() < 2 || dts[1] == DType::Undefined || castable(dts[1]);
+  case CudaKernelKind::Binary:
+  case CudaKernelKind::Compare:
+    return n.numInputs() == 2; // variadic Max/Min: not yet
+  case CudaKernelKind::MatMul:
+  case CudaKernelKind::Gemm:
+    for (DType t : dts)
+      if (t != DType::Undefined && t != key)
+        return false;
+    return true;
+  default:
+    return true;
+  }
+}
+
+bool cuda::cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
+  const CudaKernel *k = findCudaKernel(n);
+  return k && rowTakes(n, *k, inputDTypes);
+}
+
+bool CudaCaps::supportsLowPrecision(const Node &n, DType t) const {
+  return supportsPainted(n, t, cudaRuns);
+}
+
+std::string cuda::shapeSignature(llvm::ArrayRef<TensorDesc> inputs) {
+  std::string s;
+  for (const TensorDesc &d : inputs) {
+    if (!s.empty())
+      s += ' ';
+    if (d.dtype == DType::Undefined) {
+      s += '-';
+      continue;
+    }
+    s += dtypeName(d.dtype).str();
+    s += formatShape(d.shape);
+  }
+  return s;
+}

@@ -1,0 +1,103 @@
+//===- CudaKernelTable.h - The CUDA backend's kernel table ------*- C++ -*-===//
+//
+// One row per CUDA kernel, keyed like the CPU table (op type, domain, opset
+// range, dtypes of the type-determining operand) plus what kind of launcher
+// runs it and, for element-wise rows, the op number of its body. The table,
+// the capability object built from it (CudaCaps), the prepare-cache key and
+// the run-here decision are host code with no CUDA header, built on every
+// machine, so CI tests what the CUDA backend will claim without a GPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CUDA_CUDAKERNELTABLE_H
+#define MPC_RUNTIME_CUDA_CUDAKERNELTABLE_H
+
+#include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Cuda/CudaOps.h"
+#include "mpc/Target/BackendCaps.h"
+#include "llvm/ADT/ArrayRef.h"
+#include <string>
+
+namespace mpc {
+namespace cuda {
+
+/// Which launcher runs a row.
+enum class CudaKernelKind : uint8_t {
+  Unary,     ///< same-type unary body (UnaryOpId)
+  Predicate, ///< float -> bool unary body (UnaryOpId)
+  Binary,    ///< same-type broadcast binary body (BinaryOpId)
+  Compare,   ///< broadcast binary body -> bool (BinaryOpId)
+  Cast,      ///< Cast / CastLike between the cast types
+  MatMul,    ///< cuBLASLt
+  Gemm,      ///< cuBLASLt, C through planGemmBias
+};
+
+/// The element-wise types the launchers are instantiated for.
+constexpr DTypeSet kCudaFloatTypes =
+    dtypeBit(DType::F32) | dtypeBit(DType::F16) | dtypeBit(DType::BF16);
+constexpr DTypeSet kCudaBinaryTypes =
+    kCudaFloatTypes | dtypeBit(DType::I32) | dtypeBit(DType::I64);
+/// Cast and CastLike convert between any two of these.
+constexpr DTypeSet kCudaCastTypes = kCudaBinaryTypes | dtypeBit(DType::F64) |
+                                    dtypeBit(DType::Bool) | dtypeBit(DType::I8) |
+                                    dtypeBit(DType::U8);
+
+struct CudaKernel {
+  const char *opType;
+  const char *domain;
+  int64_t minOpset, maxOpset;
+  DTypeSet dtypes;
+  CudaKernelKind kind;
+  /// UnaryOpId or BinaryOpId for element-wise rows; 0 otherwise.
+  int32_t op = 0;
+};
+
+/// The whole table (opset ranges are the CPU rows' of the same op).
+llvm::ArrayRef<CudaKernel> cudaKernelTable();
+/// The row for a node at its model's opset, or null.
+const CudaKernel *findCudaKernel(const Node &n);
+
+/// True when a CUDA kernel runs `n` with these input dtypes: its row lists
+/// the type-determining operand's dtype, and what the row cannot take is
+/// absent (a Cast target outside kCudaCastTypes, variadic Max/Min, operands
+/// of different float types in a GEMM).
+bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
+
+/// The functor of an element-wise row's body with the node's attributes
+/// (makeOp, as the CPU loops fill it), as the bytes a launcher takes.
+OpBlob makeOpBlob(const Node &n, const CudaKernel &row);
+
+/// The capabilities derived from the CUDA table: a 16-bit type is supported
+/// where the node's row runs it.
+class CudaCaps final : public BackendCaps {
+public:
+  std::string name() const override { return "cuda"; }
+  bool supportsLowPrecision(const Node &n, DType t) const override;
+  /// fp16/bf16 Tensor Core GEMMs want dimensions in multiples of 8.
+  unsigned preferredDimMultiple() const override { return 8; }
+};
+
+/// The backend's prepare cache is keyed by node and shape signature; the
+/// signature is the dtypes and shapes of the inputs, "-" for an absent
+/// optional one: "f16[2, 3] f16[3] -".
+std::string shapeSignature(llvm::ArrayRef<TensorDesc> inputs);
+
+struct PrepareKey {
+  const Node *node = nullptr;
+  std::string signature;
+  bool operator==(const PrepareKey &o) const {
+    return node == o.node && signature == o.signature;
+  }
+  bool operator<(const PrepareKey &o) const {
+    return node != o.node ? node < o.node : signature < o.signature;
+  }
+};
+
+inline PrepareKey prepareKey(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
+  return PrepareKey{&n, shapeSignature(inputs)};
+}
+
+} // namespace cuda
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CUDA_CUDAKERNELTABLE_H

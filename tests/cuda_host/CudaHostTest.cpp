@@ -1,0 +1,303 @@
+//===- CudaHostTest.cpp - The CUDA backend's host-side decisions -----------===//
+//
+// What the CUDA backend decides without a device, checked on every machine:
+// the launch geometry of its grid-stride loops (every element visited once),
+// the broadcast index math its binary kernels run (against a direct numpy
+// index computation), its kernel table against the op registry and the CPU
+// table, which nodes it runs, the capability object
+// the AMP painting asks, the prepare-cache signature and the functor bytes a
+// launcher receives.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
+#include "mpc/Runtime/Cuda/CudaKernelTable.h"
+#include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include "mpc/Runtime/OpRegistry.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::cuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Launch geometry
+//===----------------------------------------------------------------------===//
+
+/// Runs the grid-stride loop of `g` on the host and counts visits per element.
+std::vector<int> visits(const LaunchGeometry &g, int64_t n) {
+  std::vector<int> seen(size_t(n), 0);
+  for (int64_t t = 0; t < g.stride(); ++t)
+    for (int64_t i = t; i < n; i += g.stride())
+      ++seen[size_t(i)];
+  return seen;
+}
+
+TEST(LaunchGeometry, EmptyLaunchesNothing) {
+  LaunchGeometry g = elementwiseGeometry(0, 132);
+  EXPECT_EQ(g.blocks, 0u);
+  EXPECT_EQ(g.stride(), 0);
+}
+
+TEST(LaunchGeometry, OneThreadPerElementUntilTheCap) {
+  EXPECT_EQ(elementwiseGeometry(1, 132).blocks, 1u);
+  EXPECT_EQ(elementwiseGeometry(1, 132).threads, 256u);
+  EXPECT_EQ(elementwiseGeometry(256, 132).blocks, 1u);
+  EXPECT_EQ(elementwiseGeometry(257, 132).blocks, 2u);
+  // 132 SMs (H100 SXM) x 8 blocks: the cap.
+  EXPECT_EQ(elementwiseGeometry(int64_t(1056) * 256, 132).blocks, 1056u);
+  EXPECT_EQ(elementwiseGeometry(int64_t(1056) * 256 + 1, 132).blocks, 1056u);
+  EXPECT_EQ(elementwiseGeometry(int64_t(1) << 40, 132).blocks, 1056u);
+  // An unknown SM count is taken as 1.
+  EXPECT_EQ(elementwiseGeometry(int64_t(1) << 20, 0).blocks, 8u);
+}
+
+TEST(LaunchGeometry, GridStrideVisitsEveryElementOnce) {
+  for (int64_t n : {1, 255, 256, 257, 2048, 2049, 5000, 12345})
+    for (unsigned sms : {1u, 2u, 132u}) {
+      LaunchGeometry g = elementwiseGeometry(n, sms);
+      std::vector<int> seen = visits(g, n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(seen[size_t(i)], 1) << "n=" << n << " sms=" << sms << " i=" << i;
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast index math (BroadcastPlan.h), as the binary kernels run it
+//===----------------------------------------------------------------------===//
+
+/// The offset into an operand of `shape` of the output element at `index`
+/// of `out`, straight from numpy's rule (right-aligned, size-1 axes repeat).
+int64_t numpyOffset(const std::vector<int64_t> &out, const std::vector<int64_t> &shape,
+                    int64_t index) {
+  std::vector<int64_t> idx(out.size());
+  for (size_t d = out.size(); d-- > 0;) {
+    idx[d] = index % out[d];
+    index /= out[d];
+  }
+  int64_t off = 0, stride = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    size_t d = shape.size() - 1 - i, od = out.size() - 1 - i;
+    if (shape[d] != 1)
+      off += idx[od] * stride;
+    stride *= shape[d];
+  }
+  return off;
+}
+
+TEST(BroadcastOffsets, MatchNumpyIndexing) {
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},          {{2, 3, 4}, {3, 1}},
+      {{2, 1, 4}, {1, 3, 1}}, {{}, {5}},                 {{5}, {}},
+      {{1, 1}, {1, 1}},       {{3, 1, 5, 1}, {1, 4, 1, 6}}, {{2, 3, 4, 5}, {2, 1, 4, 1}},
+      {{7, 1}, {1, 1, 9}},
+  };
+  for (auto &[a, b] : cases) {
+    llvm::SmallVector<int64_t, 6> out;
+    ASSERT_TRUE(kernels::broadcastShapes(a, b, out));
+    std::vector<int64_t> outShape(out.begin(), out.end());
+    kernels::BroadcastPlan plan = kernels::makeBroadcastPlan(a, b);
+    ASSERT_EQ(plan.numElements, kernels::numElements(out));
+    for (int64_t i = 0; i < plan.numElements; ++i) {
+      int64_t ia = -1, ib = -1;
+      kernels::broadcastOffsets(plan, i, ia, ib);
+      ASSERT_EQ(ia, numpyOffset(outShape, a, i)) << "element " << i;
+      ASSERT_EQ(ib, numpyOffset(outShape, b, i)) << "element " << i;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel table
+//===----------------------------------------------------------------------===//
+
+TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
+  std::set<std::string> names;
+  ASSERT_FALSE(cudaKernelTable().empty());
+  for (const CudaKernel &k : cudaKernelTable()) {
+    SCOPED_TRACE(k.opType);
+    EXPECT_TRUE(names.insert(std::string(k.domain) + "::" + k.opType).second) << "duplicate row";
+    EXPECT_NE(findOp(k.opType, k.domain, k.minOpset), nullptr) << "no registry row";
+    EXPECT_LE(k.minOpset, k.maxOpset);
+    // Sane dtypes: some, all of them types a launcher is instantiated for.
+    EXPECT_NE(k.dtypes, 0u);
+    EXPECT_EQ(k.dtypes & ~kCudaCastTypes, 0u);
+    // The CPU backend (the reference) runs every type the CUDA row claims,
+    // over the same opsets.
+    const CpuKernel *cpu = findCpuKernel(k.opType, k.domain, k.minOpset);
+    ASSERT_NE(cpu, nullptr) << "no CPU row";
+    EXPECT_EQ(k.dtypes & ~cpu->dtypes, 0u);
+    EXPECT_EQ(cpu->minOpset, k.minOpset);
+    switch (k.kind) {
+    case CudaKernelKind::Unary:
+    case CudaKernelKind::Predicate:
+      EXPECT_LT(k.op, int32_t(UnaryOpId::Count));
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
+    case CudaKernelKind::Binary:
+    case CudaKernelKind::Compare:
+      EXPECT_LT(k.op, int32_t(BinaryOpId::Count));
+      EXPECT_EQ(k.dtypes, kCudaBinaryTypes);
+      break;
+    case CudaKernelKind::MatMul:
+    case CudaKernelKind::Gemm:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
+    case CudaKernelKind::Cast:
+      EXPECT_EQ(k.dtypes, kCudaCastTypes);
+      break;
+    }
+  }
+  for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
+                         "MatMul", "Gemm"})
+    EXPECT_TRUE(names.count(std::string("::") + op)) << op;
+  // Not in this slice: Clip's bounds are device values; Softmax, Conv, ...
+  for (const char *op : {"Clip", "Softmax", "Conv", "BitwiseNot", "Where"})
+    EXPECT_FALSE(names.count(std::string("::") + op)) << op;
+}
+
+/// A model with one node, for the table's per-node decisions.
+struct OneNode : ::testing::Test {
+  Model m;
+  Graph *g = nullptr;
+  void SetUp() override {
+    m.opsets.push_back({"", 21});
+    m.graph = std::make_unique<Graph>(m);
+    g = m.graph.get();
+  }
+  Node *node(const char *op, std::vector<DType> ins, DType out = DType::F32,
+             const char *name = "n") {
+    Node *n = g->createNode(op);
+    n->name = name;
+    int i = 0;
+    for (DType t : ins)
+      n->addInput(g->addInput("x" + std::to_string(i++), Type::tensor(t, {2, 8})));
+    n->setOutput(0, std::string(name) + "_out", Type::tensor(out, {2, 8}));
+    return n;
+  }
+};
+
+TEST_F(OneNode, RunsWhatTheRowLists) {
+  Node *add = node("Add", {DType::F16, DType::F16}, DType::F16, "add");
+  EXPECT_TRUE(cudaRuns(*add, {DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*add, {DType::I64, DType::I64}));
+  EXPECT_FALSE(cudaRuns(*add, {DType::F64, DType::F64}));
+
+  Node *sm = node("Softmax", {DType::F32}, DType::F32, "probs");
+  EXPECT_EQ(findCudaKernel(*sm), nullptr);
+  EXPECT_FALSE(cudaRuns(*sm, {DType::F32}));
+
+  // Variadic Max: only the two-input form has a launcher.
+  Node *mx = node("Max", {DType::F32, DType::F32, DType::F32}, DType::F32, "mx");
+  EXPECT_FALSE(cudaRuns(*mx, {DType::F32, DType::F32, DType::F32}));
+  Node *mx2 = node("Max", {DType::F32, DType::F32}, DType::F32, "mx2");
+  EXPECT_TRUE(cudaRuns(*mx2, {DType::F32, DType::F32}));
+
+  // Cast: the target type is checked too.
+  Node *cast = node("Cast", {DType::F32}, DType::F16, "c");
+  cast->setAttr(Attribute::makeInt("to", int64_t(DType::F16)));
+  EXPECT_TRUE(cudaRuns(*cast, {DType::F32}));
+  Node *castU16 = node("Cast", {DType::F32}, DType::U16, "c16");
+  castU16->setAttr(Attribute::makeInt("to", int64_t(DType::U16)));
+  EXPECT_FALSE(cudaRuns(*castU16, {DType::F32}));
+
+  // A matrix product of one float type.
+  Node *mm = node("MatMul", {DType::BF16, DType::BF16}, DType::BF16, "mm");
+  EXPECT_TRUE(cudaRuns(*mm, {DType::BF16, DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*mm, {DType::BF16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*mm, {DType::F64, DType::F64}));
+}
+
+TEST_F(OneNode, CapsPaintWithTheTable) {
+  CudaCaps caps;
+  EXPECT_EQ(caps.name(), "cuda");
+  EXPECT_EQ(caps.preferredDimMultiple(), 8u);
+  Node *mm = node("MatMul", {DType::F32, DType::F32});
+  EXPECT_TRUE(caps.supportsLowPrecision(*mm, DType::F16));
+  EXPECT_TRUE(caps.supportsLowPrecision(*mm, DType::BF16));
+  Node *sm = node("Softmax", {DType::F32}, DType::F32, "sm");
+  EXPECT_FALSE(caps.supportsLowPrecision(*sm, DType::F16));
+  Node *clip = node("Clip", {DType::F32}, DType::F32, "clip");
+  EXPECT_FALSE(caps.supportsLowPrecision(*clip, DType::F16));
+  Node *eq = node("Equal", {DType::F32, DType::F32}, DType::Bool, "eq");
+  EXPECT_TRUE(caps.supportsLowPrecision(*eq, DType::BF16));
+  Node *add = node("Add", {DType::F32, DType::F32}, DType::F32, "add");
+  EXPECT_TRUE(caps.supportsLowPrecision(*add, DType::F16));
+}
+
+//===----------------------------------------------------------------------===//
+// Prepare cache keys and functor bytes
+//===----------------------------------------------------------------------===//
+
+TensorDesc desc(DType t, std::vector<int64_t> shape) {
+  TensorDesc d;
+  d.dtype = t;
+  d.shape.assign(shape.begin(), shape.end());
+  return d;
+}
+
+TEST_F(OneNode, PrepareKeysSeparateNodesAndSignatures) {
+  Node *a = node("Gemm", {DType::F16, DType::F16, DType::F16}, DType::F16, "a");
+  Node *b = node("Gemm", {DType::F16, DType::F16, DType::F16}, DType::F16, "b");
+  std::vector<TensorDesc> sig = {desc(DType::F16, {2, 3}), desc(DType::F16, {3, 4}),
+                                 TensorDesc()};
+  EXPECT_EQ(shapeSignature(sig), "f16[2, 3] f16[3, 4] -");
+  EXPECT_EQ(shapeSignature({}), "");
+  EXPECT_EQ(shapeSignature({desc(DType::F32, {})}), "f32[]");
+  EXPECT_EQ(prepareKey(*a, sig), prepareKey(*a, sig));
+  EXPECT_FALSE(prepareKey(*a, sig) == prepareKey(*b, sig));
+  std::vector<TensorDesc> other = sig;
+  other[0].shape[0] = 5;
+  EXPECT_FALSE(prepareKey(*a, sig) == prepareKey(*a, other));
+  other = sig;
+  other[1].dtype = DType::BF16;
+  EXPECT_FALSE(prepareKey(*a, sig) == prepareKey(*a, other));
+  other = sig;
+  other[2] = desc(DType::F16, {4});
+  EXPECT_FALSE(prepareKey(*a, sig) == prepareKey(*a, other));
+  // [2, 34] and [23, 4] must not print alike.
+  EXPECT_NE(shapeSignature({desc(DType::F32, {2, 34})}),
+            shapeSignature({desc(DType::F32, {23, 4})}));
+}
+
+TEST_F(OneNode, FunctorBytesCarryTheAttributes) {
+  Node *lr = node("LeakyRelu", {DType::F16}, DType::F16, "lr");
+  lr->setAttr(Attribute::makeFloat("alpha", 0.25f));
+  const CudaKernel *row = findCudaKernel(*lr);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->op, int32_t(UnaryOpId::LeakyRelu));
+  OpBlob blob = makeOpBlob(*lr, *row);
+  kernels::LeakyRelu f;
+  std::memcpy(static_cast<void *>(&f), blob.bytes, sizeof(f));
+  EXPECT_EQ(f.alpha, 0.25f);
+
+  Node *mod = node("Mod", {DType::F32, DType::F32}, DType::F32, "mod");
+  mod->setAttr(Attribute::makeInt("fmod", 1));
+  row = findCudaKernel(*mod);
+  ASSERT_NE(row, nullptr);
+  blob = makeOpBlob(*mod, *row);
+  kernels::Mod m;
+  std::memcpy(static_cast<void *>(&m), blob.bytes, sizeof(m));
+  EXPECT_TRUE(m.fmod);
+
+  Node *gelu = node("Gelu", {DType::BF16}, DType::BF16, "gelu");
+  gelu->setAttr(Attribute::makeString("approximate", "tanh"));
+  row = findCudaKernel(*gelu);
+  ASSERT_NE(row, nullptr);
+  blob = makeOpBlob(*gelu, *row);
+  kernels::Gelu gf;
+  std::memcpy(static_cast<void *>(&gf), blob.bytes, sizeof(gf));
+  EXPECT_TRUE(gf.tanhApproximation);
+  // The body called with the bytes computes what the CPU's functor does.
+  EXPECT_EQ(gf(1.5f), kernels::makeOp<kernels::Gelu>(*gelu)(1.5f));
+}
+
+} // namespace
