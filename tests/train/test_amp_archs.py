@@ -226,11 +226,14 @@ class AmpArchitectures(unittest.TestCase):
                                  f"{name} {mode} diverged")
             skipped = runs.skipped(self, mode)
             self.assertLessEqual(len(skipped), 0.02 * steps, f"{name} {mode}: {skipped}")
+            # One-sided: a 16-bit run must reach fp32's loss and accuracy within the noise;
+            # ending better than fp32 is noise too (MobileNetV2's float32 training is
+            # chaotic, and two fp32 seeds under-estimate its spread).
             tail = runs.tail(mode)
-            self.assertLessEqual(abs(tail - base), tol,
+            self.assertLessEqual(tail - base, tol,
                                  f"{name} {mode}: final loss {tail} vs fp32 {base}")
             acc = runs.accuracy(mode)
-            self.assertLessEqual(abs(acc - runs.accuracy("fp32")), acc_tol, f"{name} {mode}")
+            self.assertLessEqual(runs.accuracy("fp32") - acc, acc_tol, f"{name} {mode}")
             report.append(f"{mode} {tail:.4f} acc {acc:.3f} skipped {len(skipped)} "
                           f"({converted})")
         print(f"  {name}: " + "; ".join(report) + f"; tolerances {tol:.4f}, {acc_tol:.3f}")
@@ -260,7 +263,7 @@ class AmpArchitectures(unittest.TestCase):
                                  rf"{re.escape(f'{scale:g}')}$")
             self.assertEqual(float(row["loss_scale"]), scale, row)
         tail, base = runs.tail("fp16"), runs.tail("fp32")
-        self.assertLessEqual(abs(tail - base), runs.tolerance()[0])
+        self.assertLessEqual(tail - base, runs.tolerance()[0])
         print(f"  encoder_block fp16 from 2^24: steps {skipped} skipped, scale {scale:g} at the "
               f"end; final loss {tail:.4f} vs fp32 {base:.4f}")
 
