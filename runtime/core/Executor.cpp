@@ -137,7 +137,11 @@ llvm::Error Executor::checkKernels() {
     }
     if (!count++) {
       first = &n;
-      firstDTypes = dtypes.empty() ? "" : dtypeName(dtypes[0]).str();
+      // An input whose type is only known once shapes are inferred is not named
+      // ("input type undef" told the user nothing).
+      firstDTypes = dtypes.empty() || dtypes[0] == DType::Undefined
+                        ? ""
+                        : dtypeName(dtypes[0]).str();
     }
   }
   if (!count)

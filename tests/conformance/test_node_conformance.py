@@ -494,13 +494,15 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mpc run")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--node-dir", default=None,
+                    help="the node tests (default: those of the installed onnx package)")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import mpc_device
     mpc_device.add_device_option(ap)
     a = ap.parse_args()
     mpc_device.skip_unless_available(a.mpc, a.device)
 
-    root = node_test_root()
+    root = a.node_dir or node_test_root()
     if not os.path.isdir(root):
         print(f"no ONNX node tests under {root}", file=sys.stderr)
         print("0 passed, 0 failed, 1 skipped")

@@ -9,6 +9,10 @@
 // ctest registrations declare, so "no CUDA in this build" is a skip, never a
 // failure.
 //
+// A case whose node the device has no kernel for runs on the CPU instead and is
+// counted; the counts are printed after the tests (OpTester.h, runOrFail).
+// `--no-fallback` makes such a case a failure.
+//
 //===----------------------------------------------------------------------===//
 #include "OpTester.h"
 
@@ -25,6 +29,8 @@ int main(int argc, char **argv) {
   std::vector<std::string> devices;
   std::vector<char *> rest;
   bool badUsage = false;
+  int consumed = 0; // options taken here that are not --device
+
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef arg = argv[i];
     llvm::StringRef value;
@@ -34,6 +40,10 @@ int main(int argc, char **argv) {
         break;
       }
       value = argv[++i];
+    } else if (arg == "--no-fallback") {
+      mpc::optest::setNoKernelFallback(false);
+      ++consumed;
+      continue;
     } else if (arg.consume_front("--device=")) {
       value = arg;
     } else {
@@ -45,7 +55,7 @@ int main(int argc, char **argv) {
     for (llvm::StringRef p : parts)
       devices.push_back(p.trim().str());
   }
-  if (badUsage || (devices.empty() && rest.size() != size_t(argc))) {
+  if (badUsage || (devices.empty() && rest.size() + size_t(consumed) != size_t(argc))) {
     std::fprintf(stderr, "%s: error: --device needs a device name (known: cpu, cuda)\n",
                  argv[0]);
     return 2;
@@ -79,5 +89,9 @@ int main(int argc, char **argv) {
   int n = int(rest.size());
   rest.push_back(nullptr);
   ::testing::InitGoogleTest(&n, rest.data());
-  return RUN_ALL_TESTS();
+  int rc = RUN_ALL_TESTS();
+  // What ran on the CPU for want of a device kernel, last, so a device run says
+  // how much of it the device itself computed.
+  std::fputs(mpc::optest::noKernelSummary().c_str(), stdout);
+  return rc;
 }

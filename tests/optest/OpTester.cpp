@@ -265,8 +265,51 @@ llvm::Expected<std::vector<HostTensor>> OpTester::run(llvm::StringRef device) co
   return result;
 }
 
+namespace {
+bool gNoKernelFallback = true;
+// device -> "Op type" -> cases run on the CPU instead.
+std::map<std::string, std::map<std::string, int>> gNoKernel;
+} // namespace
+
+bool optest::isNoKernelError(llvm::StringRef message) {
+  return message.contains("backend has no kernel for it");
+}
+
+void optest::setNoKernelFallback(bool on) { gNoKernelFallback = on; }
+
+std::string optest::noKernelSummary() {
+  std::string s;
+  for (auto &[device, ops] : gNoKernel) {
+    int total = 0;
+    std::string list;
+    for (auto &[op, n] : ops) {
+      total += n;
+      list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(n);
+    }
+    s += device + ": " + std::to_string(total) +
+         " cases ran on the cpu for want of a kernel: " + list + "\n";
+  }
+  return s;
+}
+
 std::vector<HostTensor> optest::runOrFail(const OpTester &t, llvm::StringRef device) {
   auto out = t.run(device);
+  if (!out && device != "cpu" && gNoKernelFallback) {
+    std::string msg = llvm::toString(out.takeError());
+    if (!isNoKernelError(msg)) {
+      ADD_FAILURE() << "run on " << device.str() << ": " << msg;
+      return {};
+    }
+    // "unsupported op Conv (domain 'ai.onnx', opset 11, input type f32) at ..."
+    llvm::StringRef m = msg;
+    std::string key = m.contains("unsupported op ")
+                          ? m.split("unsupported op ").second.split(' ').first.str()
+                          : std::string("?");
+    if (size_t at = msg.find("input type "); at != std::string::npos)
+      key += " " + llvm::StringRef(msg).substr(at + 11).split(')').first.str();
+    ++gNoKernel[device.str()][key];
+    out = t.run("cpu");
+  }
   if (!out) {
     ADD_FAILURE() << "run on " << device.str() << ": " << llvm::toString(out.takeError());
     return {};

@@ -176,8 +176,19 @@ private:
 };
 
 /// Runs `t` on `device`, failing the test (and returning no outputs) when
-/// it does not run.
+/// it does not run. A node `device` has no kernel for (the executor's "backend
+/// has no kernel for it") runs on the CPU instead, as `mpc run`'s fallback
+/// would, and is counted in noKernelSummary(), unless setNoKernelFallback(false)
+/// (the test binaries' `--no-fallback`) makes it a failure.
 std::vector<HostTensor> runOrFail(const OpTester &t, llvm::StringRef device);
+
+/// Whether `message` is the executor's refusal of a node the backend has no
+/// kernel for.
+bool isNoKernelError(llvm::StringRef message);
+void setNoKernelFallback(bool on);
+/// "cuda: 12 cases ran on the cpu for want of a kernel: Conv f32 x4, ..." (one
+/// line per device, op and type sorted), or "" when every case ran where asked.
+std::string noKernelSummary();
 
 /// The first output of `t` on `device` as T (empty and a failure when the
 /// run fails or the dtype differs).

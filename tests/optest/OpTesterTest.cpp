@@ -74,7 +74,10 @@ TEST_P(OpTesterTest, KernelErrorNamesTheNode) {
   gather.input<float>({3}, {1, 2, 3}).input<int64_t>({1}, {3});
   auto out = gather.run(device());
   ASSERT_FALSE(bool(out));
-  EXPECT_EQ(llvm::toString(out.takeError()), "node 'node' (Gather): index 3 out of range for [3]");
+  std::string msg = llvm::toString(out.takeError());
+  if (isNoKernelError(msg))
+    GTEST_SKIP() << msg;
+  EXPECT_EQ(msg, "node 'node' (Gather): index 3 out of range for [3]");
 }
 
 TEST_P(OpTesterTest, ComparatorUsesTheOutputsDType) {

@@ -20,7 +20,7 @@ namespace mpc {
 
 /// Oldest and newest ModelProto.ir_version mpc accepts.
 constexpr int64_t kMinIrVersion = 3;
-constexpr int64_t kMaxIrVersion = 13;
+constexpr int64_t kMaxIrVersion = 14;
 
 /// Reads and imports an ONNX model file. External data is resolved relative to
 /// the file's folder and must stay inside it.

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""The GPU bundle (tools/gpu-bundle.sh --no-build) made from the build under test.
+
+    python3 tests/cuda_host/test_gpu_bundle.py --mpc build/tools/mpc --source-dir . --build-dir build
+
+Packs the build's mpc and GPU test binaries into a temporary bundle and checks what a GPU
+session relies on: the folder is within its 40 MiB; the payload holds the binaries, their
+shared libraries (never the C library, the driver or cuBLAS, which the GPU machine has), the
+test sources and models; the bundled mpc runs a shipped model with only the bundle's
+libraries and the system's C/C++ runtime; `run.sh` on a machine without a GPU prints its one
+line and exits 1, writing nothing else. Registered only for builds with the CUDA backend.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unittest
+
+ARGS = None
+
+
+class GpuBundleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mpc-bundle-test-")
+        cls.bundle = os.path.join(cls.tmp, "bundle")
+        env = dict(os.environ, BUILD_DIR=ARGS.build_dir)
+        cls.proc = subprocess.run(
+            ["bash", os.path.join(ARGS.source_dir, "tools", "gpu-bundle.sh"), "--no-build",
+             cls.bundle], capture_output=True, text=True, env=env, timeout=1200)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_1_builds_within_its_size(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        self.assertEqual(sorted(os.listdir(self.bundle)), ["payload.tar.xz", "run.sh"])
+        size = sum(os.path.getsize(os.path.join(self.bundle, f)) for f in os.listdir(self.bundle))
+        self.assertLessEqual(size, 40 * 1024 * 1024)
+
+    def test_2_payload_contents(self):
+        with tarfile.open(os.path.join(self.bundle, "payload.tar.xz")) as t:
+            names = set(t.getnames())
+        for exe in ("mpc", "RuntimeElementwiseTest", "RuntimeGemmConvTest",
+                    "mpc_training_ops_tests"):
+            self.assertIn(f"libexec/{exe}", names)
+        for src in ("src/tests/cuda_host/test_cuda_parity.py", "src/tools/gpu_e2e.py",
+                    "src/models/mlp.onnx", "src/bench/gpu_matmul.py"):
+            self.assertIn(src, names)
+        libs = {n[4:] for n in names if n.startswith("lib/") and ".so" in n}
+        self.assertTrue(any(n.startswith("libprotobuf") for n in libs), libs)
+        self.assertTrue(any(n.startswith("libcudart") for n in libs), libs)
+        for banned in ("libc.so", "libcuda.so", "libcublas", "libcublasLt", "libstdc++"):
+            self.assertFalse(any(n.startswith(banned) for n in libs), (banned, libs))
+
+    def test_3_bundled_mpc_runs_with_its_own_libraries(self):
+        work = os.path.join(self.tmp, "unpacked")
+        os.makedirs(work, exist_ok=True)
+        with tarfile.open(os.path.join(self.bundle, "payload.tar.xz")) as t:
+            t.extractall(work, filter="data") if sys.version_info >= (3, 12) else t.extractall(work)
+        # Only the bundle's lib/ and the CUDA toolkit (for cuBLASLt, as on the GPU machine).
+        cuda_libs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib")
+                     if os.path.isdir(d)]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "LD_LIBRARY_PATH": ":".join([os.path.join(work, "lib")] + cuda_libs)}
+        # Every library the binaries load resolves to the bundle, the CUDA install, or the
+        # C/C++ runtime any Linux machine has (the loader would find the rest here too, so
+        # a missing one shows only in where it resolves).
+        system_ok = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so",
+                     "libpthread.so", "librt.so", "libstdc++.so", "libgcc_s.so")
+        for exe in os.listdir(os.path.join(work, "libexec")):
+            ldd = subprocess.run(["ldd", os.path.join(work, "libexec", exe)],
+                                 capture_output=True, text=True, env=env, timeout=60)
+            for line in ldd.stdout.splitlines():
+                name = os.path.basename(line.split()[0])
+                path = line.split("=>")[1].split("(")[0].strip() if "=>" in line else ""
+                if name.startswith(system_ok):
+                    continue
+                self.assertTrue(path.startswith(tuple([os.path.join(work, "lib")] + cuda_libs)),
+                                f"{exe}: {name} resolves to {path or 'nothing'}")
+        model = os.path.join(work, "src", "models", "mlp.onnx")
+        p = subprocess.run([os.path.join(work, "libexec", "mpc"), "run", model,
+                            "--random-inputs"], capture_output=True, text=True, env=env,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("output", p.stdout)
+
+    def test_4_run_sh_without_a_gpu(self):
+        out = os.path.join(self.tmp, "report")
+        # A PATH without nvidia-smi stands for a machine without the driver.
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.tmp}
+        p = subprocess.run(["bash", os.path.join(self.bundle, "run.sh"), out],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stdout, "run.sh: no GPU present (nvidia-smi lists none); nothing was run\n")
+        self.assertEqual(os.listdir(out), ["report.md"])
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--build-dir", required=True)
+    ARGS, rest = ap.parse_known_args()
+    r = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=1).result
+    failed = len(r.failures) + len(r.errors)
+    print(f"{r.testsRun - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

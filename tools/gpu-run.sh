@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# run.sh OUT: the GPU checks of an mpc bundle (made by tools/gpu-bundle.sh; this file is
+# tools/gpu-run.sh in the repository). Writes OUT/report.md (a table of the steps and what
+# each printed last), OUT/results.json (every step: name, status, seconds, exit code, its
+# summary line) and OUT/log.txt (everything the steps printed). The report is rewritten
+# after each step, so a run cut short still returns what it did.
+#
+# Environment: GPU_RUN_DEADLINE (seconds for the whole run, default 390: steps that would
+# start past it are recorded as not run), GPU_RUN_STEPS (space-separated step names to run,
+# default all), GPU_RUN_WORK (where the payload is unpacked, default /tmp/mpc-bundle).
+set -u
+OUT=${1:?usage: run.sh OUT}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+START=$(date +%s)
+DEADLINE=${GPU_RUN_DEADLINE:-390}
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "run.sh: no GPU present (nvidia-smi lists none); nothing was run" | tee "$OUT/report.md"
+  exit 1
+fi
+
+WORK=${GPU_RUN_WORK:-/tmp/mpc-bundle}
+rm -rf "$WORK" && mkdir -p "$WORK" && tar -xJf "$HERE/payload.tar.xz" -C "$WORK" || {
+  echo "run.sh: cannot unpack $HERE/payload.tar.xz into $WORK"; exit 1; }
+
+# cuBLASLt (and cuDNN later) from this machine: the CUDA install or a Python wheel's folder.
+find_lib_dir() {
+  local name=$1 d
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
+           /usr/local/cuda-*/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/$name" ] && { echo "$d"; return; }
+  done
+  d=$(python3 - "$name" 2>/dev/null <<'EOF'
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()]
+for r in roots:
+    for p in glob.glob(os.path.join(r, "nvidia", "**", sys.argv[1]), recursive=True):
+        print(os.path.dirname(p)); raise SystemExit
+EOF
+)
+  [ -n "$d" ] && echo "$d"
+}
+CUBLAS_DIR=$(find_lib_dir libcublasLt.so.13)
+[ -n "$CUBLAS_DIR" ] || { echo "run.sh: libcublasLt.so.13 not found on this machine"; exit 1; }
+LIBPATH="$WORK/lib:$CUBLAS_DIR"
+# libstdc++ must be at least as new as the one the bundle was built with.
+need=$(cat "$WORK/lib/GLIBCXX_NEEDED" 2>/dev/null)
+stdcxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+if [ -n "$need" ] && [ -n "$stdcxx" ] && ! strings "$stdcxx" | grep -qx "$need"; then
+  echo "run.sh: $stdcxx lacks $need, which the bundle needs"; exit 1
+fi
+
+# Wrappers: the binaries see the bundle's libraries, the Python that runs the suites does not.
+mkdir -p "$WORK/bin"
+for exe in "$WORK"/libexec/*; do
+  n=$(basename "$exe")
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+    "$LIBPATH" "$exe" > "$WORK/bin/$n"
+  chmod +x "$WORK/bin/$n"
+done
+BIN=$WORK/bin
+SRC=$WORK/src
+MPC=$BIN/mpc
+export PYTHONUNBUFFERED=1
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+
+LOG=$OUT/log.txt
+: > "$LOG"
+RESULTS=()   # "name|status|seconds|rc|summary"
+
+json_escape() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().rstrip("\n")))'; }
+
+write_report() {
+  {
+    echo "# mpc GPU bundle report"
+    echo
+    echo "- bundle: $(head -1 "$WORK/VERSION") ($(tail -1 "$WORK/VERSION"))"
+    echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+    echo "- cuBLASLt from: $CUBLAS_DIR"
+    echo "- started: $(date -u -d "@$START" +%FT%TZ), elapsed $(( $(date +%s) - START )) s"
+    echo
+    echo "| step | status | seconds | summary |"
+    echo "| --- | --- | --- | --- |"
+    local r
+    for r in "${RESULTS[@]}"; do
+      IFS='|' read -r n s t c m <<<"$r"
+      echo "| $n | $s | $t | ${m//|/\\|} |"
+    done
+  } > "$OUT/report.md"
+  {
+    echo "{\"bundle\": $(head -1 "$WORK/VERSION" | json_escape), \"steps\": ["
+    local first=1
+    for r in "${RESULTS[@]}"; do
+      IFS='|' read -r n s t c m <<<"$r"
+      [ $first = 1 ] || echo ","
+      first=0
+      printf '{"name": "%s", "status": "%s", "seconds": %s, "rc": %s, "summary": %s}' \
+        "$n" "$s" "$t" "$c" "$(printf '%s' "$m" | json_escape)"
+    done
+    echo "]}"
+  } > "$OUT/results.json"
+}
+
+wanted() { [ -z "${GPU_RUN_STEPS:-}" ] || [[ " $GPU_RUN_STEPS " == *" $1 "* ]]; }
+
+# step NAME TIMEOUT CMD...: run CMD with a time limit; pass on exit 0, skip on 77.
+step() {
+  local name=$1 limit=$2; shift 2
+  wanted "$name" || return 0
+  local now left
+  now=$(date +%s); left=$(( DEADLINE - (now - START) ))
+  if [ "$left" -le 5 ]; then
+    RESULTS+=("$name|not run|0|-1|past the run's deadline (${DEADLINE}s)"); write_report; return
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "=== $name: $* (limit ${limit}s)" >> "$LOG"
+  local t0 out rc status
+  t0=$(date +%s)
+  out=$(mktemp)
+  timeout -k 5 "$limit" "$@" > "$out" 2>&1
+  rc=$?
+  cat "$out" >> "$LOG"
+  case $rc in
+    0) status=pass ;;
+    77) status=skip ;;
+    124|137) status="timed out" ;;
+    *) status=FAIL ;;
+  esac
+  local summary
+  # gtest's totals line, then the last line (a device run's "ran on the cpu" count).
+  summary=$( { grep -E '^\[  (PASSED|FAILED) +\] [0-9]+ test' "$out" | head -2; grep -v '^\s*$' "$out" | tail -1; } \
+             | awk '!seen[$0]++' | paste -sd'/' | cut -c1-600)
+  RESULTS+=("$name|$status|$(( $(date +%s) - t0 ))|$rc|$summary")
+  echo "=== $name: $status (exit $rc)" >> "$LOG"
+  rm -f "$out"
+  write_report
+}
+
+# 0. The device and the backend's availability check through the CLI.
+step device 30 bash -c "nvidia-smi -L; nvcc --version | tail -1; $MPC run '$SRC/models/mlp.onnx' --device cuda --random-inputs 2>&1 | tail -3; exit \${PIPESTATUS[0]}"
+
+# 1. The op-tester kernel suites on the CUDA backend (every case with a CUDA kernel,
+#    checked against the float64 references; ops without one skip).
+for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeReductionTest \
+         RuntimeNormalizationTest RuntimePoolTest mpc_optest_tests mpc_training_ops_tests; do
+  step "$t" 120 "$BIN/$t" --device cuda --gtest_brief=1
+done
+# 2. CUDA against CPU through `mpc run` (element-wise, casts, MatMul/Gemm in f32/f16/bf16).
+step cuda_parity 180 python3 "$SRC/tests/cuda_host/test_cuda_parity.py" --mpc "$MPC" --source-dir "$SRC"
+# 3. The gradient kernels on the CUDA backend.
+step training_kernels 120 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# 4. End to end: each shipped model and its AMP rewrite on cuda against cpu.
+step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*.onnx
+# 5. First figures: MatMul through cuBLASLt (bench/gpu_matmul.py).
+step bench_matmul 90 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' --sizes 1024,4096,8192 --repeat 10 | tee '$OUT/bench_matmul.md'; exit \${PIPESTATUS[0]}"
+# 6. The ONNX node conformance suite on the CUDA backend.
+node_dir=()
+[ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")
+step conformance_node 150 python3 "$SRC/tests/conformance/test_node_conformance.py" --mpc "$MPC" \
+  --source-dir "$SRC" --device cuda "${node_dir[@]}"
+# 7. compute-sanitizer over the kernel suites (memcheck; racecheck on the element-wise suite).
+if [ -n "$SANITIZER" ]; then
+  for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest; do
+    step "memcheck_$t" 60 "$SANITIZER" --tool memcheck --target-processes all --error-exitcode 3 \
+      --print-limit 20 "$BIN/$t" --device cuda --gtest_brief=1
+  done
+  step racecheck_RuntimeElementwiseTest 60 "$SANITIZER" --tool racecheck --target-processes all \
+    --error-exitcode 3 --print-limit 20 "$BIN/RuntimeElementwiseTest" --device cuda --gtest_brief=1
+else
+  RESULTS+=("compute-sanitizer|not run|0|-1|compute-sanitizer not found"); write_report
+fi
+write_report
+echo "run.sh: report in $OUT/report.md"
+grep -q '| FAIL |\|timed out' "$OUT/report.md" && exit 1
+exit 0
