@@ -64,7 +64,7 @@ class OpsOneOpTest(unittest.TestCase):
             f"amp: allow: {reason} ({AMP})\n"
             f"gradient rule: yes ({GRAD})\n"
             f"cpu kernel: opsets 7+, runGemm, f32,f16,f64,bf16 ({CPU_TABLE}:{cpu})\n"
-            "cuda kernel: none\n")
+            "cuda kernel: opsets 7+, cuBLASLt, f32,f16,bf16 (runtime/cuda/CudaKernelTable.cpp)\n")
         p = run("--op", "Gemm")
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         self.assertEqual(p.stdout, expected)
@@ -157,6 +157,30 @@ class OpsOneOpTest(unittest.TestCase):
             if o["gradient_rule"]:
                 self.assertTrue(os.path.isfile(os.path.join(SOURCE_DIR,
                                                             o["gradient_rule_location"])))
+            # The CUDA column: the same rows in both forms, each within the CPU row's
+            # opsets and dtypes (the CPU backend is the reference a CUDA row never exceeds).
+            cuda = [(k["min_opset"], k["max_opset"], k["dtypes"]) for k in o["cuda_kernels"]]
+            self.assertEqual(sorted(cuda), sorted((k["min_opset"], k["max_opset"], k["dtypes"])
+                                                  for k in row["cuda_kernels"]), row["op"])
+            self.assertEqual(row["cuda"] == "none", not cuda, row["op"])
+            for lo, hi, dts in cuda:
+                self.assertTrue(any(c[0] == lo and c[1] == hi and set(dts) <= set(c[2])
+                                    for c in kernels), (row["op"], lo, hi, dts, kernels))
+
+    def test_cuda_column_is_the_launchers_table(self):
+        """Ops with a CUDA row: the element-wise bodies the launchers instantiate (the unary,
+        predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
+        bounds are device values), Cast, CastLike, MatMul and Gemm."""
+        defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
+        launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
+                                  r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
+        self.assertIn("Add", launched)
+        expected = (launched - {"Clip"}) | {"Cast", "CastLike", "MatMul", "Gemm"}
+        table = json.loads(run("--json").stdout)
+        self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
+        rows = {r["op"]: r for r in table}
+        self.assertEqual(rows["MatMul"]["cuda"], "f32,f16,bf16 (opset 1+)")
+        self.assertEqual(rows["Softmax"]["cuda"], "none")
 
     def test_errors(self):
         p = run("--op", "Det")

@@ -3,8 +3,10 @@
 // One row per op known to the AMP default lists or the CPU kernel table:
 // the AMP class (f16 defaults; the bf16 class where it differs) with the
 // list's reason, the dtypes the CPU kernel rows accept for input 0 with
-// their opset ranges, and the CUDA kernel (there is no CUDA backend yet, so
-// always "none"). Rows are sorted by op name; the output is deterministic.
+// their opset ranges, and the same for the CUDA backend's kernel table
+// (runtime/cuda/CudaKernelTable.cpp: what a CUDA build runs on the GPU; the
+// table is host code, so every build lists it). Rows are sorted by op name;
+// the output is deterministic.
 // `--op NAME` prints one op's facts from every table with their locations.
 // docs/gen_ops.py reads `mpc ops --json` to generate docs/ops.md.
 //
@@ -14,6 +16,7 @@
 #include "mpc/Passes/AmpLists.h"
 #include "mpc/Passes/TrainGraph.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -33,8 +36,9 @@ static const char kOpsUsage[] =
 Prints one row per op known to the AMP default lists or the CPU kernel
 table: the AMP class (allow/infer/deny/clear/unlisted) of the f16 defaults
 with the list's reason (for an unlisted op: why it is on no list), the CPU
-kernel's input dtypes and opset range, and the CUDA kernel ("none": there
-is no CUDA backend yet). Sorted by op.
+kernel's input dtypes and opset range, and the same for the CUDA kernel
+table (what a build with the CUDA backend runs on the GPU; listed by every
+build). Sorted by op.
 
 With --op, prints everything mpc knows about one op, each fact with the
 source file (and line) that defines it: its op registry rows (opset range,
@@ -62,6 +66,7 @@ struct OpRow {
   AmpClass f16 = AmpClass::Unlisted, bf16 = AmpClass::Unlisted;
   std::string reason; ///< reason of the f16 entry, or why it is unlisted
   std::vector<CpuRow> cpu;
+  std::vector<CpuRow> cuda; ///< the CUDA kernel table's rows (no function names)
 };
 } // namespace
 
@@ -91,14 +96,50 @@ static std::string opsetRange(const CpuRow &r) {
   return std::to_string(r.minOpset) + "-" + std::to_string(r.maxOpset);
 }
 
-static std::string cpuText(const OpRow &r) {
-  if (r.cpu.empty())
+static std::string kernelText(const std::vector<CpuRow> &rows) {
+  if (rows.empty())
     return "none";
   std::vector<std::string> parts;
-  for (const CpuRow &c : r.cpu)
+  for (const CpuRow &c : rows)
     parts.push_back(join(c.dtypes, ",") + " (opset " + opsetRange(c) + ")");
   return join(parts, "; ");
 }
+
+static std::string cpuText(const OpRow &r) { return kernelText(r.cpu); }
+
+static llvm::json::Array rowsJson(const std::vector<CpuRow> &rows) {
+  llvm::json::Array out;
+  for (const CpuRow &c : rows) {
+    llvm::json::Array dts;
+    for (const std::string &d : c.dtypes)
+      dts.push_back(d);
+    out.push_back(llvm::json::Object{
+        {"min_opset", c.minOpset}, {"max_opset", c.maxOpset}, {"dtypes", std::move(dts)}});
+  }
+  return out;
+}
+static std::string cudaText(const OpRow &r) { return kernelText(r.cuda); }
+
+static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
+  switch (k) {
+  case cuda::CudaKernelKind::Unary:
+    return "unary launcher";
+  case cuda::CudaKernelKind::Predicate:
+    return "predicate launcher";
+  case cuda::CudaKernelKind::Binary:
+    return "broadcast binary launcher";
+  case cuda::CudaKernelKind::Compare:
+    return "broadcast compare launcher";
+  case cuda::CudaKernelKind::Cast:
+    return "cast launcher";
+  case cuda::CudaKernelKind::MatMul:
+  case cuda::CudaKernelKind::Gemm:
+    return "cuBLASLt";
+  }
+  return "?";
+}
+
+static constexpr const char *kCudaTableFile = "runtime/cuda/CudaKernelTable.cpp";
 
 static std::vector<OpRow> collectRows() {
   std::map<std::string, OpRow> rows;
@@ -130,6 +171,9 @@ static std::vector<OpRow> collectRows() {
   for (const CpuKernel &k : cpuKernelTable())
     rowFor(k.domain ? k.domain : "", k.opType)
         .cpu.push_back({k.minOpset, k.maxOpset, dtypeNames(k.dtypes)});
+  for (const cuda::CudaKernel &k : cuda::cudaKernelTable())
+    rowFor(k.domain ? k.domain : "", k.opType)
+        .cuda.push_back({k.minOpset, k.maxOpset, dtypeNames(k.dtypes)});
   // Ops the executor runs itself, in dynamic mode, on every backend
   // (runtime/core/ControlFlow.cpp and SequenceOps.cpp), for every stored type:
   // control flow, sequences and optionals (registry rows without a shape
@@ -193,6 +237,10 @@ static int describeOp(llvm::StringRef name, bool json) {
   for (const CpuKernel &k : cpuKernelTable())
     if (opType == k.opType && domain == k.domain)
       kernels.push_back(&k);
+  std::vector<const cuda::CudaKernel *> cudaKernels;
+  for (const cuda::CudaKernel &k : cuda::cudaKernelTable())
+    if (opType == k.opType && domain == k.domain)
+      cudaKernels.push_back(&k);
   AmpLists f16 = AmpLists::defaults(DType::F16), bf16 = AmpLists::defaults(DType::BF16);
   AmpClass cls = f16.classify(domain, opType), clsBf16 = bf16.classify(domain, opType);
   std::string reason = f16.reason(op).str();
@@ -248,6 +296,17 @@ static int describeOp(llvm::StringRef name, bool json) {
                                        {"dtypes", std::move(dts)},
                                        {"location", k->where.text()}});
     }
+    llvm::json::Array cudaJson;
+    for (const cuda::CudaKernel *k : cudaKernels) {
+      llvm::json::Array dts;
+      for (const std::string &t : dtypeNames(k->dtypes))
+        dts.push_back(t);
+      cudaJson.push_back(llvm::json::Object{{"min_opset", k->minOpset},
+                                            {"max_opset", k->maxOpset},
+                                            {"launcher", cudaKindName(k->kind).str()},
+                                            {"dtypes", std::move(dts)},
+                                            {"location", kCudaTableFile}});
+    }
     llvm::json::Object o{
         {"op", op},
         {"domain", domain.str()},
@@ -260,7 +319,7 @@ static int describeOp(llvm::StringRef name, bool json) {
         {"gradient_rule", hasRule},
         {"gradient_rule_location", hasRule ? gradFile : ""},
         {"cpu_kernels", std::move(cpu)},
-        {"cuda_kernels", llvm::json::Array()},
+        {"cuda_kernels", std::move(cudaJson)},
     };
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
     return Ok;
@@ -300,7 +359,12 @@ static int describeOp(llvm::StringRef name, bool json) {
   for (const CpuKernel *k : kernels)
     os << "cpu kernel: opsets " << opsetText(k->minOpset, k->maxOpset) << ", " << k->runName
        << ", " << join(dtypeNames(k->dtypes), ",") << " (" << k->where.text() << ")\n";
-  os << "cuda kernel: none\n";
+  if (cudaKernels.empty())
+    os << "cuda kernel: none\n";
+  for (const cuda::CudaKernel *k : cudaKernels)
+    os << "cuda kernel: opsets " << opsetText(k->minOpset, k->maxOpset) << ", "
+       << cudaKindName(k->kind) << ", " << join(dtypeNames(k->dtypes), ",") << " ("
+       << kCudaTableFile << ")\n";
   return Ok;
 }
 
@@ -342,15 +406,6 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (json) {
     llvm::json::Array arr;
     for (const OpRow &r : rows) {
-      llvm::json::Array cpu;
-      for (const CpuRow &c : r.cpu) {
-        llvm::json::Array dts;
-        for (const std::string &d : c.dtypes)
-          dts.push_back(d);
-        cpu.push_back(llvm::json::Object{{"min_opset", c.minOpset},
-                                         {"max_opset", c.maxOpset},
-                                         {"dtypes", std::move(dts)}});
-      }
       arr.push_back(llvm::json::Object{
           {"op", r.op},
           {"domain", r.domain},
@@ -358,16 +413,17 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
           {"amp_class", ampClassName(r.f16).str()},
           {"amp_class_bf16", ampClassName(r.bf16).str()},
           {"amp_reason", r.reason},
-          {"cpu_kernels", std::move(cpu)},
+          {"cpu_kernels", rowsJson(r.cpu)},
           {"cpu", cpuText(r)},
-          {"cuda", "none"},
+          {"cuda_kernels", rowsJson(r.cuda)},
+          {"cuda", cudaText(r)},
       });
     }
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(arr))) << "\n";
     return Ok;
   }
 
-  size_t opW = 2, ampW = 3, cpuW = 3;
+  size_t opW = 2, ampW = 3, cpuW = 3, cudaW = 4;
   std::vector<std::string> ampTexts;
   for (const OpRow &r : rows) {
     std::string amp = ampClassName(r.f16).str();
@@ -377,16 +433,18 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
     opW = std::max(opW, r.op.size());
     ampW = std::max(ampW, amp.size());
     cpuW = std::max(cpuW, cpuText(r).size());
+    cudaW = std::max(cudaW, cudaText(r).size());
   }
   auto pad = [](const std::string &s, size_t w) {
     return s + std::string(w > s.size() ? w - s.size() : 0, ' ');
   };
   llvm::outs() << pad("op", opW) << "  " << pad("amp", ampW) << "  " << pad("cpu", cpuW)
-               << "  cuda  reason\n";
+               << "  " << pad("cuda", cudaW) << "  reason\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpRow &r = rows[i];
     llvm::outs() << pad(r.op, opW) << "  " << pad(ampTexts[i], ampW) << "  "
-                 << pad(cpuText(r), cpuW) << "  none  " << r.reason << "\n";
+                 << pad(cpuText(r), cpuW) << "  " << pad(cudaText(r), cudaW) << "  " << r.reason
+                 << "\n";
   }
   return Ok;
 }
