@@ -97,6 +97,7 @@ TASKS = {
     "resnet_block": (templates("resnet_block", 2.0), 0.01),
     "bn_cnn": (templates("bn_cnn", 2.0), 0.01),
     "resnet18": (templates("resnet18", 3.5), 0.003),
+    "mobilenet_v2": (templates("mobilenet_v2", 1.5), 0.01),
 }
 
 

@@ -12,7 +12,10 @@ the logged losses and the checkpoint's initializers, found through the same node
 (so untied copies are compared with PyTorch's separate tensors), with PyTorch's: the float32
 export against PyTorch's float32 run, the float64 export against its float64 run. Every
 parameter mpc trains must be among them and most must have moved; BatchNorm running
-statistics are compared too (PyTorch's unbiased variance: --bn-variance unbiased).
+statistics are compared too (PyTorch's unbiased variance: --bn-variance unbiased). For a
+model whose float32 training is chaotic (MobileNetV2) the float32 comparison is against the
+spread of PyTorch float32 runs that differ only by rounding (SPREAD_FACTOR below); its float64
+comparison is as tight as the others'.
 
 nn.EmbeddingBag (exported as a Loop) and other control flow are refused with one line that
 says what to export instead.
@@ -56,6 +59,22 @@ SCALE = {("bn_cnn", "momentum"): 3, ("mobilenet_block", "adam"): 3}
 # float64 one) are only checked to be within 2 * steps * lr of PyTorch's float32 values, and
 # may be at most MAX_LOOSE of a model's elements.
 MAX_LOOSE = 0.05
+# Chaotic training (the manifest's `rounding_spread`, generate.py's CHAOTIC: the whole
+# MobileNetV2): 10 float32 steps of PyTorch part from its own float64 run far beyond the bounds
+# above (losses up to 6.3e-3 (SGD-momentum) and 9.0e-3 (Adam) apart; 53% and 89% of the
+# elements beyond the element-wise tolerance, by up to 3e4 times), and so do PyTorch float32
+# runs that differ only by rounding (initial values one unit in the last place apart). No
+# element-wise bound can be derived; mpc's float32 run is held to that rounding spread instead:
+# each step's loss within the float32 tolerance plus SPREAD_FACTOR times the largest loss
+# difference of those runs at that step (tight for the first steps, before the runs part),
+# and the trained values, all slots together, within SPREAD_FACTOR times their largest L2
+# distance from PyTorch's float32 result (relative to how far that result moved).
+# SPREAD_FACTOR 2: the spread is the largest of 16 draws of a heavy-tailed distance, and mpc's
+# rounding differs from PyTorch's in every operation of every step, not only in the initial
+# values. (Measured: mpc at 0.08 (momentum) and 0.04 (Adam) against spreads of 0.11 and 0.08;
+# a learning rate 10% off fails at the loss after the first update.) The float64 comparison
+# below is the strong check for these models.
+SPREAD_FACTOR = 2
 # float64 (the same models exported in float64, trained by mpc in float64): the math, gradient
 # rules, optimizer and running-statistic conventions, against PyTorch's float64 run. The
 # fixtures' hyperparameters are binary fractions, so they mean the same in float32 and
@@ -125,12 +144,16 @@ class TorchParity(unittest.TestCase):
         want = np.load(os.path.join(FIXTURES, f"{name}.{opt}.npz"))
         with tempfile.TemporaryDirectory() as tmp:
             losses, after, before, trained = self.train(tmp, name, opt)
+        slots = self.slot_values(name, opt, entry, after, before, trained)
+        if "rounding_spread" in entry:
+            self.check_within_spread(entry["rounding_spread"][opt], want, losses, slots)
+            return
         np.testing.assert_allclose(losses, want["loss"], rtol=RTOL, atol=ATOL, err_msg="loss")
         scale = SCALE.get((name, opt), 1)
         flags = entry["optimizers"][opt]
         loose_bound = 2 * manifest()["steps"] * float(flags[flags.index("--lr") + 1])
         loose = 0
-        for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
+        for where, got, _, key in slots:
             t32, t64 = want[key], want[key + "_f64"]
             own = np.abs(t32 - t64) > RTOL * np.abs(t64) + ATOL
             loose += int(own.sum())
@@ -138,6 +161,18 @@ class TorchParity(unittest.TestCase):
                                        atol=ATOL * scale, err_msg=where)
             np.testing.assert_array_less(np.abs(got - t32)[own], loose_bound, err_msg=where)
         self.assertLessEqual(loose, MAX_LOOSE * sum(want[k].size for *_, k in entry["slots"]))
+
+    def check_within_spread(self, spread, want, losses, slots):
+        """mpc float32 against PyTorch float32 for a chaotic model: within SPREAD_FACTOR times
+        the spread of PyTorch float32 runs that differ only by rounding (above)."""
+        bound = RTOL * np.abs(want["loss"]) + ATOL + SPREAD_FACTOR * np.array(spread["loss"])
+        np.testing.assert_array_less(np.abs(losses - want["loss"]), bound, err_msg="loss")
+        flat = lambda arrays: np.concatenate([a.ravel().astype(np.float64) for a in arrays])
+        got, start = flat(s[1] for s in slots), flat(s[2] for s in slots)
+        t32 = flat(want[s[3]] for s in slots)
+        distance = np.linalg.norm(got - t32) / np.linalg.norm(t32 - start)
+        self.assertLessEqual(distance, SPREAD_FACTOR * spread["params"],
+                             "distance of the trained values from PyTorch's float32 run")
 
     def check_f64(self, name, opt):
         """mpc float64 against PyTorch float64."""
@@ -147,16 +182,16 @@ class TorchParity(unittest.TestCase):
             losses, after, before, trained = self.train(tmp, name, opt, f64=True)
         # The log holds 8 decimals.
         np.testing.assert_allclose(losses, want["loss_f64"], rtol=0, atol=1e-8, err_msg="loss")
-        for where, got, key in self.slot_values(name, opt, entry, after, before, trained):
+        for where, got, _, key in self.slot_values(name, opt, entry, after, before, trained):
             self.assertEqual(got.dtype, np.float64, where)
             tol = (RTOL64_PART32, ATOL64_PART32) if name in PART32 else (RTOL64, ATOL64)
             np.testing.assert_allclose(got, want[key + "_f64"], rtol=tol[0], atol=tol[1],
                                        err_msg=where)
 
     def slot_values(self, name, opt, entry, after, before, trained):
-        """(description, trained value, fixture key) for every slot of the manifest; checks
-        that the slot reads the same initializer before and after training, that every
-        parameter mpc trains is read by a slot, and that most of them moved."""
+        """(description, trained value, initial value, fixture key) for every slot of the
+        manifest; checks that the slot reads the same initializer before and after training,
+        that every parameter mpc trains is read by a slot, and that most of them moved."""
         got = {t.name: numpy_helper.to_array(t) for t in after.initializer}
         initial = {t.name: numpy_helper.to_array(t) for t in before.initializer}
         out, compared, moved = [], set(), set()
@@ -165,7 +200,7 @@ class TorchParity(unittest.TestCase):
             where = f"{name} {opt}: input {index} of '{node_name}' ('{init}')"
             self.assertIsNotNone(init, where)
             self.assertEqual(init, resolve(before, node_name, index), where)
-            out.append((where, got[init], key))
+            out.append((where, got[init], initial[init], key))
             compared.add(init)
             if np.abs(got[init] - initial[init]).max() > 1e-4:
                 moved.add(init)
