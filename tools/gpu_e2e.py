@@ -7,8 +7,9 @@ For each model, and for its AMP rewrite (`mpc rewrite --backend cuda`), runs `mp
 seeded random inputs with `--device cpu` and `--device cuda`, and compares every output of
 the CUDA run with the CPU run's: relative L2 error within 1e-5 for an fp32 model, 1e-2 for
 the rewritten one (both backends run the same 16-bit graph; they differ in summation order
-and device math functions). A model the CUDA backend cannot run yet reports mpc's one line
-(`no kernel`) as 'unsupported', which is not a failure of this check but is listed.
+and device math functions). Nodes without a CUDA kernel run on the CPU (mpc's fallback): each
+passing line ends with mpc's `cuda: N nodes; cpu fallback: ...` line. A model mpc refuses for
+want of a kernel (`no kernel`, only with --no-fallback) counts as 'unsupported', not failed.
 Prints one line per run and, last, 'N passed, N unsupported, N failed'; exit 1 on a failure.
 """
 
@@ -42,6 +43,7 @@ def dim_args(model):
 
 def check(mpc, model, tol, tmp, tag):
     res = {}
+    placement = ""
     dims = dim_args(model)
     for dev in ("cpu", "cuda"):
         d = os.path.join(tmp, f"{tag}-{dev}")
@@ -53,6 +55,8 @@ def check(mpc, model, tol, tmp, tag):
                 return "unsupported", line
             return "FAIL", f"{dev}: exit {p.returncode}: {line}"
         res[dev] = outputs(d)
+        if dev == "cuda":
+            placement = next((l for l in p.stdout.splitlines() if l.startswith("cuda: ")), "")
     worst = []
     for name, ref in res["cpu"].items():
         got = res["cuda"].get(name)
@@ -71,7 +75,7 @@ def check(mpc, model, tol, tmp, tag):
         worst.append(f"{name} rel {err:.2e}")
         if err > tol:
             return "FAIL", f"output {name}: relative L2 error {err:.3e} > {tol}"
-    return "pass", ", ".join(worst)
+    return "pass", ", ".join(worst) + (f" [{placement}]" if placement else "")
 
 
 def main():

@@ -147,10 +147,7 @@ CpuBackend::CpuBackend(int numThreads) {
     cpu::setGemmThreads(numThreads);
 }
 
-CpuBackend::~CpuBackend() {
-  for (auto &m : messages)
-    llvm::consumeError(std::move(m.second));
-}
+CpuBackend::~CpuBackend() = default;
 
 llvm::Expected<DeviceBuffer> CpuBackend::allocate(size_t bytes, BufferKind kind) {
   size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
@@ -244,13 +241,7 @@ void CpuBackend::launch(const KernelCall &call, Stream) {
     return;
   }
   recordKernelError(call, KernelErrorCode::Message);
-  for (auto &m : messages)
-    if (m.first == call.errors) {
-      llvm::consumeError(std::move(m.second));
-      m.second = std::move(e);
-      return;
-    }
-  messages.emplace_back(call.errors, std::move(e));
+  messages.put(call.errors, std::move(e), /*replace=*/true);
 }
 
 void CpuBackend::runPlan(const LaunchPlan &plan, Stream stream) {
@@ -262,13 +253,7 @@ void CpuBackend::runPlan(const LaunchPlan &plan, Stream stream) {
 }
 
 llvm::Error CpuBackend::takeMessageError(const KernelErrorRecord *record) {
-  for (size_t i = 0; i < messages.size(); ++i)
-    if (messages[i].first == record) {
-      llvm::Error e = std::move(messages[i].second);
-      messages.erase(messages.begin() + i);
-      return e;
-    }
-  return llvm::Error::success();
+  return messages.take(record);
 }
 
 void Backend::runPlan(const LaunchPlan &plan, Stream stream) {

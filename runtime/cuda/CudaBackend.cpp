@@ -141,7 +141,7 @@ private:
   size_t workspaceCap = size_t(4) << 20;
   cublasLtHandle_t lt = nullptr;
   std::map<PrepareKey, std::unique_ptr<Prepared>> cache;
-  std::vector<std::pair<const KernelErrorRecord *, llvm::Error>> messages;
+  KernelMessages messages;
   size_t currentBytes = 0, peakBytes = 0;
   /// The last node queued, named when a later synchronization fails.
   std::string lastNode;
@@ -149,8 +149,6 @@ private:
 
 CudaBackend::~CudaBackend() {
   cache.clear();
-  for (auto &m : messages)
-    llvm::consumeError(std::move(m.second));
   if (lt)
     cublasLtDestroy(lt);
 }
@@ -508,22 +506,11 @@ void CudaBackend::failed(const KernelCall &call, const std::string &what, cudaSt
     fatal(llvm::toString(std::move(err)) + "; then recording it failed: " + cudaText(e));
   // As on the CPU: one pending message per record, the first error winning
   // (the device keeps the first record; a later message would not be read).
-  for (auto &m : messages)
-    if (m.first == call.errors) {
-      llvm::consumeError(std::move(err));
-      return;
-    }
-  messages.emplace_back(call.errors, std::move(err));
+  messages.put(call.errors, std::move(err), /*replace=*/false);
 }
 
 llvm::Error CudaBackend::takeMessageError(const KernelErrorRecord *record) {
-  for (size_t i = 0; i < messages.size(); ++i)
-    if (messages[i].first == record) {
-      llvm::Error e = std::move(messages[i].second);
-      messages.erase(messages.begin() + i);
-      return e;
-    }
-  return llvm::Error::success();
+  return messages.take(record);
 }
 
 } // namespace

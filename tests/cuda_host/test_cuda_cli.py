@@ -8,7 +8,7 @@ Without a CUDA backend in the build (--cuda-built 0), or with one but no usable 
 (--cuda-built 1 on a machine without a device, as in CI): exit 1, exactly one line on
 stderr saying which, and nothing written (no outputs folder entries, no rewritten model).
 Where a GPU is present the refusals cannot be provoked and those cases are skipped with a
-line saying so. --tf32 without --device cuda is a usage error (exit 2).
+line saying so. --tf32 or --no-fallback without --device cuda is a usage error (exit 2).
 
 The last line printed is 'N passed, N failed'; exit status 1 on any failure, 77 when onnx
 or numpy is missing.
@@ -80,7 +80,7 @@ class CudaCliTest(unittest.TestCase):
 
     def test_run_device_cuda(self):
         out = os.path.join(self.dir, "out")
-        for extra in ([], ["--tf32"]):
+        for extra in ([], ["--tf32"], ["--no-fallback"]):
             r = mpc("run", self.model, "--random-inputs", "--device", "cuda", "--outputs", out,
                     *extra)
             if r.returncode == 0:
@@ -111,6 +111,12 @@ class CudaCliTest(unittest.TestCase):
         r = mpc("run", self.model, "--random-inputs", "--tf32")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--tf32 applies to --device cuda only", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_no_fallback_needs_cuda(self):
+        r = mpc("run", self.model, "--random-inputs", "--no-fallback")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--no-fallback applies to --device cuda only", r.stderr)
         self.assertEqual(r.stdout, "")
 
 

@@ -14,11 +14,15 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Executor.h"
+#include "mpc/Runtime/FallbackBackend.h"
+#include "mpc/IO/Onnx.h"
 #include "mpc/Text/Text.h"
 #include "mpc/Verify/Verifier.h"
 #include "gtest/gtest.h"
 #include "../runtime/ModelText.h"
 #include <cstring>
+#include <set>
+#include "llvm/Support/FileSystem.h"
 #include <deque>
 #include <functional>
 #include <map>
@@ -67,11 +71,17 @@ public:
     checkStream(st);
     queue.push_back([=] { std::memcpy(d, s, n); });
   }
-  bool hasKernel(const Node &n) const override { return cpu.hasKernel(n); }
+  bool hasKernel(const Node &n) const override { return runs(n) && cpu.hasKernel(n); }
   bool supportsOp(const Node &n, llvm::ArrayRef<DType> dts) const override {
-    return cpu.supportsOp(n, dts);
+    return runs(n) && cpu.supportsOp(n, dts);
   }
+  /// The nodes this device has kernels for (all that the CPU runs when unset):
+  /// a device with gaps, for FallbackBackend.
+  std::function<bool(const Node &)> only;
+  bool runs(const Node &n) const { return !only || only(n); }
   PreparedKernel prepare(const Node &n, llvm::ArrayRef<TensorDesc> in) override {
+    if (!runs(n))
+      return PreparedKernel();
     ++prepares;
     ++preparesOf[n.name];
     lastSignature[n.name] = in.empty() ? std::vector<int64_t>()
@@ -413,4 +423,183 @@ graph @g(%i: i64[1,2]) -> (%y: f32[3,2]) {
   EXPECT_EQ(messages[0], "node 'se' (ScatterElements): unknown reduction 'bogus'");
   EXPECT_EQ(messages[0], messages[1]);
   EXPECT_GE(q.queuedAfterRunPlan, 2u);
+}
+
+//===----------------------------------------------------------------------===//
+// FallbackBackend: the queue device with gaps, the CPU backend behind it
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A FallbackBackend over a QueueBackend that runs the ops named; `queue`
+/// points at that device.
+std::unique_ptr<FallbackBackend> fallbackOver(std::set<std::string> ops, QueueBackend *&queue) {
+  auto q = std::make_unique<QueueBackend>();
+  q->only = [ops](const Node &n) { return ops.count(n.opType) || ops.count(n.name); };
+  queue = q.get();
+  return std::make_unique<FallbackBackend>(std::move(q), std::make_unique<CpuBackend>());
+}
+} // namespace
+
+TEST(FallbackBackend, HostNodesRunBetweenDeviceNodesInStreamOrder) {
+  auto m = parse(kMlp);
+  ASSERT_TRUE(m);
+  QueueBackend *q;
+  auto fb = fallbackOver({"MatMul", "Add"}, q);
+  auto ex = Executor::create(*m, *fb);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  for (int run = 0; run < 3; ++run) {
+    // The queue runs nothing until synchronized: Relu on the host reads
+    // MatMul's result only because the fallback waits for it.
+    HostTensor x = floats({3, 2}, float(2 * run) - 3);
+    auto out = (*ex)->run({{"x", x}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x)) << "run " << run;
+  }
+  EXPECT_EQ(q->launches, 6u); // MatMul and Add, three runs
+  EXPECT_EQ(fb->partitionLine(), "queue: 2 nodes; cpu fallback: 1 node (Relu x1)");
+  FallbackBackend::Partition p = fb->partition();
+  EXPECT_EQ(p.deviceNodes, 2u);
+  EXPECT_EQ(p.hostNodes, 1u);
+}
+
+TEST(FallbackBackend, EveryNodeOnOneSide) {
+  for (bool onDevice : {true, false}) {
+    auto m = parse(kMlp);
+    ASSERT_TRUE(m);
+    QueueBackend *q;
+    auto fb = fallbackOver(onDevice ? std::set<std::string>{"MatMul", "Relu", "Add"}
+                                    : std::set<std::string>{},
+                           q);
+    auto ex = Executor::create(*m, *fb);
+    ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+    HostTensor x = floats({4, 2}, -3);
+    auto out = (*ex)->run({{"x", x}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x));
+    EXPECT_EQ(fb->partitionLine(), onDevice ? "queue: 3 nodes; cpu fallback: none"
+                                            : "queue: 0 nodes; cpu fallback: 3 nodes "
+                                              "(Add x1, MatMul x1, Relu x1)");
+  }
+}
+
+TEST(FallbackBackend, HostErrorsTakeTheirPlaceInTheRunsRecord) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  CpuBackend cpu;
+  // Both gathers fail for {-5, 7}; the first node's error wins whichever side
+  // ran it, with the CPU backend's words.
+  for (const char *deviceNode : {"first", "second"}) {
+    SCOPED_TRACE(deviceNode);
+    QueueBackend *q;
+    auto fb = fallbackOver({deviceNode}, q);
+    EXPECT_EQ(gatherError(*fb, {-5, 7}), gatherError(cpu, {-5, 7}));
+    EXPECT_EQ(gatherError(*fb, {-5, 7}), "node 'first' (Gather): index -5 out of range for [4, 2]");
+    // Only the second fails.
+    EXPECT_EQ(gatherError(*fb, {0, 3}), "node 'second' (Gather): index 3 out of range for [3, 2]");
+    EXPECT_EQ(gatherError(*fb, {1, 2}), "");
+  }
+}
+
+TEST(FallbackBackend, MessagesOfHostKernelsTravelTheSameWay) {
+  auto m = parse(R"(
+graph @g(%i: i64[1,2]) -> (%y: f32[3,2]) {
+  init %d: f32[3,2] = [1, 2, 3, 4, 5, 6]
+  init %u: f32[1,2] = [9, 9]
+  %s = ScatterElements(%d, %i, %u) {reduction = "bogus"} : f32[3,2] name="se"
+  %y = Relu(%s) : f32[3,2] name="relu"
+  return %y
+})");
+  ASSERT_TRUE(m);
+  QueueBackend *q;
+  auto fb = fallbackOver({"Relu"}, q);
+  auto ex = Executor::create(*m, *fb);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  for (int run = 0; run < 2; ++run) {
+    auto out = (*ex)->run({{"i", ints({1, 2}, {0, 1})}});
+    ASSERT_FALSE(out);
+    EXPECT_EQ(llvm::toString(out.takeError()),
+              "node 'se' (ScatterElements): unknown reduction 'bogus'");
+  }
+}
+
+TEST(FallbackBackend, ANodeNeitherSideRunsIsRefusedByName) {
+  auto m = parse(kMlp);
+  ASSERT_TRUE(m);
+  // The host is a queue device too, with no Relu either.
+  auto dev = std::make_unique<QueueBackend>(), host = std::make_unique<QueueBackend>();
+  dev->only = [](const Node &n) { return n.opType == "MatMul"; };
+  host->only = [](const Node &n) { return n.opType == "Add"; };
+  FallbackBackend fb(std::move(dev), std::move(host));
+  auto ex = Executor::create(*m, fb);
+  ASSERT_FALSE(ex);
+  EXPECT_EQ(llvm::toString(ex.takeError()),
+            "unsupported op Relu (domain 'ai.onnx', opset 17, input type f32) at node 'relu' "
+            "(Relu): the queue backend has no kernel for it");
+}
+
+// Every shipped model, with the device running only element-wise ops and
+// matrix products (as the CUDA backend does today): the same bits as the CPU
+// backend alone, since the host nodes run the same kernels on the same values.
+TEST(FallbackBackend, ShippedModelsGiveTheCpuBackendsBits) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (llvm::sys::fs::directory_iterator it(MPC_SOURCE_DIR "/models", ec), end; it != end && !ec;
+       it.increment(ec))
+    if (llvm::StringRef(it->path()).endswith(".onnx"))
+      files.push_back(it->path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 7u);
+  const std::set<std::string> deviceOps = {"MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu",
+                                           "Tanh", "Sigmoid", "Cast", "Erf", "Sqrt", "Pow"};
+  for (const std::string &file : files) {
+    SCOPED_TRACE(file);
+    std::vector<std::vector<NamedTensor>> results;
+    std::string line;
+    for (bool fallback : {false, true}) {
+      auto m = importOnnxFile(file);
+      ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+      std::unique_ptr<Backend> b;
+      QueueBackend *q = nullptr;
+      std::unique_ptr<FallbackBackend> fb;
+      if (fallback)
+        fb = fallbackOver(deviceOps, q);
+      else
+        b = std::make_unique<CpuBackend>();
+      Backend &backend = fallback ? static_cast<Backend &>(*fb) : *b;
+      auto ex = Executor::create(**m, backend);
+      ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+      std::vector<NamedTensor> in;
+      uint32_t state = 12345;
+      for (const Value *v : (*m)->graph->inputs()) {
+        if (v->initializer())
+          continue; // a graph input with a default
+        std::vector<int64_t> shape;
+        for (const Dim &d : v->type.dims)
+          shape.push_back(d.isKnown() ? d.value : 2);
+        HostTensor t(v->type.elem, shape);
+        for (int64_t i = 0; i < t.numElements(); ++i) {
+          state = state * 1664525u + 1013904223u;
+          if (t.dtype == DType::F32)
+            t.data<float>()[i] = float(state >> 8) / float(1 << 24) * 2 - 1;
+          else if (t.dtype == DType::I64)
+            t.data<int64_t>()[i] = int64_t(state >> 28) % 3;
+        }
+        in.push_back({v->name(), std::move(t)});
+      }
+      auto out = (*ex)->run(in);
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      results.push_back(std::move(*out));
+      if (fb)
+        line = fb->partitionLine();
+    }
+    EXPECT_NE(line.find("cpu fallback"), std::string::npos) << line;
+    ASSERT_EQ(results[0].size(), results[1].size());
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      const HostTensor &a = results[0][k].tensor, &b = results[1][k].tensor;
+      ASSERT_EQ(a.shape, b.shape);
+      ASSERT_EQ(a.dtype, b.dtype);
+      EXPECT_EQ(a.bytes, b.bytes)
+          << results[0][k].name << " (" << line << ")";
+    }
+  }
 }

@@ -14,6 +14,7 @@
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
 #include "mpc/Runtime/Executor.h"
+#include "mpc/Runtime/FallbackBackend.h"
 #include "mpc/Runtime/NpyIO.h"
 #include "mpc/Runtime/ProtoIO.h"
 #include "mpc/Support/Diagnostics.h"
@@ -58,6 +59,11 @@ options:
   --threads N           threads for the CPU backend's matrix products
   --tf32                with --device cuda: fp32 matrix products on Tensor
                         Cores in TF32 (10-bit mantissa); default strict fp32
+  --no-fallback         with --device cuda: refuse a node the CUDA backend
+                        has no kernel for, instead of running it on the CPU
+                        with copies around it (the default; a line
+                        'cuda: N nodes; cpu fallback: M nodes (...)' says
+                        what ran where)
   --outputs DIR         write each output as DIR/NAME.npy (atomically;
                         bfloat16 outputs are written as float32), a
                         sequence output as DIR/NAME.pb (ONNX SequenceProto),
@@ -87,6 +93,7 @@ struct RunArgs {
   unsigned repeat = 1;
   int threads = 0;
   bool tf32 = false;
+  bool noFallback = false;
 };
 } // namespace
 
@@ -113,6 +120,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         a.dims[name] = d;
     } else if (s.flag("--tf32")) {
       a.tf32 = true;
+    } else if (s.flag("--no-fallback")) {
+      a.noFallback = true;
     } else if (s.flag("--random-inputs")) {
       a.randomInputs = true;
     } else if (s.value("--seed", v, missing)) {
@@ -145,6 +154,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
     return "no model given";
   if (a.tf32 && a.device != "cuda")
     return "--tf32 applies to --device cuda only";
+  if (a.noFallback && a.device != "cuda")
+    return "--no-fallback applies to --device cuda only";
   return "";
 }
 
@@ -593,7 +604,8 @@ static std::string outputFile(llvm::StringRef dir, llvm::StringRef name, bool se
 }
 
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
-                                                            int threads, bool tf32) {
+                                                            int threads, bool tf32,
+                                                            bool fallback) {
   std::unique_ptr<Backend> backend;
   if (device == "cuda") {
     CudaBackendOptions options;
@@ -607,6 +619,9 @@ llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef dev
   }
   if (llvm::Error err = backend->checkAvailable())
     return inputError("--device {0}: {1}", device, llvm::toString(std::move(err)));
+  if (fallback && device != "cpu")
+    backend = std::make_unique<FallbackBackend>(std::move(backend),
+                                                std::make_unique<CpuBackend>(threads));
   return std::move(backend);
 }
 
@@ -624,7 +639,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (!usage.empty())
     return usageError("run", usage);
 
-  auto created = createBackend(a.device, a.threads, a.tf32);
+  auto created = createBackend(a.device, a.threads, a.tf32, !a.noFallback);
   if (!created)
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);
@@ -671,7 +686,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::vector<NamedTensor> otherInputs;
   std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
-    auto ob = createBackend(a.device, a.threads, a.tf32);
+    auto ob = createBackend(a.device, a.threads, a.tf32, !a.noFallback);
     if (!ob)
       return fail(ob.takeError());
     otherBackend = std::move(*ob);
@@ -720,6 +735,9 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     else
       printSummary(os, "output " + quoteName(outputs[i].name), outputs[i].tensor);
   }
+  std::string placement = backend->placementLine();
+  if (!placement.empty())
+    os << placement << "\n";
   const MemoryStats &ms = main->exec->memoryStats();
   os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
                       a.repeat, a.repeat == 1 ? "" : "s");

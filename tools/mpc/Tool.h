@@ -86,9 +86,11 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
 bool wantsHelp(llvm::ArrayRef<const char *> args);
 
 /// The backend `--device` names ("cpu" or "cuda"), checked to be usable here
-/// (Run.cpp); `tf32` lets the CUDA backend's fp32 matrix products use TF32.
+/// (Run.cpp); `tf32` lets the CUDA backend's fp32 matrix products use TF32;
+/// `fallback` puts the CPU backend behind a device backend for the nodes the
+/// device has no kernel for (FallbackBackend).
 llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads,
-                                                       bool tf32 = false);
+                                                       bool tf32 = false, bool fallback = true);
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);

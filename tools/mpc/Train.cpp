@@ -78,6 +78,10 @@ options:
                       grad_zero_frac,eval_accuracy,eval_loss
   --plot FILE.svg     loss (and evaluation) curves, as `mpc plot` draws them
   --device cpu|cuda   backend (default cpu)
+  --no-fallback       with --device cuda: refuse a node the CUDA backend has
+                      no kernel for instead of running it on the CPU with
+                      copies around it (the default; a line before the final
+                      one says what ran where)
   --threads N         threads for the CPU backend's matrix products
   --profile           time every node of the step and print the share of the
                       step spent in the inserted loss-scaling subgraphs
@@ -100,6 +104,7 @@ struct TrainArgs {
   double holdout = 0.1;
   int threads = 0;
   bool profile = false, stats = false;
+  bool noFallback = false;
 };
 
 /// One row of the CSV log.
@@ -166,6 +171,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       if (!missing && v != "cpu" && v != "cuda")
         return "--device must be cpu or cuda, not " + quoteName(v);
       a.device = v;
+    } else if (s.flag("--no-fallback")) {
+      a.noFallback = true;
     } else if (s.value("--threads", v, missing)) {
       if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
         return "--threads takes a positive integer";
@@ -188,6 +195,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     return "give --steps or --epochs, not both";
   if (a.seedGiven && a.shuffle == "none")
     return "--seed has no effect with --shuffle none";
+  if (a.noFallback && a.device != "cuda")
+    return "--no-fallback applies to --device cuda only";
   return "";
 }
 
@@ -340,7 +349,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!llvm::sys::fs::exists(a.data))
     return fail("--data: file " + quoteName(a.data) + " does not exist");
 
-  auto created = createBackend(a.device, a.threads);
+  auto created = createBackend(a.device, a.threads, /*tf32=*/false, !a.noFallback);
   if (!created)
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);
@@ -576,6 +585,9 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
         << "% of step time\n";
   }
 
+  std::string placement = backend->placementLine();
+  if (!placement.empty())
+    llvm::outs() << placement << "\n";
   const LogRow &fin = rows.back();
   llvm::outs() << "final: step " << fin.step.step << " loss " << fmtDouble(fin.step.loss, "%.6g");
   if (fin.evaluated && fin.eval.hasAccuracy)

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mpc {
 
@@ -133,6 +135,50 @@ inline void recordKernelError(const KernelCall &call, KernelErrorCode code,
   r->value = value;
 }
 
+/// The errors behind a backend's KernelErrorCode::Message records, kept by
+/// record address until Backend::takeMessageError hands them over.
+class KernelMessages {
+public:
+  KernelMessages() = default;
+  KernelMessages(const KernelMessages &) = delete;
+  KernelMessages &operator=(const KernelMessages &) = delete;
+  ~KernelMessages() {
+    for (auto &m : list)
+      llvm::consumeError(std::move(m.second));
+  }
+  /// Keeps `e` for `record`. When one is kept for it already, `e` replaces it
+  /// if `replace`, else `e` is dropped (the first one stays).
+  void put(const KernelErrorRecord *record, llvm::Error e, bool replace) {
+    for (auto &m : list)
+      if (m.first == record) {
+        if (replace)
+          std::swap(m.second, e);
+        llvm::consumeError(std::move(e));
+        return;
+      }
+    list.emplace_back(record, std::move(e));
+  }
+  /// The error kept for `record`, once; success when there is none.
+  llvm::Error take(const KernelErrorRecord *record) {
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].first == record) {
+        llvm::Error e = std::move(list[i].second);
+        list.erase(list.begin() + long(i));
+        return e;
+      }
+    return llvm::Error::success();
+  }
+  bool has(const KernelErrorRecord *record) const {
+    for (auto &m : list)
+      if (m.first == record)
+        return true;
+    return false;
+  }
+
+private:
+  std::vector<std::pair<const KernelErrorRecord *, llvm::Error>> list;
+};
+
 /// A static plan's launches, in order, for Backend::runPlan. `version`
 /// changes whenever the calls (handles, addresses, shapes) change, so a
 /// backend that captured the plan (a CUDA graph) knows when to capture again.
@@ -216,6 +262,9 @@ public:
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).
   virtual size_t peakAllocatedBytes() const = 0;
+  /// One line saying which nodes ran where, for a backend that splits a model
+  /// between devices (FallbackBackend); empty for one that runs it all.
+  virtual std::string placementLine() const { return ""; }
 };
 
 /// A CUDA backend when this build has one; otherwise an error that says why.

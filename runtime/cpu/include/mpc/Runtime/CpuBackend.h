@@ -101,7 +101,7 @@ public:
 private:
   CpuCaps cpuCaps;
   /// The errors behind KernelErrorCode::Message records, by record.
-  std::vector<std::pair<const KernelErrorRecord *, llvm::Error>> messages;
+  KernelMessages messages;
   size_t currentBytes = 0, peakBytes = 0;
 };
 
