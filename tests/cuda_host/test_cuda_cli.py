@@ -113,6 +113,23 @@ class CudaCliTest(unittest.TestCase):
         self.assertIn("--tf32 applies to --device cuda only", r.stderr)
         self.assertEqual(r.stdout, "")
 
+    def test_compare_device_cuda(self):
+        # The CPU run is fine; the compared run on cuda is refused in one line, before
+        # anything runs or is written.
+        out = os.path.join(self.dir, "out_cmp")
+        r = mpc("run", self.model, "--random-inputs", "--compare-device", "cuda", "--outputs",
+                out)
+        if r.returncode == 0:
+            self.skipTest("a CUDA device is present: the refusal cannot be provoked")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        line = self.one_line(r)
+        if CUDA_BUILT:
+            self.assertRegex(line, "^mpc: error: --compare-device cuda: " + NO_DEVICE + "$")
+        else:
+            self.assertEqual(line, NO_BUILD.replace("--device cuda", "--compare-device cuda"))
+        self.assertEqual(r.stdout, "")
+        self.assertFalse(os.path.exists(out) and os.listdir(out), "wrote outputs")
+
     def test_no_fallback_needs_cuda(self):
         r = mpc("run", self.model, "--random-inputs", "--no-fallback")
         self.assertEqual(r.returncode, 2, r.stderr)

@@ -181,6 +181,27 @@ class RunCase(unittest.TestCase):
                 self.assertRegex(r.stdout, r"compare '.*': max abs error .* relative L2 "
                                  r"error .* tolerance 0.01 \(fp16\): ok")
 
+    def test_compare_device(self):
+        # The same model on another backend: on a machine without a GPU only the CPU is at
+        # hand, so the two runs must agree bit for bit; the line names both sides.
+        for m in MODELS:
+            with self.subTest(model=m):
+                src = os.path.join(SOURCE_DIR, "models", f"{m}.onnx")
+                r = mpc("run", src, "--random-inputs", "--compare-device", "cpu", check=0)
+                self.assertIn(f"compare: '{src}' on cpu against '{src}' on cpu\n", r.stdout)
+                lines = [l for l in r.stdout.splitlines() if l.startswith("compare '")]
+                self.assertTrue(lines)
+                for line in lines:
+                    self.assertRegex(line, r"max abs error 0\.000000e\+00, relative L2 error "
+                                           r"0\.000000e\+00, tolerance 1e-05 \(f32\): ok$")
+        # With --compare, OTHER runs on the named backend.
+        src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")
+        r = mpc("run", src, "--random-inputs", "--compare", self.rewritten[("mlp", "fp16")],
+                "--compare-device", "cpu", check=0)
+        self.assertIn("tolerance 0.01 (fp16): ok", r.stdout)
+        r = mpc("run", src, "--random-inputs", "--compare-device", "gpu", check=2)
+        self.assertIn("--compare-device must be cpu or cuda, not 'gpu'", r.stderr)
+
     def test_compare_out_of_tolerance_exits_1(self):
         # A model whose output is x + 1 compared with one computing x + 2.
         paths = []

@@ -75,6 +75,11 @@ options:
                         5e-2, f32 1e-5); sequences must have the same
                         length and are compared over all their elements,
                         optionals must both be empty or both hold a value
+  --compare-device cpu|cuda
+                        run OTHER (MODEL itself when --compare is not given)
+                        on this backend instead of --device's: `--device cuda
+                        --compare-device cpu` checks the GPU against the CPU
+                        reference (with --tf32, fp32 is held to 1e-3)
 
 --train (with --data, --batch, ...) trains a training model instead; see
 'mpc run --train --help'.
@@ -85,7 +90,7 @@ exit status: 0 success, 1 bad input or a --compare output out of tolerance
 
 namespace {
 struct RunArgs {
-  std::string model, compare, outputs, device = "cpu";
+  std::string model, compare, outputs, device = "cpu", compareDevice;
   std::vector<std::pair<std::string, std::string>> inputs; // name (may be empty), file
   llvm::StringMap<int64_t> dims;
   bool randomInputs = false;
@@ -139,6 +144,10 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         return "--threads takes a positive integer";
     } else if (s.value("--outputs", v, missing)) {
       a.outputs = v;
+    } else if (s.value("--compare-device", v, missing)) {
+      if (!missing && v != "cpu" && v != "cuda")
+        return "--compare-device must be cpu or cuda, not " + quoteName(v);
+      a.compareDevice = v;
     } else if (s.value("--compare", v, missing)) {
       a.compare = v;
     } else {
@@ -156,6 +165,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
     return "--tf32 applies to --device cuda only";
   if (a.noFallback && a.device != "cuda")
     return "--no-fallback applies to --device cuda only";
+  if (!a.compareDevice.empty() && a.compare.empty())
+    a.compare = a.model; // the same model on the other backend
   return "";
 }
 
@@ -605,20 +616,27 @@ static std::string outputFile(llvm::StringRef dir, llvm::StringRef name, bool se
 
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
                                                             int threads, bool tf32,
-                                                            bool fallback) {
+                                                            bool fallback,
+                                                            llvm::StringRef option) {
   std::unique_ptr<Backend> backend;
   if (device == "cuda") {
     CudaBackendOptions options;
     options.tf32 = tf32;
     auto b = createCudaBackend(options);
-    if (!b)
-      return b.takeError();
+    if (!b) {
+      // A build without CUDA says "--device cuda: ..."; name the option used.
+      std::string msg = llvm::toString(b.takeError());
+      llvm::StringRef rest(msg);
+      if (rest.consume_front("--device cuda: "))
+        msg = (option + " cuda: " + rest).str();
+      return inputError("{0}", msg);
+    }
     backend = std::move(*b);
   } else {
     backend = std::make_unique<CpuBackend>(threads);
   }
   if (llvm::Error err = backend->checkAvailable())
-    return inputError("--device {0}: {1}", device, llvm::toString(std::move(err)));
+    return inputError("{0} {1}: {2}", option, device, llvm::toString(std::move(err)));
   if (fallback && device != "cpu")
     backend = std::make_unique<FallbackBackend>(std::move(backend),
                                                 std::make_unique<CpuBackend>(threads));
@@ -686,7 +704,10 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::vector<NamedTensor> otherInputs;
   std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
-    auto ob = createBackend(a.device, a.threads, a.tf32, !a.noFallback);
+    std::string otherDevice = a.compareDevice.empty() ? a.device : a.compareDevice;
+    auto ob = createBackend(otherDevice, a.threads, a.tf32 && otherDevice == "cuda",
+                            !a.noFallback,
+                            a.compareDevice.empty() ? "--device" : "--compare-device");
     if (!ob)
       return fail(ob.takeError());
     otherBackend = std::move(*ob);
@@ -760,6 +781,14 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (!outs)
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(outs.takeError()));
     auto [tolName, tol] = toleranceOf(g, *other.model->graph);
+    // TF32 products carry a 10-bit mantissa: fp32 is held to 1e-3 then.
+    if (a.tf32 && tol < 1e-3) {
+      tolName = "tf32";
+      tol = 1e-3;
+    }
+    if (!a.compareDevice.empty())
+      os << mpc::formatQuoted("compare: '{0}' on {1} against '{2}' on {3}\n", a.model, a.device,
+                              a.compare, a.compareDevice);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const NamedTensor &ref = outputs[i];
       size_t k = outs->size();

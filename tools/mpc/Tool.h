@@ -88,9 +88,11 @@ bool wantsHelp(llvm::ArrayRef<const char *> args);
 /// The backend `--device` names ("cpu" or "cuda"), checked to be usable here
 /// (Run.cpp); `tf32` lets the CUDA backend's fp32 matrix products use TF32;
 /// `fallback` puts the CPU backend behind a device backend for the nodes the
-/// device has no kernel for (FallbackBackend).
+/// device has no kernel for (FallbackBackend). An unusable backend is one error
+/// line starting with `option` and the device ("--device cuda: ...").
 llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads,
-                                                       bool tf32 = false, bool fallback = true);
+                                                       bool tf32 = false, bool fallback = true,
+                                                       llvm::StringRef option = "--device");
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);
