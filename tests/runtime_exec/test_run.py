@@ -37,6 +37,7 @@ or numpy is missing.
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -201,6 +202,31 @@ class RunCase(unittest.TestCase):
         self.assertIn("tolerance 0.01 (fp16): ok", r.stdout)
         r = mpc("run", src, "--random-inputs", "--compare-device", "gpu", check=2)
         self.assertIn("--compare-device must be cpu or cuda, not 'gpu'", r.stderr)
+
+    def test_profile(self):
+        for m in MODELS:
+            with self.subTest(model=m):
+                src = os.path.join(SOURCE_DIR, "models", f"{m}.onnx")
+                r = mpc("run", src, "--random-inputs", "--profile", "--repeat", "2", check=0)
+                lines = r.stdout.splitlines()
+                head = [i for i, l in enumerate(lines) if l.startswith("profile: ")]
+                self.assertEqual(len(head), 1, r.stdout)
+                match = re.match(r"profile: (\d+) node\(s\), ([0-9.]+) ms of node time per run$",
+                                 lines[head[0]])
+                self.assertTrue(match, lines[head[0]])
+                rows = []
+                for l in lines[head[0] + 1:]:
+                    row = re.match(r"^ +([0-9.]+) ms +([0-9.]+)%  node '(.*)' \((\w+)\)$", l)
+                    if not row:
+                        break
+                    rows.append((float(row.group(1)), float(row.group(2)), row.group(3)))
+                names = {n.name for n in onnx.load(src).graph.node}
+                self.assertEqual(len(rows), min(10, int(match.group(1))))
+                self.assertEqual([r_[0] for r_ in rows], sorted((r_[0] for r_ in rows),
+                                                                reverse=True))
+                self.assertLessEqual(sum(r_[1] for r_ in rows), 100.01)
+                for _, _, name in rows:
+                    self.assertIn(name, names)
 
     def test_compare_out_of_tolerance_exits_1(self):
         # A model whose output is x + 1 compared with one computing x + 2.

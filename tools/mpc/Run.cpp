@@ -56,6 +56,9 @@ options:
   --seed S              random seed (default 0)
   --device cpu|cuda     backend (default cpu)
   --repeat N            run N times and report the median time (default 1)
+  --profile             time every node (waiting for each one: on a GPU the
+                        kernel's own time plus a synchronization) and print
+                        the ten slowest, per run, after the time
   --threads N           threads for the CPU backend's matrix products
   --tf32                with --device cuda: fp32 matrix products on Tensor
                         Cores in TF32 (10-bit mantissa); default strict fp32
@@ -99,6 +102,7 @@ struct RunArgs {
   int threads = 0;
   bool tf32 = false;
   bool noFallback = false;
+  bool profile = false;
 };
 } // namespace
 
@@ -127,6 +131,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
       a.tf32 = true;
     } else if (s.flag("--no-fallback")) {
       a.noFallback = true;
+    } else if (s.flag("--profile")) {
+      a.profile = true;
     } else if (s.flag("--random-inputs")) {
       a.randomInputs = true;
     } else if (s.value("--seed", v, missing)) {
@@ -517,6 +523,32 @@ static std::pair<const char *, double> toleranceOf(const Graph &a, const Graph &
   return {"f32", 1e-5};
 }
 
+/// `--profile`: the nodes' mean time per run, slowest first (ten of them).
+static void printProfile(llvm::raw_ostream &os, const Executor &ex, unsigned runs) {
+  llvm::ArrayRef<double> secs = ex.nodeSeconds();
+  if (secs.empty()) {
+    os << "profile: none (dynamic mode runs node by node without the static schedule)\n";
+    return;
+  }
+  double total = 0;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < secs.size(); ++i) {
+    total += secs[i];
+    order.push_back(i);
+  }
+  // Slowest first; ties in schedule order, so the output is deterministic in form.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return secs[x] > secs[y]; });
+  os << llvm::formatv("profile: {0} node(s), {1:f3} ms of node time per run\n", secs.size(),
+                      1e3 * total / runs);
+  for (size_t k = 0; k < order.size() && k < 10; ++k) {
+    size_t i = order[k];
+    os << llvm::formatv("  {0,10:f4} ms {1,6:f2}%  ", 1e3 * secs[i] / runs,
+                        total > 0 ? 100.0 * secs[i] / total : 0.0)
+       << describeNode(*ex.scheduledNodes()[i]) << "\n";
+  }
+}
+
 namespace {
 /// One loaded model ready to run.
 struct Loaded {
@@ -735,6 +767,8 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   }
   files.removeStaleTemporaries();
 
+  if (a.profile)
+    main->exec->setProfiling(true);
   std::vector<double> times;
   std::vector<NamedTensor> outputs;
   // Per output: set when it is a sequence (its entry in `outputs` is empty).
@@ -762,6 +796,8 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   const MemoryStats &ms = main->exec->memoryStats();
   os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
                       a.repeat, a.repeat == 1 ? "" : "s");
+  if (a.profile)
+    printProfile(os, *main->exec, a.repeat);
   if (main->exec->isDynamic())
     os << llvm::formatv("memory: dynamic mode (control flow or data-dependent shapes): "
                         "one allocation per value, no static plan; persistent {0}, "
