@@ -226,14 +226,20 @@ void CudaBackend::copyToDevice(void *dst, const void *src, size_t bytes, Stream 
   // the caller may reuse it at once.
   if (!bytes)
     return;
+  if (!s.handle)
+    synchronize(s); // the synchronous stream starts after every stream's work
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streamOf(s)))
     fatal("copy of " + bytesText(bytes) + " to the device: " + cudaText(e));
+  if (!s.handle)
+    synchronize(s);
 }
 
 void CudaBackend::copyToHost(void *dst, const void *src, size_t bytes, Stream s) {
   // Into pageable memory the call returns once the bytes have landed.
   if (!bytes)
     return;
+  if (!s.handle)
+    synchronize(s);
   if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(s)))
     fatal("copy of " + bytesText(bytes) + " to the host" +
           (lastNode.empty() ? "" : " after " + lastNode) + ": " + cudaText(e));
@@ -253,7 +259,9 @@ void CudaBackend::destroyStream(Stream s) {
 }
 
 void CudaBackend::synchronize(Stream s) {
-  if (cudaError_t e = cudaStreamSynchronize(streamOf(s)))
+  // Stream(): the synchronous stream, which waits for every stream (the
+  // executors' are non-blocking, so the legacy default stream would not).
+  if (cudaError_t e = s.handle ? cudaStreamSynchronize(streamOf(s)) : cudaDeviceSynchronize())
     fatal((lastNode.empty() ? std::string("cudaStreamSynchronize")
                             : "cudaStreamSynchronize after " + lastNode) +
           ": " + cudaText(e));

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "../unit/OnnxTestUtil.h"
+#include "DigitsTraining.h"
 #include "mpc/IO/Onnx.h"
 #include "mpc/Passes/TrainGraph.h"
 #include "mpc/Runtime/Checkpoint.h"
@@ -21,58 +22,9 @@
 #include <map>
 
 using namespace mpc;
+using namespace mpc::test;
 
 namespace {
-
-constexpr int64_t kBatch = 16;
-
-/// models/digits_mlp.onnx made a training model (cross-entropy, Adam).
-std::unique_ptr<Model> digitsTrainingModel() {
-  auto m = importOnnxFile(MPC_SOURCE_DIR "/models/digits_mlp.onnx");
-  if (!m) {
-    ADD_FAILURE() << llvm::toString(m.takeError());
-    return nullptr;
-  }
-  TrainGraphOptions opts;
-  opts.optimizer = OptimizerKind::Adam;
-  opts.lr = 0.01f;
-  if (auto res = buildTrainingGraph(**m, opts); !res) {
-    ADD_FAILURE() << llvm::toString(res.takeError());
-    return nullptr;
-  }
-  if (llvm::Error err = verifyModel(**m)) {
-    ADD_FAILURE() << llvm::toString(std::move(err));
-    return nullptr;
-  }
-  return std::move(*m);
-}
-
-std::unique_ptr<Trainer> trainerFor(Model &m, Backend &backend, uint64_t seed, uint64_t step) {
-  auto t = Trainer::create(m, backend, kBatch);
-  if (!t) {
-    ADD_FAILURE() << llvm::toString(t.takeError());
-    return nullptr;
-  }
-  auto arrays = readNpzFile(MPC_SOURCE_DIR "/models/data/digits.npz");
-  if (!arrays) {
-    ADD_FAILURE() << llvm::toString(arrays.takeError());
-    return nullptr;
-  }
-  if (llvm::Error err = (*t)->setData(std::move(*arrays), 0.1)) {
-    ADD_FAILURE() << llvm::toString(std::move(err));
-    return nullptr;
-  }
-  (*t)->setPosition(seed, step);
-  return std::move(*t);
-}
-
-/// name -> bytes of every initializer of the main graph.
-std::map<std::string, std::vector<uint8_t>> initializerBytes(const Model &m) {
-  std::map<std::string, std::vector<uint8_t>> out;
-  for (const Value *v : m.graph->initializers())
-    out[v->name()] = v->initializer()->bytes().vec();
-  return out;
-}
 
 std::string errorOf(llvm::Error err) {
   EXPECT_TRUE(bool(err));
@@ -89,7 +41,7 @@ struct Written {
 
 Written writeTrained(const test::TempDir &dir) {
   Written w;
-  w.model = digitsTrainingModel();
+  w.model = digitsModel(/*amp=*/false);
   if (!w.model)
     return w;
   auto hash = trainingModelHash(*w.model);
@@ -124,7 +76,7 @@ Written writeTrained(const test::TempDir &dir) {
 
 TEST(Checkpoint, TrainedStateReadsBackBitForBitAndResumesTheSameStep) {
   test::TempDir dir;
-  auto fresh = digitsTrainingModel();
+  auto fresh = digitsModel(/*amp=*/false);
   ASSERT_TRUE(fresh);
   Written w = writeTrained(dir);
   ASSERT_TRUE(w.model);
@@ -157,7 +109,7 @@ TEST(Checkpoint, TrainedStateReadsBackBitForBitAndResumesTheSameStep) {
 
 TEST(Checkpoint, UnshuffledRunKeepsItsOrder) {
   test::TempDir dir;
-  auto m = digitsTrainingModel();
+  auto m = digitsModel(/*amp=*/false);
   ASSERT_TRUE(m);
   auto hash = trainingModelHash(*m);
   ASSERT_TRUE(bool(hash));
@@ -200,7 +152,7 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefusedWithOneLine) {
                 ", the training model's is 0123456789abcdef)");
 
   // A training model without the trainer's metadata.
-  auto plain = digitsTrainingModel();
+  auto plain = digitsModel(/*amp=*/false);
   ASSERT_TRUE(plain);
   std::string plainPath = dir.file("plain.onnx");
   ASSERT_FALSE(bool(writeOnnxFile(*plain, plainPath)));

@@ -204,7 +204,10 @@ struct DeviceBuffer {
 /// An execution queue, made and destroyed by the executor that uses it
 /// (Backend::createStream). The CPU backend's stream is synchronous (work is
 /// done when the call returns); a CUDA backend stores a cudaStream_t in
-/// `handle`.
+/// `handle`. `Stream()` (no handle) is the synchronous stream every backend
+/// has: a copy on it starts after all work queued on any stream and is done
+/// when it returns, and synchronize(Stream()) waits for every stream (what
+/// the trainer's uploads, checkpoints and host-state steps rely on).
 struct Stream {
   void *handle = nullptr;
 };
