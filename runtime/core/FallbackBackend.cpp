@@ -70,6 +70,23 @@ void FallbackBackend::launch(const KernelCall &call, Stream s) {
   device->launch(c, s);
 }
 
+void FallbackBackend::runPlan(const LaunchPlan &plan, Stream s) {
+  for (const KernelCall &c : plan.calls)
+    if (static_cast<const Routed *>(c.kernel)->onHost)
+      return Backend::runPlan(plan, s);
+  if (plan.owner != planOwner || plan.version != planVersion ||
+      devicePlan.size() != plan.calls.size()) {
+    planOwner = plan.owner;
+    planVersion = plan.version;
+    devicePlan.assign(plan.calls.begin(), plan.calls.end());
+    for (KernelCall &c : devicePlan)
+      c.kernel = static_cast<const Routed *>(c.kernel)->inner;
+  }
+  LaunchPlan p = plan;
+  p.calls = devicePlan;
+  device->runPlan(p, s);
+}
+
 void *FallbackBackend::stagingBuffer(size_t i, size_t bytes) {
   if (staging.size() <= i)
     staging.resize(i + 1);

@@ -471,3 +471,28 @@ TEST(FallbackBackend, ShippedModelsGiveTheCpuBackendsBits) {
     }
   }
 }
+
+TEST(FallbackBackend, APlanWithoutHostNodesReachesTheDeviceWhole) {
+  for (bool gap : {false, true}) {
+    SCOPED_TRACE(gap ? "Relu on the host" : "every node on the device");
+    auto m = parse(kMlp);
+    ASSERT_TRUE(m);
+    QueueBackend *q;
+    auto fb = fallbackOver(gap ? std::set<std::string>{"MatMul", "Add"}
+                               : std::set<std::string>{"MatMul", "Relu", "Add"},
+                           q);
+    auto ex = Executor::create(*m, *fb);
+    ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+    for (int run = 0; run < 3; ++run) {
+      HostTensor x = floats({2, 2}, float(run) - 1);
+      auto out = (*ex)->run({{"x", x}});
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      EXPECT_EQ(values((*out)[0].tensor), expectedMlp(x)) << "run " << run;
+    }
+    // Whole: captured once and replayed (a CUDA graph could be); with a host
+    // node: launched one by one, nothing captured.
+    EXPECT_EQ(q->captures, gap ? 0u : 1u);
+    EXPECT_EQ(q->replays, gap ? 0u : 2u);
+    EXPECT_EQ(q->launches, gap ? 6u : 9u);
+  }
+}

@@ -57,6 +57,10 @@ public:
   PreparedKernel prepare(const Node &n, llvm::ArrayRef<TensorDesc> inputs) override;
   void unprepare(KernelHandle h) override;
   void launch(const KernelCall &call, Stream s) override;
+  /// A plan with no host node goes to the device whole (with the device's
+  /// handles), so a device that captures plans (CUDA graphs) still can; a plan
+  /// with host nodes runs launch by launch (a host node waits for the stream).
+  void runPlan(const LaunchPlan &plan, Stream s) override;
   void synchronize(Stream s) override { device->synchronize(s); }
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return device->caps(); }
@@ -85,6 +89,12 @@ private:
     size_t hostWorkspace = 0;
   };
   void runOnHost(const KernelCall &call, const Routed &r, Stream s);
+
+  /// The device's view of the last whole plan handed over: the calls with
+  /// their device handles, rebuilt when (owner, version) changes.
+  const void *planOwner = nullptr;
+  uint64_t planVersion = 0;
+  std::vector<KernelCall> devicePlan;
 
   std::unique_ptr<Backend> device, host;
   std::deque<Routed> routed; ///< stable addresses: the handles
