@@ -156,6 +156,9 @@ step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*
 step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer lstm; do $MPC run '$SRC/models/'\$m.onnx --device cuda --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; done"
 # 5. First figures: MatMul through cuBLASLt (bench/gpu_matmul.py).
 step bench_matmul 90 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' --sizes 1024,4096,8192 --repeat 10 | tee '$OUT/bench_matmul.md'; exit \${PIPESTATUS[0]}"
+# 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
+#     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
+step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")

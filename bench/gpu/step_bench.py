@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Training-step speed of mpc against PyTorch on the same models (issue 15's benchmark).
+
+    python3 bench/gpu/step_bench.py --mpc MPC [--device cuda] [--scale full|tiny]
+        [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
+
+Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
+below from PyTorch code with a fixed seed:
+
+- bert:   a BERT-base-like encoder (token and position embeddings, 12 post-norm layers of
+          nn.TransformerEncoderLayer, hidden 768, 12 heads, feed-forward 3072, sequence 128,
+          mean-pooled classifier over 2 classes);
+- gpt:    a GPT-2-small-like decoder (12 pre-norm blocks, hidden 768, 12 heads, causal mask,
+          vocabulary 50257, sequence 128, next-token loss over [N, T, V] logits);
+- resnet: a ResNet-50-like CNN (bottleneck blocks 3-4-6-3, widths 64-2048, BatchNorm,
+          224x224 RGB, 1000 classes);
+
+(`--scale tiny` shrinks every dimension, for a smoke test on a CPU), it exports the model
+(`torch.onnx.export`, dynamo=False, opset 17, symbolic batch), builds its training graph
+(`mpc train-graph`, Adam), rewrites it to fp16 and to bf16 (`mpc rewrite`, dynamic loss
+scaling for fp16), and times `mpc run --train --device D --steps S --shuffle none` on random
+data: mpc's own median step time (evaluation excluded). PyTorch runs the same module on the
+same device in eager fp32, with `torch.autocast` fp16 + `GradScaler` and bf16, and (with
+--compile) under `torch.compile`: the median of S steps after 3 warm-up steps, synchronized.
+
+Prints a markdown table (steps/s per variant, and each mpc variant against mpc fp32 and
+against PyTorch's of the same precision) and writes it with a JSON of every figure to --out.
+A variant that fails prints its one-line reason in the table instead of a figure.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SCALES = {
+    # name: (bert/gpt: layers, hidden, heads, seq, vocab_gpt, vocab_bert; resnet: width
+    #        divisor, image side, classes; batch)
+    "full": dict(layers=12, hidden=768, heads=12, seq=128, vocab_gpt=50257, vocab_bert=30522,
+                 width_div=1, side=224, classes=1000, batch={"bert": 32, "gpt": 8, "resnet": 32}),
+    "tiny": dict(layers=2, hidden=32, heads=2, seq=16, vocab_gpt=101, vocab_bert=101,
+                 width_div=16, side=32, classes=10, batch={"bert": 4, "gpt": 4, "resnet": 4}),
+}
+
+
+class Bert(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.tok = nn.Embedding(s["vocab_bert"], s["hidden"])
+        self.pos = nn.Embedding(s["seq"], s["hidden"])
+        layer = nn.TransformerEncoderLayer(s["hidden"], s["heads"], 4 * s["hidden"], dropout=0.0,
+                                           batch_first=True, activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, s["layers"], enable_nested_tensor=False)
+        self.fc = nn.Linear(s["hidden"], 2)
+
+    def forward(self, tokens):
+        t = tokens.shape[1]
+        x = self.tok(tokens) + self.pos(torch.arange(t, device=tokens.device))
+        return self.fc(self.enc(x).mean(dim=1))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, tmax):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.register_buffer("mask", torch.tril(torch.ones(tmax, tmax)).view(1, 1, tmax, tmax))
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        heads = lambda a: a.view(n, t, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (d // self.heads) ** 0.5)
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(n, t, d)
+        x = x + self.proj(y)
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        d = s["hidden"]
+        self.wte, self.wpe = nn.Embedding(s["vocab_gpt"], d), nn.Embedding(s["seq"], d)
+        self.blocks = nn.Sequential(*[Block(d, s["heads"], s["seq"]) for _ in range(s["layers"])])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, s["vocab_gpt"], bias=False)
+
+    def forward(self, tokens):
+        t = tokens.shape[1]
+        x = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
+        return self.head(self.ln(self.blocks(x)))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, mid, stride):
+        super().__init__()
+        cout = 4 * mid
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                   nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.skip(x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        w = lambda c: max(c // s["width_div"], 2)
+        layers = [nn.Conv2d(3, w(64), 7, 2, 3, bias=False), nn.BatchNorm2d(w(64)), nn.ReLU(),
+                  nn.MaxPool2d(3, 2, 1)]
+        cin = w(64)
+        for i, (mid, n) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+            for j in range(n):
+                layers.append(Bottleneck(cin, w(mid), 2 if (j == 0 and i > 0) else 1))
+                cin = 4 * w(mid)
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, s["classes"])
+
+    def forward(self, x):
+        return self.fc(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
+
+
+def make(name, s, rng, batch):
+    """(module, input name, inputs [k*batch, ...], labels, train-graph flags, loss)"""
+    n = 4 * batch
+    if name == "bert":
+        x = rng.integers(0, s["vocab_bert"], (n, s["seq"])).astype(np.int64)
+        return Bert(s), "tokens", x, rng.integers(0, 2, n).astype(np.int64), [], F.cross_entropy
+    if name == "gpt":
+        x = rng.integers(0, s["vocab_gpt"], (n, s["seq"])).astype(np.int64)
+        y = np.roll(x, -1, axis=1)
+        loss = lambda logits, y: F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 y.reshape(-1))
+        return Gpt(s), "tokens", x, y, ["--class-axis", "-1"], loss
+    x = rng.standard_normal((n, 3, s["side"], s["side"])).astype(np.float32)
+    return (ResNet50(s), "x", x, rng.integers(0, s["classes"], n).astype(np.int64),
+            ["--bn-variance", "unbiased"], F.cross_entropy)
+
+
+def mpc_step_time(mpc, args, label):
+    """Median ms per step from `mpc run --train`'s `time:` line, or the failure's last line."""
+    p = subprocess.run([mpc, *args], capture_output=True, text=True, timeout=3600)
+    m = re.search(r"median ([0-9.]+) ms per step", p.stderr)
+    if p.returncode != 0 or not m:
+        lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
+        return None, f"{label}: exit {p.returncode}: {lines[-1][:200]}"
+    placement = next((l for l in p.stdout.splitlines() if l.startswith("cuda: ")), "")
+    return float(m.group(1)), placement
+
+
+def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
+    module = module.to(device).train()
+    opt = torch.optim.Adam(module.parameters(), lr=1e-4)
+    fn = torch.compile(module) if compile_ else module
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
+    xs, ys = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+    b = xs.shape[0] // 4
+    times = []
+    for i in range(steps + 3):
+        xb, yb = xs[(i % 4) * b:(i % 4 + 1) * b], ys[(i % 4) * b:(i % 4 + 1) * b]
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=dt or torch.float32, enabled=dt is not None):
+            loss = loss_fn(fn(xb), yb)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 3:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--scale", default="full", choices=sorted(SCALES))
+    ap.add_argument("--models", default="bert,gpt,resnet")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    a = ap.parse_args()
+    s = SCALES[a.scale]
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    results, failures = {}, 0
+    print(f"| model | variant | ms/step | steps/s | vs mpc fp32 | vs PyTorch same precision |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.models.split(","):
+            torch.manual_seed(0)
+            rng = np.random.default_rng(0)
+            batch = s["batch"][name]
+            module, in_name, x, y, flags, loss_fn = make(name, s, rng, batch)
+            path = os.path.join(tmp, f"{name}.onnx")
+            module.eval()
+            torch.onnx.export(module, (torch.from_numpy(x[:2]),), path, dynamo=False,
+                              opset_version=17, input_names=[in_name], output_names=["logits"],
+                              dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}})
+            data = os.path.join(tmp, f"{name}.npz")
+            np.savez(data, **{in_name: x, "labels": y})
+            train = os.path.join(tmp, f"{name}.train.onnx")
+            row = results.setdefault(name, {})
+            p = subprocess.run([a.mpc, "train-graph", path, "--loss", "cross-entropy",
+                                "--optimizer", "adam", "--lr", "1e-4", *flags, "-o", train],
+                               capture_output=True, text=True)
+            variants = {}
+            if p.returncode != 0:
+                row["mpc"] = f"train-graph: {p.stderr.strip().splitlines()[-1][:200]}"
+            else:
+                variants["fp32"] = train
+                for target in ("fp16", "bf16"):
+                    out = os.path.join(tmp, f"{name}.{target}.onnx")
+                    r = subprocess.run([a.mpc, "rewrite", train, "--target", target, "-o", out],
+                                       capture_output=True, text=True)
+                    if r.returncode == 0:
+                        variants[target] = out
+                    else:
+                        row[f"mpc {target}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+            for target, model in variants.items():
+                ms, what = mpc_step_time(
+                    a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
+                            "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none"],
+                    f"mpc {target}")
+                row[f"mpc {target}"] = ms if ms is not None else what
+                if ms is not None and what:
+                    row[f"mpc {target} placement"] = what
+            if not a.no_torch:
+                for precision in ("fp32", "fp16", "bf16"):
+                    for comp in ([False, True] if a.compile else [False]):
+                        key = f"torch {precision}{' compile' if comp else ''}"
+                        try:
+                            m2 = make(name, s, np.random.default_rng(0), batch)[0]
+                            m2.load_state_dict(module.state_dict())
+                            row[key] = torch_step_time(m2, x, y, loss_fn, a.device, a.steps,
+                                                       precision, comp)
+                        except Exception as e:  # a variant that fails is reported, not fatal
+                            row[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            base = row.get("mpc fp32")
+            for key, v in row.items():
+                if key.endswith("placement"):
+                    continue
+                if isinstance(v, float):
+                    rel = f"{base / v:.2f}x" if isinstance(base, float) and key.startswith("mpc") else ""
+                    prec = key.split()[1]
+                    tv = row.get(f"torch {prec}")
+                    vs = f"{tv / v:.2f}x" if key.startswith("mpc") and isinstance(tv, float) else ""
+                    print(f"| {name} | {key} | {v:.2f} | {1000 / v:.1f} | {rel} | {vs} |")
+                else:
+                    failures += 1
+                    print(f"| {name} | {key} | {v} | | | |")
+            for key, v in row.items():
+                if key.endswith("placement"):
+                    print(f"| {name} | {key} | {v} | | | |")
+            sys.stdout.flush()
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "step_bench.json"), "w") as f:
+            json.dump({"scale": a.scale, "device": a.device, "steps": a.steps,
+                       "results": results}, f, indent=1, sort_keys=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
