@@ -152,6 +152,8 @@ step cuda_parity 180 python3 "$SRC/tests/cuda_host/test_cuda_parity.py" --mpc "$
 step training_kernels 120 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 4. End to end: each shipped model and its AMP rewrite on cuda against cpu.
 step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*.onnx
+# 4a. The README's digits training, fp32 and AMP, 400 steps, on cuda against cpu.
+step digits_train 180 python3 "$SRC/tools/gpu_train_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4b. The user's own check: the GPU against the CPU reference through `mpc run`.
 step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer lstm; do $MPC run '$SRC/models/'\$m.onnx --device cuda --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; done"
 # 5. First figures: MatMul through cuBLASLt (bench/gpu_matmul.py).
