@@ -193,79 +193,6 @@ llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
 // Convolution and pooling gradients
 //===----------------------------------------------------------------------===//
 
-/// Strides, dilations and resolved pads of the forward window on x, and
-/// checks that dy has the forward output's shape.
-template <typename G>
-static llvm::Error windowOf(const Node &n, const WindowParams &p, llvm::ArrayRef<int64_t> x,
-                            llvm::ArrayRef<int64_t> dy, int64_t dyChannels, G &g) {
-  size_t nd = g.kernel.size();
-  if (x.size() != nd + 2 || dy.size() != nd + 2)
-    return nodeError(n, "X " + formatShape(x) + " and dY " + formatShape(dy) +
-                            " do not match a " + std::to_string(nd) + "-d window");
-  auto st = p.strides.orDefault(nd, 1);
-  auto dl = p.dilations.orDefault(nd, 1);
-  auto pads = p.pads.orDefault(2 * nd, 0);
-  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
-    return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = p.ceilMode;
-  cpu::AutoPad ap = autoPadOf(p);
-  g.inSpatial.assign(x.begin() + 2, x.end());
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t pb = pads[i], pe = pads[i + nd];
-    if (ap != cpu::AutoPad::NotSet)
-      cpu::resolveAutoPad(ap, x[i + 2], g.kernel[i], st[i], dl[i], pb, pe);
-    g.strides.push_back(st[i]);
-    g.dilations.push_back(dl[i]);
-    g.padsBegin.push_back(pb);
-    g.padsEnd.push_back(pe);
-    g.outSpatial.push_back(
-        cpu::windowOutputSize(x[i + 2], g.kernel[i], st[i], dl[i], pb, pe, ceil));
-  }
-  llvm::SmallVector<int64_t, 6> want = {x[0], dyChannels};
-  want.append(g.outSpatial.begin(), g.outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
-  return llvm::Error::success();
-}
-
-/// Conv's geometry of the forward (shared with Conv), and dY must have the
-/// forward output's shape.
-static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x,
-                                                          llvm::ArrayRef<int64_t> w) {
-  auto g = convGeometry(n, p, x, w);
-  if (!g)
-    return g.takeError();
-  llvm::SmallVector<int64_t, 6> want = {g->batch, g->outChannels};
-  want.append(g->outSpatial.begin(), g->outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
-  return g;
-}
-
-static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x,
-                                                          llvm::ArrayRef<int64_t> w) {
-  return convGradGeometry(n, windowParamsOf(n), dy, x, w);
-}
-
-llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = convGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape, q.inputs[2].shape);
-  if (!g)
-    return g.takeError();
-  DType t = q.inputs[0].dtype;
-  if (q.inputs[1].dtype != t || q.inputs[2].dtype != t)
-    return nodeError(q.node, "dY, X and W must have one dtype");
-  out.assign(1, ShapedType{t, q.inputs[1].shape});
-  out.push_back(ShapedType{t, q.inputs[2].shape});
-  out.push_back(ShapedType{t, {g->outChannels}});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConvGrad(const KernelCall &c) {
   auto g = convGradGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
   if (!g)
@@ -277,37 +204,6 @@ llvm::Error cpuk::runConvGrad(const KernelCall &c) {
                      hasOutput(c, 1) ? c.outputs[1].as<T>() : nullptr,
                      hasOutput(c, 2) ? c.outputs[2].as<T>() : nullptr);
   });
-  return llvm::Error::success();
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x) {
-  cpu::PoolGeometry g;
-  const auto &ks = p.kernelShape.values;
-  if (ks.empty())
-    return nodeError(n, "missing kernel_shape");
-  if (x.size() < 2)
-    return nodeError(n, "X " + formatShape(x) + " has rank below 2");
-  g.batch = x[0];
-  g.channels = x[1];
-  g.kernel.assign(ks.begin(), ks.end());
-  if (auto e = windowOf(n, p, x, dy, x[1], g))
-    return std::move(e);
-  return g;
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x) {
-  return poolGradGeometry(n, windowParamsOf(n), dy, x);
-}
-
-llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = poolGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
-  if (!g)
-    return g.takeError();
-  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
   return llvm::Error::success();
 }
 
