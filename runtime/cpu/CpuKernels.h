@@ -15,7 +15,7 @@
 #include "mpc/Runtime/Float16.h"
 #include "../ops/ShapeFunctions.h"
 #include "../ops/ShapeHelpers.h"
-#include "../ops/WindowShapes.h"
+#include "../ops/NodeGeometry.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 

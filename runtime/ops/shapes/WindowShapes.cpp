@@ -2,14 +2,14 @@
 //
 // Registry shape functions (runtime/ops/ShapeFunctions.h) of the windowed ops
 // (Conv, ConvTranspose, pooling, ConvGrad, MaxPoolGrad/AveragePoolGrad) and
-// the geometry they share with the backends' kernels (WindowShapes.h,
-// mpc/Runtime/WindowGeometry.h).
+// the geometry they share with the backends' kernels (NodeGeometry.h,
+// mpc/Runtime/OpGeometry.h).
 // Backend-neutral: types and shapes from the input types and known values.
 //
 //===----------------------------------------------------------------------===//
 #include "../ShapeFunctions.h"
 #include "../ShapeHelpers.h"
-#include "../WindowShapes.h"
+#include "../NodeGeometry.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
 

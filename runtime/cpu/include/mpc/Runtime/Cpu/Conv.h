@@ -10,7 +10,7 @@
 #define MPC_RUNTIME_CPU_CONV_H
 
 #include "mpc/Runtime/Float16.h"
-#include "mpc/Runtime/WindowGeometry.h"
+#include "mpc/Runtime/OpGeometry.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -20,7 +20,7 @@ namespace mpc {
 namespace cpu {
 
 // The window helpers and geometry structs live with the registry's shape
-// functions (mpc/Runtime/WindowGeometry.h); the kernels here take them.
+// functions (mpc/Runtime/OpGeometry.h); the kernels here take them.
 using mpc::AutoPad;
 using mpc::ConvGeometry;
 using mpc::resolveAutoPad;

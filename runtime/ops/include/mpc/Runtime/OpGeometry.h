@@ -1,15 +1,15 @@
-//===- WindowGeometry.h - Conv and pooling window geometry ------*- C++ -*-===//
+//===- OpGeometry.h - Geometry the shape rules and kernels share -*- C++ -*-===//
 //
-// The geometry of a sliding window over NC<spatial> tensors: ONNX auto_pad,
-// one spatial dimension's output length, and the resolved geometry of a
-// Conv/ConvTranspose or pooling node. The registry's shape functions
-// (runtime/ops/shapes/WindowShapes.cpp) compute it, and a backend's kernels
-// run on the very same struct, so the shape rule and the loops cannot
-// disagree. Plain integers only: nothing here touches a device.
+// Plain-integer descriptions of an op's geometry that the registry's shape
+// functions (runtime/ops/shapes) compute and a backend's kernels run on:
+// ONNX auto_pad and one spatial dimension's window output length, the
+// resolved geometry of Conv/ConvTranspose and pooling, the sizes of a
+// recurrence, a loss's reduction. One definition, so the shape rule and the
+// loops cannot disagree. Nothing here touches a device.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_RUNTIME_WINDOWGEOMETRY_H
-#define MPC_RUNTIME_WINDOWGEOMETRY_H
+#ifndef MPC_RUNTIME_OPGEOMETRY_H
+#define MPC_RUNTIME_OPGEOMETRY_H
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -68,6 +68,18 @@ struct PoolGeometry {
   llvm::SmallVector<int64_t, 3> padsEnd;
 };
 
+/// Sizes of an ONNX LSTM (layout 0): X [seq, batch, input], W [dirs, 4H,
+/// input], R [dirs, 4H, H], B [dirs, 8H], states [dirs, batch, H], gates in
+/// ONNX order i, o, f, c. `reverse` runs the single direction backwards
+/// (direction 1 of a bidirectional LSTM always runs backwards).
+struct LstmShape {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 1;
+  bool reverse = false;
+};
+
+/// The reduction of a loss over its elements.
+enum class LossReduction { None, Sum, Mean };
+
 } // namespace mpc
 
-#endif // MPC_RUNTIME_WINDOWGEOMETRY_H
+#endif // MPC_RUNTIME_OPGEOMETRY_H

@@ -1,0 +1,89 @@
+//===- NodeGeometry.h - A node's geometry for shape rules and kernels -*- C++ -*-===//
+//
+// What a shape function works out about a node that its kernels need again:
+// the window geometry of Conv, ConvTranspose, pooling and their gradients,
+// a loss's reduction, the ports and sizes of the recurrent gradients, ...,
+// resolved from the attributes and the input shapes, with the error a
+// mismatch gives naming the node. The registry's shape functions
+// (runtime/ops/shapes) and the backends' run functions both call these, so
+// an output shape and the loops that fill it come from one definition.
+// Private to runtime/ops and the backends.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_OPS_NODEGEOMETRY_H
+#define MPC_RUNTIME_OPS_NODEGEOMETRY_H
+
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/OpRegistry.h"
+#include "mpc/Runtime/OpParams.h"
+#include "mpc/Runtime/OpGeometry.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <vector>
+
+namespace mpc {
+namespace shapes {
+
+/// The auto_pad of parsed window attributes.
+AutoPad autoPadOf(const WindowParams &p);
+/// Conv's geometry from its attributes and the X and W shapes.
+llvm::Expected<ConvGeometry> convGeometry(const Node &n, const WindowParams &p,
+                                          llvm::ArrayRef<int64_t> x, llvm::ArrayRef<int64_t> w);
+/// MaxPool/AveragePool/LpPool's geometry from its attributes and X's shape.
+llvm::Expected<PoolGeometry> poolGeometry(const Node &n, const WindowParams &p,
+                                          llvm::ArrayRef<int64_t> x);
+
+/// ConvTranspose's geometry: pads resolved from pads, output_shape or
+/// auto_pad as the operator spec says; `out` is the spatial output size.
+struct DeconvGeometry {
+  int64_t batch = 0, inChannels = 0, outChannels = 0, group = 1;
+  std::vector<int64_t> in, kernel, strides, dilations, padsBegin, outPad, out;
+};
+llvm::Expected<DeconvGeometry> deconvGeometry(const Node &n, const WindowParams &p,
+                                              llvm::ArrayRef<int64_t> x,
+                                              llvm::ArrayRef<int64_t> w);
+
+/// ConvGrad: the forward Conv's geometry, and dY must have its output shape.
+llvm::Expected<ConvGeometry> convGradGeometry(const Node &n, const WindowParams &p,
+                                              llvm::ArrayRef<int64_t> dy,
+                                              llvm::ArrayRef<int64_t> x,
+                                              llvm::ArrayRef<int64_t> w);
+/// MaxPoolGrad/AveragePoolGrad: the forward pool's geometry on X, and dY must
+/// have its output shape.
+llvm::Expected<PoolGeometry> poolGradGeometry(const Node &n, const WindowParams &p,
+                                              llvm::ArrayRef<int64_t> dy,
+                                              llvm::ArrayRef<int64_t> x);
+
+/// A loss's reduction attribute ("none", "sum", "mean"), or an error naming
+/// the node for any other value.
+llvm::Expected<LossReduction> lossReductionOf(const Node &n, llvm::StringRef reduction);
+
+// LSTMGrad ports: inputs dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
+// initial_c; outputs dX, dW, dR, dB, dinitial_h, dinitial_c.
+enum LstmGradPort : unsigned { kDY, kDYh, kDYc, kX, kW, kR, kB, kLens, kH0, kC0 };
+// GRUGrad ports: inputs dY, dY_h, X, W, R, B, sequence_lens, initial_h;
+// outputs dX, dW, dR, dB, dinitial_h.
+enum GruGradPort : unsigned { kGDY, kGDYh, kGX, kGW, kGR, kGB, kGLens, kGH0 };
+
+/// Where a recurrent gradient op keeps its forward inputs, and its gate count.
+struct RecurrentGradPorts {
+  unsigned dY, x, w, r, b, lens;
+  std::vector<unsigned> states; ///< output-state gradients and initial states
+  const char *statesWhat;       ///< their names, for messages
+  int64_t gates;
+};
+/// LSTMGrad's and GRUGrad's ports (4 and 3 gate blocks).
+extern const RecurrentGradPorts kLstmPorts, kGruPorts;
+
+/// The attributes GRUGrad implements: GRU's defaults but direction,
+/// hidden_size and linear_before_reset.
+llvm::Error checkGruGradAttrs(const Node &n);
+/// The forward recurrence's sizes, after checking the attributes the op
+/// implements (`checkAttrs`) and every present input's dtype and shape.
+llvm::Expected<LstmShape> recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
+                                             llvm::Error (*checkAttrs)(const Node &));
+
+} // namespace shapes
+} // namespace mpc
+
+#endif // MPC_RUNTIME_OPS_NODEGEOMETRY_H
