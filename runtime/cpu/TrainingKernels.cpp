@@ -50,8 +50,6 @@ static bool hasOutput(const KernelCall &c, unsigned i) {
   return i < c.outputs.size() && c.outputs[i].data != nullptr;
 }
 
-static bool isFloat(DType t) { return kFloatTypes & dtypeBit(t); }
-
 /// The reduction of a launched loss, from its parsed parameters.
 static llvm::Expected<cpu::LossReduction> reductionOf(const KernelCall &c) {
   return lossReductionOf(*c.node, paramsOf<LossParams>(c).reduction);

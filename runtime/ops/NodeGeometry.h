@@ -83,6 +83,46 @@ llvm::Error checkGruGradAttrs(const Node &n);
 llvm::Expected<LstmShape> recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
                                              llvm::Error (*checkAttrs)(const Node &));
 
+/// A recurrent cell's activation function (GRU, RNN) and its alpha/beta.
+enum class ActKind {
+  Sigmoid,
+  Tanh,
+  Relu,
+  Affine,
+  LeakyRelu,
+  ThresholdedRelu,
+  ScaledTanh,
+  HardSigmoid,
+  Elu,
+  Softsign,
+  Softplus
+};
+
+struct Activation {
+  ActKind kind = ActKind::Tanh;
+  float alpha = 0, beta = 0;
+};
+
+/// The activations of every direction (perDir each, forward first). A list
+/// with only perDir names serves both directions; activation_alpha/beta are
+/// consumed in order by the activations that take them.
+llvm::Expected<std::vector<Activation>>
+parseActivations(const Node &n, const RecurrentParams &p, llvm::ArrayRef<const char *> defaults,
+                 int64_t dirs);
+/// The default activations of GRU (f, g) and RNN (f).
+extern const char *const kGruActs[2];
+extern const char *const kRnnActs[1];
+
+/// Pad's mode.
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+/// The mode named `m`, or an error naming the node.
+llvm::Expected<PadMode> padMode(const Node &n, llvm::StringRef m);
+/// Per-axis begin/end pads (negative crops), from attributes (opset < 11) or
+/// the pads and axes inputs.
+llvm::Error padAmounts(const Node &n, llvm::ArrayRef<int64_t> x, std::vector<int64_t> pads,
+                       std::vector<int64_t> axes, std::vector<int64_t> &begin,
+                       std::vector<int64_t> &end);
+
 } // namespace shapes
 } // namespace mpc
 
