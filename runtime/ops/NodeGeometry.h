@@ -19,6 +19,7 @@
 #include "mpc/Runtime/OpGeometry.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace mpc {
@@ -122,6 +123,94 @@ llvm::Expected<PadMode> padMode(const Node &n, llvm::StringRef m);
 llvm::Error padAmounts(const Node &n, llvm::ArrayRef<int64_t> x, std::vector<int64_t> pads,
                        std::vector<int64_t> axes, std::vector<int64_t> &begin,
                        std::vector<int64_t> &end);
+
+/// The layout of one Attention call. `total` is past + kvSeq.
+struct AttnLayout {
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, qSeq = 0, kvSeq = 0, past = 0, total = 0;
+  int64_t headSize = 0, vHeadSize = 0;
+  bool threeD = false, hasPast = false;
+  /// attn_mask's shape padded on the left to rank 4 (empty when absent).
+  std::vector<int64_t> mask;
+};
+
+/// Attention's input ports.
+enum AttentionPort : unsigned { kQ, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+/// Attention's layout from its attributes and input types, or an error
+/// naming the node for inputs that do not fit together.
+llvm::Expected<AttnLayout> attnLayout(const Node &n, llvm::ArrayRef<ShapedType> ins);
+
+/// The layout of one RotaryEmbedding call.
+struct Rotary {
+  int64_t batch = 0, seq = 0, heads = 0, headSize = 0, dim = 0;
+  bool fourD = false, interleaved = false, hasPositions = false;
+};
+/// RotaryEmbedding's layout from its attributes and the input and cache
+/// shapes (cache [max_position, dim/2] when `hasPositions`).
+llvm::Expected<Rotary> rotaryLayout(const Node &n, llvm::ArrayRef<int64_t> x,
+                                    llvm::ArrayRef<int64_t> cache, bool hasPositions);
+
+/// Resize's attributes, operands and plan (shapes/ResizeShapes.cpp).
+namespace resizing {
+enum class Mode { Nearest, Linear, Cubic };
+enum class Coord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  TfCropAndResize
+};
+/// Simple is opset 10's rule: ceil when downscaling, floor otherwise.
+enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
+
+struct ResizeAttrs {
+  Mode mode = Mode::Nearest;
+  Coord coord = Coord::HalfPixel;
+  Nearest nearest = Nearest::RoundPreferFloor;
+  AspectPolicy policy = AspectPolicy::Stretch;
+  double cubicA = -0.75, extrapolation = 0;
+  bool excludeOutside = false, antialias = false;
+  std::vector<int64_t> axes;
+};
+
+/// The output shape and, per dimension of X, the scale and crop box.
+struct ResizePlan {
+  std::vector<int64_t> outShape;
+  std::vector<double> scales, roiStart, roiEnd;
+};
+
+/// The operand values a plan needs (an empty vector is an absent operand).
+struct ResizeOperands {
+  std::vector<double> roi, scales;
+  std::vector<int64_t> sizes;
+};
+
+/// Resize's attributes, or an error naming the node for an unknown mode.
+llvm::Expected<ResizeAttrs> parseAttrs(const Node &n);
+/// The output shape, scales and crop box of X `x` resized by `ops`, or an
+/// error naming the node.
+llvm::Expected<ResizePlan> planResize(const Node &n, const ResizeAttrs &a,
+                                      llvm::ArrayRef<int64_t> x, const ResizeOperands &ops);
+/// Input indices of the operands: opset 10 has (X, scales), 11+ (X, roi,
+/// scales, sizes).
+void operandIndices(const Node &n, int &roi, int &scales, int &sizes);
+} // namespace resizing
+
+/// One FusedMatMul operand as the MatMul engine reads it.
+struct FusedOperand {
+  /// The shape of op(X) as a plain MatMul operand (for matmulShape).
+  llvm::SmallVector<int64_t, 6> shape;
+  /// Batch dimensions (a prefix of shape, or empty).
+  llvm::SmallVector<int64_t, 4> batch;
+  int64_t batchStride = 0, ld = 0;
+  bool trans = false;
+};
+/// Both operands of FusedMatMul node `n` for A and B shapes `a` and `b`
+/// (its transA/transB/transBatchA/transBatchB attributes).
+std::pair<FusedOperand, FusedOperand> fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a,
+                                                    llvm::ArrayRef<int64_t> b);
 
 } // namespace shapes
 } // namespace mpc
