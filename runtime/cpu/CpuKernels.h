@@ -1,7 +1,7 @@
 //===- CpuKernels.h - Internal helpers of the CPU kernel glue --*- C++ -*-===//
 //
 // Type dispatch (a switch over DType calling a generic lambda with a value of
-// the storage type), attribute access and the shape/run functions the table
+// the storage type), attribute access and the run functions the table
 // in CpuKernelTable.cpp lists. Private to runtime/cpu and runtime/core.
 //
 //===----------------------------------------------------------------------===//

@@ -1,10 +1,12 @@
-//===- NodeGeometry.h - A node's geometry for shape rules and kernels -*- C++ -*-===//
+//===- NodeGeometry.h - A node's geometry, shape rules and kernels -*- C++ -*-===//
 //
 // What a shape function works out about a node that its kernels need again:
-// the window geometry of Conv, ConvTranspose, pooling and their gradients,
-// a loss's reduction, the ports and sizes of the recurrent gradients, ...,
-// resolved from the attributes and the input shapes, with the error a
-// mismatch gives naming the node. The registry's shape functions
+// the window geometry of Conv, ConvTranspose, pooling and their gradients, a
+// loss's reduction, the ports and sizes of the recurrent gradients, the
+// GRU/RNN activations, Pad's mode and amounts, the Attention, RotaryEmbedding
+// and FusedMatMul layouts, Resize's attributes and plan. Each is resolved from
+// the attributes and the input shapes, with the error a mismatch gives naming
+// the node. The registry's shape functions
 // (runtime/ops/shapes) and the backends' run functions both call these, so
 // an output shape and the loops that fill it come from one definition.
 // Private to runtime/ops and the backends.

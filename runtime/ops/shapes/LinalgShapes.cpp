@@ -151,8 +151,8 @@ static FusedOperand fusedOperand(llvm::ArrayRef<int64_t> x, bool trans, bool tra
   return op;
 }
 
-std::pair<FusedOperand, FusedOperand> shapes::fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a,
-                                                           llvm::ArrayRef<int64_t> b) {
+std::pair<FusedOperand, FusedOperand>
+shapes::fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   return {fusedOperand(a, n.intAttr("transA", 0) != 0, n.intAttr("transBatchA", 0) != 0,
                        /*isB=*/false),
           fusedOperand(b, n.intAttr("transB", 0) != 0, n.intAttr("transBatchB", 0) != 0,

@@ -112,8 +112,7 @@ llvm::Error shapes::shapeBatchNormTraining(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
-llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q,
-                                              std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
   bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
   for (size_t i = 2; ok && i < dy.size(); ++i)
@@ -222,7 +221,7 @@ llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<Sha
 }
 
 llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
-                                                    std::vector<ShapedType> &out) {
+                                                     std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 1, 2))
     return e;
   auto red = reductionAttr(q.node);
@@ -285,9 +284,9 @@ llvm::Error shapes::checkGruGradAttrs(const Node &n) {
   return llvm::Error::success();
 }
 
-llvm::Expected<LstmShape>
-shapes::recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
-                           llvm::Error (*checkAttrs)(const Node &)) {
+llvm::Expected<LstmShape> shapes::recurrentGradShape(const ShapeQuery &q,
+                                                     const RecurrentGradPorts &p,
+                                                     llvm::Error (*checkAttrs)(const Node &)) {
   const Node &n = q.node;
   if (llvm::Error err = checkAttrs(n))
     return std::move(err);

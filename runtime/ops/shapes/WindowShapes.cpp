@@ -19,9 +19,8 @@ using namespace mpc::shapes;
 /// ceil(a / b) for b > 0.
 static int64_t ceilDiv(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b : -(-a / b); }
 
-int64_t mpc::windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                         int64_t dilation, int64_t padBegin, int64_t padEnd,
-                         bool ceilMode) {
+int64_t mpc::windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                              int64_t padBegin, int64_t padEnd, bool ceilMode) {
   int64_t span = in + padBegin + padEnd - ((kernel - 1) * dilation + 1);
   if (span < 0)
     return 0;
@@ -32,7 +31,7 @@ int64_t mpc::windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
 }
 
 void mpc::resolveAutoPad(AutoPad autoPad, int64_t in, int64_t kernel, int64_t stride,
-                    int64_t dilation, int64_t &padBegin, int64_t &padEnd) {
+                         int64_t dilation, int64_t &padBegin, int64_t &padEnd) {
   switch (autoPad) {
   case AutoPad::NotSet:
     return;
@@ -99,8 +98,8 @@ static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
 }
 
 llvm::Expected<ConvGeometry> shapes::convGeometry(const Node &n, const WindowParams &p,
-                                                     llvm::ArrayRef<int64_t> x,
-                                                     llvm::ArrayRef<int64_t> w) {
+                                                  llvm::ArrayRef<int64_t> x,
+                                                  llvm::ArrayRef<int64_t> w) {
   ConvGeometry g;
   if (w.size() < 3 || x.size() != w.size())
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
@@ -135,7 +134,7 @@ llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out)
 }
 
 llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowParams &p,
-                                                      llvm::ArrayRef<int64_t> x) {
+                                                  llvm::ArrayRef<int64_t> x) {
   PoolGeometry g;
   const auto &ks = p.kernelShape.values;
   if (ks.empty())
@@ -164,8 +163,8 @@ llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out)
 }
 
 llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const WindowParams &p,
-                                                     llvm::ArrayRef<int64_t> x,
-                                                     llvm::ArrayRef<int64_t> w) {
+                                                      llvm::ArrayRef<int64_t> x,
+                                                      llvm::ArrayRef<int64_t> w) {
   DeconvGeometry g;
   if (x.size() < 3 || w.size() != x.size())
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
@@ -265,9 +264,9 @@ static llvm::Error windowOf(const Node &n, const WindowParams &p, llvm::ArrayRef
 /// Conv's geometry of the forward (shared with Conv), and dY must have the
 /// forward output's shape.
 llvm::Expected<ConvGeometry> shapes::convGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x,
-                                                          llvm::ArrayRef<int64_t> w) {
+                                                      llvm::ArrayRef<int64_t> dy,
+                                                      llvm::ArrayRef<int64_t> x,
+                                                      llvm::ArrayRef<int64_t> w) {
   auto g = convGeometry(n, p, x, w);
   if (!g)
     return g.takeError();
@@ -294,8 +293,8 @@ llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &
 }
 
 llvm::Expected<PoolGeometry> shapes::poolGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x) {
+                                                      llvm::ArrayRef<int64_t> dy,
+                                                      llvm::ArrayRef<int64_t> x) {
   PoolGeometry g;
   const auto &ks = p.kernelShape.values;
   if (ks.empty())
