@@ -27,39 +27,6 @@ namespace cpu {
 // Column panels are kept under this many elements by chunking positions.
 static constexpr int64_t kPanelElements = int64_t(1) << 20;
 
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                         int64_t dilation, int64_t padBegin, int64_t padEnd,
-                         bool ceilMode) {
-  int64_t span = in + padBegin + padEnd - ((kernel - 1) * dilation + 1);
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? ceilDiv(span, stride) : span / stride) + 1;
-  if (ceilMode && (out - 1) * stride >= in + padBegin)
-    --out;
-  return out;
-}
-
-void resolveAutoPad(AutoPad autoPad, int64_t in, int64_t kernel, int64_t stride,
-                    int64_t dilation, int64_t &padBegin, int64_t &padEnd) {
-  switch (autoPad) {
-  case AutoPad::NotSet:
-    return;
-  case AutoPad::Valid:
-    padBegin = padEnd = 0;
-    return;
-  case AutoPad::SameUpper:
-  case AutoPad::SameLower: {
-    int64_t out = ceilDiv(in, stride);
-    int64_t total = std::max<int64_t>(0, (out - 1) * stride +
-                                             (kernel - 1) * dilation + 1 - in);
-    int64_t small = total / 2;
-    padBegin = autoPad == AutoPad::SameUpper ? small : total - small;
-    padEnd = total - padBegin;
-    return;
-  }
-  }
-}
-
 int64_t convTransposeOutputSize(int64_t in, int64_t kernel, int64_t stride,
                                 int64_t dilation, int64_t padBegin,
                                 int64_t padEnd, int64_t outputPadding) {

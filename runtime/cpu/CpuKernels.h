@@ -1,7 +1,7 @@
 //===- CpuKernels.h - Internal helpers of the CPU kernel glue --*- C++ -*-===//
 //
 // Type dispatch (a switch over DType calling a generic lambda with a value of
-// the storage type), attribute access and the shape/run functions the table
+// the storage type), attribute access and the run functions the table
 // in CpuKernelTable.cpp lists. Private to runtime/cpu and runtime/core.
 //
 //===----------------------------------------------------------------------===//
@@ -15,13 +15,15 @@
 #include "mpc/Runtime/Float16.h"
 #include "../ops/ShapeFunctions.h"
 #include "../ops/ShapeHelpers.h"
+#include "../ops/NodeGeometry.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mpc {
 namespace cpuk {
 
-// The shape functions and their helpers (nodeError, knownInts, sliceParams, ...).
+// The shape functions and their helpers (nodeError, knownInts, sliceParams,
+// convGeometry, ...).
 using namespace shapes;
 
 /// Calls fn(T()) for the floating-point storage types.
@@ -190,17 +192,6 @@ llvm::Error runRNN(const KernelCall &);
 
 // ResizeKernel.cpp.
 llvm::Error runResize(const KernelCall &);
-
-/// The auto_pad attribute of a Conv/pooling node (LinalgKernels.cpp).
-cpu::AutoPad autoPadOf(const Node &n);
-cpu::AutoPad autoPadOf(const WindowParams &p);
-/// Conv's geometry from its attributes and the X and W shapes (LinalgKernels.cpp).
-llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
-                                               llvm::ArrayRef<int64_t> w);
-/// The same from parsed attributes (the node names errors).
-llvm::Expected<cpu::ConvGeometry> convGeometry(const Node &n, const WindowParams &p,
-                                               llvm::ArrayRef<int64_t> x,
-                                               llvm::ArrayRef<int64_t> w);
 
 /// BatchNormalization in training mode (TrainingKernels.cpp), dispatched to
 /// from the BatchNormalization row.

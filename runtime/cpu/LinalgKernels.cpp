@@ -66,95 +66,6 @@ llvm::Error cpuk::runMatMul(const KernelCall &c) {
 // Conv and pooling
 //===----------------------------------------------------------------------===//
 
-cpu::AutoPad cpuk::autoPadOf(const Node &n) { return autoPadOf(windowParamsOf(n)); }
-
-cpu::AutoPad cpuk::autoPadOf(const WindowParams &p) {
-  switch (p.autoPad) {
-  case AutoPadMode::SameUpper: return cpu::AutoPad::SameUpper;
-  case AutoPadMode::SameLower: return cpu::AutoPad::SameLower;
-  case AutoPadMode::Valid: return cpu::AutoPad::Valid;
-  case AutoPadMode::NotSet: break;
-  }
-  return cpu::AutoPad::NotSet;
-}
-
-/// Fills the window geometry of Conv/pooling from attributes and shapes.
-static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
-                                  llvm::ArrayRef<int64_t> x,
-                                  llvm::ArrayRef<int64_t> kernel,
-                                  llvm::SmallVectorImpl<int64_t> &strides,
-                                  llvm::SmallVectorImpl<int64_t> &dilations,
-                                  llvm::SmallVectorImpl<int64_t> &padsBegin,
-                                  llvm::SmallVectorImpl<int64_t> &padsEnd,
-                                  llvm::SmallVectorImpl<int64_t> &outSpatial) {
-  size_t nd = kernel.size();
-  if (x.size() != nd + 2)
-    return nodeError(n, "input " + formatShape(x) + " does not match a " +
-                            std::to_string(nd) + "-d window");
-  auto st = p.strides.orDefault(nd, 1);
-  auto dl = p.dilations.orDefault(nd, 1);
-  auto pads = p.pads.orDefault(2 * nd, 0);
-  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
-    return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = p.ceilMode;
-  cpu::AutoPad ap = autoPadOf(p);
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t pb = pads[i], pe = pads[i + nd];
-    if (ap != cpu::AutoPad::NotSet)
-      cpu::resolveAutoPad(ap, x[i + 2], kernel[i], st[i], dl[i], pb, pe);
-    strides.push_back(st[i]);
-    dilations.push_back(dl[i]);
-    padsBegin.push_back(pb);
-    padsEnd.push_back(pe);
-    int64_t o = cpu::windowOutputSize(x[i + 2], kernel[i], st[i], dl[i], pb, pe, ceil);
-    if (o <= 0)
-      return nodeError(n, "window larger than the padded input " + formatShape(x));
-    outSpatial.push_back(o);
-  }
-  return llvm::Error::success();
-}
-
-llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, llvm::ArrayRef<int64_t> x,
-                                                     llvm::ArrayRef<int64_t> w) {
-  return convGeometry(n, windowParamsOf(n), x, w);
-}
-
-llvm::Expected<cpu::ConvGeometry> cpuk::convGeometry(const Node &n, const WindowParams &p,
-                                                     llvm::ArrayRef<int64_t> x,
-                                                     llvm::ArrayRef<int64_t> w) {
-  cpu::ConvGeometry g;
-  if (w.size() < 3 || x.size() != w.size())
-    return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
-                            " ranks do not match");
-  g.batch = x[0];
-  g.inChannels = x[1];
-  g.outChannels = w[0];
-  g.group = p.group;
-  if (g.group <= 0 || x[1] != w[1] * g.group || w[0] % g.group)
-    return nodeError(n, "channels of input " + formatShape(x) + " and weight " +
-                            formatShape(w) + " do not match group " +
-                            std::to_string(g.group));
-  g.kernel.assign(w.begin() + 2, w.end());
-  const auto &ks = p.kernelShape.values;
-  if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
-    return nodeError(n, "kernel_shape does not match the weight");
-  g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
-                              g.padsEnd, g.outSpatial))
-    return std::move(e);
-  return g;
-}
-
-llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = convGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
-  if (!g)
-    return g.takeError();
-  std::vector<int64_t> shape = {g->batch, g->outChannels};
-  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConv(const KernelCall &c) {
   auto g = convGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape,
                         c.inputs[1].shape);
@@ -165,40 +76,6 @@ llvm::Error cpuk::runConv(const KernelCall &c) {
     cpu::conv<T>(*g, c.inputs[0].as<T>(), c.inputs[1].as<T>(),
                  c.hasInput(2) ? c.inputs[2].as<T>() : nullptr, c.outputs[0].as<T>());
   });
-  return llvm::Error::success();
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n, const WindowParams &p,
-                                                      llvm::ArrayRef<int64_t> x) {
-  cpu::PoolGeometry g;
-  const auto &ks = p.kernelShape.values;
-  if (ks.empty())
-    return nodeError(n, "missing kernel_shape");
-  g.batch = x.empty() ? 0 : x[0];
-  g.channels = x.size() > 1 ? x[1] : 0;
-  g.kernel.assign(ks.begin(), ks.end());
-  if (x.size() == ks.size() + 2)
-    g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
-                              g.padsEnd, g.outSpatial))
-    return std::move(e);
-  return g;
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGeometry(const Node &n,
-                                                      llvm::ArrayRef<int64_t> x) {
-  return poolGeometry(n, windowParamsOf(n), x);
-}
-
-llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = poolGeometry(q.node, q.inputs[0].shape);
-  if (!g)
-    return g.takeError();
-  std::vector<int64_t> shape = {g->batch, g->channels};
-  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
-  if (q.node.numOutputs() > 1)
-    out.push_back(ShapedType{DType::I64, shape});
   return llvm::Error::success();
 }
 

@@ -50,25 +50,9 @@ static bool hasOutput(const KernelCall &c, unsigned i) {
   return i < c.outputs.size() && c.outputs[i].data != nullptr;
 }
 
-static bool isFloat(DType t) { return kFloatTypes & dtypeBit(t); }
-
-static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n, llvm::StringRef r) {
-  if (r == "none")
-    return cpu::LossReduction::None;
-  if (r == "sum")
-    return cpu::LossReduction::Sum;
-  if (r == "mean")
-    return cpu::LossReduction::Mean;
-  return nodeError(n, "unknown reduction " + quoteName(r));
-}
-
-static llvm::Expected<cpu::LossReduction> reductionOf(const Node &n) {
-  return reductionOf(n, n.stringAttr("reduction", "mean"));
-}
-
 /// The reduction of a launched loss, from its parsed parameters.
 static llvm::Expected<cpu::LossReduction> reductionOf(const KernelCall &c) {
-  return reductionOf(*c.node, paramsOf<LossParams>(c).reduction);
+  return lossReductionOf(*c.node, paramsOf<LossParams>(c).reduction);
 }
 
 //===----------------------------------------------------------------------===//
@@ -193,79 +177,6 @@ llvm::Error cpuk::runBatchNormTraining(const KernelCall &c) {
 // Convolution and pooling gradients
 //===----------------------------------------------------------------------===//
 
-/// Strides, dilations and resolved pads of the forward window on x, and
-/// checks that dy has the forward output's shape.
-template <typename G>
-static llvm::Error windowOf(const Node &n, const WindowParams &p, llvm::ArrayRef<int64_t> x,
-                            llvm::ArrayRef<int64_t> dy, int64_t dyChannels, G &g) {
-  size_t nd = g.kernel.size();
-  if (x.size() != nd + 2 || dy.size() != nd + 2)
-    return nodeError(n, "X " + formatShape(x) + " and dY " + formatShape(dy) +
-                            " do not match a " + std::to_string(nd) + "-d window");
-  auto st = p.strides.orDefault(nd, 1);
-  auto dl = p.dilations.orDefault(nd, 1);
-  auto pads = p.pads.orDefault(2 * nd, 0);
-  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
-    return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = p.ceilMode;
-  cpu::AutoPad ap = autoPadOf(p);
-  g.inSpatial.assign(x.begin() + 2, x.end());
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t pb = pads[i], pe = pads[i + nd];
-    if (ap != cpu::AutoPad::NotSet)
-      cpu::resolveAutoPad(ap, x[i + 2], g.kernel[i], st[i], dl[i], pb, pe);
-    g.strides.push_back(st[i]);
-    g.dilations.push_back(dl[i]);
-    g.padsBegin.push_back(pb);
-    g.padsEnd.push_back(pe);
-    g.outSpatial.push_back(
-        cpu::windowOutputSize(x[i + 2], g.kernel[i], st[i], dl[i], pb, pe, ceil));
-  }
-  llvm::SmallVector<int64_t, 6> want = {x[0], dyChannels};
-  want.append(g.outSpatial.begin(), g.outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
-  return llvm::Error::success();
-}
-
-/// Conv's geometry of the forward (shared with Conv), and dY must have the
-/// forward output's shape.
-static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x,
-                                                          llvm::ArrayRef<int64_t> w) {
-  auto g = convGeometry(n, p, x, w);
-  if (!g)
-    return g.takeError();
-  llvm::SmallVector<int64_t, 6> want = {g->batch, g->outChannels};
-  want.append(g->outSpatial.begin(), g->outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
-  return g;
-}
-
-static llvm::Expected<cpu::ConvGeometry> convGradGeometry(const Node &n,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x,
-                                                          llvm::ArrayRef<int64_t> w) {
-  return convGradGeometry(n, windowParamsOf(n), dy, x, w);
-}
-
-llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = convGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape, q.inputs[2].shape);
-  if (!g)
-    return g.takeError();
-  DType t = q.inputs[0].dtype;
-  if (q.inputs[1].dtype != t || q.inputs[2].dtype != t)
-    return nodeError(q.node, "dY, X and W must have one dtype");
-  out.assign(1, ShapedType{t, q.inputs[1].shape});
-  out.push_back(ShapedType{t, q.inputs[2].shape});
-  out.push_back(ShapedType{t, {g->outChannels}});
-  return llvm::Error::success();
-}
-
 llvm::Error cpuk::runConvGrad(const KernelCall &c) {
   auto g = convGradGeometry(*c.node, paramsOf<WindowParams>(c), c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape);
   if (!g)
@@ -277,37 +188,6 @@ llvm::Error cpuk::runConvGrad(const KernelCall &c) {
                      hasOutput(c, 1) ? c.outputs[1].as<T>() : nullptr,
                      hasOutput(c, 2) ? c.outputs[2].as<T>() : nullptr);
   });
-  return llvm::Error::success();
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n, const WindowParams &p,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x) {
-  cpu::PoolGeometry g;
-  const auto &ks = p.kernelShape.values;
-  if (ks.empty())
-    return nodeError(n, "missing kernel_shape");
-  if (x.size() < 2)
-    return nodeError(n, "X " + formatShape(x) + " has rank below 2");
-  g.batch = x[0];
-  g.channels = x[1];
-  g.kernel.assign(ks.begin(), ks.end());
-  if (auto e = windowOf(n, p, x, dy, x[1], g))
-    return std::move(e);
-  return g;
-}
-
-static llvm::Expected<cpu::PoolGeometry> poolGradGeometry(const Node &n,
-                                                          llvm::ArrayRef<int64_t> dy,
-                                                          llvm::ArrayRef<int64_t> x) {
-  return poolGradGeometry(n, windowParamsOf(n), dy, x);
-}
-
-llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = poolGradGeometry(q.node, q.inputs[0].shape, q.inputs[1].shape);
-  if (!g)
-    return g.takeError();
-  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
   return llvm::Error::success();
 }
 
@@ -393,142 +273,6 @@ static llvm::Error runSliceGrad(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 // Recurrent gradients
 //===----------------------------------------------------------------------===//
-
-// LSTMGrad ports: inputs dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
-// initial_c; outputs dX, dW, dR, dB, dinitial_h, dinitial_c.
-enum LstmGradPort : unsigned { kDY, kDYh, kDYc, kX, kW, kR, kB, kLens, kH0, kC0 };
-// GRUGrad ports: inputs dY, dY_h, X, W, R, B, sequence_lens, initial_h;
-// outputs dX, dW, dR, dB, dinitial_h.
-enum GruGradPort : unsigned { kGDY, kGDYh, kGX, kGW, kGR, kGB, kGLens, kGH0 };
-
-static bool present(const ShapeQuery &q, unsigned i) {
-  return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
-}
-
-namespace {
-/// Where a recurrent gradient op keeps its forward inputs, and its gate count.
-struct RecurrentGradPorts {
-  unsigned dY, x, w, r, b, lens;
-  std::vector<unsigned> states; ///< output-state gradients and initial states
-  const char *statesWhat;       ///< their names, for messages
-  int64_t gates;
-};
-} // namespace
-
-static const RecurrentGradPorts kLstmPorts = {
-    kDY, kX, kW, kR, kB, kLens, {kDYh, kDYc, kH0, kC0},
-    "dY_h, dY_c, initial_h and initial_c", 4};
-static const RecurrentGradPorts kGruPorts = {
-    kGDY, kGX, kGW, kGR, kGB, kGLens, {kGDYh, kGH0}, "dY_h and initial_h", 3};
-
-/// The attributes GRUGrad implements: GRU's defaults but direction,
-/// hidden_size and linear_before_reset.
-static llvm::Error checkGruGradAttrs(const Node &n) {
-  if (n.intAttr("layout", 0) != 0)
-    return nodeError(n, "layout = 1 is not supported");
-  if (n.attr("clip"))
-    return nodeError(n, "the clip attribute is not supported");
-  if (const Attribute *a = n.attr("activations"))
-    for (size_t i = 0; i < a->strings.size(); ++i) {
-      const char *expect = i % 2 == 0 ? "Sigmoid" : "Tanh";
-      if (a->strings[i] != expect)
-        return nodeError(n, "activation " + quoteName(a->strings[i]) +
-                                " is not supported (only Sigmoid, Tanh)");
-    }
-  return llvm::Error::success();
-}
-
-/// The forward recurrence's sizes, after checking the attributes the op
-/// implements (`checkAttrs`) and every present input's dtype and shape.
-static llvm::Expected<cpu::LstmShape>
-recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
-                   llvm::Error (*checkAttrs)(const Node &)) {
-  const Node &n = q.node;
-  if (llvm::Error err = checkAttrs(n))
-    return std::move(err);
-  llvm::StringRef dir = n.stringAttr("direction", "forward");
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return nodeError(n, "unknown direction " + quoteName(dir));
-  if (q.inputs.size() <= p.r || !present(q, p.x) || !present(q, p.w) || !present(q, p.r))
-    return nodeError(n, "X, W and R are required");
-  if (!isFloat(q.inputs[p.x].dtype))
-    return nodeError(n, "X must be a float tensor");
-  const auto &x = q.inputs[p.x].shape, &r = q.inputs[p.r].shape;
-  cpu::LstmShape s;
-  s.directions = dir == "bidirectional" ? 2 : 1;
-  s.reverse = dir == "reverse";
-  if (x.size() != 3 || r.size() != 3)
-    return nodeError(n, "X " + formatShape(x) + " and R " + formatShape(r) +
-                            " must have rank 3");
-  s.seq = x[0];
-  s.batch = x[1];
-  s.input = x[2];
-  s.hidden = r[2];
-  if (const Attribute *h = n.attr("hidden_size"))
-    if (h->i != s.hidden)
-      return nodeError(n, "hidden_size " + std::to_string(h->i) + " does not match R " +
-                              formatShape(r));
-  int64_t dirs = s.directions, hid = s.hidden, batch = s.batch, gh = p.gates * hid;
-  auto expect = [&](unsigned i, std::vector<int64_t> want, const char *what) -> llvm::Error {
-    if (!present(q, i))
-      return llvm::Error::success();
-    if (q.inputs[i].shape != want)
-      return nodeError(n, std::string(what) + " " + formatShape(q.inputs[i].shape) +
-                              " should be " + formatShape(want));
-    if (i != p.lens && q.inputs[i].dtype != q.inputs[p.x].dtype)
-      return nodeError(n, std::string(what) + " is " +
-                              dtypeName(q.inputs[i].dtype).str() + " but X is " +
-                              dtypeName(q.inputs[p.x].dtype).str());
-    return llvm::Error::success();
-  };
-  std::vector<int64_t> state = {dirs, batch, hid};
-  if (auto e = expect(p.w, {dirs, gh, s.input}, "W"))
-    return std::move(e);
-  if (auto e = expect(p.r, {dirs, gh, hid}, "R"))
-    return std::move(e);
-  if (auto e = expect(p.b, {dirs, 2 * gh}, "B"))
-    return std::move(e);
-  if (auto e = expect(p.dY, {s.seq, dirs, batch, hid}, "dY"))
-    return std::move(e);
-  for (unsigned i : p.states)
-    if (auto e = expect(i, state, p.statesWhat))
-      return std::move(e);
-  if (auto e = expect(p.lens, {batch}, "sequence_lens"))
-    return std::move(e);
-  if (present(q, p.lens) && q.inputs[p.lens].dtype != DType::I32 &&
-      q.inputs[p.lens].dtype != DType::I64)
-    return nodeError(n, "sequence_lens must be int32");
-  return s;
-}
-
-/// dX, dW, dR like X, W, R; dB [dirs, 2 * gates * H]; then one [dirs, batch,
-/// H] gradient per initial state.
-static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &p,
-                                 const cpu::LstmShape &s, size_t numStates,
-                                 std::vector<ShapedType> &out) {
-  DType t = q.inputs[p.x].dtype;
-  std::vector<int64_t> state = {s.directions, s.batch, s.hidden};
-  out = {q.inputs[p.x], q.inputs[p.w], q.inputs[p.r],
-         ShapedType{t, {s.directions, 2 * p.gates * s.hidden}}};
-  out.resize(4 + numStates, ShapedType{t, state});
-  out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
-}
-
-llvm::Error shapes::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
-  if (!s)
-    return s.takeError();
-  recurrentGradOutputs(q, kLstmPorts, *s, 2, out);
-  return llvm::Error::success();
-}
-
-llvm::Error shapes::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
-  if (!s)
-    return s.takeError();
-  recurrentGradOutputs(q, kGruPorts, *s, 1, out);
-  return llvm::Error::success();
-}
 
 /// The checked sizes of a recurrent gradient call and its sequence lengths
 /// (empty when absent; each must lie in [1, seq]).
@@ -619,21 +363,6 @@ static llvm::Error runGruGrad(const KernelCall &c) {
 // Losses and their gradients
 //===----------------------------------------------------------------------===//
 
-/// Scores [N, C, d...] and labels [N, d...] (int32/int64) at the given ports.
-static llvm::Error checkLabels(const ShapeQuery &q, unsigned scores, unsigned labels) {
-  const auto &s = q.inputs[scores].shape, &l = q.inputs[labels].shape;
-  DType lt = q.inputs[labels].dtype;
-  if (lt != DType::I32 && lt != DType::I64)
-    return nodeError(q.node, "labels must be int32 or int64");
-  bool ok = s.size() >= 2 && l.size() == s.size() - 1 && l[0] == s[0];
-  for (size_t i = 1; ok && i < l.size(); ++i)
-    ok = l[i] == s[i + 1];
-  if (!ok)
-    return nodeError(q.node, "labels " + formatShape(l) + " do not match scores " +
-                                 formatShape(s));
-  return llvm::Error::success();
-}
-
 /// Runs fn(I()) for the label dtype, after checking every label is a class
 /// index or the ignored value.
 template <typename Fn>
@@ -657,25 +386,6 @@ static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classe
   return l.dtype == DType::I32 ? run(int32_t()) : run(int64_t());
 }
 
-llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = checkLabels(q, 0, 1))
-    return e;
-  auto red = reductionOf(q.node);
-  if (!red)
-    return red.takeError();
-  const auto &s = q.inputs[0].shape;
-  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined &&
-      (q.inputs[2].shape.size() != 1 || q.inputs[2].shape[0] != s[1] ||
-       q.inputs[2].dtype != q.inputs[0].dtype))
-    return nodeError(q.node, "weights must be a [C] tensor of the scores' dtype");
-  std::vector<int64_t> lossShape;
-  if (*red == cpu::LossReduction::None)
-    lossShape = q.inputs[1].shape;
-  out.assign(1, ShapedType{q.inputs[0].dtype, lossShape});
-  out.push_back(q.inputs[0]);
-  return llvm::Error::success();
-}
-
 template <bool FromLogProb> static llvm::Error runClassificationLoss(const KernelCall &c) {
   auto red = reductionOf(c);
   if (!red)
@@ -696,24 +406,6 @@ template <bool FromLogProb> static llvm::Error runClassificationLoss(const Kerne
   return err;
 }
 
-llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
-                                                    std::vector<ShapedType> &out) {
-  if (auto e = checkLabels(q, 1, 2))
-    return e;
-  auto red = reductionOf(q.node);
-  if (!red)
-    return red.takeError();
-  int64_t want = *red == cpu::LossReduction::None ? numel(q.inputs[2].shape) : 1;
-  if (numel(q.inputs[0].shape) != want)
-    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
-                                 " does not match the loss of reduction " +
-                                 quoteName(q.node.stringAttr("reduction", "mean")));
-  if (q.inputs[0].dtype != q.inputs[1].dtype)
-    return nodeError(q.node, "dLoss and log_prob differ in dtype");
-  out.assign(1, q.inputs[1]);
-  return llvm::Error::success();
-}
-
 static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
   auto red = reductionOf(c);
   if (!red)
@@ -730,23 +422,6 @@ static llvm::Error runSoftmaxCrossEntropyLossGrad(const KernelCall &c) {
     });
   });
   return err;
-}
-
-llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (auto e = requireSameShape(q, 1, 2))
-    return e;
-  auto red = reductionOf(q.node);
-  if (!red)
-    return red.takeError();
-  if (*red == cpu::LossReduction::None ? q.inputs[0].shape != q.inputs[1].shape
-                                       : numel(q.inputs[0].shape) != 1)
-    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
-                                 " does not match the loss of reduction " +
-                                 quoteName(q.node.stringAttr("reduction", "mean")));
-  if (q.inputs[0].dtype != q.inputs[1].dtype || q.inputs[1].dtype != q.inputs[2].dtype)
-    return nodeError(q.node, "dLoss, pred and target must have one dtype");
-  out.assign(1, q.inputs[1]);
-  return llvm::Error::success();
 }
 
 static llvm::Error runMSELossGrad(const KernelCall &c) {

@@ -1,12 +1,11 @@
 //===- ShapeFunctions.h - The registry rows' shape functions ----*- C++ -*-===//
 //
 // Declarations of every shape function a registry row names (namespace
-// mpc::shapes). Their bodies live in runtime/ops/shapes/*.cpp, grouped by op
-// family, except the ones that still share a geometry or layout struct with
-// their CPU kernel and are still defined in runtime/cpu/*Kernels.cpp (listed
-// in docs/op-registry.md); nothing in any of them is CPU-specific. The
-// executor's planner and the ShapeEstimator both call them. Private to
-// runtime/ops and the backends.
+// mpc::shapes). Their bodies all live in runtime/ops/shapes/*.cpp, grouped by
+// op family (tests/ops/test_shape_rules_layout.py keeps them there); the
+// geometry a kernel shares with its shape function is in NodeGeometry.h.
+// Nothing in any of them is CPU-specific. The executor's planner and the
+// ShapeEstimator both call them. Private to runtime/ops and the backends.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_OPS_SHAPEFUNCTIONS_H

@@ -36,6 +36,8 @@ llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
 /// `estimate` (ShapeQuery::estimate), a disagreeing pair takes the larger.
 bool broadcastShapes(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bShape,
                      llvm::SmallVectorImpl<int64_t> &outShape, bool estimate = false);
+/// f32, f16, bf16 or f64: the floating-point types the kernels compute in.
+bool isFloatType(DType t);
 /// Errors unless input `i` is a float tensor (f32, f16, bf16, f64).
 llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what);
 /// Errors unless inputs `a` and `b` have one shape.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "../ShapeHelpers.h"
 #include "../ShapeFunctions.h"
+#include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -479,5 +480,77 @@ llvm::Error shapes::shapeConstantOfShape(const ShapeQuery &q, std::vector<Shaped
   if (!v)
     return v.takeError();
   out.assign(1, ShapedType{v->dtype, *shape});
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::padAmounts(const Node &n, llvm::ArrayRef<int64_t> x, std::vector<int64_t> pads,
+                               std::vector<int64_t> axes, std::vector<int64_t> &begin,
+                               std::vector<int64_t> &end) {
+  size_t rank = x.size();
+  if (axes.empty())
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (pads.size() != 2 * axes.size())
+    return nodeError(n, "pads has " + std::to_string(pads.size()) + " values for " +
+                            std::to_string(axes.size()) + " axes");
+  begin.assign(rank, 0);
+  end.assign(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (!normalizeAxis(a, rank))
+      return nodeError(n, "pad axis out of range");
+    begin[a] = pads[i];
+    end[a] = pads[i + axes.size()];
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<PadMode> shapes::padMode(const Node &n, llvm::StringRef m) {
+  if (m == "constant")
+    return PadMode::Constant;
+  if (m == "reflect")
+    return PadMode::Reflect;
+  if (m == "edge")
+    return PadMode::Edge;
+  if (m == "wrap")
+    return PadMode::Wrap;
+  return nodeError(n, "unknown mode " + quoteName(m));
+}
+
+static llvm::Expected<PadMode> padModeAttr(const Node &n) {
+  return padMode(n, n.stringAttr("mode", "constant"));
+}
+
+llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape;
+  std::vector<int64_t> pads, axes, begin, end;
+  if (q.node.opsetVersion() < 11) {
+    pads = intsAttr(q.node, "pads", intsAttr(q.node, "paddings"));
+  } else {
+    auto p = knownInts(q, 1, "pads");
+    if (!p)
+      return p.takeError();
+    pads = *p;
+    if (q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined) {
+      auto a = knownInts(q, 3, "axes");
+      if (!a)
+        return a.takeError();
+      axes = *a;
+    }
+  }
+  auto mode = padModeAttr(q.node);
+  if (!mode)
+    return mode.takeError();
+  if (auto e = padAmounts(q.node, x, pads, axes, begin, end))
+    return e;
+  std::vector<int64_t> shape(x.begin(), x.end());
+  for (size_t d = 0; d < x.size(); ++d) {
+    shape[d] += begin[d] + end[d];
+    if (shape[d] < 0)
+      return nodeError(q.node, "pads crop more than " + formatShape(x));
+    if (*mode != PadMode::Constant && shape[d] > 0 && x[d] == 0)
+      return nodeError(q.node, "cannot pad an empty axis in this mode");
+  }
+  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   return llvm::Error::success();
 }

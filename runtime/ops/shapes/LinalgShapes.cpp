@@ -1,12 +1,14 @@
 //===- LinalgShapes.cpp - Registry shape functions --------------------------===//
 //
 // Registry shape functions (runtime/ops/ShapeFunctions.h): gemm, global
-// pooling and the normalizations with statistics.
+// pooling, the normalizations with statistics and com.microsoft FusedMatMul
+// (with the operand layouts its kernels share, NodeGeometry.h).
 // Backend-neutral: types and shapes from the input types and known values.
 //
 //===----------------------------------------------------------------------===//
 #include "../ShapeHelpers.h"
 #include "../ShapeFunctions.h"
+#include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -118,5 +120,70 @@ llvm::Error shapes::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &ou
                               shape))
     return nodeError(q.node, "cannot reduce " + formatShape(q.inputs[0].shape));
   out.assign(1, ShapedType{q.inputs[0].dtype, {shape.begin(), shape.end()}});
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// FusedMatMul
+//===----------------------------------------------------------------------===//
+
+/// The layout of operand `x` (B when isB: a vector is a column then).
+static FusedOperand fusedOperand(llvm::ArrayRef<int64_t> x, bool trans, bool transBatch, bool isB) {
+  FusedOperand op;
+  op.shape.assign(x.begin(), x.end());
+  if (x.size() == 1) {
+    op.batchStride = x[0];
+    op.ld = isB ? 1 : x[0];
+    return op;
+  }
+  size_t r = x.size();
+  int64_t rows = transBatch ? x[0] : x[r - 2], cols = x[r - 1];
+  if (transBatch)
+    op.batch.assign(x.begin() + 1, x.end() - 1);
+  else
+    op.batch.assign(x.begin(), x.end() - 2);
+  op.batchStride = transBatch ? cols : rows * cols;
+  op.ld = transBatch ? numel(op.batch) * cols : cols;
+  op.trans = trans;
+  op.shape.assign(op.batch.begin(), op.batch.end());
+  op.shape.push_back(trans ? cols : rows);
+  op.shape.push_back(trans ? rows : cols);
+  return op;
+}
+
+std::pair<FusedOperand, FusedOperand>
+shapes::fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
+  return {fusedOperand(a, n.intAttr("transA", 0) != 0, n.intAttr("transBatchA", 0) != 0,
+                       /*isB=*/false),
+          fusedOperand(b, n.intAttr("transB", 0) != 0, n.intAttr("transBatchB", 0) != 0,
+                       /*isB=*/true)};
+}
+
+llvm::Error shapes::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const ShapedType &a = q.inputs[0], &b = q.inputs[1];
+  if (a.shape.empty() || b.shape.empty())
+    return nodeError(q.node, "A " + formatShape(a.shape) + " and B " + formatShape(b.shape) +
+                                 " must have rank 1 or more");
+  if (a.dtype != b.dtype)
+    return nodeError(q.node, "A and B must have one dtype");
+  // As onnxruntime's kernel (MatMulComputeHelper): the batch axes of an
+  // operand with transBatch pair with the other's only at equal ranks.
+  if ((q.node.intAttr("transBatchA", 0) || q.node.intAttr("transBatchB", 0)) &&
+      (a.shape.size() < 3 || a.shape.size() != b.shape.size()))
+    return nodeError(q.node, "transBatchA/transBatchB need A and B of one rank, 3 or more; "
+                             "got A " +
+                                 formatShape(a.shape) + " and B " + formatShape(b.shape));
+  auto ops = fusedOperands(q.node, a.shape, b.shape);
+  llvm::SmallVector<int64_t, 6> shape;
+  if (!matmulShape(ops.first.shape, ops.second.shape, shape)) {
+    std::string flags;
+    for (const char *f : {"transA", "transB", "transBatchA", "transBatchB"})
+      flags += std::string(", ") + f + " " + std::to_string(q.node.intAttr(f, 0));
+    return nodeError(q.node, "op(A) " + formatShape(ops.first.shape) + " and op(B) " +
+                                 formatShape(ops.second.shape) + " do not multiply (A " +
+                                 formatShape(a.shape) + ", B " + formatShape(b.shape) + flags +
+                                 ")");
+  }
+  out.assign(1, ShapedType{a.dtype, {shape.begin(), shape.end()}});
   return llvm::Error::success();
 }

@@ -1,12 +1,13 @@
 //===- RecurrentShapes.cpp - Registry shape functions -----------------------===//
 //
-// Registry shape functions (runtime/ops/ShapeFunctions.h): LSTM. GRU and RNN
-// still share their activation parsing with the CPU kernels (RnnKernels.cpp).
+// Registry shape functions (runtime/ops/ShapeFunctions.h): LSTM, GRU and RNN,
+// and the activation parsing GRU and RNN share with their kernels.
 // Backend-neutral: types and shapes from the input types and known values.
 //
 //===----------------------------------------------------------------------===//
 #include "../ShapeHelpers.h"
 #include "../ShapeFunctions.h"
+#include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -63,4 +64,119 @@ llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out)
          ShapedType{t, {dirs, x[1], hidden}}};
   out.resize(q.node.numOutputs());
   return llvm::Error::success();
+}
+
+namespace {
+struct ActInfo {
+  const char *name;
+  ActKind kind;
+  bool hasAlpha, hasBeta;
+  float alpha, beta; ///< Defaults of the ONNX operators of the same name.
+};
+
+} // namespace
+
+static const ActInfo kActivations[] = {
+    {"Affine", ActKind::Affine, true, true, 1.0f, 0.0f},
+    {"Elu", ActKind::Elu, true, false, 1.0f, 0.0f},
+    {"HardSigmoid", ActKind::HardSigmoid, true, true, 0.2f, 0.5f},
+    {"LeakyRelu", ActKind::LeakyRelu, true, false, 0.01f, 0.0f},
+    {"Relu", ActKind::Relu, false, false, 0.0f, 0.0f},
+    {"ScaledTanh", ActKind::ScaledTanh, true, true, 1.0f, 1.0f},
+    {"Sigmoid", ActKind::Sigmoid, false, false, 0.0f, 0.0f},
+    {"Softplus", ActKind::Softplus, false, false, 0.0f, 0.0f},
+    {"Softsign", ActKind::Softsign, false, false, 0.0f, 0.0f},
+    {"Tanh", ActKind::Tanh, false, false, 0.0f, 0.0f},
+    {"ThresholdedRelu", ActKind::ThresholdedRelu, true, false, 1.0f, 0.0f},
+};
+
+llvm::Expected<std::vector<Activation>>
+shapes::parseActivations(const Node &n, const RecurrentParams &p,
+                         llvm::ArrayRef<const char *> defaults, int64_t dirs) {
+  std::vector<std::string> names(defaults.begin(), defaults.end());
+  if (!p.activations.empty())
+    names = p.activations;
+  size_t perDir = defaults.size();
+  if (names.size() != perDir && names.size() != perDir * dirs)
+    return nodeError(n, "activations lists " + std::to_string(names.size()) +
+                            " functions; expected " + std::to_string(perDir * dirs));
+  const std::vector<float> &alphas = p.activationAlpha, &betas = p.activationBeta;
+  size_t ai = 0, bi = 0;
+  std::vector<Activation> acts;
+  for (const std::string &name : names) {
+    const ActInfo *info = nullptr;
+    for (const ActInfo &i : kActivations)
+      if (llvm::StringRef(name).equals_insensitive(i.name))
+        info = &i;
+    if (!info)
+      return nodeError(n, "activation " + quoteName(name) + " is not supported");
+    Activation act{info->kind, info->alpha, info->beta};
+    if (info->hasAlpha && ai < alphas.size())
+      act.alpha = alphas[ai++];
+    if (info->hasBeta && bi < betas.size())
+      act.beta = betas[bi++];
+    acts.push_back(act);
+  }
+  while (acts.size() < perDir * dirs)
+    acts.push_back(acts[acts.size() - perDir]);
+  return acts;
+}
+
+static llvm::Expected<std::vector<Activation>>
+nodeActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t dirs) {
+  auto p = parseRecurrent(n);
+  return parseActivations(n, static_cast<const RecurrentParams &>(*p), defaults, dirs);
+}
+
+static llvm::Error checkDirection(const Node &n) {
+  llvm::StringRef d = n.stringAttr("direction", "forward");
+  if (d != "forward" && d != "reverse" && d != "bidirectional")
+    return nodeError(n, "unknown direction " + quoteName(d));
+  if (n.intAttr("layout", 0) != 0 && n.intAttr("layout", 0) != 1)
+    return nodeError(n, "layout must be 0 or 1");
+  return llvm::Error::success();
+}
+
+/// Y and Y_h of a cell with `gates` gate blocks in W (GRU 3, RNN 1).
+static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &out,
+                                  int64_t gates, llvm::ArrayRef<const char *> acts) {
+  const Node &n = q.node;
+  if (auto e = checkDirection(n))
+    return e;
+  int64_t dirs = numDirections(n);
+  auto a = nodeActivations(n, acts, dirs);
+  if (!a)
+    return a.takeError();
+  const auto &x = q.inputs[0].shape, &w = q.inputs[1].shape;
+  bool batchMajor = n.intAttr("layout", 0) == 1;
+  int64_t hidden = n.intAttr("hidden_size", w.size() == 3 ? w[1] / gates : 0);
+  if (x.size() != 3 || w.size() != 3 || w[0] != dirs || w[1] != gates * hidden ||
+      w[2] != x[2])
+    return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
+                            " do not match");
+  const auto &r = q.inputs[2].shape;
+  if (r.size() != 3 || r[0] != dirs || r[1] != gates * hidden || r[2] != hidden)
+    return nodeError(n, "recurrence weight " + formatShape(r) + " does not match");
+  if (q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined &&
+      numel(q.inputs[3].shape) != dirs * 2 * gates * hidden)
+    return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " does not match");
+  int64_t seq = batchMajor ? x[1] : x[0], batch = batchMajor ? x[0] : x[1];
+  DType t = q.inputs[0].dtype;
+  if (batchMajor)
+    out = {ShapedType{t, {batch, seq, dirs, hidden}}, ShapedType{t, {batch, dirs, hidden}}};
+  else
+    out = {ShapedType{t, {seq, dirs, batch, hidden}}, ShapedType{t, {dirs, batch, hidden}}};
+  out.resize(n.numOutputs());
+  return llvm::Error::success();
+}
+
+const char *const shapes::kGruActs[2] = {"Sigmoid", "Tanh"};
+const char *const shapes::kRnnActs[1] = {"Tanh"};
+
+llvm::Error shapes::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeRecurrent(q, out, 3, kGruActs);
+}
+
+llvm::Error shapes::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeRecurrent(q, out, 1, kRnnActs);
 }

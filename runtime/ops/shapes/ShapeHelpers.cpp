@@ -130,13 +130,12 @@ bool shapes::broadcastShapes(llvm::ArrayRef<int64_t> aShape,
   return true;
 }
 
-/// The floating-point types the training kernels compute in.
-static bool isFloat(DType t) {
+bool shapes::isFloatType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
 }
 
 llvm::Error shapes::requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what) {
-  if (i >= q.inputs.size() || !isFloat(q.inputs[i].dtype))
+  if (i >= q.inputs.size() || !isFloatType(q.inputs[i].dtype))
     return nodeError(q.node, what + " must be a float tensor");
   return llvm::Error::success();
 }

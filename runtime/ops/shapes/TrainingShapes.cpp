@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "../ShapeHelpers.h"
 #include "../ShapeFunctions.h"
+#include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -111,8 +112,7 @@ llvm::Error shapes::shapeBatchNormTraining(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
-llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q,
-                                              std::vector<ShapedType> &out) {
+llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
   bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
   for (size_t i = 2; ok && i < dy.size(); ++i)
@@ -165,5 +165,211 @@ llvm::Error shapes::shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> 
     return nodeError(q.node, "dY " + formatShape(q.inputs[0].shape) +
                                  " is not the Slice output shape " + formatShape(p->outShape));
   out.assign(1, ShapedType{q.inputs[0].dtype, *x});
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<LossReduction> shapes::lossReductionOf(const Node &n, llvm::StringRef r) {
+  if (r == "none")
+    return LossReduction::None;
+  if (r == "sum")
+    return LossReduction::Sum;
+  if (r == "mean")
+    return LossReduction::Mean;
+  return nodeError(n, "unknown reduction " + quoteName(r));
+}
+
+static llvm::Expected<LossReduction> reductionAttr(const Node &n) {
+  return lossReductionOf(n, n.stringAttr("reduction", "mean"));
+}
+
+/// Scores [N, C, d...] and labels [N, d...] (int32/int64) at the given ports.
+static llvm::Error checkLabels(const ShapeQuery &q, unsigned scores, unsigned labels) {
+  const auto &s = q.inputs[scores].shape, &l = q.inputs[labels].shape;
+  DType lt = q.inputs[labels].dtype;
+  if (lt != DType::I32 && lt != DType::I64)
+    return nodeError(q.node, "labels must be int32 or int64");
+  bool ok = s.size() >= 2 && l.size() == s.size() - 1 && l[0] == s[0];
+  for (size_t i = 1; ok && i < l.size(); ++i)
+    ok = l[i] == s[i + 1];
+  if (!ok)
+    return nodeError(q.node, "labels " + formatShape(l) + " do not match scores " +
+                                 formatShape(s));
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkLabels(q, 0, 1))
+    return e;
+  auto red = reductionAttr(q.node);
+  if (!red)
+    return red.takeError();
+  const auto &s = q.inputs[0].shape;
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined &&
+      (q.inputs[2].shape.size() != 1 || q.inputs[2].shape[0] != s[1] ||
+       q.inputs[2].dtype != q.inputs[0].dtype))
+    return nodeError(q.node, "weights must be a [C] tensor of the scores' dtype");
+  std::vector<int64_t> lossShape;
+  if (*red == LossReduction::None)
+    lossShape = q.inputs[1].shape;
+  out.assign(1, ShapedType{q.inputs[0].dtype, lossShape});
+  out.push_back(q.inputs[0]);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
+                                                     std::vector<ShapedType> &out) {
+  if (auto e = checkLabels(q, 1, 2))
+    return e;
+  auto red = reductionAttr(q.node);
+  if (!red)
+    return red.takeError();
+  int64_t want = *red == LossReduction::None ? numel(q.inputs[2].shape) : 1;
+  if (numel(q.inputs[0].shape) != want)
+    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
+                                 " does not match the loss of reduction " +
+                                 quoteName(q.node.stringAttr("reduction", "mean")));
+  if (q.inputs[0].dtype != q.inputs[1].dtype)
+    return nodeError(q.node, "dLoss and log_prob differ in dtype");
+  out.assign(1, q.inputs[1]);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = requireSameShape(q, 1, 2))
+    return e;
+  auto red = reductionAttr(q.node);
+  if (!red)
+    return red.takeError();
+  if (*red == LossReduction::None ? q.inputs[0].shape != q.inputs[1].shape
+                                       : numel(q.inputs[0].shape) != 1)
+    return nodeError(q.node, "dLoss " + formatShape(q.inputs[0].shape) +
+                                 " does not match the loss of reduction " +
+                                 quoteName(q.node.stringAttr("reduction", "mean")));
+  if (q.inputs[0].dtype != q.inputs[1].dtype || q.inputs[1].dtype != q.inputs[2].dtype)
+    return nodeError(q.node, "dLoss, pred and target must have one dtype");
+  out.assign(1, q.inputs[1]);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Recurrent gradients
+//===----------------------------------------------------------------------===//
+
+static bool present(const ShapeQuery &q, unsigned i) {
+  return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
+}
+
+const RecurrentGradPorts shapes::kLstmPorts = {
+    kDY, kX, kW, kR, kB, kLens, {kDYh, kDYc, kH0, kC0},
+    "dY_h, dY_c, initial_h and initial_c", 4};
+const RecurrentGradPorts shapes::kGruPorts = {
+    kGDY, kGX, kGW, kGR, kGB, kGLens, {kGDYh, kGH0}, "dY_h and initial_h", 3};
+
+llvm::Error shapes::checkGruGradAttrs(const Node &n) {
+  if (n.intAttr("layout", 0) != 0)
+    return nodeError(n, "layout = 1 is not supported");
+  if (n.attr("clip"))
+    return nodeError(n, "the clip attribute is not supported");
+  if (const Attribute *a = n.attr("activations"))
+    for (size_t i = 0; i < a->strings.size(); ++i) {
+      const char *expect = i % 2 == 0 ? "Sigmoid" : "Tanh";
+      if (a->strings[i] != expect)
+        return nodeError(n, "activation " + quoteName(a->strings[i]) +
+                                " is not supported (only Sigmoid, Tanh)");
+    }
+  return llvm::Error::success();
+}
+
+llvm::Expected<LstmShape> shapes::recurrentGradShape(const ShapeQuery &q,
+                                                     const RecurrentGradPorts &p,
+                                                     llvm::Error (*checkAttrs)(const Node &)) {
+  const Node &n = q.node;
+  if (llvm::Error err = checkAttrs(n))
+    return std::move(err);
+  llvm::StringRef dir = n.stringAttr("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return nodeError(n, "unknown direction " + quoteName(dir));
+  if (q.inputs.size() <= p.r || !present(q, p.x) || !present(q, p.w) || !present(q, p.r))
+    return nodeError(n, "X, W and R are required");
+  if (!isFloatType(q.inputs[p.x].dtype))
+    return nodeError(n, "X must be a float tensor");
+  const auto &x = q.inputs[p.x].shape, &r = q.inputs[p.r].shape;
+  LstmShape s;
+  s.directions = dir == "bidirectional" ? 2 : 1;
+  s.reverse = dir == "reverse";
+  if (x.size() != 3 || r.size() != 3)
+    return nodeError(n, "X " + formatShape(x) + " and R " + formatShape(r) +
+                            " must have rank 3");
+  s.seq = x[0];
+  s.batch = x[1];
+  s.input = x[2];
+  s.hidden = r[2];
+  if (const Attribute *h = n.attr("hidden_size"))
+    if (h->i != s.hidden)
+      return nodeError(n, "hidden_size " + std::to_string(h->i) + " does not match R " +
+                              formatShape(r));
+  int64_t dirs = s.directions, hid = s.hidden, batch = s.batch, gh = p.gates * hid;
+  auto expect = [&](unsigned i, std::vector<int64_t> want, const char *what) -> llvm::Error {
+    if (!present(q, i))
+      return llvm::Error::success();
+    if (q.inputs[i].shape != want)
+      return nodeError(n, std::string(what) + " " + formatShape(q.inputs[i].shape) +
+                              " should be " + formatShape(want));
+    if (i != p.lens && q.inputs[i].dtype != q.inputs[p.x].dtype)
+      return nodeError(n, std::string(what) + " is " +
+                              dtypeName(q.inputs[i].dtype).str() + " but X is " +
+                              dtypeName(q.inputs[p.x].dtype).str());
+    return llvm::Error::success();
+  };
+  std::vector<int64_t> state = {dirs, batch, hid};
+  if (auto e = expect(p.w, {dirs, gh, s.input}, "W"))
+    return std::move(e);
+  if (auto e = expect(p.r, {dirs, gh, hid}, "R"))
+    return std::move(e);
+  if (auto e = expect(p.b, {dirs, 2 * gh}, "B"))
+    return std::move(e);
+  if (auto e = expect(p.dY, {s.seq, dirs, batch, hid}, "dY"))
+    return std::move(e);
+  for (unsigned i : p.states)
+    if (auto e = expect(i, state, p.statesWhat))
+      return std::move(e);
+  if (auto e = expect(p.lens, {batch}, "sequence_lens"))
+    return std::move(e);
+  if (present(q, p.lens) && q.inputs[p.lens].dtype != DType::I32 &&
+      q.inputs[p.lens].dtype != DType::I64)
+    return nodeError(n, "sequence_lens must be int32");
+  return s;
+}
+
+/// dX, dW, dR like X, W, R; dB [dirs, 2 * gates * H]; then one [dirs, batch,
+/// H] gradient per initial state.
+static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &p,
+                                 const LstmShape &s, size_t numStates,
+                                 std::vector<ShapedType> &out) {
+  DType t = q.inputs[p.x].dtype;
+  std::vector<int64_t> state = {s.directions, s.batch, s.hidden};
+  out = {q.inputs[p.x], q.inputs[p.w], q.inputs[p.r],
+         ShapedType{t, {s.directions, 2 * p.gates * s.hidden}}};
+  out.resize(4 + numStates, ShapedType{t, state});
+  out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
+}
+
+llvm::Error shapes::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
+  if (!s)
+    return s.takeError();
+  recurrentGradOutputs(q, kLstmPorts, *s, 2, out);
+  return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
+  if (!s)
+    return s.takeError();
+  recurrentGradOutputs(q, kGruPorts, *s, 1, out);
   return llvm::Error::success();
 }

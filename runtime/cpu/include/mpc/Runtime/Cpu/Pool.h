@@ -18,20 +18,7 @@
 namespace mpc {
 namespace cpu {
 
-/// Shape parameters of a pooling op. outSpatial comes from windowOutputSize
-/// (which applies ceil_mode); windows that overhang the end padding because
-/// of ceil_mode are clipped.
-struct PoolGeometry {
-  int64_t batch = 1;
-  int64_t channels = 1;
-  llvm::SmallVector<int64_t, 3> inSpatial;
-  llvm::SmallVector<int64_t, 3> outSpatial;
-  llvm::SmallVector<int64_t, 3> kernel;
-  llvm::SmallVector<int64_t, 3> strides;
-  llvm::SmallVector<int64_t, 3> dilations;
-  llvm::SmallVector<int64_t, 3> padsBegin;
-  llvm::SmallVector<int64_t, 3> padsEnd;
-};
+using mpc::PoolGeometry;
 
 /// ONNX MaxPool. A NaN in a window makes the result NaN (as PyTorch; ORT's
 /// CPU kernel skips NaNs). indices, when given, receives for each output the

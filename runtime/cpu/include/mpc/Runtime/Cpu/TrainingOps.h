@@ -90,14 +90,7 @@ void averagePoolGrad(const PoolGeometry &g, bool countIncludePad, const T *dy, T
 template <typename T>
 void globalAveragePoolGrad(const T *dy, T *dx, int64_t planes, int64_t planeSize);
 
-/// Sizes of an ONNX LSTM (layout 0): X [seq, batch, input], W [dirs, 4H,
-/// input], R [dirs, 4H, H], B [dirs, 8H], states [dirs, batch, H], gates in
-/// ONNX order i, o, f, c. `reverse` runs the single direction backwards
-/// (direction 1 of a bidirectional LSTM always runs backwards).
-struct LstmShape {
-  int64_t seq = 0, batch = 0, input = 0, hidden = 0, directions = 1;
-  bool reverse = false;
-};
+using mpc::LstmShape;
 
 /// Buffers of LSTMGrad. Inputs other than x, w, r and outputs may be null
 /// (absent); lens (batch entries, each in [1, seq]) null means all seq.
@@ -136,7 +129,7 @@ template <typename T> struct GruGradBuffers {
 /// dB is [dirs, 6H] (Wb and Rb halves, equal for z and r) even when b is null.
 template <typename T> void gruGrad(const GruShape &s, const GruGradBuffers<T> &io);
 
-enum class LossReduction { None, Sum, Mean };
+using mpc::LossReduction;
 
 /// Labels of a classification loss on [batch, classes, inner] scores.
 template <typename I> struct LossLabels {

@@ -1,0 +1,190 @@
+//===- ResizeShapes.cpp - Registry shape functions --------------------------===//
+//
+// Registry shape function (runtime/ops/ShapeFunctions.h) of Resize, and the
+// attribute parsing and output-size rules (NodeGeometry.h) its kernels share:
+// the output shape depends on the scales/sizes values, so the row is
+// dynamic-shape and a kernel plans the same resize again while running.
+// Backend-neutral: types and shapes from the input types and known values.
+//
+//===----------------------------------------------------------------------===//
+#include "../NodeGeometry.h"
+#include "../ShapeFunctions.h"
+#include "../ShapeHelpers.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Support/Diagnostics.h"
+#include <cmath>
+
+using namespace mpc;
+using namespace mpc::shapes;
+using namespace mpc::shapes::resizing;
+
+template <typename E>
+static bool lookup(llvm::StringRef s, std::initializer_list<std::pair<const char *, E>> names,
+                   E &out) {
+  for (const auto &p : names)
+    if (s == p.first) {
+      out = p.second;
+      return true;
+    }
+  return false;
+}
+
+llvm::Expected<ResizeAttrs> resizing::parseAttrs(const Node &n) {
+  ResizeAttrs a;
+  bool opset10 = n.opsetVersion() < 11;
+  llvm::StringRef mode = n.stringAttr("mode", "nearest");
+  if (!lookup(mode, {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}, {"cubic", Mode::Cubic}},
+              a.mode) ||
+      (opset10 && a.mode == Mode::Cubic))
+    return nodeError(n, "unknown mode " + quoteName(mode));
+  llvm::StringRef coord =
+      opset10 ? "asymmetric" : n.stringAttr("coordinate_transformation_mode", "half_pixel");
+  if (!lookup(coord,
+              {{"half_pixel", Coord::HalfPixel},
+               {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
+               {"pytorch_half_pixel", Coord::PytorchHalfPixel},
+               {"align_corners", Coord::AlignCorners},
+               {"asymmetric", Coord::Asymmetric},
+               {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNn},
+               {"tf_crop_and_resize", Coord::TfCropAndResize}},
+              a.coord))
+    return nodeError(n, "unknown coordinate_transformation_mode " + quoteName(coord));
+  llvm::StringRef nearest = n.stringAttr("nearest_mode", "round_prefer_floor");
+  if (opset10)
+    a.nearest = Nearest::Simple;
+  else if (!lookup(nearest,
+                   {{"round_prefer_floor", Nearest::RoundPreferFloor},
+                    {"round_prefer_ceil", Nearest::RoundPreferCeil},
+                    {"floor", Nearest::Floor},
+                    {"ceil", Nearest::Ceil}},
+                   a.nearest))
+    return nodeError(n, "unknown nearest_mode " + quoteName(nearest));
+  llvm::StringRef policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
+  if (!lookup(policy,
+              {{"stretch", AspectPolicy::Stretch},
+               {"not_larger", AspectPolicy::NotLarger},
+               {"not_smaller", AspectPolicy::NotSmaller}},
+              a.policy))
+    return nodeError(n, "unknown keep_aspect_ratio_policy " + quoteName(policy));
+  a.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
+  a.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
+  a.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
+  a.antialias = n.intAttr("antialias", 0) != 0;
+  a.axes = intsAttr(n, "axes");
+  return a;
+}
+
+llvm::Expected<ResizePlan> resizing::planResize(const Node &n, const ResizeAttrs &a,
+                                               llvm::ArrayRef<int64_t> x,
+                                               const ResizeOperands &ops) {
+  size_t rank = x.size();
+  std::vector<int64_t> axes = a.axes;
+  if (axes.empty())
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  std::vector<bool> seen(rank, false);
+  for (int64_t &ax : axes) {
+    if (!normalizeAxis(ax, rank) || seen[ax])
+      return nodeError(n, "axes are out of range or repeated for " + formatShape(x));
+    seen[ax] = true;
+  }
+  size_t count = axes.size();
+  if (ops.scales.empty() == ops.sizes.empty())
+    return nodeError(n, "needs exactly one of scales and sizes");
+  size_t given = ops.scales.empty() ? ops.sizes.size() : ops.scales.size();
+  if (given != count)
+    return nodeError(n, (ops.scales.empty() ? "sizes" : "scales") + llvm::Twine(" has ") +
+                            llvm::Twine(given) + " values for " + llvm::Twine(count) +
+                            " axes");
+  ResizePlan p;
+  p.outShape.assign(x.begin(), x.end());
+  p.scales.assign(rank, 1.0);
+  p.roiStart.assign(rank, 0.0);
+  p.roiEnd.assign(rank, 1.0);
+  if (a.coord == Coord::TfCropAndResize) {
+    if (ops.roi.size() != 2 * count)
+      return nodeError(n, "tf_crop_and_resize needs a roi of " + llvm::Twine(2 * count) +
+                              " values");
+    for (size_t i = 0; i < count; ++i) {
+      p.roiStart[axes[i]] = ops.roi[i];
+      p.roiEnd[axes[i]] = ops.roi[count + i];
+    }
+  }
+  if (!ops.scales.empty()) {
+    for (size_t i = 0; i < count; ++i) {
+      double s = ops.scales[i];
+      if (!(s > 0))
+        return nodeError(n, "scales must be positive");
+      p.scales[axes[i]] = s;
+      p.outShape[axes[i]] = int64_t(std::floor(s * double(x[axes[i]])));
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      if (ops.sizes[i] < 0)
+        return nodeError(n, "negative value in sizes");
+      if (x[axes[i]] == 0)
+        return nodeError(n, "cannot resize an empty axis to a size");
+      p.scales[axes[i]] = double(ops.sizes[i]) / double(x[axes[i]]);
+      p.outShape[axes[i]] = ops.sizes[i];
+    }
+    if (a.policy != AspectPolicy::Stretch) {
+      double s = p.scales[axes[0]];
+      for (int64_t ax : axes)
+        s = a.policy == AspectPolicy::NotLarger ? std::min(s, p.scales[ax])
+                                                : std::max(s, p.scales[ax]);
+      for (int64_t ax : axes) {
+        p.scales[ax] = s;
+        p.outShape[ax] = int64_t(s * double(x[ax]) + 0.5); // round half up
+      }
+    }
+  }
+  for (size_t d = 0; d < rank; ++d)
+    if (x[d] == 0 && p.outShape[d] > 0)
+      return nodeError(n, "cannot resize an empty axis");
+  return p;
+}
+
+void resizing::operandIndices(const Node &n, int &roi, int &scales, int &sizes) {
+  if (n.opsetVersion() < 11) {
+    roi = sizes = -1;
+    scales = 1;
+  } else {
+    roi = 1;
+    scales = 2;
+    sizes = 3;
+  }
+}
+
+llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  auto a = parseAttrs(q.node);
+  if (!a)
+    return a.takeError();
+  int idx[3];
+  operandIndices(q.node, idx[0], idx[1], idx[2]);
+  ResizeOperands ops;
+  for (int op = 0; op < 3; ++op) {
+    int i = idx[op];
+    if (i < 0 || size_t(i) >= q.inputs.size() || q.inputs[i].dtype == DType::Undefined ||
+        numel(q.inputs[i].shape) == 0)
+      continue;
+    if (op == 0 && a->coord != Coord::TfCropAndResize)
+      continue; // roi only matters for tf_crop_and_resize
+    const HostTensor *t = q.values[i];
+    if (!t)
+      return nodeError(q.node, llvm::Twine(op == 0 ? "roi" : op == 1 ? "scales" : "sizes") +
+                                   " must be known before running");
+    for (int64_t e = 0; e < t->numElements(); ++e) {
+      if (op == 0)
+        ops.roi.push_back(t->getAsDouble(e));
+      else if (op == 1)
+        ops.scales.push_back(t->getAsDouble(e));
+      else
+        ops.sizes.push_back(t->getAsInt64(e));
+    }
+  }
+  auto p = planResize(q.node, *a, q.inputs[0].shape, ops);
+  if (!p)
+    return p.takeError();
+  out.assign(1, ShapedType{q.inputs[0].dtype, p->outShape});
+  return llvm::Error::success();
+}
