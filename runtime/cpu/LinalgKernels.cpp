@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Runtime/OpParams.h"
 #include <cstring>
 #include "mpc/Runtime/Cpu/Conv.h"
@@ -257,29 +258,6 @@ llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<tru
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// The reduced axes: attribute before opset 18 (13 for ReduceSum), else the
-/// optional second input, which must be known at plan time.
-static llvm::Expected<std::vector<int64_t>>
-reducedAxes(const Node &n, const ReduceParams &p, size_t rank, const HostTensor *axesValue,
-            bool hasAxesInput) {
-  std::vector<int64_t> axes = p.axes;
-  if (hasAxesInput) {
-    if (!axesValue)
-      return nodeError(n, "axes must be known before running");
-    for (int64_t i = 0; i < axesValue->numElements(); ++i)
-      axes.push_back(axesValue->getAsInt64(i));
-  }
-  if (axes.empty() && !p.noopWithEmptyAxes)
-    for (size_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  for (int64_t &a : axes)
-    if (!normalizeAxis(a, rank))
-      return nodeError(n, "axis out of range");
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 static cpu::ReduceKind reduceKind(llvm::StringRef op) {
   return llvm::StringSwitch<cpu::ReduceKind>(op)
       .Case("ReduceSum", cpu::ReduceKind::Sum)
@@ -303,7 +281,9 @@ llvm::Error cpuk::runReduce(const KernelCall &c) {
     std::copy(a.begin(), a.end(), axesValue.data<int64_t>());
   }
   const ReduceParams &params = paramsOf<ReduceParams>(c);
-  auto axes = reducedAxes(*c.node, params, c.inputs[0].shape.size(), &axesValue, hasAxes);
+  // The shape function's rule, from the parsed attributes.
+  auto axes = shapes::reduceAxes(*c.node, params.axes, params.noopWithEmptyAxes,
+                                 c.inputs[0].shape.size(), &axesValue, hasAxes);
   if (!axes)
     return axes.takeError();
   if (axes->empty() && params.noopWithEmptyAxes) {

@@ -92,6 +92,12 @@ bool reduceOutputShape(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> ax
 /// when empty unless noop_with_empty_axes.
 llvm::Expected<std::vector<int64_t>> reduceAxes(const Node &n, size_t rank,
                                                 const HostTensor *axesValue, bool hasAxesInput);
+/// The same from already-parsed attributes (`attrAxes`, `noopWithEmptyAxes`:
+/// the kernel's ReduceParams); `n` names the node in errors. The one place the
+/// rule lives: the shape function and the CPU kernel both call it.
+llvm::Expected<std::vector<int64_t>> reduceAxes(const Node &n, std::vector<int64_t> attrAxes,
+                                                bool noopWithEmptyAxes, size_t rank,
+                                                const HostTensor *axesValue, bool hasAxesInput);
 /// The tensor of a Constant node's value attribute (value, value_float(s),
 /// value_int(s)).
 llvm::Expected<HostTensor> constantValue(const Node &n);

@@ -86,14 +86,20 @@ llvm::Error shapes::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &ou
 /// optional second input, which must be known at plan time.
 llvm::Expected<std::vector<int64_t>>
 shapes::reduceAxes(const Node &n, size_t rank, const HostTensor *axesValue, bool hasAxesInput) {
-  std::vector<int64_t> axes = intsAttr(n, "axes", {});
+  return reduceAxes(n, intsAttr(n, "axes", {}), n.intAttr("noop_with_empty_axes", 0) != 0, rank,
+                    axesValue, hasAxesInput);
+}
+
+llvm::Expected<std::vector<int64_t>>
+shapes::reduceAxes(const Node &n, std::vector<int64_t> axes, bool noopWithEmptyAxes, size_t rank,
+                   const HostTensor *axesValue, bool hasAxesInput) {
   if (hasAxesInput) {
     if (!axesValue)
       return nodeError(n, "axes must be known before running");
     for (int64_t i = 0; i < axesValue->numElements(); ++i)
       axes.push_back(axesValue->getAsInt64(i));
   }
-  if (axes.empty() && !n.intAttr("noop_with_empty_axes", 0))
+  if (axes.empty() && !noopWithEmptyAxes)
     for (size_t i = 0; i < rank; ++i)
       axes.push_back(i);
   for (int64_t &a : axes)
