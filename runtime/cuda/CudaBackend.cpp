@@ -1,9 +1,10 @@
 //===- CudaBackend.cpp - The CUDA backend ----------------------------------===//
 //
-// Backend over the CUDA runtime and cuBLASLt. Host code only: element-wise
-// kernels are queued through the launchers of the .cu files (CudaLaunch.h),
-// matrix products through cuBLASLt with descriptors, layouts and the
-// algorithm chosen once per node and shape signature in prepare(). Every
+// Backend over the CUDA runtime and cuBLASLt. Host code only: the device,
+// memory, copies, streams, the prepare cache and the error record. What a
+// node needs is made by its family's prepare function (CudaOp.h: element-wise
+// kernels through the launchers of the .cu files, matrix products through
+// cuBLASLt), once per node and shape signature. Every
 // decision that does not need a device (kernel table, capabilities, launch
 // geometry, broadcast plans, GEMM layouts) is a pure host function tested in
 // tests/cuda_host; this file only hands their results to CUDA.
@@ -11,10 +12,9 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Cuda/CudaBackend.h"
 #include "CudaLaunch.h"
+#include "CudaOp.h"
 #include "mpc/IR/Graph.h"
-#include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
-#include "mpc/Runtime/Cuda/GemmPlan.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -39,14 +39,8 @@ static_assert(offsetof(KernelErrorRecord, code) == 0 &&
 
 namespace {
 
-/// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
-std::string cudaText(cudaError_t e) {
-  return std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")";
-}
-
 std::string bytesText(size_t n) { return std::to_string(n) + " bytes"; }
 
-std::string cublasText(cublasStatus_t s) { return cublasLtGetStatusString(s); }
 
 /// A CUDA failure outside any node (a copy, a stream, a synchronization)
 /// leaves nothing to return it through and the device's state unknown: say
@@ -59,43 +53,9 @@ std::string cublasText(cublasStatus_t s) { return cublasLtGetStatusString(s); }
 
 cudaStream_t streamOf(Stream s) { return static_cast<cudaStream_t>(s.handle); }
 
-cudaDataType_t cudaTypeOf(DType t) {
-  switch (t) {
-  case DType::F16: return CUDA_R_16F;
-  case DType::BF16: return CUDA_R_16BF;
-  default: return CUDA_R_32F;
-  }
-}
-
-/// cuBLASLt objects of one prepared matrix product.
-struct GemmState {
-  MatmulPlan plan;
-  GemmBias bias = GemmBias::None;
-  float alpha = 1, beta = 0;
-  unsigned elementBytes = 4;
-  /// ExpandToD: C broadcast into D's shape.
-  kernels::BroadcastPlan expand;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo = {};
-  size_t workspace = 0;
-
-  ~GemmState() {
-    for (cublasLtMatrixLayout_t l : {a, b, c, d})
-      if (l)
-        cublasLtMatrixLayoutDestroy(l);
-    if (desc)
-      cublasLtMatmulDescDestroy(desc);
-  }
-};
-
 /// What prepare() made for a node and signature (the KernelHandle).
 struct Prepared {
-  const CudaKernel *row = nullptr;
-  OpBlob functor;
-  kernels::BroadcastPlan broadcast;
-  int32_t castTo = 0;
-  std::unique_ptr<GemmState> gemm;
+  std::unique_ptr<CudaOp> op;
   PreparedKernel result;
   unsigned refs = 0;
 };
@@ -127,19 +87,15 @@ public:
 private:
   /// Selects the device and makes the cuBLASLt handle, once.
   void ensureReady();
-  llvm::Error prepareGemm(const Node &n, llvm::ArrayRef<TensorDesc> inputs, Prepared &p);
-  void launchGemm(const KernelCall &call, const Prepared &p, cudaStream_t s);
   /// Records a failed launch of `call`: a Message record written on the
   /// device, the text kept for takeMessageError.
   void failed(const KernelCall &call, const std::string &what, cudaStream_t s);
-  LaunchGeometry geometry(int64_t n) const { return elementwiseGeometry(n, smCount); }
 
   CudaBackendOptions options;
   CudaCaps cudaCaps;
   bool ready = false;
-  unsigned smCount = 1;
-  size_t workspaceCap = size_t(4) << 20;
-  cublasLtHandle_t lt = nullptr;
+  /// The device's facts and the handles (made by ensureReady).
+  CudaContext ctx;
   std::map<PrepareKey, std::unique_ptr<Prepared>> cache;
   KernelMessages messages;
   size_t currentBytes = 0, peakBytes = 0;
@@ -149,8 +105,8 @@ private:
 
 CudaBackend::~CudaBackend() {
   cache.clear();
-  if (lt)
-    cublasLtDestroy(lt);
+  if (ctx.lt)
+    cublasLtDestroy(ctx.lt);
 }
 
 llvm::Error CudaBackend::checkAvailable() const {
@@ -186,11 +142,13 @@ void CudaBackend::ensureReady() {
   int sms = 0, major = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  smCount = sms > 0 ? unsigned(sms) : 1;
+  ctx.smCount = sms > 0 ? unsigned(sms) : 1;
+  ctx.computeMajor = major;
+  ctx.tf32 = options.tf32;
   // cuBLAS's advice: 32 MiB of workspace on sm_90 and newer, 4 MiB before.
-  workspaceCap = size_t(major >= 9 ? 32 : 4) << 20;
-  if (cublasStatus_t s = cublasLtCreate(&lt))
-    fatal("cublasLtCreate: " + cublasText(s));
+  ctx.gemmWorkspaceCap = size_t(major >= 9 ? 32 : 4) << 20;
+  if (cublasStatus_t s = cublasLtCreate(&ctx.lt))
+    fatal(std::string("cublasLtCreate: ") + cublasLtGetStatusString(s));
   ready = true;
 }
 
@@ -282,34 +240,16 @@ PreparedKernel CudaBackend::prepare(const Node &n, llvm::ArrayRef<TensorDesc> in
     return PreparedKernel();
   ensureReady();
   auto p = std::make_unique<Prepared>();
-  p->row = row;
-  switch (row->kind) {
-  case CudaKernelKind::Unary:
-  case CudaKernelKind::Predicate:
-    p->functor = makeOpBlob(n, *row);
-    break;
-  case CudaKernelKind::Binary:
-  case CudaKernelKind::Compare: {
-    llvm::SmallVector<int64_t, 6> out;
-    if (inputs.size() != 2 || !kernels::broadcastShapes(inputs[0].shape, inputs[1].shape, out))
-      return PreparedKernel();
-    p->functor = makeOpBlob(n, *row);
-    p->broadcast = kernels::makeBroadcastPlan(inputs[0].shape, inputs[1].shape);
-    break;
+  auto op = prepareCudaOp(n, *row, inputs, ctx);
+  if (!op) {
+    // The executor names the node as unsupported; say what the library refused.
+    llvm::errs() << "mpc: note: " << llvm::toString(op.takeError()) << "\n";
+    return PreparedKernel();
   }
-  case CudaKernelKind::Cast:
-    p->castTo = n.opType == "CastLike" ? int32_t(inputs[1].dtype) : int32_t(n.intAttr("to", 0));
-    break;
-  case CudaKernelKind::MatMul:
-  case CudaKernelKind::Gemm:
-    if (llvm::Error e = prepareGemm(n, inputs, *p)) {
-      // The executor names the node as unsupported; say what cuBLASLt refused.
-      llvm::errs() << "mpc: note: " << llvm::toString(std::move(e)) << "\n";
-      return PreparedKernel();
-    }
-    p->result.workspaceBytes = p->gemm->workspace;
-    break;
-  }
+  if (!*op)
+    return PreparedKernel();
+  p->op = std::move(*op);
+  p->result.workspaceBytes = p->op->workspaceBytes();
   p->result.handle = p.get();
   p->refs = 1;
   PreparedKernel result = p->result;
@@ -326,182 +266,15 @@ void CudaBackend::unprepare(KernelHandle h) {
     }
 }
 
-llvm::Error CudaBackend::prepareGemm(const Node &n, llvm::ArrayRef<TensorDesc> inputs,
-                                     Prepared &p) {
-  auto g = std::make_unique<GemmState>();
-  DType t = inputs[0].dtype;
-  g->elementBytes = unsigned(runtimeElementSize(t));
-  MatmulProblem problem;
-  problem.aShape = inputs[0].shape;
-  problem.bShape = inputs[1].shape;
-  problem.elementBytes = g->elementBytes;
-  bool gemm = p.row->kind == CudaKernelKind::Gemm;
-  if (gemm) {
-    problem.transA = n.intAttr("transA", 0) != 0;
-    problem.transB = n.intAttr("transB", 0) != 0;
-    g->alpha = n.floatAttr("alpha", 1.0f);
-    g->beta = n.floatAttr("beta", 1.0f);
-  }
-  auto plan = planMatmul(problem);
-  if (!plan)
-    return inputError("{0}: {1}", describeNode(n), llvm::toString(plan.takeError()));
-  g->plan = std::move(*plan);
-  const LtGemm &lg = g->plan.gemm;
-  if (gemm) {
-    bool hasC = inputs.size() > 2 && inputs[2].dtype != DType::Undefined;
-    llvm::ArrayRef<int64_t> cShape = hasC ? llvm::ArrayRef<int64_t>(inputs[2].shape)
-                                          : llvm::ArrayRef<int64_t>();
-    auto bias = planGemmBias(lg.n, lg.m, hasC, cShape, g->beta);
-    if (!bias)
-      return inputError("{0}: {1}", describeNode(n), llvm::toString(bias.takeError()));
-    g->bias = *bias;
-    if (g->bias == GemmBias::ExpandToD)
-      g->expand = kernels::makeBroadcastPlan(cShape, g->plan.outShape);
-  } else {
-    g->beta = 0;
-  }
-
-  auto check = [&](cublasStatus_t s, const char *what) -> llvm::Error {
-    if (s == CUBLAS_STATUS_SUCCESS)
-      return llvm::Error::success();
-    return inputError("{0}: {1} failed: {2}", describeNode(n), what, cublasText(s));
-  };
-  cublasComputeType_t compute =
-      t == DType::F32 && options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  if (auto e = check(cublasLtMatmulDescCreate(&g->desc, compute, CUDA_R_32F),
-                     "cublasLtMatmulDescCreate"))
-    return e;
-  cublasOperation_t ta = lg.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t tb = lg.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
-  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  if (g->bias == GemmBias::Epilogue) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
-  }
-  cudaDataType_t type = cudaTypeOf(t);
-  auto layout = [&](const LtOperand &o, cublasLtMatrixLayout_t &l) -> llvm::Error {
-    if (auto e = check(cublasLtMatrixLayoutCreate(&l, type, uint64_t(o.rows), uint64_t(o.cols),
-                                                  o.ld),
-                       "cublasLtMatrixLayoutCreate"))
-      return e;
-    if (lg.batchCount > 1) {
-      int32_t count = int32_t(lg.batchCount);
-      int64_t stride = o.batchStride;
-      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                       sizeof(count));
-      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                       &stride, sizeof(stride));
-    }
-    return llvm::Error::success();
-  };
-  if (auto e = layout(lg.a, g->a))
-    return e;
-  if (auto e = layout(lg.b, g->b))
-    return e;
-  if (auto e = layout(lg.d, g->c))
-    return e;
-  if (auto e = layout(lg.d, g->d))
-    return e;
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  if (auto e = check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"))
-    return e;
-  uint64_t maxWorkspace = workspaceCap;
-  // Split-K partial sums are reduced in the compute type (fp32), never in a
-  // 16-bit output type.
-  uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  uint32_t alignA = lg.a.alignment, alignB = lg.b.alignment, alignD = lg.d.alignment;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &maxWorkspace, sizeof(maxWorkspace));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                       &reduction, sizeof(reduction));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
-                                       sizeof(alignA));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
-                                       sizeof(alignB));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD,
-                                       sizeof(alignD));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD,
-                                       sizeof(alignD));
-  cublasLtMatmulHeuristicResult_t result = {};
-  int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, g->desc, g->a, g->b, g->c, g->d, pref,
-                                                    1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (auto e = check(s, "cublasLtMatmulAlgoGetHeuristic"))
-    return e;
-  if (found == 0)
-    return inputError("{0}: cuBLASLt has no algorithm for {1} x {2} in {3}", describeNode(n),
-                      formatShape(inputs[0].shape), formatShape(inputs[1].shape), dtypeName(t));
-  g->algo = result.algo;
-  g->workspace = result.workspaceSize;
-  p.gemm = std::move(g);
-  return llvm::Error::success();
-}
-
-void CudaBackend::launchGemm(const KernelCall &call, const Prepared &p, cudaStream_t s) {
-  const GemmState &g = *p.gemm;
-  const LtGemm &lg = g.plan.gemm;
-  char *userA = static_cast<char *>(call.inputs[0].data);
-  char *userB = static_cast<char *>(call.inputs[1].data);
-  char *out = static_cast<char *>(call.outputs[0].data);
-  const void *userC = call.hasInput(2) ? call.inputs[2].data : nullptr;
-  float beta = 0;
-  if (g.bias == GemmBias::Epilogue) {
-    cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &userC,
-                                   sizeof(userC));
-  } else if (g.bias == GemmBias::Matrix) {
-    beta = g.beta;
-  } else if (g.bias == GemmBias::ExpandToD) {
-    beta = g.beta;
-    if (cudaError_t e = launchBroadcastCopy(g.elementBytes, userC, out, g.expand,
-                                            geometry(g.expand.numElements), s))
-      return failed(call, "broadcasting C: " + cudaText(e), s);
-  }
-  size_t eb = g.elementBytes;
-  for (const LtGemm::Offsets &o : lg.offsets) {
-    char *d = out + o.d * eb;
-    const void *c = g.bias == GemmBias::Matrix ? static_cast<const char *>(userC) + o.d * eb : d;
-    cublasStatus_t st =
-        cublasLtMatmul(lt, g.desc, &g.alpha, userB + o.userB * eb, g.a, userA + o.userA * eb,
-                       g.b, &beta, c, g.c, d, g.d, &g.algo, call.workspace,
-                       call.workspace ? call.workspaceBytes : 0, s);
-    if (st != CUBLAS_STATUS_SUCCESS)
-      return failed(call, "cublasLtMatmul failed: " + cublasText(st), s);
-  }
-}
-
 void CudaBackend::launch(const KernelCall &call, Stream stream) {
   cudaStream_t s = streamOf(stream);
   const Prepared *p = static_cast<const Prepared *>(call.kernel);
   if (!p)
     return failed(call, "launched without a prepared CUDA kernel", s);
   lastNode = describeNode(*call.node);
-  const TensorRef &x = call.inputs[0];
-  cudaError_t e = cudaSuccess;
-  switch (p->row->kind) {
-  case CudaKernelKind::Unary:
-  case CudaKernelKind::Predicate:
-    e = launchUnary(UnaryOpId(p->row->op), p->functor, int32_t(x.dtype), x.data,
-                    call.outputs[0].data, x.numElements(), geometry(x.numElements()), s);
-    break;
-  case CudaKernelKind::Binary:
-  case CudaKernelKind::Compare:
-    e = launchBinary(BinaryOpId(p->row->op), p->functor, int32_t(x.dtype), x.data,
-                     call.inputs[1].data, call.outputs[0].data, p->broadcast,
-                     geometry(p->broadcast.numElements), s);
-    break;
-  case CudaKernelKind::Cast:
-    e = launchCast(int32_t(x.dtype), p->castTo, x.data, call.outputs[0].data,
-                   x.numElements(), geometry(x.numElements()), s);
-    break;
-  case CudaKernelKind::MatMul:
-  case CudaKernelKind::Gemm:
-    return launchGemm(call, *p, s);
-  }
-  if (e != cudaSuccess)
-    failed(call, "kernel launch failed: " + cudaText(e), s);
+  std::string what = p->op->launch(call, s, ctx);
+  if (!what.empty())
+    failed(call, what, s);
 }
 
 void CudaBackend::failed(const KernelCall &call, const std::string &what, cudaStream_t s) {

@@ -1,0 +1,79 @@
+//===- CudaOp.h - A node prepared for the CUDA backend ----------*- C++ -*-===//
+//
+// The CUDA backend's extension point. Each launcher family (element-wise,
+// GEMM, ...) has a prepare function, in its own file, that turns a node, its
+// kernel-table row and its input shapes into a CudaOp: the descriptors,
+// plans and algorithm choices of that shape signature, made once. launch()
+// then only queues work on a stream. CudaBackend.cpp owns the device, the
+// handles and the prepare cache, and dispatches on the row's kind in one
+// place (prepareCudaOp, CudaOps.cpp). Host code, compiled by the C++
+// compiler; the kernels themselves are behind CudaLaunch.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CUDA_CUDAOP_H
+#define MPC_RUNTIME_CUDA_CUDAOP_H
+
+#include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/Cuda/CudaKernelTable.h"
+#include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include "llvm/Support/Error.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+namespace mpc {
+namespace cuda {
+
+/// What the backend knows about its device and the library handles it
+/// owns; a prepared op may read them at prepare and at launch.
+struct CudaContext {
+  unsigned smCount = 1;
+  int computeMajor = 0;
+  /// `mpc run --tf32`: fp32 matrix products in TF32.
+  bool tf32 = false;
+  /// The most workspace a cuBLASLt algorithm may ask for.
+  size_t gemmWorkspaceCap = size_t(4) << 20;
+  cublasLtHandle_t lt = nullptr;
+
+  LaunchGeometry geometry(int64_t n) const { return elementwiseGeometry(n, smCount); }
+};
+
+/// A node prepared for one shape signature.
+class CudaOp {
+public:
+  virtual ~CudaOp();
+  /// Scratch the executor provides at launch (KernelCall::workspace).
+  virtual size_t workspaceBytes() const { return 0; }
+  /// Queues the node's work on `s`: no allocation, no synchronization, no
+  /// device read on the host. Returns what failed, or "" when all of it was
+  /// queued (the backend records a failure against the node).
+  virtual std::string launch(const KernelCall &call, cudaStream_t s,
+                             const CudaContext &ctx) const = 0;
+};
+
+using CudaOpOrError = llvm::Expected<std::unique_ptr<CudaOp>>;
+
+/// Prepares `n` (whose row is `row`) for these inputs, by the row's kind.
+/// A null op with no error: the row cannot take these inputs, and the node
+/// is reported unsupported; an error says what a library refused.
+CudaOpOrError prepareCudaOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+/// The families' prepare functions (ElementwiseOps.cpp, GemmOps.cpp).
+CudaOpOrError prepareElementwiseOp(const Node &n, const CudaKernel &row,
+                                   llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+CudaOpOrError prepareGemmOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+/// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
+std::string cudaText(cudaError_t e);
+/// "" for cudaSuccess, else "kernel launch failed: <cudaText>".
+std::string launchText(cudaError_t e);
+
+} // namespace cuda
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CUDA_CUDAOP_H

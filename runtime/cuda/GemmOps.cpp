@@ -1,0 +1,206 @@
+//===- GemmOps.cpp - MatMul and Gemm through cuBLASLt -----------------------===//
+//
+// The GEMM family: the row-major product planned as column-major cuBLASLt
+// calls (GemmPlan.h), the matmul descriptor, four layouts (C shares D's),
+// the preference and one heuristic query per node and shape signature, kept
+// with the algorithm and its workspace size; launch issues the planned
+// cublasLtMatmul calls (and Gemm's C broadcast into D first, where planned).
+//
+//===----------------------------------------------------------------------===//
+#include "CudaLaunch.h"
+#include "CudaOp.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cuda/GemmPlan.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Support/Diagnostics.h"
+
+using namespace mpc;
+using namespace mpc::cuda;
+
+namespace {
+
+std::string cublasText(cublasStatus_t s) { return cublasLtGetStatusString(s); }
+
+cudaDataType_t cudaTypeOf(DType t) {
+  switch (t) {
+  case DType::F16: return CUDA_R_16F;
+  case DType::BF16: return CUDA_R_16BF;
+  default: return CUDA_R_32F;
+  }
+}
+
+/// cuBLASLt objects of one prepared matrix product.
+class GemmOp final : public CudaOp {
+public:
+  MatmulPlan plan;
+  GemmBias bias = GemmBias::None;
+  float alpha = 1, beta = 0;
+  unsigned elementBytes = 4;
+  /// ExpandToD: C broadcast into D's shape.
+  kernels::BroadcastPlan expand;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo = {};
+  size_t workspace = 0;
+
+  size_t workspaceBytes() const override { return workspace; }
+  std::string launch(const KernelCall &call, cudaStream_t s,
+                     const CudaContext &ctx) const override;
+
+  ~GemmOp() override {
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+} // namespace
+
+CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
+                                  llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx) {
+  auto g = std::make_unique<GemmOp>();
+  DType t = inputs[0].dtype;
+  g->elementBytes = unsigned(runtimeElementSize(t));
+  MatmulProblem problem;
+  problem.aShape = inputs[0].shape;
+  problem.bShape = inputs[1].shape;
+  problem.elementBytes = g->elementBytes;
+  bool gemm = row.kind == CudaKernelKind::Gemm;
+  if (gemm) {
+    problem.transA = n.intAttr("transA", 0) != 0;
+    problem.transB = n.intAttr("transB", 0) != 0;
+    g->alpha = n.floatAttr("alpha", 1.0f);
+    g->beta = n.floatAttr("beta", 1.0f);
+  }
+  auto plan = planMatmul(problem);
+  if (!plan)
+    return inputError("{0}: {1}", describeNode(n), llvm::toString(plan.takeError()));
+  g->plan = std::move(*plan);
+  const LtGemm &lg = g->plan.gemm;
+  if (gemm) {
+    bool hasC = inputs.size() > 2 && inputs[2].dtype != DType::Undefined;
+    llvm::ArrayRef<int64_t> cShape = hasC ? llvm::ArrayRef<int64_t>(inputs[2].shape)
+                                          : llvm::ArrayRef<int64_t>();
+    auto bias = planGemmBias(lg.n, lg.m, hasC, cShape, g->beta);
+    if (!bias)
+      return inputError("{0}: {1}", describeNode(n), llvm::toString(bias.takeError()));
+    g->bias = *bias;
+    if (g->bias == GemmBias::ExpandToD)
+      g->expand = kernels::makeBroadcastPlan(cShape, g->plan.outShape);
+  } else {
+    g->beta = 0;
+  }
+
+  auto check = [&](cublasStatus_t s, const char *what) -> llvm::Error {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      return llvm::Error::success();
+    return inputError("{0}: {1} failed: {2}", describeNode(n), what, cublasText(s));
+  };
+  cublasComputeType_t compute =
+      t == DType::F32 && ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (auto e = check(cublasLtMatmulDescCreate(&g->desc, compute, CUDA_R_32F),
+                     "cublasLtMatmulDescCreate"))
+    return e;
+  cublasOperation_t ta = lg.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = lg.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  if (g->bias == GemmBias::Epilogue) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+  }
+  cudaDataType_t type = cudaTypeOf(t);
+  auto layout = [&](const LtOperand &o, cublasLtMatrixLayout_t &l) -> llvm::Error {
+    if (auto e = check(cublasLtMatrixLayoutCreate(&l, type, uint64_t(o.rows), uint64_t(o.cols),
+                                                  o.ld),
+                       "cublasLtMatrixLayoutCreate"))
+      return e;
+    if (lg.batchCount > 1) {
+      int32_t count = int32_t(lg.batchCount);
+      int64_t stride = o.batchStride;
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                       sizeof(count));
+      cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                       &stride, sizeof(stride));
+    }
+    return llvm::Error::success();
+  };
+  if (auto e = layout(lg.a, g->a))
+    return e;
+  if (auto e = layout(lg.b, g->b))
+    return e;
+  if (auto e = layout(lg.d, g->c))
+    return e;
+  if (auto e = layout(lg.d, g->d))
+    return e;
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (auto e = check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"))
+    return e;
+  uint64_t maxWorkspace = ctx.gemmWorkspaceCap;
+  // Split-K partial sums are reduced in the compute type (fp32), never in a
+  // 16-bit output type.
+  uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  uint32_t alignA = lg.a.alignment, alignB = lg.b.alignment, alignD = lg.d.alignment;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &maxWorkspace, sizeof(maxWorkspace));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &reduction, sizeof(reduction));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA,
+                                       sizeof(alignA));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB,
+                                       sizeof(alignB));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignD,
+                                       sizeof(alignD));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignD,
+                                       sizeof(alignD));
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, g->desc, g->a, g->b, g->c, g->d, pref,
+                                                    1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (auto e = check(s, "cublasLtMatmulAlgoGetHeuristic"))
+    return e;
+  if (found == 0)
+    return inputError("{0}: cuBLASLt has no algorithm for {1} x {2} in {3}", describeNode(n),
+                      formatShape(inputs[0].shape), formatShape(inputs[1].shape), dtypeName(t));
+  g->algo = result.algo;
+  g->workspace = result.workspaceSize;
+  return std::unique_ptr<CudaOp>(std::move(g));
+}
+
+std::string GemmOp::launch(const KernelCall &call, cudaStream_t s, const CudaContext &ctx) const {
+  const GemmOp &g = *this;
+  const LtGemm &lg = g.plan.gemm;
+  char *userA = static_cast<char *>(call.inputs[0].data);
+  char *userB = static_cast<char *>(call.inputs[1].data);
+  char *out = static_cast<char *>(call.outputs[0].data);
+  const void *userC = call.hasInput(2) ? call.inputs[2].data : nullptr;
+  float beta = 0;
+  if (g.bias == GemmBias::Epilogue) {
+    cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &userC,
+                                   sizeof(userC));
+  } else if (g.bias == GemmBias::Matrix) {
+    beta = g.beta;
+  } else if (g.bias == GemmBias::ExpandToD) {
+    beta = g.beta;
+    if (cudaError_t e = launchBroadcastCopy(g.elementBytes, userC, out, g.expand,
+                                            ctx.geometry(g.expand.numElements), s))
+      return "broadcasting C: " + cudaText(e);
+  }
+  size_t eb = g.elementBytes;
+  for (const LtGemm::Offsets &o : lg.offsets) {
+    char *d = out + o.d * eb;
+    const void *c = g.bias == GemmBias::Matrix ? static_cast<const char *>(userC) + o.d * eb : d;
+    cublasStatus_t st =
+        cublasLtMatmul(ctx.lt, g.desc, &g.alpha, userB + o.userB * eb, g.a, userA + o.userA * eb,
+                       g.b, &beta, c, g.c, d, g.d, &g.algo, call.workspace,
+                       call.workspace ? call.workspaceBytes : 0, s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return "cublasLtMatmul failed: " + cublasText(st);
+  }
+  return std::string();
+}
