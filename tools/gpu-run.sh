@@ -160,12 +160,12 @@ step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer 
 step bench_matmul 90 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' --sizes 1024,4096,8192 --repeat 10 | tee '$OUT/bench_matmul.md'; exit \${PIPESTATUS[0]}"
 # 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
 #     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
-step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
+step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")
 step conformance_node 150 python3 "$SRC/tests/conformance/test_node_conformance.py" --mpc "$MPC" \
-  --source-dir "$SRC" --device cuda "${node_dir[@]}"
+  --source-dir "$SRC" --device cuda --timeout 30 "${node_dir[@]}"
 # 7. compute-sanitizer over the kernel suites (memcheck; racecheck on the element-wise suite).
 if [ -n "$SANITIZER" ]; then
   for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest; do

@@ -157,9 +157,21 @@ def make(name, s, rng, batch):
             ["--bn-variance", "unbiased"], F.cross_entropy)
 
 
+RUN_TIMEOUT = 3600  # seconds per `mpc run --train` (--run-timeout)
+
+
 def mpc_step_time(mpc, args, label):
     """Median ms per step from `mpc run --train`'s `time:` line, or the failure's last line."""
-    p = subprocess.run([mpc, *args], capture_output=True, text=True, timeout=3600)
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run([mpc, *args], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, f"{label}: timed out after {RUN_TIMEOUT} s"
+    finally:
+        # Progress on stderr as each run ends: a bench stopped by a time limit still says
+        # which runs finished and how long each took.
+        print(f"step_bench: {label}: {time.perf_counter() - t0:.1f} s", file=sys.stderr,
+              flush=True)
     m = re.search(r"median ([0-9.]+) ms per step", p.stderr)
     if p.returncode != 0 or not m:
         lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
@@ -205,7 +217,11 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--run-timeout", type=int, default=3600,
+                    help="seconds per mpc training run (a run past it is reported, not fatal)")
     a = ap.parse_args()
+    global RUN_TIMEOUT
+    RUN_TIMEOUT = a.run_timeout
     s = SCALES[a.scale]
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # the TorchScript exporter
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -248,7 +264,7 @@ def main():
                 ms, what = mpc_step_time(
                     a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
                             "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none"],
-                    f"mpc {target}")
+                    f"{name} mpc {target}")
                 row[f"mpc {target}"] = ms if ms is not None else what
                 if ms is not None and what:
                     row[f"mpc {target} placement"] = what

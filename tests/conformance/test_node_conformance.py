@@ -50,9 +50,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 try:
@@ -485,6 +487,45 @@ def kernel_ops(mpc, device="cpu"):
     return set()
 
 
+def result_line(r):
+    return f"{r['status'].upper():11s} {r['test']} [{r['op']}]: {r['detail']}"
+
+
+def run_all(a, names, root, device_ops):
+    """Runs the tests on a.jobs threads; returns the results in name order. A failure (every
+    result with --verbose) is printed as it completes, so a run stopped from outside still
+    shows what it found; on SIGTERM (a time limit) the tests still running and the counts so
+    far are printed, and the exit status is 124."""
+    done, running = [], set()
+    lock = threading.Lock()
+
+    def one(n):
+        with lock:
+            running.add(n)
+        r = run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device)
+        with lock:
+            running.discard(n)
+            done.append(r)
+            if a.verbose or r["status"] == "failed":
+                print(result_line(r), flush=True)
+        return r
+
+    def stopped(signum, frame):
+        with lock:
+            counts = {k: sum(1 for r in done if r["status"] == k)
+                      for k in ("passed", "failed", "unsupported", "excluded")}
+            print(f"\nstopped by signal {signum} after {len(done)} of {len(names)} tests: "
+                  + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)
+            print("still running: " + (", ".join(sorted(running)) or "none"), flush=True)
+        os._exit(124)
+
+    signal.signal(signal.SIGTERM, stopped)
+    print(f"{len(names)} node tests on {a.device}, {a.jobs} at a time", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        list(pool.map(one, names))
+    return sorted(done, key=lambda r: r["test"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mpc", required=True)
@@ -511,18 +552,13 @@ def main():
                    if fnmatch.fnmatchcase(d, a.filter)
                    and os.path.exists(os.path.join(root, d, "model.onnx")))
     device_ops = kernel_ops(a.mpc, a.device)
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        results = list(pool.map(
-            lambda n: run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device),
-            names))
+    results = run_all(a, names, root, device_ops)
 
     per_op = {}
     for r in results:
         s = per_op.setdefault(r["op"], {"passed": 0, "failed": 0, "unsupported": 0,
                                         "excluded": 0})
         s[r["status"]] += 1
-        if a.verbose or r["status"] == "failed":
-            print(f"{r['status'].upper():11s} {r['test']} [{r['op']}]: {r['detail']}")
 
     print("\nper op (passed/failed/unsupported/excluded):")
     for op in sorted(per_op):

@@ -798,11 +798,40 @@ def main():
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(KernelTest),
                                 loader.loadTestsFromTestCase(LstmGradKernelTest),
                                 loader.loadTestsFromTestCase(GruGradKernelTest)])
-    result = unittest.TextTestRunner(verbosity=2 if args.v else 1).run(suite)
-    failed = len({getattr(t, "test_case", t).id() for t, _ in result.failures + result.errors})
+    result = unittest.TextTestRunner(verbosity=2 if args.v else 1,
+                                     resultclass=CaseCountingResult).run(suite)
+    # Counted per case: a subtest is a case, and so is a test without subtests.
+    failed = len(result.failures) + len(result.errors)
     skipped = len(result.skipped)
-    print(f"{result.testsRun - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    print(f"{result.cases_passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
+
+
+class CaseCountingResult(unittest.TextTestResult):
+    """Counts passing cases: each passing subtest, and each passing test that had none
+    (unittest's testsRun counts tests, while its skip and failure lists hold subtests)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.cases_passed = 0
+        self._with_subtests = set()
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        self._with_subtests.add(test.id())
+        if err is None:
+            self.cases_passed += 1
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        case = getattr(test, "test_case", None)
+        if case is not None:
+            self._with_subtests.add(case.id())
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        if test.id() not in self._with_subtests:
+            self.cases_passed += 1
 
 
 if __name__ == "__main__":
