@@ -817,13 +817,12 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   // A bound buffer that changed (the other half of a double buffer) is
   // patched into the kernel calls that use it.
   bool moved = !refreshBound();
-  static std::atomic<uint64_t> planVersions{0};
   if (moved && callsValid) {
     for (const auto &[slot, ref] : externalRefs)
       ref->data = slots[slot].external;
-    // A plan a backend captured (runPlan) holds the old addresses: the new
-    // version tells it to capture again.
-    callsVersion = ++planVersions;
+    // A plan a backend captured (runPlan) holds the old addresses: another
+    // version tells it so (the version these addresses had before, if any).
+    callsVersion = versionOfBound();
   }
   // The calls depend only on the plan and the arena's address: built once,
   // reused by every run (a training step runs the same plan thousands of times).
@@ -852,8 +851,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     callsArena = arena.data;
     callsWorkspace = workspace.data;
     callsValid = true;
-    // Unique across executors, so a capture is never mistaken for another's.
-    callsVersion = ++planVersions;
+    boundVersions.clear();
+    callsVersion = versionOfBound();
   }
   clearErrors();
   auto callOf = [&](int32_t i) {
@@ -975,6 +974,24 @@ llvm::Error Executor::bindOutput(llvm::StringRef name, const TensorRef &buffer) 
 
 const ShapedType &Executor::plannedOutputType(size_t k) const {
   return slots[slotOf.lookup(graph.outputs()[k])].type;
+}
+
+/// Plan versions are unique across executors, so a capture is never
+/// mistaken for another's.
+static std::atomic<uint64_t> planVersions{0};
+
+uint64_t Executor::versionOfBound() {
+  std::vector<const void *> key;
+  key.reserve(externalRefs.size());
+  for (const auto &ref : externalRefs)
+    key.push_back(slots[ref.first].external);
+  for (const auto &[addresses, version] : boundVersions)
+    if (addresses == key)
+      return version;
+  if (boundVersions.size() == kMaxBoundVersions)
+    boundVersions.erase(boundVersions.begin());
+  boundVersions.emplace_back(std::move(key), ++planVersions);
+  return boundVersions.back().second;
 }
 
 bool Executor::refreshBound() {

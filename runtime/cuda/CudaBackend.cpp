@@ -15,6 +15,7 @@
 #include "CudaOp.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
+#include "mpc/Runtime/Cuda/GraphSchedule.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -62,7 +63,7 @@ struct Prepared {
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(const CudaBackendOptions &o) : options(o) {}
+  explicit CudaBackend(const CudaBackendOptions &o) : options(o), schedule(o.cudaGraph) {}
   ~CudaBackend() override;
   llvm::StringRef name() const override { return "cuda"; }
   llvm::Error checkAvailable() const override;
@@ -79,6 +80,7 @@ public:
   PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) override;
   void unprepare(KernelHandle h) override;
   void launch(const KernelCall &call, Stream stream) override;
+  void runPlan(const LaunchPlan &plan, Stream stream) override;
   void synchronize(Stream stream) override;
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return cudaCaps; }
@@ -101,9 +103,23 @@ private:
   size_t currentBytes = 0, peakBytes = 0;
   /// The last node queued, named when a later synchronization fails.
   std::string lastNode;
+  /// Launches that failed (failed()); a capture during which one did is
+  /// dropped.
+  uint64_t launchFailures = 0;
+  /// Inside captureAndLaunch's capture.
+  bool capturing = false;
+  /// Captured plans, by (owner, version) (GraphSchedule).
+  GraphSchedule schedule;
+  std::map<GraphSchedule::Key, cudaGraphExec_t> graphs;
+  /// Captures the plan into a graph and launches it; false (nothing ran)
+  /// when the capture failed.
+  bool captureAndLaunch(const LaunchPlan &plan, Stream stream);
+  void dropGraph(GraphSchedule::Key key);
 };
 
 CudaBackend::~CudaBackend() {
+  for (auto &g : graphs)
+    cudaGraphExecDestroy(g.second);
   cache.clear();
   if (ctx.lt)
     cublasLtDestroy(ctx.lt);
@@ -277,7 +293,82 @@ void CudaBackend::launch(const KernelCall &call, Stream stream) {
     failed(call, what, s);
 }
 
+void CudaBackend::runPlan(const LaunchPlan &plan, Stream stream) {
+  GraphSchedule::Key key(plan.owner, plan.version);
+  GraphSchedule::Action action = schedule.next(plan.owner, plan.version, stream.handle);
+  for (const GraphSchedule::Key &old : schedule.takeEvicted())
+    dropGraph(old);
+  switch (action) {
+  case GraphSchedule::Action::Eager:
+    return Backend::runPlan(plan, stream);
+  case GraphSchedule::Action::Replay: {
+    auto it = graphs.find(key);
+    if (it == graphs.end())
+      return Backend::runPlan(plan, stream);
+    if (!plan.calls.empty())
+      lastNode = describeNode(*plan.calls.back().node);
+    if (cudaError_t e = cudaGraphLaunch(it->second, streamOf(stream)))
+      fatal("cudaGraphLaunch of a captured plan: " + cudaText(e));
+    return;
+  }
+  case GraphSchedule::Action::Capture:
+    if (captureAndLaunch(plan, stream)) {
+      schedule.captured(key);
+      return;
+    }
+    schedule.captureFailed(key);
+    return Backend::runPlan(plan, stream);
+  }
+}
+
+bool CudaBackend::captureAndLaunch(const LaunchPlan &plan, Stream stream) {
+  GraphSchedule::Key key(plan.owner, plan.version);
+  dropGraph(key);
+  cudaStream_t s = streamOf(stream);
+  uint64_t failuresBefore = launchFailures;
+  // Thread-local mode: another thread's CUDA calls (a CPU fallback's copies
+  // on the synchronous stream) neither join nor break this capture.
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  capturing = true;
+  for (const KernelCall &call : plan.calls)
+    launch(call, stream);
+  capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(s, &graph);
+  cudaGraphExec_t exec = nullptr;
+  // A launch that failed while capturing (failed() recorded nothing): run
+  // eagerly instead, where the failure is recorded and reported.
+  if (e == cudaSuccess && launchFailures == failuresBefore)
+    e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (e != cudaSuccess || !exec) {
+    cudaGetLastError(); // a failed capture is not sticky
+    return false;
+  }
+  graphs[key] = exec;
+  if (cudaError_t le = cudaGraphLaunch(exec, s))
+    fatal("cudaGraphLaunch of a captured plan: " + cudaText(le));
+  return true;
+}
+
+void CudaBackend::dropGraph(GraphSchedule::Key key) {
+  auto it = graphs.find(key);
+  if (it == graphs.end())
+    return;
+  cudaGraphExecDestroy(it->second);
+  graphs.erase(it);
+}
+
 void CudaBackend::failed(const KernelCall &call, const std::string &what, cudaStream_t s) {
+  ++launchFailures;
+  // While capturing, nothing runs: the capture is dropped and the plan runs
+  // eagerly, where this failure is recorded and reported.
+  if (capturing)
+    return;
   llvm::Error err = inputError("{0}: {1}", describeNode(*call.node), what);
   if (!call.errors) {
     fatal(llvm::toString(std::move(err)));

@@ -136,6 +136,29 @@ class CudaCliTest(unittest.TestCase):
         self.assertIn("--no-fallback applies to --device cuda only", r.stderr)
         self.assertEqual(r.stdout, "")
 
+    def test_cuda_graph_option(self):
+        # Parsed for `mpc run` and `mpc run --train` alike, before anything is read.
+        train = ["--train", "--data", os.path.join(self.dir, "absent.npz"), "--batch", "2"]
+        for extra in (["--random-inputs"], train):
+            with self.subTest(train=bool(extra)):
+                r = mpc("run", self.model, "--cuda-graph", "off", *extra)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--cuda-graph applies to --device cuda only", r.stderr)
+                self.assertEqual(r.stdout, "")
+                r = mpc("run", self.model, "--device", "cuda", "--cuda-graph", "sometimes",
+                        *extra)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--cuda-graph must be on or off, not 'sometimes'", r.stderr)
+                r = mpc("run", self.model, *extra, "--device", "cuda", "--cuda-graph")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("option '--cuda-graph' needs a value", r.stderr)
+
+    def test_train_tf32_needs_cuda(self):
+        r = mpc("run", self.model, "--train", "--data", os.path.join(self.dir, "absent.npz"),
+                "--batch", "2", "--tf32")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--tf32 applies to --device cuda only", r.stderr)
+
 
 def main():
     global MPC, CUDA_BUILT

@@ -86,6 +86,35 @@ TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
   }
 }
 
+// With every node on the device, the step reaches the backend as one static
+// plan (runPlan). The state's double buffers alternate between two sets of
+// addresses, so the plan alternates between two versions: each is captured
+// once and then replayed, and the replays compute the CPU's bits.
+TEST(DeviceTraining, AWholeDeviceStepIsCapturedTwiceAndReplayed) {
+  for (bool amp : {false, true}) {
+    SCOPED_TRACE(amp ? "amp fp16, dynamic loss scaling" : "fp32");
+    auto onCpu = digitsModel(amp), onDevice = digitsModel(amp);
+    ASSERT_TRUE(onCpu && onDevice);
+    CpuBackend cpu(1);
+    QueueBackend q;
+    auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, q, 7, 0);
+    ASSERT_TRUE(a && b);
+    const int steps = 12;
+    for (int i = 0; i < steps; ++i) {
+      auto ra = a->step(), rb = b->step();
+      ASSERT_TRUE(bool(ra)) << llvm::toString(ra.takeError());
+      ASSERT_TRUE(bool(rb)) << llvm::toString(rb.takeError());
+      EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i;
+      EXPECT_EQ(ra->skipped, rb->skipped) << "step " << i;
+    }
+    a->syncModel();
+    b->syncModel();
+    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+    EXPECT_EQ(q.captures, 2u);
+    EXPECT_EQ(q.replays, unsigned(steps - 2));
+  }
+}
+
 TEST(DeviceTraining, ACheckpointOfTheDeviceRunResumesOnTheCpu) {
   test::TempDir dir;
   auto m = digitsModel(/*amp=*/true);

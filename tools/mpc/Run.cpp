@@ -62,6 +62,9 @@ options:
   --threads N           threads for the CPU backend's matrix products
   --tf32                with --device cuda: fp32 matrix products on Tensor
                         Cores in TF32 (10-bit mantissa); default strict fp32
+  --cuda-graph on|off   with --device cuda: from the second run of a plan on,
+                        replay it as one captured CUDA graph (default on;
+                        a plan with a CPU fallback node runs eagerly)
   --no-fallback         with --device cuda: refuse a node the CUDA backend
                         has no kernel for, instead of running it on the CPU
                         with copies around it (the default; a line
@@ -93,15 +96,13 @@ exit status: 0 success, 1 bad input or a --compare output out of tolerance
 
 namespace {
 struct RunArgs {
-  std::string model, compare, outputs, device = "cpu", compareDevice;
+  std::string model, compare, outputs, compareDevice;
   std::vector<std::pair<std::string, std::string>> inputs; // name (may be empty), file
   llvm::StringMap<int64_t> dims;
   bool randomInputs = false;
   uint64_t seed = 0;
   unsigned repeat = 1;
-  int threads = 0;
-  bool tf32 = false;
-  bool noFallback = false;
+  BackendChoice backend;
   bool profile = false;
 };
 } // namespace
@@ -127,10 +128,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         return "--dim takes NAME=VALUE with a non-negative VALUE, not " + quoteName(v);
       if (!missing)
         a.dims[name] = d;
-    } else if (s.flag("--tf32")) {
-      a.tf32 = true;
-    } else if (s.flag("--no-fallback")) {
-      a.noFallback = true;
+    } else if (scanBackendOption(s, a.backend, v, missing)) {
+      if (!v.empty())
+        return v;
     } else if (s.flag("--profile")) {
       a.profile = true;
     } else if (s.flag("--random-inputs")) {
@@ -138,16 +138,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
     } else if (s.value("--seed", v, missing)) {
       if (!missing && llvm::StringRef(v).getAsInteger(10, a.seed))
         return "--seed takes an unsigned integer";
-    } else if (s.value("--device", v, missing)) {
-      if (!missing && v != "cpu" && v != "cuda")
-        return "--device must be cpu or cuda, not " + quoteName(v);
-      a.device = v;
     } else if (s.value("--repeat", v, missing)) {
       if (!missing && (llvm::StringRef(v).getAsInteger(10, a.repeat) || a.repeat == 0))
         return "--repeat takes a positive integer";
-    } else if (s.value("--threads", v, missing)) {
-      if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
-        return "--threads takes a positive integer";
     } else if (s.value("--outputs", v, missing)) {
       a.outputs = v;
     } else if (s.value("--compare-device", v, missing)) {
@@ -167,10 +160,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
   }
   if (a.model.empty())
     return "no model given";
-  if (a.tf32 && a.device != "cuda")
-    return "--tf32 applies to --device cuda only";
-  if (a.noFallback && a.device != "cuda")
-    return "--no-fallback applies to --device cuda only";
+  if (std::string err = checkBackendChoice(a.backend); !err.empty())
+    return err;
   if (!a.compareDevice.empty() && a.compare.empty())
     a.compare = a.model; // the same model on the other backend
   return "";
@@ -646,14 +637,50 @@ static std::string outputFile(llvm::StringRef dir, llvm::StringRef name, bool se
   return std::string(path);
 }
 
-llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef device,
-                                                            int threads, bool tf32,
-                                                            bool fallback,
+bool tool::scanBackendOption(ArgScanner &s, BackendChoice &c, std::string &err,
+                             bool &missing) {
+  std::string v;
+  if (s.value("--device", v, missing)) {
+    if (!missing && v != "cpu" && v != "cuda")
+      err = "--device must be cpu or cuda, not " + quoteName(v);
+    c.device = v;
+  } else if (s.value("--threads", v, missing)) {
+    if (!missing && (llvm::StringRef(v).getAsInteger(10, c.threads) || c.threads <= 0))
+      err = "--threads takes a positive integer";
+  } else if (s.value("--cuda-graph", v, missing)) {
+    if (!missing && v != "on" && v != "off")
+      err = "--cuda-graph must be on or off, not " + quoteName(v);
+    c.cudaGraph = v != "off";
+  } else if (s.flag("--tf32")) {
+    c.tf32 = true;
+  } else if (s.flag("--no-fallback")) {
+    c.fallback = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string tool::checkBackendChoice(const BackendChoice &c) {
+  if (c.device == "cuda")
+    return "";
+  if (c.tf32)
+    return "--tf32 applies to --device cuda only";
+  if (!c.fallback)
+    return "--no-fallback applies to --device cuda only";
+  if (!c.cudaGraph)
+    return "--cuda-graph applies to --device cuda only";
+  return "";
+}
+
+llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(const BackendChoice &c,
                                                             llvm::StringRef option) {
+  llvm::StringRef device = c.device;
   std::unique_ptr<Backend> backend;
   if (device == "cuda") {
     CudaBackendOptions options;
-    options.tf32 = tf32;
+    options.tf32 = c.tf32;
+    options.cudaGraph = c.cudaGraph;
     auto b = createCudaBackend(options);
     if (!b) {
       // A build without CUDA says "--device cuda: ..."; name the option used.
@@ -665,13 +692,13 @@ llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(llvm::StringRef dev
     }
     backend = std::move(*b);
   } else {
-    backend = std::make_unique<CpuBackend>(threads);
+    backend = std::make_unique<CpuBackend>(c.threads);
   }
   if (llvm::Error err = backend->checkAvailable())
     return inputError("{0} {1}: {2}", option, device, llvm::toString(std::move(err)));
-  if (fallback && device != "cpu")
+  if (c.fallback && device != "cpu")
     backend = std::make_unique<FallbackBackend>(std::move(backend),
-                                                std::make_unique<CpuBackend>(threads));
+                                                std::make_unique<CpuBackend>(c.threads));
   return std::move(backend);
 }
 
@@ -689,7 +716,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (!usage.empty())
     return usageError("run", usage);
 
-  auto created = createBackend(a.device, a.threads, a.tf32, !a.noFallback);
+  auto created = createBackend(a.backend);
   if (!created)
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);
@@ -736,9 +763,11 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::vector<NamedTensor> otherInputs;
   std::vector<NamedSequence> otherSeqInputs;
   if (!a.compare.empty()) {
-    std::string otherDevice = a.compareDevice.empty() ? a.device : a.compareDevice;
-    auto ob = createBackend(otherDevice, a.threads, a.tf32 && otherDevice == "cuda",
-                            !a.noFallback,
+    BackendChoice otherChoice = a.backend;
+    if (!a.compareDevice.empty())
+      otherChoice.device = a.compareDevice;
+    otherChoice.tf32 = a.backend.tf32 && otherChoice.device == "cuda";
+    auto ob = createBackend(otherChoice,
                             a.compareDevice.empty() ? "--device" : "--compare-device");
     if (!ob)
       return fail(ob.takeError());
@@ -818,12 +847,12 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(outs.takeError()));
     auto [tolName, tol] = toleranceOf(g, *other.model->graph);
     // TF32 products carry a 10-bit mantissa: fp32 is held to 1e-3 then.
-    if (a.tf32 && tol < 1e-3) {
+    if (a.backend.tf32 && tol < 1e-3) {
       tolName = "tf32";
       tol = 1e-3;
     }
     if (!a.compareDevice.empty())
-      os << mpc::formatQuoted("compare: '{0}' on {1} against '{2}' on {3}\n", a.model, a.device,
+      os << mpc::formatQuoted("compare: '{0}' on {1} against '{2}' on {3}\n", a.model, a.backend.device,
                               a.compare, a.compareDevice);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const NamedTensor &ref = outputs[i];

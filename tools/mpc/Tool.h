@@ -85,13 +85,29 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
 /// True when the subcommand's arguments ask for its help (--help, -h).
 bool wantsHelp(llvm::ArrayRef<const char *> args);
 
-/// The backend `--device` names ("cpu" or "cuda"), checked to be usable here
-/// (Run.cpp); `tf32` lets the CUDA backend's fp32 matrix products use TF32;
-/// `fallback` puts the CPU backend behind a device backend for the nodes the
-/// device has no kernel for (FallbackBackend). An unusable backend is one error
-/// line starting with `option` and the device ("--device cuda: ...").
-llvm::Expected<std::unique_ptr<Backend>> createBackend(llvm::StringRef device, int threads,
-                                                       bool tf32 = false, bool fallback = true,
+/// The backend options `mpc run` and `mpc run --train` share.
+struct BackendChoice {
+  std::string device = "cpu"; ///< --device cpu|cuda
+  int threads = 0;            ///< --threads: the CPU backend's matrix-product threads
+  bool tf32 = false;          ///< --tf32: fp32 matrix products on the GPU in TF32
+  bool fallback = true;       ///< off with --no-fallback
+  bool cudaGraph = true;      ///< --cuda-graph on|off
+};
+
+/// If the current argument is one of the options of BackendChoice, consumes
+/// it (and its value) into `c` and returns true. A bad value sets `err`; an
+/// option without its value sets `missing`.
+bool scanBackendOption(ArgScanner &s, BackendChoice &c, std::string &err, bool &missing);
+
+/// "" or what is wrong with the options together (--tf32, --no-fallback and
+/// --cuda-graph apply to --device cuda only).
+std::string checkBackendChoice(const BackendChoice &c);
+
+/// The backend `c` names, checked to be usable here (Run.cpp): with
+/// `c.fallback` the CPU backend stands behind a device backend for the nodes
+/// the device has no kernel for (FallbackBackend). An unusable backend is one
+/// error line starting with `option` and the device ("--device cuda: ...").
+llvm::Expected<std::unique_ptr<Backend>> createBackend(const BackendChoice &c,
                                                        llvm::StringRef option = "--device");
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.

@@ -82,6 +82,11 @@ options:
                       no kernel for instead of running it on the CPU with
                       copies around it (the default; a line before the final
                       one says what ran where)
+  --tf32              with --device cuda: fp32 matrix products on Tensor
+                      Cores in TF32 (10-bit mantissa); default strict fp32
+  --cuda-graph on|off with --device cuda: after a warm-up step, capture the
+                      step once as a CUDA graph and replay it (default on;
+                      steps with a CPU fallback node always run eagerly)
   --threads N         threads for the CPU backend's matrix products
   --profile           time every node of the step and print the share of the
                       step spent in the inserted loss-scaling subgraphs
@@ -95,16 +100,15 @@ exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 
 namespace {
 struct TrainArgs {
-  std::string model, data, checkpoint, resume, log, plot, device = "cpu";
+  std::string model, data, checkpoint, resume, log, plot;
+  BackendChoice backend;
   int64_t batch = 0;
   uint64_t steps = 0, epochs = 0, evalEvery = 0, seed = 0;
   bool seedGiven = false;
   /// --shuffle: "" (not given: seeded, or the checkpoint's), "seeded" or "none".
   std::string shuffle;
   double holdout = 0.1;
-  int threads = 0;
   bool profile = false, stats = false;
-  bool noFallback = false;
 };
 
 /// One row of the CSV log.
@@ -167,15 +171,9 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       a.log = v;
     } else if (s.value("--plot", v, missing)) {
       a.plot = v;
-    } else if (s.value("--device", v, missing)) {
-      if (!missing && v != "cpu" && v != "cuda")
-        return "--device must be cpu or cuda, not " + quoteName(v);
-      a.device = v;
-    } else if (s.flag("--no-fallback")) {
-      a.noFallback = true;
-    } else if (s.value("--threads", v, missing)) {
-      if (!missing && (llvm::StringRef(v).getAsInteger(10, a.threads) || a.threads <= 0))
-        return "--threads takes a positive integer";
+    } else if (scanBackendOption(s, a.backend, v, missing)) {
+      if (!v.empty())
+        return v;
     } else {
       std::string err = s.positional(a.model, "model", " with --train");
       if (!err.empty())
@@ -195,9 +193,7 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     return "give --steps or --epochs, not both";
   if (a.seedGiven && a.shuffle == "none")
     return "--seed has no effect with --shuffle none";
-  if (a.noFallback && a.device != "cuda")
-    return "--no-fallback applies to --device cuda only";
-  return "";
+  return checkBackendChoice(a.backend);
 }
 
 //===----------------------------------------------------------------------===//
@@ -349,7 +345,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!llvm::sys::fs::exists(a.data))
     return fail("--data: file " + quoteName(a.data) + " does not exist");
 
-  auto created = createBackend(a.device, a.threads, /*tf32=*/false, !a.noFallback);
+  auto created = createBackend(a.backend);
   if (!created)
     return fail(created.takeError());
   std::unique_ptr<Backend> backend = std::move(*created);

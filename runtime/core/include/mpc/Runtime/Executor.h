@@ -278,8 +278,17 @@ private:
   std::vector<KernelCall> calls;
   const void *callsArena = nullptr, *callsWorkspace = nullptr;
   bool callsValid = false;
-  /// Bumped whenever `calls` is rebuilt (LaunchPlan::version).
+  /// LaunchPlan::version: new whenever `calls` is rebuilt, and one per set of
+  /// bound buffer addresses since (boundVersions).
   uint64_t callsVersion = 0;
+  /// The versions of the last few sets of bound addresses (the values of
+  /// externalRefs' slots), so that a training state's double buffers, which
+  /// alternate between two sets, alternate between two versions, and a backend
+  /// keeps a captured plan for each (kMaxBoundVersions, oldest dropped).
+  std::vector<std::pair<std::vector<const void *>, uint64_t>> boundVersions;
+  static constexpr size_t kMaxBoundVersions = 4;
+  /// The version of the current bound addresses (a new one if unseen).
+  uint64_t versionOfBound();
   /// The stream this executor's work goes to (Backend::createStream).
   Stream stream;
   /// The per-run error record (one KernelErrorRecord of backend memory).

@@ -18,6 +18,9 @@ struct CudaBackendOptions {
   /// fp32 matrix products on Tensor Cores in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32);
   /// off: strict fp32 (CUBLAS_COMPUTE_32F, which never rounds to TF32).
   bool tf32 = false;
+  /// Replay a static plan as a CUDA graph after a warm-up run
+  /// (GraphSchedule.h); off: every run launches node by node.
+  bool cudaGraph = true;
 };
 
 llvm::Expected<std::unique_ptr<Backend>> createCudaBackend(const CudaBackendOptions &options);
