@@ -45,6 +45,8 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(CastLike, kCudaCastTypes, Cast, 0),
       MPC_CUDA_ROW(MatMul, kCudaFloatTypes, MatMul, 0),
       MPC_CUDA_ROW(Gemm, kCudaFloatTypes, Gemm, 0),
+      CudaKernel{"FusedMatMul", "com.microsoft", 1, kMaxOpsetVersion, kCudaFloatTypes,
+                 CudaKernelKind::FusedMatMul, 0},
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -149,6 +151,11 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare:
     return n.numInputs() == 2; // variadic Max/Min: not yet
+  case CudaKernelKind::FusedMatMul:
+    // transBatchA/B move a batch axis among the matrix axes: not planned.
+    if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))
+      return false;
+    [[fallthrough]];
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
     for (DType t : dts)

@@ -32,6 +32,7 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return prepareElementwiseOp(n, row, inputs, ctx);
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
+  case CudaKernelKind::FusedMatMul:
     return prepareGemmOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();

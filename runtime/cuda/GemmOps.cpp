@@ -69,6 +69,13 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   problem.bShape = inputs[1].shape;
   problem.elementBytes = g->elementBytes;
   bool gemm = row.kind == CudaKernelKind::Gemm;
+  if (row.kind == CudaKernelKind::FusedMatMul) {
+    // alpha * op(A) @ op(B) with MatMul's batching; a vector is not
+    // transposed (as the CPU kernel: transA/transB change nothing there).
+    problem.transA = n.intAttr("transA", 0) != 0 && problem.aShape.size() > 1;
+    problem.transB = n.intAttr("transB", 0) != 0 && problem.bShape.size() > 1;
+    g->alpha = n.floatAttr("alpha", 1.0f);
+  }
   if (gemm) {
     problem.transA = n.intAttr("transA", 0) != 0;
     problem.transB = n.intAttr("transB", 0) != 0;

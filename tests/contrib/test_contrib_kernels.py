@@ -2,6 +2,7 @@
 """mpc's CPU kernels of the onnxruntime contrib ops (domain com.microsoft) through `mpc run`.
 
     python3 tests/contrib/test_contrib_kernels.py --mpc build/tools/mpc --source-dir . [-v] [-k PATTERN]
+        [--device cpu|cuda]
 
   * FusedMatMul (alpha, transA, transB, transBatchA, transBatchB, batch broadcasting, vectors,
     2-D to 4-D) in float32, float16, bfloat16 and float64 on single-node models. The oracle is
@@ -37,6 +38,7 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 MPC = None
+DEVICE = "cpu"  # --device: the backend `mpc run` uses (tests/python/mpc_device.py)
 REF = None  # mpc_training_ref
 TESTLIB = None  # mpc_testlib
 MS = "com.microsoft"
@@ -56,6 +58,8 @@ ALL_DTYPES = ("f32", "f16", "bf16", "f64")
 
 def run_mpc(args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    if args[0] == "run" and DEVICE != "cpu":
+        args = args[:2] + ["--device", DEVICE] + args[2:]
     return subprocess.run([MPC] + args, capture_output=True, text=True, timeout=TIMEOUT_S,
                           env=env)
 
@@ -415,14 +419,19 @@ class RewriteTest(unittest.TestCase):
 
 
 def main():
-    global MPC, REF, TESTLIB
+    global MPC, REF, TESTLIB, DEVICE
     p = argparse.ArgumentParser()
     p.add_argument("--mpc", required=True)
     p.add_argument("--source-dir", default=".")
     p.add_argument("-v", action="store_true")
     p.add_argument("-k", default=None)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import mpc_device
+    mpc_device.add_device_option(p)
     args = p.parse_args()
     MPC = os.path.abspath(args.mpc)
+    DEVICE = args.device
+    mpc_device.skip_unless_available(MPC, DEVICE)
     sys.path.insert(0, os.path.join(args.source_dir, "tests", "python"))
     import mpc_testlib
     import mpc_training_ref

@@ -149,6 +149,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
       break;
     case CudaKernelKind::MatMul:
     case CudaKernelKind::Gemm:
+    case CudaKernelKind::FusedMatMul:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     case CudaKernelKind::Cast:
@@ -214,6 +215,18 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*mm, {DType::BF16, DType::BF16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::BF16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::F64, DType::F64}));
+
+  // FusedMatMul: alpha and transA/transB are planned, transBatchA/B are not.
+  Node *fm = node("FusedMatMul", {DType::F16, DType::F16}, DType::F16, "fm");
+  fm->domain = "com.microsoft";
+  m.opsets.push_back({"com.microsoft", 1});
+  fm->setAttr(Attribute::makeInt("transA", 1));
+  fm->setAttr(Attribute::makeFloat("alpha", 0.5f));
+  ASSERT_NE(findCudaKernel(*fm), nullptr);
+  EXPECT_TRUE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
+  fm->setAttr(Attribute::makeInt("transBatchB", 1));
+  EXPECT_FALSE(cudaRuns(*fm, {DType::F16, DType::F16}));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {

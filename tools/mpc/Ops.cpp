@@ -134,6 +134,7 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
     return "cast launcher";
   case cuda::CudaKernelKind::MatMul:
   case cuda::CudaKernelKind::Gemm:
+  case cuda::CudaKernelKind::FusedMatMul:
     return "cuBLASLt";
   }
   return "?";

@@ -30,6 +30,7 @@ enum class CudaKernelKind : uint8_t {
   Cast,      ///< Cast / CastLike between the cast types
   MatMul,    ///< cuBLASLt
   Gemm,      ///< cuBLASLt, C through planGemmBias
+  FusedMatMul, ///< cuBLASLt: com.microsoft FusedMatMul (alpha, transA/B)
 };
 
 /// The element-wise types the launchers are instantiated for.
