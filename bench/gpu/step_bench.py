@@ -23,7 +23,9 @@ data: mpc's own median step time (evaluation excluded). PyTorch runs the same mo
 same device in eager fp32, with `torch.autocast` fp16 + `GradScaler` and bf16, and (with
 --compile) under `torch.compile`: the median of S steps after 3 warm-up steps, synchronized.
 
-Prints a markdown table (steps/s per variant, and each mpc variant against mpc fp32 and
+On cuda mpc also runs the fp32 graph with `--tf32`. Prints a markdown table (steps/s and
+peak device memory per variant: the backend's peak from `--stats` for mpc,
+`torch.cuda.max_memory_allocated` for PyTorch; each mpc variant against mpc fp32 and
 against PyTorch's of the same precision) and writes it with a JSON of every figure to --out.
 A variant that fails prints its one-line reason in the table instead of a figure.
 """
@@ -161,12 +163,13 @@ RUN_TIMEOUT = 3600  # seconds per `mpc run --train` (--run-timeout)
 
 
 def mpc_step_time(mpc, args, label):
-    """Median ms per step from `mpc run --train`'s `time:` line, or the failure's last line."""
+    """(median ms per step from `mpc run --train`'s `time:` line, or None; the placement
+    line, or the failure's last line; the backend's peak bytes from `--stats`, or None)."""
     t0 = time.perf_counter()
     try:
         p = subprocess.run([mpc, *args], capture_output=True, text=True, timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
-        return None, f"{label}: timed out after {RUN_TIMEOUT} s"
+        return None, f"{label}: timed out after {RUN_TIMEOUT} s", None
     finally:
         # Progress on stderr as each run ends: a bench stopped by a time limit still says
         # which runs finished and how long each took.
@@ -175,9 +178,11 @@ def mpc_step_time(mpc, args, label):
     m = re.search(r"median ([0-9.]+) ms per step", p.stderr)
     if p.returncode != 0 or not m:
         lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
-        return None, f"{label}: exit {p.returncode}: {lines[-1][:200]}"
+        return None, f"{label}: exit {p.returncode}: {lines[-1][:200]}", None
     placement = next((l for l in p.stdout.splitlines() if l.startswith("cuda: ")), "")
-    return float(m.group(1)), placement
+    mem = re.search(r"backend peak ([0-9.]+) (B|KiB|MiB)", p.stderr)
+    peak = float(mem.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[mem.group(2)] if mem else None
+    return float(m.group(1)), placement, peak
 
 
 def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
@@ -189,6 +194,8 @@ def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
     xs, ys = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
     b = xs.shape[0] // 4
     times = []
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     for i in range(steps + 3):
         xb, yb = xs[(i % 4) * b:(i % 4 + 1) * b], ys[(i % 4) * b:(i % 4 + 1) * b]
         if device == "cuda":
@@ -204,7 +211,8 @@ def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
             torch.cuda.synchronize()
         if i >= 3:
             times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+    peak = float(torch.cuda.max_memory_allocated()) if device == "cuda" else None
+    return float(np.median(times)), peak
 
 
 def main():
@@ -227,8 +235,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results, failures = {}, 0
-    print(f"| model | variant | ms/step | steps/s | vs mpc fp32 | vs PyTorch same precision |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| model | variant | ms/step | steps/s | peak device MiB | vs mpc fp32 "
+          "| vs PyTorch same precision |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
             torch.manual_seed(0)
@@ -252,6 +261,8 @@ def main():
                 row["mpc"] = f"train-graph: {p.stderr.strip().splitlines()[-1][:200]}"
             else:
                 variants["fp32"] = train
+                if a.device == "cuda":
+                    variants["tf32"] = train  # the fp32 graph, its products in TF32
                 for target in ("fp16", "bf16"):
                     out = os.path.join(tmp, f"{name}.{target}.onnx")
                     r = subprocess.run([a.mpc, "rewrite", train, "--target", target, "-o", out],
@@ -261,11 +272,14 @@ def main():
                     else:
                         row[f"mpc {target}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
             for target, model in variants.items():
-                ms, what = mpc_step_time(
+                ms, what, peak = mpc_step_time(
                     a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
-                            "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none"],
+                            "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none",
+                            "--stats", *(["--tf32"] if target == "tf32" else [])],
                     f"{name} mpc {target}")
                 row[f"mpc {target}"] = ms if ms is not None else what
+                if peak is not None:
+                    row[f"mpc {target} peak bytes"] = peak
                 if ms is not None and what:
                     row[f"mpc {target} placement"] = what
             if not a.no_torch:
@@ -275,26 +289,30 @@ def main():
                         try:
                             m2 = make(name, s, np.random.default_rng(0), batch)[0]
                             m2.load_state_dict(module.state_dict())
-                            row[key] = torch_step_time(m2, x, y, loss_fn, a.device, a.steps,
-                                                       precision, comp)
+                            row[key], peak = torch_step_time(m2, x, y, loss_fn, a.device,
+                                                             a.steps, precision, comp)
+                            if peak is not None:
+                                row[f"{key} peak bytes"] = peak
                         except Exception as e:  # a variant that fails is reported, not fatal
                             row[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             base = row.get("mpc fp32")
             for key, v in row.items():
-                if key.endswith("placement"):
+                if key.endswith("placement") or key.endswith("peak bytes"):
                     continue
+                peak = row.get(f"{key} peak bytes")
+                mib = f"{peak / (1 << 20):.0f}" if peak is not None else ""
                 if isinstance(v, float):
                     rel = f"{base / v:.2f}x" if isinstance(base, float) and key.startswith("mpc") else ""
                     prec = key.split()[1]
                     tv = row.get(f"torch {prec}")
                     vs = f"{tv / v:.2f}x" if key.startswith("mpc") and isinstance(tv, float) else ""
-                    print(f"| {name} | {key} | {v:.2f} | {1000 / v:.1f} | {rel} | {vs} |")
+                    print(f"| {name} | {key} | {v:.2f} | {1000 / v:.1f} | {mib} | {rel} | {vs} |")
                 else:
                     failures += 1
-                    print(f"| {name} | {key} | {v} | | | |")
+                    print(f"| {name} | {key} | {v} | | | | |")
             for key, v in row.items():
                 if key.endswith("placement"):
-                    print(f"| {name} | {key} | {v} | | | |")
+                    print(f"| {name} | {key} | {v} | | | | |")
             sys.stdout.flush()
     if a.out:
         os.makedirs(a.out, exist_ok=True)

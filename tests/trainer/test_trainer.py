@@ -24,6 +24,7 @@ or numpy is missing.
 import argparse
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -531,6 +532,16 @@ class TrainerCase(unittest.TestCase):
             self.assertAlmostEqual(float(rows[k - 1]["eval_accuracy"]), acc, delta=1e-6, msg=k)
         stats = next(l for l in r.stderr.splitlines() if l.startswith("stats:"))
         self.assertRegex(stats, r"outside steps: \d+ bytes uploaded, 0 bytes copied out")
+        # The step's plan and everything the backend held: the backend's peak covers the
+        # plan's arena and the plan's persistent buffers.
+        mem = next(l for l in r.stderr.splitlines() if l.startswith("memory:"))
+        unit = {"B": 1, "KiB": 1024, "MiB": 1 << 20}
+        got = {k: float(v) * unit[u] for k, v, u in re.findall(
+            r"(step plan peak|persistent|backend peak) ([0-9.]+) (B|KiB|MiB)", mem)}
+        self.assertEqual(len(got), 3, mem)
+        self.assertGreater(got["step plan peak"], 0, mem)
+        self.assertGreaterEqual(got["backend peak"],
+                                got["step plan peak"] + got["persistent"], mem)
         # An inference graph in dynamic mode (a NonZero output) cannot bind: it
         # evaluates a synced copy of the state, with the same results.
         m = onnx.load(self.sr_path)

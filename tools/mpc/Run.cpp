@@ -355,7 +355,7 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
   return llvm::Error::success();
 }
 
-static std::string formatBytes(uint64_t b) {
+std::string tool::formatBytes(uint64_t b) {
   if (b >= (uint64_t(1) << 20))
     return llvm::formatv("{0:f2} MiB", double(b) / (1 << 20)).str();
   if (b >= 1024)

@@ -85,6 +85,9 @@ llvm::Error writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes);
 /// True when the subcommand's arguments ask for its help (--help, -h).
 bool wantsHelp(llvm::ArrayRef<const char *> args);
 
+/// "512 B", "3.5 KiB", "12.25 MiB" (Run.cpp).
+std::string formatBytes(uint64_t bytes);
+
 /// The backend options `mpc run` and `mpc run --train` share.
 struct BackendChoice {
   std::string device = "cpu"; ///< --device cpu|cuda

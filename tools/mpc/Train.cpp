@@ -92,7 +92,8 @@ options:
                       step spent in the inserted loss-scaling subgraphs
   --stats             print the bytes copied between host and backend
                       memory per step (batch, state, logged values) and
-                      outside steps (setup, checkpoints, evaluation)
+                      outside steps (setup, checkpoints, evaluation), and
+                      the step plan's and the backend's peak memory
 
 exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 2 bad usage.
@@ -558,6 +559,11 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
         << " bytes of state copied, " << perStep(x.readback)
         << " bytes read back for logs; outside steps: " << x.setup << " bytes uploaded, "
         << x.synced << " bytes copied out (checkpoints, evaluation)\n";
+    // The step's activations (its static plan) against all the backend held.
+    const MemoryStats &ms = t.stepExecutor().memoryStats();
+    err << "memory: step plan peak " << formatBytes(ms.plannedPeak) << ", persistent "
+        << formatBytes(ms.persistent) << ", backend peak "
+        << formatBytes(backend->peakAllocatedBytes()) << "\n";
   }
   if (a.profile) {
     // Nodes the rewrite inserted for loss scaling carry this doc string.
