@@ -158,7 +158,10 @@ step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*
 step digits_train 180 python3 "$SRC/tools/gpu_train_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4b. The user's own check: the GPU against the CPU reference through `mpc run`.
 step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer lstm; do $MPC run '$SRC/models/'\$m.onnx --device cuda --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; done; $MPC run '$SRC/models/transformer.onnx' --device cuda --tf32 --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; $MPC run '$SRC/models/cnn.onnx' --device cuda --random-inputs --profile | tail -12"
-# 4c. CUDA graph replay against eager launches (outputs byte-identical, both times).
+# 4c. Error paths: a failed launch (MPC_CUDA_FAIL_NODE), an index out of range, a plan
+#     larger than the device: one line each, exit 1, nothing written.
+step error_paths 60 python3 "$SRC/tools/gpu_error_check.py" --mpc "$MPC" --source-dir "$SRC"
+# 4d. CUDA graph replay against eager launches (outputs byte-identical, both times).
 step cuda_graph 120 python3 "$SRC/tools/gpu_graph_check.py" --mpc "$MPC" "$SRC"/models/*.onnx
 # 5. First figures: MatMul through cuBLASLt (bench/gpu_matmul.py).
 step bench_matmul 90 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' --sizes 1024,4096,8192 --repeat 10 | tee '$OUT/bench_matmul.md'; exit \${PIPESTATUS[0]}"

@@ -63,7 +63,13 @@ struct Prepared {
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(const CudaBackendOptions &o) : options(o), schedule(o.cudaGraph) {}
+  explicit CudaBackend(const CudaBackendOptions &o) : options(o), schedule(o.cudaGraph) {
+    // A test hook of the GPU bundle: the named node's launch fails, so the
+    // error path (the device-written record, the message naming the node)
+    // runs where no real failure can be provoked.
+    if (const char *name = std::getenv("MPC_CUDA_FAIL_NODE"))
+      failNode = name;
+  }
   ~CudaBackend() override;
   llvm::StringRef name() const override { return "cuda"; }
   llvm::Error checkAvailable() const override;
@@ -108,6 +114,8 @@ private:
   uint64_t launchFailures = 0;
   /// Inside captureAndLaunch's capture.
   bool capturing = false;
+  /// MPC_CUDA_FAIL_NODE: the node whose launch is made to fail.
+  std::string failNode;
   /// Captured plans, by (owner, version) (GraphSchedule).
   GraphSchedule schedule;
   std::map<GraphSchedule::Key, cudaGraphExec_t> graphs;
@@ -288,6 +296,8 @@ void CudaBackend::launch(const KernelCall &call, Stream stream) {
   if (!p)
     return failed(call, "launched without a prepared CUDA kernel", s);
   lastNode = describeNode(*call.node);
+  if (!failNode.empty() && call.node->name == failNode)
+    return failed(call, "launch failed on purpose (MPC_CUDA_FAIL_NODE)", s);
   std::string what = p->op->launch(call, s, ctx);
   if (!what.empty())
     failed(call, what, s);

@@ -323,7 +323,33 @@ class RunCase(unittest.TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         for n in needles:
             self.assertIn(n, lines[0])
-        self.assertFalse(os.path.exists(outdir) and os.listdir(outdir), "wrote outputs")
+        # Nothing left behind: no outputs, and not the folder the run would have made.
+        self.assertFalse(os.path.exists(outdir), "left the --outputs folder")
+
+    def test_run_time_error_leaves_nothing(self):
+        # An error found while running (an index out of range), after the --outputs folder
+        # was made: one line naming the node, and the folder, with its new parent, removed.
+        g = helper.make_graph(
+            [helper.make_node("Gather", ["data", "idx"], ["y"], axis=0, name="gather")], "g",
+            [helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+            initializer=[helper.make_tensor("data", TensorProto.FLOAT, [4, 2],
+                                            np.arange(8, dtype=np.float32))])
+        p = os.path.join(self.dir, "oob.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+        idx = os.path.join(self.dir, "idx.npy")
+        np.save(idx, np.array([1, 7], dtype=np.int64))
+        self.assert_bad_input(["run", p, "--input", f"idx={idx}"],
+                              "node 'gather' (Gather): index 7 out of range for [4, 2]")
+        nested = os.path.join(self.dir, "new_parent", "out")
+        r = mpc("run", p, "--input", f"idx={idx}", "--outputs", nested, check=1)
+        self.assertFalse(os.path.exists(os.path.dirname(nested)), r.stderr)
+        # A folder that existed before stays, with what was in it.
+        keep = os.path.join(self.dir, "existing")
+        os.makedirs(keep)
+        open(os.path.join(keep, "mine.txt"), "w").close()
+        mpc("run", p, "--input", f"idx={idx}", "--outputs", keep, check=1)
+        self.assertEqual(os.listdir(keep), ["mine.txt"])
 
     def test_bad_inputs(self):
         src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")

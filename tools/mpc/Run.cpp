@@ -355,6 +355,33 @@ static llvm::Error randomInputs(const RunArgs &a, const Graph &g,
   return llvm::Error::success();
 }
 
+namespace {
+/// The folders create() made (those of `path` that did not exist), removed
+/// again, deepest first and only while empty, unless keep() was called.
+class NewFolders {
+public:
+  std::error_code create(llvm::StringRef path) {
+    llvm::SmallString<256> p(path);
+    while (!p.empty() && !llvm::sys::fs::exists(p)) {
+      made.push_back(std::string(p));
+      llvm::StringRef parent = llvm::sys::path::parent_path(p);
+      if (parent == p)
+        break;
+      p = parent;
+    }
+    return llvm::sys::fs::create_directories(path);
+  }
+  void keep() { made.clear(); }
+  ~NewFolders() {
+    for (const std::string &d : made)
+      llvm::sys::fs::remove(d); // fails, harmlessly, on a folder that is not empty
+  }
+
+private:
+  std::vector<std::string> made; ///< deepest first
+};
+} // namespace
+
 std::string tool::formatBytes(uint64_t b) {
   if (b >= (uint64_t(1) << 20))
     return llvm::formatv("{0:f2} MiB", double(b) / (1 << 20)).str();
@@ -790,8 +817,12 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (llvm::Error err = other.exec->plan(otherInputs, otherSeqInputs))
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(std::move(err)));
   }
+  // Made before the run, so that a folder that cannot be made is said before
+  // any work; removed again (the folders this run made, while still empty)
+  // when the run fails, so that a failed run leaves nothing behind.
+  NewFolders outputFolders;
   if (!a.outputs.empty()) {
-    if (auto ec = llvm::sys::fs::create_directories(a.outputs))
+    if (auto ec = outputFolders.create(a.outputs))
       return fail("cannot create " + quoteName(a.outputs) + ": " + ec.message());
   }
   files.removeStaleTemporaries();
@@ -943,6 +974,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       if (err)
         return fail(std::move(err));
     }
+    outputFolders.keep();
   }
   return status;
 }
