@@ -374,7 +374,16 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   out->hasValueInfo = v->hasValueInfo || v->type.hasShape;
   bool ofConstant = v->kind() == ValueKind::Initializer ||
                     (v->producer() && llvm::StringRef(v->producer()->opType) == "Constant");
-  result.casts.push_back({v->name(), out->name(), out, want, ofConstant});
+  if (!result.castNames)
+    result.castNames = std::make_shared<llvm::BumpPtrAllocator>();
+  auto keep = [&](llvm::StringRef name) {
+    if (name.empty())
+      return llvm::StringRef();
+    char *chars = result.castNames->Allocate<char>(name.size());
+    std::copy(name.begin(), name.end(), chars);
+    return llvm::StringRef(chars, name.size());
+  };
+  result.casts.push_back({keep(v->name()), keep(out->name()), out, want, ofConstant});
   if (want == target && !ofConstant)
     ++result.castsToTarget;
   if (want == DType::F32)

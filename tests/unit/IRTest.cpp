@@ -8,6 +8,7 @@
 #include "mpc/Support/LargeAlloc.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -563,6 +564,36 @@ TEST(NameTableTest, InsertsFindsAndKeepsBindingsAcrossGrowth) {
   for (size_t i = 0; i < names.size(); i += 999)
     EXPECT_EQ(*t.find(NameTable::key(names[i])),
               i % 2 ? nullptr : reinterpret_cast<Value *>(&dummy[i]));
+}
+
+// Names with one hash (the table's and so the slot tag's) are still told
+// apart by their length and characters; bindings stay where they were across
+// growth (the table hands out references to them).
+TEST(NameTableTest, NamesSharingAHashAreDistinct) {
+  NameTable t;
+  const char *names[] = {"", "a", "b", "ab", "ba", "abc", "a much longer name than the others"};
+  std::vector<Value **> bindings;
+  std::vector<char> dummy(std::size(names));
+  bool inserted = false;
+  for (size_t i = 0; i < std::size(names); ++i) {
+    Value *&b = t.insert(llvm::CachedHashStringRef(names[i], 7), inserted);
+    EXPECT_TRUE(inserted) << names[i];
+    b = reinterpret_cast<Value *>(&dummy[i]);
+    bindings.push_back(&b);
+  }
+  for (int i = 0; i < 20000; ++i) // several doublings
+    t.insert(NameTable::key("filler" + std::to_string(i)), inserted);
+  for (size_t i = 0; i < std::size(names); ++i) {
+    Value **found = t.find(llvm::CachedHashStringRef(names[i], 7));
+    ASSERT_NE(found, nullptr) << names[i];
+    EXPECT_EQ(found, bindings[i]) << names[i];
+    EXPECT_EQ(*found, reinterpret_cast<Value *>(&dummy[i])) << names[i];
+    t.insert(llvm::CachedHashStringRef(names[i], 7), inserted);
+    EXPECT_FALSE(inserted) << names[i];
+  }
+  EXPECT_EQ(t.find(llvm::CachedHashStringRef("abd", 7)), nullptr);
+  EXPECT_EQ(t.find(llvm::CachedHashStringRef("a", 8)), nullptr);
+  EXPECT_EQ(t.size(), std::size(names) + 20000);
 }
 
 TEST_F(IRTest, UsesCarryTheirUsersId) {

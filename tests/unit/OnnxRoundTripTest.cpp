@@ -630,25 +630,33 @@ TEST(OnnxRoundTrip, WritesExternalDataFile) {
   EXPECT_EQ(*b1, *b2);
 }
 
+/// Relu(x) -> y, then a chain of `n` Relu and Neg nodes (about 40 bytes
+/// each) whose end is the graph's output; returns the last result's name.
+static std::string appendChain(onnx::ModelProto &p, int n) {
+  onnx::GraphProto &g = *p.mutable_graph();
+  std::string prev = "y";
+  for (int i = 0; i < n; ++i) {
+    std::string out = "chain/node_" + std::to_string(i);
+    addNode(g, i % 2 ? "Neg" : "Relu", {prev}, {out}, out);
+    prev = out;
+  }
+  g.clear_output();
+  addValue(g.mutable_output(), prev, TensorProto::FLOAT, {"4"});
+  return prev;
+}
+
 TEST(OnnxRoundTrip, LargeFilesAreWrittenAsProtobufSerializesThem) {
   // Node and initializer bytes are streamed in 1 MiB chunks: a chain of
   // 40,000 nodes (about 1.5 MiB) and a 2 MiB initializer span several.
   TempDir dir;
   onnx::ModelProto p = tinyModel(); // Relu(x) -> y
   onnx::GraphProto &g = *p.mutable_graph();
-  std::string prev = "y";
-  for (int i = 0; i < 40000; ++i) {
-    std::string out = "chain/node_" + std::to_string(i);
-    addNode(g, i % 2 ? "Neg" : "Relu", {prev}, {out}, out);
-    prev = out;
-  }
+  std::string prev = appendChain(p, 40000);
   std::vector<float> big(512 * 1024);
   for (size_t i = 0; i < big.size(); ++i)
     big[i] = static_cast<float>(i % 1000) * 0.25f;
   *g.add_initializer() = floatTensor("big", {512, 1024}, big);
   *g.add_initializer() = floatTensor("small", {2}, {1, 2});
-  g.clear_output();
-  addValue(g.mutable_output(), prev, TensorProto::FLOAT, {"4"});
   auto m = importOk(p);
   ASSERT_TRUE(m);
   ASSERT_FALSE(bool(writeOnnxFile(*m, dir.file("big.onnx"), ExportOptions())));
@@ -658,6 +666,57 @@ TEST(OnnxRoundTrip, LargeFilesAreWrittenAsProtobufSerializesThem) {
   ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
   EXPECT_GT(want->size(), size_t(3) << 20);
   EXPECT_TRUE((*buf)->getBuffer() == *want);
+}
+
+// Once ExportOptions::streamNodesAfter bytes of the main graph's nodes are
+// held, they go to the file while the export runs, behind a graph length
+// whose width is estimated then and whose value is filled in at the end. The
+// file is what protobuf serializes whether the estimate was right (a chain
+// of even nodes) or wrong (a last node far larger than the others, so the
+// length needs one byte more: the file is written again), and no temporary
+// file is left behind.
+TEST(OnnxRoundTrip, StreamedNodesAreWhatProtobufSerializes) {
+  struct Case {
+    const char *what;
+    size_t payload; ///< bytes of a string attribute on a last node (0: none)
+    unsigned rewrites;
+  };
+  for (const Case &c : {Case{"even nodes", 0, 0}, Case{"a large last node", 3u << 20, 1}}) {
+    TempDir dir;
+    onnx::ModelProto p = tinyModel();
+    std::string prev = appendChain(p, 20000); // about 1.2 MiB: a 3-byte length
+    if (c.payload) {
+      onnx::GraphProto &g = *p.mutable_graph();
+      auto *blob = addNode(g, "Blob", {prev}, {"blob_out"}, "blob", "my.custom");
+      addAttr(*blob, "payload", AttributeProto::STRING)->set_s(std::string(c.payload, 'b'));
+      addOpset(p, "my.custom", 1);
+      g.clear_output();
+      addValue(g.mutable_output(), "blob_out", TensorProto::FLOAT, {"4"});
+    }
+    auto m = importOk(p);
+    ASSERT_TRUE(m) << c.what;
+    ExportStats stats;
+    ExportOptions opts;
+    opts.streamNodesAfter = 1;
+    opts.stats = &stats;
+    ASSERT_FALSE(bool(writeOnnxFile(*m, dir.file("out.onnx"), opts))) << c.what;
+    EXPECT_EQ(stats.rewrites, c.rewrites) << c.what;
+    if (c.rewrites)
+      EXPECT_EQ(stats.bytesStreamed, 0u) << c.what; // written again with every byte held
+    else
+      EXPECT_GT(stats.bytesStreamed, size_t(512) << 10) << c.what;
+    auto buf = llvm::MemoryBuffer::getFile(dir.file("out.onnx"));
+    ASSERT_TRUE(bool(buf)) << c.what;
+    auto want = exportOnnxBytes(*m);
+    ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
+    EXPECT_TRUE((*buf)->getBuffer() == *want) << c.what;
+    std::error_code ec;
+    unsigned files = 0;
+    for (llvm::sys::fs::directory_iterator it(dir.path(), ec), end; it != end && !ec;
+         it.increment(ec))
+      ++files;
+    EXPECT_EQ(files, 1u) << c.what;
+  }
 }
 
 /// A model whose nested graphs use what the direct writer writes itself

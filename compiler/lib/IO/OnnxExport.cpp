@@ -18,7 +18,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/arena.h>
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 
@@ -60,23 +62,46 @@ using WireBuf = llvm::SmallVectorImpl<char>;
 /// blocks that double from 64 KiB to 4 MiB (from then on allocateLarge puts
 /// them on huge pages); one growing vector would copy everything it holds at
 /// each doubling and touch twice the memory.
+///
+/// With a spill set (streamTo), the bytes need not all be held: whenever a
+/// new block would be needed and `spillAfter` bytes or more are held, the
+/// spill writes the held bytes out and the largest block is reused, so the
+/// main graph's nodes go to the file through a few MiB of memory.
 class ChunkedBytes {
 public:
+  using Spill = std::function<void(const ChunkedBytes &)>;
+  ChunkedBytes() = default;
+  ChunkedBytes(ChunkedBytes &&) = default;
+  ChunkedBytes &operator=(ChunkedBytes &&) = default;
+
+  void streamTo(size_t after, Spill s) {
+    spillAfter = after;
+    spill = std::move(s);
+  }
   void append(llvm::StringRef s) {
     if (blocks.empty() || blocks.back().capacity - blocks.back().size < s.size()) {
-      size_t cap = std::max(nextBlock, s.size());
-      nextBlock = std::min(nextBlock * 2, kHugePageThreshold);
-      blocks.push_back({BlockPtr(static_cast<char *>(allocateLarge(cap, false)),
-                                 LargeBlockDeleter{cap}),
-                        0, cap});
+      if (spill && held >= spillAfter)
+        spillHeld();
+      if (blocks.empty() || blocks.back().capacity - blocks.back().size < s.size()) {
+        size_t cap = std::max(nextBlock, s.size());
+        nextBlock = std::min(nextBlock * 2, kHugePageThreshold);
+        blocks.push_back({BlockPtr(static_cast<char *>(allocateLarge(cap, false)),
+                                   LargeBlockDeleter{cap}),
+                          0, cap});
+      }
     }
     Block &b = blocks.back();
     if (!s.empty())
       std::memcpy(b.data.get() + b.size, s.data(), s.size());
     b.size += s.size();
+    held += s.size();
     total += s.size();
   }
+  /// Every byte appended, spilled ones included.
   size_t size() const { return total; }
+  /// The bytes held now (those not spilled).
+  size_t heldSize() const { return held; }
+  /// Writes the bytes held.
   void writeTo(llvm::raw_ostream &os) const {
     for (const Block &b : blocks)
       os.write(b.data.get(), b.size);
@@ -91,6 +116,22 @@ private:
   };
   std::vector<Block> blocks;
   size_t total = 0;
+  size_t held = 0;
+  size_t spillAfter = 0;
+  Spill spill;
+
+  /// Hands the held bytes to the spill and keeps only the largest block, empty.
+  void spillHeld() {
+    spill(*this);
+    auto largest = std::max_element(blocks.begin(), blocks.end(), [](const Block &a, const Block &b) {
+      return a.capacity < b.capacity;
+    });
+    Block keep = std::move(*largest);
+    keep.size = 0;
+    blocks.clear();
+    blocks.push_back(std::move(keep));
+    held = 0;
+  }
 };
 
 class Exporter {
@@ -102,6 +143,9 @@ public:
   /// writeNodesDirect) instead of being built as NodeProtos.
   llvm::Error exportModelStreamingNodes(Model &m, onnx::ModelProto &p, ChunkedBytes &mainNodes,
                                         ChunkedBytes &mainInitializers);
+  /// While writeNodesDirect runs: how many of the main graph's nodes it has
+  /// written, of how many.
+  unsigned nodesDone = 0, nodesTotal = 0;
 
 private:
   ExternalSink *sink;
@@ -604,11 +648,14 @@ llvm::Error Exporter::writeNode(const Node &n, WireBuf &out) {
 
 llvm::Error Exporter::writeNodesDirect(const Graph &g, ChunkedBytes &out) {
   llvm::SmallString<512> node;
+  nodesTotal = g.size();
+  nodesDone = 0;
   for (const Node &n : g.nodes()) {
     node.clear();
     if (auto err = writeNode(n, node))
       return err;
     appendField(out, 1, node);
+    ++nodesDone;
   }
   return llvm::Error::success();
 }
@@ -886,10 +933,8 @@ struct ModelBytes {
   }
 };
 
-static ModelBytes splitSerialize(onnx::ModelProto &p, ChunkedBytes nodes, ChunkedBytes inits,
-                                 pb::Arena &arena) {
-  ModelBytes b;
-  // ModelProto fields 1-6 precede the graph (7); everything else follows it.
+/// ModelProto fields 1-6, which precede the graph (7), serialized.
+static std::string serializeHead(const onnx::ModelProto &p, pb::Arena &arena) {
   onnx::ModelProto &head = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
   if (p.has_ir_version())
     head.set_ir_version(p.ir_version());
@@ -903,13 +948,20 @@ static ModelBytes splitSerialize(onnx::ModelProto &p, ChunkedBytes nodes, Chunke
     head.set_model_version(p.model_version());
   if (p.has_doc_string())
     head.set_doc_string(p.doc_string());
+  return serializeDeterministic(head);
+}
+
+static ModelBytes splitSerialize(onnx::ModelProto &p, ChunkedBytes nodes, ChunkedBytes inits,
+                                 pb::Arena &arena) {
+  ModelBytes b;
+  // ModelProto fields 1-6 precede the graph (7); everything else follows it.
+  b.head = serializeHead(p, arena);
   p.clear_ir_version();
   p.clear_producer_name();
   p.clear_producer_version();
   p.clear_domain();
   p.clear_model_version();
   p.clear_doc_string();
-  b.head = serializeDeterministic(head);
   onnx::GraphProto &g = *p.mutable_graph();
   if (g.has_name())
     putBytes(b.graphName, 2, g.name());
@@ -925,34 +977,103 @@ static ModelBytes splitSerialize(onnx::ModelProto &p, ChunkedBytes nodes, Chunke
   return b;
 }
 
+/// Writes `b` from the graph's nodes on (the bytes of them still held).
+static void writeFromNodes(llvm::raw_ostream &os, const ModelBytes &b) {
+  b.nodes.writeTo(os);
+  os.write(b.graphName.data(), b.graphName.size());
+  b.inits.writeTo(os);
+  os << b.graphRest << b.tail;
+}
+
+static unsigned varintSize(uint64_t v) {
+  unsigned n = 1;
+  for (; v >= 0x80; v >>= 7)
+    ++n;
+  return n;
+}
+
+/// Writes a model without external data. The main graph's nodes (GraphProto
+/// field 1, most of the file) go to the file while they are exported, once
+/// more than `o.streamNodesAfter` bytes of them are held: the file is then
+/// written through a few MiB of memory instead of a copy of the whole file.
+/// The graph's length, which precedes them, is known only at the end: its
+/// varint takes the width estimated when streaming starts (from the bytes so
+/// far and the share of nodes written), and is filled in at the end. When the
+/// estimate's width was wrong (a graph whose length crosses 2^28 bytes after
+/// the estimate), the model is written again with every byte held.
+static llvm::Error writePlainOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &o) {
+  bool rewrite = false;
+  llvm::Error err = atomicWrite(path, [&](llvm::raw_fd_ostream &os) -> llvm::Error {
+    pb::Arena arena;
+    onnx::ModelProto &p = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
+    ChunkedBytes nodes, inits;
+    Exporter e(nullptr);
+    uint64_t lengthAt = 0;
+    unsigned lengthWidth = 0; // 0: nothing streamed
+    nodes.streamTo(o.streamNodesAfter, [&](const ChunkedBytes &held) {
+      if (!lengthWidth) {
+        // exportModel has set the fields before the graph (1-6) by now.
+        os << serializeHead(p, arena);
+        llvm::SmallString<16> tag;
+        putTag(tag, 7, kLen);
+        os << tag;
+        double share = e.nodesTotal ? double(e.nodesDone) / e.nodesTotal : 1.0;
+        uint64_t estimate = inits.size() + static_cast<uint64_t>(held.size() / std::max(share, 1e-9));
+        lengthWidth = varintSize(std::min<uint64_t>(estimate, INT32_MAX));
+        lengthAt = os.tell();
+        os.write_zeros(lengthWidth);
+      }
+      held.writeTo(os);
+    });
+    if (auto err = e.exportModelStreamingNodes(m, p, nodes, inits))
+      return err;
+    ModelBytes bytes = splitSerialize(p, std::move(nodes), std::move(inits), arena);
+    if (bytes.size() > INT32_MAX)
+      return inputError("the model is larger than 2 GiB; write it with external data");
+    if (!lengthWidth) {
+      os << bytes.head << bytes.graphTag;
+    } else if (bytes.graphTag.size() != 1 + lengthWidth) {
+      rewrite = true;
+      return inputError("the graph's length was mis-estimated"); // not shown: written again
+    }
+    writeFromNodes(os, bytes);
+    if (lengthWidth)
+      os.pwrite(bytes.graphTag.data() + 1, lengthWidth, lengthAt);
+    if (o.stats)
+      o.stats->bytesStreamed = lengthWidth ? bytes.nodes.size() - bytes.nodes.heldSize() : 0;
+    return llvm::Error::success();
+  });
+  if (!rewrite)
+    return err;
+  llvm::consumeError(std::move(err));
+  ExportOptions held = o;
+  held.streamNodesAfter = SIZE_MAX;
+  if (o.stats)
+    ++o.stats->rewrites;
+  return writePlainOnnxFile(m, path, held);
+}
+
 llvm::Error mpc::writeOnnxFile(Model &m, llvm::StringRef path, const ExportOptions &opts) {
+  if (opts.externalDataFile.empty())
+    return writePlainOnnxFile(m, path, opts);
   pb::Arena arena;
   onnx::ModelProto &p = *pb::Arena::CreateMessage<onnx::ModelProto>(&arena);
   ChunkedBytes nodes, inits;
-  if (opts.externalDataFile.empty()) {
-    Exporter e(nullptr);
-    if (auto err = e.exportModelStreamingNodes(m, p, nodes, inits))
-      return err;
-  } else {
-    llvm::SmallString<256> dataPath(path);
-    llvm::sys::path::remove_filename(dataPath);
-    llvm::sys::path::append(dataPath, opts.externalDataFile);
-    if (auto err = atomicWrite(dataPath, [&](llvm::raw_fd_ostream &os) {
-          ExternalSink sink{&os, opts.externalDataFile, opts.externalThreshold, 0};
-          Exporter e(&sink);
-          return e.exportModelStreamingNodes(m, p, nodes, inits);
-        }))
-      return err;
-  }
+  llvm::SmallString<256> dataPath(path);
+  llvm::sys::path::remove_filename(dataPath);
+  llvm::sys::path::append(dataPath, opts.externalDataFile);
+  if (auto err = atomicWrite(dataPath, [&](llvm::raw_fd_ostream &os) {
+        ExternalSink sink{&os, opts.externalDataFile, opts.externalThreshold, 0};
+        Exporter e(&sink);
+        return e.exportModelStreamingNodes(m, p, nodes, inits);
+      }))
+    return err;
   ModelBytes bytes = splitSerialize(p, std::move(nodes), std::move(inits), arena);
   if (bytes.size() > INT32_MAX)
     return inputError("the model is larger than 2 GiB; write it with external data");
   return atomicWrite(path, [&](llvm::raw_fd_ostream &os) {
     os << bytes.head << bytes.graphTag;
-    bytes.nodes.writeTo(os);
-    os.write(bytes.graphName.data(), bytes.graphName.size());
-    bytes.inits.writeTo(os);
-    os << bytes.graphRest << bytes.tail;
+    writeFromNodes(os, bytes);
     return llvm::Error::success();
   });
 }

@@ -35,11 +35,25 @@ importOnnxBytes(llvm::StringRef bytes, llvm::StringRef baseDir,
 llvm::Expected<std::unique_ptr<Model>> importOnnx(const onnx::ModelProto &proto,
                                                   llvm::StringRef baseDir);
 
+/// What writeOnnxFile did (for tests of the streamed write).
+struct ExportStats {
+  /// Bytes of the main graph's nodes written to the file while exporting.
+  uint64_t bytesStreamed = 0;
+  /// Times the file was written again because the graph's length took
+  /// another varint width than estimated.
+  unsigned rewrites = 0;
+};
+
 struct ExportOptions {
   /// Write tensors of at least this many bytes to `externalDataFile` (relative
   /// to the output's folder); empty keeps every tensor inline.
   std::string externalDataFile;
   uint64_t externalThreshold = 1024;
+  /// Without external data, the main graph's nodes are written to the file
+  /// while they are exported once this many bytes of them are held (the
+  /// bytes written are the same either way; tests lower it).
+  size_t streamNodesAfter = size_t(4) << 20;
+  ExportStats *stats = nullptr;
 };
 
 /// Converts the IR back to a ModelProto. Tensors still referring to external

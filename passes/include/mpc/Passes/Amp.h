@@ -20,10 +20,12 @@
 
 namespace mpc {
 
-/// One cast the rewrite inserted.
+/// One cast the rewrite inserted. The names are as they were when the cast
+/// was made (a value may be renamed later); their characters belong to the
+/// AmpResult (AmpResult::castNames).
 struct InsertedCast {
-  std::string from;   ///< value cast
-  std::string to;     ///< cast result
+  llvm::StringRef from; ///< value cast
+  llvm::StringRef to;   ///< cast result
   const Value *result; ///< the cast's result (no producer once folded away)
   DType toType;
   bool ofConstant;    ///< producer is an initializer or Constant (not in K)
@@ -65,6 +67,10 @@ struct AmpResult {
   unsigned castsReused = 0; ///< existing Cast(to=float) retargeted
   unsigned castsFolded = 0;
   std::vector<InsertedCast> casts;
+  /// The characters of the casts' names, shared by copies of the result (a
+  /// rewrite inserts up to hundreds of thousands of casts: two heap strings
+  /// each were a sizeable part of its fresh memory).
+  std::shared_ptr<llvm::BumpPtrAllocator> castNames;
   std::vector<std::string> typeChanges; ///< "value: f32 -> f16" lines (verbose 1)
   std::vector<std::string> notes;       ///< saturated constants and similar
   AmpDecisions decisions;               ///< node pointers refer to the input model
