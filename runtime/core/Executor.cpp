@@ -130,8 +130,13 @@ llvm::Error Executor::checkKernels() {
     if (ok) {
       PreparedNode &p = prepared[&n];
       p.op = op;
-      if (op->parse)
-        p.params = op->parse(n);
+      if (op->parse) {
+        // A bad attribute value: one line naming the node, op and attribute.
+        auto parsed = op->parse(n);
+        if (!parsed)
+          return parsed.takeError();
+        p.params = std::move(*parsed);
+      }
       p.hostKernel = backend.hostKernel(n);
       continue;
     }
