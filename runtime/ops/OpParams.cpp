@@ -135,6 +135,20 @@ ParsedParams mpc::parseWindow(const Node &n) {
   return std::make_unique<WindowParams>(std::move(*p));
 }
 
+FusedMatMulParams mpc::fusedMatMulParamsOf(const Node &n) {
+  FusedMatMulParams p;
+  p.alpha = n.floatAttr("alpha", 1.0f);
+  p.transA = n.intAttr("transA", 0) != 0;
+  p.transB = n.intAttr("transB", 0) != 0;
+  p.transBatchA = n.intAttr("transBatchA", 0) != 0;
+  p.transBatchB = n.intAttr("transBatchB", 0) != 0;
+  return p;
+}
+
+ParsedParams mpc::parseFusedMatMul(const Node &n) {
+  return std::make_unique<FusedMatMulParams>(fusedMatMulParamsOf(n));
+}
+
 ParsedParams mpc::parseRecurrent(const Node &n) {
   if (auto e = checkOneOf(n, "direction", {"forward", "reverse", "bidirectional"},
                           "it must be forward, reverse or bidirectional"))

@@ -95,6 +95,17 @@ struct RecurrentParams final : OpParams {
 };
 ParsedParams parseRecurrent(const Node &n);
 
+/// com.microsoft FusedMatMul: Y = alpha * op(A) * op(B), where transBatchX
+/// moves X's first axis behind its batch axes and transX then swaps the two
+/// matrix axes (NodeGeometry.h: fusedOperands).
+struct FusedMatMulParams final : OpParams {
+  float alpha = 1.0f;
+  bool transA = false, transB = false, transBatchA = false, transBatchB = false;
+};
+ParsedParams parseFusedMatMul(const Node &n);
+/// The same struct, filled from a node (the shape function, per call).
+FusedMatMulParams fusedMatMulParamsOf(const Node &n);
+
 /// The Reduce* ops: axes from the attribute (opsets before axes became an
 /// input), keepdims and noop_with_empty_axes.
 struct ReduceParams final : OpParams {
