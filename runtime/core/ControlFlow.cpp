@@ -16,11 +16,10 @@
 // operand on the host (Range's float bounds).
 //
 //===----------------------------------------------------------------------===//
-#include "../cpu/CpuKernels.h"
 #include "mpc/Runtime/Executor.h"
 #include "ExecutorSlot.h"
 #include "LaunchAttrCheck.h"
-#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Support/Diagnostics.h"
 #include <cstring>
 
@@ -95,47 +94,47 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
                             CallBody &callBody, std::vector<HostTensor> &results) {
   size_t numScanIn = n.intAttr("num_scan_inputs", 0);
   if (numScanIn == 0 || n.numInputs() < 1 + numScanIn)
-    return cpuk::nodeError(n, "num_scan_inputs must be between 1 and the number of "
+    return shapes::nodeError(n, "num_scan_inputs must be between 1 and the number of "
                               "states and scan inputs");
   size_t numState = n.numInputs() - 1 - numScanIn;
   if (g.outputs().size() < numState)
-    return cpuk::nodeError(n, "the body returns fewer values than there are states");
+    return shapes::nodeError(n, "the body returns fewer values than there are states");
   size_t numScanOut = g.outputs().size() - numState;
   for (size_t i = 1; i < n.numInputs(); ++i)
     if (i >= ins.size() || !ins[i] || (i < seqIns.size() && seqIns[i]))
-      return cpuk::nodeError(n, "states and scan inputs must be tensors");
-  std::vector<int64_t> dirs = cpuk::intsAttr(n, "directions", {});
+      return shapes::nodeError(n, "states and scan inputs must be tensors");
+  std::vector<int64_t> dirs = shapes::intsAttr(n, "directions", {});
   if (dirs.size() > numScanIn)
-    return cpuk::nodeError(n, "more directions than scan inputs");
+    return shapes::nodeError(n, "more directions than scan inputs");
   dirs.resize(numScanIn, 0);
   for (int64_t d : dirs)
     if (d != 0 && d != 1)
-      return cpuk::nodeError(n, "directions must be 0 (forward) or 1 (reverse)");
+      return shapes::nodeError(n, "directions must be 0 (forward) or 1 (reverse)");
   const HostTensor &first = *ins[1 + numState];
   if (first.shape.size() < 2)
-    return cpuk::nodeError(n, "scan inputs need a batch axis and a sequence axis");
+    return shapes::nodeError(n, "scan inputs need a batch axis and a sequence axis");
   int64_t batch = first.shape[0], maxLen = first.shape[1];
   for (size_t j = 0; j < numScanIn; ++j) {
     const auto &shape = ins[1 + numState + j]->shape;
     if (shape.size() < 2 || shape[0] != batch || shape[1] != maxLen)
-      return cpuk::nodeError(n, "scan input " + llvm::Twine(j) + " has shape " +
+      return shapes::nodeError(n, "scan input " + llvm::Twine(j) + " has shape " +
                                     formatShape(shape) + "; the first one has batch " +
                                     llvm::Twine(batch) + " and length " + llvm::Twine(maxLen));
   }
   for (size_t i = 0; i < numState; ++i)
     if (ins[1 + i]->shape.empty() || ins[1 + i]->shape[0] != batch)
-      return cpuk::nodeError(n, "initial state " + llvm::Twine(i) + " has shape " +
+      return shapes::nodeError(n, "initial state " + llvm::Twine(i) + " has shape " +
                                     formatShape(ins[1 + i]->shape) + "; the batch size is " +
                                     llvm::Twine(batch));
   std::vector<int64_t> lens(batch, maxLen);
   if (ins[0]) {
     if (ins[0]->numElements() != batch)
-      return cpuk::nodeError(n, "sequence_lens has " + llvm::Twine(ins[0]->numElements()) +
+      return shapes::nodeError(n, "sequence_lens has " + llvm::Twine(ins[0]->numElements()) +
                                     " entries; the batch size is " + llvm::Twine(batch));
     for (int64_t b = 0; b < batch; ++b) {
       lens[b] = ins[0]->getAsInt64(b);
       if (lens[b] < 0 || lens[b] > maxLen)
-        return cpuk::nodeError(n, "sequence_lens[" + llvm::Twine(b) + "] is " +
+        return shapes::nodeError(n, "sequence_lens[" + llvm::Twine(b) + "] is " +
                                       llvm::Twine(lens[b]) + "; the maximum is " +
                                       llvm::Twine(maxLen));
     }
@@ -163,7 +162,7 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
         return outs.takeError();
       for (size_t k = 0; k < outs->size(); ++k)
         if ((*outs)[k].seq)
-          return cpuk::nodeError(n, "body output " + llvm::Twine(k) +
+          return shapes::nodeError(n, "body output " + llvm::Twine(k) +
                                         " is a sequence; Scan-8 takes tensors only");
       for (size_t i = 0; i < numState; ++i)
         state[i] = std::move((*outs)[i]);
@@ -176,7 +175,7 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
   for (size_t i = 0; i < numState; ++i) {
     for (const HostTensor &s : finals[i])
       if (s.shape != finals[i][0].shape || s.dtype != finals[i][0].dtype)
-        return cpuk::nodeError(n, "state " + llvm::Twine(i) + " ends with shape " +
+        return shapes::nodeError(n, "state " + llvm::Twine(i) + " ends with shape " +
                                       formatShape(s.shape) + " in one batch entry and " +
                                       formatShape(finals[i][0].shape) + " in another");
     results.push_back(stack(finals[i], g.outputs()[i]));
@@ -202,7 +201,7 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
       for (size_t t = 0; t < scans[k][b].size(); ++t) {
         const HostTensor &e = scans[k][b][t];
         if (e.shape != proto->shape || e.dtype != proto->dtype)
-          return cpuk::nodeError(n, "scan output " + llvm::Twine(k) + " has shape " +
+          return shapes::nodeError(n, "scan output " + llvm::Twine(k) + " has shape " +
                                         formatShape(e.shape) + " in one iteration and " +
                                         formatShape(proto->shape) + " in another");
         std::memcpy(out.bytes.data() + (b * maxLen + t) * elemBytes, e.bytes.data(), elemBytes);
@@ -222,23 +221,23 @@ runSequenceMap(const Node &n, const Graph &g, llvm::ArrayRef<const HostTensor *>
                std::vector<std::shared_ptr<SequenceValue>> &seqOuts) {
   auto seqAt = [&](size_t i) { return i < seqIns.size() ? seqIns[i].get() : nullptr; };
   if (!seqAt(0) || seqAt(0)->optional)
-    return cpuk::nodeError(n, "input 0 must be a sequence");
+    return shapes::nodeError(n, "input 0 must be a sequence");
   if (g.inputs().size() != n.numInputs())
-    return cpuk::nodeError(n, "the body takes " + llvm::Twine(g.inputs().size()) +
+    return shapes::nodeError(n, "the body takes " + llvm::Twine(g.inputs().size()) +
                                   " inputs; the node has " + llvm::Twine(n.numInputs()));
   size_t len = seqAt(0)->items.size();
   for (size_t i = 1; i < n.numInputs(); ++i) {
     const SequenceValue *s = seqAt(i);
     if (s && s->optional)
-      return cpuk::nodeError(n, "input " + llvm::Twine(i) +
+      return shapes::nodeError(n, "input " + llvm::Twine(i) +
                                     " is an optional; SequenceMap "
                                     "takes sequences and tensors");
     if (s && s->items.size() != len)
-      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " is a sequence of " +
+      return shapes::nodeError(n, "input " + llvm::Twine(i) + " is a sequence of " +
                                     llvm::Twine(s->items.size()) + " tensors; input 0 has " +
                                     llvm::Twine(len));
     if (!s && (i >= ins.size() || !ins[i]))
-      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " is missing");
+      return shapes::nodeError(n, "input " + llvm::Twine(i) + " is missing");
   }
   std::vector<std::shared_ptr<SequenceValue>> outs;
   for (size_t k = 0; k < g.outputs().size(); ++k) {
@@ -258,12 +257,12 @@ runSequenceMap(const Node &n, const Graph &g, llvm::ArrayRef<const HostTensor *>
     for (size_t k = 0; k < outs.size() && k < res->size(); ++k) {
       Operand &o = (*res)[k];
       if (o.seq)
-        return cpuk::nodeError(n, "body output " + llvm::Twine(k) +
+        return shapes::nodeError(n, "body output " + llvm::Twine(k) +
                                       " is not a tensor; SequenceMap collects tensors");
       if (t == 0 || outs[k]->elem == DType::Undefined)
         outs[k]->elem = o.tensor.dtype;
       if (o.tensor.dtype != outs[k]->elem)
-        return cpuk::nodeError(n, "body output " + llvm::Twine(k) + " is " +
+        return shapes::nodeError(n, "body output " + llvm::Twine(k) + " is " +
                                       dtypeName(o.tensor.dtype) + " in one iteration and " +
                                       dtypeName(outs[k]->elem) + " in another");
       outs[k]->items.push_back(std::move(o.tensor));
@@ -303,7 +302,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         return llvm::Error::success();
       }
       if (!body.dynamicMode)
-        return cpuk::nodeError(n, "sequence " + quoteName(name) +
+        return shapes::nodeError(n, "sequence " + quoteName(name) +
                                       " passed to a body without "
                                       "sequence-typed inputs");
       for (size_t k = 0; k < body.formals.size(); ++k)
@@ -343,7 +342,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   auto tensorsOnly = [&](const std::vector<Operand> &vals, size_t from) -> llvm::Error {
     for (size_t i = from; i < vals.size(); ++i)
       if (vals[i].seq)
-        return cpuk::nodeError(n, "scan output " + llvm::Twine(i - from) +
+        return shapes::nodeError(n, "scan output " + llvm::Twine(i - from) +
                                       " is a sequence; scan outputs must be tensors");
     return llvm::Error::success();
   };
@@ -352,7 +351,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     Executor *body = bodyOf(n, cond ? "then_branch" : "else_branch", subs);
     const Attribute *a = n.attr(cond ? "then_branch" : "else_branch");
     if (!body || !a)
-      return cpuk::nodeError(n, "missing branch");
+      return shapes::nodeError(n, "missing branch");
     auto outs = callBody(*body, *a->graphs[0], {});
     if (!outs)
       return outs.takeError();
@@ -418,9 +417,9 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   // Scan (opset 9+), axis 0 and forward directions.
   for (const char *attr : {"scan_input_axes", "scan_input_directions",
                            "scan_output_axes", "scan_output_directions"})
-    for (int64_t v : cpuk::intsAttr(n, attr, {}))
+    for (int64_t v : shapes::intsAttr(n, attr, {}))
       if (v != 0)
-        return cpuk::nodeError(n, llvm::Twine(attr) + " other than 0 is not supported");
+        return shapes::nodeError(n, llvm::Twine(attr) + " other than 0 is not supported");
   size_t numState = n.numInputs() - numScanIn;
   size_t numScanOut = g.outputs().size() - numState;
   std::vector<Operand> state;
@@ -428,7 +427,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     state.push_back(operand(i));
   for (size_t j = 0; j < numScanIn; ++j)
     if (!ins[numState + j])
-      return cpuk::nodeError(n, "scan inputs must be tensors");
+      return shapes::nodeError(n, "scan inputs must be tensors");
   int64_t len = numScanIn ? ins[numState]->shape.at(0) : 0;
   std::vector<std::vector<HostTensor>> scans(numScanOut);
   for (int64_t t = 0; t < len; ++t) {
@@ -436,7 +435,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     for (size_t j = 0; j < numScanIn; ++j) {
       const HostTensor &x = *ins[numState + j];
       if (x.shape.empty() || x.shape[0] != len)
-        return cpuk::nodeError(n, "scan inputs have different lengths");
+        return shapes::nodeError(n, "scan inputs have different lengths");
       Operand slice;
       slice.tensor = HostTensor(x.dtype, {x.shape.begin() + 1, x.shape.end()});
       std::memcpy(slice.tensor.bytes.data(), x.bytes.data() + t * slice.tensor.byteSize(),
@@ -640,7 +639,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
         inTypes.push_back(slots[s].type);
         DType dt = slots[s].type.dtype;
         bool smallInt = (dt == DType::I64 || dt == DType::I32) &&
-                        kernels::numElements(slots[s].type.shape) <= kSmallIntLimit;
+                        shapes::numel(slots[s].type.shape) <= kSmallIntLimit;
         if (smallInt || row->valueDependentShape || slots[s].host) {
           auto h = hostOf(s);
           if (!h)
@@ -657,7 +656,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
         bool fetched = false;
         for (size_t i = 0; i < inSlots.size(); ++i) {
           unsigned s = inSlots[i];
-          if (s == ~0u || values[i] || kernels::numElements(slots[s].type.shape) > kSmallIntLimit)
+          if (s == ~0u || values[i] || shapes::numel(slots[s].type.shape) > kSmallIntLimit)
             continue;
           auto h = hostOf(s);
           if (!h) {

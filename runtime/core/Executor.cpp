@@ -13,7 +13,7 @@
 #include "ExecutorSlot.h"
 #include "LaunchAttrCheck.h"
 #include "mpc/IR/Limits.h"
-#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "../ops/ShapeHelpers.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -130,9 +130,14 @@ llvm::Error Executor::checkKernels() {
     if (ok) {
       PreparedNode &p = prepared[&n];
       p.op = op;
-      if (op->parse)
-        p.params = op->parse(n);
-      p.hostKernel = findCpuKernel(n);
+      if (op->parse) {
+        // A bad attribute value: one line naming the node, op and attribute.
+        auto parsed = op->parse(n);
+        if (!parsed)
+          return parsed.takeError();
+        p.params = std::move(*parsed);
+      }
+      p.hostKernel = backend.hostKernel(n);
       continue;
     }
     if (!count++) {
@@ -252,11 +257,11 @@ llvm::Error Executor::kernelError(const KernelErrorRecord &rec, const KernelCall
   return inputError("{0}: the kernel failed (error code {1})", describeNode(n), rec.code);
 }
 
-llvm::Error Executor::runOnHost(const CpuKernel &k, KernelCall &call) {
+llvm::Error Executor::runOnHost(HostKernelFn run, KernelCall &call) {
   KernelErrorRecord rec;
   call.errors = &rec;
   call.index = 0;
-  if (llvm::Error e = k.run(call))
+  if (llvm::Error e = run(call))
     return e;
   return rec.code ? kernelError(rec, call) : llvm::Error::success();
 }
@@ -510,7 +515,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     auto prep = prepared.find(&n);
     assert(prep != prepared.end() && "checked by create()");
     const OpDef *row = prep->second.op;
-    const CpuKernel *hostKernel = prep->second.hostKernel;
+    HostKernelFn hostKernel = prep->second.hostKernel;
     for (const Value *v : n.inputs())
       if (v && slotOf.count(v))
         --remaining[slotOf[v]];
@@ -570,14 +575,14 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         return bytes.takeError();
       Slot &s = slots[slotOf[n.output(o)]];
       s.type = outTypes[o];
-      outElems += kernels::numElements(outTypes[o].shape);
+      outElems += shapes::numel(outTypes[o].shape);
     }
     bool readsShapesOnly = n.opType == "Shape" || n.opType == "Size";
     if ((allKnown || readsShapesOnly) && outElems <= kHostValueLimit && n.numOutputs() &&
         hostKernel) {
       // Evaluate on the host now; the result is a persistent value.
       KernelCall call = preparedCall(n);
-      call.kernel = hostKernel;
+      call.kernel = nullptr; // the backend's handle is not the host kernel's
       for (size_t i = 0; i < inTypes.size(); ++i)
         addHostRef(call.inputs, inTypes[i], values[i]);
       std::vector<std::unique_ptr<HostTensor>> outs;
@@ -585,7 +590,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         outs.push_back(std::make_unique<HostTensor>(outTypes[o].dtype, outTypes[o].shape));
         addHostRef(call.outputs, outTypes[o], n.output(o) ? outs.back().get() : nullptr);
       }
-      if (auto e = runOnHost(*hostKernel, call))
+      if (auto e = runOnHost(hostKernel, call))
         return e;
       for (unsigned o = 0; o < n.numOutputs(); ++o) {
         if (!n.output(o))
@@ -647,8 +652,8 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         if ((s.kind == SlotKind::Input || s.kind == SlotKind::Activation) && !s.external &&
             !r.external && (!writesBound || r.kind == SlotKind::Activation) &&
             remaining[sv] == 0 && s.type.dtype == outTypesDType(n, slots, slotOf) &&
-            (reshapeLike ? kernels::numElements(s.type.shape) ==
-                               kernels::numElements(slots[slotOf[n.output(0)]].type.shape)
+            (reshapeLike ? shapes::numel(s.type.shape) ==
+                               shapes::numel(slots[slotOf[n.output(0)]].type.shape)
                          : s.type.shape == slots[slotOf[n.output(0)]].type.shape))
           inPlaceRoot = root[sv];
       }
@@ -689,12 +694,12 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     if ((s.kind != SlotKind::Input && s.kind != SlotKind::Activation) ||
         slots[root[i]].firstStep < 0 || slots[root[i]].external)
       continue;
-    allSizes += alignArenaSize(uint64_t(kernels::numElements(s.type.shape)) *
+    allSizes += alignArenaSize(uint64_t(shapes::numel(s.type.shape)) *
                                runtimeElementSize(s.type.dtype));
     if (root[i] != i)
       continue;
     requests.push_back(BufferRequest{
-        uint64_t(kernels::numElements(s.type.shape)) * runtimeElementSize(s.type.dtype),
+        uint64_t(shapes::numel(s.type.shape)) * runtimeElementSize(s.type.dtype),
         s.firstStep, s.lastStep});
     requestSlot.push_back(i);
   }
@@ -1019,7 +1024,7 @@ llvm::Error Executor::copyBoundOutputs(Stream stream) {
       continue; // written by its node
     // A graph input or a constant passed through: copied, through the host
     // when no host copy exists (backends copy host <-> device only).
-    size_t bytes = size_t(kernels::numElements(s.type.shape)) * runtimeElementSize(s.type.dtype);
+    size_t bytes = size_t(shapes::numel(s.type.shape)) * runtimeElementSize(s.type.dtype);
     if (s.host) {
       backend.copyToDevice(b.data, s.host->bytes.data(), bytes, stream);
       transfers.hostToDevice += bytes;

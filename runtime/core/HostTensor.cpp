@@ -1,11 +1,13 @@
 //===- HostTensor.cpp - Host tensors and conversions ------------------------===//
 //
 // Element sizes, shape printing, host copies of IR tensors and dtype
-// conversion through the CPU Cast kernel.
+// conversion with ONNX Cast semantics (kernels::castValue, the scalar cast
+// every backend's Cast kernel goes through).
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/HostTensor.h"
-#include "../cpu/CpuKernels.h"
+#include "mpc/Runtime/DTypeDispatch.h"
+#include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/IR/Tensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,7 +38,7 @@ int64_t HostTensor::numElements() const {
 
 double HostTensor::getAsDouble(int64_t i) const {
   double v = 0;
-  cpuk::dispatchAll(dtype, [&](auto tag) {
+  dispatchAll(dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same<T, bool>::value)
       v = data<bool>()[i] ? 1 : 0;
@@ -113,13 +115,16 @@ llvm::Expected<HostTensor> mpc::castHostTensor(const HostTensor &t, DType to) {
   if (runtimeElementSize(to) == 0)
     return inputError("cannot convert to element type {0}", dtypeName(to));
   HostTensor out(to, t.shape);
-  KernelCall call;
-  TensorRef in{t.dtype, {t.shape.begin(), t.shape.end()},
-               const_cast<uint8_t *>(t.bytes.data())};
-  TensorRef o{to, {t.shape.begin(), t.shape.end()}, out.bytes.data()};
-  call.inputs.push_back(in);
-  call.outputs.push_back(o);
-  if (auto e = cpuk::runCast(call))
-    return std::move(e);
+  int64_t n = t.numElements();
+  dispatchAll(t.dtype, [&](auto from) {
+    using From = decltype(from);
+    dispatchAll(to, [&](auto target) {
+      using To = decltype(target);
+      const From *in = t.data<From>();
+      To *o = out.data<To>();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = kernels::castValue<To>(in[i]);
+    });
+  });
   return out;
 }

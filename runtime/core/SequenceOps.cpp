@@ -9,8 +9,8 @@
 // or nothing.
 //
 //===----------------------------------------------------------------------===//
-#include "../cpu/CpuKernels.h"
 #include "ExecutorSlot.h"
+#include "../ops/ShapeHelpers.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <cstring>
 
@@ -33,11 +33,11 @@ static llvm::Expected<int64_t> position(const Node &n, const HostTensor *t, int6
   if (!t)
     return dflt;
   if (t->numElements() != 1)
-    return cpuk::nodeError(n, "position must be a scalar");
+    return shapes::nodeError(n, "position must be a scalar");
   int64_t p = t->getAsInt64(0);
   int64_t hi = end ? size : size - 1;
   if (p < -size || p > hi)
-    return cpuk::nodeError(n, "position " + llvm::Twine(p) + " is out of range for a "
+    return shapes::nodeError(n, "position " + llvm::Twine(p) + " is out of range for a "
                                   "sequence of " + llvm::Twine(size) + " tensors");
   return p < 0 ? p + size : p;
 }
@@ -53,11 +53,11 @@ static int64_t product(llvm::ArrayRef<int64_t> dims) {
 static llvm::Expected<HostTensor> concatItems(const Node &n, const SequenceValue &s,
                                               int64_t axis, bool newAxis) {
   if (s.items.empty())
-    return cpuk::nodeError(n, "cannot concatenate an empty sequence");
+    return shapes::nodeError(n, "cannot concatenate an empty sequence");
   const HostTensor &first = s.items[0];
   int64_t rank = int64_t(first.shape.size()) + (newAxis ? 1 : 0);
-  if (!cpuk::normalizeAxis(axis, rank))
-    return cpuk::nodeError(n, "axis " + llvm::Twine(axis) + " is out of range");
+  if (!shapes::normalizeAxis(axis, rank))
+    return shapes::nodeError(n, "axis " + llvm::Twine(axis) + " is out of range");
   size_t esize = runtimeElementSize(first.dtype);
   // Each item seen as [outer, len, inner] around the axis.
   auto dimsOf = [&](const HostTensor &t) {
@@ -71,10 +71,10 @@ static llvm::Expected<HostTensor> concatItems(const Node &n, const SequenceValue
   for (const HostTensor &t : s.items) {
     std::vector<int64_t> d = dimsOf(t);
     if (t.dtype != first.dtype || d.size() != outShape.size())
-      return cpuk::nodeError(n, "sequence tensors differ in type or rank");
+      return shapes::nodeError(n, "sequence tensors differ in type or rank");
     for (size_t k = 0; k < d.size(); ++k)
       if (int64_t(k) != axis && d[k] != outShape[k])
-        return cpuk::nodeError(n, "sequence tensors differ in shape " + formatShape(d) +
+        return shapes::nodeError(n, "sequence tensors differ in shape " + formatShape(d) +
                                       " vs " + formatShape(first.shape));
     outShape[axis] += d[axis];
   }
@@ -97,8 +97,8 @@ static llvm::Expected<HostTensor> concatItems(const Node &n, const SequenceValue
 static llvm::Expected<std::shared_ptr<SequenceValue>>
 splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
   int64_t axis = n.intAttr("axis", 0);
-  if (!cpuk::normalizeAxis(axis, int64_t(x.shape.size())))
-    return cpuk::nodeError(n, "axis is out of range for input of shape " +
+  if (!shapes::normalizeAxis(axis, int64_t(x.shape.size())))
+    return shapes::nodeError(n, "axis is out of range for input of shape " +
                                   formatShape(x.shape));
   int64_t dim = x.shape[axis];
   std::vector<int64_t> lengths;
@@ -109,7 +109,7 @@ splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
   } else if (split->shape.empty()) {
     int64_t c = split->getAsInt64(0);
     if (c <= 0)
-      return cpuk::nodeError(n, "split must be positive");
+      return shapes::nodeError(n, "split must be positive");
     for (int64_t o = 0; o < dim; o += c)
       lengths.push_back(std::min(c, dim - o));
   } else {
@@ -117,11 +117,11 @@ splitItems(const Node &n, const HostTensor &x, const HostTensor *split) {
     for (int64_t i = 0; i < split->numElements(); ++i) {
       lengths.push_back(split->getAsInt64(i));
       if (lengths.back() < 0)
-        return cpuk::nodeError(n, "split lengths must not be negative");
+        return shapes::nodeError(n, "split lengths must not be negative");
       total += lengths.back();
     }
     if (total != dim)
-      return cpuk::nodeError(n, "split lengths sum to " + llvm::Twine(total) +
+      return shapes::nodeError(n, "split lengths sum to " + llvm::Twine(total) +
                                     ", the axis has " + llvm::Twine(dim));
   }
   auto seq = std::make_shared<SequenceValue>();
@@ -161,14 +161,14 @@ static llvm::Expected<SequenceResult> runOptionalOp(const Node &n, const Sequenc
   if (n.opType == "OptionalGetElement") {
     if (!isOptional) {
       if (!x.seq && !x.tensor)
-        return cpuk::nodeError(n, "needs an input");
+        return shapes::nodeError(n, "needs an input");
       r.seq = x.seq;
       if (x.tensor)
         r.tensor = *x.tensor;
       return std::move(r);
     }
     if (x.seq->isNone())
-      return cpuk::nodeError(n, "the optional input holds no value");
+      return shapes::nodeError(n, "the optional input holds no value");
     r.seq = x.seq->inner;
     if (!r.seq)
       r.tensor = x.seq->items[0];
@@ -176,7 +176,7 @@ static llvm::Expected<SequenceResult> runOptionalOp(const Node &n, const Sequenc
   }
   // Optional.
   if (isOptional)
-    return cpuk::nodeError(n, "input must be a tensor or a sequence, not an optional");
+    return shapes::nodeError(n, "input must be a tensor or a sequence, not an optional");
   r.seq = std::make_shared<SequenceValue>();
   r.seq->optional = true;
   if (x.tensor) {
@@ -204,17 +204,17 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
   auto in = [&](unsigned i) { return i < ins.size() ? ins[i] : SequenceOperand(); };
   auto needSeq = [&](unsigned i) -> llvm::Expected<const SequenceValue *> {
     if (!in(i).seq || in(i).seq->optional)
-      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " must be a sequence");
+      return shapes::nodeError(n, "input " + llvm::Twine(i) + " must be a sequence");
     return in(i).seq.get();
   };
   auto needTensor = [&](unsigned i) -> llvm::Expected<const HostTensor *> {
     if (!in(i).tensor)
-      return cpuk::nodeError(n, "input " + llvm::Twine(i) + " must be a tensor");
+      return shapes::nodeError(n, "input " + llvm::Twine(i) + " must be a tensor");
     return in(i).tensor;
   };
   auto checkElem = [&](const SequenceValue &s, const HostTensor &t) -> llvm::Error {
     if (s.elem != DType::Undefined && t.dtype != s.elem)
-      return cpuk::nodeError(n, "tensor of type " + dtypeName(t.dtype) +
+      return shapes::nodeError(n, "tensor of type " + dtypeName(t.dtype) +
                                     " in a sequence of " + dtypeName(s.elem));
     return llvm::Error::success();
   };
@@ -225,7 +225,7 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
     r.seq = std::make_shared<SequenceValue>();
     r.seq->elem = DType(n.intAttr("dtype", int64_t(DType::F32)));
     if (runtimeElementSize(r.seq->elem) == 0)
-      return cpuk::nodeError(n, "element type " + dtypeName(r.seq->elem) +
+      return shapes::nodeError(n, "element type " + dtypeName(r.seq->elem) +
                                     " is not supported");
     return std::move(r);
   }
@@ -242,7 +242,7 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
       r.seq->items.push_back(**t);
     }
     if (ins.empty())
-      return cpuk::nodeError(n, "needs at least one input");
+      return shapes::nodeError(n, "needs at least one input");
     return std::move(r);
   }
   if (op == "SplitToSequence") {
@@ -280,7 +280,7 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
     if (!p)
       return p.takeError();
     if (size == 0)
-      return cpuk::nodeError(n, "cannot erase from an empty sequence");
+      return shapes::nodeError(n, "cannot erase from an empty sequence");
     r.seq = std::make_shared<SequenceValue>(seq);
     r.seq->items.erase(r.seq->items.begin() + *p);
     return std::move(r);
@@ -302,12 +302,12 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
   }
   if (op == "ConcatFromSequence") {
     if (!n.attr("axis"))
-      return cpuk::nodeError(n, "missing attribute 'axis'");
+      return shapes::nodeError(n, "missing attribute 'axis'");
     auto t = concatItems(n, seq, n.intAttr("axis", 0), n.intAttr("new_axis", 0) != 0);
     if (!t)
       return t.takeError();
     r.tensor = std::move(*t);
     return std::move(r);
   }
-  return cpuk::nodeError(n, "not a sequence op");
+  return shapes::nodeError(n, "not a sequence op");
 }

@@ -44,12 +44,13 @@ static cpu::MatrixBatch<T> matrixBatchOf(const FusedOperand &op, const TensorRef
 }
 
 static llvm::Error runFusedMatMul(const KernelCall &c) {
-  auto ops = fusedOperands(*c.node, c.inputs[0].shape, c.inputs[1].shape);
+  const FusedMatMulParams &p = paramsOf<FusedMatMulParams>(c);
+  auto ops = fusedOperands(p, c.inputs[0].shape, c.inputs[1].shape);
   const FusedOperand &a = ops.first, &b = ops.second;
   int64_t m = a.shape.size() > 1 ? a.shape[a.shape.size() - 2] : 1;
   int64_t k = a.shape.back();
   int64_t n = b.shape.size() > 1 ? b.shape.back() : 1;
-  float alpha = c.node->floatAttr("alpha", 1.0f);
+  float alpha = p.alpha;
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     cpu::batchedMatmul<T>(matrixBatchOf<T>(a, c.inputs[0]), matrixBatchOf<T>(b, c.inputs[1]), m, n,

@@ -132,6 +132,11 @@ const CpuKernel *mpc::findCpuKernel(const Node &n) {
   return findCpuKernel(n.opType, n.domain, n.opsetVersion());
 }
 
+HostKernelFn mpc::cpuHostKernel(const Node &n) {
+  const CpuKernel *k = findCpuKernel(n);
+  return k ? k->run : nullptr;
+}
+
 /// The dtype the row's mask is checked against: input 0, else output 0.
 static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   if (!inputDTypes.empty())
@@ -255,10 +260,3 @@ void CpuBackend::runPlan(const LaunchPlan &plan, Stream stream) {
 llvm::Error CpuBackend::takeMessageError(const KernelErrorRecord *record) {
   return messages.take(record);
 }
-
-void Backend::runPlan(const LaunchPlan &plan, Stream stream) {
-  for (const KernelCall &call : plan.calls)
-    launch(call, stream);
-}
-
-Backend::~Backend() = default;

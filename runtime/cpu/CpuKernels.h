@@ -1,8 +1,8 @@
 //===- CpuKernels.h - Internal helpers of the CPU kernel glue --*- C++ -*-===//
 //
-// Type dispatch (a switch over DType calling a generic lambda with a value of
-// the storage type), attribute access and the run functions the table
-// in CpuKernelTable.cpp lists. Private to runtime/cpu and runtime/core.
+// Attribute access and the run functions the table in CpuKernelTable.cpp
+// lists; the type dispatch is the runtime's (mpc/Runtime/DTypeDispatch.h).
+// Private to runtime/cpu.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_LIB_CPUKERNELS_H
@@ -11,6 +11,7 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/DTypeDispatch.h"
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/Float16.h"
 #include "../ops/ShapeFunctions.h"
@@ -25,64 +26,6 @@ namespace cpuk {
 // The shape functions and their helpers (nodeError, knownInts, sliceParams,
 // convGeometry, ...).
 using namespace shapes;
-
-/// Calls fn(T()) for the floating-point storage types.
-template <typename Fn> bool dispatchFloat(DType t, Fn &&fn) {
-  switch (t) {
-  case DType::F32: fn(float()); return true;
-  case DType::F64: fn(double()); return true;
-  case DType::F16: fn(Half()); return true;
-  case DType::BF16: fn(BFloat16()); return true;
-  default: return false;
-  }
-}
-
-/// Calls fn(T()) for the float and signed integer storage types.
-template <typename Fn> bool dispatchSigned(DType t, Fn &&fn) {
-  switch (t) {
-  case DType::I8: fn(int8_t()); return true;
-  case DType::I16: fn(int16_t()); return true;
-  case DType::I32: fn(int32_t()); return true;
-  case DType::I64: fn(int64_t()); return true;
-  default: return dispatchFloat(t, fn);
-  }
-}
-
-/// Calls fn(T()) for the unsigned integer storage types.
-template <typename Fn> bool dispatchUnsigned(DType t, Fn &&fn) {
-  switch (t) {
-  case DType::U8: fn(uint8_t()); return true;
-  case DType::U16: fn(uint16_t()); return true;
-  case DType::U32: fn(uint32_t()); return true;
-  case DType::U64: fn(uint64_t()); return true;
-  default: return false;
-  }
-}
-
-/// Calls fn(T()) for the signed and unsigned integer storage types.
-template <typename Fn> bool dispatchInteger(DType t, Fn &&fn) {
-  switch (t) {
-  case DType::I8: fn(int8_t()); return true;
-  case DType::I16: fn(int16_t()); return true;
-  case DType::I32: fn(int32_t()); return true;
-  case DType::I64: fn(int64_t()); return true;
-  default: return dispatchUnsigned(t, fn);
-  }
-}
-
-/// Calls fn(T()) for the float and integer storage types (all but bool).
-template <typename Fn> bool dispatchArithmetic(DType t, Fn &&fn) {
-  return dispatchUnsigned(t, fn) || dispatchSigned(t, fn);
-}
-
-/// Calls fn(T()) for every storage type the runtime holds.
-template <typename Fn> bool dispatchAll(DType t, Fn &&fn) {
-  if (t == DType::Bool) {
-    fn(bool());
-    return true;
-  }
-  return dispatchArithmetic(t, fn);
-}
 
 /// The unsigned integer types, and with them every integer or non-bool type.
 constexpr DTypeSet kUnsignedTypes = dtypeBit(DType::U8) | dtypeBit(DType::U16) |

@@ -85,6 +85,7 @@ public:
   }
   PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) override;
   void unprepare(KernelHandle h) override;
+  HostKernelFn hostKernel(const Node &node) const override { return cpuHostKernel(node); }
   void launch(const KernelCall &call, Stream stream) override;
   void runPlan(const LaunchPlan &plan, Stream stream) override;
   void synchronize(Stream stream) override;

@@ -16,6 +16,6 @@ std::vector<OpDef> mpc::ops::contribOps() {
   return {
       // onnxruntime training's ConvGrad: the contract of ai.mpc.training's.
       withParams(MPC_OP("ConvGrad", kContrib, 1, shapeConvGrad, Gemm), parseWindow),
-      MPC_OP("FusedMatMul", kContrib, 1, shapeFusedMatMul, Gemm),
+      withParams(MPC_OP("FusedMatMul", kContrib, 1, shapeFusedMatMul, Gemm), parseFusedMatMul),
   };
 }

@@ -209,9 +209,10 @@ struct FusedOperand {
   int64_t batchStride = 0, ld = 0;
   bool trans = false;
 };
-/// Both operands of FusedMatMul node `n` for A and B shapes `a` and `b`
-/// (its transA/transB/transBatchA/transBatchB attributes).
-std::pair<FusedOperand, FusedOperand> fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a,
+/// Both operands of a FusedMatMul with parameters `p` (its transA, transB,
+/// transBatchA and transBatchB) for A and B shapes `a` and `b`.
+std::pair<FusedOperand, FusedOperand> fusedOperands(const FusedMatMulParams &p,
+                                                    llvm::ArrayRef<int64_t> a,
                                                     llvm::ArrayRef<int64_t> b);
 
 } // namespace shapes

@@ -1,13 +1,70 @@
 //===- OpParams.cpp - Attribute parsers of the registry rows ---------------===//
+//
+// Each parser reads a node's attributes once into its op's struct and
+// rejects, with attributeError, the values no input shape could make valid
+// (a stride of 0, an unknown auto_pad or direction). Rules that need shapes
+// (a group that divides the channels, an axis within the rank) stay with
+// the shape functions.
+//
+//===----------------------------------------------------------------------===//
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Support/Diagnostics.h"
 #include <limits>
 
 using namespace mpc;
 
 OpParams::~OpParams() = default;
 
-std::unique_ptr<OpParams> mpc::parseGemm(const Node &n) {
+llvm::Error mpc::attributeError(const Node &n, llvm::StringRef attr, const llvm::Twine &value,
+                                const llvm::Twine &rule) {
+  return inputError("{0}: attribute {1} is {2}; {3}", describeNode(n), quoteName(attr),
+                    value.str(), rule.str());
+}
+
+/// An error unless the int attribute `name`, when present, is at least `min`.
+static llvm::Error checkAtLeast(const Node &n, llvm::StringRef name, int64_t min) {
+  const Attribute *a = n.attr(name);
+  if (!a || a->i >= min)
+    return llvm::Error::success();
+  return attributeError(n, name, llvm::Twine(a->i), "it must be at least " + llvm::Twine(min));
+}
+
+/// An error unless every value of the ints attribute `name` is at least `min`.
+static llvm::Error checkAllAtLeast(const Node &n, llvm::StringRef name, int64_t min) {
+  const Attribute *a = n.attr(name);
+  if (!a)
+    return llvm::Error::success();
+  for (int64_t v : a->ints)
+    if (v < min)
+      return attributeError(n, name,
+                            formatShape(std::vector<int64_t>(a->ints.begin(), a->ints.end())),
+                            "every value must be at least " + llvm::Twine(min));
+  return llvm::Error::success();
+}
+
+/// An error unless the attribute `name`, when present (or always, with
+/// `required`), is one of `allowed`: strings for a string attribute, else
+/// the int values' decimal text. `rule` lists them for the message.
+static llvm::Error checkOneOf(const Node &n, llvm::StringRef name,
+                              std::initializer_list<llvm::StringRef> allowed,
+                              llvm::StringRef rule, bool required = false) {
+  const Attribute *a = n.attr(name);
+  if (!a) {
+    if (!required)
+      return llvm::Error::success();
+    return inputError("{0}: attribute {1} is missing; {2}", describeNode(n), quoteName(name),
+                      rule);
+  }
+  bool isString = a->kind == AttrKind::String;
+  std::string text = isString ? a->s : std::to_string(a->i);
+  for (llvm::StringRef ok : allowed)
+    if (text == ok)
+      return llvm::Error::success();
+  return attributeError(n, name, isString ? quoteName(text) : text, rule);
+}
+
+ParsedParams mpc::parseGemm(const Node &n) {
   auto p = std::make_unique<GemmParams>();
   p->transA = n.intAttr("transA", 0) != 0;
   p->transB = n.intAttr("transB", 0) != 0;
@@ -16,13 +73,13 @@ std::unique_ptr<OpParams> mpc::parseGemm(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseSoftmax(const Node &n) {
+ParsedParams mpc::parseSoftmax(const Node &n) {
   auto p = std::make_unique<SoftmaxParams>();
   p->axis = n.intAttr("axis", n.opsetVersion() >= 13 ? -1 : 1);
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseLayerNorm(const Node &n) {
+ParsedParams mpc::parseLayerNorm(const Node &n) {
   auto p = std::make_unique<LayerNormParams>();
   p->axis = n.intAttr("axis", -1);
   p->epsilon = n.floatAttr("epsilon", 1e-5f);
@@ -38,7 +95,20 @@ static IntList intList(const Node &n, llvm::StringRef name) {
   return l;
 }
 
-WindowParams mpc::windowParamsOf(const Node &n) {
+llvm::Expected<WindowParams> mpc::windowParamsOf(const Node &n) {
+  if (auto e = checkOneOf(n, "auto_pad", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"},
+                          "it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID"))
+    return std::move(e);
+  if (auto e = checkAtLeast(n, "group", 1))
+    return std::move(e);
+  for (const char *name : {"kernel_shape", "strides", "dilations"})
+    if (auto e = checkAllAtLeast(n, name, 1))
+      return std::move(e);
+  if (auto e = checkAllAtLeast(n, "pads", 0))
+    return std::move(e);
+  if (auto e = checkOneOf(n, "storage_order", {"0", "1"},
+                          "it must be 0 (row-major) or 1 (column-major)"))
+    return std::move(e);
   WindowParams p;
   p.kernelShape = intList(n, "kernel_shape");
   p.strides = intList(n, "strides");
@@ -58,11 +128,35 @@ WindowParams mpc::windowParamsOf(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseWindow(const Node &n) {
-  return std::make_unique<WindowParams>(windowParamsOf(n));
+ParsedParams mpc::parseWindow(const Node &n) {
+  auto p = windowParamsOf(n);
+  if (!p)
+    return p.takeError();
+  return std::make_unique<WindowParams>(std::move(*p));
 }
 
-std::unique_ptr<OpParams> mpc::parseRecurrent(const Node &n) {
+FusedMatMulParams mpc::fusedMatMulParamsOf(const Node &n) {
+  FusedMatMulParams p;
+  p.alpha = n.floatAttr("alpha", 1.0f);
+  p.transA = n.intAttr("transA", 0) != 0;
+  p.transB = n.intAttr("transB", 0) != 0;
+  p.transBatchA = n.intAttr("transBatchA", 0) != 0;
+  p.transBatchB = n.intAttr("transBatchB", 0) != 0;
+  return p;
+}
+
+ParsedParams mpc::parseFusedMatMul(const Node &n) {
+  return std::make_unique<FusedMatMulParams>(fusedMatMulParamsOf(n));
+}
+
+ParsedParams mpc::parseRecurrent(const Node &n) {
+  if (auto e = checkOneOf(n, "direction", {"forward", "reverse", "bidirectional"},
+                          "it must be forward, reverse or bidirectional"))
+    return std::move(e);
+  if (auto e = checkOneOf(n, "layout", {"0", "1"}, "it must be 0 or 1"))
+    return std::move(e);
+  if (auto e = checkAtLeast(n, "hidden_size", 1))
+    return std::move(e);
   auto p = std::make_unique<RecurrentParams>();
   llvm::StringRef d = n.stringAttr("direction", "forward");
   p->direction = d == "bidirectional" ? RecurrentParams::Direction::Bidirectional
@@ -87,7 +181,7 @@ std::unique_ptr<OpParams> mpc::parseRecurrent(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseReduce(const Node &n) {
+ParsedParams mpc::parseReduce(const Node &n) {
   auto p = std::make_unique<ReduceParams>();
   if (const Attribute *a = n.attr("axes"))
     p->axes = a->ints;
@@ -96,22 +190,22 @@ std::unique_ptr<OpParams> mpc::parseReduce(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseTranspose(const Node &n) {
+ParsedParams mpc::parseTranspose(const Node &n) {
   auto p = std::make_unique<TransposeParams>();
   p->perm = intList(n, "perm");
   return p;
 }
 
-static std::unique_ptr<OpParams> axisParams(const Node &n, int64_t dflt) {
+static ParsedParams axisParams(const Node &n, int64_t dflt) {
   auto p = std::make_unique<AxisParams>();
   p->axis = n.intAttr("axis", dflt);
   return p;
 }
-std::unique_ptr<OpParams> mpc::parseAxis0(const Node &n) { return axisParams(n, 0); }
-std::unique_ptr<OpParams> mpc::parseAxisMinus1(const Node &n) { return axisParams(n, -1); }
+ParsedParams mpc::parseAxis0(const Node &n) { return axisParams(n, 0); }
+ParsedParams mpc::parseAxisMinus1(const Node &n) { return axisParams(n, -1); }
 
 /// AxisParams with the flags read from the named int attributes.
-static std::unique_ptr<OpParams> axisFlags(const Node &n, int64_t axisDefault,
+static ParsedParams axisFlags(const Node &n, int64_t axisDefault,
                                            const char *a, int64_t aDefault,
                                            const char *b = nullptr) {
   auto p = std::make_unique<AxisParams>();
@@ -120,18 +214,18 @@ static std::unique_ptr<OpParams> axisFlags(const Node &n, int64_t axisDefault,
   p->flagB = b && n.intAttr(b, 0) != 0;
   return p;
 }
-std::unique_ptr<OpParams> mpc::parseArgReduce(const Node &n) {
+ParsedParams mpc::parseArgReduce(const Node &n) {
   return axisFlags(n, 0, "select_last_index", 0);
 }
-std::unique_ptr<OpParams> mpc::parseTopK(const Node &n) {
+ParsedParams mpc::parseTopK(const Node &n) {
   return axisFlags(n, -1, "largest", 1);
 }
-std::unique_ptr<OpParams> mpc::parseCumulative(const Node &n) {
+ParsedParams mpc::parseCumulative(const Node &n) {
   return axisFlags(n, 0, "exclusive", 0, "reverse");
 }
-std::unique_ptr<OpParams> mpc::parseTrilu(const Node &n) { return axisFlags(n, 0, "upper", 1); }
+ParsedParams mpc::parseTrilu(const Node &n) { return axisFlags(n, 0, "upper", 1); }
 
-std::unique_ptr<OpParams> mpc::parsePad(const Node &n) {
+ParsedParams mpc::parsePad(const Node &n) {
   auto p = std::make_unique<PadParams>();
   p->mode = n.stringAttr("mode", "constant").str();
   if (n.opsetVersion() < 11) {
@@ -145,7 +239,11 @@ std::unique_ptr<OpParams> mpc::parsePad(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseNorm(const Node &n) {
+ParsedParams mpc::parseNorm(const Node &n) {
+  if (auto e = checkAtLeast(n, "num_groups", 1))
+    return std::move(e);
+  if (auto e = checkOneOf(n, "p", {"1", "2"}, "it must be 1 or 2"))
+    return std::move(e);
   auto p = std::make_unique<NormParams>();
   p->axis = n.intAttr("axis", -1);
   p->epsilon = n.floatAttr("epsilon", 1e-5f);
@@ -154,7 +252,7 @@ std::unique_ptr<OpParams> mpc::parseNorm(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseBatchNorm(const Node &n) {
+ParsedParams mpc::parseBatchNorm(const Node &n) {
   auto p = std::make_unique<BatchNormParams>();
   p->epsilon = n.floatAttr("epsilon", 1e-5f);
   p->momentum = n.floatAttr("momentum", 0.9f);
@@ -162,7 +260,7 @@ std::unique_ptr<OpParams> mpc::parseBatchNorm(const Node &n) {
   return p;
 }
 
-std::unique_ptr<OpParams> mpc::parseLoss(const Node &n) {
+ParsedParams mpc::parseLoss(const Node &n) {
   auto p = std::make_unique<LossParams>();
   p->reduction = n.stringAttr("reduction", "mean").str();
   if (const Attribute *a = n.attr("ignore_index")) {
@@ -177,7 +275,7 @@ std::unique_ptr<OpParams> mpc::parseLoss(const Node &n) {
 //===----------------------------------------------------------------------===//
 
 
-static std::unique_ptr<OpParams> floats(const Node &n, const char *a, float da,
+static ParsedParams floats(const Node &n, const char *a, float da,
                                         const char *b, float db) {
   auto p = std::make_unique<ElementwiseParams>();
   p->alpha = a ? n.floatAttr(a, da) : da;
@@ -185,45 +283,50 @@ static std::unique_ptr<OpParams> floats(const Node &n, const char *a, float da,
   return p;
 }
 
-static std::unique_ptr<OpParams> parseLeakyRelu(const Node &n) {
+static ParsedParams parseLeakyRelu(const Node &n) {
   return floats(n, "alpha", 0.01f, nullptr, 0.0f);
 }
-static std::unique_ptr<OpParams> parseAlpha1(const Node &n) {
+static ParsedParams parseAlpha1(const Node &n) {
   return floats(n, "alpha", 1.0f, nullptr, 0.0f);
 }
-static std::unique_ptr<OpParams> parseSelu(const Node &n) {
+static ParsedParams parseSelu(const Node &n) {
   // The spec's defaults, as float32 (what the kernel computes with).
   return floats(n, "alpha", 1.67326319217681884765625f, "gamma",
                 1.05070102214813232421875f);
 }
-static std::unique_ptr<OpParams> parseHardSigmoid(const Node &n) {
+static ParsedParams parseHardSigmoid(const Node &n) {
   return floats(n, "alpha", 0.2f, "beta", 0.5f);
 }
-static std::unique_ptr<OpParams> parseShrink(const Node &n) {
+static ParsedParams parseShrink(const Node &n) {
   return floats(n, "lambd", 0.5f, "bias", 0.0f);
 }
-static std::unique_ptr<OpParams> parseClip6(const Node &n) {
+static ParsedParams parseClip6(const Node &n) {
   return floats(n, "min", -std::numeric_limits<float>::infinity(), "max",
                 std::numeric_limits<float>::infinity());
 }
-static std::unique_ptr<OpParams> parseGelu(const Node &n) {
+static ParsedParams parseGelu(const Node &n) {
+  if (auto e = checkOneOf(n, "approximate", {"none", "tanh"}, "it must be none or tanh"))
+    return std::move(e);
   auto p = std::make_unique<ElementwiseParams>();
   p->text = n.stringAttr("approximate", "none").str();
   p->flagA = p->text == "tanh";
   return p;
 }
-static std::unique_ptr<OpParams> parseIsInf(const Node &n) {
+static ParsedParams parseIsInf(const Node &n) {
   auto p = std::make_unique<ElementwiseParams>();
   p->flagA = n.intAttr("detect_negative", 1) != 0;
   p->flagB = n.intAttr("detect_positive", 1) != 0;
   return p;
 }
-static std::unique_ptr<OpParams> parseMod(const Node &n) {
+static ParsedParams parseMod(const Node &n) {
   auto p = std::make_unique<ElementwiseParams>();
   p->flagA = n.intAttr("fmod", 0) != 0;
   return p;
 }
-static std::unique_ptr<OpParams> parseBitShift(const Node &n) {
+static ParsedParams parseBitShift(const Node &n) {
+  if (auto e = checkOneOf(n, "direction", {"LEFT", "RIGHT"}, "it must be LEFT or RIGHT",
+                          /*required=*/true))
+    return std::move(e);
   auto p = std::make_unique<ElementwiseParams>();
   p->flagA = n.stringAttr("direction", "") == "LEFT";
   return p;

@@ -56,16 +56,18 @@ DTYPES = {
 ALL_DTYPES = ("f32", "f16", "bf16", "f64")
 
 
-def run_mpc(args):
+def run_mpc(args, env_extra=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    env.update(env_extra or {})
     if args[0] == "run" and DEVICE != "cpu":
         args = args[:2] + ["--device", DEVICE] + args[2:]
     return subprocess.run([MPC] + args, capture_output=True, text=True, timeout=TIMEOUT_S,
                           env=env)
 
 
-def mpc_run(model, feeds, out_names, workdir):
-    """Runs `mpc run`; returns the outputs as arrays, or raises with mpc's stderr."""
+def mpc_run(model, feeds, out_names, workdir, env_extra=None, stderr_out=None):
+    """Runs `mpc run`; returns the outputs as arrays, or raises with mpc's stderr. env_extra:
+    more environment variables; stderr_out: a list that gets mpc's stderr."""
     path = os.path.join(workdir, "model.onnx")
     onnx.save(model, path)
     args = ["run", path]
@@ -74,7 +76,9 @@ def mpc_run(model, feeds, out_names, workdir):
         np.save(f, arr)
         args += ["--input", f"{name}={f}"]
     outdir = os.path.join(workdir, "out")
-    r = run_mpc(args + ["--outputs", outdir])
+    r = run_mpc(args + ["--outputs", outdir], env_extra)
+    if stderr_out is not None:
+        stderr_out.append(r.stderr)
     if r.returncode != 0:
         raise AssertionError(f"mpc run failed ({r.returncode}): {r.stderr.strip()}")
     return [np.load(os.path.join(outdir, f"{n}.npy")) for n in out_names]
@@ -230,6 +234,20 @@ class FusedMatMulTest(unittest.TestCase):
                                                  None, dt)
                 want = mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name))[0]
                 self.assertTrue(np.array_equal(got, want), f"FusedMatMul vs MatMul {dt}")
+
+    def test_attributes_are_parsed_once_not_read_at_launch(self):
+        # The kernel reads FusedMatMulParams, parsed when the executor prepares the node: with
+        # the launch check on (docs/op-registry.md) no attribute is read while launching, and
+        # every attribute still reaches the product (the float64 oracle).
+        a, b = self.rng.uniform(-1, 1, (3, 2, 4)), self.rng.uniform(-1, 1, (5, 2, 4))
+        attrs = {"alpha": -0.75, "transA": 0, "transB": 1, "transBatchA": 1, "transBatchB": 1}
+        model, feeds, outs = single_node("FusedMatMul", MS, [("a", a), ("b", b)], 1, attrs, "f64")
+        stderr = []
+        got = mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name),
+                      {"MPC_CHECK_LAUNCH_ATTRS": "1"}, stderr)[0]
+        self.assertNotIn("reads attribute", stderr[0])
+        self.assertEqual(got.shape, (2, 3, 5))
+        assert_close(self, got, fused_matmul_f64(a, b, **attrs), 1e-12, "FusedMatMul f64")
 
     def expect_error(self, sa, sb, attrs, pattern):
         model, feeds, _ = single_node("FusedMatMul", MS, [("a", np.ones(sa)), ("b", np.ones(sb))],

@@ -188,6 +188,7 @@ public:
     ++prepares;
     return n.opType == refused ? PreparedKernel() : cpu.prepare(n, in);
   }
+  HostKernelFn hostKernel(const Node &n) const override { return cpu.hostKernel(n); }
   void launch(const KernelCall &call, Stream st) override {
     ++launches;
     if (!call.kernel)

@@ -111,6 +111,8 @@ public:
     return PreparedKernel{&handles.back(), ws};
   }
   void unprepare(KernelHandle) override { --live; }
+  // Folds with the CPU rows, like a real device backend.
+  HostKernelFn hostKernel(const Node &n) const override { return cpu.hostKernel(n); }
   void launch(const KernelCall &call, Stream st) override {
     checkStream(st);
     ++launches;

@@ -158,11 +158,10 @@ static FusedOperand fusedOperand(llvm::ArrayRef<int64_t> x, bool trans, bool tra
 }
 
 std::pair<FusedOperand, FusedOperand>
-shapes::fusedOperands(const Node &n, llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
-  return {fusedOperand(a, n.intAttr("transA", 0) != 0, n.intAttr("transBatchA", 0) != 0,
-                       /*isB=*/false),
-          fusedOperand(b, n.intAttr("transB", 0) != 0, n.intAttr("transBatchB", 0) != 0,
-                       /*isB=*/true)};
+shapes::fusedOperands(const FusedMatMulParams &p, llvm::ArrayRef<int64_t> a,
+                      llvm::ArrayRef<int64_t> b) {
+  return {fusedOperand(a, p.transA, p.transBatchA, /*isB=*/false),
+          fusedOperand(b, p.transB, p.transBatchB, /*isB=*/true)};
 }
 
 llvm::Error shapes::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
@@ -172,14 +171,15 @@ llvm::Error shapes::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType
                                  " must have rank 1 or more");
   if (a.dtype != b.dtype)
     return nodeError(q.node, "A and B must have one dtype");
+  FusedMatMulParams p = fusedMatMulParamsOf(q.node);
   // As onnxruntime's kernel (MatMulComputeHelper): the batch axes of an
   // operand with transBatch pair with the other's only at equal ranks.
-  if ((q.node.intAttr("transBatchA", 0) || q.node.intAttr("transBatchB", 0)) &&
+  if ((p.transBatchA || p.transBatchB) &&
       (a.shape.size() < 3 || a.shape.size() != b.shape.size()))
     return nodeError(q.node, "transBatchA/transBatchB need A and B of one rank, 3 or more; "
                              "got A " +
                                  formatShape(a.shape) + " and B " + formatShape(b.shape));
-  auto ops = fusedOperands(q.node, a.shape, b.shape);
+  auto ops = fusedOperands(p, a.shape, b.shape);
   llvm::SmallVector<int64_t, 6> shape;
   if (!matmulShape(ops.first.shape, ops.second.shape, shape)) {
     std::string flags;

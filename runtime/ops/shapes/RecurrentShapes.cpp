@@ -23,7 +23,11 @@ int64_t shapes::numDirections(const Node &n) {
   return n.stringAttr("direction", "forward") == "bidirectional" ? 2 : 1;
 }
 
+static llvm::Error checkRecurrentAttrs(const Node &n);
+
 llvm::Error shapes::checkLstmAttrs(const Node &n) {
+  if (auto e = checkRecurrentAttrs(n))
+    return e;
   if (n.intAttr("layout", 0) != 0)
     return nodeError(n, "layout = 1 is not supported");
   if (n.attr("clip"))
@@ -125,23 +129,23 @@ shapes::parseActivations(const Node &n, const RecurrentParams &p,
 static llvm::Expected<std::vector<Activation>>
 nodeActivations(const Node &n, llvm::ArrayRef<const char *> defaults, int64_t dirs) {
   auto p = parseRecurrent(n);
-  return parseActivations(n, static_cast<const RecurrentParams &>(*p), defaults, dirs);
+  if (!p)
+    return p.takeError();
+  return parseActivations(n, static_cast<const RecurrentParams &>(**p), defaults, dirs);
 }
 
-static llvm::Error checkDirection(const Node &n) {
-  llvm::StringRef d = n.stringAttr("direction", "forward");
-  if (d != "forward" && d != "reverse" && d != "bidirectional")
-    return nodeError(n, "unknown direction " + quoteName(d));
-  if (n.intAttr("layout", 0) != 0 && n.intAttr("layout", 0) != 1)
-    return nodeError(n, "layout must be 0 or 1");
-  return llvm::Error::success();
+/// The parser's checks (direction, layout, hidden_size), for callers that
+/// shape a node the executor did not parse (the report's estimator).
+static llvm::Error checkRecurrentAttrs(const Node &n) {
+  auto p = parseRecurrent(n);
+  return p ? llvm::Error::success() : p.takeError();
 }
 
 /// Y and Y_h of a cell with `gates` gate blocks in W (GRU 3, RNN 1).
 static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &out,
                                   int64_t gates, llvm::ArrayRef<const char *> acts) {
   const Node &n = q.node;
-  if (auto e = checkDirection(n))
+  if (auto e = checkRecurrentAttrs(n))
     return e;
   int64_t dirs = numDirections(n);
   auto a = nodeActivations(n, acts, dirs);

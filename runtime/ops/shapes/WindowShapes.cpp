@@ -124,7 +124,10 @@ llvm::Expected<ConvGeometry> shapes::convGeometry(const Node &n, const WindowPar
 }
 
 llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = convGeometry(q.node, windowParamsOf(q.node), q.inputs[0].shape, q.inputs[1].shape);
+  auto wp = windowParamsOf(q.node);
+  if (!wp)
+    return wp.takeError();
+  auto g = convGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
   std::vector<int64_t> shape = {g->batch, g->outChannels};
@@ -151,7 +154,10 @@ llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowPar
 }
 
 llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = poolGeometry(q.node, windowParamsOf(q.node), q.inputs[0].shape);
+  auto wp = windowParamsOf(q.node);
+  if (!wp)
+    return wp.takeError();
+  auto g = poolGeometry(q.node, *wp, q.inputs[0].shape);
   if (!g)
     return g.takeError();
   std::vector<int64_t> shape = {g->batch, g->channels};
@@ -216,7 +222,10 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
 }
 
 llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = deconvGeometry(q.node, windowParamsOf(q.node), q.inputs[0].shape, q.inputs[1].shape);
+  auto wp = windowParamsOf(q.node);
+  if (!wp)
+    return wp.takeError();
+  auto g = deconvGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
   std::vector<int64_t> shape = {g->batch, g->outChannels};
@@ -279,7 +288,10 @@ llvm::Expected<ConvGeometry> shapes::convGradGeometry(const Node &n, const Windo
 }
 
 llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = convGradGeometry(q.node, windowParamsOf(q.node), q.inputs[0].shape,
+  auto wp = windowParamsOf(q.node);
+  if (!wp)
+    return wp.takeError();
+  auto g = convGradGeometry(q.node, *wp, q.inputs[0].shape,
                             q.inputs[1].shape, q.inputs[2].shape);
   if (!g)
     return g.takeError();
@@ -310,7 +322,10 @@ llvm::Expected<PoolGeometry> shapes::poolGradGeometry(const Node &n, const Windo
 }
 
 llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto g = poolGradGeometry(q.node, windowParamsOf(q.node), q.inputs[0].shape,
+  auto wp = windowParamsOf(q.node);
+  if (!wp)
+    return wp.takeError();
+  auto g = poolGradGeometry(q.node, *wp, q.inputs[0].shape,
                             q.inputs[1].shape);
   if (!g)
     return g.takeError();

@@ -116,6 +116,12 @@ struct KernelCall {
   }
 };
 
+/// A kernel that runs a node on host memory, synchronously: what the
+/// executor evaluates small host-computable values with while planning
+/// (Backend::hostKernel). A data-dependent error is recorded in
+/// `call.errors` (recordKernelError) or returned.
+using HostKernelFn = llvm::Error (*)(const KernelCall &call);
+
 /// Records a data-dependent error of `call` in its run's error record unless
 /// an earlier one is there (the first error wins). The kernel then returns
 /// without finishing its outputs. Host code here; a device kernel does the
@@ -246,6 +252,14 @@ public:
   virtual PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) = 0;
   /// Frees what prepare() made for a handle the executor no longer uses.
   virtual void unprepare(KernelHandle) {}
+  /// The host kernel the executor folds `node` with while planning, when
+  /// all its operands are known on the host and its outputs are small (a
+  /// Reshape's target computed from Shape, Gather and Concat); null: the
+  /// node is never folded and runs on this backend. Every backend says which
+  /// host kernels fold for it: the CPU backend its own rows, a device
+  /// backend the CPU backend's (cpuHostKernel, CpuBackend.h), so folded
+  /// values are the same whichever backend runs the model.
+  virtual HostKernelFn hostKernel(const Node &node) const = 0;
   /// Queues one node on `stream`. A data-dependent error (an index out of
   /// range) is written to `call.errors` (recordKernelError), never returned:
   /// the executor reads the record after the run.

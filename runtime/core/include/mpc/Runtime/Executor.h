@@ -52,9 +52,9 @@
 
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Backend.h"
-#include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/MemoryPlanner.h"
+#include "mpc/Runtime/OpRegistry.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include <memory>
@@ -205,9 +205,9 @@ public:
     bool isPrepared = false;
     /// The attributes parsed by the row (null when it has no parser).
     std::unique_ptr<OpParams> params;
-    /// The CPU kernel that evaluates the node on the host while planning
-    /// (folding), when there is one.
-    const CpuKernel *hostKernel = nullptr;
+    /// The host kernel that evaluates the node while planning (folding),
+    /// when the backend names one (Backend::hostKernel).
+    HostKernelFn hostKernel = nullptr;
   };
 
 private:
@@ -227,9 +227,9 @@ private:
   llvm::Error readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf);
   /// The error a record stands for.
   llvm::Error kernelError(const KernelErrorRecord &rec, const KernelCall &call);
-  /// Runs a CPU kernel on host tensors while planning (folding), with a
+  /// Runs a host kernel on host tensors while planning (folding), with a
   /// record of its own: the same messages as a launch.
-  llvm::Error runOnHost(const CpuKernel &k, KernelCall &call);
+  llvm::Error runOnHost(HostKernelFn run, KernelCall &call);
   /// Makes `workspace` at least `bytes` large.
   llvm::Error reserveWorkspace(size_t bytes);
   llvm::Error loadInitializers(llvm::function_ref<bool(const Value *)> constantOuter,

@@ -56,6 +56,12 @@ public:
   }
   PreparedKernel prepare(const Node &n, llvm::ArrayRef<TensorDesc> inputs) override;
   void unprepare(KernelHandle h) override;
+  /// The host backend's (the CPU's), else the device's.
+  HostKernelFn hostKernel(const Node &n) const override {
+    if (HostKernelFn f = host->hostKernel(n))
+      return f;
+    return device->hostKernel(n);
+  }
   void launch(const KernelCall &call, Stream s) override;
   /// A plan with no host node goes to the device whole (with the device's
   /// handles), so a device that captures plans (CUDA graphs) still can; a plan

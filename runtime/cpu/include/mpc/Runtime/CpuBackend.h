@@ -61,6 +61,11 @@ const CpuKernel *findCpuKernel(const Node &n);
 const CpuKernel *findCpuKernel(llvm::StringRef opType, llvm::StringRef domain,
                                int64_t opset);
 
+/// The run function of the node's row (any dtype), or null: the host kernel
+/// the CPU backend, and any device backend, folds values with
+/// (Backend::hostKernel).
+HostKernelFn cpuHostKernel(const Node &n);
+
 /// BackendCaps::supportsLowPrecision for a backend whose kernels `runs`
 /// (node, input dtypes) decides: the node as the AMP painting would leave it,
 /// its fp32 operands in `t`. Ops the executor runs itself take any type.
@@ -89,6 +94,7 @@ public:
   bool hasKernel(const Node &node) const override { return findCpuKernel(node) != nullptr; }
   bool supportsOp(const Node &node, llvm::ArrayRef<DType> inputDTypes) const override;
   PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) override;
+  HostKernelFn hostKernel(const Node &node) const override { return cpuHostKernel(node); }
   void launch(const KernelCall &call, Stream) override;
   /// One launch per call, stopping at the first recorded error (the CPU
   /// stream is synchronous, so the record is current after each launch).

@@ -18,25 +18,32 @@
 
 namespace mpc {
 
+/// The parsers' error for an attribute value that breaks a rule the parser
+/// can check without shapes, as one line:
+/// "node 'c1' (Conv): attribute 'group' is 0; it must be at least 1".
+/// `value` is the value as the message shows it (a number, [1, 2], 'text').
+llvm::Error attributeError(const Node &n, llvm::StringRef attr, const llvm::Twine &value,
+                           const llvm::Twine &rule);
+
 /// Gemm: Y = alpha * op(A) * op(B) + beta * C.
 struct GemmParams final : OpParams {
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 1.0f;
 };
-std::unique_ptr<OpParams> parseGemm(const Node &n);
+ParsedParams parseGemm(const Node &n);
 
 /// Softmax and LogSoftmax: the axis (default 1 before opset 13, else -1).
 struct SoftmaxParams final : OpParams {
   int64_t axis = -1;
 };
-std::unique_ptr<OpParams> parseSoftmax(const Node &n);
+ParsedParams parseSoftmax(const Node &n);
 
 /// LayerNormalization: the first normalized axis and epsilon.
 struct LayerNormParams final : OpParams {
   int64_t axis = -1;
   float epsilon = 1e-5f;
 };
-std::unique_ptr<OpParams> parseLayerNorm(const Node &n);
+ParsedParams parseLayerNorm(const Node &n);
 
 /// An integer-list attribute that may be absent. Absent and empty differ: a
 /// window op given an empty `strides` has one of the wrong length.
@@ -64,9 +71,10 @@ struct WindowParams final : OpParams {
   bool storageColumnMajor = false; ///< MaxPool storage_order = 1
   bool countIncludePad = false;    ///< AveragePool(Grad)
 };
-std::unique_ptr<OpParams> parseWindow(const Node &n);
-/// The same struct, filled from a node (shape functions that parse per call).
-WindowParams windowParamsOf(const Node &n);
+ParsedParams parseWindow(const Node &n);
+/// The same struct, filled from a node (shape functions that parse per call),
+/// or parseWindow's error.
+llvm::Expected<WindowParams> windowParamsOf(const Node &n);
 
 /// LSTM, GRU, RNN and their gradients.
 struct RecurrentParams final : OpParams {
@@ -85,7 +93,18 @@ struct RecurrentParams final : OpParams {
   std::vector<std::string> activations;
   std::vector<float> activationAlpha, activationBeta;
 };
-std::unique_ptr<OpParams> parseRecurrent(const Node &n);
+ParsedParams parseRecurrent(const Node &n);
+
+/// com.microsoft FusedMatMul: Y = alpha * op(A) * op(B), where transBatchX
+/// moves X's first axis behind its batch axes and transX then swaps the two
+/// matrix axes (NodeGeometry.h: fusedOperands).
+struct FusedMatMulParams final : OpParams {
+  float alpha = 1.0f;
+  bool transA = false, transB = false, transBatchA = false, transBatchB = false;
+};
+ParsedParams parseFusedMatMul(const Node &n);
+/// The same struct, filled from a node (the shape function, per call).
+FusedMatMulParams fusedMatMulParamsOf(const Node &n);
 
 /// The Reduce* ops: axes from the attribute (opsets before axes became an
 /// input), keepdims and noop_with_empty_axes.
@@ -94,13 +113,13 @@ struct ReduceParams final : OpParams {
   bool keepdims = true;
   bool noopWithEmptyAxes = false;
 };
-std::unique_ptr<OpParams> parseReduce(const Node &n);
+ParsedParams parseReduce(const Node &n);
 
 /// Transpose: perm (absent: reverse the axes).
 struct TransposeParams final : OpParams {
   IntList perm;
 };
-std::unique_ptr<OpParams> parseTranspose(const Node &n);
+ParsedParams parseTranspose(const Node &n);
 
 /// An axis and up to two flags: Concat, Split, Gather, GatherElements,
 /// GatherGrad (axis, default 0), the softmax and LayerNorm gradients (axis,
@@ -111,12 +130,12 @@ struct AxisParams final : OpParams {
   int64_t axis = 0;
   bool flagA = false, flagB = false;
 };
-std::unique_ptr<OpParams> parseAxis0(const Node &n);
-std::unique_ptr<OpParams> parseAxisMinus1(const Node &n);
-std::unique_ptr<OpParams> parseArgReduce(const Node &n);
-std::unique_ptr<OpParams> parseTopK(const Node &n);
-std::unique_ptr<OpParams> parseCumulative(const Node &n);
-std::unique_ptr<OpParams> parseTrilu(const Node &n);
+ParsedParams parseAxis0(const Node &n);
+ParsedParams parseAxisMinus1(const Node &n);
+ParsedParams parseArgReduce(const Node &n);
+ParsedParams parseTopK(const Node &n);
+ParsedParams parseCumulative(const Node &n);
+ParsedParams parseTrilu(const Node &n);
 
 /// Pad: the mode, and before opset 11 the pads (or paddings) and value
 /// attributes (later opsets take them as inputs).
@@ -125,7 +144,7 @@ struct PadParams final : OpParams {
   std::vector<int64_t> pads;
   float value = 0.0f;
 };
-std::unique_ptr<OpParams> parsePad(const Node &n);
+ParsedParams parsePad(const Node &n);
 
 /// InstanceNormalization (epsilon), GroupNormalization (num_groups,
 /// epsilon), RMSNormalization (axis, epsilon) and LpNormalization (axis, p).
@@ -135,7 +154,7 @@ struct NormParams final : OpParams {
   int64_t numGroups = 1;
   int64_t p = 2;
 };
-std::unique_ptr<OpParams> parseNorm(const Node &n);
+ParsedParams parseNorm(const Node &n);
 
 /// BatchNormalization and BatchNormalizationGrad.
 struct BatchNormParams final : OpParams {
@@ -144,7 +163,7 @@ struct BatchNormParams final : OpParams {
   /// training_mode = 1 at opset 14 or later: batch statistics.
   bool training = false;
 };
-std::unique_ptr<OpParams> parseBatchNorm(const Node &n);
+ParsedParams parseBatchNorm(const Node &n);
 
 /// SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and the gradient.
 struct LossParams final : OpParams {
@@ -152,7 +171,7 @@ struct LossParams final : OpParams {
   bool hasIgnoreIndex = false;
   int64_t ignoreIndex = 0;
 };
-std::unique_ptr<OpParams> parseLoss(const Node &n);
+ParsedParams parseLoss(const Node &n);
 
 /// Element-wise ops with attributes: up to two numbers and two flags, named
 /// per op (LeakyRelu/ThresholdedRelu/Elu/Celu/Swish alpha; Selu alpha and

@@ -94,8 +94,14 @@ struct OpParams {
   virtual ~OpParams();
 };
 
-/// Parses a node's attributes into its op's parameter struct.
-using ParseFn = std::unique_ptr<OpParams> (*)(const Node &n);
+/// A parser's result: the parameter struct, or an error naming the node, the
+/// op and the attribute whose value is invalid (attributeError, OpParams.h).
+using ParsedParams = llvm::Expected<std::unique_ptr<OpParams>>;
+
+/// Parses a node's attributes into its op's parameter struct, checking every
+/// value that can be checked without shapes (Executor::create reports a
+/// failure before anything runs).
+using ParseFn = ParsedParams (*)(const Node &n);
 
 /// One registry row.
 struct OpDef {
