@@ -105,6 +105,7 @@ private:
 
 CudaBackend::~CudaBackend() {
   cache.clear();
+  releaseDnn(ctx);
   if (ctx.lt)
     cublasLtDestroy(ctx.lt);
 }

@@ -45,6 +45,13 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(CastLike, kCudaCastTypes, Cast, 0),
       MPC_CUDA_ROW(MatMul, kCudaFloatTypes, MatMul, 0),
       MPC_CUDA_ROW(Gemm, kCudaFloatTypes, Gemm, 0),
+      // Convolutions (cuDNN; ConvOps.cpp).
+      MPC_CUDA_ROW(Conv, kCudaFloatTypes, Conv, 0),
+      MPC_CUDA_ROW(ConvTranspose, kCudaFloatTypes, ConvTranspose, 0),
+      CudaKernel{"ConvGrad", "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,
+                 CudaKernelKind::ConvGrad},
+      CudaKernel{"ConvGrad", "com.microsoft", 1, kMaxOpsetVersion, kCudaFloatTypes,
+                 CudaKernelKind::ConvGrad},
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -151,6 +158,9 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return n.numInputs() == 2; // variadic Max/Min: not yet
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
+  case CudaKernelKind::Conv:
+  case CudaKernelKind::ConvTranspose:
+  case CudaKernelKind::ConvGrad:
     for (DType t : dts)
       if (t != DType::Undefined && t != key)
         return false;

@@ -33,6 +33,11 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
     return prepareGemmOp(n, row, inputs, ctx);
+  // Convolutions (cuDNN).
+  case CudaKernelKind::Conv:
+  case CudaKernelKind::ConvTranspose:
+  case CudaKernelKind::ConvGrad:
+    return prepareConvOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

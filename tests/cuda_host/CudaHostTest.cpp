@@ -154,13 +154,20 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::Cast:
       EXPECT_EQ(k.dtypes, kCudaCastTypes);
       break;
+    case CudaKernelKind::Conv:
+    case CudaKernelKind::ConvTranspose:
+    case CudaKernelKind::ConvGrad:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
-                         "MatMul", "Gemm"})
+                         "MatMul", "Gemm", "Conv", "ConvTranspose"})
     EXPECT_TRUE(names.count(std::string("::") + op)) << op;
-  // Not in this slice: Clip's bounds are device values; Softmax, Conv, ...
-  for (const char *op : {"Clip", "Softmax", "Conv", "BitwiseNot", "Where"})
+  EXPECT_TRUE(names.count("ai.mpc.training::ConvGrad"));
+  EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
+  // Not in this slice: Clip's bounds are device values; Softmax, ...
+  for (const char *op : {"Clip", "Softmax", "BitwiseNot", "Where"})
     EXPECT_FALSE(names.count(std::string("::") + op)) << op;
 }
 
@@ -214,6 +221,15 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*mm, {DType::BF16, DType::BF16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::BF16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::F64, DType::F64}));
+
+  // Convolutions (cuDNN): X, W and B of one float type.
+  Node *conv = node("Conv", {DType::F16, DType::F16, DType::F16}, DType::F16, "conv");
+  EXPECT_TRUE(cudaRuns(*conv, {DType::F16, DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*conv, {DType::BF16, DType::BF16, DType::Undefined}));
+  EXPECT_FALSE(cudaRuns(*conv, {DType::F16, DType::F32, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*conv, {DType::F64, DType::F64}));
+  Node *deconv = node("ConvTranspose", {DType::F32, DType::F32}, DType::F32, "deconv");
+  EXPECT_TRUE(cudaRuns(*deconv, {DType::F32, DType::F32}));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {

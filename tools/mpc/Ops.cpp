@@ -135,6 +135,10 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::MatMul:
   case cuda::CudaKernelKind::Gemm:
     return "cuBLASLt";
+  case cuda::CudaKernelKind::Conv:
+  case cuda::CudaKernelKind::ConvTranspose:
+  case cuda::CudaKernelKind::ConvGrad:
+    return "cuDNN";
   }
   return "?";
 }

@@ -30,6 +30,10 @@ enum class CudaKernelKind : uint8_t {
   Cast,      ///< Cast / CastLike between the cast types
   MatMul,    ///< cuBLASLt
   Gemm,      ///< cuBLASLt, C through planGemmBias
+  // Convolutions: cuDNN (ConvOps.cpp), every operand of one float type.
+  Conv,          ///< forward, bias added after
+  ConvTranspose, ///< cuDNN's backward data of the forward convolution
+  ConvGrad,      ///< dX, dW (cuDNN), dB (a channel sum)
 };
 
 /// The element-wise types the launchers are instantiated for.
