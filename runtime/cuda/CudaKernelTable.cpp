@@ -29,6 +29,9 @@ static_assert(kOnnxF32 == int32_t(DType::F32) && kOnnxU8 == int32_t(DType::U8) &
 namespace {
 #define MPC_CUDA_ROW(Op, Types, Kind, Id)                                      \
   CudaKernel{#Op, "", 1, kMaxOpsetVersion, Types, CudaKernelKind::Kind, int32_t(Id)}
+/// A float row of another domain (the gradient ops).
+#define MPC_CUDA_DOMAIN_ROW(Domain, Op, Kind)                                  \
+  CudaKernel{#Op, Domain, 1, kMaxOpsetVersion, kCudaFloatTypes, CudaKernelKind::Kind}
 
 std::vector<CudaKernel> buildTable() {
   std::vector<CudaKernel> rows = {
@@ -48,10 +51,16 @@ std::vector<CudaKernel> buildTable() {
       // Convolutions (cuDNN; ConvOps.cpp).
       MPC_CUDA_ROW(Conv, kCudaFloatTypes, Conv, 0),
       MPC_CUDA_ROW(ConvTranspose, kCudaFloatTypes, ConvTranspose, 0),
-      CudaKernel{"ConvGrad", "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,
-                 CudaKernelKind::ConvGrad},
-      CudaKernel{"ConvGrad", "com.microsoft", 1, kMaxOpsetVersion, kCudaFloatTypes,
-                 CudaKernelKind::ConvGrad},
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", ConvGrad, ConvGrad),
+      MPC_CUDA_DOMAIN_ROW("com.microsoft", ConvGrad, ConvGrad),
+      // Pooling (window bodies; PoolOps.cpp).
+      MPC_CUDA_ROW(MaxPool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(AveragePool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(GlobalMaxPool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_ROW(GlobalAveragePool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", MaxPoolGrad, PoolGrad),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", AveragePoolGrad, PoolGrad),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -68,6 +77,7 @@ std::vector<CudaKernel> buildTable() {
   return out;
 }
 #undef MPC_CUDA_ROW
+#undef MPC_CUDA_DOMAIN_ROW
 } // namespace
 
 llvm::ArrayRef<CudaKernel> cuda::cudaKernelTable() {
@@ -161,6 +171,8 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::Conv:
   case CudaKernelKind::ConvTranspose:
   case CudaKernelKind::ConvGrad:
+  case CudaKernelKind::PoolGrad:
+  case CudaKernelKind::GlobalPoolGrad:
     for (DType t : dts)
       if (t != DType::Undefined && t != key)
         return false;

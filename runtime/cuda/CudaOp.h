@@ -77,6 +77,9 @@ CudaOpOrError prepareConvOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 /// Destroys the context's cuDNN handle, if one was made.
 void releaseDnn(CudaContext &ctx);
+// Pooling and its gradients (PoolOps.cpp).
+CudaOpOrError preparePoolOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

@@ -38,6 +38,12 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::ConvTranspose:
   case CudaKernelKind::ConvGrad:
     return prepareConvOp(n, row, inputs, ctx);
+  // Pooling (window bodies).
+  case CudaKernelKind::Pool:
+  case CudaKernelKind::PoolGrad:
+  case CudaKernelKind::GlobalPool:
+  case CudaKernelKind::GlobalPoolGrad:
+    return preparePoolOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -9,6 +9,7 @@
 // symmetric pads cannot express are refused with a message.
 //
 //===----------------------------------------------------------------------===//
+#include "ModelFixture.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cuda/ConvPlan.h"
 #include "mpc/Runtime/OpParams.h"
@@ -24,14 +25,7 @@ using namespace mpc::cuda;
 
 namespace {
 
-struct ConvPlanTest : ::testing::Test {
-  Model m;
-  Graph *g = nullptr;
-  void SetUp() override {
-    m.opsets.push_back({"", 21});
-    m.graph = std::make_unique<Graph>(m);
-    g = m.graph.get();
-  }
+struct ConvPlanTest : ModelFixture {
   /// A Conv or ConvTranspose node with these attributes (empty: absent).
   Node *node(const char *op, std::vector<int64_t> strides, std::vector<int64_t> pads,
              std::vector<int64_t> dilations = {}, int64_t group = 1, const char *autoPad = "",

@@ -9,6 +9,7 @@
 // launcher receives.
 //
 //===----------------------------------------------------------------------===//
+#include "ModelFixture.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
@@ -157,6 +158,10 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::Conv:
     case CudaKernelKind::ConvTranspose:
     case CudaKernelKind::ConvGrad:
+    case CudaKernelKind::Pool:
+    case CudaKernelKind::PoolGrad:
+    case CudaKernelKind::GlobalPool:
+    case CudaKernelKind::GlobalPoolGrad:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     }
@@ -172,14 +177,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
 }
 
 /// A model with one node, for the table's per-node decisions.
-struct OneNode : ::testing::Test {
-  Model m;
-  Graph *g = nullptr;
-  void SetUp() override {
-    m.opsets.push_back({"", 21});
-    m.graph = std::make_unique<Graph>(m);
-    g = m.graph.get();
-  }
+struct OneNode : ModelFixture {
   Node *node(const char *op, std::vector<DType> ins, DType out = DType::F32,
              const char *name = "n") {
     Node *n = g->createNode(op);

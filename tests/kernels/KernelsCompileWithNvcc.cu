@@ -5,7 +5,7 @@
 // body of ElementwiseOps.def in a __global__ function, for every storage type
 // the CPU backend runs it with (float, double, Half, BFloat16 and the
 // integers of its row kind), plus the bodies outside the table (attribute
-// variants, activation slopes, casts). A body that calls host-only code, or
+// variants, activation slopes, casts, pooling windows). A body that calls host-only code, or
 // is not MPC_HD, fails this build. The object is never linked or run: no
 // GPU is needed.
 //
@@ -19,6 +19,7 @@
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
+#include "mpc/Runtime/Kernels/WindowBodies.h"
 
 namespace mpc {
 namespace kernels {
@@ -73,6 +74,23 @@ __global__ void activationGradBody(ActivationGrad kind, const T *dy, const T *v,
   template __global__ void activationGradBody<T>(ActivationGrad, const T *, const T *, T *, int);
 MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ACTIVATION_GRAD, , )
 #undef MPC_DEVICE_ACTIVATION_GRAD
+
+// The pooling window bodies (WindowBodies.h): forward and gradient per
+// element, as the CPU runs them and PoolKernels.cu launches them.
+template <typename T>
+__global__ void windowBodies(WindowShape w, const T *x, const T *dy, T *y, int64_t *idx, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  int64_t arg;
+  y[i] = store<T>(windowMax(w, x, i, arg) + windowAverage(w, x, i, true) +
+                  maxPoolGradAt(w, x, dy, i) + averagePoolGradAt(w, dy, i, false));
+  idx[i] = windowIndex(w, arg, true) + windowGradArgmax(w, x, i);
+}
+#define MPC_DEVICE_WINDOW(T, OP, OUT)                                          \
+  template __global__ void windowBodies<T>(WindowShape, const T *, const T *, T *, int64_t *, int);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_WINDOW, , )
+#undef MPC_DEVICE_WINDOW
 
 // Cast (castValue) between every pair of storage types.
 template <typename From, typename To>

@@ -139,6 +139,11 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::ConvTranspose:
   case cuda::CudaKernelKind::ConvGrad:
     return "cuDNN";
+  case cuda::CudaKernelKind::Pool:
+  case cuda::CudaKernelKind::PoolGrad:
+  case cuda::CudaKernelKind::GlobalPool:
+  case cuda::CudaKernelKind::GlobalPoolGrad:
+    return "window launcher";
   }
   return "?";
 }

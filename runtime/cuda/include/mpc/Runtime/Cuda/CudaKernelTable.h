@@ -34,6 +34,11 @@ enum class CudaKernelKind : uint8_t {
   Conv,          ///< forward, bias added after
   ConvTranspose, ///< cuDNN's backward data of the forward convolution
   ConvGrad,      ///< dX, dW (cuDNN), dB (a channel sum)
+  // Pooling: the window bodies of Kernels/WindowBodies.h (PoolOps.cpp).
+  Pool,           ///< MaxPool (and Indices), AveragePool
+  PoolGrad,       ///< MaxPoolGrad, AveragePoolGrad
+  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
+  GlobalPoolGrad, ///< GlobalAveragePoolGrad
 };
 
 /// The element-wise types the launchers are instantiated for.
