@@ -9,6 +9,7 @@
 #include "mpc/Runtime/Cuda/CudaOps.h"
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstring>
@@ -61,6 +62,8 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", MaxPoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", AveragePoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),
+      // Batch normalization, inference (BatchNormOps.cpp).
+      MPC_CUDA_ROW(BatchNormalization, kCudaFloatTypes, BatchNorm, 0),
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -177,6 +180,20 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
       if (t != DType::Undefined && t != key)
         return false;
     return true;
+  case CudaKernelKind::BatchNorm: {
+    // Running statistics only (training mode runs on the CPU); scale, bias,
+    // mean and var of one type: X's, or f32 with 16-bit X.
+    std::unique_ptr<OpParams> p = parseBatchNorm(n);
+    if (static_cast<const BatchNormParams &>(*p).training || dts.size() < 5)
+      return false;
+    DType pt = dts[1];
+    if (pt != key && !(pt == DType::F32 && key != DType::F32))
+      return false;
+    for (size_t i = 2; i < 5; ++i)
+      if (dts[i] != pt)
+        return false;
+    return true;
+  }
   default:
     return true;
   }

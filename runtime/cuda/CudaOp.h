@@ -80,6 +80,9 @@ void releaseDnn(CudaContext &ctx);
 // Pooling and its gradients (PoolOps.cpp).
 CudaOpOrError preparePoolOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Inference BatchNormalization (BatchNormOps.cpp).
+CudaOpOrError prepareBatchNormOp(const Node &n, const CudaKernel &row,
+                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

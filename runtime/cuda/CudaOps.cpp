@@ -44,6 +44,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::GlobalPool:
   case CudaKernelKind::GlobalPoolGrad:
     return preparePoolOp(n, row, inputs, ctx);
+  // Inference batch normalization.
+  case CudaKernelKind::BatchNorm:
+    return prepareBatchNormOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -162,6 +162,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::PoolGrad:
     case CudaKernelKind::GlobalPool:
     case CudaKernelKind::GlobalPoolGrad:
+    case CudaKernelKind::BatchNorm:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     }
@@ -228,6 +229,18 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*conv, {DType::F64, DType::F64}));
   Node *deconv = node("ConvTranspose", {DType::F32, DType::F32}, DType::F32, "deconv");
   EXPECT_TRUE(cudaRuns(*deconv, {DType::F32, DType::F32}));
+
+  // BatchNormalization: running statistics only; scale, bias, mean and var
+  // of one type, X's or f32 with 16-bit X.
+  const DType h = DType::F16, f = DType::F32;
+  Node *bn = node("BatchNormalization", {h, h, h, h, h}, h, "bn");
+  EXPECT_TRUE(cudaRuns(*bn, {h, h, h, h, h}));
+  EXPECT_TRUE(cudaRuns(*bn, {h, f, f, f, f}));
+  EXPECT_TRUE(cudaRuns(*bn, {f, f, f, f, f}));
+  EXPECT_FALSE(cudaRuns(*bn, {f, h, h, h, h}));
+  EXPECT_FALSE(cudaRuns(*bn, {h, f, h, f, f}));
+  bn->setAttr(Attribute::makeInt("training_mode", 1));
+  EXPECT_FALSE(cudaRuns(*bn, {h, h, h, h, h}));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {

@@ -144,6 +144,8 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::GlobalPool:
   case cuda::CudaKernelKind::GlobalPoolGrad:
     return "window launcher";
+  case cuda::CudaKernelKind::BatchNorm:
+    return "batch-norm launcher";
   }
   return "?";
 }

@@ -39,6 +39,8 @@ enum class CudaKernelKind : uint8_t {
   PoolGrad,       ///< MaxPoolGrad, AveragePoolGrad
   GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
   GlobalPoolGrad, ///< GlobalAveragePoolGrad
+  // BatchNormalization with running statistics (BatchNormOps.cpp).
+  BatchNorm, ///< training_mode = 0; parameters of X's type or f32
 };
 
 /// The element-wise types the launchers are instantiated for.
