@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Cuda/ConvPlan.h"
-#include "../ops/NodeGeometry.h"
+#include "mpc/Runtime/HostTensor.h"
 #include "mpc/Support/Diagnostics.h"
 
 #include <climits>
@@ -78,28 +78,6 @@ llvm::Expected<DnnConvPlan> cuda::planDnnConv(const ConvGeometry &g) {
   }
   p.group = int(g.group);
   return p;
-}
-
-ConvGeometry cuda::forwardOfTranspose(const shapes::DeconvGeometry &d) {
-  ConvGeometry g;
-  g.batch = d.batch;
-  g.inChannels = d.outChannels;
-  g.outChannels = d.inChannels;
-  g.group = d.group;
-  for (size_t i = 0; i < d.in.size(); ++i) {
-    g.inSpatial.push_back(d.out[i]);
-    g.outSpatial.push_back(d.in[i]);
-    g.kernel.push_back(d.kernel[i]);
-    g.strides.push_back(d.strides[i]);
-    g.dilations.push_back(d.dilations[i]);
-    g.padsBegin.push_back(d.padsBegin[i]);
-    // What the end pad is for the full output s (in - 1) + output_padding +
-    // span: the rest of the padding around `out`.
-    int64_t full = d.strides[i] * (d.in[i] - 1) + d.outPad[i] +
-                   (d.kernel[i] - 1) * d.dilations[i] + 1;
-    g.padsEnd.push_back(full - d.padsBegin[i] - d.out[i]);
-  }
-  return g;
 }
 
 DnnMath cuda::dnnRequestedMath(DType t, bool tf32) {

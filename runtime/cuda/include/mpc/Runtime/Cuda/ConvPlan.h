@@ -27,12 +27,10 @@
 #include "mpc/Runtime/OpGeometry.h"
 #include "llvm/Support/Error.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mpc {
-namespace shapes {
-struct DeconvGeometry;
-} // namespace shapes
 namespace cuda {
 
 /// One convolution as cuDNN's NCHW / NCDHW descriptors see it.
@@ -63,8 +61,30 @@ llvm::Expected<DnnConvPlan> planDnnConv(const ConvGeometry &g);
 /// ConvTranspose as cuDNN's backward-data pass of the forward convolution
 /// from its output Y (channels outChannels, spatial `out`) to its input X
 /// (inChannels, spatial `in`), with ConvTranspose's W [C_in, C_out / group,
-/// kernel...] as that convolution's filter. Its geometry, for planDnnConv.
-ConvGeometry forwardOfTranspose(const shapes::DeconvGeometry &g);
+/// kernel...] as that convolution's filter. Its geometry, for planDnnConv,
+/// from the shape rule's DeconvGeometry (runtime/ops, which this header does
+/// not include: any type with its fields).
+template <typename Deconv> ConvGeometry forwardOfTranspose(const Deconv &d) {
+  ConvGeometry g;
+  g.batch = d.batch;
+  g.inChannels = d.outChannels;
+  g.outChannels = d.inChannels;
+  g.group = d.group;
+  for (size_t i = 0; i < d.in.size(); ++i) {
+    g.inSpatial.push_back(d.out[i]);
+    g.outSpatial.push_back(d.in[i]);
+    g.kernel.push_back(d.kernel[i]);
+    g.strides.push_back(d.strides[i]);
+    g.dilations.push_back(d.dilations[i]);
+    g.padsBegin.push_back(d.padsBegin[i]);
+    // The end pad of the full output s (in - 1) + output_padding + span:
+    // the rest of the padding around `out`.
+    int64_t full = d.strides[i] * (d.in[i] - 1) + d.outPad[i] +
+                   (d.kernel[i] - 1) * d.dilations[i] + 1;
+    g.padsEnd.push_back(full - d.padsBegin[i] - d.out[i]);
+  }
+  return g;
+}
 
 /// cuDNN's math types (cudnnMathType_t's values; ConvOps.cpp checks them).
 enum class DnnMath : int { Default = 0, TensorOp = 1, TensorOpAllowConversion = 2, Fma = 3 };
