@@ -24,7 +24,7 @@ WORK=${GPU_RUN_WORK:-/tmp/mpc-bundle}
 rm -rf "$WORK" && mkdir -p "$WORK" && tar -xJf "$HERE/payload.tar.xz" -C "$WORK" || {
   echo "run.sh: cannot unpack $HERE/payload.tar.xz into $WORK"; exit 1; }
 
-# cuBLASLt (and cuDNN later) from this machine: the CUDA install or a Python wheel's folder.
+# cuBLASLt and cuDNN from this machine: the CUDA install or a Python wheel's folder.
 find_lib_dir() {
   local name=$1 d
   for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64 \
@@ -44,6 +44,13 @@ EOF
 CUBLAS_DIR=$(find_lib_dir libcublasLt.so.13)
 [ -n "$CUBLAS_DIR" ] || { echo "run.sh: libcublasLt.so.13 not found on this machine"; exit 1; }
 LIBPATH="$WORK/lib:$CUBLAS_DIR"
+# cuDNN 9 (the conv family; nvidia-cudnn-cu13's nvidia/cudnn/lib where the CUDA install lacks it).
+# mpc links libcudnn.so.9, which loads its sub-libraries from its own folder.
+if ldd "$WORK/libexec/mpc" 2>/dev/null | grep -q 'libcudnn\.so'; then
+  CUDNN_DIR=$(find_lib_dir libcudnn.so.9)
+  [ -n "$CUDNN_DIR" ] || { echo "run.sh: libcudnn.so.9 not found on this machine (the bundle's mpc links cuDNN 9)"; exit 1; }
+  [ "$CUDNN_DIR" = "$CUBLAS_DIR" ] || LIBPATH="$LIBPATH:$CUDNN_DIR"
+fi
 # libstdc++ must be at least as new as the one the bundle was built with.
 need=$(cat "$WORK/lib/GLIBCXX_NEEDED" 2>/dev/null)
 stdcxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')

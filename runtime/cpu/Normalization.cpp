@@ -8,6 +8,7 @@
 
 #include "mpc/Runtime/Cpu/Normalization.h"
 #include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Kernels/BatchNormBodies.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"
@@ -104,17 +105,16 @@ void batchNormalization(const T *x, const P *scale, const P *bias,
                         const P *mean, const P *var, T *y, int64_t batch,
                         int64_t channels, int64_t spatial, float epsilon) {
   using S = AccumType<T>;
-  // Per channel: y = (x - mean) * a + bias with a = scale / sqrt(var + eps).
-  // Subtracting the mean first avoids the cancellation of the folded
-  // x * a + (bias - mean * a) when |mean| is large against the spread.
+  // Per channel the shared body (Kernels/BatchNormBodies.h, which the CUDA
+  // launcher runs too): y = (x - mean) * a + bias, a = scale / sqrt(var + eps).
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t c = 0; c < channels; ++c) {
       int64_t off = (n * channels + c) * spatial;
-      S a = S(load(scale[c])) / math::sqrt(S(load(var[c])) + S(epsilon));
-      S mu = S(load(mean[c])), b = S(load(bias[c]));
+      BatchNormChannel<S> ch = batchNormChannel(S(load(scale[c])), S(load(bias[c])),
+                                                S(load(mean[c])), S(load(var[c])), epsilon);
       withBlock<T, S>(x + off, y + off, spatial, [&](const S *in, S *out) {
         for (int64_t i = 0; i < spatial; ++i)
-          out[i] = (in[i] - mu) * a + b;
+          out[i] = batchNormApply(ch, in[i]);
       });
     }
 }

@@ -2,12 +2,16 @@
 //
 // Window bounds are tabulated once per spatial dimension and output
 // coordinate; each plane is widened to fp32 once (16-bit storage), then every
-// output walks only the taps inside the input.
+// output walks only the taps inside the input. The window math is the
+// host/device body the CUDA launchers run (Kernels/WindowBodies.h): the
+// bounds of every path, and the whole window of the 1-D and 3-D paths and of
+// MaxPool with Indices (up to 3 spatial axes; more keep the N-d loops here).
 //
 //===----------------------------------------------------------------------===//
 
 #include "mpc/Runtime/Cpu/Pool.h"
 #include "mpc/Runtime/Cpu/Convert.h"
+#include "mpc/Runtime/Kernels/WindowBodies.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -24,6 +28,22 @@ using namespace mpc::kernels;
 namespace mpc {
 namespace cpu {
 
+static WindowAxis windowAxisOf(const PoolGeometry &g, size_t d) {
+  return WindowAxis{g.inSpatial[d], g.outSpatial[d], g.kernel[d],   g.strides[d],
+                    g.dilations[d], g.padsBegin[d],  g.padsEnd[d]};
+}
+
+bool windowShapeOf(const PoolGeometry &g, WindowShape &w) {
+  size_t rank = g.inSpatial.size();
+  if (rank < 1 || rank > size_t(kWindowAxes))
+    return false;
+  w = WindowShape();
+  size_t lead = size_t(kWindowAxes) - rank;
+  for (size_t d = 0; d < rank; ++d)
+    w.axis[lead + d] = windowAxisOf(g, d);
+  return true;
+}
+
 namespace {
 /// Per dimension and output coordinate: the first input position of the
 /// window, the range [lo, hi) of taps inside the input, and the number of
@@ -36,19 +56,11 @@ struct WindowTable {
 
   explicit WindowTable(const PoolGeometry &g) {
     for (size_t d = 0; d < g.inSpatial.size(); ++d) {
-      int64_t k = g.kernel[d], s = g.strides[d], dl = g.dilations[d];
-      int64_t in = g.inSpatial[d];
+      WindowAxis axis = windowAxisOf(g, d);
       llvm::SmallVector<Entry, 64> entries;
       for (int64_t o = 0; o < g.outSpatial[d]; ++o) {
-        int64_t start = o * s - g.padsBegin[d];
-        int64_t lo = std::max<int64_t>(0, ceilDiv(-start, dl));
-        int64_t hi = std::min<int64_t>(k, floorDiv(in - 1 - start, dl) + 1);
-        int64_t padHi = std::min<int64_t>(
-            k, floorDiv(in + g.padsEnd[d] - 1 - start, dl) + 1);
-        int64_t padLo =
-            std::max<int64_t>(0, ceilDiv(-g.padsBegin[d] - start, dl));
-        entries.push_back(
-            {start, lo, std::max(hi, lo), std::max<int64_t>(0, padHi - padLo)});
+        WindowSpan w = windowSpan(axis, o);
+        entries.push_back({w.start, w.lo, w.hi, w.padded});
       }
       dims.push_back(std::move(entries));
     }
@@ -247,6 +259,8 @@ void maxPool(const PoolGeometry &g, const T *x, T *y, int64_t *indices,
     colStride[d] = colStride[d - 1] * g.inSpatial[d - 1];
   S *out = scratch<S>(ScratchSlot::Accum, size_t(outSize));
   S *rowBuf = scratch<S>(ScratchSlot::Extra, size_t(g.inSpatial.back()));
+  WindowShape shape;
+  bool shared = windowShapeOf(g, shape);
 
   for (int64_t p = 0; p < g.batch * g.channels; ++p) {
     const S *plane = planeOf<T, S>(x + p * inSize, inSize);
@@ -256,6 +270,16 @@ void maxPool(const PoolGeometry &g, const T *x, T *y, int64_t *indices,
       continue;
     }
     int64_t *idxOut = indices ? indices + p * outSize : nullptr;
+    if (shared) {
+      for (int64_t o = 0; o < outSize; ++o) {
+        int64_t arg;
+        out[o] = windowMax(shape, plane, o, arg);
+        if (idxOut)
+          idxOut[o] = p * inSize + windowIndex(shape, arg, columnMajorIndices);
+      }
+      narrowBlock(out, y + p * outSize, outSize);
+      continue;
+    }
     forEachOutput(g, table,
                   [&](int64_t o, llvm::ArrayRef<const WindowTable::Entry *> e) {
                     S m = -math::infinity<S>();
@@ -300,11 +324,19 @@ void averagePool(const PoolGeometry &g, bool countIncludePad, const T *x,
     inStride[d] = inStride[d + 1] * g.inSpatial[d + 1];
   S *out = scratch<S>(ScratchSlot::Accum, size_t(outSize));
   S *rowBuf = scratch<S>(ScratchSlot::Extra, size_t(g.inSpatial.back()));
+  WindowShape shape;
+  bool shared = windowShapeOf(g, shape);
 
   for (int64_t p = 0; p < g.batch * g.channels; ++p) {
     const S *plane = planeOf<T, S>(x + p * inSize, inSize);
     if (rank == 2) {
       averagePlane2d(g, table, countIncludePad, plane, out, rowBuf);
+      narrowBlock(out, y + p * outSize, outSize);
+      continue;
+    }
+    if (shared) {
+      for (int64_t o = 0; o < outSize; ++o)
+        out[o] = windowAverage(shape, plane, o, countIncludePad);
       narrowBlock(out, y + p * outSize, outSize);
       continue;
     }

@@ -130,6 +130,7 @@ CudaBackend::~CudaBackend() {
   for (auto &g : graphs)
     cudaGraphExecDestroy(g.second);
   cache.clear();
+  releaseDnn(ctx);
   if (ctx.lt)
     cublasLtDestroy(ctx.lt);
 }

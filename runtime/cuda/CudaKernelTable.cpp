@@ -9,6 +9,7 @@
 #include "mpc/Runtime/Cuda/CudaOps.h"
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstring>
@@ -29,6 +30,9 @@ static_assert(kOnnxF32 == int32_t(DType::F32) && kOnnxU8 == int32_t(DType::U8) &
 namespace {
 #define MPC_CUDA_ROW(Op, Types, Kind, Id)                                      \
   CudaKernel{#Op, "", 1, kMaxOpsetVersion, Types, CudaKernelKind::Kind, int32_t(Id)}
+/// A float row of another domain (the gradient ops).
+#define MPC_CUDA_DOMAIN_ROW(Domain, Op, Kind)                                  \
+  CudaKernel{#Op, Domain, 1, kMaxOpsetVersion, kCudaFloatTypes, CudaKernelKind::Kind}
 
 std::vector<CudaKernel> buildTable() {
   std::vector<CudaKernel> rows = {
@@ -47,6 +51,21 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(Gemm, kCudaFloatTypes, Gemm, 0),
       CudaKernel{"FusedMatMul", "com.microsoft", 1, kMaxOpsetVersion, kCudaFloatTypes,
                  CudaKernelKind::FusedMatMul, 0},
+      // Convolutions (cuDNN; ConvOps.cpp).
+      MPC_CUDA_ROW(Conv, kCudaFloatTypes, Conv, 0),
+      MPC_CUDA_ROW(ConvTranspose, kCudaFloatTypes, ConvTranspose, 0),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", ConvGrad, ConvGrad),
+      MPC_CUDA_DOMAIN_ROW("com.microsoft", ConvGrad, ConvGrad),
+      // Pooling (window bodies; PoolOps.cpp).
+      MPC_CUDA_ROW(MaxPool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(AveragePool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(GlobalMaxPool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_ROW(GlobalAveragePool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", MaxPoolGrad, PoolGrad),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", AveragePoolGrad, PoolGrad),
+      MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),
+      // Batch normalization, inference (BatchNormOps.cpp).
+      MPC_CUDA_ROW(BatchNormalization, kCudaFloatTypes, BatchNorm, 0),
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -63,6 +82,7 @@ std::vector<CudaKernel> buildTable() {
   return out;
 }
 #undef MPC_CUDA_ROW
+#undef MPC_CUDA_DOMAIN_ROW
 } // namespace
 
 llvm::ArrayRef<CudaKernel> cuda::cudaKernelTable() {
@@ -158,10 +178,29 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     [[fallthrough]];
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
+  case CudaKernelKind::Conv:
+  case CudaKernelKind::ConvTranspose:
+  case CudaKernelKind::ConvGrad:
+  case CudaKernelKind::PoolGrad:
+  case CudaKernelKind::GlobalPoolGrad:
     for (DType t : dts)
       if (t != DType::Undefined && t != key)
         return false;
     return true;
+  case CudaKernelKind::BatchNorm: {
+    // Running statistics only (training mode runs on the CPU); scale, bias,
+    // mean and var of one type: X's, or f32 with 16-bit X.
+    std::unique_ptr<OpParams> p = parseBatchNorm(n);
+    if (static_cast<const BatchNormParams &>(*p).training || dts.size() < 5)
+      return false;
+    DType pt = dts[1];
+    if (pt != key && !(pt == DType::F32 && key != DType::F32))
+      return false;
+    for (size_t i = 2; i < 5; ++i)
+      if (dts[i] != pt)
+        return false;
+    return true;
+  }
   default:
     return true;
   }

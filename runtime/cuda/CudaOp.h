@@ -32,11 +32,15 @@ namespace cuda {
 struct CudaContext {
   unsigned smCount = 1;
   int computeMajor = 0;
-  /// `mpc run --tf32`: fp32 matrix products in TF32.
+  /// `mpc run --tf32`: fp32 matrix products and convolutions in TF32.
   bool tf32 = false;
   /// The most workspace a cuBLASLt algorithm may ask for.
   size_t gemmWorkspaceCap = size_t(4) << 20;
   cublasLtHandle_t lt = nullptr;
+  /// The convolution family's cudnnHandle_t, made by the first node it
+  /// prepares (ConvOps.cpp) and destroyed with the backend (releaseDnn);
+  /// null until then and in a build without cuDNN.
+  mutable void *dnn = nullptr;
 
   LaunchGeometry geometry(int64_t n) const { return elementwiseGeometry(n, smCount); }
 };
@@ -67,6 +71,18 @@ CudaOpOrError prepareElementwiseOp(const Node &n, const CudaKernel &row,
                                    llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 CudaOpOrError prepareGemmOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+// Convolutions through cuDNN (ConvOps.cpp): Conv, ConvTranspose, ConvGrad.
+CudaOpOrError prepareConvOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// Destroys the context's cuDNN handle, if one was made.
+void releaseDnn(CudaContext &ctx);
+// Pooling and its gradients (PoolOps.cpp).
+CudaOpOrError preparePoolOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Inference BatchNormalization (BatchNormOps.cpp).
+CudaOpOrError prepareBatchNormOp(const Node &n, const CudaKernel &row,
+                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

@@ -34,6 +34,20 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::Gemm:
   case CudaKernelKind::FusedMatMul:
     return prepareGemmOp(n, row, inputs, ctx);
+  // Convolutions (cuDNN).
+  case CudaKernelKind::Conv:
+  case CudaKernelKind::ConvTranspose:
+  case CudaKernelKind::ConvGrad:
+    return prepareConvOp(n, row, inputs, ctx);
+  // Pooling (window bodies).
+  case CudaKernelKind::Pool:
+  case CudaKernelKind::PoolGrad:
+  case CudaKernelKind::GlobalPool:
+  case CudaKernelKind::GlobalPoolGrad:
+    return preparePoolOp(n, row, inputs, ctx);
+  // Inference batch normalization.
+  case CudaKernelKind::BatchNorm:
+    return prepareBatchNormOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -9,6 +9,7 @@
 // launcher receives.
 //
 //===----------------------------------------------------------------------===//
+#include "ModelFixture.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
@@ -155,25 +156,30 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::Cast:
       EXPECT_EQ(k.dtypes, kCudaCastTypes);
       break;
+    case CudaKernelKind::Conv:
+    case CudaKernelKind::ConvTranspose:
+    case CudaKernelKind::ConvGrad:
+    case CudaKernelKind::Pool:
+    case CudaKernelKind::PoolGrad:
+    case CudaKernelKind::GlobalPool:
+    case CudaKernelKind::GlobalPoolGrad:
+    case CudaKernelKind::BatchNorm:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
-                         "MatMul", "Gemm"})
+                         "MatMul", "Gemm", "Conv", "ConvTranspose"})
     EXPECT_TRUE(names.count(std::string("::") + op)) << op;
-  // Not in this slice: Clip's bounds are device values; Softmax, Conv, ...
-  for (const char *op : {"Clip", "Softmax", "Conv", "BitwiseNot", "Where"})
+  EXPECT_TRUE(names.count("ai.mpc.training::ConvGrad"));
+  EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
+  // Not in this slice: Clip's bounds are device values; Softmax, ...
+  for (const char *op : {"Clip", "Softmax", "BitwiseNot", "Where"})
     EXPECT_FALSE(names.count(std::string("::") + op)) << op;
 }
 
 /// A model with one node, for the table's per-node decisions.
-struct OneNode : ::testing::Test {
-  Model m;
-  Graph *g = nullptr;
-  void SetUp() override {
-    m.opsets.push_back({"", 21});
-    m.graph = std::make_unique<Graph>(m);
-    g = m.graph.get();
-  }
+struct OneNode : ModelFixture {
   Node *node(const char *op, std::vector<DType> ins, DType out = DType::F32,
              const char *name = "n") {
     Node *n = g->createNode(op);
@@ -227,6 +233,26 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
   fm->setAttr(Attribute::makeInt("transBatchB", 1));
   EXPECT_FALSE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  // Convolutions (cuDNN): X, W and B of one float type.
+  Node *conv = node("Conv", {DType::F16, DType::F16, DType::F16}, DType::F16, "conv");
+  EXPECT_TRUE(cudaRuns(*conv, {DType::F16, DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*conv, {DType::BF16, DType::BF16, DType::Undefined}));
+  EXPECT_FALSE(cudaRuns(*conv, {DType::F16, DType::F32, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*conv, {DType::F64, DType::F64}));
+  Node *deconv = node("ConvTranspose", {DType::F32, DType::F32}, DType::F32, "deconv");
+  EXPECT_TRUE(cudaRuns(*deconv, {DType::F32, DType::F32}));
+
+  // BatchNormalization: running statistics only; scale, bias, mean and var
+  // of one type, X's or f32 with 16-bit X.
+  const DType h = DType::F16, f = DType::F32;
+  Node *bn = node("BatchNormalization", {h, h, h, h, h}, h, "bn");
+  EXPECT_TRUE(cudaRuns(*bn, {h, h, h, h, h}));
+  EXPECT_TRUE(cudaRuns(*bn, {h, f, f, f, f}));
+  EXPECT_TRUE(cudaRuns(*bn, {f, f, f, f, f}));
+  EXPECT_FALSE(cudaRuns(*bn, {f, h, h, h, h}));
+  EXPECT_FALSE(cudaRuns(*bn, {h, f, h, f, f}));
+  bn->setAttr(Attribute::makeInt("training_mode", 1));
+  EXPECT_FALSE(cudaRuns(*bn, {h, h, h, h, h}));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {

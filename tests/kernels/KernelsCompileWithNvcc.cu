@@ -5,13 +5,14 @@
 // body of ElementwiseOps.def in a __global__ function, for every storage type
 // the CPU backend runs it with (float, double, Half, BFloat16 and the
 // integers of its row kind), plus the bodies outside the table (attribute
-// variants, activation slopes, casts). A body that calls host-only code, or
-// is not MPC_HD, fails this build. The object is never linked or run: no
+// variants, activation slopes, casts, pooling windows, batch normalization).
+// A body that calls host-only code, or is not MPC_HD, fails this build. The object is never linked or run: no
 // GPU is needed.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Float16.h"
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
+#include "mpc/Runtime/Kernels/BatchNormBodies.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
@@ -19,6 +20,7 @@
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
+#include "mpc/Runtime/Kernels/WindowBodies.h"
 
 namespace mpc {
 namespace kernels {
@@ -73,6 +75,37 @@ __global__ void activationGradBody(ActivationGrad kind, const T *dy, const T *v,
   template __global__ void activationGradBody<T>(ActivationGrad, const T *, const T *, T *, int);
 MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ACTIVATION_GRAD, , )
 #undef MPC_DEVICE_ACTIVATION_GRAD
+
+// The pooling window bodies (WindowBodies.h): forward and gradient per
+// element, as the CPU runs them and PoolKernels.cu launches them.
+template <typename T>
+__global__ void windowBodies(WindowShape w, const T *x, const T *dy, T *y, int64_t *idx, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  int64_t arg;
+  y[i] = store<T>(windowMax(w, x, i, arg) + windowAverage(w, x, i, true) +
+                  maxPoolGradAt(w, x, dy, i) + averagePoolGradAt(w, dy, i, false));
+  idx[i] = windowIndex(w, arg, true) + windowGradArgmax(w, x, i);
+}
+#define MPC_DEVICE_WINDOW(T, OP, OUT)                                          \
+  template __global__ void windowBodies<T>(WindowShape, const T *, const T *, T *, int64_t *, int);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_WINDOW, , )
+#undef MPC_DEVICE_WINDOW
+
+// Inference batch normalization (BatchNormBodies.h), as BatchNormKernels.cu.
+template <typename T>
+__global__ void batchNormBody(const T *x, T *y, float scale, float var, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  using S = AccumType<T>;
+  if (i < n)
+    y[i] = store<T>(batchNormApply(batchNormChannel(S(scale), S(1), S(0), S(var), 1e-5f),
+                                   S(load(x[i]))));
+}
+#define MPC_DEVICE_BATCH_NORM(T, OP, OUT)                                      \
+  template __global__ void batchNormBody<T>(const T *, T *, float, float, int);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_BATCH_NORM, , )
+#undef MPC_DEVICE_BATCH_NORM
 
 // Cast (castValue) between every pair of storage types.
 template <typename From, typename To>

@@ -513,6 +513,23 @@ const ConvCase kConvCases[] = {
      {1, 1},
      true},
     {"size1", 1, 1, 1, 1, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, true},
+    // The end pad is never read: SAME_LOWER's pads, which cuDNN's symmetric
+    // pad 1 runs (ConvPlan.h).
+    {"begin-pad-only", 2, 3, 4, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, true},
+    // A long 1-D row (over 1024 outputs per channel) and a grouped 3-D case.
+    {"long-1d", 1, 3, 5, 1, {2000}, {7}, {1}, {1}, {3}, {3}, true},
+    {"3d-groups-strided",
+     2,
+     4,
+     6,
+     2,
+     {6, 7, 5},
+     {3, 3, 2},
+     {2, 1, 2},
+     {1, 2, 1},
+     {1, 2, 0},
+     {1, 2, 0},
+     true},
 };
 
 /// Visits every (spatial output index, input index) pair that a kernel tap
@@ -649,6 +666,20 @@ const ConvCase kConvTransposeCases[] = {
      {0, 0},
      true},
     {"size1", 1, 1, 1, 1, {1}, {1}, {1}, {1}, {0}, {0}, false},
+    // Pads and a 3-D group case with output_padding.
+    {"3d-groups-outpad",
+     1,
+     4,
+     6,
+     2,
+     {3, 4, 2},
+     {3, 2, 3},
+     {2, 2, 1},
+     {1, 1, 2},
+     {1, 0, 1},
+     {1, 0, 1},
+     true,
+     {1, 1, 0}},
 };
 
 OPTEST_TYPED_P(ConvTest, ConvTransposeMatchesNaiveLoops) {

@@ -312,39 +312,48 @@ TYPED_TEST(CpuNormTest, RMSNormalizationInPlace) {
 
 OPTEST_TYPED_P(NormTest, BatchNormalization) {
   std::mt19937 rng(13);
-  const int64_t n = 2, c = 3, spatial = 10;
-  std::vector<T> x = randomVector<T>(size_t(n * c * spatial), rng, -3, 3);
-  std::vector<T> scale = randomVector<T>(c, rng),
-                 bias = randomVector<T>(c, rng);
-  std::vector<T> mean = randomVector<T>(c, rng),
-                 var = randomVector<T>(c, rng, 0.1, 2);
-  const float eps = 1e-3f;
-  std::vector<double> expected(x.size()), errScale(x.size());
-  for (int64_t i = 0; i < n * c * spatial; ++i) {
-    int64_t ch = (i / spatial) % c;
-    double a = toDouble(scale[ch]) / std::sqrt(toDouble(var[ch]) + double(eps));
-    expected[i] =
-        (toDouble(x[i]) - toDouble(mean[ch])) * a + toDouble(bias[ch]);
-    errScale[i] = (std::fabs(toDouble(x[i])) + std::fabs(toDouble(mean[ch]))) *
-                      std::fabs(a) +
-                  std::fabs(toDouble(bias[ch]));
-  }
-  auto batchNorm = [&](const auto &s, const auto &b, const auto &m, const auto &v) {
-    OpTester t("BatchNormalization", 15);
-    t.attrFloat("epsilon", eps);
-    t.input({n, c, spatial}, x).input({c}, s).input({c}, b).input({c}, m).input({c}, v);
-    return runOutput<T>(t, device);
-  };
-  EXPECT_TRUE(allClose(batchNorm(scale, bias, mean, var), expected, errScale));
-  if constexpr (kernels::kIsFloat16<T>) {
-    std::vector<float> sf, bf, mf, vf;
-    for (int64_t i = 0; i < c; ++i) {
-      sf.push_back(float(toDouble(scale[i])));
-      bf.push_back(float(toDouble(bias[i])));
-      mf.push_back(float(toDouble(mean[i])));
-      vf.push_back(float(toDouble(var[i])));
+  // [2, 3, 10]; a long spatial axis (2 x 5 x 1500, over a 256-thread
+  // block's stride); [4, 7] with no spatial axis.
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 10}, {2, 5, 30, 50}, {4, 7}};
+  for (const std::vector<int64_t> &shape : shapes) {
+    SCOPED_TRACE(shapeString(shape));
+    const int64_t n = shape[0], c = shape[1];
+    int64_t spatial = 1;
+    for (size_t i = 2; i < shape.size(); ++i)
+      spatial *= shape[i];
+    std::vector<T> x = randomVector<T>(size_t(n * c * spatial), rng, -3, 3);
+    std::vector<T> scale = randomVector<T>(c, rng),
+                   bias = randomVector<T>(c, rng);
+    std::vector<T> mean = randomVector<T>(c, rng),
+                   var = randomVector<T>(c, rng, 0.1, 2);
+    const float eps = 1e-3f;
+    std::vector<double> expected(x.size()), errScale(x.size());
+    for (int64_t i = 0; i < n * c * spatial; ++i) {
+      int64_t ch = (i / spatial) % c;
+      double a = toDouble(scale[ch]) / std::sqrt(toDouble(var[ch]) + double(eps));
+      expected[i] =
+          (toDouble(x[i]) - toDouble(mean[ch])) * a + toDouble(bias[ch]);
+      errScale[i] = (std::fabs(toDouble(x[i])) + std::fabs(toDouble(mean[ch]))) *
+                        std::fabs(a) +
+                    std::fabs(toDouble(bias[ch]));
     }
-    EXPECT_TRUE(allClose(batchNorm(sf, bf, mf, vf), expected, errScale)) << "fp32 parameters";
+    auto batchNorm = [&](const auto &s, const auto &b, const auto &m, const auto &v) {
+      OpTester t("BatchNormalization", 15);
+      t.attrFloat("epsilon", eps);
+      t.input(shape, x).input({c}, s).input({c}, b).input({c}, m).input({c}, v);
+      return runOutput<T>(t, device);
+    };
+    EXPECT_TRUE(allClose(batchNorm(scale, bias, mean, var), expected, errScale));
+    if constexpr (kernels::kIsFloat16<T>) {
+      std::vector<float> sf, bf, mf, vf;
+      for (int64_t i = 0; i < c; ++i) {
+        sf.push_back(float(toDouble(scale[i])));
+        bf.push_back(float(toDouble(bias[i])));
+        mf.push_back(float(toDouble(mean[i])));
+        vf.push_back(float(toDouble(var[i])));
+      }
+      EXPECT_TRUE(allClose(batchNorm(sf, bf, mf, vf), expected, errScale)) << "fp32 parameters";
+    }
   }
 }
 

@@ -39,6 +39,10 @@ OPTEST_TYPED_P(TrainingOpsTest, ConvGradMatchesDirectLoops) {
       {2, 3, 5, 5, 4, 1, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},
       {1, 4, 7, 6, 6, 2, 3, 2, 2, 1, 1, 2, 1, 0, 1, 1},
       {2, 3, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0},
+      // Shapes cuDNN takes (symmetric pads; see ConvPlan.h) with groups,
+      // strides and dilations, and one whose dB sums 2 x 1600 values.
+      {2, 4, 9, 8, 6, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {2, 8, 40, 40, 16, 1, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
   };
   std::mt19937 rng(7);
   for (const ConvCase &k : cases) {
@@ -91,6 +95,9 @@ OPTEST_TYPED_P(TrainingOpsTest, ConvGradMatchesDirectLoops) {
     out = runOrFail(node({false, true, false}), device);
     ASSERT_EQ(out.size(), 3u);
     EXPECT_TRUE(allClose(valuesOf<T>(out[1]), dwRef, dwScale)) << "dW alone";
+    out = runOrFail(node({false, false, true}), device);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), dbRef, dbScale)) << "dB alone";
   }
 }
 

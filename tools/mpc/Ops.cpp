@@ -136,6 +136,17 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Gemm:
   case cuda::CudaKernelKind::FusedMatMul:
     return "cuBLASLt";
+  case cuda::CudaKernelKind::Conv:
+  case cuda::CudaKernelKind::ConvTranspose:
+  case cuda::CudaKernelKind::ConvGrad:
+    return "cuDNN";
+  case cuda::CudaKernelKind::Pool:
+  case cuda::CudaKernelKind::PoolGrad:
+  case cuda::CudaKernelKind::GlobalPool:
+  case cuda::CudaKernelKind::GlobalPoolGrad:
+    return "window launcher";
+  case cuda::CudaKernelKind::BatchNorm:
+    return "batch-norm launcher";
   }
   return "?";
 }

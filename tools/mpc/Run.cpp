@@ -60,8 +60,9 @@ options:
                         kernel's own time plus a synchronization) and print
                         the ten slowest, per run, after the time
   --threads N           threads for the CPU backend's matrix products
-  --tf32                with --device cuda: fp32 matrix products on Tensor
-                        Cores in TF32 (10-bit mantissa); default strict fp32
+  --tf32                with --device cuda: fp32 matrix products and
+                        convolutions on Tensor Cores in TF32 (10-bit
+                        mantissa); default strict fp32
   --cuda-graph on|off   with --device cuda: from the second run of a plan on,
                         replay it as one captured CUDA graph (default on;
                         a plan with a CPU fallback node runs eagerly)

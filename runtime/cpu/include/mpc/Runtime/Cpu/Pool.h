@@ -10,6 +10,7 @@
 
 #include "mpc/Runtime/Cpu/Conv.h"
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/WindowBodies.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -19,6 +20,13 @@ namespace mpc {
 namespace cpu {
 
 using mpc::PoolGeometry;
+using kernels::WindowAxis;
+using kernels::WindowShape;
+using kernels::WindowSpan;
+
+/// The geometry as the shared window bodies take it (WindowBodies.h:
+/// leading axes of size 1): false for more than 3 spatial axes.
+bool windowShapeOf(const PoolGeometry &g, WindowShape &w);
 
 /// ONNX MaxPool. A NaN in a window makes the result NaN (as PyTorch; ORT's
 /// CPU kernel skips NaNs). indices, when given, receives for each output the

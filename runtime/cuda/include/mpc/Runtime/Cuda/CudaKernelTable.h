@@ -31,6 +31,17 @@ enum class CudaKernelKind : uint8_t {
   MatMul,    ///< cuBLASLt
   Gemm,      ///< cuBLASLt, C through planGemmBias
   FusedMatMul, ///< cuBLASLt: com.microsoft FusedMatMul (alpha, transA/B)
+  // Convolutions: cuDNN (ConvOps.cpp), every operand of one float type.
+  Conv,          ///< forward, bias added after
+  ConvTranspose, ///< cuDNN's backward data of the forward convolution
+  ConvGrad,      ///< dX, dW (cuDNN), dB (a channel sum)
+  // Pooling: the window bodies of Kernels/WindowBodies.h (PoolOps.cpp).
+  Pool,           ///< MaxPool (and Indices), AveragePool
+  PoolGrad,       ///< MaxPoolGrad, AveragePoolGrad
+  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
+  GlobalPoolGrad, ///< GlobalAveragePoolGrad
+  // BatchNormalization with running statistics (BatchNormOps.cpp).
+  BatchNorm, ///< training_mode = 0; parameters of X's type or f32
 };
 
 /// The element-wise types the launchers are instantiated for.
