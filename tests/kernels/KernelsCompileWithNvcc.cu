@@ -16,6 +16,7 @@
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
@@ -73,6 +74,22 @@ __global__ void activationGradBody(ActivationGrad kind, const T *dy, const T *v,
   template __global__ void activationGradBody<T>(ActivationGrad, const T *, const T *, T *, int);
 MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ACTIVATION_GRAD, , )
 #undef MPC_DEVICE_ACTIVATION_GRAD
+
+// The softmax and normalization formulas (NormBodies.h) in both
+// accumulation types.
+template <typename S> __global__ void normBodies(const S *x, S *out, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  S v = x[i], m = maxKeepNaN(x[0], v), e = softmaxExp(v, m);
+  S inv = invStdDevOf(squaredDeviation(v, m), S(1e-5));
+  out[i] = e + logSoftmaxValue(v, m, e) + softmaxGradTerm(v, e, true) +
+           softmaxGradValue(v, e, m, false) + layerNormValue(v, m, inv, e) +
+           rmsNormValue(v, inv, e) +
+           layerNormGradValue(v, normalizedInput(v, m, inv), inv, m, e);
+}
+template __global__ void normBodies<float>(const float *, float *, int);
+template __global__ void normBodies<double>(const double *, double *, int);
 
 // Cast (castValue) between every pair of storage types.
 template <typename From, typename To>
