@@ -135,6 +135,16 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::MatMul:
   case cuda::CudaKernelKind::Gemm:
     return "cuBLASLt";
+  // Softmax, normalization and reductions.
+  case cuda::CudaKernelKind::Softmax:
+  case cuda::CudaKernelKind::SoftmaxGrad:
+  case cuda::CudaKernelKind::Norm:
+  case cuda::CudaKernelKind::NormGrad:
+  case cuda::CudaKernelKind::Reduce:
+  case cuda::CudaKernelKind::BiasGrad:
+    return "slice launcher";
+  case cuda::CudaKernelKind::ActivationGrad:
+    return "gradient launcher";
   }
   return "?";
 }
