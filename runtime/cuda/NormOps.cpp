@@ -122,9 +122,9 @@ CudaOpOrError none() { return std::unique_ptr<CudaOp>(); }
 CudaOpOrError prepareSoftmax(const Node &n, llvm::ArrayRef<TensorDesc> in,
                              const CudaContext &ctx, bool grad) {
   // SoftmaxGrad(dY, Y): the shape is Y's, which dY must match.
-  const TensorDesc &x = in[grad ? 1 : 0];
   if (grad && (in.size() < 2 || in[0] != in[1]))
     return none();
+  const TensorDesc &x = in[grad ? 1 : 0];
   int64_t rank = int64_t(x.shape.size());
   int64_t axis = grad ? static_cast<AxisParams &>(*parseAxisMinus1(n)).axis
                       : static_cast<SoftmaxParams &>(*parseSoftmax(n)).axis;
