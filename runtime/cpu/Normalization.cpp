@@ -9,6 +9,7 @@
 #include "mpc/Runtime/Cpu/Normalization.h"
 #include "mpc/Runtime/Cpu/Convert.h"
 #include "mpc/Runtime/Kernels/BatchNormBodies.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"
@@ -28,8 +29,8 @@ static void statistics(const S *v, int64_t n, S epsilon, S &mean, S &invStd) {
   mean = n ? sumOf<S>(v, n) / S(n) : S(0);
   S m = mean;
   S var =
-      n ? sumOf<S>(v, n, [m](S x) { return (x - m) * (x - m); }) / S(n) : S(0);
-  invStd = S(1) / math::sqrt(var + epsilon);
+      n ? sumOf<S>(v, n, [m](S x) { return squaredDeviation(x, m); }) / S(n) : S(0);
+  invStd = invStdDevOf(var, epsilon);
 }
 
 /// Parameters of storage type P in the compute type S (widened into scratch
@@ -79,7 +80,7 @@ void layerNormalization(const T *x, const P *scale, const P *bias, T *y,
                       if (invStdDev)
                         invStdDev[o] = inv;
                       for (int64_t i = 0; i < inner; ++i) {
-                        S v = (in[i] - mu) * inv * sc[i];
+                        S v = layerNormValue(in[i], mu, inv, sc[i]);
                         out[i] = bs ? v + bs[i] : v;
                       }
                     });
@@ -94,9 +95,9 @@ void rmsNormalization(const T *x, const P *scale, T *y, int64_t outer, int64_t i
   for (int64_t o = 0; o < outer; ++o)
     withBlock<T, S>(x + o * inner, y + o * inner, inner, [&](const S *in, S *out) {
       S ms = inner ? sumOf<S>(in, inner, [](S v) { return v * v; }) / S(inner) : S(0);
-      S inv = S(1) / math::sqrt(ms + S(epsilon));
+      S inv = invStdDevOf(ms, S(epsilon));
       for (int64_t i = 0; i < inner; ++i)
-        out[i] = in[i] * inv * sc[i];
+        out[i] = rmsNormValue(in[i], inv, sc[i]);
     });
 }
 

@@ -72,62 +72,17 @@ struct Layout {
   }
 };
 
-/// A reduction step: how one element is mapped, how values combine, and how
-/// a contiguous row is folded (vectorizable for the sums and extrema).
-enum class Combine { Add, Mul, Max, Min };
-enum class Map { Identity, Square, Abs, ExpShift };
+/// A reduction step (ReduceBodies.h: how one element is mapped, how values
+/// combine) and how a contiguous row is folded (vectorizable for the sums
+/// and extrema).
+using Combine = ReduceCombine;
+using Map = ReduceMap;
 
-template <typename A, Combine C, Map M> struct Op {
-  static A identity() {
-    switch (C) {
-    case Combine::Add:
-      return A(0);
-    case Combine::Mul:
-      return A(1);
-    case Combine::Max:
-      if constexpr (std::is_integral<A>::value)
-        return std::numeric_limits<A>::lowest();
-      else
-        return -math::infinity<A>();
-    case Combine::Min:
-      if constexpr (std::is_integral<A>::value)
-        return std::numeric_limits<A>::max();
-      else
-        return math::infinity<A>();
-    }
-    return A(0);
-  }
-  template <typename V> static A map(V v, A shift) {
-    A a = A(v);
-    switch (M) {
-    case Map::Identity:
-      return a;
-    case Map::Square:
-      return a * a;
-    case Map::Abs:
-      return a < A(0) ? A(0) - a : a;
-    case Map::ExpShift:
-      if constexpr (std::is_integral<A>::value)
-        return A(
-            0); // Not instantiated: integer LogSumExp accumulates in double.
-      else
-        return math::exp(a - shift);
-    }
-    return a;
-  }
-  static A combine(A acc, A v) {
-    switch (C) {
-    case Combine::Add:
-      return acc + v;
-    case Combine::Mul:
-      return acc * v;
-    case Combine::Max:
-      return (v > acc || v != v) ? v : acc;
-    case Combine::Min:
-      return (v < acc || v != v) ? v : acc;
-    }
-    return acc;
-  }
+template <typename A, Combine C, Map M> struct Op : ReduceStep<A, C, M> {
+  using Step = ReduceStep<A, C, M>;
+  using Step::combine;
+  using Step::identity;
+  using Step::map;
   template <typename V> static A reduceRow(const V *row, int64_t n, A shift) {
     if constexpr (C == Combine::Add)
       return sumOf<A>(row, n, [shift](V v) { return map(v, shift); });
@@ -232,28 +187,15 @@ static void reduceWith(ReduceKind kind, const T *x, const Layout &l, T *y) {
     if constexpr (!std::is_integral<A>::value) {
       shift = scratch<A>(ScratchSlot::Extra, size_t(l.outSize));
       run<Op<A, Combine::Max, Map::Identity>>(x, l, shift);
-      // An infinite maximum is the answer itself (and would give inf - inf).
       A *finite = scratch<A>(ScratchSlot::Panel, size_t(l.outSize));
       for (int64_t i = 0; i < l.outSize; ++i)
-        finite[i] = math::isInf(shift[i]) ? A(0) : shift[i];
+        finite[i] = logSumExpShift(shift[i]);
       run<Op<A, Combine::Add, Map::ExpShift>>(x, l, acc, finite);
     }
     break;
   }
   for (int64_t i = 0; i < l.outSize; ++i) {
-    A v = acc[i];
-    if constexpr (!std::is_integral<A>::value) {
-      if (kind == ReduceKind::L2)
-        v = math::sqrt(v);
-      else if (kind == ReduceKind::LogSum)
-        v = math::log(v);
-      else if (kind == ReduceKind::LogSumExp)
-        v = math::isInf(shift[i]) || math::isNaN(shift[i])
-                ? shift[i]
-                : shift[i] + math::log(v);
-    }
-    if (kind == ReduceKind::Mean)
-      v = (std::is_integral<A>::value && l.count == 0) ? A(0) : v / A(l.count);
+    A v = reduceFinish(kind, acc[i], shift ? shift[i] : A(0), l.count);
     y[i] = castValue<T>(v);
     // The int64 identities of an empty Max/Min are T's own limits.
     if constexpr (std::is_integral<T>::value)

@@ -9,6 +9,7 @@
 #include "mpc/Runtime/Cpu/Softmax.h"
 #include "mpc/Runtime/Cpu/Convert.h"
 #include "mpc/Runtime/Cpu/CpuIsa.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
 
 #include "Accumulate.h"
 #include "Scratch.h"
@@ -29,24 +30,23 @@ static MPC_ALWAYS_INLINE void softmaxRowBody(const S *in, S *out, int64_t n,
   S m = maxOf(in, n);
   if (isLog) {
     // The exponentials go through a stack block: out may alias in, and in
-    // is still needed. (x - max) - log(sum): x - max is exact near the
-    // maximum, which x - (max + log(sum)) would round away.
+    // is still needed (logSoftmaxValue, NormBodies.h).
     constexpr int64_t kBlock = 256;
     S block[kBlock];
     S sum = S(0);
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       int64_t len = std::min(kBlock, n - i0);
       for (int64_t j = 0; j < len; ++j)
-        block[j] = math::exp(in[i0 + j] - m);
+        block[j] = softmaxExp(in[i0 + j], m);
       sum += sumOf<S>(block, len);
     }
     S logSum = math::log(sum);
     for (int64_t i = 0; i < n; ++i)
-      out[i] = (in[i] - m) - logSum;
+      out[i] = logSoftmaxValue(in[i], m, logSum);
     return;
   }
   for (int64_t i = 0; i < n; ++i)
-    out[i] = math::exp(in[i] - m);
+    out[i] = softmaxExp(in[i], m);
   S sum = sumOf<S>(out, n);
   for (int64_t i = 0; i < n; ++i)
     out[i] = out[i] / sum;
@@ -62,22 +62,22 @@ softmaxColumnsBody(const S *in, int64_t ldIn, S *out, int64_t ldOut,
   for (int64_t a = 0; a < axisDim; ++a) {
     const S *row = in + a * ldIn;
     for (int64_t j = 0; j < cb; ++j)
-      maxv[j] = (row[j] > maxv[j] || row[j] != row[j]) ? row[j] : maxv[j];
+      maxv[j] = maxKeepNaN(maxv[j], row[j]);
   }
   if (isLog) {
     for (int64_t a = 0; a < axisDim; ++a)
       for (int64_t j = 0; j < cb; ++j)
-        sumv[j] += math::exp(in[a * ldIn + j] - maxv[j]);
+        sumv[j] += softmaxExp(in[a * ldIn + j], maxv[j]);
     for (int64_t j = 0; j < cb; ++j)
       sumv[j] = math::log(sumv[j]);
     for (int64_t a = 0; a < axisDim; ++a)
       for (int64_t j = 0; j < cb; ++j)
-        out[a * ldOut + j] = (in[a * ldIn + j] - maxv[j]) - sumv[j];
+        out[a * ldOut + j] = logSoftmaxValue(in[a * ldIn + j], maxv[j], sumv[j]);
     return;
   }
   for (int64_t a = 0; a < axisDim; ++a)
     for (int64_t j = 0; j < cb; ++j) {
-      S e = math::exp(in[a * ldIn + j] - maxv[j]);
+      S e = softmaxExp(in[a * ldIn + j], maxv[j]);
       sumv[j] += e;
       out[a * ldOut + j] = e;
     }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Cpu/TrainingOps.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -29,15 +30,8 @@ template <typename T> static AccumType<T> ld(T v) { return AccumType<T>(load(v))
 
 template <typename T>
 void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n) {
-  using C = kernels::ComputeType<T>;
-  if (kind == ActivationGrad::Relu) {
-    // A select, not a product: 0 * inf would be NaN.
-    for (int64_t i = 0; i < n; ++i)
-      dx[i] = load(v[i]) > C(0) ? dy[i] : store<T>(C(0));
-    return;
-  }
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = store<T>(load(dy[i]) * kernels::activationSlope<C>(kind, load(v[i])));
+    dx[i] = kernels::activationGradValue(kind, dy[i], v[i]);
 }
 
 template <typename T>
@@ -82,12 +76,11 @@ void softmaxGrad(const T *dy, const T *y, T *dx, int64_t outer, int64_t axisDim,
       A sum = A(0);
       for (int64_t a = 0; a < axisDim; ++a) {
         int64_t k = base + a * inner;
-        sum += log ? ld(dy[k]) : ld(dy[k]) * ld(y[k]);
+        sum += kernels::softmaxGradTerm(ld(dy[k]), ld(y[k]), log);
       }
       for (int64_t a = 0; a < axisDim; ++a) {
         int64_t k = base + a * inner;
-        A r = log ? ld(dy[k]) - std::exp(ld(y[k])) * sum : ld(y[k]) * (ld(dy[k]) - sum);
-        dx[k] = store<T>(r);
+        dx[k] = store<T>(kernels::softmaxGradValue(ld(dy[k]), ld(y[k]), sum, log));
       }
     }
 }
@@ -106,7 +99,7 @@ void layerNormGrad(const T *dy, const T *x, const AccumType<T> *scale,
     A mu = mean[r], inv = invStdDev[r];
     A sumG = A(0), sumGX = A(0);
     for (int64_t j = 0; j < inner; ++j) {
-      A xhat = (ld(xr[j]) - mu) * inv, d = ld(dyr[j]), g = d * scale[j];
+      A xhat = kernels::normalizedInput(ld(xr[j]), mu, inv), d = ld(dyr[j]), g = d * scale[j];
       sumG += g;
       sumGX += g * xhat;
       if (dScale)
@@ -118,8 +111,8 @@ void layerNormGrad(const T *dy, const T *x, const AccumType<T> *scale,
       continue;
     A m1 = sumG / A(inner), m2 = sumGX / A(inner);
     for (int64_t j = 0; j < inner; ++j) {
-      A xhat = (ld(xr[j]) - mu) * inv, g = ld(dyr[j]) * scale[j];
-      dx[r * inner + j] = store<T>(inv * (g - m1 - xhat * m2));
+      A xhat = kernels::normalizedInput(ld(xr[j]), mu, inv), g = ld(dyr[j]) * scale[j];
+      dx[r * inner + j] = store<T>(kernels::layerNormGradValue(g, xhat, inv, m1, m2));
     }
   }
 }

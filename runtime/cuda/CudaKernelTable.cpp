@@ -11,6 +11,9 @@
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpRegistry.h"
+#include "mpc/Runtime/Kernels/ActivationGrad.h"
+#include "mpc/Runtime/Kernels/ReduceBodies.h"
+#include "../ops/ShapeHelpers.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstring>
 #include <type_traits>
@@ -33,6 +36,11 @@ namespace {
 /// A float row of another domain (the gradient ops).
 #define MPC_CUDA_DOMAIN_ROW(Domain, Op, Kind)                                  \
   CudaKernel{#Op, Domain, 1, kMaxOpsetVersion, kCudaFloatTypes, CudaKernelKind::Kind}
+#define MPC_CUDA_TRAINING_ROW(Op, Types, Kind)                                 \
+  CudaKernel{#Op, "ai.mpc.training", 1, kMaxOpsetVersion, Types, CudaKernelKind::Kind, 0}
+#define MPC_CUDA_GRAD_ROW(Op, Kind)                                            \
+  CudaKernel{#Op, "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,     \
+             CudaKernelKind::ActivationGrad, int32_t(kernels::ActivationGrad::Kind)}
 
 std::vector<CudaKernel> buildTable() {
   std::vector<CudaKernel> rows = {
@@ -66,6 +74,32 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),
       // Batch normalization, inference (BatchNormOps.cpp).
       MPC_CUDA_ROW(BatchNormalization, kCudaFloatTypes, BatchNorm, 0),
+      // Softmax and normalization (NormOps.cpp).
+      MPC_CUDA_ROW(Softmax, kCudaFloatTypes, Softmax, 0),
+      MPC_CUDA_ROW(LogSoftmax, kCudaFloatTypes, Softmax, 0),
+      MPC_CUDA_TRAINING_ROW(SoftmaxGrad, kCudaFloatTypes, SoftmaxGrad),
+      MPC_CUDA_TRAINING_ROW(LogSoftmaxGrad, kCudaFloatTypes, SoftmaxGrad),
+      MPC_CUDA_ROW(LayerNormalization, kCudaFloatTypes, Norm, 0),
+      MPC_CUDA_ROW(RMSNormalization, kCudaFloatTypes, Norm, 0),
+      MPC_CUDA_TRAINING_ROW(LayerNormalizationGrad, kCudaFloatTypes, NormGrad),
+      // Reductions (ReduceOps.cpp).
+      MPC_CUDA_ROW(ReduceSum, kCudaFloatTypes, Reduce, kernels::ReduceKind::Sum),
+      MPC_CUDA_ROW(ReduceMean, kCudaFloatTypes, Reduce, kernels::ReduceKind::Mean),
+      MPC_CUDA_ROW(ReduceMax, kCudaFloatTypes, Reduce, kernels::ReduceKind::Max),
+      MPC_CUDA_ROW(ReduceMin, kCudaFloatTypes, Reduce, kernels::ReduceKind::Min),
+      MPC_CUDA_ROW(ReduceProd, kCudaFloatTypes, Reduce, kernels::ReduceKind::Prod),
+      MPC_CUDA_ROW(ReduceSumSquare, kCudaFloatTypes, Reduce, kernels::ReduceKind::SumSquare),
+      MPC_CUDA_ROW(ReduceL1, kCudaFloatTypes, Reduce, kernels::ReduceKind::L1),
+      MPC_CUDA_ROW(ReduceL2, kCudaFloatTypes, Reduce, kernels::ReduceKind::L2),
+      MPC_CUDA_ROW(ReduceLogSum, kCudaFloatTypes, Reduce, kernels::ReduceKind::LogSum),
+      MPC_CUDA_ROW(ReduceLogSumExp, kCudaFloatTypes, Reduce, kernels::ReduceKind::LogSumExp),
+      MPC_CUDA_TRAINING_ROW(BiasGrad, kCudaFloatTypes, BiasGrad),
+      // Activation gradients (GradOps.cpp).
+      MPC_CUDA_GRAD_ROW(ReluGrad, Relu),
+      MPC_CUDA_GRAD_ROW(SigmoidGrad, Sigmoid),
+      MPC_CUDA_GRAD_ROW(TanhGrad, Tanh),
+      MPC_CUDA_GRAD_ROW(ErfGrad, Erf),
+      MPC_CUDA_GRAD_ROW(GeluGrad, Gelu),
   };
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
@@ -83,6 +117,8 @@ std::vector<CudaKernel> buildTable() {
 }
 #undef MPC_CUDA_ROW
 #undef MPC_CUDA_DOMAIN_ROW
+#undef MPC_CUDA_TRAINING_ROW
+#undef MPC_CUDA_GRAD_ROW
 } // namespace
 
 llvm::ArrayRef<CudaKernel> cuda::cudaKernelTable() {
@@ -145,6 +181,34 @@ OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
   return OpBlob();
 }
 
+bool cuda::constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out) {
+  const Value *v = i < n.numInputs() ? n.input(i) : nullptr;
+  if (!v)
+    return false;
+  out.clear();
+  if (v->isConstant()) {
+    const Tensor *t = v->initializer();
+    if (!t || t->isExternal() || (t->dtype != DType::I64 && t->dtype != DType::I32))
+      return false;
+    for (int64_t k = 0; k < t->numElements(); ++k)
+      out.push_back(t->getAsInt64(k));
+    return true;
+  }
+  const Node *p = v->producer();
+  if (!p || p->opType != "Constant" || !p->domain.empty())
+    return false;
+  llvm::Expected<HostTensor> c = shapes::constantValue(*p);
+  if (!c) {
+    llvm::consumeError(c.takeError());
+    return false;
+  }
+  if (c->dtype != DType::I64 && c->dtype != DType::I32)
+    return false;
+  for (int64_t k = 0; k < c->numElements(); ++k)
+    out.push_back(c->getAsInt64(k));
+  return true;
+}
+
 /// The dtype a row's mask is checked against: input 0, else output 0.
 static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   if (!inputDTypes.empty())
@@ -200,6 +264,31 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
       if (dts[i] != pt)
         return false;
     return true;
+  }
+  // Softmax and normalization: parameters of the data's type or f32
+  // (RMSNormalization: the data's type only), f32 statistics into
+  // LayerNormalizationGrad; shapes are checked in prepare.
+  case CudaKernelKind::Norm:
+  case CudaKernelKind::NormGrad: {
+    bool grad = k.kind == CudaKernelKind::NormGrad;
+    bool rms = llvm::StringRef(n.opType) == "RMSNormalization";
+    for (size_t i = grad ? 2 : 1; i < dts.size(); ++i) {
+      DType t = dts[i];
+      bool stat = grad && i >= 3;
+      if (t != DType::Undefined && t != (stat ? DType::F32 : key) &&
+          (stat || rms || t != DType::F32))
+        return false;
+    }
+    return true;
+  }
+  // Reductions: axes given as an input must be known before running.
+  case CudaKernelKind::Reduce:
+  case CudaKernelKind::BiasGrad: {
+    std::vector<int64_t> ints;
+    bool second = n.numInputs() > 1 && n.input(1);
+    if (k.kind == CudaKernelKind::Reduce)
+      return !second || constantInputInts(n, 1, ints);
+    return second;
   }
   default:
     return true;

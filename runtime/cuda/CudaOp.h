@@ -71,6 +71,15 @@ CudaOpOrError prepareElementwiseOp(const Node &n, const CudaKernel &row,
                                    llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 CudaOpOrError prepareGemmOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// Softmax and normalization (NormOps.cpp).
+CudaOpOrError prepareNormOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// Reductions and BiasGrad (ReduceOps.cpp).
+CudaOpOrError prepareReduceOp(const Node &n, const CudaKernel &row,
+                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// Activation gradients (GradOps.cpp).
+CudaOpOrError prepareGradOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 // Convolutions through cuDNN (ConvOps.cpp): Conv, ConvTranspose, ConvGrad.
 CudaOpOrError prepareConvOp(const Node &n, const CudaKernel &row,

@@ -48,6 +48,19 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Inference batch normalization.
   case CudaKernelKind::BatchNorm:
     return prepareBatchNormOp(n, row, inputs, ctx);
+  // Softmax and normalization.
+  case CudaKernelKind::Softmax:
+  case CudaKernelKind::SoftmaxGrad:
+  case CudaKernelKind::Norm:
+  case CudaKernelKind::NormGrad:
+    return prepareNormOp(n, row, inputs, ctx);
+  // Reductions.
+  case CudaKernelKind::Reduce:
+  case CudaKernelKind::BiasGrad:
+    return prepareReduceOp(n, row, inputs, ctx);
+  // Activation gradients.
+  case CudaKernelKind::ActivationGrad:
+    return prepareGradOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -15,6 +15,8 @@
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include "mpc/Runtime/Kernels/ActivationGrad.h"
+#include "mpc/Runtime/Kernels/ReduceBodies.h"
 #include "mpc/Runtime/OpRegistry.h"
 
 #include <gtest/gtest.h>
@@ -166,6 +168,22 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::BatchNorm:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
+    // Softmax, normalization and reductions.
+    case CudaKernelKind::Softmax:
+    case CudaKernelKind::SoftmaxGrad:
+    case CudaKernelKind::Norm:
+    case CudaKernelKind::NormGrad:
+    case CudaKernelKind::BiasGrad:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
+    case CudaKernelKind::Reduce:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      EXPECT_LE(k.op, int32_t(kernels::ReduceKind::LogSumExp));
+      break;
+    case CudaKernelKind::ActivationGrad:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      EXPECT_LE(k.op, int32_t(kernels::ActivationGrad::Gelu));
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
@@ -173,8 +191,8 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     EXPECT_TRUE(names.count(std::string("::") + op)) << op;
   EXPECT_TRUE(names.count("ai.mpc.training::ConvGrad"));
   EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
-  // Not in this slice: Clip's bounds are device values; Softmax, ...
-  for (const char *op : {"Clip", "Softmax", "BitwiseNot", "Where"})
+  // Not in this slice: Clip's bounds are device values; ...
+  for (const char *op : {"Clip", "BitwiseNot", "Where"})
     EXPECT_FALSE(names.count(std::string("::") + op)) << op;
 }
 
@@ -198,9 +216,9 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*add, {DType::I64, DType::I64}));
   EXPECT_FALSE(cudaRuns(*add, {DType::F64, DType::F64}));
 
-  Node *sm = node("Softmax", {DType::F32}, DType::F32, "probs");
-  EXPECT_EQ(findCudaKernel(*sm), nullptr);
-  EXPECT_FALSE(cudaRuns(*sm, {DType::F32}));
+  Node *nms = node("NonMaxSuppression", {DType::F32, DType::F32}, DType::I64, "nms");
+  EXPECT_EQ(findCudaKernel(*nms), nullptr);
+  EXPECT_FALSE(cudaRuns(*nms, {DType::F32, DType::F32}));
 
   // Variadic Max: only the two-input form has a launcher.
   Node *mx = node("Max", {DType::F32, DType::F32, DType::F32}, DType::F32, "mx");
@@ -262,8 +280,8 @@ TEST_F(OneNode, CapsPaintWithTheTable) {
   Node *mm = node("MatMul", {DType::F32, DType::F32});
   EXPECT_TRUE(caps.supportsLowPrecision(*mm, DType::F16));
   EXPECT_TRUE(caps.supportsLowPrecision(*mm, DType::BF16));
-  Node *sm = node("Softmax", {DType::F32}, DType::F32, "sm");
-  EXPECT_FALSE(caps.supportsLowPrecision(*sm, DType::F16));
+  Node *nms = node("NonMaxSuppression", {DType::F32, DType::F32}, DType::I64, "nms");
+  EXPECT_FALSE(caps.supportsLowPrecision(*nms, DType::F16));
   Node *clip = node("Clip", {DType::F32}, DType::F32, "clip");
   EXPECT_FALSE(caps.supportsLowPrecision(*clip, DType::F16));
   Node *eq = node("Equal", {DType::F32, DType::F32}, DType::Bool, "eq");
@@ -337,6 +355,99 @@ TEST_F(OneNode, FunctorBytesCarryTheAttributes) {
   EXPECT_TRUE(gf.tanhApproximation);
   // The body called with the bytes computes what the CPU's functor does.
   EXPECT_EQ(gf(1.5f), kernels::makeOp<kernels::Gelu>(*gelu)(1.5f));
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and normalization rows
+//===----------------------------------------------------------------------===//
+
+TEST_F(OneNode, SoftmaxAndNormRowsTakeTheirParameterTypes) {
+  for (const char *op : {"Softmax", "LogSoftmax"}) {
+    Node *sm = node(op, {DType::F32}, DType::F32, op);
+    ASSERT_NE(findCudaKernel(*sm), nullptr) << op;
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      EXPECT_TRUE(cudaRuns(*sm, {t})) << op;
+    EXPECT_FALSE(cudaRuns(*sm, {DType::F64})) << op;
+  }
+  Node *ln = node("LayerNormalization", {DType::F16, DType::F16, DType::F16}, DType::F16, "ln");
+  EXPECT_TRUE(cudaRuns(*ln, {DType::F16, DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*ln, {DType::BF16, DType::F32, DType::F32})); // fp32 parameters
+  EXPECT_TRUE(cudaRuns(*ln, {DType::F16, DType::F16, DType::Undefined})); // no bias
+  EXPECT_FALSE(cudaRuns(*ln, {DType::F16, DType::BF16, DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*ln, {DType::F64, DType::F64, DType::F64}));
+  m.opsets[0].version = 23;
+  Node *rms = node("RMSNormalization", {DType::F16, DType::F16}, DType::F16, "rms");
+  ASSERT_NE(findCudaKernel(*rms), nullptr);
+  EXPECT_TRUE(cudaRuns(*rms, {DType::F16, DType::F16}));
+  // The CPU refuses an fp32 scale of 16-bit data with its own message.
+  EXPECT_FALSE(cudaRuns(*rms, {DType::F16, DType::F32}));
+
+  m.opsets.push_back({"ai.mpc.training", 1});
+  Node *sg = node("SoftmaxGrad", {DType::BF16, DType::BF16}, DType::BF16, "sg");
+  sg->domain = "ai.mpc.training";
+  ASSERT_NE(findCudaKernel(*sg), nullptr);
+  EXPECT_TRUE(cudaRuns(*sg, {DType::BF16, DType::BF16}));
+  Node *lg = node("LayerNormalizationGrad",
+                  {DType::F16, DType::F16, DType::F32, DType::F32, DType::F32}, DType::F16, "lg");
+  lg->domain = "ai.mpc.training";
+  ASSERT_NE(findCudaKernel(*lg), nullptr);
+  EXPECT_TRUE(cudaRuns(*lg, {DType::F16, DType::F16, DType::F32, DType::F32, DType::F32}));
+  EXPECT_TRUE(cudaRuns(*lg, {DType::F16, DType::F16, DType::F16, DType::F32, DType::F32}));
+  // Statistics other than f32 stay on the CPU.
+  EXPECT_FALSE(cudaRuns(*lg, {DType::F16, DType::F16, DType::F16, DType::F16, DType::F16}));
+
+  CudaCaps caps;
+  EXPECT_TRUE(caps.supportsLowPrecision(*ln, DType::F16));
+  Node *sm = node("Softmax", {DType::F32}, DType::F32, "probs");
+  EXPECT_TRUE(caps.supportsLowPrecision(*sm, DType::BF16));
+}
+
+TEST_F(OneNode, ReductionAxesMustBeKnownBeforeRunning) {
+  // Axes as an attribute (ReduceMean before opset 18) or absent: taken.
+  m.opsets[0].version = 17;
+  Node *mean = node("ReduceMean", {DType::BF16}, DType::BF16, "mean");
+  ASSERT_NE(findCudaKernel(*mean), nullptr);
+  EXPECT_EQ(findCudaKernel(*mean)->op, int32_t(kernels::ReduceKind::Mean));
+  EXPECT_TRUE(cudaRuns(*mean, {DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*mean, {DType::I64}));
+
+  // Axes from an initializer or a Constant node: taken, and read.
+  m.opsets[0].version = 18;
+  Node *sum = node("ReduceSum", {DType::F16}, DType::F16, "sum");
+  Tensor axes(DType::I64, {2});
+  std::vector<uint8_t> bytes(16);
+  int64_t vals[2] = {-1, 0};
+  std::memcpy(bytes.data(), vals, 16);
+  axes.setBytes(bytes);
+  sum->addInput(g->addInitializer("axes", axes));
+  std::vector<int64_t> read;
+  ASSERT_TRUE(constantInputInts(*sum, 1, read));
+  EXPECT_EQ(read, (std::vector<int64_t>{-1, 0}));
+  EXPECT_TRUE(cudaRuns(*sum, {DType::F16, DType::I64}));
+
+  Node *c = g->createNode("Constant");
+  c->name = "c";
+  c->setAttr(Attribute::makeInts("value_ints", {1}));
+  c->setOutput(0, "c_out", Type::tensor(DType::I64, {1}));
+  Node *mx = node("ReduceMax", {DType::F32}, DType::F32, "mx");
+  mx->addInput(c->output(0));
+  ASSERT_TRUE(constantInputInts(*mx, 1, read));
+  EXPECT_EQ(read, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(cudaRuns(*mx, {DType::F32, DType::I64}));
+
+  // Axes from a graph input: known only when running, so the CPU runs it.
+  Node *mn = node("ReduceMin", {DType::F32, DType::I64}, DType::F32, "mn");
+  EXPECT_FALSE(constantInputInts(*mn, 1, read));
+  EXPECT_FALSE(cudaRuns(*mn, {DType::F32, DType::I64}));
+  EXPECT_FALSE(constantInputInts(*mn, 5, read)); // no such input
+
+  // BiasGrad: its shape input may be computed (Shape): prepare decides.
+  m.opsets.push_back({"ai.mpc.training", 1});
+  Node *bg = node("BiasGrad", {DType::F16, DType::I64}, DType::F16, "bg");
+  bg->domain = "ai.mpc.training";
+  ASSERT_NE(findCudaKernel(*bg), nullptr);
+  EXPECT_TRUE(cudaRuns(*bg, {DType::F16, DType::I64}));
+  EXPECT_FALSE(cudaRuns(*bg, {DType::F64, DType::I64}));
 }
 
 } // namespace

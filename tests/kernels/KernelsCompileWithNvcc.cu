@@ -17,6 +17,8 @@
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
+#include "mpc/Runtime/Kernels/ReduceBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
@@ -106,6 +108,57 @@ __global__ void batchNormBody(const T *x, T *y, float scale, float var, int n) {
   template __global__ void batchNormBody<T>(const T *, T *, float, float, int);
 MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_BATCH_NORM, , )
 #undef MPC_DEVICE_BATCH_NORM
+// The softmax and normalization formulas (NormBodies.h) in both
+// accumulation types.
+template <typename S> __global__ void normBodies(const S *x, S *out, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  S v = x[i], m = maxKeepNaN(x[0], v), e = softmaxExp(v, m);
+  S inv = invStdDevOf(squaredDeviation(v, m), S(1e-5));
+  out[i] = e + logSoftmaxValue(v, m, e) + softmaxGradTerm(v, e, true) +
+           softmaxGradValue(v, e, m, false) + layerNormValue(v, m, inv, e) +
+           rmsNormValue(v, inv, e) +
+           layerNormGradValue(v, normalizedInput(v, m, inv), inv, m, e);
+}
+template __global__ void normBodies<float>(const float *, float *, int);
+template __global__ void normBodies<double>(const double *, double *, int);
+
+// The reduction steps (ReduceBodies.h) for every kind, in the accumulation
+// types of the float and integer reductions.
+template <typename A, ReduceKind K> __device__ A reduceAll(const A *x, int n) {
+  using Step = ReduceStep<A, combineOf(K), mapOf(K)>;
+  A acc = Step::identity();
+  for (int i = 0; i < n; ++i)
+    acc = Step::combine(acc, Step::map(x[i], A(0)));
+  return reduceFinish(K, acc, A(0), n);
+}
+template <typename A> __global__ void reduceBodies(const A *x, A *out, int n) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  out[0] = reduceAll<A, ReduceKind::Sum>(x, n) + reduceAll<A, ReduceKind::Mean>(x, n) +
+           reduceAll<A, ReduceKind::Max>(x, n) + reduceAll<A, ReduceKind::Min>(x, n) +
+           reduceAll<A, ReduceKind::Prod>(x, n) + reduceAll<A, ReduceKind::SumSquare>(x, n) +
+           reduceAll<A, ReduceKind::L1>(x, n) + reduceAll<A, ReduceKind::L2>(x, n) +
+           reduceAll<A, ReduceKind::LogSum>(x, n);
+  if constexpr (!std::is_integral<A>::value)
+    out[0] += reduceAll<A, ReduceKind::LogSumExp>(x, n) + logSumExpShift(x[0]);
+}
+template __global__ void reduceBodies<float>(const float *, float *, int);
+template __global__ void reduceBodies<double>(const double *, double *, int);
+template __global__ void reduceBodies<int64_t>(const int64_t *, int64_t *, int);
+
+// The element-wise gradient ops' bodies in their storage types.
+template <typename T>
+__global__ void activationGradValues(ActivationGrad kind, const T *dy, const T *v, T *dx, int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n)
+    dx[i] = activationGradValue(kind, dy[i], v[i]);
+}
+#define MPC_DEVICE_ACTIVATION_GRAD_VALUE(T, OP, OUT)                           \
+  template __global__ void activationGradValues<T>(ActivationGrad, const T *, const T *, T *, int);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ACTIVATION_GRAD_VALUE, , )
+#undef MPC_DEVICE_ACTIVATION_GRAD_VALUE
 
 // Cast (castValue) between every pair of storage types.
 template <typename From, typename To>

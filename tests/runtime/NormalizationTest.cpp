@@ -65,7 +65,7 @@ std::vector<double> refSoftmax(const std::vector<double> &x, int64_t outer,
 
 const int64_t kSoftmaxCases[][3] = {{1, 1, 1},   {3, 10, 1}, {2, 7, 5}, {4, 1000, 1},
                                     {2, 3, 300}, {0, 5, 1},  {2, 0, 3}, {1, 5, 1},
-                                    {3, 1, 7},   {2, 600, 2}};
+                                    {3, 1, 7},   {2, 600, 2}, {2, 3000, 1}};
 
 /// Runs every softmax case: `run(isLog, x, c)` gives the result for input x
 /// of shape [outer, axis, inner] = c.
@@ -138,6 +138,41 @@ TYPED_TEST(CpuNormTest, SoftmaxBaselineAndAvx2AgreeBitwise) {
           << "inner " << inner << (isLog ? " log" : "");
     }
   kernels::setCpuIsa(kernels::detectCpuIsa());
+}
+
+OPTEST_TYPED_P(NormTest, SoftmaxAxisDefaultsNegativeAxesAndTheOpset11Form) {
+  std::mt19937 rng(16);
+  const std::vector<int64_t> shape = {2, 3, 4};
+  std::vector<T> x = randomVector<T>(24, rng, -4, 4);
+  struct Case {
+    int64_t opset;
+    bool hasAxis;
+    int64_t axis;
+    int64_t outer, axisDim, inner; // the reference's view
+  };
+  const Case cases[] = {
+      {13, false, 0, 6, 4, 1},  // default -1
+      {13, true, -2, 2, 3, 4},  // a negative middle axis
+      {13, true, 0, 1, 2, 12},  // the first axis
+      {11, true, 1, 2, 12, 1},  // opset 11: flattened to [2, 12] at axis 1
+      {11, false, 0, 2, 12, 1}, // opset 11's default axis is 1
+      {11, true, -1, 6, 4, 1},
+  };
+  for (const Case &c : cases)
+    for (bool isLog : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (isLog ? "LogSoftmax" : "Softmax") << " opset "
+                                      << c.opset << " axis "
+                                      << (c.hasAxis ? std::to_string(c.axis) : "absent"));
+      OpTester t(isLog ? "LogSoftmax" : "Softmax", c.opset);
+      if (c.hasAxis)
+        t.attrInt("axis", c.axis);
+      t.input(shape, x);
+      std::vector<double> expected =
+          refSoftmax(toDoubles(x), c.outer, c.axisDim, c.inner, isLog);
+      for (double &e : expected)
+        e = toDouble(fromDouble<T>(e));
+      EXPECT_TRUE(allClose(runOutput<T>(t, device), expected));
+    }
 }
 
 OPTEST_TYPED_P(NormTest, SoftmaxNaNPoisonsItsSliceOnly) {
@@ -229,6 +264,44 @@ OPTEST_TYPED_P(NormTest, LayerNormalization) {
   checkLayerNorm<T, T>(device, 0, 8, 0, true);
   if constexpr (kernels::kIsFloat16<T>)
     checkLayerNorm<T, float>(device, 3, 33, 0, true); // fp32 scale and bias.
+}
+
+OPTEST_TYPED_P(NormTest, LayerAndRmsNormalizationOverSeveralAxes) {
+  // X [2, 3, 5] normalized over its last two axes (axis 1 and -2): rows of 15.
+  std::mt19937 rng(18);
+  std::vector<T> x = randomVector<T>(30, rng, -2, 2);
+  std::vector<T> scale = randomVector<T>(15, rng, 0.5, 2);
+  std::vector<T> bias = randomVector<T>(15, rng);
+  std::vector<double> xd = toDoubles(x);
+  for (int64_t axis : {1, -2})
+    for (bool rms : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (rms ? "RMSNormalization" : "LayerNormalization")
+                                      << " axis " << axis);
+      std::vector<double> expected(30), errScale(30);
+      for (int64_t o = 0; o < 2; ++o) {
+        const double *row = &xd[size_t(o * 15)];
+        double mean = 0, inv = 0;
+        if (rms) {
+          double ms = 0;
+          for (int64_t i = 0; i < 15; ++i)
+            ms += row[i] * row[i];
+          inv = 1 / std::sqrt(ms / 15 + 1e-5);
+        } else {
+          refStats(row, 15, 1e-5, mean, inv);
+        }
+        for (int64_t i = 0; i < 15; ++i) {
+          size_t k = size_t(o * 15 + i);
+          double s = toDouble(scale[size_t(i)]), b = rms ? 0.0 : toDouble(bias[size_t(i)]);
+          expected[k] = (row[i] - mean) * inv * s + b;
+          errScale[k] = std::fabs(row[i]) * inv * std::fabs(s) + std::fabs(b);
+        }
+      }
+      OpTester t(rms ? "RMSNormalization" : "LayerNormalization", rms ? 23 : 17);
+      t.attrInt("axis", axis).input({2, 3, 5}, x).input({3, 5}, scale);
+      if (!rms)
+        t.input({3, 5}, bias);
+      EXPECT_TRUE(allClose(runOutput<T>(t, device), expected, errScale));
+    }
 }
 
 /// RMSNormalization of [outer, inner] over the last axis, against the

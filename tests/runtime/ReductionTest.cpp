@@ -168,6 +168,9 @@ const ReduceCase kReduceCases[] = {
     {{0, 3}, {0}},
     {{0, 3}, {1}},
     {{3, 0, 2}, {1}},
+    {{2, 3, 4, 5}, {1, 2}}, // a reduced run in the middle
+    {{3, 1, 4, 1}, {0, 1}}, // size-1 dims inside the run
+    {{2, 1100}, {0}},       // a short middle axis under long rows
 };
 
 template <typename T>
@@ -229,6 +232,64 @@ OPTEST_TYPED_P(ReduceTest, SpecialValues) {
          big2 = toDouble(fromDouble<T>(19999));
   double lse = big + std::log(1 + std::exp(big2 - big));
   EXPECT_NEAR(toDouble(y[2]), lse, std::fabs(lse) * TypeTraits<T>::kTol.rtol);
+}
+
+OPTEST_TYPED_P(ReduceTest, KeepdimsNoopAndAxesAsAttributeOrGraphInput) {
+  std::mt19937 rng(17);
+  const std::vector<int64_t> shape = {2, 3, 4};
+  std::vector<T> x = randomVector<T>(24, rng);
+  std::vector<double> xd = toDoubles(x), scale;
+  {
+    SCOPED_TRACE("ReduceSum opset 13, constant axes input, keepdims 0");
+    OpTester t("ReduceSum", 13);
+    t.attrInt("keepdims", 0).input(shape, x);
+    t.constantInput(tensorOf<int64_t>({1}, {-2}));
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, (std::vector<int64_t>{2, 4}));
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), refReduce(ReduceKind::Sum, xd, shape, {1}, scale),
+                         scale));
+  }
+  {
+    SCOPED_TRACE("ReduceMean opset 17, axes attribute, keepdims 0");
+    OpTester t("ReduceMean", 17);
+    t.attrInts("axes", {-1}).attrInt("keepdims", 0).input(shape, x);
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, (std::vector<int64_t>{2, 3}));
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]),
+                         refReduce(ReduceKind::Mean, xd, shape, {2}, scale), scale));
+  }
+  {
+    SCOPED_TRACE("ReduceSumSquare opset 18, noop_with_empty_axes: the input itself");
+    OpTester t("ReduceSumSquare", 18);
+    t.attrInt("noop_with_empty_axes", 1).input(shape, x);
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, shape);
+    EXPECT_EQ(toDoubles(valuesOf<T>(out[0])), xd);
+  }
+  {
+    SCOPED_TRACE("ReduceMax opset 18, constant axes split by a kept axis");
+    // Reduced axes split by a kept one (the CUDA slices cannot read them: the
+    // CPU runs the node there).
+    OpTester t("ReduceMax", 18);
+    t.input(shape, x).constantInput(tensorOf<int64_t>({2}, {0, 2}));
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, (std::vector<int64_t>{1, 3, 1}));
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]),
+                         refReduce(ReduceKind::Max, xd, shape, {0, 2}, scale), scale));
+  }
+  {
+    SCOPED_TRACE("axes from a graph input: refused in one line on every device");
+    OpTester t("ReduceMax", 18);
+    t.input(shape, x).input(tensorOf<int64_t>({1}, {0}));
+    auto out = t.run(device);
+    ASSERT_FALSE(bool(out));
+    EXPECT_EQ(llvm::toString(out.takeError()),
+              "node 'node' (ReduceMax): axes must be known before running");
+  }
 }
 
 TEST_P(ReduceDeviceTest, EmptyIdentities) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 using namespace mpc;
@@ -125,6 +126,235 @@ OPTEST_TYPED_P(TrainingOpsTest, BiasGradSumsBroadcastAxes) {
     EXPECT_EQ(out[0].shape, bShape);
     EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale)) << shapeString(bShape);
   }
+}
+
+/// One SoftmaxGrad case: the shape, the axis attribute (none: the default -1).
+struct SoftmaxGradCase {
+  std::vector<int64_t> shape;
+  int64_t axis;
+  bool hasAxis;
+};
+
+OPTEST_TYPED_P(TrainingOpsTest, SoftmaxGradAndLogSoftmaxGradAlongTheAxis) {
+  // Middle and last axes, negative axes, a size-1 axis, rows longer than a
+  // 1024-thread block, an odd row length and no rows.
+  const SoftmaxGradCase cases[] = {{{2, 7, 5}, 1, true},   {{3, 1000}, -1, true},
+                                   {{2, 3000}, 1, true},   {{3, 1, 7}, 1, true},
+                                   {{4, 3, 6}, -2, true},  {{5, 33}, 0, false},
+                                   {{0, 5}, -1, true}};
+  std::mt19937 rng(21);
+  for (const SoftmaxGradCase &k : cases) {
+    int64_t axis = k.hasAxis ? k.axis : -1;
+    if (axis < 0)
+      axis += int64_t(k.shape.size());
+    int64_t outer = product(std::vector<int64_t>(k.shape.begin(), k.shape.begin() + axis));
+    int64_t n = k.shape[size_t(axis)];
+    int64_t inner = product(std::vector<int64_t>(k.shape.begin() + axis + 1, k.shape.end()));
+    size_t total = size_t(product(k.shape));
+    auto dy = randomVector<T>(total, rng);
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (log ? "LogSoftmaxGrad " : "SoftmaxGrad ")
+                                      << shapeString(k.shape) << " axis " << axis);
+      // y: a softmax (or log-softmax) output, rounded to T, as the forward gives it.
+      auto z = randomVector<double>(total, rng, -3, 3);
+      std::vector<T> y(total);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          auto at = [&](int64_t a) { return size_t((o * n + a) * inner + i); };
+          double sum = 0;
+          for (int64_t a = 0; a < n; ++a)
+            sum += std::exp(z[at(a)]);
+          for (int64_t a = 0; a < n; ++a)
+            y[at(a)] = fromDouble<T>(log ? z[at(a)] - std::log(sum) : std::exp(z[at(a)]) / sum);
+        }
+      std::vector<double> ref(total), scale(total);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          auto at = [&](int64_t a) { return size_t((o * n + a) * inner + i); };
+          double sum = 0, sumAbs = 0;
+          for (int64_t a = 0; a < n; ++a) {
+            double d = toDouble(dy[at(a)]), v = toDouble(y[at(a)]);
+            sum += log ? d : d * v;
+            sumAbs += std::fabs(log ? d : d * v);
+          }
+          for (int64_t a = 0; a < n; ++a) {
+            double d = toDouble(dy[at(a)]), v = toDouble(y[at(a)]);
+            ref[at(a)] = log ? d - std::exp(v) * sum : v * (d - sum);
+            scale[at(a)] = log ? std::fabs(d) + std::exp(v) * sumAbs
+                               : std::fabs(v) * (std::fabs(d) + sumAbs);
+          }
+        }
+      OpTester t(log ? "LogSoftmaxGrad" : "SoftmaxGrad", 1, kTraining);
+      if (k.hasAxis)
+        t.attrInt("axis", k.axis);
+      t.input(k.shape, dy).input(k.shape, y);
+      std::vector<HostTensor> out = runOrFail(t, device);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].shape, k.shape);
+      EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale));
+    }
+  }
+}
+
+/// One LayerNormalizationGrad case: X's shape and the first normalized axis.
+struct LayerNormGradCase {
+  std::vector<int64_t> shape;
+  int64_t axis;
+};
+
+OPTEST_TYPED_P(TrainingOpsTest, LayerNormalizationGradAgainstTheDefinition) {
+  // Rows longer than a block, several normalized axes (axis 1 of rank 3), a
+  // negative axis, one column (dScale/dBias summed by a block), one row, and
+  // no rows (dScale and dBias are zeros).
+  const LayerNormGradCase cases[] = {{{3, 7}, -1},   {{2, 4097}, 1}, {{4, 3, 5}, 1},
+                                     {{4, 3, 5}, -1}, {{5, 1}, -1},  {{1, 8}, 1},
+                                     {{0, 8}, -1}};
+  std::mt19937 rng(23);
+  for (const LayerNormGradCase &k : cases) {
+    int64_t axis = k.axis < 0 ? k.axis + int64_t(k.shape.size()) : k.axis;
+    int64_t rows = product(std::vector<int64_t>(k.shape.begin(), k.shape.begin() + axis));
+    int64_t cols = product(std::vector<int64_t>(k.shape.begin() + axis, k.shape.end()));
+    std::vector<int64_t> paramShape(k.shape.begin() + axis, k.shape.end());
+    std::vector<int64_t> statShape = k.shape;
+    for (size_t d = size_t(axis); d < statShape.size(); ++d)
+      statShape[d] = 1;
+    SCOPED_TRACE(testing::Message() << shapeString(k.shape) << " axis " << k.axis);
+    auto x = randomVector<T>(size_t(rows * cols), rng, -2, 2);
+    auto dy = randomVector<T>(size_t(rows * cols), rng);
+    auto scale = randomVector<T>(size_t(cols), rng, 0.5, 2);
+    // The forward's statistics, in f32 (stash_type 1).
+    const size_t nr = static_cast<size_t>(rows), nc = static_cast<size_t>(cols);
+    std::vector<float> mean(nr), inv(nr);
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = 0, v = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        m += toDouble(x[size_t(r * cols + j)]);
+      m /= double(cols);
+      for (int64_t j = 0; j < cols; ++j)
+        v += std::pow(toDouble(x[size_t(r * cols + j)]) - m, 2);
+      mean[size_t(r)] = float(m);
+      inv[size_t(r)] = float(1 / std::sqrt(v / double(cols) + 1e-5));
+    }
+    std::vector<double> dx(x.size()), dxScale(x.size()), dScale(nc), dScaleAbs(nc), dBias(nc),
+        dBiasAbs(nc);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mu = mean[size_t(r)], iv = inv[size_t(r)], m1 = 0, m2 = 0, a1 = 0, a2 = 0;
+      auto xhat = [&](int64_t j) { return (toDouble(x[size_t(r * cols + j)]) - mu) * iv; };
+      auto g = [&](int64_t j) {
+        return toDouble(dy[size_t(r * cols + j)]) * toDouble(scale[size_t(j)]);
+      };
+      for (int64_t j = 0; j < cols; ++j) {
+        double d = toDouble(dy[size_t(r * cols + j)]);
+        m1 += g(j);
+        m2 += g(j) * xhat(j);
+        a1 += std::fabs(g(j));
+        a2 += std::fabs(g(j) * xhat(j));
+        dScale[size_t(j)] += d * xhat(j);
+        dScaleAbs[size_t(j)] += std::fabs(d * xhat(j));
+        dBias[size_t(j)] += d;
+        dBiasAbs[size_t(j)] += std::fabs(d);
+      }
+      m1 /= double(cols);
+      m2 /= double(cols);
+      for (int64_t j = 0; j < cols; ++j) {
+        size_t e = size_t(r * cols + j);
+        dx[e] = iv * (g(j) - m1 - xhat(j) * m2);
+        dxScale[e] = iv * (std::fabs(g(j)) + a1 / double(cols) +
+                           std::fabs(xhat(j)) * a2 / double(cols));
+      }
+    }
+    OpTester t("LayerNormalizationGrad", 1, kTraining);
+    if (k.axis != -1)
+      t.attrInt("axis", k.axis);
+    t.input(k.shape, dy).input(k.shape, x).input(paramShape, scale);
+    t.input(statShape, mean).input(statShape, inv);
+    t.outputs(3);
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), dx, dxScale)) << "dX";
+    EXPECT_TRUE(allClose(valuesOf<T>(out[1]), dScale, dScaleAbs)) << "dScale";
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), dBias, dBiasAbs)) << "dBias";
+  }
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, BiasGradOverLongAxes) {
+  // More rows than a block has threads (a bias of a [tokens, features]
+  // product), long summed rows, and a broadcast 1 inside a run of summed axes.
+  struct Case {
+    std::vector<int64_t> dy, b;
+  };
+  const Case cases[] = {{{1100, 8}, {8}}, {{3, 2000}, {3, 1}}, {{2, 1030, 3}, {1, 1, 3}}};
+  std::mt19937 rng(19);
+  for (const Case &k : cases) {
+    SCOPED_TRACE(shapeString(k.dy) + " -> " + shapeString(k.b));
+    auto dy = randomVector<T>(size_t(product(k.dy)), rng);
+    std::vector<double> ref(size_t(product(k.b))), scale(ref.size());
+    size_t lead = k.dy.size() - k.b.size();
+    for (int64_t i = 0; i < product(k.dy); ++i) {
+      std::vector<int64_t> idx = unravel(i, k.dy);
+      int64_t off = 0;
+      for (size_t j = 0; j < k.b.size(); ++j)
+        off = off * k.b[j] + (k.b[j] == 1 ? 0 : idx[lead + j]);
+      ref[size_t(off)] += toDouble(dy[size_t(i)]);
+      scale[size_t(off)] += std::fabs(toDouble(dy[size_t(i)]));
+    }
+    OpTester t("BiasGrad", 1, kTraining);
+    t.input(k.dy, dy).constantInput(tensorOf<int64_t>({int64_t(k.b.size())}, k.b));
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, k.b);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale));
+  }
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, ActivationGradsAgainstTheDerivatives) {
+  // dX = dY * f'(v), v the forward's input (Relu, Erf, Gelu) or output
+  // (Sigmoid, Tanh), derivatives written here in double.
+  const double pi = 3.14159265358979323846;
+  auto gelu = [&](double v) {
+    return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+           v * std::exp(-0.5 * v * v) / std::sqrt(2 * pi);
+  };
+  auto geluTanh = [&](double v) {
+    double k = std::sqrt(2 / pi), u = k * (v + 0.044715 * v * v * v), t = std::tanh(u);
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v);
+  };
+  struct Case {
+    const char *op, *approximate;
+    double lo, hi; // the range of v
+    std::function<double(double)> slope;
+  };
+  const Case cases[] = {
+      {"ReluGrad", nullptr, -2, 2, [](double v) { return v > 0 ? 1.0 : 0.0; }},
+      {"SigmoidGrad", nullptr, 0.01, 0.99, [](double y) { return y * (1 - y); }},
+      {"TanhGrad", nullptr, -0.99, 0.99, [](double y) { return 1 - y * y; }},
+      {"ErfGrad", nullptr, -2, 2,
+       [&](double v) { return 2 / std::sqrt(pi) * std::exp(-v * v); }},
+      {"GeluGrad", nullptr, -3, 3, gelu},
+      {"GeluGrad", "tanh", -3, 3, geluTanh},
+  };
+  std::mt19937 rng(29);
+  for (const Case &k : cases)
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{3, 1000}, {7}, {0, 4}}) {
+      SCOPED_TRACE(testing::Message() << k.op << (k.approximate ? " tanh " : " ")
+                                      << shapeString(shape));
+      size_t n = size_t(product(shape));
+      auto dy = randomVector<T>(n, rng), v = randomVector<T>(n, rng, k.lo, k.hi);
+      std::vector<double> ref(n), scale(n);
+      for (size_t i = 0; i < n; ++i) {
+        double s = k.slope(toDouble(v[i]));
+        ref[i] = toDouble(dy[i]) * s;
+        scale[i] = std::fabs(ref[i]);
+      }
+      OpTester t(k.op, 1, kTraining);
+      if (k.approximate)
+        t.attrString("approximate", k.approximate);
+      t.input(shape, dy).input(shape, v);
+      std::vector<HostTensor> out = runOrFail(t, device);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].shape, shape);
+      EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale));
+    }
 }
 
 OPTEST_TYPED_P(TrainingOpsTest, MaxPoolGradRoutesToFirstMaximum) {

@@ -147,6 +147,16 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
     return "window launcher";
   case cuda::CudaKernelKind::BatchNorm:
     return "batch-norm launcher";
+  // Softmax, normalization and reductions.
+  case cuda::CudaKernelKind::Softmax:
+  case cuda::CudaKernelKind::SoftmaxGrad:
+  case cuda::CudaKernelKind::Norm:
+  case cuda::CudaKernelKind::NormGrad:
+  case cuda::CudaKernelKind::Reduce:
+  case cuda::CudaKernelKind::BiasGrad:
+    return "slice launcher";
+  case cuda::CudaKernelKind::ActivationGrad:
+    return "gradient launcher";
   }
   return "?";
 }

@@ -9,6 +9,7 @@
 #define MPC_RUNTIME_CPU_REDUCE_H
 
 #include "mpc/Runtime/Float16.h"
+#include "mpc/Runtime/Kernels/ReduceBodies.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -18,19 +19,8 @@
 namespace mpc {
 namespace cpu {
 
-/// The reduction ops.
-enum class ReduceKind {
-  Sum,
-  Mean,
-  Max,
-  Min,
-  Prod,
-  SumSquare,
-  L1,
-  L2,
-  LogSum,
-  LogSumExp
-};
+/// The reduction ops (their steps: ReduceBodies.h).
+using ReduceKind = kernels::ReduceKind;
 
 /// Output shape of a reduction, or false when an axis is out of range or
 /// repeated. Negative axes count from the end; empty axes reduce every

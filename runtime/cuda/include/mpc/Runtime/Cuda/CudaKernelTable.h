@@ -17,6 +17,7 @@
 #include "mpc/Target/BackendCaps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include <string>
+#include <vector>
 
 namespace mpc {
 namespace cuda {
@@ -42,6 +43,16 @@ enum class CudaKernelKind : uint8_t {
   GlobalPoolGrad, ///< GlobalAveragePoolGrad
   // BatchNormalization with running statistics (BatchNormOps.cpp).
   BatchNorm, ///< training_mode = 0; parameters of X's type or f32
+  // Softmax and normalization (NormOps.cpp): slices of SlicePlan.h.
+  Softmax,     ///< Softmax, LogSoftmax
+  SoftmaxGrad, ///< SoftmaxGrad, LogSoftmaxGrad (ai.mpc.training)
+  Norm,        ///< LayerNormalization, RMSNormalization
+  NormGrad,    ///< LayerNormalizationGrad (ai.mpc.training)
+  // Reductions (ReduceOps.cpp): slices of SlicePlan.h.
+  Reduce,   ///< Reduce* (op: kernels::ReduceKind)
+  BiasGrad, ///< BiasGrad (ai.mpc.training): a sum over broadcast axes
+  // Activation gradients (GradOps.cpp).
+  ActivationGrad, ///< ReluGrad, ... (op: kernels::ActivationGrad)
 };
 
 /// The element-wise types the launchers are instantiated for.
@@ -74,6 +85,11 @@ const CudaKernel *findCudaKernel(const Node &n);
 /// absent (a Cast target outside kCudaCastTypes, variadic Max/Min, operands
 /// of different float types in a GEMM).
 bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
+
+/// The int64 values of input `i` of `n` when they are known before
+/// anything runs (an in-memory integer initializer, or a Constant node's
+/// value): the axes of a reduction, BiasGrad's shape. False otherwise.
+bool constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out);
 
 /// The functor of an element-wise row's body with the node's attributes
 /// (makeOp, as the CPU loops fill it), as the bytes a launcher takes.

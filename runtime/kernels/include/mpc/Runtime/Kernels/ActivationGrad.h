@@ -12,6 +12,7 @@
 #define MPC_RUNTIME_KERNELS_ACTIVATIONGRAD_H
 
 #include "mpc/Runtime/Kernels/HostDevice.h"
+#include "mpc/Runtime/Kernels/Storage.h"
 
 #include <math.h>
 
@@ -54,6 +55,15 @@ template <typename C> MPC_HD C activationSlope(ActivationGrad kind, C v) {
   }
   }
   return C(0);
+}
+
+/// dx of one element: dy * f'(v), or for Relu a select (0 * inf would be
+/// NaN), rounded once to the storage type T.
+template <typename T> MPC_HD T activationGradValue(ActivationGrad kind, T dy, T v) {
+  using C = ComputeType<T>;
+  if (kind == ActivationGrad::Relu)
+    return load(v) > C(0) ? dy : store<T>(C(0));
+  return store<T>(load(dy) * activationSlope<C>(kind, load(v)));
 }
 
 } // namespace kernels

@@ -1,0 +1,28 @@
+//===- ReduceLaunch.h - Host entry point of the reduction launcher -*- C++ -*-===//
+//
+// What ReduceOps.cpp (the C++ compiler) calls in ReduceKernels.cu (nvcc):
+// one reduction of x (ONNX type f32, f16 or bf16) over the slices of a
+// SlicePlan into y (the same type, one element per slice), accumulated in
+// fp32 with the steps of ReduceBodies.h and rounded once. Queues its kernel
+// on `stream`; no allocation, no synchronization, no host read of device
+// memory. cudaErrorInvalidValue for a type it was not instantiated for.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CUDA_REDUCELAUNCH_H
+#define MPC_RUNTIME_CUDA_REDUCELAUNCH_H
+
+#include "mpc/Runtime/Cuda/SlicePlan.h"
+#include "mpc/Runtime/Kernels/ReduceBodies.h"
+#include <cuda_runtime_api.h>
+#include <cstdint>
+
+namespace mpc {
+namespace cuda {
+
+cudaError_t launchReduce(kernels::ReduceKind kind, int32_t type, const void *x, void *y,
+                         const SlicePlan &p, cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CUDA_REDUCELAUNCH_H

@@ -1,0 +1,151 @@
+//===- ReduceOps.cpp - Reduce* and BiasGrad nodes on CUDA -------------------===//
+//
+// The reduction family. prepare finds the reduced axes with the rule the
+// shape function and the CPU kernel use (shapes::reduceAxes: attribute or
+// constant input axes, noop_with_empty_axes), or, for BiasGrad, the axes
+// along which its shape was broadcast; the tensor is then seen as slices
+// (reductionSlices, SlicePlan.h) and launch queues ReduceKernels.cu's
+// kernel. Left to the CPU (prepare makes no op): axes known only when the
+// graph runs, reduced axes split by a kept one, reductions over no element
+// (the CPU writes the identities), and whatever the CPU reports as an error.
+//
+//===----------------------------------------------------------------------===//
+#include "CudaOp.h"
+#include "ReduceLaunch.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpParams.h"
+#include "../ops/ShapeHelpers.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mpc;
+using namespace mpc::cuda;
+using kernels::ReduceKind;
+
+namespace {
+
+class ReduceOp final : public CudaOp {
+public:
+  ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape)
+      : kind(kind), plan(plan), outShape(std::move(outShape)) {}
+  std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
+    const TensorRef &x = call.inputs[0], &y = call.outputs[0];
+    // BiasGrad's shape is a value of the graph: the one planned for must be
+    // the one the executor gave the output.
+    if (!outShape.empty() &&
+        !std::equal(outShape.begin(), outShape.end(), y.shape.begin(), y.shape.end()))
+      return "output shape " + formatShape(y.shape) + " differs from the prepared " +
+             formatShape(outShape);
+    return launchText(launchReduce(kind, int32_t(x.dtype), x.data, y.data, plan, s));
+  }
+
+private:
+  ReduceKind kind;
+  SlicePlan plan;
+  std::vector<int64_t> outShape; ///< BiasGrad's: checked at launch
+};
+
+/// noop_with_empty_axes with no axes: the output is the input.
+class CopyOp final : public CudaOp {
+public:
+  std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
+    const TensorRef &x = call.inputs[0];
+    size_t bytes = size_t(x.numElements()) * runtimeElementSize(x.dtype);
+    if (bytes == 0 || call.outputs[0].data == x.data)
+      return "";
+    cudaError_t e = cudaMemcpyAsync(call.outputs[0].data, x.data, bytes,
+                                    cudaMemcpyDeviceToDevice, s);
+    return e == cudaSuccess ? std::string() : "device copy failed: " + cudaText(e);
+  }
+};
+
+CudaOpOrError none() { return std::unique_ptr<CudaOp>(); }
+
+/// The op over `axes` of x, or none where the slices cannot cover it.
+CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector<int64_t> &axes,
+                         const CudaContext &ctx, std::vector<int64_t> outShape = {}) {
+  SliceShape s;
+  if (!reductionSlices(x.shape.data(), x.shape.size(), axes.data(), axes.size(), s))
+    return none();
+  if (s.axisDim == 0 && s.slices() != 0)
+    return none();
+  return std::make_unique<ReduceOp>(kind, planSlices(s, ctx.smCount), std::move(outShape));
+}
+
+CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> in, const CudaContext &ctx) {
+  const TensorDesc &x = in[0];
+  auto params = parseReduce(n);
+  const ReduceParams &p = static_cast<const ReduceParams &>(*params);
+  bool hasAxes = in.size() > 1 && in[1].dtype != DType::Undefined;
+  HostTensor axesValue;
+  if (hasAxes) {
+    std::vector<int64_t> v;
+    if (!constantInputInts(n, 1, v))
+      return none();
+    axesValue = HostTensor(DType::I64, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), axesValue.data<int64_t>());
+  }
+  auto axes = shapes::reduceAxes(n, p.axes, p.noopWithEmptyAxes, x.shape.size(), &axesValue,
+                                 hasAxes);
+  if (!axes) {
+    llvm::consumeError(axes.takeError()); // the CPU reports it
+    return none();
+  }
+  if (axes->empty() && p.noopWithEmptyAxes)
+    return std::make_unique<CopyOp>();
+  return reduceOver(ReduceKind(row.op), x, *axes, ctx);
+}
+
+/// BiasGrad(dY, shape): the sum of dY over the axes along which `shape`
+/// broadcasts to dY's (right-aligned; missing leading axes and 1s against
+/// larger dims). The shape is a constant input or the node's static output
+/// type.
+CudaOpOrError prepareBiasGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
+                              const CudaContext &ctx) {
+  const TensorDesc &dy = in[0];
+  std::vector<int64_t> b;
+  if (!constantInputInts(n, 1, b)) {
+    const Value *out = n.numOutputs() ? n.output(0) : nullptr;
+    if (!out || !out->type.hasShape)
+      return none();
+    for (const Dim &d : out->type.dims) {
+      if (!d.isKnown())
+        return none();
+      b.push_back(d.value);
+    }
+  }
+  if (b.size() > dy.shape.size())
+    return none();
+  size_t lead = dy.shape.size() - b.size();
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < dy.shape.size(); ++d) {
+    if (d < lead) {
+      axes.push_back(int64_t(d));
+      continue;
+    }
+    int64_t bd = b[d - lead];
+    if (bd != dy.shape[d] && bd != 1)
+      return none(); // the CPU reports the mismatch
+    if (bd == 1 && dy.shape[d] != 1)
+      axes.push_back(int64_t(d));
+  }
+  return reduceOver(ReduceKind::Sum, dy, axes, ctx, b.empty() ? std::vector<int64_t>{} : b);
+}
+
+} // namespace
+
+CudaOpOrError cuda::prepareReduceOp(const Node &n, const CudaKernel &row,
+                                    llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx) {
+  if (inputs.empty())
+    return none();
+  switch (row.kind) {
+  case CudaKernelKind::Reduce:
+    return prepareReduce(n, row, inputs, ctx);
+  case CudaKernelKind::BiasGrad:
+    return prepareBiasGrad(n, inputs, ctx);
+  default:
+    return none();
+  }
+}
