@@ -33,6 +33,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
     return prepareGemmOp(n, row, inputs, ctx);
+  // Data movement.
+  case CudaKernelKind::DataMove:
+    return prepareDataOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

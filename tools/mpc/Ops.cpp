@@ -135,6 +135,9 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::MatMul:
   case cuda::CudaKernelKind::Gemm:
     return "cuBLASLt";
+  // Data movement.
+  case cuda::CudaKernelKind::DataMove:
+    return "data-movement launcher";
   }
   return "?";
 }
