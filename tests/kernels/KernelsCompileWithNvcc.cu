@@ -14,6 +14,7 @@
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
+#include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/Storage.h"
