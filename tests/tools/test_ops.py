@@ -170,17 +170,25 @@ class OpsOneOpTest(unittest.TestCase):
     def test_cuda_column_is_the_launchers_table(self):
         """Ops with a CUDA row: the element-wise bodies the launchers instantiate (the unary,
         predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
-        bounds are device values), Cast, CastLike, MatMul and Gemm."""
+        bounds are device values), Cast, CastLike, MatMul and Gemm, and the data-movement
+        family (DataOps.cpp)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
                                   r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
         self.assertIn("Add", launched)
         expected = (launched - {"Clip"}) | {"Cast", "CastLike", "MatMul", "Gemm"}
+        # Data movement.
+        expected |= {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
+                     "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
+                     "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
+                     "ai.mpc.training::GatherGrad"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
         self.assertEqual(rows["MatMul"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Softmax"]["cuda"], "none")
+        self.assertEqual(rows["Transpose"]["cuda"], rows["Transpose"]["cpu"])
+        self.assertEqual(rows["Where"]["cuda"], "bool (opset 9+)")
 
     def test_errors(self):
         p = run("--op", "Det")
