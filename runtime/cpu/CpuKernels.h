@@ -50,11 +50,6 @@ std::vector<int64_t> readInts(const TensorRef &t);
 bool normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
                       int32_t operand);
 
-/// Calls fn(output index, input offset) for every element a Slice with
-/// parameters `p` reads from a tensor of shape `x`, in output order.
-void forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
-                   llvm::function_ref<void(int64_t, int64_t)> fn);
-
 
 // Run functions.
 llvm::Error runCast(const KernelCall &);

@@ -2,12 +2,15 @@
 //
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity (copies), Transpose, Shape,
 // Size, Gather, Concat, Slice, Expand and Constant. These move bytes and do no
-// arithmetic, so they work on every dtype by element size.
+// arithmetic, so they work on every dtype by element size; Transpose, Concat,
+// Slice and Expand run the strided-copy plans the CUDA launchers run
+// (CopyPlans.h).
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cstring>
 
@@ -38,43 +41,16 @@ static std::vector<int64_t> permOf(const TransposeParams &p, size_t rank) {
   return perm;
 }
 
-/// Strided copy: the output walks its dims in order, reading the input at
-/// the permuted strides; the innermost run is copied with memcpy when the
-/// last axis stays last.
+/// A strided copy over the transpose plan (CopyPlans.h): the CUDA launcher
+/// runs the same plan.
 llvm::Error cpuk::runTranspose(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
-  size_t rank = x.shape.size(), es = elemSize(x);
-  std::vector<int64_t> perm = permOf(paramsOf<TransposeParams>(c), rank);
-  std::vector<int64_t> inStride(rank, 1);
-  for (size_t i = rank; i-- > 1;)
-    inStride[i - 1] = inStride[i] * x.shape[i];
-  int64_t n = y.numElements();
-  if (n == 0)
-    return llvm::Error::success();
-  const char *src = static_cast<const char *>(x.data);
-  char *dst = static_cast<char *>(y.data);
-  if (rank == 0) {
-    std::memcpy(dst, src, es);
-    return llvm::Error::success();
-  }
-  bool lastStays = perm[rank - 1] == int64_t(rank - 1);
-  int64_t run = lastStays ? y.shape[rank - 1] : 1;
-  size_t outerRank = lastStays ? rank - 1 : rank;
-  std::vector<int64_t> idx(outerRank, 0);
-  int64_t off = 0;
-  for (int64_t o = 0; o < n; o += run) {
-    if (run > 1)
-      std::memcpy(dst + o * es, src + off * es, run * es);
-    else
-      std::memcpy(dst + o * es, src + off * es, es);
-    for (size_t d = outerRank; d-- > 0;) {
-      off += inStride[perm[d]];
-      if (++idx[d] < y.shape[d])
-        break;
-      off -= inStride[perm[d]] * y.shape[d];
-      idx[d] = 0;
-    }
-  }
+  std::vector<int64_t> perm = permOf(paramsOf<TransposeParams>(c), x.shape.size());
+  kernels::CopyPlan plan;
+  if (!kernels::transposePlan(x.shape, perm, plan))
+    return nodeError(*c.node, "cannot transpose " + formatShape(x.shape) +
+                                  ": too many dimensions after merging");
+  kernels::copyByPlan(plan, x.data, y.data, elemSize(x));
   return llvm::Error::success();
 }
 
@@ -94,34 +70,33 @@ llvm::Error cpuk::runSize(const KernelCall &c) {
 bool cpuk::normalizeIndices(const KernelCall &c, std::vector<int64_t> &idx, int64_t dim,
                             int32_t operand) {
   for (int64_t &i : idx) {
-    if (i < -dim || i >= dim) {
-      recordKernelError(c, KernelErrorCode::IndexOutOfRange, operand, i);
+    int64_t given = i;
+    if (!kernels::normalizeIndex(i, dim)) {
+      recordKernelError(c, KernelErrorCode::IndexOutOfRange, operand, given);
       return false;
     }
-    if (i < 0)
-      i += dim;
   }
   return true;
 }
 
+/// Rows of `inner` elements, each at the data offset of GatherPlan's body
+/// (the CUDA launcher maps single elements with the same functions).
 llvm::Error cpuk::runGather(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
   std::vector<int64_t> idx = readInts(c.inputs[1]);
-  int64_t outer = 1, inner = elemSize(x), dim = x.shape[axis];
-  for (int64_t i = 0; i < axis; ++i)
-    outer *= x.shape[i];
-  for (size_t i = axis + 1; i < x.shape.size(); ++i)
-    inner *= x.shape[i];
+  kernels::GatherPlan plan = kernels::gatherPlan(x.shape, axis, int64_t(idx.size()));
+  if (!normalizeIndices(c, idx, plan.dim, /*operand=*/0))
+    return llvm::Error::success();
+  size_t es = elemSize(x);
   const char *src = static_cast<const char *>(x.data);
   char *dst = static_cast<char *>(c.outputs[0].data);
-  if (!normalizeIndices(c, idx, dim, /*operand=*/0))
-    return llvm::Error::success();
-  for (int64_t o = 0; o < outer; ++o)
-    for (size_t j = 0; j < idx.size(); ++j)
-      std::memcpy(dst + (o * idx.size() + j) * inner, src + (o * dim + idx[j]) * inner,
-                  inner);
+  for (int64_t e = 0, n = plan.numElements(); e < n; e += plan.inner) {
+    int64_t j = kernels::gatherIndexPosition(plan, e);
+    int64_t from = kernels::gatherSource(plan, e, idx[size_t(j)]);
+    std::memcpy(dst + e * int64_t(es), src + from * int64_t(es), size_t(plan.inner) * es);
+  }
   return llvm::Error::success();
 }
 
@@ -129,16 +104,14 @@ llvm::Error cpuk::runConcat(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
   int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, y.shape.size());
-  int64_t outer = 1, es = elemSize(y);
-  for (int64_t i = 0; i < axis; ++i)
-    outer *= y.shape[i];
-  int64_t outRow = y.numElements() / std::max<int64_t>(outer, 1) * es, pos = 0;
-  char *dst = static_cast<char *>(y.data);
+  int64_t pos = 0;
   for (const TensorRef &x : c.inputs) {
-    int64_t row = x.numElements() / std::max<int64_t>(outer, 1) * es;
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + o * outRow + pos, static_cast<const char *>(x.data) + o * row, row);
-    pos += row;
+    kernels::CopyPlan plan;
+    if (!kernels::concatPlan(x.shape, y.shape, axis, pos, plan))
+      return nodeError(*c.node, "cannot concatenate " + formatShape(x.shape) +
+                                    ": too many dimensions after merging");
+    kernels::copyByPlan(plan, x.data, y.data, elemSize(y));
+    pos += x.shape[axis];
   }
   return llvm::Error::success();
 }
@@ -151,29 +124,6 @@ llvm::Error cpuk::runConstant(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-void cpuk::forEachSliced(const SliceParams &p, llvm::ArrayRef<int64_t> x,
-                         llvm::function_ref<void(int64_t, int64_t)> fn) {
-  size_t rank = x.size();
-  std::vector<int64_t> stride(rank, 1);
-  for (size_t i = rank; i-- > 1;)
-    stride[i - 1] = stride[i] * x[i];
-  int64_t n = 1;
-  for (int64_t d : p.outShape)
-    n *= d;
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t o = 0; o < n; ++o) {
-    int64_t off = 0;
-    for (size_t d = 0; d < rank; ++d)
-      off += (p.starts[d] + idx[d] * p.steps[d]) * stride[d];
-    fn(o, off);
-    for (size_t d = rank; d-- > 0;)
-      if (++idx[d] < p.outShape[d])
-        break;
-      else
-        idx[d] = 0;
-  }
-}
-
 llvm::Error cpuk::runSlice(const KernelCall &c) {
   std::vector<int64_t> v[4];
   for (unsigned i = 1; i < 5; ++i)
@@ -183,39 +133,21 @@ llvm::Error cpuk::runSlice(const KernelCall &c) {
   auto p = sliceParams(*c.node, x.shape, v[0], v[1], v[2], v[3]);
   if (!p)
     return p.takeError();
-  size_t es = elemSize(x);
-  const char *src = static_cast<const char *>(x.data);
-  char *dst = static_cast<char *>(c.outputs[0].data);
-  forEachSliced(*p, x.shape, [&](int64_t o, int64_t off) {
-    std::memcpy(dst + o * es, src + off * es, es);
-  });
+  kernels::CopyPlan plan;
+  if (!kernels::slicePlan(x.shape, p->starts, p->steps, p->outShape, plan))
+    return nodeError(*c.node, "cannot slice " + formatShape(x.shape) +
+                                  ": too many dimensions after merging");
+  kernels::copyByPlan(plan, x.data, c.outputs[0].data, elemSize(x));
   return llvm::Error::success();
 }
 
 llvm::Error cpuk::runExpand(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
-  size_t rank = y.shape.size(), es = elemSize(x), xr = x.shape.size();
-  std::vector<int64_t> stride(rank, 0);
-  int64_t s = 1;
-  for (size_t i = 0; i < xr; ++i) {
-    size_t d = xr - 1 - i;
-    stride[rank - 1 - i] = x.shape[d] == 1 ? 0 : s;
-    s *= x.shape[d];
-  }
-  std::vector<int64_t> idx(rank, 0);
-  int64_t off = 0, n = y.numElements();
-  const char *src = static_cast<const char *>(x.data);
-  char *dst = static_cast<char *>(y.data);
-  for (int64_t o = 0; o < n; ++o) {
-    std::memcpy(dst + o * es, src + off * es, es);
-    for (size_t d = rank; d-- > 0;) {
-      off += stride[d];
-      if (++idx[d] < y.shape[d])
-        break;
-      off -= stride[d] * y.shape[d];
-      idx[d] = 0;
-    }
-  }
+  kernels::CopyPlan plan;
+  if (!kernels::expandPlan(x.shape, y.shape, plan))
+    return nodeError(*c.node, "cannot expand " + formatShape(x.shape) +
+                                  ": too many dimensions after merging");
+  kernels::copyByPlan(plan, x.data, y.data, elemSize(x));
   return llvm::Error::success();
 }
 

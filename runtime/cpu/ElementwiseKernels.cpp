@@ -10,6 +10,7 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include <cmath>
@@ -205,17 +206,29 @@ llvm::Error cpuk::runWhere(const KernelCall &c) {
       return llvm::Error::success();
     }
   }
-  std::vector<int64_t> oc, ox, oy;
-  broadcastOffsets(out.shape, c.inputs[0].shape, oc);
-  broadcastOffsets(out.shape, c.inputs[1].shape, ox);
-  broadcastOffsets(out.shape, c.inputs[2].shape, oy);
+  // The three-operand broadcast plan the CUDA launcher walks per element,
+  // walked here per innermost row.
+  kernels::SelectPlan plan;
+  if (!kernels::selectPlan(c.inputs[0].shape, c.inputs[1].shape, c.inputs[2].shape, out.shape,
+                           plan))
+    return nodeError(*c.node, "cannot broadcast to " + formatShape(out.shape) +
+                                  ": too many dimensions after merging");
+  if (n == 0)
+    return llvm::Error::success();
+  int64_t inner = plan.rank ? plan.dims[plan.rank - 1] : 1, step[3] = {0, 0, 0};
+  for (int k = 0; k < 3 && plan.rank; ++k)
+    step[k] = plan.strides[k][plan.rank - 1];
   const bool *cond = c.inputs[0].as<bool>();
   dispatchAll(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *x = c.inputs[1].as<T>(), *y = c.inputs[2].as<T>();
     T *o = out.as<T>();
-    for (size_t i = 0; i < oc.size(); ++i)
-      o[i] = cond[oc[i]] ? x[ox[i]] : y[oy[i]];
+    for (int64_t r = 0; r < n; r += inner) {
+      int64_t off[3];
+      kernels::selectOffsets(plan, r, off);
+      for (int64_t j = 0; j < inner; ++j)
+        o[r + j] = cond[off[0] + j * step[0]] ? x[off[1] + j * step[1]] : y[off[2] + j * step[2]];
+    }
   });
   return llvm::Error::success();
 }

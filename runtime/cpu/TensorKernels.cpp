@@ -9,6 +9,7 @@
 #include "CpuKernels.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 #include <cstring>
@@ -109,6 +110,23 @@ llvm::Error cpuk::runDropout(const KernelCall &c) {
 static llvm::Error runSumOrMean(const KernelCall &c, bool mean) {
   const TensorRef &y = c.outputs[0];
   int64_t n = y.numElements();
+  // Up to kMaxNaryInputs operands: the NaryPlan body the CUDA launcher runs.
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorRef &x : c.inputs)
+    shapes.emplace_back(x.shape.begin(), x.shape.end());
+  k::NaryPlan plan;
+  if (k::naryPlan(shapes, y.shape, plan)) {
+    dispatchFloat(y.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *in[k::kMaxNaryInputs] = {};
+      for (size_t i = 0; i < c.inputs.size(); ++i)
+        in[i] = c.inputs[i].as<T>();
+      T *out = y.as<T>();
+      for (int64_t e = 0; e < n; ++e)
+        out[e] = k::store<T>(k::naryAccumulate(plan, in, e, mean));
+    });
+    return llvm::Error::success();
+  }
   dispatchFloat(y.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
@@ -227,10 +245,21 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
   } else if (c.hasInput(2) && c.inputs[2].numElements() > 0) {
     std::memcpy(value.data(), c.inputs[2].data, es);
   }
-  std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
   const char *src = x.as<const char>();
   char *dst = y.as<char>();
   int64_t total = y.numElements();
+  if (mode == PadMode::Constant) {
+    // The value everywhere, then the input's part (the CUDA launchers' plan).
+    kernels::CopyPlan plan;
+    if (!k::padInteriorPlan(x.shape, y.shape, begin, plan))
+      return nodeError(n, "cannot pad " + formatShape(x.shape) +
+                              ": too many dimensions after merging");
+    for (int64_t o = 0; o < total; ++o)
+      std::memcpy(dst + o * es, value.data(), es);
+    k::copyByPlan(plan, src, dst, es);
+    return llvm::Error::success();
+  }
+  std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
   for (int64_t o = 0; o < total; ++o) {
     int64_t off = 0;
     bool constant = false;
@@ -255,17 +284,17 @@ llvm::Error cpuk::runSplit(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, x.shape.size());
-  int64_t outer = 1, es = elemSize(x.dtype);
-  for (int64_t i = 0; i < axis; ++i)
-    outer *= x.shape[i];
-  int64_t inRow = x.numElements() / std::max<int64_t>(outer, 1) * es, pos = 0;
-  const char *src = x.as<const char>();
+  int64_t pos = 0;
   for (const TensorRef &y : c.outputs) {
-    int64_t row = y.numElements() / std::max<int64_t>(outer, 1) * es;
-    if (y.data)
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(y.as<char>() + o * row, src + o * inRow + pos, row);
-    pos += row;
+    kernels::CopyPlan plan;
+    if (y.data) {
+      if (!k::concatPlan(y.shape, x.shape, axis, pos, plan))
+        return nodeError(*c.node, "cannot split " + formatShape(x.shape) +
+                                      ": too many dimensions after merging");
+      k::swapCopySides(plan); // Concat's plan read backwards
+      k::copyByPlan(plan, x.data, y.data, elemSize(x.dtype));
+    }
+    pos += y.shape[axis];
   }
   return llvm::Error::success();
 }
@@ -276,17 +305,11 @@ llvm::Error cpuk::runSplit(const KernelCall &c) {
 
 llvm::Error cpuk::runTile(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
-  size_t es = elemSize(x.dtype), rank = x.shape.size();
-  std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
-  const char *src = x.as<const char>();
-  char *dst = y.as<char>();
-  for (int64_t o = 0, n = y.numElements(); o < n; ++o) {
-    int64_t off = 0;
-    for (size_t d = 0; d < rank; ++d)
-      off += (idx[d] % x.shape[d]) * inStride[d];
-    std::memcpy(dst + o * es, src + off * es, es);
-    nextIndex(idx, y.shape);
-  }
+  kernels::CopyPlan plan;
+  if (!k::tilePlan(x.shape, y.shape, plan))
+    return nodeError(*c.node, "cannot tile " + formatShape(x.shape) +
+                                  ": too many dimensions after merging");
+  k::copyByPlan(plan, x.data, y.data, elemSize(x.dtype));
   return llvm::Error::success();
 }
 

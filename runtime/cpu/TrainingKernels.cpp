@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
 #include <algorithm>
 #include <cstring>
@@ -261,12 +262,13 @@ static llvm::Error runSliceGrad(const KernelCall &c) {
   if (!p)
     return p.takeError();
   size_t es = runtimeElementSize(dx.dtype);
+  kernels::CopyPlan plan;
+  if (!kernels::slicePlan(dx.shape, p->starts, p->steps, p->outShape, plan))
+    return nodeError(*c.node, "cannot slice " + formatShape(dx.shape) +
+                                  ": too many dimensions after merging");
+  kernels::swapCopySides(plan); // dY's elements scattered where the forward read
   std::memset(dx.data, 0, size_t(dx.numElements()) * es);
-  const char *src = static_cast<const char *>(c.inputs[0].data);
-  char *dst = static_cast<char *>(dx.data);
-  forEachSliced(*p, dx.shape, [&](int64_t o, int64_t off) {
-    std::memcpy(dst + off * es, src + o * es, es);
-  });
+  kernels::copyByPlan(plan, c.inputs[0].data, dx.data, es);
   return llvm::Error::success();
 }
 

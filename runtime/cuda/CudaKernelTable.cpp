@@ -10,6 +10,7 @@
 #include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
+#include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
@@ -101,6 +102,25 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_GRAD_ROW(ErfGrad, Erf),
       MPC_CUDA_GRAD_ROW(GeluGrad, Gelu),
   };
+  // Data movement (DataOps.cpp): every dtype of 1, 2, 4 or 8 bytes that the
+  // CPU row of the op lists (masked below).
+  for (const char *op : {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
+                         "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad"})
+    rows.push_back(CudaKernel{op, "", 1, kMaxOpsetVersion, kCudaDataTypes,
+                              CudaKernelKind::DataMove});
+  rows.push_back(CudaKernel{"SliceGrad", "ai.mpc.training", 1, kMaxOpsetVersion,
+                            kCudaDataTypes, CudaKernelKind::DataMove});
+  // Where's row is keyed by its bool condition (as the CPU's); the values'
+  // dtype is checked in dataRowTakes.
+  rows.push_back(CudaKernel{"Where", "", 1, kMaxOpsetVersion, dtypeBit(DType::Bool),
+                            CudaKernelKind::DataMove});
+  rows.push_back(CudaKernel{"Gather", "", 1, kMaxOpsetVersion, kCudaDataTypes,
+                            CudaKernelKind::DataMove});
+  rows.push_back(CudaKernel{"GatherGrad", "ai.mpc.training", 1, kMaxOpsetVersion,
+                            kCudaFloatTypes | dtypeBit(DType::F64), CudaKernelKind::DataMove});
+  for (const char *op : {"Sum", "Mean"})
+    rows.push_back(CudaKernel{op, "", 1, kMaxOpsetVersion, kCudaFloatTypes | dtypeBit(DType::F64),
+                              CudaKernelKind::DataMove});
   std::vector<CudaKernel> out;
   for (CudaKernel r : rows) {
     if (llvm::StringRef(r.opType) == "Clip")
@@ -110,6 +130,8 @@ std::vector<CudaKernel> buildTable() {
     if (const CpuKernel *c = findCpuKernel(r.opType, r.domain, kMaxOpsetVersion)) {
       r.minOpset = c->minOpset;
       r.maxOpset = c->maxOpset;
+      if (r.kind == CudaKernelKind::DataMove)
+        r.dtypes &= c->dtypes; // never a dtype the CPU reference does not run
     }
     out.push_back(r);
   }
@@ -218,6 +240,29 @@ static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   return DType::Undefined;
 }
 
+/// What a data-movement row cannot take, known from the node alone (the
+/// rest, such as bounds that are not initializers, is refused by
+/// prepareDataOp, and the node then runs on the CPU): Dropout in training
+/// mode or before opset 10 (its mask was not bool), Pad modes other than
+/// constant, Where values of other sizes, Gather indices other than i32/i64,
+/// Sum and Mean of more than kMaxNaryInputs operands.
+static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
+  auto given = [&](unsigned i) { return i < dts.size() && dts[i] != DType::Undefined; };
+  if (n.opType == "Where")
+    return !given(1) || (kCudaDataTypes & dtypeBit(dts[1])) != 0;
+  if (n.opType == "Gather")
+    return !given(1) || dts[1] == DType::I32 || dts[1] == DType::I64;
+  if (n.opType == "Sum" || n.opType == "Mean")
+    return n.numInputs() >= 1 && n.numInputs() <= unsigned(kernels::kMaxNaryInputs);
+  if (n.opType == "GatherGrad")
+    return !given(2) || dts[2] == DType::I32 || dts[2] == DType::I64;
+  if (n.opType == "Dropout")
+    return n.opsetVersion() >= 10 && (n.numInputs() < 3 || !n.input(2));
+  if (n.opType == "Pad")
+    return n.stringAttr("mode", "constant") == "constant";
+  return true;
+}
+
 /// True when the row takes these dtypes: its mask lists the key dtype, and
 /// what its launcher cannot take is absent.
 static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
@@ -235,6 +280,8 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare:
     return n.numInputs() == 2; // variadic Max/Min: not yet
+  case CudaKernelKind::DataMove:
+    return dataRowTakes(n, dts);
   case CudaKernelKind::FusedMatMul:
     // transBatchA/B move a batch axis among the matrix axes: not planned.
     if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))

@@ -93,6 +93,11 @@ CudaOpOrError preparePoolOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareBatchNormOp(const Node &n, const CudaKernel &row,
                                  llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+/// Data movement (DataOps.cpp): a null op where the node's bounds are not
+/// initializers or its plan has too many dimensions (it then runs on the CPU).
+CudaOpOrError prepareDataOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

@@ -61,6 +61,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Activation gradients.
   case CudaKernelKind::ActivationGrad:
     return prepareGradOp(n, row, inputs, ctx);
+  // Data movement.
+  case CudaKernelKind::DataMove:
+    return prepareDataOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

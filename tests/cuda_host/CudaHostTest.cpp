@@ -132,7 +132,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     EXPECT_LE(k.minOpset, k.maxOpset);
     // Sane dtypes: some, all of them types a launcher is instantiated for.
     EXPECT_NE(k.dtypes, 0u);
-    EXPECT_EQ(k.dtypes & ~kCudaCastTypes, 0u);
+    EXPECT_EQ(k.dtypes & ~kCudaDataTypes, 0u);
     // The CPU backend (the reference) runs every type the CUDA row claims,
     // over the same opsets.
     const CpuKernel *cpu = findCpuKernel(k.opType, k.domain, k.minOpset);
@@ -184,15 +184,25 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       EXPECT_LE(k.op, int32_t(kernels::ActivationGrad::Gelu));
       break;
+    case CudaKernelKind::DataMove:
+      // Every 1/2/4/8-byte dtype the CPU row runs (Where: its bool condition).
+      EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
+      EXPECT_NE(k.dtypes, 0u);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
-                         "MatMul", "Gemm", "Conv", "ConvTranspose"})
+                         "MatMul", "Gemm", "Conv", "ConvTranspose", "Identity", "Reshape",
+                         "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Transpose", "Expand",
+                         "Concat", "Split", "Slice", "Tile", "Pad", "Where", "Gather", "Sum",
+                         "Mean"})
     EXPECT_TRUE(names.count(std::string("::") + op)) << op;
   EXPECT_TRUE(names.count("ai.mpc.training::ConvGrad"));
   EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
+  EXPECT_TRUE(names.count("ai.mpc.training::SliceGrad"));
+  EXPECT_TRUE(names.count("ai.mpc.training::GatherGrad"));
   // Not in this slice: Clip's bounds are device values; ...
-  for (const char *op : {"Clip", "BitwiseNot", "Where"})
+  for (const char *op : {"Clip", "BitwiseNot", "GatherElements"})
     EXPECT_FALSE(names.count(std::string("::") + op)) << op;
 }
 
@@ -271,6 +281,41 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*bn, {h, f, h, f, f}));
   bn->setAttr(Attribute::makeInt("training_mode", 1));
   EXPECT_FALSE(cudaRuns(*bn, {h, h, h, h, h}));
+}
+
+TEST_F(OneNode, DataRowsTakeWhatTheLaunchersRun) {
+  // Byte copies: any dtype of 1, 2, 4 or 8 bytes the CPU runs, not strings.
+  Node *tr = node("Transpose", {DType::I64}, DType::I64, "tr");
+  EXPECT_TRUE(cudaRuns(*tr, {DType::I64}));
+  EXPECT_TRUE(cudaRuns(*tr, {DType::Bool}));
+  EXPECT_TRUE(cudaRuns(*tr, {DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*tr, {DType::String}));
+  // Dropout: inference only (no training_mode input).
+  Node *drop = node("Dropout", {DType::F32}, DType::F32, "drop");
+  EXPECT_TRUE(cudaRuns(*drop, {DType::F32}));
+  Node *dropTrain = node("Dropout", {DType::F32, DType::F32, DType::Bool}, DType::F32, "dt");
+  EXPECT_FALSE(cudaRuns(*dropTrain, {DType::F32, DType::F32, DType::Bool}));
+  // Pad: the constant mode only.
+  Node *pad = node("Pad", {DType::F16, DType::I64}, DType::F16, "pad");
+  EXPECT_TRUE(cudaRuns(*pad, {DType::F16, DType::I64}));
+  pad->setAttr(Attribute::makeString("mode", "reflect"));
+  EXPECT_FALSE(cudaRuns(*pad, {DType::F16, DType::I64}));
+  // Where: a bool condition and values of a launcher's element size.
+  Node *where = node("Where", {DType::Bool, DType::F16, DType::F16}, DType::F16, "where");
+  EXPECT_TRUE(cudaRuns(*where, {DType::Bool, DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*where, {DType::Bool, DType::I64, DType::I64}));
+  EXPECT_FALSE(cudaRuns(*where, {DType::Bool, DType::String, DType::String}));
+  EXPECT_FALSE(cudaRuns(*where, {DType::F32, DType::F32, DType::F32}));
+  // Gather: i32 or i64 indices.
+  Node *gather = node("Gather", {DType::F32, DType::I64}, DType::F32, "gather");
+  EXPECT_TRUE(cudaRuns(*gather, {DType::F32, DType::I64}));
+  EXPECT_TRUE(cudaRuns(*gather, {DType::BF16, DType::I32}));
+  EXPECT_FALSE(cudaRuns(*gather, {DType::F32, DType::I16}));
+  // Sum: up to eight operands.
+  Node *sum3 = node("Sum", {DType::F16, DType::F16, DType::F16}, DType::F16, "sum3");
+  EXPECT_TRUE(cudaRuns(*sum3, {DType::F16, DType::F16, DType::F16}));
+  Node *sum9 = node("Sum", std::vector<DType>(9, DType::F32), DType::F32, "sum9");
+  EXPECT_FALSE(cudaRuns(*sum9, std::vector<DType>(9, DType::F32)));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {

@@ -15,6 +15,7 @@
 #include "mpc/Runtime/Kernels/BatchNormBodies.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
+#include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"

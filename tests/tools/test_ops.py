@@ -170,8 +170,10 @@ class OpsOneOpTest(unittest.TestCase):
     def test_cuda_column_is_the_launchers_table(self):
         """Ops with a CUDA row: the element-wise bodies the launchers instantiate (the unary,
         predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
-        bounds are device values), Cast, CastLike, MatMul and Gemm, the slice launchers'
-        softmax, normalization and reduction ops, and the activation gradients."""
+        bounds are device values), Cast, CastLike, MatMul, Gemm and FusedMatMul, the
+        convolutions, pools and batch normalization, the slice launchers' softmax,
+        normalization and reduction ops, the activation gradients, and the data-movement
+        family (DataOps.cpp)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
                                   r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
@@ -184,12 +186,24 @@ class OpsOneOpTest(unittest.TestCase):
         expected |= {training + g + "Grad" for g in ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu")}
         expected |= {"Reduce" + k for k in ("Sum", "Mean", "Max", "Min", "Prod", "SumSquare",
                                             "L1", "L2", "LogSum", "LogSumExp")}
+        # cuBLASLt's FusedMatMul; convolutions (cuDNN), pooling and batch normalization.
+        expected |= {"com.microsoft::FusedMatMul", "Conv", "ConvTranspose",
+                     training + "ConvGrad", "com.microsoft::ConvGrad", "MaxPool", "AveragePool",
+                     "GlobalMaxPool", "GlobalAveragePool", training + "MaxPoolGrad",
+                     training + "AveragePoolGrad", training + "GlobalAveragePoolGrad",
+                     "BatchNormalization"}
+        # Data movement.
+        expected |= {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
+                     "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
+                     "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
+                     "ai.mpc.training::GatherGrad"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
         self.assertEqual(rows["MatMul"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Softmax"]["cuda"], "f32,f16,bf16 (opset 1+)")
-        self.assertEqual(rows["Conv"]["cuda"], "none")
+        self.assertEqual(rows["Transpose"]["cuda"], rows["Transpose"]["cpu"])
+        self.assertEqual(rows["Where"]["cuda"], "bool (opset 9+)")
 
     def test_errors(self):
         p = run("--op", "Det")

@@ -157,6 +157,9 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
     return "slice launcher";
   case cuda::CudaKernelKind::ActivationGrad:
     return "gradient launcher";
+  // Data movement.
+  case cuda::CudaKernelKind::DataMove:
+    return "data-movement launcher";
   }
   return "?";
 }

@@ -53,6 +53,8 @@ enum class CudaKernelKind : uint8_t {
   BiasGrad, ///< BiasGrad (ai.mpc.training): a sum over broadcast axes
   // Activation gradients (GradOps.cpp).
   ActivationGrad, ///< ReluGrad, ... (op: kernels::ActivationGrad)
+  // Data movement (DataOps.cpp): byte copies, strided-copy plans, fills.
+  DataMove, ///< Identity, Reshape, Transpose, Slice, Concat, ... (by op type)
 };
 
 /// The element-wise types the launchers are instantiated for.
@@ -64,6 +66,12 @@ constexpr DTypeSet kCudaBinaryTypes =
 constexpr DTypeSet kCudaCastTypes = kCudaBinaryTypes | dtypeBit(DType::F64) |
                                     dtypeBit(DType::Bool) | dtypeBit(DType::I8) |
                                     dtypeBit(DType::U8);
+
+/// The data-movement rows move raw elements of 1, 2, 4 or 8 bytes: every
+/// dtype of those sizes (not strings, sub-byte or 16-byte complex types).
+constexpr DTypeSet kCudaDataTypes =
+    kCudaCastTypes | dtypeBit(DType::I16) | dtypeBit(DType::U16) | dtypeBit(DType::U32) |
+    dtypeBit(DType::U64);
 
 struct CudaKernel {
   const char *opType;

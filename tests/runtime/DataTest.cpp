@@ -1,0 +1,569 @@
+//===- DataTest.cpp - Data-movement ops on every selected device ------------===//
+//
+// Identity, Reshape, Flatten, Squeeze, Unsqueeze, inference Dropout,
+// Transpose, Slice, Expand, Concat, Split, Tile, constant Pad, SliceGrad,
+// Where, Gather and GatherGrad (with their out-of-range messages), Sum and
+// Mean
+// through the op tester (OpTester.h) on each selected device, over dtypes of
+// every element size (bool, i8, u8, i16, f16, bf16, i32, f32, i64, f64).
+// The expected output of each case is computed here by numpy's definition
+// of the op on multi-indices (not the CopyPlans the kernels share) and the
+// comparison is byte-exact: moving data must not change a bit. Shapes
+// include size-1 and empty dimensions, rows longer than 1024 and ranks up
+// to 6; bounds come as initializers (what the CUDA rows take).
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Runtime/Kernels/Storage.h"
+
+#include "OpTester.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace mpc;
+using namespace mpc::optest;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+const std::vector<DType> kTypes = {DType::Bool, DType::I8,  DType::U8,  DType::I16,
+                                   DType::F16,  DType::BF16, DType::I32, DType::F32,
+                                   DType::I64,  DType::F64};
+
+int64_t count(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// A tensor of `dt` whose elements are distinct where the type allows:
+/// element i holds (i * 7 + seed) mod 61 + 1, stored in the type (bool: odd).
+HostTensor numbered(DType dt, const Shape &shape, int seed = 0) {
+  HostTensor t(dt, shape);
+  size_t es = runtimeElementSize(dt);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double v = double((i * 7 + seed) % 61 + 1);
+    char *p = reinterpret_cast<char *>(t.bytes.data()) + i * int64_t(es);
+    auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
+    switch (dt) {
+    case DType::Bool: put(bool(int64_t(v) % 2)); break;
+    case DType::I8: put(int8_t(v)); break;
+    case DType::U8: put(uint8_t(v)); break;
+    case DType::I16: put(int16_t(v)); break;
+    case DType::F16: put(kernels::castValue<Half>(v)); break;
+    case DType::BF16: put(kernels::castValue<BFloat16>(v)); break;
+    case DType::I32: put(int32_t(v)); break;
+    case DType::F32: put(float(v)); break;
+    case DType::I64: put(int64_t(v)); break;
+    case DType::F64: put(v); break;
+    default: ADD_FAILURE() << "no values for " << dtypeName(dt).str();
+    }
+  }
+  return t;
+}
+
+HostTensor ints(const std::vector<int64_t> &v) {
+  return tensorOf<int64_t>({int64_t(v.size())}, v);
+}
+
+int64_t linear(const Shape &idx, const Shape &s) {
+  int64_t off = 0;
+  for (size_t d = 0; d < s.size(); ++d)
+    off = off * s[d] + idx[d];
+  return off;
+}
+
+/// The expected tensor of `shape`: element j is in's element src(j), or
+/// `fill`'s first element where src returns false.
+HostTensor moved(const HostTensor &in, const Shape &shape,
+                 const std::function<bool(const Shape &, Shape &)> &src,
+                 const HostTensor *fill = nullptr) {
+  HostTensor t(in.dtype, shape);
+  size_t es = runtimeElementSize(in.dtype);
+  Shape j(shape.size(), 0), i;
+  for (int64_t e = 0, n = count(shape); e < n; ++e) {
+    char *dst = reinterpret_cast<char *>(t.bytes.data()) + e * int64_t(es);
+    if (src(j, i))
+      std::memcpy(dst, in.bytes.data() + linear(i, in.shape) * int64_t(es), es);
+    else if (fill)
+      std::memcpy(dst, fill->bytes.data(), es);
+    else
+      std::memset(dst, 0, es);
+    for (size_t d = shape.size(); d-- > 0;)
+      if (++j[d] < shape[d])
+        break;
+      else
+        j[d] = 0;
+  }
+  return t;
+}
+
+/// Byte-exact comparison, naming the first differing element.
+::testing::AssertionResult sameBytes(const HostTensor &got, const HostTensor &want) {
+  if (got.dtype != want.dtype)
+    return ::testing::AssertionFailure() << "dtype " << dtypeName(got.dtype).str() << ", want "
+                                         << dtypeName(want.dtype).str();
+  if (got.shape != want.shape)
+    return ::testing::AssertionFailure() << "shape " << formatShape(got.shape) << ", want "
+                                         << formatShape(want.shape);
+  size_t es = runtimeElementSize(got.dtype);
+  for (size_t b = 0; b < got.bytes.size(); ++b)
+    if (got.bytes[b] != want.bytes[b])
+      return ::testing::AssertionFailure()
+             << "element " << b / es << " differs (" << dtypeName(got.dtype).str() << ")";
+  return ::testing::AssertionSuccess();
+}
+
+/// Runs `t` on `device` and compares output `k` with `want`.
+void expectOutput(const OpTester &t, const std::string &device, const HostTensor &want,
+                  unsigned k = 0) {
+  std::vector<HostTensor> out = runOrFail(t, device);
+  ASSERT_GT(out.size(), k);
+  EXPECT_TRUE(sameBytes(out[k], want));
+}
+
+class DataTest : public DeviceTest {};
+OPTEST_INSTANTIATE_DEVICES(DataTest);
+
+TEST_P(DataTest, ViewLikeCopiesKeepTheBytes) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {2, 1, 1100});
+    auto same = [&](const Shape &s) {
+      return moved(x, s, [&](const Shape &j, Shape &i) {
+        int64_t e = linear(j, s);
+        i = {e / 1100, 0, e % 1100};
+        return true;
+      });
+    };
+    expectOutput(OpTester("Identity", 21).input(x), device(), same({2, 1, 1100}));
+    expectOutput(OpTester("Reshape", 21).input(x).constantInput(ints({-1, 550, 2})), device(),
+                 same({2, 550, 2}));
+    expectOutput(OpTester("Flatten", 21).attrInt("axis", -1).input(x), device(),
+                 same({2, 1100}));
+    expectOutput(OpTester("Squeeze", 21).input(x).constantInput(ints({-2})), device(),
+                 same({2, 1100}));
+    expectOutput(OpTester("Unsqueeze", 21).input(x).constantInput(ints({0, -1})), device(),
+                 same({1, 2, 1, 1100, 1}));
+  }
+  // Empty: nothing to copy.
+  HostTensor e = numbered(DType::F32, {0, 3});
+  expectOutput(OpTester("Identity", 21).input(e), device(), HostTensor(DType::F32, {0, 3}));
+}
+
+TEST_P(DataTest, InferenceDropoutIsTheIdentityWithATrueMask) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {3, 1031});
+    OpTester t("Dropout", 13);
+    t.input(x).outputs(2);
+    std::vector<HostTensor> out = runOrFail(t, device());
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(sameBytes(out[0], x));
+    EXPECT_EQ(valuesOf<bool>(out[1]), std::vector<bool>(size_t(x.numElements()), true));
+    // A ratio without training_mode is still inference.
+    OpTester r("Dropout", 13);
+    r.input(x).constantInput(tensorOf<float>({}, {0.5f}));
+    expectOutput(r, device(), x);
+  }
+}
+
+TEST_P(DataTest, TransposeMatchesThePermutedIndex) {
+  std::mt19937 rng(3);
+  std::vector<std::pair<Shape, Shape>> cases = {
+      {{1100, 3}, {1, 0}},       {{2, 3, 4}, {0, 2, 1}}, {{2, 1, 4, 1}, {3, 2, 1, 0}},
+      {{5}, {0}},                {{2, 3, 0}, {2, 0, 1}}, {{2, 3, 1, 2, 3, 2}, {5, 1, 3, 0, 4, 2}},
+      {{4, 1, 1030}, {2, 0, 1}}, {{3, 2, 2}, {}},        {{}, {}}};
+  for (DType dt : kTypes)
+    for (auto &c : cases) {
+      const Shape &in = c.first, &permGiven = c.second;
+      SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(in));
+      Shape perm = permGiven;
+      if (perm.empty())
+        for (size_t k = in.size(); k-- > 0;)
+          perm.push_back(int64_t(k)); // the default: axes reversed
+      Shape out(in.size());
+      for (size_t k = 0; k < in.size(); ++k)
+        out[k] = in[size_t(perm[k])];
+      HostTensor x = numbered(dt, in, int(rng() % 13));
+      OpTester t("Transpose", 21);
+      if (!permGiven.empty())
+        t.attrInts("perm", perm);
+      t.input(x);
+      expectOutput(t, device(), moved(x, out, [&](const Shape &j, Shape &i) {
+                     i.assign(in.size(), 0);
+                     for (size_t k = 0; k < in.size(); ++k)
+                       i[size_t(perm[k])] = j[k];
+                     return true;
+                   }));
+    }
+}
+
+/// One axis of a Slice by the ONNX rule: negative bounds count from the
+/// end; for a positive step start and end are clamped to [0, dim], for a
+/// negative one start to [0, dim - 1] and end to [-1, dim - 1].
+struct AxisSlice {
+  int64_t start, step, count;
+};
+AxisSlice resolve(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  auto clamp = [](int64_t v, int64_t lo, int64_t hi) { return std::min(std::max(v, lo), hi); };
+  int64_t s = start < 0 ? start + dim : start, e = end < 0 ? end + dim : end;
+  if (step > 0) {
+    s = clamp(s, 0, dim);
+    e = clamp(e, 0, dim);
+  } else {
+    s = clamp(s, 0, dim - 1);
+    e = clamp(e, -1, dim - 1);
+  }
+  int64_t n = step > 0 ? (e - s + step - 1) / step : (s - e - step - 1) / -step;
+  return {s, step, std::max<int64_t>(n, 0)};
+}
+
+TEST_P(DataTest, SliceWithStepsNegativeAxesAndOpenEnds) {
+  struct Case {
+    Shape in;
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  std::vector<Case> cases = {
+      {{4, 1100}, {1, 3}, {3, kMax}, {0, 1}, {1, 2}},
+      {{4, 5, 6}, {-1}, {-kMax}, {-2}, {-1}},
+      {{3, 1, 7}, {5, 0}, {0, 1}, {2, 1}, {-2, 1}},
+      {{2, 3, 4, 5}, {0, 1, 0}, {2, 3, 5}, {-4, 1, -1}, {1, 1, 3}},
+      {{5, 4}, {2}, {2}, {0}, {1}}, // empty output
+  };
+  for (DType dt : kTypes)
+    for (const Case &c : cases) {
+      SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(c.in));
+      HostTensor x = numbered(dt, c.in);
+      std::vector<AxisSlice> ax(c.in.size());
+      for (size_t k = 0; k < c.in.size(); ++k)
+        ax[k] = {0, 1, c.in[k]};
+      for (size_t a = 0; a < c.axes.size(); ++a) {
+        int64_t k = c.axes[a] < 0 ? c.axes[a] + int64_t(c.in.size()) : c.axes[a];
+        ax[size_t(k)] = resolve(c.in[size_t(k)], c.starts[a], c.ends[a], c.steps[a]);
+      }
+      Shape out;
+      for (const AxisSlice &s : ax)
+        out.push_back(s.count);
+      HostTensor want = moved(x, out, [&](const Shape &j, Shape &i) {
+        i.assign(j.size(), 0);
+        for (size_t k = 0; k < j.size(); ++k)
+          i[k] = ax[k].start + j[k] * ax[k].step;
+        return true;
+      });
+      OpTester t("Slice", 13);
+      t.input(x);
+      for (const auto *v : {&c.starts, &c.ends, &c.axes, &c.steps})
+        t.constantInput(ints(*v));
+      expectOutput(t, device(), want);
+      // Default axes and steps (absent inputs) over a full-rank bound list.
+      if (c.axes.size() == c.in.size() && c.steps == std::vector<int64_t>(c.in.size(), 1)) {
+        std::vector<int64_t> starts(c.in.size()), ends(c.in.size());
+        for (size_t a = 0; a < c.axes.size(); ++a) {
+          size_t k = size_t(c.axes[a] < 0 ? c.axes[a] + int64_t(c.in.size()) : c.axes[a]);
+          starts[k] = c.starts[a];
+          ends[k] = c.ends[a];
+        }
+        expectOutput(OpTester("Slice", 13).input(x).constantInput(ints(starts))
+                         .constantInput(ints(ends)),
+                     device(), want);
+      }
+      // SliceGrad scatters a dY of the output's shape back, zeros elsewhere.
+      if (dt == DType::F32 || dt == DType::F16 || dt == DType::BF16) {
+        HostTensor dy = numbered(dt, out, 5);
+        HostTensor zero(dt, {1});
+        std::memset(zero.bytes.data(), 0, zero.bytes.size());
+        HostTensor dx = moved(dy, c.in, [&](const Shape &i, Shape &j) {
+          j.assign(i.size(), 0);
+          for (size_t k = 0; k < i.size(); ++k) {
+            int64_t d = i[k] - ax[k].start;
+            if (d % ax[k].step != 0 || d / ax[k].step < 0 || d / ax[k].step >= ax[k].count)
+              return false;
+            j[k] = d / ax[k].step;
+          }
+          return true;
+        }, &zero);
+        OpTester g("SliceGrad", 1, "ai.mpc.training");
+        g.input(dy).constantInput(ints(c.in));
+        for (const auto *v : {&c.starts, &c.ends, &c.axes, &c.steps})
+          g.constantInput(ints(*v));
+        expectOutput(g, device(), dx);
+      }
+    }
+}
+
+TEST_P(DataTest, ExpandAndTileRepeat) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {3, 1, 5});
+    Shape out = {2, 3, 1100, 5};
+    expectOutput(OpTester("Expand", 13).input(x).constantInput(ints({2, 1, 1100, 1})), device(),
+                 moved(x, out, [&](const Shape &j, Shape &i) {
+                   i = {j[1], 0, j[3]};
+                   return true;
+                 }));
+    Shape tiled = {6, 2, 5};
+    expectOutput(OpTester("Tile", 13).input(x).constantInput(ints({2, 2, 1})), device(),
+                 moved(x, tiled, [&](const Shape &j, Shape &i) {
+                   i = {j[0] % 3, 0, j[2]};
+                   return true;
+                 }));
+  }
+}
+
+TEST_P(DataTest, ConcatAndSplitAlongAnyAxis) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor a = numbered(dt, {2, 3, 4}, 0), b = numbered(dt, {2, 0, 4}, 1),
+               c = numbered(dt, {2, 1030, 4}, 2);
+    const HostTensor *parts[] = {&a, &b, &c};
+    Shape whole = {2, 1033, 4};
+    HostTensor cat(dt, whole);
+    size_t es = runtimeElementSize(dt);
+    for (int64_t o = 0; o < 2; ++o) {
+      int64_t pos = 0;
+      for (const HostTensor *p : parts) {
+        int64_t row = p->shape[1] * 4 * int64_t(es);
+        std::memcpy(cat.bytes.data() + (o * 1033 * 4 + pos) * int64_t(es),
+                    p->bytes.data() + o * row, size_t(row));
+        pos += p->shape[1] * 4;
+      }
+    }
+    expectOutput(OpTester("Concat", 13).attrInt("axis", -2).input(a).input(b).input(c),
+                 device(), cat);
+    // Split back: the attribute form (opset 11) and the input form (13).
+    std::vector<HostTensor> byAttr =
+        runOrFail(OpTester("Split", 11).attrInt("axis", 1).attrInts("split", {3, 0, 1030})
+                      .input(cat).outputs(3),
+                  device());
+    std::vector<HostTensor> byInput = runOrFail(
+        OpTester("Split", 13).attrInt("axis", -2).input(cat).constantInput(ints({3, 0, 1030}))
+            .outputs(3),
+        device());
+    ASSERT_EQ(byAttr.size(), 3u);
+    ASSERT_EQ(byInput.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_TRUE(sameBytes(byAttr[size_t(k)], *parts[k])) << "attribute split " << k;
+      EXPECT_TRUE(sameBytes(byInput[size_t(k)], *parts[k])) << "input split " << k;
+    }
+    // Equal parts on the last axis (opset 18: num_outputs).
+    std::vector<HostTensor> halves =
+        runOrFail(OpTester("Split", 18).attrInt("axis", -1).attrInt("num_outputs", 2)
+                      .input(a).outputs(2),
+                  device());
+    ASSERT_EQ(halves.size(), 2u);
+    for (int64_t h = 0; h < 2; ++h)
+      EXPECT_TRUE(sameBytes(halves[size_t(h)], moved(a, {2, 3, 2}, [&](const Shape &j, Shape &i) {
+                    i = {j[0], j[1], j[2] + 2 * h};
+                    return true;
+                  })));
+  }
+}
+
+TEST_P(DataTest, ConstantPadWithValueAxesAndCropping) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {3, 1100});
+    HostTensor value = numbered(dt, {}, 40);
+    // Pads [1, -2] before and [2, 3] after, the value an input.
+    Shape out = {3 + 1 + 2, 1100 - 2 + 3};
+    auto inside = [&](const Shape &j, Shape &i) {
+      i = {j[0] - 1, j[1] + 2};
+      return i[0] >= 0 && i[0] < 3 && i[1] >= 0 && i[1] < 1100;
+    };
+    expectOutput(
+        OpTester("Pad", 19).input(x).constantInput(ints({1, -2, 2, 3})).input(value),
+        device(), moved(x, out, inside, &value));
+    // No value: zeros; only axis -1 padded (the axes input).
+    HostTensor zero(dt, {1});
+    std::memset(zero.bytes.data(), 0, zero.bytes.size());
+    expectOutput(OpTester("Pad", 19)
+                     .input(x)
+                     .constantInput(ints({4, 0}))
+                     .absentInput()
+                     .constantInput(ints({-1})),
+                 device(), moved(x, {3, 1104}, [&](const Shape &j, Shape &i) {
+                   i = {j[0], j[1] - 4};
+                   return i[1] >= 0;
+                 }, &zero));
+  }
+  // Reflect runs on the CPU under --device cuda; the answer is the same.
+  HostTensor x = numbered(DType::F32, {4});
+  expectOutput(OpTester("Pad", 19).attrString("mode", "reflect").input(x).constantInput(
+                   ints({2, 1})),
+               device(), moved(x, {7}, [&](const Shape &j, Shape &i) {
+                 static const int64_t src[] = {2, 1, 0, 1, 2, 3, 2};
+                 i = {src[j[0]]};
+                 return true;
+               }));
+}
+
+TEST_P(DataTest, WhereBroadcastsConditionAndValues) {
+  // Condition [2, 1, 1100], X [3, 1], Y [1100]: output [2, 3, 1100].
+  Shape cs = {2, 1, 1100}, xs = {3, 1}, ys = {1100}, out = {2, 3, 1100};
+  std::vector<bool> cond(size_t(count(cs)));
+  for (size_t i = 0; i < cond.size(); ++i)
+    cond[i] = (i * 5) % 7 < 3;
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, xs, 1), y = numbered(dt, ys, 2);
+    size_t es = runtimeElementSize(dt);
+    // Y everywhere, then X where the condition holds.
+    HostTensor want = moved(y, out, [&](const Shape &j, Shape &i) {
+      i = {j[2]};
+      return true;
+    });
+    for (int64_t e = 0; e < count(out); ++e) {
+      int64_t a = e / 3300, b = (e / 1100) % 3, c = e % 1100;
+      if (cond[size_t(a * 1100 + c)])
+        std::memcpy(want.bytes.data() + e * int64_t(es), x.bytes.data() + b * int64_t(es), es);
+    }
+    expectOutput(OpTester("Where", 16).input(tensorOf<bool>(cs, cond)).input(x).input(y),
+                 device(), want);
+  }
+  // One condition for the whole tensor picks a whole operand.
+  HostTensor a = numbered(DType::F32, {4, 3}, 1), b = numbered(DType::F32, {4, 3}, 2);
+  expectOutput(OpTester("Where", 16).input(tensorOf<bool>({}, {false})).input(a).input(b),
+               device(), b);
+}
+
+TEST_P(DataTest, GatherWithNegativeIndicesOnAnyAxis) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {3, 5, 1100});
+    // Axis -2 with i64 indices [2, 2] (negative ones count from the end).
+    std::vector<int64_t> idx = {4, -1, 0, -5};
+    HostTensor want = moved(x, {3, 2, 2, 1100}, [&](const Shape &j, Shape &i) {
+      int64_t v = idx[size_t(j[1] * 2 + j[2])];
+      i = {j[0], v < 0 ? v + 5 : v, j[3]};
+      return true;
+    });
+    expectOutput(OpTester("Gather", 13).attrInt("axis", -2).input(x).input(
+                     tensorOf<int64_t>({2, 2}, idx)),
+                 device(), want);
+    // Axis 0 with one i32 scalar index: the row itself.
+    HostTensor row = moved(x, {5, 1100}, [&](const Shape &j, Shape &i) {
+      i = {2, j[0], j[1]};
+      return true;
+    });
+    expectOutput(OpTester("Gather", 13).input(x).input(tensorOf<int32_t>({}, {-1})), device(),
+                 row);
+  }
+}
+
+TEST_P(DataTest, GatherIndexOutOfRangeNamesTheIndex) {
+  HostTensor x = numbered(DType::F32, {4, 2});
+  OpTester t("Gather", 13);
+  t.input(x).input(tensorOf<int64_t>({3}, {1, 4, 0}));
+  auto out = t.run(device());
+  ASSERT_FALSE(bool(out));
+  std::string msg = llvm::toString(out.takeError());
+  EXPECT_NE(msg.find("index 4 out of range for [4, 2]"), std::string::npos) << msg;
+  OpTester neg("Gather", 13);
+  neg.input(x).input(tensorOf<int32_t>({2}, {-5, 0}));
+  auto out2 = neg.run(device());
+  ASSERT_FALSE(bool(out2));
+  msg = llvm::toString(out2.takeError());
+  EXPECT_NE(msg.find("index -5 out of range for [4, 2]"), std::string::npos) << msg;
+}
+
+TEST_P(DataTest, GatherGradSumsRepeatedIndicesInOrder) {
+  // X [3, 6, 5], axis 1, indices [2, 3] with index 2 four times (-4 is 2):
+  // the sums stay small integers, exact in every float type.
+  std::vector<int64_t> idx = {2, -4, 5, 2, 0, 2};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor dy = numbered(dt, {3, 2, 3, 5});
+    std::vector<double> want(3 * 6 * 5, 0.0);
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t j = 0; j < 6; ++j)
+        for (int64_t k = 0; k < 5; ++k) {
+          int64_t r = idx[size_t(j)] < 0 ? idx[size_t(j)] + 6 : idx[size_t(j)];
+          // numbered(): element e holds (e * 7) % 61 + 1.
+          int64_t e = (o * 6 + j) * 5 + k;
+          want[size_t((o * 6 + r) * 5 + k)] += double((e * 7) % 61 + 1);
+        }
+    for (bool i32 : {false, true}) {
+      OpTester t("GatherGrad", 1, "ai.mpc.training");
+      t.input(dy).constantInput(ints({3, 6, 5}));
+      if (i32)
+        t.input(tensorOf<int32_t>({2, 3}, std::vector<int32_t>(idx.begin(), idx.end())));
+      else
+        t.input(tensorOf<int64_t>({2, 3}, idx));
+      t.attrInt("axis", -2);
+      std::vector<HostTensor> out = runOrFail(t, device());
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(allCloseTensor(out[0], want, {}, test::Tolerance{0, 0, 0})) << "exact sums";
+    }
+  }
+  // An index outside [-dim, dim) names it and dX's shape.
+  OpTester bad("GatherGrad", 1, "ai.mpc.training");
+  bad.input(numbered(DType::F32, {2})).constantInput(ints({4})).input(
+      tensorOf<int64_t>({2}, {1, 7}));
+  auto r = bad.run(device());
+  ASSERT_FALSE(bool(r));
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("index 7 out of range for [4]"), std::string::npos) << msg;
+}
+
+TEST_P(DataTest, SumAndMeanBroadcastAnyNumberOfOperands) {
+  // Operands [2, 1, 1030], [3, 1], [1030], [] and, past the launcher's eight,
+  // nine equal ones: every result against a float64 sum.
+  std::vector<Shape> shapes = {{2, 1, 1030}, {3, 1}, {1030}, {}};
+  Shape out = {2, 3, 1030};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    std::vector<HostTensor> ins;
+    for (size_t k = 0; k < shapes.size(); ++k)
+      ins.push_back(numbered(dt, shapes[k], int(k)));
+    // numbered() values are small integers: exact in every type.
+    auto value = [&](size_t k, const Shape &j) {
+      const Shape &s = shapes[k];
+      int64_t e = 0;
+      for (size_t a = 0; a < s.size(); ++a)
+        e = e * s[a] + (s[a] == 1 ? 0 : j[out.size() - s.size() + a]);
+      return double((e * 7 + int64_t(k)) % 61 + 1);
+    };
+    std::vector<double> sum(size_t(count(out)));
+    Shape j(3);
+    for (int64_t e = 0; e < count(out); ++e) {
+      j = {e / 3090, (e / 1030) % 3, e % 1030};
+      for (size_t k = 0; k < shapes.size(); ++k)
+        sum[size_t(e)] += value(k, j);
+    }
+    std::vector<double> mean = sum;
+    for (double &v : mean)
+      v /= double(shapes.size());
+    for (bool isMean : {false, true}) {
+      OpTester t(isMean ? "Mean" : "Sum", 13);
+      for (const HostTensor &x : ins)
+        t.input(x);
+      std::vector<HostTensor> got = runOrFail(t, device());
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(allCloseTensor(got[0], isMean ? mean : sum)) << (isMean ? "Mean" : "Sum");
+    }
+    // Nine operands (more than a launcher carries: the CPU runs them).
+    OpTester nine("Sum", 13);
+    HostTensor x = numbered(dt, {5});
+    for (int k = 0; k < 9; ++k)
+      nine.input(x);
+    std::vector<double> want;
+    for (int64_t e = 0; e < 5; ++e)
+      want.push_back(9.0 * double((e * 7) % 61 + 1));
+    std::vector<HostTensor> got = runOrFail(nine, device());
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(allCloseTensor(got[0], want));
+  }
+}
+
+} // namespace
