@@ -170,17 +170,24 @@ class OpsOneOpTest(unittest.TestCase):
     def test_cuda_column_is_the_launchers_table(self):
         """Ops with a CUDA row: the element-wise bodies the launchers instantiate (the unary,
         predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
-        bounds are device values), Cast, CastLike, MatMul and Gemm."""
+        bounds are device values), Cast, CastLike, MatMul and Gemm; the convolutions (cuDNN),
+        the pools and their gradients, inference BatchNormalization."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
                                   r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
         self.assertIn("Add", launched)
         expected = (launched - {"Clip"}) | {"Cast", "CastLike", "MatMul", "Gemm"}
+        expected |= {"Conv", "ConvTranspose", "ai.mpc.training::ConvGrad",
+                     "com.microsoft::ConvGrad", "MaxPool", "AveragePool", "GlobalMaxPool",
+                     "GlobalAveragePool", "ai.mpc.training::MaxPoolGrad",
+                     "ai.mpc.training::AveragePoolGrad",
+                     "ai.mpc.training::GlobalAveragePoolGrad", "BatchNormalization"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
         self.assertEqual(rows["MatMul"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Softmax"]["cuda"], "none")
+        self.assertEqual(rows["Conv"]["cuda"], "f32,f16,bf16 (opset 1+)")
 
     def test_errors(self):
         p = run("--op", "Det")
