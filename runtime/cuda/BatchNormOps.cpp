@@ -37,8 +37,10 @@ public:
 CudaOpOrError cuda::prepareBatchNormOp(const Node &n, const CudaKernel &,
                                        llvm::ArrayRef<TensorDesc> inputs, const CudaContext &) {
   auto op = std::make_unique<BatchNormOp>();
-  std::unique_ptr<OpParams> parsed = parseBatchNorm(n);
-  op->epsilon = static_cast<const BatchNormParams &>(*parsed).epsilon;
+  auto parsed = paramsOf<BatchNormParams>(parseBatchNorm(n));
+  if (!parsed)
+    return parsed.takeError();
+  op->epsilon = parsed->epsilon;
   op->type = inputs[0].dtype;
   op->paramType = inputs[1].dtype;
   // The CPU's split of X: [N, C, everything else].

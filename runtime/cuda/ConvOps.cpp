@@ -194,7 +194,10 @@ CudaOpOrError cuda::prepareConvOp(const Node &n, const CudaKernel &row,
            : row.kind == CudaKernelKind::ConvGrad    ? ConvRole::Grad
                                                      : ConvRole::Forward;
   // The geometry the shape rule resolved (the CPU kernels run the same).
-  WindowParams params = windowParamsOf(n);
+  auto parsed = windowParamsOf(n);
+  if (!parsed)
+    return parsed.takeError();
+  const WindowParams &params = *parsed;
   auto geometry = [&]() -> llvm::Expected<ConvGeometry> {
     if (c.role == ConvRole::Grad)
       return shapes::convGradGeometry(n, params, inputs[0].shape, inputs[1].shape,

@@ -301,8 +301,12 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::BatchNorm: {
     // Running statistics only (training mode runs on the CPU); scale, bias,
     // mean and var of one type: X's, or f32 with 16-bit X.
-    std::unique_ptr<OpParams> p = parseBatchNorm(n);
-    if (static_cast<const BatchNormParams &>(*p).training || dts.size() < 5)
+    auto p = paramsOf<BatchNormParams>(parseBatchNorm(n));
+    if (!p) {
+      llvm::consumeError(p.takeError());
+      return false;
+    }
+    if (p->training || dts.size() < 5)
       return false;
     DType pt = dts[1];
     if (pt != key && !(pt == DType::F32 && key != DType::F32))

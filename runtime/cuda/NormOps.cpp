@@ -126,8 +126,18 @@ CudaOpOrError prepareSoftmax(const Node &n, llvm::ArrayRef<TensorDesc> in,
     return none();
   const TensorDesc &x = in[grad ? 1 : 0];
   int64_t rank = int64_t(x.shape.size());
-  int64_t axis = grad ? static_cast<AxisParams &>(*parseAxisMinus1(n)).axis
-                      : static_cast<SoftmaxParams &>(*parseSoftmax(n)).axis;
+  int64_t axis;
+  if (grad) {
+    auto p = paramsOf<AxisParams>(parseAxisMinus1(n));
+    if (!p)
+      return p.takeError();
+    axis = p->axis;
+  } else {
+    auto p = paramsOf<SoftmaxParams>(parseSoftmax(n));
+    if (!p)
+      return p.takeError();
+    axis = p->axis;
+  }
   if (!normalizedAxis(axis, std::max<int64_t>(rank, 1)))
     return none();
   // Before opset 13, Softmax and LogSoftmax flatten the input to 2-D at axis.
@@ -147,13 +157,17 @@ CudaOpOrError prepareNorm(const Node &n, llvm::ArrayRef<TensorDesc> in, const Cu
   NormArgs a;
   a.rms = rms;
   if (rms) {
-    auto p = parseNorm(n);
-    axis = static_cast<NormParams &>(*p).axis;
-    a.epsilon = static_cast<NormParams &>(*p).epsilon;
+    auto p = paramsOf<NormParams>(parseNorm(n));
+    if (!p)
+      return p.takeError();
+    axis = p->axis;
+    a.epsilon = p->epsilon;
   } else {
-    auto p = parseLayerNorm(n);
-    axis = static_cast<LayerNormParams &>(*p).axis;
-    a.epsilon = static_cast<LayerNormParams &>(*p).epsilon;
+    auto p = paramsOf<LayerNormParams>(parseLayerNorm(n));
+    if (!p)
+      return p.takeError();
+    axis = p->axis;
+    a.epsilon = p->epsilon;
   }
   if (!normalizedAxis(axis, int64_t(x.shape.size())))
     return none();
@@ -184,7 +198,10 @@ CudaOpOrError prepareNormGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
   if (in.size() < 5 || in[0] != in[1])
     return none();
   const TensorDesc &x = in[1];
-  int64_t axis = static_cast<AxisParams &>(*parseAxisMinus1(n)).axis;
+  auto params = paramsOf<AxisParams>(parseAxisMinus1(n));
+  if (!params)
+    return params.takeError();
+  int64_t axis = params->axis;
   if (!normalizedAxis(axis, int64_t(x.shape.size())))
     return none();
   SliceShape s = split(x, size_t(axis), x.shape.size());

@@ -59,7 +59,10 @@ CudaOpOrError cuda::preparePoolOp(const Node &n, const CudaKernel &row,
     planesOf(inputs[p.kind == CudaKernelKind::GlobalPool ? 0 : 1].shape, p.planes, p.planeSize);
     return std::unique_ptr<CudaOp>(std::move(op));
   }
-  WindowParams params = windowParamsOf(n);
+  auto parsed = windowParamsOf(n);
+  if (!parsed)
+    return parsed.takeError();
+  const WindowParams &params = *parsed;
   p.countIncludePad = params.countIncludePad;
   p.columnMajor = params.storageColumnMajor;
   auto geo = p.kind == CudaKernelKind::Pool

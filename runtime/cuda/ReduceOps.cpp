@@ -76,8 +76,10 @@ CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector
 CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> in, const CudaContext &ctx) {
   const TensorDesc &x = in[0];
-  auto params = parseReduce(n);
-  const ReduceParams &p = static_cast<const ReduceParams &>(*params);
+  auto params = paramsOf<ReduceParams>(parseReduce(n));
+  if (!params)
+    return params.takeError();
+  const ReduceParams &p = *params;
   bool hasAxes = in.size() > 1 && in[1].dtype != DType::Undefined;
   HostTensor axesValue;
   if (hasAxes) {

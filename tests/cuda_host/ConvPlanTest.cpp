@@ -45,14 +45,20 @@ struct ConvPlanTest : ModelFixture {
     n->setAttr(Attribute::makeInt("group", group));
     return n;
   }
+  /// The node's window attributes (they parse in every case here).
+  WindowParams params(const Node &n) {
+    auto p = windowParamsOf(n);
+    EXPECT_TRUE(bool(p)) << (p ? "" : llvm::toString(p.takeError()));
+    return p ? *p : WindowParams();
+  }
   /// The shape rule's geometry of a Conv node on X and W.
   ConvGeometry conv(const Node &n, std::vector<int64_t> x, std::vector<int64_t> w) {
-    auto geo = shapes::convGeometry(n, windowParamsOf(n), x, w);
+    auto geo = shapes::convGeometry(n, params(n), x, w);
     EXPECT_TRUE(bool(geo)) << (geo ? "" : llvm::toString(geo.takeError()));
     return geo ? *geo : ConvGeometry();
   }
   ConvGeometry transpose(const Node &n, std::vector<int64_t> x, std::vector<int64_t> w) {
-    auto geo = shapes::deconvGeometry(n, windowParamsOf(n), x, w);
+    auto geo = shapes::deconvGeometry(n, params(n), x, w);
     EXPECT_TRUE(bool(geo)) << (geo ? "" : llvm::toString(geo.takeError()));
     return geo ? forwardOfTranspose(*geo) : ConvGeometry();
   }

@@ -57,7 +57,11 @@ struct PoolBodies : ModelFixture {
     n->setAttr(Attribute::makeInts("pads", pc.pads));
     n->setAttr(Attribute::makeInts("dilations", pc.dilations));
     n->setAttr(Attribute::makeInt("ceil_mode", pc.ceil));
-    auto geo = shapes::poolGeometry(*n, windowParamsOf(*n), pc.x);
+    auto params = windowParamsOf(*n);
+    EXPECT_TRUE(bool(params)) << (params ? "" : llvm::toString(params.takeError()));
+    if (!params)
+      return PoolGeometry();
+    auto geo = shapes::poolGeometry(*n, *params, pc.x);
     EXPECT_TRUE(bool(geo)) << (geo ? "" : llvm::toString(geo.takeError()));
     return geo ? *geo : PoolGeometry();
   }

@@ -55,7 +55,8 @@ class GpuBundleTest(unittest.TestCase):
         libs = {n[4:] for n in names if n.startswith("lib/") and ".so" in n}
         self.assertTrue(any(n.startswith("libprotobuf") for n in libs), libs)
         self.assertTrue(any(n.startswith("libcudart") for n in libs), libs)
-        for banned in ("libc.so", "libcuda.so", "libcublas", "libcublasLt", "libstdc++"):
+        for banned in ("libc.so", "libcuda.so", "libcublas", "libcublasLt", "libcudnn",
+                       "libstdc++"):
             self.assertFalse(any(n.startswith(banned) for n in libs), (banned, libs))
 
     def test_3_bundled_mpc_runs_with_its_own_libraries(self):

@@ -204,6 +204,7 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Softmax"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Transpose"]["cuda"], rows["Transpose"]["cpu"])
         self.assertEqual(rows["Where"]["cuda"], "bool (opset 9+)")
+        self.assertEqual(rows["Conv"]["cuda"], "f32,f16,bf16 (opset 1+)")
 
     def test_errors(self):
         p = run("--op", "Det")

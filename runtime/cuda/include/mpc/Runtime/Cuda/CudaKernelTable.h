@@ -14,6 +14,7 @@
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaOps.h"
+#include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Target/BackendCaps.h"
 #include "llvm/ADT/ArrayRef.h"
 #include <string>
@@ -82,6 +83,16 @@ struct CudaKernel {
   /// UnaryOpId or BinaryOpId for element-wise rows; 0 otherwise.
   int32_t op = 0;
 };
+
+/// A node's parameters of type P from the registry's parse function
+/// (`paramsOf<BatchNormParams>(parseBatchNorm(n))`), or the parse's error.
+/// The executor has parsed every node before any backend sees it, so an
+/// error here is not expected; callers still pass it on.
+template <typename P> llvm::Expected<P> paramsOf(ParsedParams parsed) {
+  if (!parsed)
+    return parsed.takeError();
+  return static_cast<const P &>(**parsed);
+}
 
 /// The whole table (opset ranges are the CPU rows' of the same op).
 llvm::ArrayRef<CudaKernel> cudaKernelTable();
