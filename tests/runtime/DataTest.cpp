@@ -158,6 +158,13 @@ TEST_P(DataTest, ViewLikeCopiesKeepTheBytes) {
   // Empty: nothing to copy.
   HostTensor e = numbered(DType::F32, {0, 3});
   expectOutput(OpTester("Identity", 21).input(e), device(), HostTensor(DType::F32, {0, 3}));
+  // Flatten keeps the sizes on both sides of the axis, empty ones too.
+  expectOutput(OpTester("Flatten", 21).input(e), device(), HostTensor(DType::F32, {0, 3}));
+  HostTensor e3 = numbered(DType::F32, {2, 0, 3});
+  expectOutput(OpTester("Flatten", 21).attrInt("axis", 2).input(e3), device(),
+               HostTensor(DType::F32, {0, 3}));
+  expectOutput(OpTester("Flatten", 21).attrInt("axis", 1).input(e3), device(),
+               HostTensor(DType::F32, {2, 0}));
 }
 
 TEST_P(DataTest, InferenceDropoutIsTheIdentityWithATrueMask) {

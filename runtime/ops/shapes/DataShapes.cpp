@@ -125,11 +125,12 @@ llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &o
   int64_t axis = q.node.intAttr("axis", 1);
   if (axis != int64_t(x.size()) && !normalizeAxis(axis, x.size()))
     return nodeError(q.node, "axis out of range for " + formatShape(x));
-  int64_t outer = 1;
-  for (int64_t i = 0; i < axis; ++i)
-    outer *= x[i];
-  out.assign(1, ShapedType{q.inputs[0].dtype,
-                           {outer, numel(x) / std::max<int64_t>(outer, 1)}});
+  // Both products are taken (not the inner one as numel / outer): an empty
+  // outer product would turn [0, 3] into [0, 0].
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < int64_t(x.size()); ++i)
+    (i < axis ? outer : inner) *= x[i];
+  out.assign(1, ShapedType{q.inputs[0].dtype, {outer, inner}});
   return llvm::Error::success();
 }
 
