@@ -169,6 +169,10 @@ step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer 
 # 4c. Error paths: a failed launch (MPC_CUDA_FAIL_NODE), an index out of range, a plan
 #     larger than the device: one line each, exit 1, nothing written.
 step error_paths 60 python3 "$SRC/tools/gpu_error_check.py" --mpc "$MPC" --source-dir "$SRC"
+# Training steps that never wait for the device (pinned readback ring, deferred kernel errors):
+# median step time with and without a wait per step, identical logs, an index error and a
+# failed launch inside a step reported at their step (tools/gpu_async_check.py).
+step async_steps 180 python3 "$SRC/tools/gpu_async_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4d. CUDA graph replay against eager launches (outputs byte-identical, both times).
 step cuda_graph 120 python3 "$SRC/tools/gpu_graph_check.py" --mpc "$MPC" "$SRC"/models/*.onnx
 # 5. First figures: MatMul through cuBLASLt (bench/gpu_matmul.py).

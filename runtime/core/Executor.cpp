@@ -225,6 +225,11 @@ llvm::Error Executor::readErrors(llvm::function_ref<const KernelCall *(int32_t)>
   KernelErrorRecord rec;
   backend.copyToHost(&rec, errorBuffer.data, sizeof(rec), stream);
   backend.synchronize(stream);
+  return errorOfRecord(rec, callOf);
+}
+
+llvm::Error Executor::errorOfRecord(const KernelErrorRecord &rec,
+                                    llvm::function_ref<const KernelCall *(int32_t)> callOf) {
   if (rec.code == 0)
     return llvm::Error::success();
   const KernelCall *call = callOf(rec.call);
@@ -856,6 +861,7 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     callsArena = arena.data;
     callsWorkspace = workspace.data;
     callsValid = true;
+    ++generation;
     boundVersions.clear();
     callsVersion = versionOfBound();
   }
@@ -887,13 +893,25 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     LaunchAttrScope check;
     backend.runPlan(lp, stream);
   }
-  // After the run: the first data-dependent error of any launch, by node.
-  if (auto e = readErrors(callOf))
-    return std::move(e);
   if (auto e = copyBoundOutputs(stream))
     return std::move(e);
-  backend.synchronize(stream);
+  bool hostOutputs = false;
+  for (size_t k = 0; k < graph.outputs().size(); ++k)
+    hostOutputs |= !(k < boundOutputs.size() && boundOutputs[k].data);
   std::vector<NamedTensor> outs;
+  outs.reserve(graph.outputs().size());
+  if (deferredErrors && !hostOutputs) {
+    // Nothing to hand over now: the run stays queued, and its caller reads
+    // the error record behind it (recordError).
+    for (const Value *v : graph.outputs())
+      outs.push_back(NamedTensor{v->name(), HostTensor()});
+    return outs;
+  }
+  // The error record and the outputs are copied behind the run, and the run
+  // waits once for all of them; the record is checked before any output is
+  // handed over.
+  KernelErrorRecord rec;
+  backend.copyToHost(&rec, errorBuffer.data, sizeof(rec), stream);
   for (size_t k = 0; k < graph.outputs().size(); ++k) {
     const Value *v = graph.outputs()[k];
     if (k < boundOutputs.size() && boundOutputs[k].data) {
@@ -913,7 +931,20 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
     outs.push_back(std::move(nt));
   }
   backend.synchronize(stream);
+  // The first data-dependent error of any launch, by node.
+  if (auto e = errorOfRecord(rec, callOf))
+    return std::move(e);
   return outs;
+}
+
+llvm::Error Executor::recordError(const KernelErrorRecord &rec, uint64_t callsGen) {
+  if (rec.code == 0)
+    return llvm::Error::success();
+  if (callsGen != generation || !callsValid)
+    return inputError("a kernel of an earlier plan failed (error code {0})", rec.code);
+  return errorOfRecord(rec, [&](int32_t i) {
+    return i >= 0 && size_t(i) < calls.size() ? &calls[size_t(i)] : nullptr;
+  });
 }
 
 /// The formal or graph output named `name` among `values`; its index, or -1.

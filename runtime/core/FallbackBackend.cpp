@@ -197,8 +197,11 @@ void FallbackBackend::runOnHost(const KernelCall &call, const Routed &r, Stream 
     llvm::consumeError(std::move(message));
     return;
   }
+  // One pending message per record, the first winning (as the device keeps
+  // the first record): a trainer that reads a step's record after later
+  // steps ran (deferred errors) still gets that step's message.
   if (hostRecord.code == int32_t(KernelErrorCode::Message))
-    messages.put(call.errors, std::move(message), /*replace=*/true);
+    messages.put(call.errors, std::move(message), /*replace=*/false);
   else
     llvm::consumeError(std::move(message));
   device->copyToDevice(call.errors, &hostRecord, sizeof(hostRecord), s);

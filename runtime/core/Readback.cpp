@@ -2,6 +2,7 @@
 #include "mpc/Runtime/Readback.h"
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <cstdlib>
 
 using namespace mpc;
@@ -9,7 +10,10 @@ using namespace mpc;
 ReadbackChannel::~ReadbackChannel() = default;
 
 namespace {
-/// Copies that are done when copyToHost returns (the CPU backend).
+/// The default channel (Backend::createReadback): the backend's own copies
+/// into ordinary host memory. A marker remembers its stream; it is reached
+/// once synchronize(stream) returned, which costs nothing on a backend whose
+/// work is done when it is queued (the CPU) and waits on any other.
 class SyncReadback final : public ReadbackChannel {
 public:
   explicit SyncReadback(Backend &b) : backend(b) {}
@@ -20,9 +24,16 @@ public:
   void copyAsync(void *dst, const void *src, size_t bytes, Stream stream) override {
     backend.copyToHost(dst, src, bytes, stream);
   }
-  uint64_t mark(Stream) override { return 0; }
-  bool reached(uint64_t) override { return true; }
-  void wait(uint64_t) override {}
+  /// The marker is the stream itself: everything queued on it so far is
+  /// done once it was synchronized.
+  uint64_t mark(Stream stream) override { return uint64_t(uintptr_t(stream.handle)); }
+  bool reached(uint64_t marker) override {
+    wait(marker);
+    return true;
+  }
+  void wait(uint64_t marker) override {
+    backend.synchronize(Stream{reinterpret_cast<void *>(uintptr_t(marker))});
+  }
 
 private:
   Backend &backend;

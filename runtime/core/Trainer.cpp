@@ -620,11 +620,26 @@ llvm::Expected<StepResult> Trainer::step() {
   auto k = launchStep();
   if (!k)
     return k.takeError();
-  return *nextResult(true);
+  auto r = nextResult(true);
+  if (!r)
+    return r.takeError();
+  return std::move(**r);
+}
+
+llvm::Error Trainer::failureError() const {
+  return inputError("training step {0}: {1}", failedStep, failure);
+}
+
+llvm::Error Trainer::observePending() {
+  while (!failed() && ring && ring->size())
+    takeFromRing(true);
+  return failed() ? failureError() : llvm::Error::success();
 }
 
 llvm::Expected<uint64_t> Trainer::launchStep() {
   assert(numTrain >= batchSize && "setData() first");
+  if (failed())
+    return failureError();
   int64_t nb = batchesPerEpoch();
   StepResult r;
   r.epoch = done / uint64_t(nb);
@@ -643,6 +658,10 @@ llvm::Expected<uint64_t> Trainer::launchStep() {
     feeds[i].tensor = gatherRows(trainData[i], rows, batchSize);
   TransferStats before = algorithm->transferStats();
   llvm::Error e = deviceState ? runStepDeviceState(r) : runStepHostState(r);
+  if (failed()) { // an earlier step's record, taken to free its slot
+    llvm::consumeError(std::move(e));
+    return failureError();
+  }
   if (e)
     return inputError("training step {0}: {1}", done + 1, llvm::toString(std::move(e)));
   const TransferStats &after = algorithm->transferStats();
@@ -653,19 +672,32 @@ llvm::Expected<uint64_t> Trainer::launchStep() {
   return ++done;
 }
 
-std::optional<StepResult> Trainer::nextResult(bool wait) {
-  if (finished.empty())
+llvm::Expected<std::optional<StepResult>> Trainer::nextResult(bool wait) {
+  if (finished.empty() && !failed())
     takeFromRing(wait);
   if (finished.empty())
-    return std::nullopt;
+    return failed() ? llvm::Expected<std::optional<StepResult>>(failureError())
+                    : std::optional<StepResult>();
   StepResult r = std::move(finished.front());
   finished.pop_front();
   ++delivered;
-  return r;
+  return std::optional<StepResult>(std::move(r));
 }
 
 void Trainer::takeFromRing(bool wait) {
-  if (ring && ring->ready(wait)) {
+  if (!failed() && ring && ring->ready(wait)) {
+    // The step's kernel error record, copied behind it (the last field):
+    // a failed step has no result, and the trainer stops at it.
+    KernelErrorRecord rec =
+        ring->fieldAs<KernelErrorRecord>(unsigned(logFields.size()));
+    uint64_t gen = ringGenerations.front();
+    ringGenerations.pop_front();
+    if (llvm::Error e = algorithm->recordError(rec, gen)) {
+      failedStep = ring->tag();
+      failure = llvm::toString(std::move(e));
+      ring->take();
+      return;
+    }
     StepResult r;
     r.step = ring->tag();
     r.epoch = (r.step - 1) / uint64_t(batchesPerEpoch());
@@ -812,8 +844,14 @@ llvm::Error Trainer::prepareDeviceStep() {
   std::vector<size_t> sizes;
   for (const LogField &f : logFields)
     sizes.push_back(f.bytes);
-  channel = createSyncReadback(backend);
+  sizes.push_back(sizeof(KernelErrorRecord)); // the step's error record, last
+  channel = backend.createReadback();
   ring = std::make_unique<ReadbackRing>(*channel, sizes, readbackCapacity());
+  // The step does not wait for itself: its error record travels in its ring
+  // record and is checked when the host takes that (takeFromRing).
+  // MPC_TRAIN_SYNC_STEPS (measurements): every step waits for itself at its
+  // end, as a run does, with the same results.
+  algorithm->setDeferredErrors(!std::getenv("MPC_TRAIN_SYNC_STEPS"));
   devicePrepared = true;
   return llvm::Error::success();
 }
@@ -826,17 +864,21 @@ llvm::Error Trainer::runStepDeviceState(StepResult &) {
     return e;
   }
   if (ring->full()) {
-    // The host fell readbackCapacity() steps behind: wait for the oldest.
+    // The host fell readbackCapacity() steps behind: wait for the oldest
+    // (the only wait of a step; it may find that step failed).
     takeFromRing(true);
+    if (failed())
+      return llvm::Error::success();
   }
   auto outs = algorithm->run(feeds);
   if (!outs)
     return outs.takeError();
-  // Queued behind the step: the logged values, then the swap. The step
-  // wrote `next` and left `cur` alone, so `cur` still holds the values
-  // before it (a failed step changes no state).
-  Stream stream;
+  // Queued behind the step on its stream: the logged values and the error
+  // record, then the swap. The step wrote `next` and left `cur` alone, so
+  // `cur` still holds the values before it.
+  Stream stream = algorithm->executionStream();
   ring->begin(done + 1);
+  ringGenerations.push_back(algorithm->callsGeneration());
   for (size_t f = 0; f < logFields.size(); ++f) {
     const LogField &lf = logFields[f];
     const void *src = lf.buffer.data;
@@ -851,6 +893,7 @@ llvm::Error Trainer::runStepDeviceState(StepResult &) {
     ring->copy(unsigned(f), src, stream);
     xfer.readback += lf.bytes;
   }
+  ring->copy(unsigned(logFields.size()), algorithm->errorRecord(), stream);
   ring->commit(stream);
   for (StateBuffer &st : states)
     if (!st.source.empty())
@@ -908,7 +951,9 @@ llvm::Error Trainer::runStepHostState(StepResult &r) {
   return llvm::Error::success();
 }
 
-void Trainer::syncModel() {
+llvm::Error Trainer::syncModel() {
+  if (auto e = observePending())
+    return e;
   backend.synchronize(Stream());
   std::vector<uint8_t> bytes;
   for (Value *v : model.graph->initializers())
@@ -919,6 +964,7 @@ void Trainer::syncModel() {
       v->initializer()->setBytes(bytes);
       xfer.synced += st->bytes;
     }
+  return llvm::Error::success();
 }
 
 llvm::Expected<Executor *> Trainer::inferenceExecutor() {
@@ -926,7 +972,8 @@ llvm::Expected<Executor *> Trainer::inferenceExecutor() {
     // The state initializers become inputs bound below; in dynamic mode an
     // executor cannot bind, so it reads a synced copy of the model instead.
     if (inference)
-      syncModel();
+      if (auto e = syncModel())
+        return std::move(e);
     auto ex = inference ? Executor::create(model, backend)
                         : Executor::createForGraph(*model.graph, backend, nullptr,
                                                    [&](const Value *v) {
@@ -953,6 +1000,10 @@ llvm::Expected<Executor *> Trainer::inferenceExecutor() {
 
 llvm::Expected<EvalResult> Trainer::evaluate() {
   EvalResult r;
+  // The state evaluated is that of the last step launched: it must have run
+  // (and not failed) before another stream reads it.
+  if (auto e = observePending())
+    return std::move(e);
   if (numTest == 0)
     return r;
   auto ex = inferenceExecutor();

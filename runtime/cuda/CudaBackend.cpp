@@ -16,17 +16,21 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/GraphSchedule.h"
+#include "mpc/Runtime/Cuda/ReadbackEvents.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Readback.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cassert>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <vector>
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -90,6 +94,9 @@ public:
   void runPlan(const LaunchPlan &plan, Stream stream) override;
   void synchronize(Stream stream) override;
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
+  /// Pinned host memory, cudaMemcpyAsync and a pool of events
+  /// (CudaReadback below).
+  std::unique_ptr<ReadbackChannel> createReadback() override;
   const BackendCaps &caps() const override { return cudaCaps; }
   size_t peakAllocatedBytes() const override { return peakBytes; }
 
@@ -395,6 +402,83 @@ void CudaBackend::failed(const KernelCall &call, const std::string &what, cudaSt
 
 llvm::Error CudaBackend::takeMessageError(const KernelErrorRecord *record) {
   return messages.take(record);
+}
+
+/// The trainer's readback channel on a GPU: records land in page-locked
+/// host memory (cudaHostAlloc), so cudaMemcpyAsync into them is truly
+/// asynchronous, and each record's marker is a CUDA event recorded behind
+/// its copies. Which event a marker uses, and what polling or waiting on an
+/// old one means, is ReadbackEvents' (pure host logic, tested in
+/// tests/cuda_host). One channel serves one stream (the step executor's).
+class CudaReadback final : public ReadbackChannel {
+public:
+  /// Twice the trainer's ring, so that a record's own event is still the one
+  /// polled when the host takes it.
+  static constexpr unsigned kEvents = 32;
+  CudaReadback() : slots(kEvents) {
+    events.resize(slots.slots());
+    for (cudaEvent_t &e : events)
+      if (cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming))
+        fatal("cudaEventCreate: " + cudaText(err));
+  }
+  ~CudaReadback() override {
+    for (cudaEvent_t e : events)
+      cudaEventDestroy(e);
+  }
+  void *allocateHost(size_t bytes) override {
+    void *p = nullptr;
+    if (cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocDefault))
+      fatal("cudaHostAlloc of " + bytesText(bytes) + " for the readback ring: " + cudaText(e));
+    return p;
+  }
+  void releaseHost(void *p) override {
+    if (p)
+      cudaFreeHost(p);
+  }
+  void copyAsync(void *dst, const void *src, size_t bytes, Stream s) override {
+    if (!bytes)
+      return;
+    if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(s)))
+      fatal("readback copy of " + bytesText(bytes) + ": " + cudaText(e));
+  }
+  uint64_t mark(Stream s) override {
+    assert((!stream || stream == streamOf(s)) && "one stream per readback channel");
+    stream = streamOf(s);
+    uint64_t m = slots.next();
+    if (cudaError_t e = cudaEventRecord(events[slots.slotOf(m)], stream))
+      fatal("cudaEventRecord: " + cudaText(e));
+    return m;
+  }
+  bool reached(uint64_t marker) override {
+    ReadbackEvents::Probe p = slots.probe(marker);
+    if (p.done)
+      return true;
+    cudaError_t e = cudaEventQuery(events[p.slot]);
+    if (e == cudaErrorNotReady)
+      return false;
+    if (e != cudaSuccess)
+      fatal("cudaEventQuery: " + cudaText(e));
+    slots.completed(p);
+    return true;
+  }
+  void wait(uint64_t marker) override {
+    ReadbackEvents::Probe p = slots.probe(marker);
+    if (p.done)
+      return;
+    if (cudaError_t e = cudaEventSynchronize(events[p.slot]))
+      fatal("cudaEventSynchronize: " + cudaText(e));
+    slots.completed(p);
+  }
+
+private:
+  ReadbackEvents slots;
+  std::vector<cudaEvent_t> events;
+  cudaStream_t stream = nullptr;
+};
+
+std::unique_ptr<ReadbackChannel> CudaBackend::createReadback() {
+  ensureReady();
+  return std::make_unique<CudaReadback>();
 }
 
 } // namespace

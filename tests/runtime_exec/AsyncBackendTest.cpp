@@ -7,9 +7,9 @@
 // time it sees it and replays the capture afterwards (what CUDA graphs
 // need). The kernels are the CPU backend's. The cases check what the
 // executor must do for such a backend (docs/backends.md): prepare once per
-// signature, own the workspace, hand over whole plans, and report a kernel's
+// signature, own the workspace, hand over whole plans, report a kernel's
 // data-dependent error after the run, naming the node, with the CPU
-// backend's message.
+// backend's message, wait once per run, and not at all with deferred errors.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/CpuBackend.h"
@@ -239,6 +239,90 @@ TEST(AsyncBackend, ARunAfterAnErrorStartsWithAClearRecord) {
   ASSERT_TRUE(bool(good)) << llvm::toString(good.takeError());
   EXPECT_EQ(values((*good)[0].tensor), (std::vector<float>{5, 6, 1, 2}));
   EXPECT_EQ(values((*good)[1].tensor), (std::vector<float>{5, 6, 1, 2}));
+}
+
+// A run that returns its outputs to the host waits for the device once, at
+// its end: the error record travels with the outputs.
+TEST(AsyncBackend, ARunWaitsOnceAtItsEnd) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  QueueBackend q;
+  auto ex = Executor::create(*m, q);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  ASSERT_TRUE(bool((*ex)->run({{"i", ints({2}, {1, 0})}}))); // plans
+  for (auto idx : {std::vector<int64_t>{2, 1}, std::vector<int64_t>{0, 9}}) {
+    uint64_t w = q.waits, s = q.syncCalls;
+    auto out = (*ex)->run({{"i", ints({2}, idx)}});
+    EXPECT_EQ(q.waits - w, 1u);
+    EXPECT_EQ(q.syncCalls - s, 1u);
+    if (idx[1] == 9) {
+      ASSERT_FALSE(bool(out));
+      EXPECT_EQ(llvm::toString(out.takeError()),
+                "node 'first' (Gather): index 9 out of range for [4, 2]");
+    } else {
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      EXPECT_EQ(values((*out)[1].tensor), (std::vector<float>{5, 6, 3, 4}));
+    }
+  }
+}
+
+// Deferred errors (the trainer's steps): a run whose outputs are bound to
+// backend memory returns without waiting; the record copied behind each run
+// names the failing node of that run, whichever runs came after it.
+TEST(AsyncBackend, DeferredErrorsAreReadFromACopyBehindTheRun) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  QueueBackend q;
+  auto ex = Executor::create(*m, q);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  Executor &e = **ex;
+  e.setDeferredErrors(true);
+  auto y = q.allocate(16, BufferKind::Persistent), z = q.allocate(16, BufferKind::Persistent);
+  ASSERT_TRUE(y && z);
+  TensorRef ry, rz;
+  ry.dtype = rz.dtype = DType::F32;
+  ry.shape = rz.shape = {2, 2};
+  ry.data = y->data;
+  rz.data = z->data;
+  ASSERT_FALSE(bool(e.bindOutput("y", ry)));
+  ASSERT_FALSE(bool(e.bindOutput("z", rz)));
+  ASSERT_TRUE(bool(e.run({{"i", ints({2}, {1, 0})}}))); // plans
+  q.drain();
+  // Three runs queued back to back, the second one failing; a copy of the
+  // record behind each.
+  std::vector<std::vector<int64_t>> idx = {{2, 1}, {0, 3}, {1, 1}};
+  KernelErrorRecord copies[3];
+  uint64_t w = q.waits;
+  for (size_t r = 0; r < idx.size(); ++r) {
+    auto out = e.run({{"i", ints({2}, idx[r])}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    q.copyToHost(&copies[r], e.errorRecord(), sizeof(KernelErrorRecord),
+                 e.executionStream());
+  }
+  EXPECT_EQ(q.waits, w) << "a deferred run waited";
+  EXPECT_EQ(copies[1].code, 0) << "nothing has run yet";
+  q.drain();
+  uint64_t gen = e.callsGeneration();
+  EXPECT_FALSE(bool(e.recordError(copies[0], gen)));
+  llvm::Error err = e.recordError(copies[1], gen);
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "node 'second' (Gather): index 3 out of range for [3, 2]");
+  EXPECT_FALSE(bool(e.recordError(copies[2], gen)));
+  // The last run computed its outputs from a clear record.
+  float got[4];
+  std::memcpy(got, z->data, sizeof(got));
+  EXPECT_EQ(std::vector<float>(got, got + 4), (std::vector<float>{3, 4, 3, 4}));
+  // A record of an earlier plan no longer names a node.
+  ASSERT_FALSE(bool(e.plan({{"i", ints({2}, {0, 0})}})));
+  ASSERT_TRUE(bool(e.run({{"i", ints({2}, {0, 0})}})));
+  q.drain();
+  err = e.recordError(copies[1], gen);
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "a kernel of an earlier plan failed (error code 1)");
+  q.release(*y);
+  q.release(*z);
 }
 
 TEST(AsyncBackend, DynamicModeReportsTheFailingNode) {

@@ -7,7 +7,12 @@
 // captures a plan the first time it sees it and replays the capture
 // afterwards (what CUDA graphs need). The kernels are the CPU backend's.
 // `only` restricts the nodes it has kernels for: a device with gaps, for
-// FallbackBackend. Used by tests/runtime_exec and tests/trainer.
+// FallbackBackend. Its readback channel (createReadback) queues the copies
+// like a device's pinned copies and lets the host wait for part of the
+// queue only (up to a marker, as an event would). `waits` counts every time
+// the host blocked on the device: a synchronize(), a copy on the
+// synchronous stream, a release, a readback wait. Used by tests/runtime_exec
+// and tests/trainer.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_TESTS_RUNTIME_EXEC_QUEUEBACKEND_H
@@ -15,8 +20,10 @@
 
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Readback.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -145,21 +152,30 @@ public:
   }
   void synchronize(Stream st) override {
     checkStream(st);
+    ++syncCalls;
     drain();
   }
+  std::unique_ptr<ReadbackChannel> createReadback() override;
   llvm::Error takeMessageError(const KernelErrorRecord *r) override {
     return cpu.takeMessageError(r);
   }
   const BackendCaps &caps() const override { return cpu.caps(); }
   size_t peakAllocatedBytes() const override { return cpu.peakAllocatedBytes(); }
 
-  void drain() {
-    while (!queue.empty()) {
+  void drain() { runUntil(~uint64_t(0)); }
+  /// Runs queued work until `count` items have run since the start (a host
+  /// wait for an event), or the queue is empty.
+  void runUntil(uint64_t count) {
+    ++waits;
+    while (!queue.empty() && ran < count) {
       auto f = std::move(queue.front());
       queue.pop_front();
+      ++ran;
       f();
     }
   }
+  /// The item count after which everything queued so far has run.
+  uint64_t markNow() const { return ran + queue.size(); }
   /// The executor's stream, or the synchronous one (Stream(): no handle).
   void checkStream(Stream st) {
     if (st.handle && st.handle != &queue)
@@ -173,9 +189,36 @@ public:
   std::map<std::string, unsigned> preparesOf;
   std::map<std::string, std::vector<int64_t>> lastSignature;
   unsigned prepares = 0, launches = 0, captures = 0, replays = 0;
+  /// Host waits of any kind, synchronize() calls, items run.
+  uint64_t waits = 0, syncCalls = 0, ran = 0;
   int live = 0, streams = 0;
   size_t queuedAfterRunPlan = 0;
 };
+
+/// The queue's readback: copies queued in stream order, markers counting
+/// the items queued before them, a wait that runs the queue up to its marker.
+class QueueReadback final : public ReadbackChannel {
+public:
+  explicit QueueReadback(QueueBackend &q) : q(q) {}
+  void *allocateHost(size_t bytes) override { return std::calloc(1, bytes); }
+  void releaseHost(void *p) override { std::free(p); }
+  void copyAsync(void *dst, const void *src, size_t bytes, Stream st) override {
+    q.copyToHost(dst, src, bytes, st);
+  }
+  uint64_t mark(Stream) override { return q.markNow(); }
+  bool reached(uint64_t marker) override { return q.ran >= marker; }
+  void wait(uint64_t marker) override {
+    if (q.ran < marker)
+      q.runUntil(marker);
+  }
+
+private:
+  QueueBackend &q;
+};
+
+inline std::unique_ptr<ReadbackChannel> QueueBackend::createReadback() {
+  return std::make_unique<QueueReadback>(*this);
+}
 
 } // namespace test
 } // namespace mpc

@@ -56,7 +56,8 @@ Written writeTrained(const test::TempDir &dir) {
   for (int i = 0; i < 3; ++i)
     if (auto r = t->step(); !r)
       ADD_FAILURE() << llvm::toString(r.takeError());
-  t->syncModel();
+  if (llvm::Error e = t->syncModel())
+    ADD_FAILURE() << llvm::toString(std::move(e));
   w.at.step = t->stepsDone();
   w.at.epoch = 0;
   w.at.seed = t->seed();

@@ -14,6 +14,7 @@
 // took next.
 //
 //===----------------------------------------------------------------------===//
+#include "../runtime/ModelText.h"
 #include "../runtime_exec/QueueBackend.h"
 #include "../unit/OnnxTestUtil.h"
 #include "DigitsTraining.h"
@@ -54,7 +55,225 @@ std::unique_ptr<FallbackBackend> deviceWithGaps() {
   return std::make_unique<FallbackBackend>(std::move(q), std::make_unique<CpuBackend>(1));
 }
 
+/// Linear regression plus an embedding row per sample, gathered by an
+/// integer data input that setData() does not check (only labels are
+/// classes): an id out of range is found by the step's Gather kernel, in the
+/// step whose batch holds it. (The step's inputs have names of their own:
+/// the text format's scopes nest. The inference inputs read them by position.)
+const char kEmbedTraining[] = R"(
+graph @m(%x: f32["n",2], %ids: i64["n"]) -> (%y: f32["n",2]) {
+  init %w: f32[2,2] = [0.5, -1, 1, 0.25]
+  init %table: f32[4,2] = [1, 2, 3, 4, 5, 6, 7, 8]
+  %e = Gather(%table, %ids) {axis = 0} : f32["n",2] name="embed"
+  %h = MatMul(%x, %w) : f32["n",2] name="mm"
+  %y = Add(%h, %e) : f32["n",2] name="add"
+  return %y
+}
+training {
+  algorithm graph @step(%sx: f32["n",2], %sids: i64["n"], %t: f32["n",2]) -> (%loss: f32[], %w2: f32[2,2]) {
+    init %lr: f32[] = [0.05]
+    %se = Gather(%table, %sids) {axis = 0} : f32["n",2] name="step_embed"
+    %sh = MatMul(%sx, %w) : f32["n",2] name="step_mm"
+    %sy = Add(%sh, %se) : f32["n",2] name="step_add"
+    %d = Sub(%sy, %t) : f32["n",2] name="diff"
+    %sq = Mul(%d, %d) : f32["n",2] name="square"
+    %loss = ReduceMean(%sq) {keepdims = 0} : f32[] name="mean"
+    %xt = Transpose(%sx) {perm = [1, 0]} : f32[2,"n"] name="xt"
+    %gw = MatMul(%xt, %d) : f32[2,2] name="grad"
+    %u = Mul(%gw, %lr) : f32[2,2] name="scaled"
+    %w2 = Sub(%w, %u) : f32[2,2] name="update"
+    return %loss, %w2
+  }
+  update_binding %w = %w2
+})";
+
+constexpr int64_t kEmbedSamples = 16, kEmbedBatch = 2;
+
+/// kEmbedTraining with its data (in data order, batch 2): sample `bad`
+/// has id 9, the others ids in [0, 4).
+std::unique_ptr<Model> embedModel() {
+  auto m = parseVerified(kEmbedTraining);
+  if (m) {
+    m->setMetadata("mpc.training.labels", "t");
+    m->setMetadata("mpc.training.loss_kind", "mse");
+  }
+  return m;
+}
+
+std::unique_ptr<Trainer> embedTrainer(Model &m, Backend &backend, int64_t bad) {
+  auto t = Trainer::create(m, backend, kEmbedBatch);
+  if (!t) {
+    ADD_FAILURE() << llvm::toString(t.takeError());
+    return nullptr;
+  }
+  HostTensor x(DType::F32, {kEmbedSamples, 2}), ids(DType::I64, {kEmbedSamples}),
+      target(DType::F32, {kEmbedSamples, 2});
+  for (int64_t i = 0; i < kEmbedSamples; ++i) {
+    x.data<float>()[2 * i] = float(i % 5) * 0.25f;
+    x.data<float>()[2 * i + 1] = 1.0f - float(i % 3) * 0.5f;
+    ids.data<int64_t>()[i] = i == bad ? 9 : i % 4;
+    target.data<float>()[2 * i] = float(i % 7) * 0.5f;
+    target.data<float>()[2 * i + 1] = -float(i % 2);
+  }
+  std::vector<NamedTensor> arrays;
+  arrays.push_back(NamedTensor{"sx", std::move(x)});
+  arrays.push_back(NamedTensor{"sids", std::move(ids)});
+  arrays.push_back(NamedTensor{"t", std::move(target)});
+  if (llvm::Error err = (*t)->setData(std::move(arrays), 0.0)) {
+    ADD_FAILURE() << llvm::toString(std::move(err));
+    return nullptr;
+  }
+  (*t)->setShuffle(false);
+  (*t)->setPosition(1, 0);
+  return std::move(*t);
+}
+
+const char kStep3Error[] =
+    "training step 3: node 'step_embed' (Gather): index 9 out of range for [4, 2]";
+
 } // namespace
+
+// The step loop never waits for the device: with the whole step on the
+// queue device, launching steps blocks the host only when the readback ring
+// is full (then for the oldest step alone), and the results, taken later,
+// are the CPU backend's bit for bit.
+TEST(DeviceTraining, StepsDoNotWaitForTheDeviceUntilTheRingIsFull) {
+  for (bool amp : {false, true}) {
+    SCOPED_TRACE(amp ? "amp fp16, dynamic loss scaling" : "fp32");
+    auto onCpu = digitsModel(amp), onDevice = digitsModel(amp);
+    ASSERT_TRUE(onCpu && onDevice);
+    CpuBackend cpu(1);
+    QueueBackend q;
+    auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, q, 7, 0);
+    ASSERT_TRUE(a && b);
+    const unsigned ring = Trainer::readbackCapacity();
+    std::vector<StepResult> want;
+    for (unsigned i = 0; i < 2 * ring + 3; ++i) {
+      auto r = a->step();
+      ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      want.push_back(*r);
+    }
+    // The first step plans, prepares and uploads: waits allowed.
+    ASSERT_TRUE(bool(b->launchStep()));
+    auto first = b->nextResult(true);
+    ASSERT_TRUE(first && *first);
+    std::vector<StepResult> got{**first};
+    // The ring is empty: `ring` steps fit without a single wait.
+    uint64_t w0 = q.waits, s0 = q.syncCalls;
+    for (unsigned i = 0; i < ring; ++i) {
+      ASSERT_TRUE(bool(b->launchStep()));
+      EXPECT_EQ(q.waits, w0) << "a host wait in step " << i + 2;
+      EXPECT_EQ(q.syncCalls, s0) << "a synchronize() in step " << i + 2;
+    }
+    // Nothing has run on the device yet: no result is there without waiting.
+    EXPECT_GT(q.queue.size(), 0u);
+    auto none = b->nextResult(false);
+    ASSERT_TRUE(bool(none));
+    EXPECT_FALSE(none->has_value());
+    // Full: each further step waits once, for the oldest step only, and no
+    // step synchronizes the whole stream.
+    for (unsigned i = 0; i < ring + 2; ++i) {
+      uint64_t w = q.waits;
+      ASSERT_TRUE(bool(b->launchStep()));
+      EXPECT_EQ(q.waits, w + 1) << "step " << ring + i + 2;
+    }
+    EXPECT_EQ(q.syncCalls, s0);
+    while (true) {
+      auto r = b->nextResult(true);
+      ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      if (!*r)
+        break;
+      got.push_back(**r);
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].step, want[i].step);
+      EXPECT_EQ(bitsOf(got[i].loss), bitsOf(want[i].loss)) << "step " << i + 1;
+      EXPECT_EQ(got[i].skipped, want[i].skipped) << "step " << i + 1;
+      EXPECT_EQ(bitsOf(got[i].lossScaleBefore), bitsOf(want[i].lossScaleBefore));
+      EXPECT_EQ(bitsOf(got[i].lossScaleAfter), bitsOf(want[i].lossScaleAfter));
+    }
+    ASSERT_FALSE(bool(a->syncModel()));
+    ASSERT_FALSE(bool(b->syncModel()));
+    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+  }
+}
+
+// A Gather index out of range in step 3 on the asynchronous device: the
+// steps after it were queued before the host saw it (at most the ring's
+// capacity less one); the host finds it when it takes step 3's record, after
+// the results of steps 1 and 2, with the CPU backend's message, the node and
+// the step; from then on no step runs and no state is copied out.
+TEST(DeviceTraining, AKernelErrorIsReportedAtItsStepWhenTheHostTakesIt) {
+  const unsigned ring = Trainer::readbackCapacity();
+  auto m = embedModel();
+  ASSERT_TRUE(m);
+  auto before = initializerBytes(*m);
+  QueueBackend q;
+  auto t = embedTrainer(*m, q, /*bad=*/5); // batch 3 holds samples 4 and 5
+  ASSERT_TRUE(t);
+  // Steps 1 .. ring fill the ring; each further launch takes the oldest
+  // record (steps 1, 2 succeed), and the launch that takes step 3's fails.
+  unsigned launched = 0;
+  llvm::Error err = llvm::Error::success();
+  for (unsigned i = 0; i < 2 * ring && !err; ++i) {
+    auto k = t->launchStep();
+    if (!k)
+      err = k.takeError();
+    else
+      ++launched;
+  }
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)), kStep3Error);
+  EXPECT_EQ(launched, 3 + ring - 1) << "steps run past the failed one: ring - 1";
+  EXPECT_TRUE(t->failed());
+  // Steps 1 and 2 are delivered, then the error, again and again.
+  for (uint64_t step : {1u, 2u}) {
+    auto r = t->nextResult(true);
+    ASSERT_TRUE(r && *r) << (r ? "no result" : llvm::toString(r.takeError()));
+    EXPECT_EQ((*r)->step, step);
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto r = t->nextResult(true);
+    ASSERT_FALSE(bool(r));
+    EXPECT_EQ(llvm::toString(r.takeError()), kStep3Error);
+  }
+  auto k = t->launchStep();
+  ASSERT_FALSE(bool(k));
+  EXPECT_EQ(llvm::toString(k.takeError()), kStep3Error);
+  llvm::Error s = t->syncModel();
+  ASSERT_TRUE(bool(s));
+  EXPECT_EQ(llvm::toString(std::move(s)), kStep3Error);
+  auto e = t->evaluate();
+  ASSERT_FALSE(bool(e));
+  EXPECT_EQ(llvm::toString(e.takeError()), kStep3Error);
+  EXPECT_EQ(initializerBytes(*m), before) << "the failed state was copied out";
+}
+
+// The CPU backend reports the same error at the same step, when its result
+// is taken right after the step (its copies are done when they return).
+TEST(DeviceTraining, TheCpuBackendReportsTheSameErrorAtTheSameStep) {
+  auto m = embedModel();
+  ASSERT_TRUE(m);
+  CpuBackend cpu(1);
+  auto t = embedTrainer(*m, cpu, /*bad=*/5);
+  ASSERT_TRUE(t);
+  for (uint64_t step : {1u, 2u}) {
+    auto r = t->step();
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    EXPECT_EQ(r->step, step);
+  }
+  auto r = t->step();
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(llvm::toString(r.takeError()), kStep3Error);
+  EXPECT_TRUE(t->failed());
+  // Without the bad id the same steps run on: the error is the data's.
+  auto good = embedModel();
+  auto u = embedTrainer(*good, cpu, /*bad=*/-1);
+  ASSERT_TRUE(u);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(bool(u->step()));
+}
 
 TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
   for (bool amp : {false, true}) {
@@ -76,8 +295,8 @@ TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
       EXPECT_EQ(rb->hasLossScale, amp);
       EXPECT_EQ(bitsOf(ra->lossScaleAfter), bitsOf(rb->lossScaleAfter)) << "step " << i;
     }
-    a->syncModel();
-    b->syncModel();
+    ASSERT_FALSE(bool(a->syncModel()));
+    ASSERT_FALSE(bool(b->syncModel()));
     EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
     // Both sides ran part of the step.
     FallbackBackend::Partition p = fb->partition();
@@ -107,8 +326,8 @@ TEST(DeviceTraining, AWholeDeviceStepIsCapturedTwiceAndReplayed) {
       EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i;
       EXPECT_EQ(ra->skipped, rb->skipped) << "step " << i;
     }
-    a->syncModel();
-    b->syncModel();
+    ASSERT_FALSE(bool(a->syncModel()));
+    ASSERT_FALSE(bool(b->syncModel()));
     EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
     EXPECT_EQ(q.captures, 2u);
     EXPECT_EQ(q.replays, unsigned(steps - 2));
@@ -126,7 +345,7 @@ TEST(DeviceTraining, ACheckpointOfTheDeviceRunResumesOnTheCpu) {
   ASSERT_TRUE(t);
   for (int i = 0; i < 4; ++i)
     ASSERT_TRUE(bool(t->step()));
-  t->syncModel();
+  ASSERT_FALSE(bool(t->syncModel()));
   CheckpointPosition at;
   at.step = t->stepsDone();
   at.epoch = 0;

@@ -268,6 +268,48 @@ def softmax_regression(D, C, lr, seed=0, batch_dim="N", loss_scale=None, probs=F
     return model, {"W": W, "b": b}
 
 
+def embedding_regression():
+    """Linear regression plus a row of a 4 x 2 table per sample, gathered by the integer data
+    input 'ids' (node 'embed' in the step), SGD on W only: W <- W - lr * X^T (XW + E - T).
+    Integer data inputs are not checked like labels, so an id out of range is found by the
+    step's Gather. Returns the model, W, the table and lr."""
+    n = helper.make_node
+    W = np.array([[0.5, -1], [1, 0.25]], np.float32)
+    table = np.arange(1, 9, dtype=np.float32).reshape(4, 2)
+    lr = 0.05
+    main = [n("Gather", ["table", "ids"], ["e"], axis=0, name="main_embed"),
+            n("MatMul", ["X", "W"], ["h"]), n("Add", ["h", "e"], ["Y"])]
+    alg = [n("Gather", ["table", "ids"], ["t_e"], axis=0, name="embed"),
+           n("MatMul", ["X", "W"], ["t_h"]), n("Add", ["t_h", "t_e"], ["t_y"]),
+           n("Sub", ["t_y", "targets"], ["t_d"]), n("Mul", ["t_d", "t_d"], ["t_sq"]),
+           n("ReduceMean", ["t_sq"], ["loss"], keepdims=0),
+           n("Transpose", ["X"], ["t_xt"], perm=[1, 0]),
+           n("MatMul", ["t_xt", "t_d"], ["t_g"]), n("Mul", ["t_g", "t_lr"], ["t_u"]),
+           n("Sub", ["W", "t_u"], ["W_new"])]
+    vi = helper.make_tensor_value_info
+    model = make_training_model(
+        main, [vi("X", F, ["N", 2]), vi("ids", I64, ["N"])], [vi("Y", F, ["N", 2])],
+        [const("W", W), const("table", table)], alg,
+        [vi("X", F, ["N", 2]), vi("ids", I64, ["N"]), vi("targets", F, ["N", 2])],
+        [vi("loss", F, []), vi("W_new", F, [2, 2])], [const("t_lr", np.float32(lr))],
+        [("W", "W_new")], {"mpc.training.labels": "targets", "mpc.training.loss_kind": "mse"})
+    return model, W, table, lr
+
+
+def embedding_data(bad=None):
+    """16 samples for embedding_regression (ids cycle 0..3; sample `bad` gets id 9) and a
+    held-out split of 4 valid ones."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((16, 2)).astype(np.float32)
+    T = rng.standard_normal((16, 2)).astype(np.float32)
+    ids = (np.arange(16) % 4).astype(np.int64)
+    if bad is not None:
+        ids[bad] = 9
+    return {"X": X, "ids": ids, "targets": T,
+            "X_test": X[:4], "ids_test": (np.arange(4) % 4).astype(np.int64),
+            "targets_test": T[:4]}
+
+
 def mlp(D, H, C, lr, mu, seed=0):
     """Gemm-ReLU-Gemm, MSE against float targets, SGD with momentum; gradients exposed."""
     rng = np.random.default_rng(seed)
@@ -998,6 +1040,57 @@ class TrainerCase(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertFalse(os.path.exists(bad))
         self.assertEqual(mpc("plot", logs[0]).returncode, 2)
+
+    def test_kernel_error_inside_a_step(self):
+        """An embedding id out of range in the training data (integer data inputs are not
+        checked like labels): the step's Gather finds it. One line naming the step, the node
+        and the CPU's message, exit 1; the log and the checkpoint stop at the step before,
+        whose state is the numpy oracle's; with valid ids the same run trains on."""
+        w = self.work()
+        model, W, table, lr = embedding_regression()
+        path = os.path.join(w, "embed.onnx")
+        onnx.save(model, path)
+        arrays = embedding_data(bad=None)
+        X, ids, T = arrays["X"], arrays["ids"], arrays["targets"]
+        good, bad = os.path.join(w, "good.npz"), os.path.join(w, "bad.npz")
+        np.savez(good, **arrays)
+        np.savez(bad, **embedding_data(bad=5))  # batch 3 of 2 samples, in data order
+
+        def run(data, sub):
+            log, ck = os.path.join(w, sub + ".csv"), os.path.join(w, sub)
+            r = self.train(path, data, "--batch", 2, "--steps", 6, "--shuffle", "none",
+                           "--eval-every", 1, "--log", log, "--checkpoint", ck, check=None)
+            return r, log, os.path.join(ck, "checkpoint.onnx")
+
+        r, log, ckpt = run(bad, "bad")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        # The progress lines of the evaluated steps 1 and 2, then the one error line.
+        self.assertEqual([l.split(" epoch")[0] for l in lines[:-1]], ["step 1/6", "step 2/6"])
+        self.assertEqual(lines[-1], "mpc: error: training step 3: node 'embed' (Gather): "
+                         "index 9 out of range for [4, 2]")
+        self.assertEqual(r.stdout, "")
+        # The oracle: two SGD steps of the graph's update, in float64.
+        w64, losses = W.astype(np.float64), []
+        for step in range(2):
+            rows = slice(2 * step, 2 * step + 2)
+            d = X[rows] @ w64 + table[ids[rows]] - T[rows]
+            losses.append(np.mean(d * d))
+            w64 = w64 - lr * (X[rows].T.astype(np.float64) @ d)
+        got, m = initializers(ckpt)
+        meta = {p.key: p.value for p in m.metadata_props}
+        self.assertEqual(meta["mpc.trainer.step"], "2")
+        np.testing.assert_allclose(got["W"], w64, rtol=0, atol=1e-5)
+        rows = read_log(log)
+        self.assertEqual([int(x["step"]) for x in rows], [1, 2])
+        for row, want in zip(rows, losses):
+            self.assertAlmostEqual(float(row["loss"]), want, delta=1e-5)
+        # The same run with valid ids: six steps, a checkpoint of step 6.
+        r, log, ckpt = run(good, "good")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(read_log(log)), 6)
+        _, m = initializers(ckpt)
+        self.assertEqual({p.key: p.value for p in m.metadata_props}["mpc.trainer.step"], "6")
 
     def test_help(self):
         r = mpc("run", "--train", "--help", check=0)

@@ -226,9 +226,11 @@ loadCheckpoint(const std::string &where, const std::string &hash, CheckpointPosi
 /// Writes DIR/checkpoint.onnx with the trainer's current state.
 static llvm::Error saveCheckpoint(Model &m, Trainer &t, const std::string &dir,
                                   const std::string &hash, int64_t batch) {
+  // First: a step that failed on the device leaves nothing to write.
+  if (llvm::Error e = t.syncModel())
+    return e;
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return inputError("cannot create '{0}': {1}", dir, ec.message());
-  t.syncModel();
   CheckpointPosition at;
   at.step = t.stepsDone();
   at.epoch = t.stepsDone() / uint64_t(t.batchesPerEpoch());
@@ -531,9 +533,19 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       return fail(k.takeError());
     }
     bool evalPoint = *k % every == 0 || *k == last;
-    while (auto r = t.nextResult(evalPoint))
-      if (!handle(*r))
+    // A step that failed on the device is found here, when its record is
+    // taken: after the rows of the steps before it, before its own.
+    while (true) {
+      auto r = t.nextResult(evalPoint);
+      if (!r) {
+        closeLine();
+        return fail(r.takeError());
+      }
+      if (!*r)
+        break;
+      if (!handle(**r))
         return failed;
+    }
   }
   closeLine();
   if (!a.plot.empty())

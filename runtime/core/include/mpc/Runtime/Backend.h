@@ -29,6 +29,7 @@ namespace mpc {
 
 class BackendCaps;
 class Node;
+class ReadbackChannel;
 struct OpParams;
 
 /// A backend's state for one node and shape signature, made by
@@ -275,6 +276,13 @@ public:
   virtual llvm::Error takeMessageError(const KernelErrorRecord *) {
     return llvm::Error::success();
   }
+  /// The channel the trainer reads a step's logged values and error record
+  /// through without blocking the step (Readback.h): host memory, copies
+  /// queued on a stream, markers the host polls. A device backend gives
+  /// pinned memory and events (the CUDA backend); by default the copies are
+  /// copyToHost and a marker is reached after synchronize(stream), which is
+  /// free on a backend whose work is done when it returns (the CPU).
+  virtual std::unique_ptr<ReadbackChannel> createReadback();
   /// The capability object the AMP rewrite paints with for this backend.
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).

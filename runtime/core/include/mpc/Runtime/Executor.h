@@ -11,9 +11,12 @@
 // the shapes change; the workspace it asks for is the executor's), and
 // assigns every remaining value an offset in one transient arena
 // (MemoryPlanner.h). run() copies the inputs in, hands the whole plan to the
-// backend (Backend::runPlan) on the executor's stream, reads the run's error
-// record and copies the outputs out. A kernel's data-dependent error (an
-// index out of range) is reported then, naming the node (docs/backends.md).
+// backend (Backend::runPlan) on the executor's stream, queues the copies of
+// the run's error record and of the outputs, and waits once. A kernel's
+// data-dependent error (an index out of range) is reported then, naming the
+// node (docs/backends.md). With deferred errors (setDeferredErrors, the
+// trainer's steps) a run whose outputs stay in backend memory does not wait
+// at all: its caller reads the record later.
 //
 // Inputs with a default (IR 3 lists initializers among the graph inputs) that
 // run() is not given are planned as constants, like initializers: persistent
@@ -176,6 +179,32 @@ public:
   /// Host <-> backend copies made by run() so far.
   const TransferStats &transferStats() const { return transfers; }
 
+  /// Asynchronous runs (a training step, docs/backends.md "Deferred
+  /// errors"). Off (the default): run() waits once, at its end, for the
+  /// run, its error record and its outputs, and returns the first kernel
+  /// error naming the node. On: a statically planned run() whose outputs
+  /// are all bound (bindOutput) queues the run on executionStream() and
+  /// returns without waiting and without reading the error record; the
+  /// caller queues a copy of errorRecord() behind the run (before the next
+  /// run() clears it) and hands the copy to recordError() once it landed.
+  /// Dynamic mode and runs with host outputs still wait and report as
+  /// usual (their record is then clear).
+  void setDeferredErrors(bool on) { deferredErrors = on; }
+  bool hasDeferredErrors() const { return deferredErrors; }
+  /// The stream this executor's work goes to: work queued on it after
+  /// run() returned is ordered after the run.
+  Stream executionStream() const { return stream; }
+  /// The run's error record in backend memory (one KernelErrorRecord).
+  const KernelErrorRecord *errorRecord() const {
+    return static_cast<const KernelErrorRecord *>(errorBuffer.data);
+  }
+  /// Changes whenever the kernel calls a record's call number refers to are
+  /// rebuilt (a new plan): keep it with a record's copy for recordError().
+  uint64_t callsGeneration() const { return generation; }
+  /// The error a host copy of errorRecord() stands for, naming the failing
+  /// node of the calls of `callsGeneration` (success for a clear record).
+  llvm::Error recordError(const KernelErrorRecord &rec, uint64_t callsGeneration);
+
   const MemoryStats &memoryStats() const { return stats; }
   /// Per-node wall time (static mode): when on, run() adds each node's
   /// launch time to nodeSeconds(), indexed like scheduledNodes().
@@ -225,6 +254,9 @@ private:
   /// error, naming it, or success. `callOf` maps a record's call number to
   /// its KernelCall.
   llvm::Error readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf);
+  /// The error of a record already on the host (see readErrors).
+  llvm::Error errorOfRecord(const KernelErrorRecord &rec,
+                            llvm::function_ref<const KernelCall *(int32_t)> callOf);
   /// The error a record stands for.
   llvm::Error kernelError(const KernelErrorRecord &rec, const KernelCall &call);
   /// Runs a host kernel on host tensors while planning (folding), with a
@@ -293,6 +325,9 @@ private:
   Stream stream;
   /// The per-run error record (one KernelErrorRecord of backend memory).
   DeviceBuffer errorBuffer;
+  /// setDeferredErrors(); callsGeneration().
+  bool deferredErrors = false;
+  uint64_t generation = 0;
   /// Launch scratch: the largest PreparedKernel::workspaceBytes of the plan.
   DeviceBuffer workspace;
   size_t plannedWorkspace = 0;

@@ -18,6 +18,7 @@
 #define MPC_RUNTIME_FALLBACKBACKEND_H
 
 #include "mpc/Runtime/Backend.h"
+#include "mpc/Runtime/Readback.h"
 #include <deque>
 #include <map>
 #include <memory>
@@ -68,6 +69,10 @@ public:
   /// with host nodes runs launch by launch (a host node waits for the stream).
   void runPlan(const LaunchPlan &plan, Stream s) override;
   void synchronize(Stream s) override { device->synchronize(s); }
+  /// The device's: its streams and memory.
+  std::unique_ptr<ReadbackChannel> createReadback() override {
+    return device->createReadback();
+  }
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return device->caps(); }
   size_t peakAllocatedBytes() const override { return device->peakAllocatedBytes(); }

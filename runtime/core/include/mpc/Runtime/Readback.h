@@ -6,7 +6,11 @@
 // (pinned on a GPU), an asynchronous copy ordered on a stream, and markers
 // the host can poll. A CUDA backend implements exactly that
 // (cudaHostAlloc, cudaMemcpyAsync, cudaEventRecord/Query/Synchronize); the
-// CPU's copies are plain reads, done when they return (syncReadback).
+// CPU's copies are plain reads, done when they return (createSyncReadback,
+// Backend::createReadback's default). Besides the logged values, a record
+// carries the step's kernel error record (Executor::errorRecord), so a
+// data-dependent error is found when the host takes the step's record
+// (docs/backends.md, "Deferred errors").
 //
 // ReadbackRing is the backend-neutral half: `capacity` records of fixed
 // fields; the step that made a record queues its copies and commits it,
@@ -45,8 +49,10 @@ public:
   virtual void wait(uint64_t marker) = 0;
 };
 
-/// The channel of a backend whose copies are done when copyToHost returns
-/// (the CPU): copyAsync is copyToHost, every marker is reached.
+/// The channel of a backend without one of its own: copyAsync is
+/// copyToHost into ordinary memory and a marker is reached once its stream
+/// was synchronized (at once on the CPU, whose copies are done when they
+/// return).
 std::unique_ptr<ReadbackChannel> createSyncReadback(Backend &backend);
 
 /// A ring of host records, each a fixed list of fields, filled by a channel.

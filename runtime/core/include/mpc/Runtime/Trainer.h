@@ -18,7 +18,18 @@
 // so the state stays bit-identical. The loss, the loss scale, the skip flag
 // and the other logged outputs reach the host through a ReadbackRing
 // (Readback.h): launchStep() queues their copies and returns, nextResult()
-// hands the records over in step order once they landed. An algorithm graph
+// hands the records over in step order once they landed. No step waits for
+// the backend: the step's executor defers its kernel error record
+// (Executor::setDeferredErrors), whose copy travels in the step's ring
+// record; the host blocks only for a ring slot still in flight (the host
+// fell readbackCapacity() steps behind) and where it observes the state
+// (evaluate, syncModel). A data-dependent kernel error of step k is found
+// when the host takes step k's record: nextResult() returns it (the step's
+// number and the node's message) after the results of the steps before k,
+// and from then on launchStep(), evaluate() and syncModel() fail with it.
+// Steps after k may have been queued (at most readbackCapacity() - 1);
+// the state they and step k left is never copied out (docs/training.md,
+// "Errors inside a step"). An algorithm graph
 // the executor runs in dynamic mode (control flow in the step) cannot bind
 // buffers: its state is copied in and out around each step instead.
 //
@@ -167,8 +178,13 @@ public:
   llvm::Expected<uint64_t> launchStep();
   /// The oldest pending step's result: waits for it when `wait`, else
   /// nothing when its values have not reached the host yet (or none is
-  /// pending).
-  std::optional<StepResult> nextResult(bool wait);
+  /// pending). An error when that step failed (a kernel's data-dependent
+  /// error, "training step K: node ...: ..."): the results of the steps
+  /// before it were returned first, and the trainer is failed() from then on.
+  llvm::Expected<std::optional<StepResult>> nextResult(bool wait);
+  /// True once a step's kernel error was found: launchStep(), evaluate() and
+  /// syncModel() return that error, and the state is that of a failed step.
+  bool failed() const { return failedStep != 0; }
   /// Steps launched whose result nextResult() has not returned.
   uint64_t pendingResults() const { return launched - delivered; }
   static constexpr unsigned readbackCapacity() { return 8; }
@@ -179,8 +195,10 @@ public:
   /// one at its position.
   llvm::Expected<EvalResult> evaluate();
   /// Writes the current state into the model's initializers (copies it out
-  /// of the backend buffers).
-  void syncModel();
+  /// of the backend buffers). Waits for the pending steps first (their
+  /// results stay for nextResult()); when one of them failed, returns its
+  /// error and writes nothing.
+  llvm::Error syncModel();
   /// The executor of the training step (for per-node profiles).
   Executor &stepExecutor() { return *algorithm; }
 
@@ -230,8 +248,14 @@ private:
                   const HostTensor *scaleAfter) const;
   void clearBuffers();
   /// Moves the ring's oldest record, once its copies landed (or, with
-  /// `wait`, after waiting for them), into `finished`.
+  /// `wait`, after waiting for them), into `finished`; a record whose kernel
+  /// error record is set fails the trainer instead (failedStep, failure).
   void takeFromRing(bool wait);
+  /// Waits for every pending step's record (the host is about to observe
+  /// the state): the failure when one of them failed.
+  llvm::Error observePending();
+  /// The failure of step `failedStep`, as an error.
+  llvm::Error failureError() const;
   /// The executor of the inference graph for one evaluation. Made once: its
   /// state initializers are inputs bound to the current halves of the state
   /// buffers (read in place, nothing copied). A graph that runs in dynamic
@@ -259,6 +283,12 @@ private:
   std::vector<LogField> logFields;
   std::unique_ptr<ReadbackChannel> channel;
   std::unique_ptr<ReadbackRing> ring;
+  /// Per ring record, oldest first: the step executor's callsGeneration()
+  /// when the step ran (to name the node of its error record).
+  std::deque<uint64_t> ringGenerations;
+  /// The first step found failed (0: none) and its message.
+  uint64_t failedStep = 0;
+  std::string failure;
   /// Results taken from the ring (or made on the host) and not yet returned.
   std::deque<StepResult> finished;
   uint64_t launched = 0, delivered = 0;
