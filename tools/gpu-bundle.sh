@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/gpu-bundle.sh [--no-build] [BUNDLE_DIR]: build mpc with the CUDA backend here and pack, into one
 # folder (default gpu-bundle/, ignored by git), everything a GPU machine with no package
-# registry needs to check that backend: the stripped `mpc` and GPU test binaries, the shared
+# registry needs to check that backend: the stripped `mpc`, its CUDA backend plugin
+# (lib/libmpc_cuda_backend.so) and the GPU test binaries, the shared
 # libraries such a machine lacks (libonnx, libprotobuf, OpenBLAS, ...; cuBLASLt and the
 # driver are found there), the sources of the Python test suites, the shipped models and
 # data, and `run.sh OUT`, which runs the checks and writes OUT/report.md and
@@ -30,6 +31,9 @@ DEVICE_TESTS=(RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest Runtime
               RuntimeNormalizationTest RuntimePoolTest mpc_optest_tests mpc_training_ops_tests
               RuntimeDataTest)
 TARGETS=(mpc "${DEVICE_TESTS[@]}")
+# The CUDA backend mpc opens for --device cuda (built with mpc): lib/ of the bundle, which
+# is ../lib from libexec/mpc, where mpc looks for it.
+PLUGIN=libmpc_cuda_backend.so
 
 if [ "$NO_BUILD" = 1 ]; then
   grep -q '^MPC_HAVE_CUDA:INTERNAL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null ||
@@ -59,13 +63,15 @@ for t in "${TARGETS[@]}"; do
   [ -n "$exe" ] || die "built target $t not found under $BUILD"
   strip -o "$stage/libexec/$t" "$exe"
 done
+[ -f "$BUILD/lib/$PLUGIN" ] || die "the CUDA backend $BUILD/lib/$PLUGIN was not built"
+strip -o "$stage/lib/$PLUGIN" "$BUILD/lib/$PLUGIN"
 
 # Shared libraries: everything the binaries load except the C library family (the GPU
 # machine has its own, of a newer glibc), the driver and cuBLAS/cuBLASLt/cuDNN (large; the
 # CUDA 13 install there provides them). libcudart is small and travels, so its version is
 # the one the backend was compiled against.
 skip_re='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libcuda\.|libcublas|libcudnn|libstdc\+\+|libgcc_s)'
-for exe in "$stage"/libexec/*; do
+for exe in "$stage"/libexec/* "$stage/lib/$PLUGIN"; do
   ldd "$exe" | awk '/=>/ {print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip_re ]] && continue
@@ -74,7 +80,7 @@ done | sort -u | while read -r name path; do
 done
 # libstdc++ and libgcc_s: the GPU machine's are at least as new as Debian 12's (GCC 12); the
 # run script checks that the symbol versions this build needs are there.
-strings "$stage/libexec/mpc" | grep -E '^GLIBCXX_[0-9.]+$' | sort -Vu | tail -1 > "$stage/lib/GLIBCXX_NEEDED"
+strings "$stage/libexec/mpc" "$stage/lib/$PLUGIN" | grep -E '^GLIBCXX_[0-9.]+$' | sort -Vu | tail -1 > "$stage/lib/GLIBCXX_NEEDED"
 
 # Sources the Python suites and the end-to-end checks read: the tracked and untracked
 # (not ignored) files of tests/, models/, tools/ and docs/.

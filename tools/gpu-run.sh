@@ -45,10 +45,11 @@ CUBLAS_DIR=$(find_lib_dir libcublasLt.so.13)
 [ -n "$CUBLAS_DIR" ] || { echo "run.sh: libcublasLt.so.13 not found on this machine"; exit 1; }
 LIBPATH="$WORK/lib:$CUBLAS_DIR"
 # cuDNN 9 (the conv family; nvidia-cudnn-cu13's nvidia/cudnn/lib where the CUDA install lacks it).
-# mpc links libcudnn.so.9, which loads its sub-libraries from its own folder.
-if ldd "$WORK/libexec/mpc" 2>/dev/null | grep -q 'libcudnn\.so'; then
+# mpc's CUDA backend (lib/libmpc_cuda_backend.so) links libcudnn.so.9, which loads its
+# sub-libraries from its own folder.
+if ldd "$WORK/lib/libmpc_cuda_backend.so" 2>/dev/null | grep -q 'libcudnn\.so'; then
   CUDNN_DIR=$(find_lib_dir libcudnn.so.9)
-  [ -n "$CUDNN_DIR" ] || { echo "run.sh: libcudnn.so.9 not found on this machine (the bundle's mpc links cuDNN 9)"; exit 1; }
+  [ -n "$CUDNN_DIR" ] || { echo "run.sh: libcudnn.so.9 not found on this machine (the bundle's CUDA backend links cuDNN 9)"; exit 1; }
   [ "$CUDNN_DIR" = "$CUBLAS_DIR" ] || LIBPATH="$LIBPATH:$CUDNN_DIR"
 fi
 # libstdc++ must be at least as new as the one the bundle was built with.

@@ -3,12 +3,13 @@
 
     python3 tests/cuda_host/test_gpu_bundle.py --mpc build/tools/mpc --source-dir . --build-dir build
 
-Packs the build's mpc and GPU test binaries into a temporary bundle and checks what a GPU
-session relies on: the folder is within its 40 MiB; the payload holds the binaries, their
-shared libraries (never the C library, the driver or cuBLAS, which the GPU machine has), the
-test sources and models; the bundled mpc runs a shipped model with only the bundle's
-libraries and the system's C/C++ runtime; `run.sh` on a machine without a GPU prints its one
-line and exits 1, writing nothing else. Registered only for builds with the CUDA backend.
+Packs the build's mpc, its CUDA backend plugin and GPU test binaries into a temporary bundle
+and checks what a GPU session relies on: the folder is within its 40 MiB; the payload holds
+the binaries, the plugin in lib/ (where libexec/mpc looks for it), their shared libraries
+(never the C library, the driver or cuBLAS, which the GPU machine has), the test sources and
+models; the bundled mpc runs a shipped model with only the bundle's libraries and the
+system's C/C++ runtime, and opens the bundle's plugin for --device cuda; `run.sh` on a
+machine without a GPU prints its one line and exits 1, writing nothing else. Registered only for builds with the CUDA backend.
 """
 
 import argparse
@@ -49,6 +50,8 @@ class GpuBundleTest(unittest.TestCase):
         for exe in ("mpc", "RuntimeElementwiseTest", "RuntimeGemmConvTest",
                     "mpc_training_ops_tests", "RuntimeDataTest"):
             self.assertIn(f"libexec/{exe}", names)
+        # mpc's CUDA backend, where libexec/mpc looks for it (../lib).
+        self.assertIn("lib/libmpc_cuda_backend.so", names)
         for src in ("src/tests/cuda_host/test_cuda_parity.py", "src/tools/gpu_e2e.py",
                     "src/models/mlp.onnx", "src/bench/gpu_matmul.py"):
             self.assertIn(src, names)
@@ -74,8 +77,12 @@ class GpuBundleTest(unittest.TestCase):
         # a missing one shows only in where it resolves).
         system_ok = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so",
                      "libpthread.so", "librt.so", "libstdc++.so", "libgcc_s.so")
-        for exe in os.listdir(os.path.join(work, "libexec")):
-            ldd = subprocess.run(["ldd", os.path.join(work, "libexec", exe)],
+        binaries = [os.path.join(work, "libexec", exe)
+                    for exe in os.listdir(os.path.join(work, "libexec"))]
+        binaries.append(os.path.join(work, "lib", "libmpc_cuda_backend.so"))
+        for path in binaries:
+            exe = os.path.basename(path)
+            ldd = subprocess.run(["ldd", path],
                                  capture_output=True, text=True, env=env, timeout=60)
             for line in ldd.stdout.splitlines():
                 name = os.path.basename(line.split()[0])
@@ -90,6 +97,14 @@ class GpuBundleTest(unittest.TestCase):
                            timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("output", p.stdout)
+        # --device cuda opens the bundle's plugin: without a GPU, the backend's own line.
+        p = subprocess.run([os.path.join(work, "libexec", "mpc"), "run", model,
+                            "--random-inputs", "--device", "cuda"], capture_output=True,
+                           text=True, env=env, timeout=120)
+        if p.returncode != 0:
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertRegex(p.stderr, r"^mpc: error: --device cuda: no CUDA device found "
+                                       r"\(cudaGetDeviceCount: .+\)\n$")
 
     def test_4_run_sh_without_a_gpu(self):
         out = os.path.join(self.tmp, "report")

@@ -13,6 +13,7 @@
 #include "mpc/Passes/Amp.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Runtime/CpuBackend.h"
+#include "mpc/Runtime/Cuda/CudaBackend.h"
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "mpc/Verify/Verifier.h"
@@ -242,13 +243,13 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   if (a.backend == "cpu") {
     target = std::make_unique<CpuBackend>();
   } else if (a.backend == "cuda") {
-    auto b = createCudaBackend();
-    if (!b) {
-      llvm::consumeError(b.takeError());
+    if (!cudaBackendBuilt())
       return fail("--backend cuda: this build has no CUDA backend to say which ops run in "
                   "16 bits there; rewrite with --backend any (the ONNX schemas only) or "
                   "--backend cpu");
-    }
+    auto b = loadCudaBackend(CudaBackendOptions(), "--backend");
+    if (!b)
+      return fail(b.takeError());
     // Its capabilities are the CUDA kernel table's; the rewrite is for a GPU
     // that is usable here, as `mpc run --device cuda` will need.
     if (llvm::Error err = (*b)->checkAvailable())

@@ -709,15 +709,9 @@ llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(const BackendChoice
     CudaBackendOptions options;
     options.tf32 = c.tf32;
     options.cudaGraph = c.cudaGraph;
-    auto b = createCudaBackend(options);
-    if (!b) {
-      // A build without CUDA says "--device cuda: ..."; name the option used.
-      std::string msg = llvm::toString(b.takeError());
-      llvm::StringRef rest(msg);
-      if (rest.consume_front("--device cuda: "))
-        msg = (option + " cuda: " + rest).str();
-      return inputError("{0}", msg);
-    }
+    auto b = loadCudaBackend(options, option);
+    if (!b)
+      return b.takeError();
     backend = std::move(*b);
   } else {
     backend = std::make_unique<CpuBackend>(c.threads);

@@ -18,6 +18,7 @@
 
 namespace mpc {
 class Backend;
+struct CudaBackendOptions;
 namespace tool {
 
 /// True in a build with LeakSanitizer (ASan): the tool then frees what it
@@ -112,6 +113,16 @@ std::string checkBackendChoice(const BackendChoice &c);
 /// error line starting with `option` and the device ("--device cuda: ...").
 llvm::Expected<std::unique_ptr<Backend>> createBackend(const BackendChoice &c,
                                                        llvm::StringRef option = "--device");
+
+/// The CUDA backend (CudaLoader.cpp): in a build with CUDA, from the plugin
+/// libmpc_cuda_backend.so, opened on the first call; its absence, a library
+/// it needs that is missing, or a plugin of another build is one error line
+/// starting with `option` ("--device cuda: cannot load the CUDA backend
+/// '...': ..."). Whether a GPU is usable is the backend's checkAvailable().
+llvm::Expected<std::unique_ptr<Backend>> loadCudaBackend(const CudaBackendOptions &options,
+                                                         llvm::StringRef option);
+/// False in a build without the CUDA backend, where loadCudaBackend says so.
+bool cudaBackendBuilt();
 
 /// Loads a model from an ONNX file or, for `.mpc` files, the textual form.
 llvm::Expected<std::unique_ptr<Model>> loadModel(llvm::StringRef path);
