@@ -135,15 +135,30 @@ llvm::Expected<ConvGeometry> shapes::convGeometry(const Node &n, const WindowPar
   return g;
 }
 
-llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+/// The spatial output sizes of a convolution's geometry.
+static llvm::ArrayRef<int64_t> outputSpatial(const ConvGeometry &g) { return g.outSpatial; }
+static llvm::ArrayRef<int64_t> outputSpatial(const DeconvGeometry &g) { return g.out; }
+
+/// Y of Conv or ConvTranspose: [batch, out channels, spatial...] of the
+/// geometry `geometryOf` resolves from the attributes and the X and W shapes.
+template <typename G>
+static llvm::Error shapeConvOutput(const ShapeQuery &q, std::vector<ShapedType> &out,
+                                   llvm::Expected<G> (*geometryOf)(const Node &,
+                                                                   const WindowParams &,
+                                                                   llvm::ArrayRef<int64_t>,
+                                                                   llvm::ArrayRef<int64_t>)) {
   auto wp = windowParamsOf(q.node);
   if (!wp)
     return wp.takeError();
-  auto g = convGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
+  auto g = geometryOf(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
-  out.assign(1, ShapedType{q.inputs[0].dtype, ncShape(g->batch, g->outChannels, g->outSpatial)});
+  out.assign(1, ShapedType{q.inputs[0].dtype, ncShape(g->batch, g->outChannels, outputSpatial(*g))});
   return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeConvOutput(q, out, convGeometry);
 }
 
 llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowParams &p,
@@ -230,14 +245,7 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
 }
 
 llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto wp = windowParamsOf(q.node);
-  if (!wp)
-    return wp.takeError();
-  auto g = deconvGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
-  if (!g)
-    return g.takeError();
-  out.assign(1, ShapedType{q.inputs[0].dtype, ncShape(g->batch, g->outChannels, g->out)});
-  return llvm::Error::success();
+  return shapeConvOutput(q, out, deconvGeometry);
 }
 
 /// dY must be `want`, the forward output's shape.
