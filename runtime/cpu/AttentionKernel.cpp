@@ -85,7 +85,7 @@ static void biasRow(const KernelCall &c, const AttnLayout &l, const std::vector<
         bias[j] = mask[static_cast<size_t>(off + j)];
     }
   }
-  if (c.node->intAttr("is_causal", 0) != 0)
+  if (paramsOf<AttentionParams>(c).isCausal)
     for (int64_t j = i + l.past + 1; j < l.total; ++j)
       bias[j] += negInf;
   if (!nonpad.empty())
@@ -94,7 +94,7 @@ static void biasRow(const KernelCall &c, const AttnLayout &l, const std::vector<
 }
 
 template <typename C> static void attend(const KernelCall &c, const AttnLayout &l) {
-  const Node &n = *c.node;
+  const AttentionParams &p = paramsOf<AttentionParams>(c);
   std::vector<C> q = widen<C>(c.inputs[kQ]), kNew = widen<C>(c.inputs[kK]),
                  vNew = widen<C>(c.inputs[kV]), pastK, pastV, mask;
   if (l.hasPast) {
@@ -113,12 +113,12 @@ template <typename C> static void attend(const KernelCall &c, const AttnLayout &
 
   // Q and K are both scaled by sqrt(scale) before the product, as the spec's
   // diagram does (it keeps 16-bit products in range).
-  C scale = n.attr("scale") ? C(n.floatAttr("scale", 1.0f)) : C(1) / std::sqrt(C(l.headSize));
+  C scale = p.hasScale ? C(p.scale) : C(1) / std::sqrt(C(l.headSize));
   C rootScale = std::sqrt(scale);
   for (C &x : keys)
     x *= rootScale;
-  C softcap = C(n.floatAttr("softcap", 0.0f));
-  int64_t mode = n.intAttr("qk_matmul_output_mode", 0);
+  C softcap = C(p.softcap);
+  int64_t mode = p.qkOutputMode;
   bool wantQk = c.outputs.size() > 3 && c.outputs[3].data;
 
   int64_t group = l.qHeads / l.kvHeads, hs = l.headSize, vs = l.vHeadSize;
@@ -188,7 +188,7 @@ llvm::Error cpuk::runAttention(const KernelCall &c) {
   for (size_t i = 0; i < ins.size(); ++i)
     ins[i] = ShapedType{c.inputs[i].dtype,
                         std::vector<int64_t>(c.inputs[i].shape.begin(), c.inputs[i].shape.end())};
-  llvm::Expected<AttnLayout> lay = attnLayout(*c.node, ins);
+  llvm::Expected<AttnLayout> lay = attnLayout(*c.node, paramsOf<AttentionParams>(c), ins);
   if (!lay)
     return lay.takeError();
   if (c.inputs[kQ].dtype == DType::F64)

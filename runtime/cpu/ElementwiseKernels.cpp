@@ -3,8 +3,9 @@
 // Unary, binary, bitwise, comparison, logical, Where, Cast and CastLike glue
 // over the colleague's compiled loops (mpc/Runtime/Cpu/Elementwise.h,
 // Cpu/Cast.h).
-// The rows of ElementwiseOps.def become table rows here; attributes become
-// functor fields in makeOp.
+// The rows of ElementwiseOps.def become table rows here; the parsed
+// attributes become functor fields in makeOp (mpc/Runtime/ElementwiseFunctors.h,
+// shared with the CUDA backend).
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
@@ -12,7 +13,7 @@
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
-#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
+#include "mpc/Runtime/ElementwiseFunctors.h"
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,35 +22,9 @@ using namespace mpc;
 using namespace mpc::cpuk;
 namespace k = mpc::kernels;
 
-/// A functor with its attributes filled from the parsed parameters
-/// (ElementwiseParams, OpParams.h).
-template <typename Op> static Op makeOp(const KernelCall &) { return Op(); }
 static const ElementwiseParams &ew(const KernelCall &c) {
   return paramsOf<ElementwiseParams>(c);
 }
-template <> k::LeakyRelu makeOp(const KernelCall &c) { return k::LeakyRelu{ew(c).alpha}; }
-template <> k::ThresholdedRelu makeOp(const KernelCall &c) {
-  return k::ThresholdedRelu{ew(c).alpha};
-}
-template <> k::Elu makeOp(const KernelCall &c) { return k::Elu{ew(c).alpha}; }
-template <> k::Celu makeOp(const KernelCall &c) { return k::Celu{ew(c).alpha}; }
-template <> k::Selu makeOp(const KernelCall &c) {
-  k::Selu s;
-  s.alpha = ew(c).alpha;
-  s.gamma = ew(c).beta;
-  return s;
-}
-template <> k::HardSigmoid makeOp(const KernelCall &c) {
-  return k::HardSigmoid{ew(c).alpha, ew(c).beta};
-}
-template <> k::Gelu makeOp(const KernelCall &c) { return k::Gelu{ew(c).flagA}; }
-template <> k::IsInf makeOp(const KernelCall &c) { return k::IsInf{ew(c).flagA, ew(c).flagB}; }
-template <> k::Mod makeOp(const KernelCall &c) { return k::Mod{ew(c).flagA}; }
-template <> k::Swish makeOp(const KernelCall &c) { return k::Swish{ew(c).alpha}; }
-template <> k::Shrink makeOp(const KernelCall &c) {
-  return k::Shrink{ew(c).alpha, ew(c).beta};
-}
-template <> k::BitShift makeOp(const KernelCall &c) { return k::BitShift{ew(c).flagA}; }
 
 namespace {
 /// The storage types of a row kind of ElementwiseOps.def.
@@ -70,7 +45,7 @@ template <RowTypes K, typename Fn> void dispatchRow(DType t, Fn &&fn) {
 /// Unary rows with the same input and output type.
 template <typename Op, RowTypes K> struct Unary {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(c);
+    Op op = k::makeOp<Op>(c.params);
     const TensorRef &x = c.inputs[0];
     dispatchRow<K>(x.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -82,7 +57,7 @@ template <typename Op, RowTypes K> struct Unary {
 
 template <typename Op> struct Predicate {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(c);
+    Op op = k::makeOp<Op>(c.params);
     const TensorRef &x = c.inputs[0];
     dispatchFloat(x.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -96,7 +71,7 @@ template <typename Op> struct Predicate {
 /// Binary rows; Out is the same type (Compare = false) or bool.
 template <typename Op, bool Compare, RowTypes K = RowTypes::Signed> struct Binary {
   static llvm::Error run(const KernelCall &c) {
-    Op op = makeOp<Op>(c);
+    Op op = k::makeOp<Op>(c.params);
     if constexpr (!Compare)
       if (c.inputs.size() != 2)
         return runVariadic(op, c);

@@ -27,7 +27,7 @@ llvm::Error cpuk::runEinsum(const KernelCall &c) {
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorRef &t : c.inputs)
     shapes.emplace_back(t.shape.begin(), t.shape.end());
-  auto p = einsumPlan(*c.node, shapes);
+  auto p = einsumPlan(*c.node, paramsOf<EinsumParams>(c).equation, shapes);
   if (!p)
     return p.takeError();
   // Loop labels: output labels first, then the summed ones.
@@ -87,10 +87,10 @@ llvm::Error cpuk::runEinsum(const KernelCall &c) {
 
 llvm::Error cpuk::runCompress(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &cond = c.inputs[1];
-  const Attribute *axisAttr = c.node->attr("axis");
+  const AxisParams &p = paramsOf<AxisParams>(c);
   int64_t outer = 1, dim = x.numElements(), inner = 1;
-  if (axisAttr) {
-    int64_t axis = axisAttr->i;
+  if (p.flagA) { // axis given
+    int64_t axis = p.axis;
     normalizeAxis(axis, x.shape.size());
     dim = x.shape[axis];
     for (int64_t i = 0; i < axis; ++i)
@@ -118,7 +118,8 @@ llvm::Error cpuk::runCompress(const KernelCall &c) {
 
 llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t b = c.node->intAttr("batch_axis", 1), t = c.node->intAttr("time_axis", 0);
+  const ReverseSequenceParams &p = paramsOf<ReverseSequenceParams>(c);
+  int64_t b = p.batchAxis, t = p.timeAxis;
   std::vector<int64_t> lens = readInts(c.inputs[1]);
   int64_t inner = 1;
   for (size_t i = 2; i < x.shape.size(); ++i)

@@ -37,7 +37,7 @@ struct AxisTaps {
 } // namespace
 
 /// The source coordinate of output coordinate `o`.
-static double sourceCoord(const ResizeAttrs &a, double o, double scale, int64_t inLen,
+static double sourceCoord(const ResizeParams &a, double o, double scale, int64_t inLen,
                           int64_t outLen, double roiStart, double roiEnd) {
   // The fractional output length (scale * inLen) is what align_corners,
   // half_pixel_symmetric and tf_crop_and_resize divide by.
@@ -81,7 +81,7 @@ static int64_t nearestIndex(Nearest m, double x, double scale) {
 }
 
 /// The interpolation kernel at distance t (support 1 for linear, 2 for cubic).
-static double kernelAt(const ResizeAttrs &a, double t) {
+static double kernelAt(const ResizeParams &a, double t) {
   t = std::fabs(t);
   if (a.mode == Mode::Linear)
     return std::max(0.0, 1 - t);
@@ -93,7 +93,7 @@ static double kernelAt(const ResizeAttrs &a, double t) {
   return 0;
 }
 
-static AxisTaps axisTaps(const ResizeAttrs &a, int64_t inLen, int64_t outLen, double scale,
+static AxisTaps axisTaps(const ResizeParams &a, int64_t inLen, int64_t outLen, double scale,
                          double roiStart, double roiEnd) {
   AxisTaps t;
   t.first.push_back(0);
@@ -188,9 +188,7 @@ static std::vector<double> readDoubles(const KernelCall &c, int i) {
 
 llvm::Error cpuk::runResize(const KernelCall &c) {
   const Node &n = *c.node;
-  auto a = parseAttrs(n);
-  if (!a)
-    return a.takeError();
+  const ResizeParams *a = &paramsOf<ResizeParams>(c);
   int roiIdx, scalesIdx, sizesIdx;
   operandIndices(n, roiIdx, scalesIdx, sizesIdx);
   ResizeOperands ops;

@@ -19,8 +19,8 @@ namespace k = mpc::kernels;
 
 llvm::Error cpuk::runRotaryEmbedding(const KernelCall &c) {
   bool positions = c.hasInput(3);
-  llvm::Expected<Rotary> lay = rotaryLayout(*c.node, c.inputs[0].shape, c.inputs[1].shape,
-                                            positions);
+  llvm::Expected<Rotary> lay = rotaryLayout(*c.node, paramsOf<RotaryParams>(c),
+                                            c.inputs[0].shape, c.inputs[1].shape, positions);
   if (!lay)
     return lay.takeError();
   const Rotary r = *lay;

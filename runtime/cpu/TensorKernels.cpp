@@ -153,9 +153,9 @@ llvm::Error cpuk::runMean(const KernelCall &c) { return runSumOrMean(c, true); }
 
 llvm::Error cpuk::runLRN(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t size = c.node->intAttr("size", 1);
-  double alpha = c.node->floatAttr("alpha", 1e-4f), beta = c.node->floatAttr("beta", 0.75f),
-         bias = c.node->floatAttr("bias", 1.0f);
+  const LRNParams &p = paramsOf<LRNParams>(c);
+  int64_t size = p.size;
+  double alpha = p.alpha, beta = p.beta, bias = p.bias;
   int64_t batch = x.shape[0], ch = x.shape[1];
   int64_t inner = x.numElements() / std::max<int64_t>(batch * ch, 1);
   int64_t lo = (size - 1) / 2, hi = size - 1 - lo;

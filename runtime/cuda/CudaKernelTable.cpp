@@ -7,7 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/CudaOps.h"
-#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
+#include "mpc/IR/Graph.h"
+#include "mpc/Runtime/ElementwiseFunctors.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/Kernels/CopyPlan.h"
@@ -153,16 +154,7 @@ const CudaKernel *cuda::findCudaKernel(const Node &n) {
   return index.find(n.opType, n.domain, n.opsetVersion());
 }
 
-/// The functor's bytes.
-template <typename Op> static OpBlob blobOf(const Op &op) {
-  static_assert(sizeof(Op) <= sizeof(OpBlob::bytes) && std::is_trivially_copyable<Op>::value,
-                "an op functor travels as an OpBlob");
-  OpBlob b;
-  std::memcpy(b.bytes, static_cast<const void *>(&op), sizeof(Op));
-  return b;
-}
-
-OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
+OpBlob cuda::opBlobOf(const OpParams *params, const CudaKernel &row) {
   using kernels::makeOp;
   switch (row.kind) {
   case CudaKernelKind::Unary:
@@ -170,7 +162,7 @@ OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
     switch (UnaryOpId(row.op)) {
 #define MPC_CUDA_BLOB(Op)                                                      \
   case UnaryOpId::Op:                                                          \
-    return blobOf(makeOp<kernels::Op>(n));
+    return blobOf(makeOp<kernels::Op>(params));
 #define MPC_UNARY_FLOAT(Op) MPC_CUDA_BLOB(Op)
 #define MPC_UNARY_SIGNED(Op) MPC_CUDA_BLOB(Op)
 #define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_BLOB(Op)
@@ -187,7 +179,7 @@ OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
     switch (BinaryOpId(row.op)) {
 #define MPC_CUDA_BLOB(Op)                                                      \
   case BinaryOpId::Op:                                                         \
-    return blobOf(makeOp<kernels::Op>(n));
+    return blobOf(makeOp<kernels::Op>(params));
 #define MPC_BINARY_SIGNED(Op) MPC_CUDA_BLOB(Op)
 #define MPC_BINARY_INTEGER(Op) MPC_CUDA_BLOB(Op)
 #define MPC_BINARY_COMPARE(Op) MPC_CUDA_BLOB(Op)
@@ -201,6 +193,17 @@ OpBlob cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
     break;
   }
   return OpBlob();
+}
+
+llvm::Expected<OpBlob> cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
+  // The registry row's parser: what the executor gives the CPU kernel.
+  const OpDef *def = findOp(n);
+  if (!def || !def->parse)
+    return opBlobOf(nullptr, row);
+  ParsedParams parsed = def->parse(n);
+  if (!parsed)
+    return parsed.takeError();
+  return opBlobOf(parsed->get(), row);
 }
 
 bool cuda::constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out) {

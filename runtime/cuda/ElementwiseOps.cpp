@@ -1,7 +1,7 @@
 //===- ElementwiseOps.cpp - Unary, binary and cast nodes on CUDA ------------===//
 //
-// The element-wise family: the functor bytes of the node's body (makeOpBlob,
-// the same makeOp the CPU loops use), the broadcast plan of a binary node,
+// The element-wise family: the functor bytes of the node's body (makeOpBlob:
+// the registry's parse and the makeOp the CPU loops use), the broadcast plan of a binary node,
 // the target type of a cast; launch queues one grid-stride kernel.
 //
 //===----------------------------------------------------------------------===//
@@ -69,14 +69,21 @@ CudaOpOrError cuda::prepareElementwiseOp(const Node &n, const CudaKernel &row,
                                          const CudaContext &) {
   switch (row.kind) {
   case CudaKernelKind::Unary:
-  case CudaKernelKind::Predicate:
-    return std::make_unique<UnaryOp>(UnaryOpId(row.op), makeOpBlob(n, row));
+  case CudaKernelKind::Predicate: {
+    llvm::Expected<OpBlob> blob = makeOpBlob(n, row);
+    if (!blob)
+      return blob.takeError();
+    return std::make_unique<UnaryOp>(UnaryOpId(row.op), *blob);
+  }
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare: {
     llvm::SmallVector<int64_t, 6> out;
     if (inputs.size() != 2 || !kernels::broadcastShapes(inputs[0].shape, inputs[1].shape, out))
       return std::unique_ptr<CudaOp>();
-    return std::make_unique<BinaryOp>(BinaryOpId(row.op), makeOpBlob(n, row),
+    llvm::Expected<OpBlob> blob = makeOpBlob(n, row);
+    if (!blob)
+      return blob.takeError();
+    return std::make_unique<BinaryOp>(BinaryOpId(row.op), *blob,
                                       kernels::makeBroadcastPlan(inputs[0].shape,
                                                                  inputs[1].shape));
   }

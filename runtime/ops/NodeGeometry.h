@@ -137,45 +137,29 @@ struct AttnLayout {
 
 /// Attention's input ports.
 enum AttentionPort : unsigned { kQ, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
-/// Attention's layout from its attributes and input types, or an error
-/// naming the node for inputs that do not fit together.
-llvm::Expected<AttnLayout> attnLayout(const Node &n, llvm::ArrayRef<ShapedType> ins);
+/// Attention's layout from its parsed attributes and input types, or an
+/// error naming the node for inputs that do not fit together.
+llvm::Expected<AttnLayout> attnLayout(const Node &n, const AttentionParams &p,
+                                      llvm::ArrayRef<ShapedType> ins);
 
 /// The layout of one RotaryEmbedding call.
 struct Rotary {
   int64_t batch = 0, seq = 0, heads = 0, headSize = 0, dim = 0;
   bool fourD = false, interleaved = false, hasPositions = false;
 };
-/// RotaryEmbedding's layout from its attributes and the input and cache
-/// shapes (cache [max_position, dim/2] when `hasPositions`).
-llvm::Expected<Rotary> rotaryLayout(const Node &n, llvm::ArrayRef<int64_t> x,
+/// RotaryEmbedding's layout from its parsed attributes and the input and
+/// cache shapes (cache [max_position, dim/2] when `hasPositions`).
+llvm::Expected<Rotary> rotaryLayout(const Node &n, const RotaryParams &p,
+                                    llvm::ArrayRef<int64_t> x,
                                     llvm::ArrayRef<int64_t> cache, bool hasPositions);
 
-/// Resize's attributes, operands and plan (shapes/ResizeShapes.cpp).
+/// Resize's operands and plan (shapes/ResizeShapes.cpp); its attributes
+/// are ResizeParams (OpParams.h).
 namespace resizing {
-enum class Mode { Nearest, Linear, Cubic };
-enum class Coord {
-  HalfPixel,
-  HalfPixelSymmetric,
-  PytorchHalfPixel,
-  AlignCorners,
-  Asymmetric,
-  TfHalfPixelForNn,
-  TfCropAndResize
-};
-/// Simple is opset 10's rule: ceil when downscaling, floor otherwise.
-enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
-enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
-
-struct ResizeAttrs {
-  Mode mode = Mode::Nearest;
-  Coord coord = Coord::HalfPixel;
-  Nearest nearest = Nearest::RoundPreferFloor;
-  AspectPolicy policy = AspectPolicy::Stretch;
-  double cubicA = -0.75, extrapolation = 0;
-  bool excludeOutside = false, antialias = false;
-  std::vector<int64_t> axes;
-};
+using mpc::resizing::AspectPolicy;
+using mpc::resizing::Coord;
+using mpc::resizing::Mode;
+using mpc::resizing::Nearest;
 
 /// The output shape and, per dimension of X, the scale and crop box.
 struct ResizePlan {
@@ -189,11 +173,9 @@ struct ResizeOperands {
   std::vector<int64_t> sizes;
 };
 
-/// Resize's attributes, or an error naming the node for an unknown mode.
-llvm::Expected<ResizeAttrs> parseAttrs(const Node &n);
 /// The output shape, scales and crop box of X `x` resized by `ops`, or an
 /// error naming the node.
-llvm::Expected<ResizePlan> planResize(const Node &n, const ResizeAttrs &a,
+llvm::Expected<ResizePlan> planResize(const Node &n, const ResizeParams &a,
                                       llvm::ArrayRef<int64_t> x, const ResizeOperands &ops);
 /// Input indices of the operands: opset 10 has (X, scales), 11+ (X, roi,
 /// scales, sizes).

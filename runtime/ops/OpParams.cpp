@@ -270,6 +270,167 @@ ParsedParams mpc::parseLoss(const Node &n) {
   return p;
 }
 
+/// Wraps a parsed struct (or its error) as a row parser's result.
+template <typename P> static ParsedParams boxed(llvm::Expected<P> p) {
+  if (!p)
+    return p.takeError();
+  return std::make_unique<P>(std::move(*p));
+}
+
+ParsedParams mpc::parseCompress(const Node &n) {
+  auto p = std::make_unique<AxisParams>();
+  if (const Attribute *a = n.attr("axis")) {
+    p->flagA = true;
+    p->axis = a->i;
+  }
+  return p;
+}
+
+llvm::Expected<ReverseSequenceParams> mpc::reverseSequenceParamsOf(const Node &n) {
+  for (const char *name : {"batch_axis", "time_axis"})
+    if (auto e = checkOneOf(n, name, {"0", "1"}, "it must be 0 or 1"))
+      return std::move(e);
+  ReverseSequenceParams p;
+  p.batchAxis = n.intAttr("batch_axis", 1);
+  p.timeAxis = n.intAttr("time_axis", 0);
+  if (p.batchAxis == p.timeAxis)
+    return attributeError(n, "time_axis", llvm::Twine(p.timeAxis),
+                          "it must differ from batch_axis");
+  return p;
+}
+ParsedParams mpc::parseReverseSequence(const Node &n) {
+  return boxed(reverseSequenceParamsOf(n));
+}
+
+llvm::Expected<LRNParams> mpc::lrnParamsOf(const Node &n) {
+  if (!n.attr("size"))
+    return inputError("{0}: attribute {1} is missing; it must be at least 1", describeNode(n),
+                      quoteName("size"));
+  if (auto e = checkAtLeast(n, "size", 1))
+    return std::move(e);
+  LRNParams p;
+  p.size = n.intAttr("size", 1);
+  p.alpha = n.floatAttr("alpha", 1e-4f);
+  p.beta = n.floatAttr("beta", 0.75f);
+  p.bias = n.floatAttr("bias", 1.0f);
+  return p;
+}
+ParsedParams mpc::parseLRN(const Node &n) { return boxed(lrnParamsOf(n)); }
+
+EinsumParams mpc::einsumParamsOf(const Node &n) {
+  EinsumParams p;
+  for (char ch : n.stringAttr("equation", ""))
+    if (ch != ' ')
+      p.equation += ch;
+  return p;
+}
+ParsedParams mpc::parseEinsum(const Node &n) {
+  return std::make_unique<EinsumParams>(einsumParamsOf(n));
+}
+
+llvm::Expected<AttentionParams> mpc::attentionParamsOf(const Node &n) {
+  if (auto e = checkOneOf(n, "qk_matmul_output_mode", {"0", "1", "2", "3"},
+                          "it must be 0, 1, 2 or 3"))
+    return std::move(e);
+  AttentionParams p;
+  p.qNumHeads = n.intAttr("q_num_heads", 0);
+  p.kvNumHeads = n.intAttr("kv_num_heads", 0);
+  p.isCausal = n.intAttr("is_causal", 0) != 0;
+  p.hasScale = n.attr("scale") != nullptr;
+  p.scale = n.floatAttr("scale", 1.0f);
+  p.softcap = n.floatAttr("softcap", 0.0f);
+  p.qkOutputMode = n.intAttr("qk_matmul_output_mode", 0);
+  return p;
+}
+ParsedParams mpc::parseAttention(const Node &n) { return boxed(attentionParamsOf(n)); }
+
+llvm::Expected<RotaryParams> mpc::rotaryParamsOf(const Node &n) {
+  if (auto e = checkAtLeast(n, "rotary_embedding_dim", 0))
+    return std::move(e);
+  RotaryParams p;
+  p.interleaved = n.intAttr("interleaved", 0) != 0;
+  p.numHeads = n.intAttr("num_heads", 0);
+  p.rotaryDim = n.intAttr("rotary_embedding_dim", 0);
+  if (p.rotaryDim % 2)
+    return attributeError(n, "rotary_embedding_dim", llvm::Twine(p.rotaryDim),
+                          "it must be even");
+  return p;
+}
+ParsedParams mpc::parseRotaryEmbedding(const Node &n) { return boxed(rotaryParamsOf(n)); }
+
+/// The value named by string attribute `name` (or `dflt` when absent) in
+/// `names`, or an error listing the names as `rule`.
+template <typename E>
+static llvm::Error lookupAttr(const Node &n, llvm::StringRef name, llvm::StringRef dflt,
+                              std::initializer_list<std::pair<const char *, E>> names,
+                              llvm::StringRef rule, E &out) {
+  llvm::StringRef s = n.stringAttr(name, dflt);
+  for (const auto &p : names)
+    if (s == p.first) {
+      out = p.second;
+      return llvm::Error::success();
+    }
+  return attributeError(n, name, quoteName(s), rule);
+}
+
+llvm::Expected<ResizeParams> mpc::resizeParamsOf(const Node &n) {
+  using namespace resizing;
+  ResizeParams a;
+  // Opset 10 has no cubic mode and none of the later attributes: its
+  // coordinates are asymmetric and its nearest rounding its own.
+  bool opset10 = n.opsetVersion() < 11;
+  if (opset10) {
+    if (auto e = lookupAttr(n, "mode", "nearest",
+                            {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}},
+                            "it must be nearest or linear (opset 10)", a.mode))
+      return std::move(e);
+    a.coord = Coord::Asymmetric;
+    a.nearest = Nearest::Simple;
+  } else {
+    if (auto e = lookupAttr(n, "mode", "nearest",
+                            {{"nearest", Mode::Nearest},
+                             {"linear", Mode::Linear},
+                             {"cubic", Mode::Cubic}},
+                            "it must be nearest, linear or cubic", a.mode))
+      return std::move(e);
+    if (auto e = lookupAttr(n, "coordinate_transformation_mode", "half_pixel",
+                            {{"half_pixel", Coord::HalfPixel},
+                             {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
+                             {"pytorch_half_pixel", Coord::PytorchHalfPixel},
+                             {"align_corners", Coord::AlignCorners},
+                             {"asymmetric", Coord::Asymmetric},
+                             {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNn},
+                             {"tf_crop_and_resize", Coord::TfCropAndResize}},
+                            "it must be half_pixel, half_pixel_symmetric, "
+                            "pytorch_half_pixel, align_corners, asymmetric, "
+                            "tf_half_pixel_for_nn or tf_crop_and_resize",
+                            a.coord))
+      return std::move(e);
+    if (auto e = lookupAttr(n, "nearest_mode", "round_prefer_floor",
+                            {{"round_prefer_floor", Nearest::RoundPreferFloor},
+                             {"round_prefer_ceil", Nearest::RoundPreferCeil},
+                             {"floor", Nearest::Floor},
+                             {"ceil", Nearest::Ceil}},
+                            "it must be round_prefer_floor, round_prefer_ceil, floor or ceil",
+                            a.nearest))
+      return std::move(e);
+  }
+  if (auto e = lookupAttr(n, "keep_aspect_ratio_policy", "stretch",
+                          {{"stretch", AspectPolicy::Stretch},
+                           {"not_larger", AspectPolicy::NotLarger},
+                           {"not_smaller", AspectPolicy::NotSmaller}},
+                          "it must be stretch, not_larger or not_smaller", a.policy))
+    return std::move(e);
+  a.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
+  a.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
+  a.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
+  a.antialias = n.intAttr("antialias", 0) != 0;
+  if (const Attribute *axes = n.attr("axes"))
+    a.axes = axes->ints;
+  return a;
+}
+ParsedParams mpc::parseResize(const Node &n) { return boxed(resizeParamsOf(n)); }
+
 //===----------------------------------------------------------------------===//
 // Element-wise ops with attributes
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,7 @@
 #include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include "ShapeHelpers.h"
 #include "llvm/ADT/STLExtras.h"
@@ -464,7 +465,7 @@ bool mpc::einsumIndexSizes(const Node &n, const ShapeEstimator &s, std::vector<i
       return false;
     in.push_back(s.shape(v).dims);
   }
-  auto plan = shapes::einsumPlan(n, in);
+  auto plan = shapes::einsumPlan(n, einsumParamsOf(n).equation, in);
   if (!plan) {
     llvm::consumeError(plan.takeError());
     return false;

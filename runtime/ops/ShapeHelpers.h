@@ -69,8 +69,10 @@ struct EinsumPlan {
   std::string output;
   std::map<char, int64_t> sizes;
 };
-/// Parses node `n`'s equation against its input shapes.
-llvm::Expected<EinsumPlan> einsumPlan(const Node &n, llvm::ArrayRef<std::vector<int64_t>> shapes);
+/// Parses node `n`'s equation (EinsumParams::equation: spaces removed)
+/// against its input shapes.
+llvm::Expected<EinsumPlan> einsumPlan(const Node &n, llvm::StringRef equation,
+                                      llvm::ArrayRef<std::vector<int64_t>> shapes);
 
 /// 2 for a bidirectional LSTM/GRU/RNN, else 1.
 int64_t numDirections(const Node &n);

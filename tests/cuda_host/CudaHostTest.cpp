@@ -12,7 +12,7 @@
 #include "ModelFixture.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
-#include "mpc/Runtime/Cpu/ElementwiseAttrs.h"
+#include "mpc/Runtime/ElementwiseFunctors.h"
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/LaunchGeometry.h"
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -376,30 +377,206 @@ TEST_F(OneNode, FunctorBytesCarryTheAttributes) {
   const CudaKernel *row = findCudaKernel(*lr);
   ASSERT_NE(row, nullptr);
   EXPECT_EQ(row->op, int32_t(UnaryOpId::LeakyRelu));
-  OpBlob blob = makeOpBlob(*lr, *row);
+  llvm::Expected<OpBlob> blob = makeOpBlob(*lr, *row);
+  ASSERT_TRUE(bool(blob));
   kernels::LeakyRelu f;
-  std::memcpy(static_cast<void *>(&f), blob.bytes, sizeof(f));
+  std::memcpy(static_cast<void *>(&f), blob->bytes, sizeof(f));
   EXPECT_EQ(f.alpha, 0.25f);
-
-  Node *mod = node("Mod", {DType::F32, DType::F32}, DType::F32, "mod");
-  mod->setAttr(Attribute::makeInt("fmod", 1));
-  row = findCudaKernel(*mod);
-  ASSERT_NE(row, nullptr);
-  blob = makeOpBlob(*mod, *row);
-  kernels::Mod m;
-  std::memcpy(static_cast<void *>(&m), blob.bytes, sizeof(m));
-  EXPECT_TRUE(m.fmod);
 
   Node *gelu = node("Gelu", {DType::BF16}, DType::BF16, "gelu");
   gelu->setAttr(Attribute::makeString("approximate", "tanh"));
   row = findCudaKernel(*gelu);
   ASSERT_NE(row, nullptr);
   blob = makeOpBlob(*gelu, *row);
+  ASSERT_TRUE(bool(blob));
   kernels::Gelu gf;
-  std::memcpy(static_cast<void *>(&gf), blob.bytes, sizeof(gf));
+  std::memcpy(static_cast<void *>(&gf), blob->bytes, sizeof(gf));
   EXPECT_TRUE(gf.tanhApproximation);
-  // The body called with the bytes computes what the CPU's functor does.
-  EXPECT_EQ(gf(1.5f), kernels::makeOp<kernels::Gelu>(*gelu)(1.5f));
+
+  // A value the registry's parser rejects is its error, not a default.
+  gelu->setAttr(Attribute::makeString("approximate", "fast"));
+  blob = makeOpBlob(*gelu, *row);
+  ASSERT_FALSE(bool(blob));
+  EXPECT_EQ(llvm::toString(blob.takeError()),
+            "node 'gelu' (Gelu): attribute 'approximate' is 'fast'; it must be none or tanh");
+}
+
+/// One element-wise row of ElementwiseOps.def: its op type, the bytes the
+/// CPU loops' functor has for a node (kernels::makeOp of the parameters the
+/// registry row parsed, as the executor hands them to the CPU kernel), and
+/// the CUDA row the .def gives it.
+struct ElementwiseRow {
+  const char *op;
+  OpBlob (*cpuBlob)(const OpParams *);
+  CudaKernelKind kind;
+  int32_t id;
+};
+
+template <typename Op> OpBlob cpuBlob(const OpParams *p) {
+  return blobOf(kernels::makeOp<Op>(p));
+}
+
+std::vector<ElementwiseRow> elementwiseRows() {
+  std::vector<ElementwiseRow> rows;
+#define MPC_UNARY_ROW(Op, Kind)                                                \
+  rows.push_back({#Op, cpuBlob<kernels::Op>, Kind, int32_t(UnaryOpId::Op)});
+#define MPC_UNARY_FLOAT(Op) MPC_UNARY_ROW(Op, CudaKernelKind::Unary)
+#define MPC_UNARY_SIGNED(Op) MPC_UNARY_ROW(Op, CudaKernelKind::Unary)
+#define MPC_UNARY_ARITHMETIC(Op) MPC_UNARY_ROW(Op, CudaKernelKind::Unary)
+#define MPC_UNARY_INTEGER(Op) MPC_UNARY_ROW(Op, CudaKernelKind::Unary)
+#define MPC_UNARY_PREDICATE(Op) MPC_UNARY_ROW(Op, CudaKernelKind::Predicate)
+#define MPC_BINARY_ROW(Op, Kind)                                               \
+  rows.push_back({#Op, cpuBlob<kernels::Op>, Kind, int32_t(BinaryOpId::Op)});
+#define MPC_BINARY_SIGNED(Op) MPC_BINARY_ROW(Op, CudaKernelKind::Binary)
+#define MPC_BINARY_INTEGER(Op) MPC_BINARY_ROW(Op, CudaKernelKind::Binary)
+#define MPC_BINARY_COMPARE(Op) MPC_BINARY_ROW(Op, CudaKernelKind::Compare)
+#include "mpc/Runtime/Kernels/ElementwiseOps.def"
+#undef MPC_UNARY_ROW
+#undef MPC_BINARY_ROW
+  return rows;
+}
+
+/// The attributes a test node of `op` gets (values no default has) and the
+/// functor's bytes they must give, written out here: an oracle that does
+/// not go through makeOp or the parsers.
+struct AttributeCase {
+  /// Attribute name and value: a float, an int or a string.
+  struct Value {
+    const char *name;
+    float f;
+    int64_t i;
+    const char *s;
+  };
+  std::vector<Value> attrs;
+  OpBlob want;
+  void applyTo(Node &n) const {
+    for (const Value &v : attrs)
+      n.setAttr(v.s ? Attribute::makeString(v.name, v.s)
+                    : v.name[0] == '#' ? Attribute::makeInt(v.name + 1, v.i)
+                                       : Attribute::makeFloat(v.name, v.f));
+  }
+};
+std::map<std::string, AttributeCase> attributeCases() {
+  // "#name" is an int attribute.
+  auto f = [](const char *name, float v) { return AttributeCase::Value{name, v, 0, nullptr}; };
+  auto i = [](const char *name, int64_t v) { return AttributeCase::Value{name, 0, v, nullptr}; };
+  auto s = [](const char *name, const char *v) { return AttributeCase::Value{name, 0, 0, v}; };
+  kernels::Selu selu;
+  selu.alpha = 1.5f;
+  selu.gamma = 0.75f;
+  return {
+      {"LeakyRelu", {{f("alpha", 0.125f)}, blobOf(kernels::LeakyRelu{0.125f})}},
+      {"ThresholdedRelu", {{f("alpha", 2.5f)}, blobOf(kernels::ThresholdedRelu{2.5f})}},
+      {"Elu", {{f("alpha", 0.375f)}, blobOf(kernels::Elu{0.375f})}},
+      {"Celu", {{f("alpha", 3.0f)}, blobOf(kernels::Celu{3.0f})}},
+      {"Swish", {{f("alpha", 0.625f)}, blobOf(kernels::Swish{0.625f})}},
+      {"Selu", {{f("alpha", 1.5f), f("gamma", 0.75f)}, blobOf(selu)}},
+      {"HardSigmoid",
+       {{f("alpha", 0.25f), f("beta", 0.125f)}, blobOf(kernels::HardSigmoid{0.25f, 0.125f})}},
+      {"Shrink", {{f("lambd", 1.25f), f("bias", -0.5f)}, blobOf(kernels::Shrink{1.25f, -0.5f})}},
+      {"Gelu", {{s("approximate", "tanh")}, blobOf(kernels::Gelu{true})}},
+      {"IsInf",
+       {{i("#detect_negative", 0), i("#detect_positive", 1)},
+        blobOf(kernels::IsInf{false, true})}},
+      {"Mod", {{i("#fmod", 1)}, blobOf(kernels::Mod{true})}},
+      {"BitShift", {{s("direction", "LEFT")}, blobOf(kernels::BitShift{true})}},
+  };
+}
+
+bool sameBytes(const OpBlob &a, const OpBlob &b) {
+  return std::memcmp(a.bytes, b.bytes, sizeof(a.bytes)) == 0;
+}
+
+/// Opset 24: every element-wise row of the registry is there (Swish is new
+/// in 24).
+struct Opset24Node : OneNode {
+  void SetUp() override {
+    OneNode::SetUp();
+    m.opsets[0].version = 24;
+  }
+};
+
+TEST_F(Opset24Node, BothBackendsGetTheSameFunctorForEveryElementwiseRow) {
+  std::map<std::string, AttributeCase> cases = attributeCases();
+  std::vector<ElementwiseRow> rows = elementwiseRows();
+  ASSERT_GE(rows.size(), 60u);
+  size_t withAttrs = 0, inCudaTable = 0;
+  for (const ElementwiseRow &r : rows) {
+    SCOPED_TRACE(r.op);
+    Node *n = node(r.op, {DType::F32, DType::F32}, DType::F32, r.op);
+    auto c = cases.find(r.op);
+    if (c != cases.end()) {
+      ++withAttrs;
+      c->second.applyTo(*n);
+    }
+    // What the executor hands the CPU kernel: the registry row's parse.
+    const OpDef *def = findOp(*n);
+    ASSERT_NE(def, nullptr);
+    std::unique_ptr<OpParams> params;
+    if (def->parse) {
+      ParsedParams parsed = def->parse(*n);
+      ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+      params = std::move(*parsed);
+    }
+    // Clip's bounds are operands from opset 11 on: its kernels take them
+    // from the inputs or the parsed min/max, not from the functor's fields.
+    if (std::string(r.op) != "Clip")
+      EXPECT_EQ(def->parse != nullptr, c != cases.end())
+          << "a row with attributes and no case here, or a case for a row without a parser";
+    OpBlob cpu = r.cpuBlob(params.get());
+    // The CUDA row of the table, where it has one, is the .def's.
+    CudaKernel row{r.op, "", 1, kMaxOpsetVersion, 0, r.kind, r.id};
+    if (const CudaKernel *t = findCudaKernel(*n)) {
+      ++inCudaTable;
+      EXPECT_EQ(t->kind, r.kind);
+      EXPECT_EQ(t->op, r.id);
+    }
+    llvm::Expected<OpBlob> cuda = makeOpBlob(*n, row);
+    ASSERT_TRUE(bool(cuda)) << llvm::toString(cuda.takeError());
+    EXPECT_TRUE(sameBytes(*cuda, cpu));
+    if (c != cases.end()) {
+      EXPECT_TRUE(sameBytes(cpu, c->second.want)) << "the attributes did not reach the functor";
+    } else {
+      // No attributes: the functor as its body defines it.
+      EXPECT_TRUE(sameBytes(cpu, r.cpuBlob(nullptr)));
+    }
+  }
+  EXPECT_EQ(withAttrs, cases.size()) << "a case names an op that is not a row";
+  EXPECT_GT(inCudaTable, 40u);
+}
+
+TEST_F(Opset24Node, AbsentAttributesGiveTheOnnxDefaults) {
+  // No attribute set: the functors' fields are the ONNX defaults, written
+  // out (the parsers' defaults, not the functor structs').
+  kernels::Selu onnxSelu;
+  onnxSelu.alpha = 1.67326319217681884765625f;
+  onnxSelu.gamma = 1.05070102214813232421875f;
+  struct Default {
+    const char *op;
+    OpBlob want;
+  };
+  const Default defaults[] = {
+      {"LeakyRelu", blobOf(kernels::LeakyRelu{0.01f})},
+      {"ThresholdedRelu", blobOf(kernels::ThresholdedRelu{1.0f})},
+      {"Elu", blobOf(kernels::Elu{1.0f})},
+      {"Celu", blobOf(kernels::Celu{1.0f})},
+      {"Swish", blobOf(kernels::Swish{1.0f})},
+      {"HardSigmoid", blobOf(kernels::HardSigmoid{0.2f, 0.5f})},
+      {"Shrink", blobOf(kernels::Shrink{0.5f, 0.0f})},
+      {"Gelu", blobOf(kernels::Gelu{false})},
+      {"IsInf", blobOf(kernels::IsInf{true, true})},
+      {"Mod", blobOf(kernels::Mod{false})},
+      {"Selu", blobOf(onnxSelu)},
+  };
+  for (const Default &d : defaults) {
+    SCOPED_TRACE(d.op);
+    Node *n = node(d.op, {DType::F32, DType::F32}, DType::F32, d.op);
+    const CudaKernel *row = findCudaKernel(*n);
+    ASSERT_NE(row, nullptr);
+    llvm::Expected<OpBlob> blob = makeOpBlob(*n, *row);
+    ASSERT_TRUE(bool(blob));
+    EXPECT_TRUE(sameBytes(*blob, d.want));
+  }
 }
 
 //===----------------------------------------------------------------------===//

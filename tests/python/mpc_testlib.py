@@ -145,6 +145,24 @@ def run_mpc_rewrite(mpc, input_path, output_path, target, timeout):
     return elapsed
 
 
+def run_mpc_outputs(mpc, model, feeds, out_names, tmp, timeout=120):
+    """`mpc run` on `model` (saved in `tmp`) with the arrays `feeds` as .npy inputs; returns
+    (returncode, [the outputs named out_names] or stderr)."""
+    path = os.path.join(tmp, "model.onnx")
+    onnx.save(model, path)
+    args = [mpc, "run", path]
+    for name, arr in feeds.items():
+        f = os.path.join(tmp, name + ".npy")
+        np.save(f, arr)
+        args += ["--input", f"{name}={f}"]
+    out = os.path.join(tmp, "out")
+    r = subprocess.run(args + ["--outputs", out], capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        return r.returncode, r.stderr
+    return 0, [np.load(os.path.join(out, n + ".npy")) for n in out_names]
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()

@@ -43,12 +43,13 @@ def init(name, shape, dtype=np.float32):
 
 def one_node(op, inputs, outputs, attrs, inits=(), opset=17, name="c1"):
     """A model with one node named `name`: graph inputs (name, elem, shape), outputs (name,
-    elem) and initializers appended to the node's inputs."""
-    node = helper.make_node(op, [i[0] for i in inputs] + [t.name for t in inits],
+    elem) and initializers appended to the node's inputs (None: an absent optional input)."""
+    node = helper.make_node(op, [i[0] for i in inputs] + [t.name if t else "" for t in inits],
                             [o[0] for o in outputs], name=name, **attrs)
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [helper.make_tensor_value_info(n, t, None) for n, t in outputs], initializer=list(inits))
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        initializer=[t for t in inits if t])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -65,6 +66,18 @@ def rnn_weights(gates):
 
 X_SEQ = [("x", F, [2, 1, 3])]
 U8 = TensorProto.UINT8
+
+# Resize of a [1, 1, 2, 2] image by 2 on both spatial axes: (roi absent, scales) from opset 11,
+# (scales) at opset 10.
+X_IMG = [("x", F, [1, 1, 2, 2])]
+SCALES = helper.make_tensor("scales", F, [4], [1.0, 1.0, 2.0, 2.0])
+RESIZE = [None, SCALES]
+# Attention on 4-D Q, K, V [batch, heads, seq, head_size].
+QKV = [(n, F, [1, 2, 3, 4]) for n in ("q", "k", "v")]
+# RotaryEmbedding of x [batch, heads, seq, head_size 6] with caches [batch, seq, 3].
+ROTARY = [("x", F, [1, 2, 3, 6]), ("cos", F, [1, 3, 3]), ("sin", F, [1, 3, 3])]
+# ReverseSequence of x [time 3, batch 2, 4] with lengths 1 and 3.
+LENS = [helper.make_tensor("lens", TensorProto.INT64, [2], [1, 3])]
 
 # (case, op, inputs, outputs, initializers, opset, attribute, bad value, good value,
 #  extra attributes, the message after "node 'c1' (Op): ")
@@ -107,6 +120,38 @@ CASES = [
      "attribute 'num_groups' is 0; it must be at least 1"),
     ("lpnorm_p", "LpNormalization", [("x", F, [2, 3])], Y, [], 17, "p", 3, 1, {},
      "attribute 'p' is 3; it must be 1 or 2"),
+    ("resize_mode", "Resize", X_IMG, Y, RESIZE, 19, "mode", "bicubic", "cubic", {},
+     "attribute 'mode' is 'bicubic'; it must be nearest, linear or cubic"),
+    ("resize_mode_opset10", "Resize", X_IMG, Y, [SCALES], 10, "mode", "cubic", "linear", {},
+     "attribute 'mode' is 'cubic'; it must be nearest or linear (opset 10)"),
+    ("resize_coordinate_transformation_mode", "Resize", X_IMG, Y, RESIZE, 13,
+     "coordinate_transformation_mode", "half", "align_corners", {"mode": "linear"},
+     "attribute 'coordinate_transformation_mode' is 'half'; it must be half_pixel, "
+     "half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn "
+     "or tf_crop_and_resize"),
+    ("resize_nearest_mode", "Resize", X_IMG, Y, RESIZE, 13, "nearest_mode", "round", "floor", {},
+     "attribute 'nearest_mode' is 'round'; it must be round_prefer_floor, round_prefer_ceil, "
+     "floor or ceil"),
+    ("resize_keep_aspect_ratio_policy", "Resize", X_IMG, Y, RESIZE, 18,
+     "keep_aspect_ratio_policy", "fit", "not_larger", {},
+     "attribute 'keep_aspect_ratio_policy' is 'fit'; it must be stretch, not_larger or "
+     "not_smaller"),
+    ("lrn_size", "LRN", [("x", F, [1, 3, 2, 2])], Y, [], 17, "size", 0, 3, {},
+     "attribute 'size' is 0; it must be at least 1"),
+    ("lrn_no_size", "LRN", [("x", F, [1, 3, 2, 2])], Y, [], 17, "size", None, 1, {},
+     "attribute 'size' is missing; it must be at least 1"),
+    ("attention_qk_matmul_output_mode", "Attention", QKV, Y, [], 23, "qk_matmul_output_mode",
+     4, 3, {}, "attribute 'qk_matmul_output_mode' is 4; it must be 0, 1, 2 or 3"),
+    ("rotary_odd_dim", "RotaryEmbedding", ROTARY, Y, [], 23, "rotary_embedding_dim", 5, 6, {},
+     "attribute 'rotary_embedding_dim' is 5; it must be even"),
+    ("rotary_negative_dim", "RotaryEmbedding", ROTARY, Y, [], 23, "rotary_embedding_dim", -2, 0,
+     {}, "attribute 'rotary_embedding_dim' is -2; it must be at least 0"),
+    ("reversesequence_same_axes", "ReverseSequence", [("x", F, [3, 2, 4])], Y, LENS, 10,
+     "time_axis", 1, 0, {"batch_axis": 1},
+     "attribute 'time_axis' is 1; it must differ from batch_axis"),
+    ("reversesequence_batch_axis", "ReverseSequence", [("x", F, [2, 3, 4])], Y, LENS, 10,
+     "batch_axis", 2, 0, {"time_axis": 1},
+     "attribute 'batch_axis' is 2; it must be 0 or 1"),
 ]
 
 
@@ -143,7 +188,7 @@ class BadAttributeTest(unittest.TestCase):
                     self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                     self.assertEqual(written, [f"{outs[0][0]}.npy"])
                     ops.add(op)
-        self.assertGreaterEqual(len(ops), 5)
+        self.assertGreaterEqual(len(ops), 16)
 
     def test_the_first_bad_node_is_reported(self):
         # Two bad nodes in a chain: the first in graph order is named, the run never starts.

@@ -76,7 +76,8 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertIn("  in-place: data\n", out)
         self.assertIn("  value-dependent shape: no\n", out)
         self.assertIn("  cost class: data\n", out)
-        self.assertIn("  attributes: read by the kernel\n", out)
+        self.assertIn("  attributes: no parser (none its kernels read, or read at launch: "
+                      "docs/op-registry.md lists those)\n", out)
         out = run("--op", "NonZero").stdout
         self.assertIn("  value-dependent shape: yes\n", out)
         reg = line_of(ONNX_OPS, r'MPC_OP\("NonZero"')

@@ -13,7 +13,6 @@ usage: test_transformer_ops.py --mpc build/tools/mpc --source-dir .
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -28,6 +27,9 @@ except ImportError as e:  # pragma: no cover
     print("0 passed, 0 failed, 1 skipped")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from mpc_testlib import run_mpc_outputs  # noqa: E402
+
 MPC = None
 # type -> (ONNX element type, numpy type for rounding, relative tolerance)
 TYPES = {"f32": (TensorProto.FLOAT, np.float32, 2e-6),
@@ -37,18 +39,7 @@ TYPES = {"f32": (TensorProto.FLOAT, np.float32, 2e-6),
 
 def run_outputs(model, feeds, out_names, tmp):
     """`mpc run` on model with .npy inputs; returns (returncode, [outputs] or stderr)."""
-    path = os.path.join(tmp, "model.onnx")
-    onnx.save(model, path)
-    args = [MPC, "run", path]
-    for name, arr in feeds.items():
-        f = os.path.join(tmp, name + ".npy")
-        np.save(f, arr)
-        args += ["--input", f"{name}={f}"]
-    out = os.path.join(tmp, "out")
-    r = subprocess.run(args + ["--outputs", out], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        return r.returncode, r.stderr
-    return 0, [np.load(os.path.join(out, n + ".npy")) for n in out_names]
+    return run_mpc_outputs(MPC, model, feeds, out_names, tmp)
 
 
 def run_model(model, feeds, tmp):

@@ -364,9 +364,11 @@ static int describeOp(llvm::StringRef name, bool json) {
       os << "  shape function: " << d->shapeName << "\n";
     if (d->parse)
       os << "  attributes: parsed once per node by " << d->parseName << "\n";
+    else if (d->runByExecutor())
+      os << "  attributes: read by the executor\n";
     else
-      os << "  attributes: read by the " << (d->runByExecutor() ? "executor" : "kernel")
-         << "\n";
+      os << "  attributes: no parser (none its kernels read, or read at launch: "
+            "docs/op-registry.md lists those)\n";
     os << "  in-place: " << inPlaceName(d->inPlace) << "\n";
     os << "  value-dependent shape: " << (d->valueDependentShape ? "yes" : "no") << "\n";
     os << "  cost class: " << costClassName(d->cost) << "\n";

@@ -17,7 +17,8 @@ static bool present(llvm::ArrayRef<ShapedType> ins, unsigned i) {
   return i < ins.size() && ins[i].dtype != DType::Undefined;
 }
 
-llvm::Expected<AttnLayout> shapes::attnLayout(const Node &n, llvm::ArrayRef<ShapedType> ins) {
+llvm::Expected<AttnLayout> shapes::attnLayout(const Node &n, const AttentionParams &p,
+                                              llvm::ArrayRef<ShapedType> ins) {
   AttnLayout l;
   const auto &q = ins[kQ].shape, &kk = ins[kK].shape, &v = ins[kV].shape;
   if (q.size() != kk.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
@@ -25,8 +26,8 @@ llvm::Expected<AttnLayout> shapes::attnLayout(const Node &n, llvm::ArrayRef<Shap
                             formatShape(v) + " must all be 3-D or all 4-D");
   if (q.size() == 3) {
     l.threeD = true;
-    l.qHeads = n.intAttr("q_num_heads", 0);
-    l.kvHeads = n.intAttr("kv_num_heads", 0);
+    l.qHeads = p.qNumHeads;
+    l.kvHeads = p.kvNumHeads;
     if (l.qHeads <= 0 || l.kvHeads <= 0)
       return nodeError(n, "3-D inputs need positive q_num_heads and kv_num_heads");
     if (q[2] % l.qHeads || kk[2] % l.kvHeads || v[2] % l.kvHeads)
@@ -100,14 +101,14 @@ llvm::Expected<AttnLayout> shapes::attnLayout(const Node &n, llvm::ArrayRef<Shap
                               " must be an integer vector of length batch " +
                               std::to_string(l.batch));
   }
-  int64_t mode = n.intAttr("qk_matmul_output_mode", 0);
-  if (mode < 0 || mode > 3)
-    return nodeError(n, "qk_matmul_output_mode " + std::to_string(mode) + " is not 0..3");
   return l;
 }
 
 llvm::Error shapes::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  llvm::Expected<AttnLayout> lay = attnLayout(q.node, q.inputs);
+  auto p = attentionParamsOf(q.node);
+  if (!p)
+    return p.takeError();
+  llvm::Expected<AttnLayout> lay = attnLayout(q.node, *p, q.inputs);
   if (!lay)
     return lay.takeError();
   const AttnLayout &l = *lay;
@@ -123,12 +124,13 @@ llvm::Error shapes::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
-llvm::Expected<Rotary> shapes::rotaryLayout(const Node &n, llvm::ArrayRef<int64_t> x,
+llvm::Expected<Rotary> shapes::rotaryLayout(const Node &n, const RotaryParams &p,
+                                            llvm::ArrayRef<int64_t> x,
                                             llvm::ArrayRef<int64_t> cache, bool hasPositions) {
   Rotary r;
-  r.interleaved = n.intAttr("interleaved", 0) != 0;
+  r.interleaved = p.interleaved;
   r.hasPositions = hasPositions;
-  int64_t numHeads = n.intAttr("num_heads", 0);
+  int64_t numHeads = p.numHeads;
   if (x.size() == 4) {
     r.fourD = true;
     r.batch = x[0];
@@ -146,7 +148,7 @@ llvm::Expected<Rotary> shapes::rotaryLayout(const Node &n, llvm::ArrayRef<int64_
   } else {
     return nodeError(n, "input must be 3-D or 4-D, not " + formatShape(x.vec()));
   }
-  r.dim = n.intAttr("rotary_embedding_dim", 0);
+  r.dim = p.rotaryDim;
   if (r.dim == 0)
     r.dim = r.headSize;
   if (r.dim < 0 || r.dim > r.headSize || r.dim % 2)
@@ -174,7 +176,11 @@ llvm::Error shapes::shapeRotaryEmbedding(const ShapeQuery &q, std::vector<Shaped
       (q.inputs[3].shape.size() != 2 || q.inputs[3].shape[0] != q.inputs[0].shape[0]))
     return nodeError(q.node, "position_ids " + formatShape(q.inputs[3].shape) +
                                  " must be [batch, seq]");
-  llvm::Expected<Rotary> r = rotaryLayout(q.node, q.inputs[0].shape, q.inputs[1].shape, positions);
+  auto p = rotaryParamsOf(q.node);
+  if (!p)
+    return p.takeError();
+  llvm::Expected<Rotary> r =
+      rotaryLayout(q.node, *p, q.inputs[0].shape, q.inputs[1].shape, positions);
   if (!r)
     return r.takeError();
   if (positions && q.inputs[3].shape[1] != r->seq)

@@ -323,8 +323,9 @@ llvm::Error shapes::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) 
   if (q.inputs[0].shape.size() < 3)
     return nodeError(q.node, "input " + formatShape(q.inputs[0].shape) +
                                  " must be [N,C,D1,...]");
-  if (q.node.intAttr("size", 0) <= 0)
-    return nodeError(q.node, "size must be positive");
+  auto p = lrnParamsOf(q.node); // checks size
+  if (!p)
+    return p.takeError();
   out.assign(1, q.inputs[0]);
   return llvm::Error::success();
 }

@@ -11,6 +11,7 @@
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
 #include <cctype>
@@ -103,10 +104,14 @@ llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &
     return nodeError(q.node, "the condition must be known on the host");
   const auto &x = q.inputs[0].shape;
   int64_t kept = 0;
-  const Attribute *axisAttr = q.node.attr("axis");
-  int64_t axis = axisAttr ? axisAttr->i : 0;
+  auto params = parseCompress(q.node);
+  if (!params)
+    return params.takeError();
+  const auto &p = static_cast<const AxisParams &>(**params);
+  bool hasAxis = p.flagA;
+  int64_t axis = p.axis;
   int64_t dim = numel(x);
-  if (axisAttr) {
+  if (hasAxis) {
     if (!normalizeAxis(axis, x.size()))
       return nodeError(q.node, "axis out of range for " + formatShape(x));
     dim = x[axis];
@@ -114,7 +119,7 @@ llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &
   for (int64_t i = 0; i < std::min<int64_t>(cond->numElements(), dim); ++i)
     kept += cond->getAsDouble(i) != 0;
   std::vector<int64_t> shape = {kept};
-  if (axisAttr) {
+  if (hasAxis) {
     shape = x;
     shape[axis] = kept;
   }
@@ -124,8 +129,11 @@ llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &
 
 llvm::Error shapes::shapeReverseSequence(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
-  int64_t b = q.node.intAttr("batch_axis", 1), t = q.node.intAttr("time_axis", 0);
-  if (x.size() < 2 || b == t || b < 0 || t < 0 || b > 1 || t > 1)
+  auto p = reverseSequenceParamsOf(q.node);
+  if (!p)
+    return p.takeError();
+  int64_t b = p->batchAxis;
+  if (x.size() < 2)
     return nodeError(q.node, "batch_axis and time_axis must be 0 and 1");
   if (q.inputs[1].shape != std::vector<int64_t>{x[b]})
     return nodeError(q.node, "sequence_lens must have one value per batch entry");
@@ -144,17 +152,9 @@ llvm::Error shapes::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
-static std::string stripSpaces(llvm::StringRef s) {
-  std::string r;
-  for (char ch : s)
-    if (ch != ' ')
-      r += ch;
-  return r;
-}
-
-llvm::Expected<EinsumPlan> shapes::einsumPlan(const Node &n,
+llvm::Expected<EinsumPlan> shapes::einsumPlan(const Node &n, llvm::StringRef equation,
                                              llvm::ArrayRef<std::vector<int64_t>> shapes) {
-  std::string eq = stripSpaces(n.stringAttr("equation", ""));
+  std::string eq = equation.str();
   EinsumPlan p;
   size_t arrow = eq.find("->");
   std::string lhs = eq.substr(0, arrow);
@@ -229,7 +229,7 @@ llvm::Error shapes::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &ou
   std::vector<std::vector<int64_t>> shapes;
   for (const ShapedType &t : q.inputs)
     shapes.push_back(t.shape);
-  auto p = einsumPlan(q.node, shapes);
+  auto p = einsumPlan(q.node, einsumParamsOf(q.node).equation, shapes);
   if (!p)
     return p.takeError();
   std::vector<int64_t> shape;

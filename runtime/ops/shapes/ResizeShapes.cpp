@@ -1,7 +1,8 @@
 //===- ResizeShapes.cpp - Registry shape functions --------------------------===//
 //
 // Registry shape function (runtime/ops/ShapeFunctions.h) of Resize, and the
-// attribute parsing and output-size rules (NodeGeometry.h) its kernels share:
+// output-size rules (NodeGeometry.h) its kernels share (the attributes are
+// parsed by resizeParamsOf, OpParams.cpp):
 // the output shape depends on the scales/sizes values, so the row is
 // dynamic-shape and a kernel plans the same resize again while running.
 // Backend-neutral: types and shapes from the input types and known values.
@@ -18,63 +19,7 @@ using namespace mpc;
 using namespace mpc::shapes;
 using namespace mpc::shapes::resizing;
 
-template <typename E>
-static bool lookup(llvm::StringRef s, std::initializer_list<std::pair<const char *, E>> names,
-                   E &out) {
-  for (const auto &p : names)
-    if (s == p.first) {
-      out = p.second;
-      return true;
-    }
-  return false;
-}
-
-llvm::Expected<ResizeAttrs> resizing::parseAttrs(const Node &n) {
-  ResizeAttrs a;
-  bool opset10 = n.opsetVersion() < 11;
-  llvm::StringRef mode = n.stringAttr("mode", "nearest");
-  if (!lookup(mode, {{"nearest", Mode::Nearest}, {"linear", Mode::Linear}, {"cubic", Mode::Cubic}},
-              a.mode) ||
-      (opset10 && a.mode == Mode::Cubic))
-    return nodeError(n, "unknown mode " + quoteName(mode));
-  llvm::StringRef coord =
-      opset10 ? "asymmetric" : n.stringAttr("coordinate_transformation_mode", "half_pixel");
-  if (!lookup(coord,
-              {{"half_pixel", Coord::HalfPixel},
-               {"half_pixel_symmetric", Coord::HalfPixelSymmetric},
-               {"pytorch_half_pixel", Coord::PytorchHalfPixel},
-               {"align_corners", Coord::AlignCorners},
-               {"asymmetric", Coord::Asymmetric},
-               {"tf_half_pixel_for_nn", Coord::TfHalfPixelForNn},
-               {"tf_crop_and_resize", Coord::TfCropAndResize}},
-              a.coord))
-    return nodeError(n, "unknown coordinate_transformation_mode " + quoteName(coord));
-  llvm::StringRef nearest = n.stringAttr("nearest_mode", "round_prefer_floor");
-  if (opset10)
-    a.nearest = Nearest::Simple;
-  else if (!lookup(nearest,
-                   {{"round_prefer_floor", Nearest::RoundPreferFloor},
-                    {"round_prefer_ceil", Nearest::RoundPreferCeil},
-                    {"floor", Nearest::Floor},
-                    {"ceil", Nearest::Ceil}},
-                   a.nearest))
-    return nodeError(n, "unknown nearest_mode " + quoteName(nearest));
-  llvm::StringRef policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
-  if (!lookup(policy,
-              {{"stretch", AspectPolicy::Stretch},
-               {"not_larger", AspectPolicy::NotLarger},
-               {"not_smaller", AspectPolicy::NotSmaller}},
-              a.policy))
-    return nodeError(n, "unknown keep_aspect_ratio_policy " + quoteName(policy));
-  a.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
-  a.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
-  a.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
-  a.antialias = n.intAttr("antialias", 0) != 0;
-  a.axes = intsAttr(n, "axes");
-  return a;
-}
-
-llvm::Expected<ResizePlan> resizing::planResize(const Node &n, const ResizeAttrs &a,
+llvm::Expected<ResizePlan> shapes::resizing::planResize(const Node &n, const ResizeParams &a,
                                                llvm::ArrayRef<int64_t> x,
                                                const ResizeOperands &ops) {
   size_t rank = x.size();
@@ -144,7 +89,7 @@ llvm::Expected<ResizePlan> resizing::planResize(const Node &n, const ResizeAttrs
   return p;
 }
 
-void resizing::operandIndices(const Node &n, int &roi, int &scales, int &sizes) {
+void shapes::resizing::operandIndices(const Node &n, int &roi, int &scales, int &sizes) {
   if (n.opsetVersion() < 11) {
     roi = sizes = -1;
     scales = 1;
@@ -156,7 +101,7 @@ void resizing::operandIndices(const Node &n, int &roi, int &scales, int &sizes) 
 }
 
 llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto a = parseAttrs(q.node);
+  auto a = resizeParamsOf(q.node);
   if (!a)
     return a.takeError();
   int idx[3];

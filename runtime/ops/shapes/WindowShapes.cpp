@@ -61,19 +61,22 @@ AutoPad shapes::autoPadOf(const WindowParams &p) {
   return AutoPad::NotSet;
 }
 
-/// Fills the window geometry of Conv/pooling from attributes and shapes.
-static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
-                                  llvm::ArrayRef<int64_t> x,
-                                  llvm::ArrayRef<int64_t> kernel,
-                                  llvm::SmallVectorImpl<int64_t> &strides,
-                                  llvm::SmallVectorImpl<int64_t> &dilations,
-                                  llvm::SmallVectorImpl<int64_t> &padsBegin,
-                                  llvm::SmallVectorImpl<int64_t> &padsEnd,
-                                  llvm::SmallVectorImpl<int64_t> &outSpatial) {
-  size_t nd = kernel.size();
-  if (x.size() != nd + 2)
-    return nodeError(n, "input " + formatShape(x) + " does not match a " +
-                            std::to_string(nd) + "-d window");
+/// [batch, channels, spatial...]: the NC<spatial> shape of a window op's
+/// output (or of the forward output a gradient's dY must have).
+static std::vector<int64_t> ncShape(int64_t batch, int64_t channels,
+                                    llvm::ArrayRef<int64_t> spatial) {
+  std::vector<int64_t> shape = {batch, channels};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  return shape;
+}
+
+/// Resolves the strides, dilations, pads and output sizes of g's window
+/// (g.kernel set, x of rank kernel + 2) from the attributes; with
+/// `rejectEmpty` a window larger than the padded input is an error.
+static llvm::Error resolveWindow(const Node &n, const WindowParams &p,
+                                 llvm::ArrayRef<int64_t> x, WindowGeometry &g,
+                                 bool rejectEmpty) {
+  size_t nd = g.kernel.size();
   auto st = p.strides.orDefault(nd, 1);
   auto dl = p.dilations.orDefault(nd, 1);
   auto pads = p.pads.orDefault(2 * nd, 0);
@@ -84,17 +87,27 @@ static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
   for (size_t i = 0; i < nd; ++i) {
     int64_t pb = pads[i], pe = pads[i + nd];
     if (ap != AutoPad::NotSet)
-      resolveAutoPad(ap, x[i + 2], kernel[i], st[i], dl[i], pb, pe);
-    strides.push_back(st[i]);
-    dilations.push_back(dl[i]);
-    padsBegin.push_back(pb);
-    padsEnd.push_back(pe);
-    int64_t o = windowOutputSize(x[i + 2], kernel[i], st[i], dl[i], pb, pe, ceil);
-    if (o <= 0)
+      resolveAutoPad(ap, x[i + 2], g.kernel[i], st[i], dl[i], pb, pe);
+    g.strides.push_back(st[i]);
+    g.dilations.push_back(dl[i]);
+    g.padsBegin.push_back(pb);
+    g.padsEnd.push_back(pe);
+    int64_t o = windowOutputSize(x[i + 2], g.kernel[i], st[i], dl[i], pb, pe, ceil);
+    if (rejectEmpty && o <= 0)
       return nodeError(n, "window larger than the padded input " + formatShape(x));
-    outSpatial.push_back(o);
+    g.outSpatial.push_back(o);
   }
   return llvm::Error::success();
+}
+
+/// Fills the window geometry of Conv/pooling from attributes and shapes.
+static llvm::Error windowGeometry(const Node &n, const WindowParams &p,
+                                  llvm::ArrayRef<int64_t> x, WindowGeometry &g) {
+  size_t nd = g.kernel.size();
+  if (x.size() != nd + 2)
+    return nodeError(n, "input " + formatShape(x) + " does not match a " +
+                            std::to_string(nd) + "-d window");
+  return resolveWindow(n, p, x, g, /*rejectEmpty=*/true);
 }
 
 llvm::Expected<ConvGeometry> shapes::convGeometry(const Node &n, const WindowParams &p,
@@ -117,23 +130,35 @@ llvm::Expected<ConvGeometry> shapes::convGeometry(const Node &n, const WindowPar
   if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
     return nodeError(n, "kernel_shape does not match the weight");
   g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
-                              g.padsEnd, g.outSpatial))
+  if (auto e = windowGeometry(n, p, x, g))
     return std::move(e);
   return g;
 }
 
-llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+/// The spatial output sizes of a convolution's geometry.
+static llvm::ArrayRef<int64_t> outputSpatial(const ConvGeometry &g) { return g.outSpatial; }
+static llvm::ArrayRef<int64_t> outputSpatial(const DeconvGeometry &g) { return g.out; }
+
+/// Y of Conv or ConvTranspose: [batch, out channels, spatial...] of the
+/// geometry `geometryOf` resolves from the attributes and the X and W shapes.
+template <typename G>
+static llvm::Error shapeConvOutput(const ShapeQuery &q, std::vector<ShapedType> &out,
+                                   llvm::Expected<G> (*geometryOf)(const Node &,
+                                                                   const WindowParams &,
+                                                                   llvm::ArrayRef<int64_t>,
+                                                                   llvm::ArrayRef<int64_t>)) {
   auto wp = windowParamsOf(q.node);
   if (!wp)
     return wp.takeError();
-  auto g = convGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
+  auto g = geometryOf(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
-  std::vector<int64_t> shape = {g->batch, g->outChannels};
-  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  out.assign(1, ShapedType{q.inputs[0].dtype, ncShape(g->batch, g->outChannels, outputSpatial(*g))});
   return llvm::Error::success();
+}
+
+llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  return shapeConvOutput(q, out, convGeometry);
 }
 
 llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowParams &p,
@@ -147,8 +172,7 @@ llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowPar
   g.kernel.assign(ks.begin(), ks.end());
   if (x.size() == ks.size() + 2)
     g.inSpatial.assign(x.begin() + 2, x.end());
-  if (auto e = windowGeometry(n, p, x, g.kernel, g.strides, g.dilations, g.padsBegin,
-                              g.padsEnd, g.outSpatial))
+  if (auto e = windowGeometry(n, p, x, g))
     return std::move(e);
   return g;
 }
@@ -160,8 +184,7 @@ llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out)
   auto g = poolGeometry(q.node, *wp, q.inputs[0].shape);
   if (!g)
     return g.takeError();
-  std::vector<int64_t> shape = {g->batch, g->channels};
-  shape.insert(shape.end(), g->outSpatial.begin(), g->outSpatial.end());
+  std::vector<int64_t> shape = ncShape(g->batch, g->channels, g->outSpatial);
   out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   if (q.node.numOutputs() > 1)
     out.push_back(ShapedType{DType::I64, shape});
@@ -222,52 +245,31 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
 }
 
 llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto wp = windowParamsOf(q.node);
-  if (!wp)
-    return wp.takeError();
-  auto g = deconvGeometry(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
-  if (!g)
-    return g.takeError();
-  std::vector<int64_t> shape = {g->batch, g->outChannels};
-  shape.insert(shape.end(), g->out.begin(), g->out.end());
-  out.assign(1, ShapedType{q.inputs[0].dtype, shape});
+  return shapeConvOutput(q, out, deconvGeometry);
+}
+
+/// dY must be `want`, the forward output's shape.
+static llvm::Error checkForwardOutput(const Node &n, llvm::ArrayRef<int64_t> dy,
+                                      llvm::ArrayRef<int64_t> want) {
+  if (want != dy)
+    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
+                            formatShape(want));
   return llvm::Error::success();
 }
 
 /// Strides, dilations and resolved pads of the forward window on x, and
 /// checks that dy has the forward output's shape.
-template <typename G>
 static llvm::Error windowOf(const Node &n, const WindowParams &p, llvm::ArrayRef<int64_t> x,
-                            llvm::ArrayRef<int64_t> dy, int64_t dyChannels, G &g) {
+                            llvm::ArrayRef<int64_t> dy, int64_t dyChannels,
+                            WindowGeometry &g) {
   size_t nd = g.kernel.size();
   if (x.size() != nd + 2 || dy.size() != nd + 2)
     return nodeError(n, "X " + formatShape(x) + " and dY " + formatShape(dy) +
                             " do not match a " + std::to_string(nd) + "-d window");
-  auto st = p.strides.orDefault(nd, 1);
-  auto dl = p.dilations.orDefault(nd, 1);
-  auto pads = p.pads.orDefault(2 * nd, 0);
-  if (st.size() != nd || dl.size() != nd || pads.size() != 2 * nd)
-    return nodeError(n, "strides, dilations or pads have the wrong length");
-  bool ceil = p.ceilMode;
-  AutoPad ap = autoPadOf(p);
   g.inSpatial.assign(x.begin() + 2, x.end());
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t pb = pads[i], pe = pads[i + nd];
-    if (ap != AutoPad::NotSet)
-      resolveAutoPad(ap, x[i + 2], g.kernel[i], st[i], dl[i], pb, pe);
-    g.strides.push_back(st[i]);
-    g.dilations.push_back(dl[i]);
-    g.padsBegin.push_back(pb);
-    g.padsEnd.push_back(pe);
-    g.outSpatial.push_back(
-        windowOutputSize(x[i + 2], g.kernel[i], st[i], dl[i], pb, pe, ceil));
-  }
-  llvm::SmallVector<int64_t, 6> want = {x[0], dyChannels};
-  want.append(g.outSpatial.begin(), g.outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
-  return llvm::Error::success();
+  if (auto e = resolveWindow(n, p, x, g, /*rejectEmpty=*/false))
+    return e;
+  return checkForwardOutput(n, dy, ncShape(x[0], dyChannels, g.outSpatial));
 }
 
 /// Conv's geometry of the forward (shared with Conv), and dY must have the
@@ -279,11 +281,8 @@ llvm::Expected<ConvGeometry> shapes::convGradGeometry(const Node &n, const Windo
   auto g = convGeometry(n, p, x, w);
   if (!g)
     return g.takeError();
-  llvm::SmallVector<int64_t, 6> want = {g->batch, g->outChannels};
-  want.append(g->outSpatial.begin(), g->outSpatial.end());
-  if (llvm::ArrayRef<int64_t>(want) != dy)
-    return nodeError(n, "dY " + formatShape(dy) + " is not the forward output shape " +
-                            formatShape(want));
+  if (auto e = checkForwardOutput(n, dy, ncShape(g->batch, g->outChannels, g->outSpatial)))
+    return std::move(e);
   return g;
 }
 

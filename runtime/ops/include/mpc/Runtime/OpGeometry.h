@@ -34,17 +34,12 @@ int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t dil
 void resolveAutoPad(AutoPad autoPad, int64_t in, int64_t kernel, int64_t stride,
                     int64_t dilation, int64_t &padBegin, int64_t &padEnd);
 
-/// Shape parameters of Conv/ConvTranspose on NC<spatial> tensors. The spatial
-/// vectors all have one entry per spatial dimension (at least one).
-struct ConvGeometry {
-  int64_t batch = 1;
-  /// Channels of X.
-  int64_t inChannels = 1;
-  /// Channels of Y.
-  int64_t outChannels = 1;
-  int64_t group = 1;
+/// The spatial side of a convolution or pooling window on NC<spatial>
+/// tensors: one entry per spatial dimension (at least one) in every vector.
+/// outSpatial comes from windowOutputSize (convTransposeOutputSize for a
+/// transposed convolution).
+struct WindowGeometry {
   llvm::SmallVector<int64_t, 3> inSpatial;
-  /// Spatial output size (windowOutputSize / convTransposeOutputSize).
   llvm::SmallVector<int64_t, 3> outSpatial;
   llvm::SmallVector<int64_t, 3> kernel;
   llvm::SmallVector<int64_t, 3> strides;
@@ -53,19 +48,21 @@ struct ConvGeometry {
   llvm::SmallVector<int64_t, 3> padsEnd;
 };
 
-/// Shape parameters of a pooling op. outSpatial comes from windowOutputSize
-/// (which applies ceil_mode); windows that overhang the end padding because
-/// of ceil_mode are clipped.
-struct PoolGeometry {
+/// Shape parameters of Conv/ConvTranspose: the window and the channels.
+struct ConvGeometry : WindowGeometry {
+  int64_t batch = 1;
+  /// Channels of X.
+  int64_t inChannels = 1;
+  /// Channels of Y.
+  int64_t outChannels = 1;
+  int64_t group = 1;
+};
+
+/// Shape parameters of a pooling op. Windows that overhang the end padding
+/// because of ceil_mode are clipped.
+struct PoolGeometry : WindowGeometry {
   int64_t batch = 1;
   int64_t channels = 1;
-  llvm::SmallVector<int64_t, 3> inSpatial;
-  llvm::SmallVector<int64_t, 3> outSpatial;
-  llvm::SmallVector<int64_t, 3> kernel;
-  llvm::SmallVector<int64_t, 3> strides;
-  llvm::SmallVector<int64_t, 3> dilations;
-  llvm::SmallVector<int64_t, 3> padsBegin;
-  llvm::SmallVector<int64_t, 3> padsEnd;
 };
 
 /// Sizes of an ONNX LSTM (layout 0): X [seq, batch, input], W [dirs, 4H,

@@ -173,6 +173,87 @@ struct LossParams final : OpParams {
 };
 ParsedParams parseLoss(const Node &n);
 
+/// Compress: the axis, when given (flagA); without one the input is
+/// flattened.
+ParsedParams parseCompress(const Node &n);
+
+/// ReverseSequence: batch_axis and time_axis, 0 and 1 in either order.
+struct ReverseSequenceParams final : OpParams {
+  int64_t batchAxis = 1, timeAxis = 0;
+};
+ParsedParams parseReverseSequence(const Node &n);
+llvm::Expected<ReverseSequenceParams> reverseSequenceParamsOf(const Node &n);
+
+/// LRN: the channel window `size` (required, at least 1) and the
+/// normalization's alpha, beta and bias.
+struct LRNParams final : OpParams {
+  int64_t size = 1;
+  float alpha = 1e-4f, beta = 0.75f, bias = 1.0f;
+};
+ParsedParams parseLRN(const Node &n);
+llvm::Expected<LRNParams> lrnParamsOf(const Node &n);
+
+/// Einsum: the equation, spaces removed (required).
+struct EinsumParams final : OpParams {
+  std::string equation;
+};
+ParsedParams parseEinsum(const Node &n);
+EinsumParams einsumParamsOf(const Node &n);
+
+/// Attention (opset 23): the head counts of 3-D inputs, the scale (absent:
+/// 1 / sqrt(head size)), the soft cap, the causal mask and which stage of
+/// the scores the optional output 3 holds (qk_matmul_output_mode 0..3).
+struct AttentionParams final : OpParams {
+  int64_t qNumHeads = 0, kvNumHeads = 0;
+  bool isCausal = false;
+  bool hasScale = false;
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int64_t qkOutputMode = 0;
+};
+ParsedParams parseAttention(const Node &n);
+llvm::Expected<AttentionParams> attentionParamsOf(const Node &n);
+
+/// RotaryEmbedding (opset 23): interleaved pairs, num_heads of a 3-D input
+/// and the rotated part of each head (0: all of it).
+struct RotaryParams final : OpParams {
+  bool interleaved = false;
+  int64_t numHeads = 0;
+  int64_t rotaryDim = 0;
+};
+ParsedParams parseRotaryEmbedding(const Node &n);
+llvm::Expected<RotaryParams> rotaryParamsOf(const Node &n);
+
+/// Resize (opsets 10 to 19). Opset 10 has only `mode` (nearest or linear):
+/// its coordinates are asymmetric and its nearest rounding is `Simple`.
+namespace resizing {
+enum class Mode { Nearest, Linear, Cubic };
+enum class Coord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn,
+  TfCropAndResize
+};
+/// Simple is opset 10's rule: ceil when downscaling, floor otherwise.
+enum class Nearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil, Simple };
+enum class AspectPolicy { Stretch, NotLarger, NotSmaller };
+} // namespace resizing
+
+struct ResizeParams final : OpParams {
+  resizing::Mode mode = resizing::Mode::Nearest;
+  resizing::Coord coord = resizing::Coord::HalfPixel;
+  resizing::Nearest nearest = resizing::Nearest::RoundPreferFloor;
+  resizing::AspectPolicy policy = resizing::AspectPolicy::Stretch;
+  double cubicA = -0.75, extrapolation = 0;
+  bool excludeOutside = false, antialias = false;
+  std::vector<int64_t> axes;
+};
+ParsedParams parseResize(const Node &n);
+llvm::Expected<ResizeParams> resizeParamsOf(const Node &n);
+
 /// Element-wise ops with attributes: up to two numbers and two flags, named
 /// per op (LeakyRelu/ThresholdedRelu/Elu/Celu/Swish alpha; Selu alpha and
 /// gamma (as beta); HardSigmoid alpha, beta; Shrink lambd (alpha) and bias

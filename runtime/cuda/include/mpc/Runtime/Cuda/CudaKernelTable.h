@@ -17,7 +17,9 @@
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Target/BackendCaps.h"
 #include "llvm/ADT/ArrayRef.h"
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace mpc {
@@ -110,9 +112,23 @@ bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
 /// value): the axes of a reduction, BiasGrad's shape. False otherwise.
 bool constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out);
 
-/// The functor of an element-wise row's body with the node's attributes
-/// (makeOp, as the CPU loops fill it), as the bytes a launcher takes.
-OpBlob makeOpBlob(const Node &n, const CudaKernel &row);
+/// The bytes of a functor, as a launcher takes them.
+template <typename Op> OpBlob blobOf(const Op &op) {
+  static_assert(sizeof(Op) <= sizeof(OpBlob::bytes) && std::is_trivially_copyable<Op>::value,
+                "an op functor travels as an OpBlob");
+  OpBlob b;
+  std::memcpy(b.bytes, static_cast<const void *>(&op), sizeof(Op));
+  return b;
+}
+
+/// The functor of an element-wise row's body with the attributes of
+/// `params` (kernels::makeOp, mpc/Runtime/ElementwiseFunctors.h: what the
+/// CPU loops build from the same parameters), as a launcher's bytes. An
+/// empty blob for a row that is not element-wise.
+OpBlob opBlobOf(const OpParams *params, const CudaKernel &row);
+/// The same for a node, parsed by its registry row (the executor's parse),
+/// or the parser's error.
+llvm::Expected<OpBlob> makeOpBlob(const Node &n, const CudaKernel &row);
 
 /// The capabilities derived from the CUDA table: a 16-bit type is supported
 /// where the node's row runs it.

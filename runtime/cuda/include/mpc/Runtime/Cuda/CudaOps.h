@@ -52,7 +52,7 @@ enum class BinaryOpId : int32_t {
 
 /// An op body's functor (runtime/kernels: plain, trivially copyable structs
 /// whose fields are the node's attributes) as bytes: the host fills it once in
-/// prepare (makeOp, mpc/Runtime/Cpu/ElementwiseAttrs.h), the launcher copies
+/// prepare (makeOp, mpc/Runtime/ElementwiseFunctors.h), the launcher copies
 /// it back into the functor type its op number names.
 struct OpBlob {
   alignas(8) unsigned char bytes[32] = {};
