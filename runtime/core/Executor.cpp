@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
+#include "mpc/Runtime/LossErrors.h"
 #include "ExecutorSlot.h"
 #include "LaunchAttrCheck.h"
 #include "mpc/IR/Limits.h"
@@ -239,6 +240,12 @@ llvm::Error Executor::errorOfRecord(const KernelErrorRecord &rec,
 
 llvm::Error Executor::kernelError(const KernelErrorRecord &rec, const KernelCall &call) {
   const Node &n = *call.node;
+  // A loss's bad label (LossErrors.h), written by a device kernel.
+  static_assert(kBadLabelError > int32_t(KernelErrorCode::Message), "a code of its own");
+  if (rec.code == kBadLabelError && rec.operand >= 0 && size_t(rec.operand) < call.inputs.size() &&
+      call.inputs[rec.operand].shape.size() >= 2)
+    return inputError("{0}: {1}", describeNode(n),
+                      badLabelText(rec.value, rec.reserved, call.inputs[rec.operand].shape[1]));
   switch (KernelErrorCode(rec.code)) {
   case KernelErrorCode::Message:
     if (llvm::Error e = backend.takeMessageError(call.errors))

@@ -10,6 +10,7 @@
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
+#include "mpc/Runtime/Kernels/TopKBodies.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -99,9 +100,7 @@ llvm::Error cpuk::runTopK(const KernelCall &c) {
         std::iota(order.begin(), order.end(), 0);
         // Ties keep the lower index first (as onnx.reference and onnxruntime).
         auto cmp = [&](int64_t a, int64_t b) {
-          if (row[a] != row[b])
-            return largest ? row[a] > row[b] : row[a] < row[b];
-          return a < b;
+          return k::topKBefore(row[a], a, row[b], b, largest);
         };
         std::partial_sort(order.begin(), order.begin() + kk, order.end(), cmp);
         for (int64_t j = 0; j < kk; ++j) {

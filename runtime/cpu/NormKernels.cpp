@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Normalization.h"
+#include "mpc/Runtime/Kernels/StatNormBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 
@@ -48,11 +49,11 @@ static void normalizeRuns(const KernelCall &c, int64_t runs, int64_t len, int64_
         double d = double(k::load(row[i])) - mean;
         sq += d * d;
       }
-      double inv = 1.0 / std::sqrt(sq / double(len) + eps);
+      double inv = k::runInvStdDev(sq, len, eps);
       for (int64_t i = 0; i < len; ++i) {
-        int64_t ch = perGroupParams ? r % channels : (r * len + i) / chanLen % channels;
-        double v = (double(k::load(row[i])) - mean) * inv * loadAt(scale, ch) +
-                   loadAt(bias, ch);
+        int64_t ch = k::runChannel(r, i, len, chanLen, channels, perGroupParams);
+        double v = k::runNormValue(double(k::load(row[i])), mean, inv, loadAt(scale, ch),
+                                   loadAt(bias, ch));
         y[r * len + i] = k::store<T>(C(v));
       }
     }
@@ -95,16 +96,12 @@ llvm::Error cpuk::runLpNorm(const KernelCall &c) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
         double norm = 0;
-        for (int64_t j = 0; j < dim; ++j) {
-          double v = double(k::load(in[(o * dim + j) * inner + i]));
-          norm += p == 1 ? std::fabs(v) : v * v;
-        }
-        if (p == 2)
-          norm = std::sqrt(norm);
+        for (int64_t j = 0; j < dim; ++j)
+          norm += k::lpNormTerm(double(k::load(in[(o * dim + j) * inner + i])), p);
+        norm = k::lpNormFinish(norm, p);
         for (int64_t j = 0; j < dim; ++j) {
           int64_t off = (o * dim + j) * inner + i;
-          double v = double(k::load(in[off]));
-          y[off] = k::store<T>(C(norm == 0 ? 0.0 : v / norm));
+          y[off] = k::store<T>(C(k::lpNormValue(double(k::load(in[off])), norm)));
         }
       }
   });

@@ -11,6 +11,7 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "mpc/Runtime/LossErrors.h"
 #include <algorithm>
 #include <cstring>
 
@@ -379,9 +380,7 @@ static llvm::Error withLabels(const KernelCall &c, unsigned port, int64_t classe
     labels.ignoreIndex = params.ignoreIndex;
     int64_t bad = cpu::findBadLabel(labels, l.numElements(), classes);
     if (bad >= 0)
-      return nodeError(*c.node, "label " + std::to_string(int64_t(labels.labels[bad])) +
-                                    " at index " + std::to_string(bad) +
-                                    " is not a class index below " + std::to_string(classes));
+      return nodeError(*c.node, badLabelText(int64_t(labels.labels[bad]), bad, classes));
     fn(labels);
     return llvm::Error::success();
   };

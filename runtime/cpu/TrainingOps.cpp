@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "mpc/Runtime/Kernels/BatchNormBodies.h"
+#include "mpc/Runtime/Kernels/LossBodies.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
 #include <algorithm>
@@ -151,14 +153,14 @@ void batchNormGrad(const T *dy, const T *x, const AccumType<T> *scale, float eps
   for (int64_t c = 0; c < channels; ++c) {
     A mean, var;
     channelStats(x, c, batch, channels, spatial, mean, var);
-    A inv = A(1) / std::sqrt(var + A(epsilon));
+    A inv = kernels::invStdDevOf(var, A(epsilon));
     double sumD = 0, sumDX = 0; // as channelStats: long sums in double
     for (int64_t n = 0; n < batch; ++n) {
       int64_t base = (n * channels + c) * spatial;
       for (int64_t s = 0; s < spatial; ++s) {
         A d = ld(dy[base + s]);
         sumD += double(d);
-        sumDX += double(d * (ld(x[base + s]) - mean) * inv);
+        sumDX += double(kernels::batchNormGradXTerm(d, ld(x[base + s]), mean, inv));
       }
     }
     if (dScale)
@@ -173,8 +175,8 @@ void batchNormGrad(const T *dy, const T *x, const AccumType<T> *scale, float eps
     for (int64_t n = 0; n < batch; ++n) {
       int64_t base = (n * channels + c) * spatial;
       for (int64_t s = 0; s < spatial; ++s) {
-        A xhat = (ld(x[base + s]) - mean) * inv;
-        dx[base + s] = store<T>(k * (ld(dy[base + s]) - m1 - xhat * m2));
+        A xhat = kernels::normalizedInput(ld(x[base + s]), mean, inv);
+        dx[base + s] = store<T>(kernels::batchNormGradValue(k, ld(dy[base + s]), xhat, m1, m2));
       }
     }
   }
@@ -189,17 +191,17 @@ void batchNormTraining(const T *x, const AccumType<T> *scale, const AccumType<T>
   for (int64_t c = 0; c < channels; ++c) {
     A mean, var;
     channelStats(x, c, batch, channels, spatial, mean, var);
-    A k = scale[c] / std::sqrt(var + A(epsilon));
+    kernels::BatchNormChannel<A> ch =
+        kernels::batchNormChannel(scale[c], bias[c], mean, var, epsilon);
     for (int64_t n = 0; n < batch; ++n) {
       int64_t base = (n * channels + c) * spatial;
       for (int64_t s = 0; s < spatial; ++s)
-        y[base + s] = store<T>((ld(x[base + s]) - mean) * k + bias[c]);
+        y[base + s] = store<T>(kernels::batchNormApply(ch, ld(x[base + s])));
     }
-    A mom = A(momentum);
     if (runMean)
-      runMean[c] = inMean[c] * mom + mean * (A(1) - mom);
+      runMean[c] = kernels::batchNormRunning(inMean[c], mean, momentum);
     if (runVar)
-      runVar[c] = inVar[c] * mom + var * (A(1) - mom);
+      runVar[c] = kernels::batchNormRunning(inVar[c], var, momentum);
   }
 }
 
@@ -701,18 +703,21 @@ template <typename T> void gruGrad(const GruShape &s, const GruGradBuffers<T> &i
 // Losses
 //===----------------------------------------------------------------------===//
 
-template <typename I>
-static bool ignored(const LossLabels<I> &l, int64_t i) {
-  return l.hasIgnoreIndex && int64_t(l.labels[i]) == l.ignoreIndex;
+template <typename I> static kernels::LossLabelRule ruleOf(const LossLabels<I> &l,
+                                                            int64_t classes) {
+  kernels::LossLabelRule r;
+  r.hasIgnoreIndex = l.hasIgnoreIndex;
+  r.ignoreIndex = l.ignoreIndex;
+  r.classes = classes;
+  return r;
 }
 
 template <typename I>
 int64_t findBadLabel(const LossLabels<I> &l, int64_t count, int64_t classes) {
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t v = int64_t(l.labels[i]);
-    if (!ignored(l, i) && (v < 0 || v >= classes))
+  kernels::LossLabelRule rule = ruleOf(l, classes);
+  for (int64_t i = 0; i < count; ++i)
+    if (rule.bad(int64_t(l.labels[i])))
       return i;
-  }
   return -1;
 }
 
@@ -721,6 +726,7 @@ void classificationLoss(const T *scores, const LossLabels<I> &labels, const T *w
                         LossReduction reduction, bool fromLogProb, T *loss, T *logProb,
                         int64_t batch, int64_t classes, int64_t inner) {
   using A = AccumType<T>;
+  kernels::LossLabelRule rule = ruleOf(labels, classes);
   A total = A(0), weightSum = A(0);
   std::vector<A> lp(static_cast<size_t>(classes));
   for (int64_t n = 0; n < batch; ++n)
@@ -731,23 +737,23 @@ void classificationLoss(const T *scores, const LossLabels<I> &labels, const T *w
       if (!fromLogProb) {
         A mx = lp[0];
         for (A v : lp)
-          mx = std::max(mx, v);
+          mx = kernels::lossRowMax(mx, v);
         A sum = A(0);
         for (A v : lp)
-          sum += std::exp(v - mx);
-        A lse = mx + std::log(sum);
+          sum += kernels::lossExpTerm(v, mx);
+        A lse = kernels::lossLogSumExp(mx, sum);
         for (A &v : lp)
-          v -= lse;
+          v = kernels::lossLogProb(v, lse);
       }
       if (logProb)
         for (int64_t c = 0; c < classes; ++c)
           logProb[base + c * inner] = store<T>(lp[size_t(c)]);
       int64_t li = n * inner + i;
       A value = A(0);
-      if (!ignored(labels, li)) {
+      if (!rule.ignored(int64_t(labels.labels[li]))) {
         int64_t cls = int64_t(labels.labels[li]);
         A wt = weights ? ld(weights[cls]) : A(1);
-        value = -lp[size_t(cls)] * wt;
+        value = kernels::lossValue(lp[size_t(cls)], wt);
         weightSum += wt;
       }
       if (reduction == LossReduction::None)
@@ -758,7 +764,7 @@ void classificationLoss(const T *scores, const LossLabels<I> &labels, const T *w
   if (reduction == LossReduction::Sum)
     loss[0] = store<T>(total);
   else if (reduction == LossReduction::Mean)
-    loss[0] = store<T>(total / weightSum);
+    loss[0] = store<T>(kernels::lossMean(total, weightSum));
 }
 
 template <typename T, typename I>
@@ -766,26 +772,26 @@ void softmaxCrossEntropyLossGrad(const T *dLoss, const T *logProb, const LossLab
                                  LossReduction reduction, T *dScores, int64_t batch,
                                  int64_t classes, int64_t inner) {
   using A = AccumType<T>;
+  kernels::LossLabelRule rule = ruleOf(labels, classes);
   A scale = A(1);
   if (reduction != LossReduction::None) {
-    scale = ld(dLoss[0]);
-    if (reduction == LossReduction::Mean) {
-      int64_t counted = 0;
+    int64_t counted = 0;
+    if (reduction == LossReduction::Mean)
       for (int64_t i = 0; i < batch * inner; ++i)
-        counted += !ignored(labels, i);
-      scale = counted ? scale / A(counted) : A(0);
-    }
+        counted += !rule.ignored(int64_t(labels.labels[i]));
+    scale = kernels::softmaxCrossEntropyScale(ld(dLoss[0]), reduction == LossReduction::Mean,
+                                              counted);
   }
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = n * classes * inner + i, li = n * inner + i;
-      bool skip = ignored(labels, li);
+      bool skip = rule.ignored(int64_t(labels.labels[li]));
       A s = reduction == LossReduction::None ? ld(dLoss[li]) : scale;
       int64_t cls = skip ? -1 : int64_t(labels.labels[li]);
       for (int64_t c = 0; c < classes; ++c) {
         int64_t k = base + c * inner;
-        A g = skip ? A(0) : (std::exp(ld(logProb[k])) - A(c == cls ? 1 : 0)) * s;
-        dScores[k] = store<T>(g);
+        dScores[k] =
+            store<T>(kernels::softmaxCrossEntropyGradValue(ld(logProb[k]), c == cls, skip, s));
       }
     }
 }
@@ -794,14 +800,13 @@ template <typename T>
 void mseLossGrad(const T *dLoss, const T *pred, const T *target, LossReduction reduction,
                  T *dPred, int64_t n) {
   using A = AccumType<T>;
-  A scale = A(2);
+  A scale = A(0);
   if (reduction != LossReduction::None)
-    scale *= ld(dLoss[0]);
-  if (reduction == LossReduction::Mean)
-    scale /= A(n);
+    scale = kernels::mseGradScale(ld(dLoss[0]), reduction == LossReduction::Mean, n);
   for (int64_t i = 0; i < n; ++i) {
-    A s = reduction == LossReduction::None ? scale * ld(dLoss[i]) : scale;
-    dPred[i] = store<T>(s * (ld(pred[i]) - ld(target[i])));
+    A s = reduction == LossReduction::None ? kernels::mseGradScale(ld(dLoss[i]), false, n)
+                                           : scale;
+    dPred[i] = store<T>(kernels::mseGradValue(s, ld(pred[i]), ld(target[i])));
   }
 }
 

@@ -122,7 +122,26 @@ std::vector<CudaKernel> buildTable() {
   for (const char *op : {"Sum", "Mean"})
     rows.push_back(CudaKernel{op, "", 1, kMaxOpsetVersion, kCudaFloatTypes | dtypeBit(DType::F64),
                               CudaKernelKind::DataMove});
-  std::vector<CudaKernel> out;
+  // Training batch normalization's gradient (BatchNormTrainOps.cpp).
+  rows.push_back(CudaKernel{"BatchNormalizationGrad", "ai.mpc.training", 1, kMaxOpsetVersion,
+                            kCudaFloatTypes, CudaKernelKind::BatchNormGrad});
+  // Instance, group and Lp normalization (StatNormOps.cpp).
+  for (const char *op : {"InstanceNormalization", "GroupNormalization", "LpNormalization"})
+    rows.push_back(CudaKernel{op, "", 1, kMaxOpsetVersion, kCudaFloatTypes,
+                              CudaKernelKind::StatNorm});
+  // TopK (TopKOps.cpp): k from the planned output shape.
+  rows.push_back(CudaKernel{"TopK", "", 1, kMaxOpsetVersion, kCudaBinaryTypes,
+                            CudaKernelKind::TopK});
+  // Losses and their gradients (LossOps.cpp).
+  for (const char *op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+    rows.push_back(CudaKernel{op, "", 1, kMaxOpsetVersion, kCudaFloatTypes, CudaKernelKind::Loss});
+  for (const char *op : {"SoftmaxCrossEntropyLossGrad", "MSELossGrad"})
+    rows.push_back(CudaKernel{op, "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,
+                              CudaKernelKind::Loss});
+  // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
+  // ElementwiseOps.def leave it out below.
+  std::vector<CudaKernel> out{
+      CudaKernel{"Clip", "", 1, kMaxOpsetVersion, kCudaBinaryTypes, CudaKernelKind::Clip}};
   for (CudaKernel r : rows) {
     if (llvm::StringRef(r.opType) == "Clip")
       continue;
@@ -266,6 +285,22 @@ static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
   return true;
 }
 
+/// What a loss row cannot take: labels other than i32/i64 (the labels'
+/// port: 1 for the losses, 2 for SoftmaxCrossEntropyLossGrad), float
+/// operands (weights, log_prob, pred, target) of another type than the key.
+static bool lossRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts) {
+  llvm::StringRef op = n.opType;
+  unsigned labels = op == "MSELossGrad" ? ~0u : op == "SoftmaxCrossEntropyLossGrad" ? 2 : 1;
+  for (unsigned i = 0; i < dts.size(); ++i) {
+    if (dts[i] == DType::Undefined)
+      continue;
+    bool ok = i == labels ? (dts[i] == DType::I32 || dts[i] == DType::I64) : dts[i] == key;
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
 /// True when the row takes these dtypes: its mask lists the key dtype, and
 /// what its launcher cannot take is absent.
 static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
@@ -285,6 +320,23 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return n.numInputs() == 2; // variadic Max/Min: not yet
   case CudaKernelKind::DataMove:
     return dataRowTakes(n, dts);
+  case CudaKernelKind::Loss:
+    return lossRowTakes(n, key, dts);
+  case CudaKernelKind::StatNorm:
+    // Scale and bias (instance/group) of X's type, or both f32 with 16-bit X.
+    if (dts.size() >= 3)
+      return dts[1] == dts[2] && (dts[1] == key || (dts[1] == DType::F32 && key != DType::F32));
+    return llvm::StringRef(n.opType) == "LpNormalization";
+  case CudaKernelKind::BatchNormGrad:
+    // dY and X of one type, scale of theirs or f32 with 16-bit data.
+    return dts.size() >= 3 && dts[1] == key &&
+           (dts[2] == key || (dts[2] == DType::F32 && key != DType::F32));
+  case CudaKernelKind::Clip:
+    // The bounds (inputs 1 and 2) are of X's type, as the kernel reads them.
+    for (size_t i = 1; i < dts.size(); ++i)
+      if (dts[i] != DType::Undefined && dts[i] != key)
+        return false;
+    return true;
   case CudaKernelKind::FusedMatMul:
     // transBatchA/B move a batch axis among the matrix axes: not planned.
     if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))
@@ -302,14 +354,14 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
         return false;
     return true;
   case CudaKernelKind::BatchNorm: {
-    // Running statistics only (training mode runs on the CPU); scale, bias,
-    // mean and var of one type: X's, or f32 with 16-bit X.
+    // Either mode (training: BatchNormTrainOps.cpp); scale, bias, mean and
+    // var of one type: X's, or f32 with 16-bit X.
     auto p = paramsOf<BatchNormParams>(parseBatchNorm(n));
     if (!p) {
       llvm::consumeError(p.takeError());
       return false;
     }
-    if (p->training || dts.size() < 5)
+    if (dts.size() < 5)
       return false;
     DType pt = dts[1];
     if (pt != key && !(pt == DType::F32 && key != DType::F32))

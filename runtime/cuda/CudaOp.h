@@ -98,6 +98,30 @@ CudaOpOrError prepareBatchNormOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareDataOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// Losses and their gradients (LossOps.cpp): SoftmaxCrossEntropyLoss,
+// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLossGrad, MSELossGrad.
+CudaOpOrError prepareLossOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+// Clip with its bounds read on the device (ClipOps.cpp).
+CudaOpOrError prepareClipOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+// Training batch normalization (BatchNormTrainOps.cpp): BatchNormalization
+// with training_mode = 1 (the BatchNorm row's node when isTrainingBatchNorm)
+// and BatchNormalizationGrad.
+bool isTrainingBatchNorm(const Node &n);
+CudaOpOrError prepareBatchNormTrainOp(const Node &n, const CudaKernel &row,
+                                      llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+// Instance, group and Lp normalization (StatNormOps.cpp).
+CudaOpOrError prepareStatNormOp(const Node &n, const CudaKernel &row,
+                                llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
+// TopK (TopKOps.cpp).
+CudaOpOrError prepareTopKOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

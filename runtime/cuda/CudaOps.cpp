@@ -47,6 +47,8 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return preparePoolOp(n, row, inputs, ctx);
   // Inference batch normalization.
   case CudaKernelKind::BatchNorm:
+    if (isTrainingBatchNorm(n)) // training_mode = 1 (BatchNormTrainOps.cpp)
+      return prepareBatchNormTrainOp(n, row, inputs, ctx);
     return prepareBatchNormOp(n, row, inputs, ctx);
   // Softmax and normalization.
   case CudaKernelKind::Softmax:
@@ -64,6 +66,21 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Data movement.
   case CudaKernelKind::DataMove:
     return prepareDataOp(n, row, inputs, ctx);
+  // Losses.
+  case CudaKernelKind::Loss:
+    return prepareLossOp(n, row, inputs, ctx);
+  // Clip.
+  case CudaKernelKind::Clip:
+    return prepareClipOp(n, row, inputs, ctx);
+  // Training batch normalization's gradient.
+  case CudaKernelKind::BatchNormGrad:
+    return prepareBatchNormTrainOp(n, row, inputs, ctx);
+  // Instance, group and Lp normalization.
+  case CudaKernelKind::StatNorm:
+    return prepareStatNormOp(n, row, inputs, ctx);
+  // TopK.
+  case CudaKernelKind::TopK:
+    return prepareTopKOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -185,6 +185,17 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       EXPECT_LE(k.op, int32_t(kernels::ActivationGrad::Gelu));
       break;
+    case CudaKernelKind::Loss:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
+    case CudaKernelKind::Clip:
+    case CudaKernelKind::TopK:
+      EXPECT_EQ(k.dtypes, kCudaBinaryTypes);
+      break;
+    case CudaKernelKind::BatchNormGrad:
+    case CudaKernelKind::StatNorm:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     case CudaKernelKind::DataMove:
       // Every 1/2/4/8-byte dtype the CPU row runs (Where: its bool condition).
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
@@ -202,8 +213,8 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
   EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
   EXPECT_TRUE(names.count("ai.mpc.training::SliceGrad"));
   EXPECT_TRUE(names.count("ai.mpc.training::GatherGrad"));
-  // Not in this slice: Clip's bounds are device values; ...
-  for (const char *op : {"Clip", "BitwiseNot", "GatherElements"})
+  // Not in this slice: ...
+  for (const char *op : {"BitwiseNot", "GatherElements"})
     EXPECT_FALSE(names.count(std::string("::") + op)) << op;
 }
 
@@ -271,8 +282,8 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   Node *deconv = node("ConvTranspose", {DType::F32, DType::F32}, DType::F32, "deconv");
   EXPECT_TRUE(cudaRuns(*deconv, {DType::F32, DType::F32}));
 
-  // BatchNormalization: running statistics only; scale, bias, mean and var
-  // of one type, X's or f32 with 16-bit X.
+  // BatchNormalization: scale, bias, mean and var of one type, X's or f32
+  // with 16-bit X, in either mode (training: BatchNormTrainOps.cpp).
   const DType h = DType::F16, f = DType::F32;
   Node *bn = node("BatchNormalization", {h, h, h, h, h}, h, "bn");
   EXPECT_TRUE(cudaRuns(*bn, {h, h, h, h, h}));
@@ -281,7 +292,9 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*bn, {f, h, h, h, h}));
   EXPECT_FALSE(cudaRuns(*bn, {h, f, h, f, f}));
   bn->setAttr(Attribute::makeInt("training_mode", 1));
-  EXPECT_FALSE(cudaRuns(*bn, {h, h, h, h, h}));
+  EXPECT_TRUE(cudaRuns(*bn, {h, h, h, h, h}));
+  EXPECT_TRUE(cudaRuns(*bn, {h, f, f, f, f}));
+  EXPECT_FALSE(cudaRuns(*bn, {h, f, h, f, f}));
 }
 
 TEST_F(OneNode, DataRowsTakeWhatTheLaunchersRun) {
@@ -328,8 +341,9 @@ TEST_F(OneNode, CapsPaintWithTheTable) {
   EXPECT_TRUE(caps.supportsLowPrecision(*mm, DType::BF16));
   Node *nms = node("NonMaxSuppression", {DType::F32, DType::F32}, DType::I64, "nms");
   EXPECT_FALSE(caps.supportsLowPrecision(*nms, DType::F16));
+  // Clip has its own row (bounds read on the device), 16-bit included.
   Node *clip = node("Clip", {DType::F32}, DType::F32, "clip");
-  EXPECT_FALSE(caps.supportsLowPrecision(*clip, DType::F16));
+  EXPECT_TRUE(caps.supportsLowPrecision(*clip, DType::F16));
   Node *eq = node("Equal", {DType::F32, DType::F32}, DType::Bool, "eq");
   EXPECT_TRUE(caps.supportsLowPrecision(*eq, DType::BF16));
   Node *add = node("Add", {DType::F32, DType::F32}, DType::F32, "add");

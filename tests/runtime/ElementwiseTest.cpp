@@ -300,6 +300,24 @@ OPTEST_TYPED_P(UnaryTest, Arithmetic) {
       -2, 2);
   checkUnary<T>(
       device, {"Clip", 13}, [](double x) { return x; }, -2, 2);
+  // Bounds as graph inputs (device values on a GPU, read by the kernel), one
+  // of them absent, crossing bounds (max wins), and Clip-6's attributes.
+  auto bound = [](OpTester &t, double v) { t.input<T>({}, {fromDouble<T>(v)}); };
+  checkUnary<T>(
+      device, {"Clip", 13, [&](OpTester &t) { bound(t, -0.5), bound(t, 0.25); }},
+      [](double x) { return std::isnan(x) ? x : std::min(0.25, std::max(-0.5, x)); }, -2, 2);
+  checkUnary<T>(
+      device, {"Clip", 13, [&](OpTester &t) { t.absentInput(), bound(t, 0.75); }},
+      [](double x) { return std::isnan(x) ? x : std::min(0.75, x); }, -2, 2);
+  checkUnary<T>(
+      device, {"Clip", 12, [&](OpTester &t) { bound(t, -1.25); }},
+      [](double x) { return std::isnan(x) ? x : std::max(-1.25, x); }, -2, 2);
+  checkUnary<T>(
+      device, {"Clip", 13, [&](OpTester &t) { bound(t, 1.0), bound(t, -1.0); }},
+      [](double x) { return std::isnan(x) ? x : -1.0; }, -2, 2);
+  checkUnary<T>(
+      device, {"Clip", 6, [](OpTester &t) { t.attrFloat("min", -0.5f).attrFloat("max", 0.25f); }},
+      [](double x) { return std::isnan(x) ? x : std::min(0.25, std::max(-0.5, x)); }, -2, 2);
 }
 
 OPTEST_TYPED_P(UnaryTest, TrigonometricAndHyperbolic) {
@@ -416,6 +434,13 @@ TEST_P(NativeTest, IntegersWrap) {
                      }};
   std::vector<int64_t> out64 = runUnary<int64_t>(device(), clip64, in64);
   EXPECT_EQ(out64, (std::vector<int64_t>{-5, 0, 10, int64_t(1e12)}));
+  // Integer bounds as graph inputs (read on the device by a GPU's kernel).
+  NodeSpec clip32 = {"Clip", 13, [](OpTester &t) {
+                       t.input<int32_t>({}, {-3});
+                       t.input<int32_t>({}, {6});
+                     }};
+  out = runUnary<int32_t>(device(), clip32, in);
+  EXPECT_EQ(out, (std::vector<int32_t>{0, 5, -3, -3, 6}));
 }
 
 // CPU internal: the loops over unsigned types the CPU rows of Clip and Mul

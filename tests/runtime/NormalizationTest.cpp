@@ -488,4 +488,72 @@ OPTEST_TYPED_P(NormTest, InstanceNormOfConstantPlaneIsBias) {
     EXPECT_EQ(toDouble(v), 0.25);
 }
 
+OPTEST_TYPED_P(NormTest, InstanceAndGroupNormalizationWithFloatParameters) {
+  // fp32 scale and bias with 16-bit data (AMP keeps them in fp32).
+  if constexpr (kernels::kIsFloat16<T>) {
+    std::mt19937 rng(15);
+    const int64_t n = 2, c = 4, spatial = 1100;
+    std::vector<T> x = randomVector<T>(size_t(n * c * spatial), rng, -2, 5);
+    std::vector<float> scale = randomVector<float>(size_t(c), rng, 0.5, 2);
+    std::vector<float> bias = randomVector<float>(size_t(c), rng);
+    std::vector<double> xd = toDoubles(x), expected(x.size()), errScale(x.size());
+    for (int64_t r = 0; r < n * c; ++r) {
+      double mean, inv;
+      refStats(&xd[size_t(r * spatial)], spatial, double(1e-5f), mean, inv);
+      for (int64_t i = 0; i < spatial; ++i) {
+        size_t k = size_t(r * spatial + i);
+        double s = scale[size_t(r % c)], b = bias[size_t(r % c)];
+        expected[k] = (xd[k] - mean) * inv * s + b;
+        errScale[k] = std::fabs(xd[k]) * inv * std::fabs(s) + std::fabs(b);
+      }
+    }
+    OpTester t("InstanceNormalization", 6);
+    t.input({n, c, spatial}, x).input({c}, scale).input({c}, bias);
+    EXPECT_TRUE(allClose(runOutput<T>(t, device), expected, errScale));
+  }
+}
+
+OPTEST_TYPED_P(NormTest, LpNormalizationAlongAnyAxis) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis, p;
+  };
+  // The last axis (rows, one longer than a block), a middle and a negative
+  // axis (strided slices), size-1 dimensions, both norms.
+  const Case cases[] = {{{3, 1500}, -1, 2}, {{4, 5, 6}, 1, 1}, {{2, 7, 3}, -2, 2},
+                        {{1, 1, 9}, 2, 1}, {{5, 1}, 1, 2}, {{6, 4}, 0, 2}};
+  std::mt19937 rng(16);
+  for (const Case &k : cases) {
+    SCOPED_TRACE(shapeString(k.shape) + " axis " + std::to_string(k.axis) + " p " +
+                 std::to_string(k.p));
+    std::vector<T> x = randomVector<T>(size_t(product(k.shape)), rng, -3, 3);
+    if (k.shape == std::vector<int64_t>{4, 5, 6}) // one all-zero slice: 0, not NaN
+      for (int64_t j = 0; j < 5; ++j)
+        x[size_t(j * 6 + 2)] = fromDouble<T>(0.0);
+    int64_t axis = k.axis < 0 ? k.axis + int64_t(k.shape.size()) : k.axis;
+    int64_t outer = 1, dim = k.shape[size_t(axis)], inner = 1;
+    for (int64_t a = 0; a < axis; ++a)
+      outer *= k.shape[size_t(a)];
+    for (size_t a = size_t(axis) + 1; a < k.shape.size(); ++a)
+      inner *= k.shape[a];
+    std::vector<double> xd = toDoubles(x), expected(x.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double norm = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          double v = xd[size_t((o * dim + j) * inner + i)];
+          norm += k.p == 1 ? std::fabs(v) : v * v;
+        }
+        norm = k.p == 2 ? std::sqrt(norm) : norm;
+        for (int64_t j = 0; j < dim; ++j) {
+          size_t e = size_t((o * dim + j) * inner + i);
+          expected[e] = norm == 0 ? 0.0 : xd[e] / norm;
+        }
+      }
+    OpTester t("LpNormalization", 1);
+    t.attrInt("axis", k.axis).attrInt("p", k.p).input(k.shape, x);
+    EXPECT_TRUE(allClose(runOutput<T>(t, device), expected));
+  }
+}
+
 } // namespace

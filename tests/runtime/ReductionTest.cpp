@@ -14,8 +14,10 @@
 
 #include "OpTester.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 using namespace mpc;
 using namespace mpc::optest;
@@ -347,6 +349,90 @@ template <typename I> void checkIntegers(const std::string &device) {
 
 TEST_P(ReduceDeviceTest, Int32) { checkIntegers<int32_t>(device()); }
 TEST_P(ReduceDeviceTest, Int64) { checkIntegers<int64_t>(device()); }
+
+/// TopK's values and indices by sorting each slice in double with the
+/// lower index first among equal values (onnx.reference's order).
+template <typename T>
+void checkTopK(const std::string &device, const std::vector<int64_t> &shape, int64_t axis,
+               int64_t k, bool largest, const std::vector<T> &x, bool kAsInput = true) {
+  SCOPED_TRACE(shapeString(shape) + " axis " + std::to_string(axis) + " k " +
+               std::to_string(k) + (largest ? " largest" : " smallest"));
+  int64_t a = axis < 0 ? axis + int64_t(shape.size()) : axis;
+  int64_t outer = 1, dim = shape[size_t(a)], inner = 1;
+  for (int64_t i = 0; i < a; ++i)
+    outer *= shape[size_t(i)];
+  for (size_t i = size_t(a) + 1; i < shape.size(); ++i)
+    inner *= shape[i];
+  std::vector<int64_t> outShape = shape;
+  outShape[size_t(a)] = k;
+  auto dbl = [](T v) {
+    if constexpr (std::is_integral<T>::value)
+      return double(v);
+    else
+      return toDouble(v);
+  };
+  std::vector<double> values(size_t(outer * k * inner));
+  std::vector<int64_t> indices(values.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      std::vector<int64_t> order(static_cast<size_t>(dim));
+      for (int64_t j = 0; j < dim; ++j)
+        order[size_t(j)] = j;
+      auto at = [&](int64_t j) { return dbl(x[size_t((o * dim + j) * inner + i)]); };
+      std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
+        return largest ? at(p) > at(q) : at(p) < at(q);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        size_t e = size_t((o * k + j) * inner + i);
+        values[e] = at(order[size_t(j)]);
+        indices[e] = order[size_t(j)];
+      }
+    }
+  OpTester t("TopK", kAsInput ? 11 : 1);
+  t.attrInt("axis", axis).input(shape, x);
+  if (kAsInput)
+    t.attrInt("largest", largest ? 1 : 0).constantInput(tensorOf<int64_t>({1}, {k}));
+  else
+    t.attrInt("k", k);
+  t.outputs(2);
+  std::vector<HostTensor> out = runOrFail(t, device);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].shape, outShape);
+  std::vector<T> got = valuesOf<T>(out[0]);
+  ASSERT_EQ(got.size(), values.size());
+  for (size_t e = 0; e < got.size(); ++e)
+    EXPECT_EQ(dbl(got[e]), values[e]) << "value " << e;
+  EXPECT_EQ(valuesOf<int64_t>(out[1]), indices);
+}
+
+OPTEST_TYPED_P(ReduceTest, TopKOrdersTiesByIndex) {
+  std::mt19937 rng(17);
+  // Few distinct values, so that ties are common.
+  auto ties = [&](size_t n) {
+    std::uniform_int_distribution<int> d(-4, 4);
+    std::vector<T> v(n);
+    for (T &e : v)
+      e = fromDouble<T>(d(rng) * 0.5);
+    return v;
+  };
+  checkTopK<T>(device, {3, 10}, -1, 4, true, ties(30));
+  checkTopK<T>(device, {3, 10}, 1, 4, false, ties(30));
+  checkTopK<T>(device, {2, 7, 3}, 1, 7, true, ties(42));   // k = dim, a middle axis
+  checkTopK<T>(device, {4, 5, 2}, -3, 2, false, ties(40)); // a negative first axis
+  checkTopK<T>(device, {1, 1}, 0, 1, true, ties(1));
+  checkTopK<T>(device, {2, 5}, 1, 0, true, ties(10));      // k = 0: empty outputs
+  checkTopK<T>(device, {2, 1500}, 1, 5, true, randomVector<T>(3000, rng, -3, 3));
+  checkTopK<T>(device, {3, 6}, 1, 3, true, ties(18), /*kAsInput=*/false); // TopK-1's k
+}
+
+TEST_P(ReduceDeviceTest, TopKOfIntegers) {
+  std::vector<int32_t> x32 = {5, -2, 7, 7, 0, -2, 9, 1};
+  checkTopK<int32_t>(device(), {2, 4}, 1, 3, true, x32);
+  checkTopK<int32_t>(device(), {2, 4}, 0, 1, false, x32);
+  std::vector<int64_t> x64 = {int64_t(1) << 40, -3, int64_t(1) << 40, 2, 2, -(int64_t(1) << 41)};
+  checkTopK<int64_t>(device(), {6}, 0, 4, true, x64);
+  checkTopK<int64_t>(device(), {6}, 0, 4, false, x64);
+}
 
 // CPU internal: the output-shape helper of the CPU's reduction shape rule.
 TEST(CpuReduceShapeTest, OutputShapes) {

@@ -170,16 +170,16 @@ class OpsOneOpTest(unittest.TestCase):
 
     def test_cuda_column_is_the_launchers_table(self):
         """Ops with a CUDA row: the element-wise bodies the launchers instantiate (the unary,
-        predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
-        bounds are device values), Cast, CastLike, MatMul, Gemm and FusedMatMul, the
-        convolutions, pools and batch normalization, the slice launchers' softmax,
-        normalization and reduction ops, the activation gradients, and the data-movement
-        family (DataOps.cpp)."""
+        predicate, signed-binary and compare rows of ElementwiseOps.def; Clip has a row of its
+        own), Cast, CastLike, MatMul, Gemm and FusedMatMul, the convolutions, pools and batch
+        normalization, the slice launchers' softmax, normalization and reduction ops, the
+        activation gradients, the data-movement family (DataOps.cpp), and the losses, training
+        batch normalization, instance/group/Lp normalization and TopK (this family)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
                                   r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
         self.assertIn("Add", launched)
-        expected = (launched - {"Clip"}) | {"Cast", "CastLike", "MatMul", "Gemm"}
+        expected = launched | {"Cast", "CastLike", "MatMul", "Gemm"}
         training = "ai.mpc.training::"
         expected |= {"Softmax", "LogSoftmax", "LayerNormalization", "RMSNormalization",
                      training + "SoftmaxGrad", training + "LogSoftmaxGrad",
@@ -193,6 +193,12 @@ class OpsOneOpTest(unittest.TestCase):
                      "GlobalMaxPool", "GlobalAveragePool", training + "MaxPoolGrad",
                      training + "AveragePoolGrad", training + "GlobalAveragePoolGrad",
                      "BatchNormalization"}
+        # Losses, training batch norm, instance/group/Lp normalization, TopK (Clip is in
+        # `launched`).
+        expected |= {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+                     training + "SoftmaxCrossEntropyLossGrad", training + "MSELossGrad",
+                     training + "BatchNormalizationGrad", "InstanceNormalization",
+                     "GroupNormalization", "LpNormalization", "TopK"}
         # Data movement.
         expected |= {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout",
                      "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
@@ -206,6 +212,8 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Transpose"]["cuda"], rows["Transpose"]["cpu"])
         self.assertEqual(rows["Where"]["cuda"], "bool (opset 9+)")
         self.assertEqual(rows["Conv"]["cuda"], "f32,f16,bf16 (opset 1+)")
+        self.assertEqual(rows["Clip"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
+        self.assertEqual(rows["SoftmaxCrossEntropyLoss"]["cuda"], "f32,f16,bf16 (opset 12+)")
 
     def test_errors(self):
         p = run("--op", "Det")

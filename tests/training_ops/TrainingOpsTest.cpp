@@ -551,4 +551,230 @@ OPTEST_TYPED_P(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Losses: SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss and the
+// gradients SoftmaxCrossEntropyLossGrad, MSELossGrad against float64 loops
+//===----------------------------------------------------------------------===//
+
+/// One classification-loss case: scores [N, C, d...] (labels [N, d...]).
+struct LossCase {
+  std::vector<int64_t> shape;
+  const char *reduction;
+  bool weights;
+  bool hasIgnore;
+  int64_t ignoreIndex;
+};
+
+/// Cases over odd sizes, C > 1024 (several classes per thread), size-1
+/// dimensions, higher ranks, every reduction, weights and ignore_index hits
+/// (negative and in range).
+const LossCase kLossCases[] = {
+    {{5, 7}, "mean", false, false, 0},
+    {{5, 7}, "sum", true, false, 0},
+    {{5, 7}, "none", true, true, 3},
+    {{1, 1}, "mean", false, false, 0},
+    {{3, 1500}, "mean", true, true, -100},
+    {{2, 3, 4, 5}, "mean", true, true, 1},
+    {{2, 4, 1, 3}, "none", false, false, 0},
+    {{1100, 3}, "sum", false, true, 2},
+    {{2, 5, 3}, "mean", false, true, 0},
+};
+
+/// Labels of a case: class indices, with every fourth one the ignored value
+/// when the case has one.
+std::vector<int64_t> lossLabels(const LossCase &k, std::mt19937 &rng) {
+  std::vector<int64_t> labelShape(k.shape);
+  labelShape.erase(labelShape.begin() + 1);
+  std::uniform_int_distribution<int64_t> cls(0, k.shape[1] - 1);
+  std::vector<int64_t> labels(size_t(product(labelShape)));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = k.hasIgnore && i % 4 == 1 ? k.ignoreIndex : cls(rng);
+  return labels;
+}
+
+/// The float64 reference of a classification loss: log-probabilities,
+/// per-position losses and weights, the reduced value and its scale.
+struct LossRef {
+  std::vector<double> logProb, lpScale, loss, lossScale;
+  double total = 0, weightSum = 0, absTotal = 0;
+};
+
+LossRef lossReference(const LossCase &k, const std::vector<double> &scores,
+                      const std::vector<int64_t> &labels, const std::vector<double> &w,
+                      bool fromLogProb) {
+  int64_t n = k.shape[0], c = k.shape[1], inner = product(k.shape) / (n * c);
+  LossRef r;
+  r.logProb.resize(scores.size());
+  r.lpScale.resize(scores.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return size_t((b * c + j) * inner + i); };
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        mx = std::max(mx, scores[at(j)]);
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(scores[at(j)] - mx);
+      double lse = fromLogProb ? 0 : mx + std::log(sum);
+      for (int64_t j = 0; j < c; ++j) {
+        r.logProb[at(j)] = scores[at(j)] - lse;
+        r.lpScale[at(j)] = std::fabs(scores[at(j)]) + std::fabs(lse);
+      }
+      int64_t li = b * inner + i, label = labels[size_t(li)];
+      double value = 0, wt = 0;
+      if (!(k.hasIgnore && label == k.ignoreIndex)) {
+        wt = w.empty() ? 1.0 : w[size_t(label)];
+        value = -r.logProb[at(label)] * wt;
+      }
+      double scale = wt == 0 ? 0 : std::fabs(value) + r.lpScale[at(label)] * std::fabs(wt);
+      r.loss.push_back(value);
+      r.lossScale.push_back(scale);
+      r.total += value;
+      r.weightSum += wt;
+      r.absTotal += scale;
+    }
+  return r;
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, ClassificationLossesAgainstTheDefinition) {
+  std::mt19937 rng(29);
+  for (const LossCase &k : kLossCases)
+    for (bool nll : {false, true}) {
+      SCOPED_TRACE(std::string(nll ? "NegativeLogLikelihoodLoss " : "SoftmaxCrossEntropyLoss ") +
+                   shapeString(k.shape) + " " + k.reduction);
+      auto scores = randomVector<T>(size_t(product(k.shape)), rng, -3.0, 3.0);
+      std::vector<int64_t> labels = lossLabels(k, rng);
+      std::vector<int64_t> labelShape(k.shape);
+      labelShape.erase(labelShape.begin() + 1);
+      std::vector<T> w;
+      if (k.weights)
+        w = randomVector<T>(size_t(k.shape[1]), rng, 0.25, 2.0);
+      LossRef ref = lossReference(k, toDoubles(scores), labels, toDoubles(w), nll);
+      OpTester t(nll ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss", 13);
+      t.attrString("reduction", k.reduction);
+      if (k.hasIgnore)
+        t.attrInt("ignore_index", k.ignoreIndex);
+      t.input(k.shape, scores);
+      t.input<int64_t>(labelShape, labels);
+      if (k.weights)
+        t.input({k.shape[1]}, w);
+      if (!nll)
+        t.outputs(2);
+      std::vector<HostTensor> out = runOrFail(t, device);
+      ASSERT_EQ(out.size(), nll ? 1u : 2u);
+      std::string red = k.reduction;
+      if (red == "none") {
+        EXPECT_EQ(out[0].shape, labelShape);
+        EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref.loss, ref.lossScale));
+      } else {
+        EXPECT_TRUE(out[0].shape.empty());
+        double v = red == "sum" ? ref.total : ref.total / ref.weightSum;
+        double scale = red == "sum" ? ref.absTotal : ref.absTotal / ref.weightSum;
+        EXPECT_TRUE(allClose(valuesOf<T>(out[0]), {v}, {scale}));
+      }
+      if (!nll) {
+        EXPECT_EQ(out[1].shape, k.shape);
+        EXPECT_TRUE(allClose(valuesOf<T>(out[1]), ref.logProb, ref.lpScale));
+      }
+    }
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, SoftmaxCrossEntropyLossGradAgainstTheDefinition) {
+  std::mt19937 rng(31);
+  for (const LossCase &k : kLossCases) {
+    SCOPED_TRACE(shapeString(k.shape) + " " + k.reduction);
+    // log_prob: a log-softmax of random scores, rounded to T.
+    auto raw = randomVector<double>(size_t(product(k.shape)), rng, -3.0, 3.0);
+    std::vector<int64_t> labels = lossLabels(k, rng);
+    std::vector<int64_t> labelShape(k.shape);
+    labelShape.erase(labelShape.begin() + 1);
+    LossRef fwd = lossReference(k, raw, labels, {}, false);
+    std::vector<T> logProb(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i)
+      logProb[i] = fromDouble<T>(fwd.logProb[i]);
+    std::string red = k.reduction;
+    std::vector<int64_t> dShape = red == "none" ? labelShape : std::vector<int64_t>{};
+    auto dLoss = randomVector<T>(size_t(product(dShape)), rng, 0.5, 2.0);
+    int64_t counted = 0;
+    for (int64_t l : labels)
+      counted += !(k.hasIgnore && l == k.ignoreIndex);
+    int64_t n = k.shape[0], c = k.shape[1], inner = product(k.shape) / (n * c);
+    std::vector<double> ref(raw.size()), scale(raw.size());
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t i = 0; i < inner; ++i) {
+          size_t e = size_t((b * c + j) * inner + i), li = size_t(b * inner + i);
+          if (k.hasIgnore && labels[li] == k.ignoreIndex)
+            continue;
+          double s = red == "none" ? toDouble(dLoss[li]) : toDouble(dLoss[0]);
+          if (red == "mean")
+            s /= double(counted);
+          double p = std::exp(toDouble(logProb[e]));
+          ref[e] = (p - (labels[li] == j ? 1.0 : 0.0)) * s;
+          scale[e] = (p + 1.0) * std::fabs(s);
+        }
+    OpTester t("SoftmaxCrossEntropyLossGrad", 1, kTraining);
+    t.attrString("reduction", k.reduction);
+    if (k.hasIgnore)
+      t.attrInt("ignore_index", k.ignoreIndex);
+    t.input(dShape, dLoss).input(k.shape, logProb);
+    t.input<int64_t>(labelShape, labels);
+    std::vector<HostTensor> out = runOrFail(t, device);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, k.shape);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale));
+  }
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, MSELossGradAgainstTheDefinition) {
+  std::mt19937 rng(37);
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {1}, {3, 1, 5}, {1030, 3}};
+  for (const auto &shape : shapes)
+    for (const char *red : {"none", "mean", "sum"}) {
+      SCOPED_TRACE(shapeString(shape) + " " + red);
+      auto pred = randomVector<T>(size_t(product(shape)), rng);
+      auto target = randomVector<T>(pred.size(), rng);
+      std::string r = red;
+      std::vector<int64_t> dShape = r == "none" ? shape : std::vector<int64_t>{};
+      auto dLoss = randomVector<T>(size_t(product(dShape)), rng, 0.5, 2.0);
+      std::vector<double> ref(pred.size()), scale(pred.size());
+      for (size_t i = 0; i < pred.size(); ++i) {
+        double s = 2.0 * toDouble(r == "none" ? dLoss[i] : dLoss[0]);
+        if (r == "mean")
+          s /= double(pred.size());
+        double d = toDouble(pred[i]) - toDouble(target[i]);
+        ref[i] = s * d;
+        scale[i] = std::fabs(s) * (std::fabs(toDouble(pred[i])) + std::fabs(toDouble(target[i])));
+      }
+      OpTester t("MSELossGrad", 1, kTraining);
+      t.attrString("reduction", red);
+      t.input(dShape, dLoss).input(shape, pred).input(shape, target);
+      std::vector<HostTensor> out = runOrFail(t, device);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].shape, shape);
+      EXPECT_TRUE(allClose(valuesOf<T>(out[0]), ref, scale));
+    }
+}
+
+OPTEST_TYPED_P(TrainingOpsTest, BadLabelsNameTheFirstOneOnEveryDevice) {
+  // Labels 9 (index 2) and -5 (index 4) are bad; 7 is ignore_index. The
+  // message names the lowest bad index, as the CPU's scan finds it.
+  std::mt19937 rng(41);
+  auto scores = randomVector<T>(6 * 4, rng);
+  std::vector<int64_t> labels = {0, 7, 9, 1, -5, 3};
+  for (bool grad : {false, true}) {
+    OpTester t(grad ? "SoftmaxCrossEntropyLossGrad" : "SoftmaxCrossEntropyLoss", grad ? 1 : 13,
+               grad ? kTraining : "");
+    t.attrInt("ignore_index", 7);
+    if (grad)
+      t.input<T>({}, {fromDouble<T>(1.0)});
+    t.input({6, 4}, scores);
+    t.input<int64_t>({6}, labels);
+    auto out = t.run(device);
+    ASSERT_FALSE(bool(out)) << "a bad label must fail the run";
+    std::string msg = llvm::toString(out.takeError());
+    EXPECT_NE(msg.find("label 9 at index 2 is not a class index below 4"), std::string::npos)
+        << msg;
+  }
+}
+
 } // namespace

@@ -304,7 +304,7 @@ class KernelTest(unittest.TestCase):
                           fd=(fwd, feeds, [(0, "x", "dy"), (1, "s", "dy"), (2, "b", "dy")]))
 
     def test_batch_norm_grad(self):
-        for shape in [(3, 2, 5), (2, 3, 2, 2), (6, 4)]:
+        for shape in [(3, 2, 5), (2, 3, 2, 2), (6, 4), (1, 3, 7)]:
             c = shape[1]
             x, s, b = self.rand(*shape), self.rand(c), self.rand(c)
             mean, var = self.rand(c), self.rand(c, lo=0.5, hi=1.5)
@@ -315,13 +315,20 @@ class KernelTest(unittest.TestCase):
             self.run_case("BatchNormalizationGrad", [("dy", dy), ("x", x), ("s", s)], 3,
                           {"epsilon": 1e-3},
                           fd=(fwd, feeds, [(0, "x", "dy"), (1, "s", "dy"), (2, "b", "dy")]))
+        # Channels of more elements than a CUDA block has threads; only dX asked.
+        x, s, dy = self.rand(3, 2, 700), self.rand(2), self.rand(3, 2, 700)
+        self.run_case("BatchNormalizationGrad", [("dy", dy), ("x", x), ("s", s)], 3,
+                      {"epsilon": 1e-3})
+        self.run_case("BatchNormalizationGrad", [("dy", dy), ("x", x), ("s", s)], 1,
+                      {"epsilon": 1e-3})
         # fp32 scale with 16-bit data (T1 kept fp32 by AMP).
         x, s, dy = self.rand(4, 3, 5), self.rand(3).astype(np.float32), self.rand(4, 3, 5)
         self.run_case("BatchNormalizationGrad", [("dy", dy), ("x", x), ("s", s)], 3,
                       dtypes=("f16", "bf16"), keep=("s",))
 
     def test_batch_norm_training(self):
-        for shape in [(4, 3, 5), (2, 3, 2, 3), (8, 2)]:
+        # A batch of one, and channels of more elements than a CUDA block has threads.
+        for shape in [(4, 3, 5), (2, 3, 2, 3), (8, 2), (1, 5, 7), (3, 2, 700)]:
             c = shape[1]
             ins = [("x", self.rand(*shape, lo=-2, hi=3)), ("s", self.rand(c)),
                    ("b", self.rand(c)), ("mean", self.rand(c)),

@@ -160,6 +160,17 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Data movement.
   case cuda::CudaKernelKind::DataMove:
     return "data-movement launcher";
+  // Losses.
+  case cuda::CudaKernelKind::Loss:
+    return "loss launcher";
+  case cuda::CudaKernelKind::Clip:
+    return "clip launcher";
+  case cuda::CudaKernelKind::BatchNormGrad:
+    return "batch-norm launcher";
+  case cuda::CudaKernelKind::StatNorm:
+    return "slice launcher";
+  case cuda::CudaKernelKind::TopK:
+    return "selection launcher";
   }
   return "?";
 }

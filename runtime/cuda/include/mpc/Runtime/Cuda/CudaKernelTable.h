@@ -45,7 +45,7 @@ enum class CudaKernelKind : uint8_t {
   GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
   GlobalPoolGrad, ///< GlobalAveragePoolGrad
   // BatchNormalization with running statistics (BatchNormOps.cpp).
-  BatchNorm, ///< training_mode = 0; parameters of X's type or f32
+  BatchNorm, ///< either training_mode; parameters of X's type or f32
   // Softmax and normalization (NormOps.cpp): slices of SlicePlan.h.
   Softmax,     ///< Softmax, LogSoftmax
   SoftmaxGrad, ///< SoftmaxGrad, LogSoftmaxGrad (ai.mpc.training)
@@ -58,6 +58,17 @@ enum class CudaKernelKind : uint8_t {
   ActivationGrad, ///< ReluGrad, ... (op: kernels::ActivationGrad)
   // Data movement (DataOps.cpp): byte copies, strided-copy plans, fills.
   DataMove, ///< Identity, Reshape, Transpose, Slice, Concat, ... (by op type)
+  // Losses (LossOps.cpp): LossBodies.h over the slices of LossPlan.h.
+  Loss, ///< SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss, their gradients (by op type)
+  // Clip (ClipOps.cpp): bounds read on the device.
+  Clip, ///< Clip; min and max inputs of X's type
+  // BatchNormalizationGrad (BatchNormTrainOps.cpp; training-mode
+  // BatchNormalization is the BatchNorm row's).
+  BatchNormGrad, ///< scale of X's type, or f32 with 16-bit X
+  // Statistics in double (StatNormOps.cpp), by op type.
+  StatNorm, ///< InstanceNormalization, GroupNormalization, LpNormalization
+  // TopK (TopKOps.cpp): a selection per slice.
+  TopK,
 };
 
 /// The element-wise types the launchers are instantiated for.

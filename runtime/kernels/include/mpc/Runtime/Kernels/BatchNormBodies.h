@@ -35,6 +35,30 @@ template <typename S> MPC_HD inline S batchNormApply(const BatchNormChannel<S> &
   return (x - c.mean) * c.factor + c.bias;
 }
 
+// Training mode (the CPU's TrainingOps.cpp and CUDA's BatchNormTrainKernels.cu):
+// the batch statistics of a channel (its mean and biased variance, summed
+// in double: a channel has batch * spatial terms) replace the running ones
+// in batchNormChannel, and the running statistics are updated below.
+
+/// A running statistic updated with the batch's: running * momentum +
+/// batch * (1 - momentum).
+template <typename S> MPC_HD inline S batchNormRunning(S running, S batch, float momentum) {
+  S mom = S(momentum);
+  return running * mom + batch * (S(1) - mom);
+}
+
+/// The term of BatchNormalizationGrad's dScale sum: dy * (x - mean) * inv.
+template <typename S> MPC_HD inline S batchNormGradXTerm(S dy, S x, S mean, S inv) {
+  return dy * (x - mean) * inv;
+}
+
+/// dX of BatchNormalizationGrad: k * (dy - m1 - xhat * m2), with k = scale *
+/// inv, xhat = (x - mean) * inv, m1 and m2 the channel means of dy and of
+/// batchNormGradXTerm.
+template <typename S> MPC_HD inline S batchNormGradValue(S k, S dy, S xhat, S m1, S m2) {
+  return k * (dy - m1 - xhat * m2);
+}
+
 } // namespace kernels
 } // namespace mpc
 
