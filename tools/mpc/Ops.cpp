@@ -160,6 +160,10 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Data movement.
   case cuda::CudaKernelKind::DataMove:
     return "data-movement launcher";
+  // Recurrent ops.
+  case cuda::CudaKernelKind::Recurrent:
+  case cuda::CudaKernelKind::LstmGrad:
+    return "cuBLASLt + gate launcher";
   }
   return "?";
 }

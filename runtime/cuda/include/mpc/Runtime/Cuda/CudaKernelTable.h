@@ -56,6 +56,9 @@ enum class CudaKernelKind : uint8_t {
   ActivationGrad, ///< ReluGrad, ... (op: kernels::ActivationGrad)
   // Data movement (DataOps.cpp): byte copies, strided-copy plans, fills.
   DataMove, ///< Identity, Reshape, Transpose, Slice, Concat, ... (by op type)
+  // Recurrent ops (RnnOps.cpp): cuBLASLt products and RecurrentBodies.h cells.
+  Recurrent, ///< LSTM, GRU, RNN
+  LstmGrad,  ///< ai.mpc.training LSTMGrad: backward through time
 };
 
 /// The element-wise types the launchers are instantiated for.
