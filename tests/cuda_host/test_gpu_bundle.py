@@ -47,7 +47,7 @@ class GpuBundleTest(unittest.TestCase):
         with tarfile.open(os.path.join(self.bundle, "payload.tar.xz")) as t:
             names = set(t.getnames())
         for exe in ("mpc", "RuntimeElementwiseTest", "RuntimeGemmConvTest",
-                    "mpc_training_ops_tests", "RuntimeDataTest"):
+                    "mpc_training_ops_tests", "RuntimeDataTest", "RuntimeRecurrentTest"):
             self.assertIn(f"libexec/{exe}", names)
         for src in ("src/tests/cuda_host/test_cuda_parity.py", "src/tools/gpu_e2e.py",
                     "src/models/mlp.onnx", "src/bench/gpu_matmul.py"):
