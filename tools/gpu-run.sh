@@ -152,7 +152,7 @@ step device 30 bash -c "nvidia-smi -L; nvcc --version | tail -1; $MPC run '$SRC/
 #    checked against the float64 references; ops without one skip).
 for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeReductionTest \
          RuntimeNormalizationTest RuntimePoolTest mpc_optest_tests mpc_training_ops_tests \
-         RuntimeDataTest; do
+         RuntimeDataTest RuntimeRecurrentTest; do
   step "$t" 120 "$BIN/$t" --device cuda --gtest_brief=1
 done
 # 2. CUDA against CPU through `mpc run` (element-wise, casts, MatMul/Gemm in f32/f16/bf16).
@@ -188,7 +188,8 @@ step conformance_node 150 python3 "$SRC/tests/conformance/test_node_conformance.
   --source-dir "$SRC" --device cuda --timeout 30 "${node_dir[@]}"
 # 7. compute-sanitizer over the kernel suites (memcheck; racecheck on the element-wise suite).
 if [ -n "$SANITIZER" ]; then
-  for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeDataTest; do
+  for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeDataTest \
+           RuntimeRecurrentTest; do
     step "memcheck_$t" 60 "$SANITIZER" --tool memcheck --target-processes all --error-exitcode 3 \
       --print-limit 20 "$BIN/$t" --device cuda --gtest_brief=1
   done

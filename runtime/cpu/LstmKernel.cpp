@@ -7,14 +7,15 @@
 //
 //   per direction:  XW = X[seq*batch, in] * W^T        (one gemm)
 //   per step t:     G  = XW[t] + H * R^T + Wb + Rb     (one gemm, beta = 1)
-//                   i, f = sigmoid(G_i + P_i c, G_f + P_f c); g = tanh(G_c)
-//                   c = f c + i g; o = sigmoid(G_o + P_o c); h = o tanh(c)
+//                   h, c = lstmCell(G, P, c) per element (RecurrentBodies.h,
+//                   the body the CUDA launcher runs too)
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
+#include "mpc/Runtime/Kernels/RecurrentBodies.h"
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -59,8 +60,7 @@ template <typename A> static void lstmIn(const KernelCall &c) {
                  p = widenInput<A>(c, 7);
   int64_t g4 = 4 * hid;
   std::vector<A> y(seq * dirs * batch * hid), yh(dirs * batch * hid), yc(dirs * batch * hid);
-  std::vector<A> xw(seq * batch * g4), gates(batch * g4), h(batch * hid), cell(batch * hid),
-      tanhC(hid);
+  std::vector<A> xw(seq * batch * g4), gates(batch * g4), h(batch * hid), cell(batch * hid);
   for (int64_t d = 0; d < dirs; ++d) {
     cpu::gemm<A, A>(false, true, seq * batch, g4, in, A(1), x.data(), in,
                     w.data() + d * g4 * in, in, A(0), xw.data(), g4);
@@ -79,25 +79,12 @@ template <typename A> static void lstmIn(const KernelCall &c) {
       cpu::gemm<A, A>(false, true, batch, g4, hid, A(1), h.data(), hid,
                       r.data() + d * g4 * hid, hid, A(1), gates.data(), g4);
       for (int64_t bi = 0; bi < batch; ++bi) {
-        A *gi = gates.data() + bi * g4, *go = gi + hid, *gf = gi + 2 * hid, *gc = gi + 3 * hid,
-          *cp = cell.data() + bi * hid, *hp = h.data() + bi * hid;
-        if (pd)
-          for (int64_t j = 0; j < hid; ++j) {
-            gi[j] += pd[j] * cp[j];
-            gf[j] += pd[2 * hid + j] * cp[j];
-          }
-        k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), gi, gi, hid);
-        k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), gf, gf, hid);
-        k::applyUnary<A, A, k::Tanh>(k::Tanh(), gc, gc, hid);
+        const A *gi = gates.data() + bi * g4, *go = gi + hid, *gf = gi + 2 * hid,
+                *gc = gi + 3 * hid;
+        A *cp = cell.data() + bi * hid, *hp = h.data() + bi * hid;
         for (int64_t j = 0; j < hid; ++j)
-          cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
-        if (pd)
-          for (int64_t j = 0; j < hid; ++j)
-            go[j] += pd[hid + j] * cp[j];
-        k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), go, go, hid);
-        k::applyUnary<A, A, k::Tanh>(k::Tanh(), cp, tanhC.data(), hid);
-        for (int64_t j = 0; j < hid; ++j)
-          hp[j] = go[j] * tanhC[j];
+          hp[j] = k::lstmCell(gi[j], go[j], gf[j], gc[j], pd != nullptr, pd ? pd[j] : A(0),
+                              pd ? pd[hid + j] : A(0), pd ? pd[2 * hid + j] : A(0), cp[j]);
       }
       for (int64_t bi = 0; bi < batch; ++bi)
         std::copy_n(h.data() + bi * hid, hid, y.data() + ((t * dirs + d) * batch + bi) * hid);

@@ -1,6 +1,7 @@
 //===- RnnKernels.cpp - ONNX GRU and RNN on the CPU -------------------------===//
 //
-// The GRU and plain RNN cells, with the structure of LstmKernel.cpp: inputs
+// The GRU and plain RNN cells, with the structure of LstmKernel.cpp (the
+// per-element math is RecurrentBodies.h's, which CUDA runs too): inputs
 // are widened once to the compute type (fp64 for double storage, else fp32),
 // the input projections of every step are one gemm per direction, each step
 // adds the recurrent gemm, and the outputs are narrowed once.
@@ -22,6 +23,7 @@
 #include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Cpu/Elementwise.h"
+#include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include <cmath>
 
 using namespace mpc;
@@ -32,41 +34,22 @@ namespace k = mpc::kernels;
 // Activations
 //===----------------------------------------------------------------------===//
 
-/// In the compute type A (the float attributes widened to A for double).
-template <typename A> static A activate(const Activation &act, A x) {
-  A alpha = act.alpha, beta = act.beta;
-  switch (act.kind) {
-  case ActKind::Sigmoid: return k::Sigmoid()(x);
-  case ActKind::Tanh: return std::tanh(x);
-  case ActKind::Relu: return x < 0 ? A(0) : x;
-  case ActKind::Affine: return alpha * x + beta;
-  case ActKind::LeakyRelu: return x < 0 ? alpha * x : x;
-  case ActKind::ThresholdedRelu: return x > alpha ? x : A(0);
-  case ActKind::ScaledTanh: return alpha * std::tanh(beta * x);
-  case ActKind::HardSigmoid: return std::max(A(0), std::min(A(1), alpha * x + beta));
-  case ActKind::Elu: return x >= 0 ? x : alpha * std::expm1(x);
-  case ActKind::Softsign: return x / (A(1) + std::fabs(x));
-  case ActKind::Softplus:
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  }
-  return x;
-}
-
 /// Clips (when clip > 0) and applies `a` to x[0, n) in place.
 template <typename A>
 static void applyActivation(const Activation &a, float clipF, A *x, int64_t n) {
   A clip = clipF;
   if (clip > 0)
     for (int64_t i = 0; i < n; ++i)
-      x[i] = std::max(-clip, std::min(clip, x[i]));
-  // The defaults take the vectorized element-wise loops.
+      x[i] = k::recurrentClip(clip, x[i]);
+  // The defaults take the vectorized element-wise loops (the functors
+  // recurrentActivate calls for them).
   if (a.kind == ActKind::Sigmoid)
     k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), x, x, n);
   else if (a.kind == ActKind::Tanh)
     k::applyUnary<A, A, k::Tanh>(k::Tanh(), x, x, n);
   else
     for (int64_t i = 0; i < n; ++i)
-      x[i] = activate(a, x[i]);
+      x[i] = k::recurrentActivate(a, x[i]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -219,14 +202,15 @@ template <typename A> static llvm::Error gruIn(const KernelCall &c) {
     for (int64_t bi = 0; bi < batch; ++bi) {
       A *zr = gx + bi * g3, *hrRow = hr.data() + bi * g3;
       for (int64_t j = 0; j < 2 * hid; ++j)
-        zr[j] += hrRow[j] + (rb ? rb[j] : A(0));
+        zr[j] = k::gruGatePre(zr[j], hrRow[j], rb ? rb[j] : A(0));
       applyActivation(f, p.clip, zr, 2 * hid);
     }
     if (linearBeforeReset) {
       for (int64_t bi = 0; bi < batch; ++bi) {
         A *row = gx + bi * g3, *hrRow = hr.data() + bi * g3;
         for (int64_t j = 0; j < hid; ++j)
-          row[2 * hid + j] += row[hid + j] * (hrRow[2 * hid + j] + (rb ? rb[2 * hid + j] : A(0)));
+          row[2 * hid + j] = k::gruCandidatePreLbr(row[2 * hid + j], row[hid + j],
+                                                   hrRow[2 * hid + j], rb ? rb[2 * hid + j] : A(0));
       }
     } else {
       for (int64_t bi = 0; bi < batch; ++bi)
@@ -244,7 +228,7 @@ template <typename A> static llvm::Error gruIn(const KernelCall &c) {
       A *row = gx + bi * g3, *ht = row + 2 * hid;
       applyActivation(g, p.clip, ht, hid);
       for (int64_t j = 0; j < hid; ++j)
-        hNew[bi * hid + j] = (A(1) - row[j]) * ht[j] + row[j] * h[bi * hid + j];
+        hNew[bi * hid + j] = k::gruBlend(row[j], ht[j], h[bi * hid + j]);
     }
   };
   runDirections(p, step, y, yh);

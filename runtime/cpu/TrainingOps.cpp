@@ -13,6 +13,7 @@
 #include "mpc/Runtime/Kernels/LossBodies.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
+#include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -429,8 +430,6 @@ static std::vector<A> widenAll(const T *p, int64_t n) {
   return v;
 }
 
-template <typename A> static A sigmoidOf(A v) { return A(1) / (A(1) + std::exp(-v)); }
-
 /// One direction of one batch entry: the forward over its `len` steps, then
 /// the backward in reverse processing order. Gradients of the weights are
 /// accumulated into dW/dR/dB (this direction's slices) and of X into dX.
@@ -469,13 +468,10 @@ static void lstmGradSequence(const LstmShape &s, const LstmGradBuffers<T> &io, i
         acc += wd[k * in + j] * xt[j];
       for (int64_t j = 0; j < hid; ++j)
         acc += rd[k * hid + j] * hp[j];
-      g[k] = k < 3 * hid ? sigmoidOf(acc) : std::tanh(acc);
+      g[k] = k < 3 * hid ? kernels::gradSigmoid(acc) : kernels::libmTanh(acc);
     }
-    for (int64_t j = 0; j < hid; ++j) {
-      A gi = g[j], go = g[hid + j], gf = g[2 * hid + j], gc = g[3 * hid + j];
-      c[j] = gf * cp[j] + gi * gc;
-      h[j] = go * std::tanh(c[j]);
-    }
+    for (int64_t j = 0; j < hid; ++j)
+      h[j] = kernels::lstmGradState(g[j], g[hid + j], g[2 * hid + j], g[3 * hid + j], cp[j], c[j]);
   }
 
   // Backward: dh and dc flow from step s to step s - 1.
@@ -494,16 +490,10 @@ static void lstmGradSequence(const LstmShape &s, const LstmGradBuffers<T> &io, i
       for (int64_t j = 0; j < hid; ++j)
         dh[size_t(j)] += ld(dy[j]);
     }
-    for (int64_t j = 0; j < hid; ++j) {
-      A gi = g[j], go = g[hid + j], gf = g[2 * hid + j], gc = g[3 * hid + j];
-      A tc = std::tanh(c[j]);
-      A dcj = dc[size_t(j)] + dh[size_t(j)] * go * (A(1) - tc * tc);
-      dg[size_t(j)] = dcj * gc * gi * (A(1) - gi);
-      dg[size_t(hid + j)] = dh[size_t(j)] * tc * go * (A(1) - go);
-      dg[size_t(2 * hid + j)] = dcj * cp[j] * gf * (A(1) - gf);
-      dg[size_t(3 * hid + j)] = dcj * gi * (A(1) - gc * gc);
-      dc[size_t(j)] = dcj * gf;
-    }
+    for (int64_t j = 0; j < hid; ++j)
+      dc[size_t(j)] = kernels::lstmCellGrad(g[j], g[hid + j], g[2 * hid + j], g[3 * hid + j], c[j],
+                                            cp[j], dh[size_t(j)], dc[size_t(j)], dg.data() + j,
+                                            hid);
     std::fill(dh.begin(), dh.end(), A(0));
     A *dWd = dW.data() + d * g4 * in, *dRd = dR.data() + d * g4 * hid;
     A *dBd = dB.data() + d * 2 * g4, *dx = dX.data() + (t * s.batch + bi) * in;
@@ -587,8 +577,8 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
     A *g = gates.data() + step * g3, *q = rec.data() + step * hid,
       *h = hs.data() + (step + 1) * hid;
     for (int64_t k = 0; k < h2; ++k)
-      g[k] = sigmoidOf((wb ? wb[k] + rb[k] : A(0)) + dot(wd + k * in, xt, in) +
-                       dot(rd + k * hid, hp, hid));
+      g[k] = kernels::gradSigmoid((wb ? wb[k] + rb[k] : A(0)) + dot(wd + k * in, xt, in) +
+                                  dot(rd + k * hid, hp, hid));
     for (int64_t j = 0; j < hid; ++j)
       rh[size_t(j)] = g[hid + j] * hp[j];
     for (int64_t j = 0; j < hid; ++j) {
@@ -601,8 +591,8 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
       } else {
         pre += rbk + dot(rd + k * hid, rh.data(), hid);
       }
-      g[k] = std::tanh(pre);
-      h[j] = (A(1) - g[j]) * g[k] + g[j] * hp[j];
+      g[k] = kernels::libmTanh(pre);
+      h[j] = kernels::gruBlend(g[j], g[k], hp[j]);
     }
   }
 
@@ -624,10 +614,8 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
     }
     // H = (1 - z) h~ + z H_prev.
     for (int64_t j = 0; j < hid; ++j) {
-      A z = g[j], ht = g[h2 + j];
-      dg[size_t(j)] = dh[size_t(j)] * (hp[j] - ht) * z * (A(1) - z);
-      dg[size_t(h2 + j)] = dh[size_t(j)] * (A(1) - z) * (A(1) - ht * ht);
-      dhPrev[size_t(j)] = dh[size_t(j)] * z;
+      dhPrev[size_t(j)] = kernels::gruBlendGrad(g[j], g[h2 + j], hp[j], dh[size_t(j)],
+                                                dg[size_t(j)], dg[size_t(h2 + j)]);
       drh[size_t(j)] = A(0);
     }
     // The h block: its input part, then its recurrent part and the reset gate.
@@ -646,7 +634,7 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
           dRd[k * hid + i] += dq * hp[i];
           dhPrev[size_t(i)] += dq * rd[k * hid + i];
         }
-        dg[size_t(hid + j)] = da * q[j] * rj * (A(1) - rj);
+        dg[size_t(hid + j)] = kernels::gruResetGradLbr(da, q[j], rj);
       } else {
         dRb[k] += da;
         for (int64_t i = 0; i < hid; ++i) {
@@ -658,7 +646,7 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
     if (!lbr)
       for (int64_t i = 0; i < hid; ++i) {
         A ri = g[hid + i];
-        dg[size_t(hid + i)] = drh[size_t(i)] * hp[i] * ri * (A(1) - ri);
+        dg[size_t(hid + i)] = kernels::gruResetGrad(drh[size_t(i)], hp[i], ri);
         dhPrev[size_t(i)] += drh[size_t(i)] * ri;
       }
     // The z and r blocks.

@@ -102,6 +102,11 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_GRAD_ROW(TanhGrad, Tanh),
       MPC_CUDA_GRAD_ROW(ErfGrad, Erf),
       MPC_CUDA_GRAD_ROW(GeluGrad, Gelu),
+      // Recurrent ops (RnnOps.cpp).
+      MPC_CUDA_ROW(LSTM, kCudaFloatTypes, Recurrent, 0),
+      MPC_CUDA_ROW(GRU, kCudaFloatTypes, Recurrent, 0),
+      MPC_CUDA_ROW(RNN, kCudaFloatTypes, Recurrent, 0),
+      MPC_CUDA_TRAINING_ROW(LSTMGrad, kCudaFloatTypes, LstmGrad),
   };
   // Data movement (DataOps.cpp): every dtype of 1, 2, 4 or 8 bytes that the
   // CPU row of the op lists (masked below).
@@ -305,7 +310,8 @@ static bool lossRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts) {
 /// what its launcher cannot take is absent.
 static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
   DType key = keyDType(n, dts);
-  if (!(k.dtypes & dtypeBit(key)))
+  // LSTMGrad is keyed by X (its dY may be absent): checked in its case.
+  if (k.kind != CudaKernelKind::LstmGrad && !(k.dtypes & dtypeBit(key)))
     return false;
   auto castable = [](DType t) { return (kCudaCastTypes & dtypeBit(t)) != 0; };
   switch (k.kind) {
@@ -395,6 +401,22 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     if (k.kind == CudaKernelKind::Reduce)
       return !second || constantInputInts(n, 1, ints);
     return second;
+  }
+  // Recurrent ops: every float operand of X's type; sequence_lens (input 4)
+  // a constant of the graph (its range is checked in prepare).
+  // LSTMGrad likewise, keyed by X (input 3), sequence_lens its input 7.
+  case CudaKernelKind::Recurrent:
+  case CudaKernelKind::LstmGrad: {
+    bool grad = k.kind == CudaKernelKind::LstmGrad;
+    unsigned x = grad ? 3 : 0, lensPort = grad ? 7 : 4;
+    if (dts.size() <= x || !(k.dtypes & dtypeBit(dts[x])))
+      return false;
+    for (size_t i = 0; i < dts.size(); ++i)
+      if (i != lensPort && dts[i] != DType::Undefined && dts[i] != dts[x])
+        return false;
+    std::vector<int64_t> lens;
+    return n.numInputs() <= lensPort || !n.input(lensPort) ||
+           constantInputInts(n, lensPort, lens);
   }
   default:
     return true;

@@ -122,6 +122,15 @@ CudaOpOrError prepareStatNormOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareTopKOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// LSTM, GRU and RNN (RnnOps.cpp): a prepare error where sequence_lens is
+// not a graph constant or cuBLASLt refuses a product (the node then runs on
+// the CPU).
+CudaOpOrError prepareRecurrentOp(const Node &n, const CudaKernel &row,
+                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// ai.mpc.training LSTMGrad (RnnOps.cpp), refused likewise.
+CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
+                                llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

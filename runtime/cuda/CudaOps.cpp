@@ -81,6 +81,11 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // TopK.
   case CudaKernelKind::TopK:
     return prepareTopKOp(n, row, inputs, ctx);
+  // Recurrent ops.
+  case CudaKernelKind::Recurrent:
+    return prepareRecurrentOp(n, row, inputs, ctx);
+  case CudaKernelKind::LstmGrad:
+    return prepareLstmGradOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -19,6 +19,7 @@
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpGeometry.h"
+#include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
 #include <utility>
@@ -86,25 +87,11 @@ llvm::Error checkGruGradAttrs(const Node &n);
 llvm::Expected<LstmShape> recurrentGradShape(const ShapeQuery &q, const RecurrentGradPorts &p,
                                              llvm::Error (*checkAttrs)(const Node &));
 
-/// A recurrent cell's activation function (GRU, RNN) and its alpha/beta.
-enum class ActKind {
-  Sigmoid,
-  Tanh,
-  Relu,
-  Affine,
-  LeakyRelu,
-  ThresholdedRelu,
-  ScaledTanh,
-  HardSigmoid,
-  Elu,
-  Softsign,
-  Softplus
-};
-
-struct Activation {
-  ActKind kind = ActKind::Tanh;
-  float alpha = 0, beta = 0;
-};
+/// A recurrent cell's activation function (GRU, RNN) and its alpha/beta:
+/// the kernels' own types (RecurrentBodies.h), so a parsed list reaches the
+/// CPU loops and the CUDA launchers unchanged.
+using ActKind = kernels::RecurrentActKind;
+using Activation = kernels::RecurrentActivation;
 
 /// The activations of every direction (perDir each, forward first). A list
 /// with only perDir names serves both directions; activation_alpha/beta are

@@ -201,6 +201,11 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
       EXPECT_NE(k.dtypes, 0u);
       break;
+    // Recurrent ops: fp32 state, every operand of X's float type.
+    case CudaKernelKind::Recurrent:
+    case CudaKernelKind::LstmGrad:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
@@ -247,6 +252,16 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*mx, {DType::F32, DType::F32, DType::F32}));
   Node *mx2 = node("Max", {DType::F32, DType::F32}, DType::F32, "mx2");
   EXPECT_TRUE(cudaRuns(*mx2, {DType::F32, DType::F32}));
+
+  // Recurrent ops: every float operand of X's type; sequence_lens (input 4)
+  // only as a graph constant (here a graph input: the CPU runs the node).
+  Node *gru = node("GRU", {DType::F16, DType::F16, DType::F16}, DType::F16, "gru");
+  EXPECT_TRUE(cudaRuns(*gru, {DType::F16, DType::F16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*gru, {DType::F16, DType::F32, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*gru, {DType::F64, DType::F64, DType::F64}));
+  Node *rnn = node("RNN", {DType::F32, DType::F32, DType::F32, DType::F32, DType::I32},
+                   DType::F32, "rnn");
+  EXPECT_FALSE(cudaRuns(*rnn, {DType::F32, DType::F32, DType::F32, DType::F32, DType::I32}));
 
   // Cast: the target type is checked too.
   Node *cast = node("Cast", {DType::F32}, DType::F16, "c");

@@ -48,7 +48,7 @@ class GpuBundleTest(unittest.TestCase):
         with tarfile.open(os.path.join(self.bundle, "payload.tar.xz")) as t:
             names = set(t.getnames())
         for exe in ("mpc", "RuntimeElementwiseTest", "RuntimeGemmConvTest",
-                    "mpc_training_ops_tests", "RuntimeDataTest"):
+                    "mpc_training_ops_tests", "RuntimeDataTest", "RuntimeRecurrentTest"):
             self.assertIn(f"libexec/{exe}", names)
         # mpc's CUDA backend, where libexec/mpc looks for it (../lib).
         self.assertIn("lib/libmpc_cuda_backend.so", names)

@@ -19,6 +19,7 @@
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
+#include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
@@ -179,6 +180,31 @@ template <typename... Ts> struct AllCasts {
     (void)froms;
   }
 };
+
+// The recurrent cells and their gradients (RecurrentBodies.h), in both
+// compute types, as RnnKernels.cu and the CPU kernels run them.
+template <typename A>
+__global__ void recurrentBodies(RecurrentActivation act, RecurrentSizes s, const A *x, A *y,
+                                int n) {
+  int i = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  A c = x[i], dg[4], dz, da;
+  A h = lstmCell(x[i], x[i], x[i], x[i], true, A(1), A(1), A(1), c);
+  h += recurrentGate(act, A(3), gruBlend(x[i], gruCandidatePreLbr(x[i], h, c, c),
+                                         gruGatePre(x[i], h, c)));
+  h += lstmGradState(gradSigmoid(x[i]), h, h, h, c, c);
+  h += lstmCellGrad(h, h, h, h, c, c, h, c, dg, 1) + dg[3];
+  h += gruBlendGrad(h, c, c, h, dz, da) + dz + da;
+  h += gruResetGradLbr(h, c, c) + gruResetGrad(h, c, c);
+  int64_t at = recurrentOutputOffset(s, 0, 0, 0) + recurrentStateOffset(s, 0, 0) +
+               recurrentInputRow(s, 0, 0) + recurrentTimeAt(true, 1, 0);
+  y[i + at] = h;
+}
+template __global__ void recurrentBodies<float>(RecurrentActivation, RecurrentSizes,
+                                                const float *, float *, int);
+template __global__ void recurrentBodies<double>(RecurrentActivation, RecurrentSizes,
+                                                 const double *, double *, int);
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,

@@ -173,8 +173,9 @@ class OpsOneOpTest(unittest.TestCase):
         predicate, signed-binary and compare rows of ElementwiseOps.def; Clip has a row of its
         own), Cast, CastLike, MatMul, Gemm and FusedMatMul, the convolutions, pools and batch
         normalization, the slice launchers' softmax, normalization and reduction ops, the
-        activation gradients, the data-movement family (DataOps.cpp), and the losses, training
-        batch normalization, instance/group/Lp normalization and TopK (this family)."""
+        activation gradients, the data-movement family (DataOps.cpp), the losses, training
+        batch normalization, instance/group/Lp normalization and TopK, and the recurrent ops
+        with LSTMGrad (RnnOps.cpp)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
                                   r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
@@ -204,6 +205,8 @@ class OpsOneOpTest(unittest.TestCase):
                      "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
                      "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
                      "ai.mpc.training::GatherGrad"}
+        # Recurrent ops (cuBLASLt products and gate kernels).
+        expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
@@ -214,6 +217,8 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Conv"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Clip"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
         self.assertEqual(rows["SoftmaxCrossEntropyLoss"]["cuda"], "f32,f16,bf16 (opset 12+)")
+        self.assertEqual(rows["LSTM"]["cuda"], "f32,f16,bf16 (opset 7+)")
+        self.assertEqual(rows[training + "GRUGrad"]["cuda"], "none")
 
     def test_errors(self):
         p = run("--op", "Det")

@@ -171,6 +171,10 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
     return "slice launcher";
   case cuda::CudaKernelKind::TopK:
     return "selection launcher";
+  // Recurrent ops.
+  case cuda::CudaKernelKind::Recurrent:
+  case cuda::CudaKernelKind::LstmGrad:
+    return "cuBLASLt + gate launcher";
   }
   return "?";
 }

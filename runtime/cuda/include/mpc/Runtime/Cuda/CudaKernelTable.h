@@ -69,6 +69,9 @@ enum class CudaKernelKind : uint8_t {
   StatNorm, ///< InstanceNormalization, GroupNormalization, LpNormalization
   // TopK (TopKOps.cpp): a selection per slice.
   TopK,
+  // Recurrent ops (RnnOps.cpp): cuBLASLt products and RecurrentBodies.h cells.
+  Recurrent, ///< LSTM, GRU, RNN
+  LstmGrad,  ///< ai.mpc.training LSTMGrad: backward through time
 };
 
 /// The element-wise types the launchers are instantiated for.
