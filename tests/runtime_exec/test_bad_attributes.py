@@ -107,6 +107,10 @@ CASES = [
      "attribute 'num_groups' is 0; it must be at least 1"),
     ("lpnorm_p", "LpNormalization", [("x", F, [2, 3])], Y, [], 17, "p", 3, 1, {},
      "attribute 'p' is 3; it must be 1 or 2"),
+    ("constantofshape_value", "ConstantOfShape", [], Y,
+     [helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])], 17, "value",
+     helper.make_tensor("v", F, [2], [1.0, 2.0]), helper.make_tensor("v", F, [1], [1.5]), {},
+     "attribute 'value' is a tensor of 2 elements; it must hold exactly one element"),
 ]
 
 
