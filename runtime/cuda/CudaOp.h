@@ -98,6 +98,12 @@ CudaOpOrError prepareBatchNormOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareDataOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+/// Index, logic and shape ops (IndexOps.cpp): And/Or/Xor/Not, ArgMax/ArgMin,
+/// Shape, Size, Range, ConstantOfShape, Trilu, CumSum/CumProd, GatherElements,
+/// OneHot.
+CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
+                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

@@ -172,11 +172,13 @@ class OpsOneOpTest(unittest.TestCase):
         predicate, signed-binary and compare rows of ElementwiseOps.def, except Clip, whose
         bounds are device values), Cast, CastLike, MatMul, Gemm and FusedMatMul, the
         convolutions, pools and batch normalization, the slice launchers' softmax,
-        normalization and reduction ops, the activation gradients, and the data-movement
-        family (DataOps.cpp)."""
+        normalization and reduction ops, the activation gradients, the data-movement
+        family (DataOps.cpp), and the index/logic/shape family (IndexOps.cpp, with the
+        bitwise rows of ElementwiseOps.def)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
-        launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
-                                  r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
+        launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE|INTEGER)|"
+                                  r"BINARY_(?:SIGNED|COMPARE|INTEGER))\((\w+)\)", defs, re.M))
+        self.assertIn("BitwiseNot", launched)
         self.assertIn("Add", launched)
         expected = (launched - {"Clip"}) | {"Cast", "CastLike", "MatMul", "Gemm"}
         training = "ai.mpc.training::"
@@ -197,6 +199,10 @@ class OpsOneOpTest(unittest.TestCase):
                      "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
                      "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
                      "ai.mpc.training::GatherGrad"}
+        # Index, logic and shape ops.
+        expected |= {"And", "Or", "Xor", "Not", "ArgMax", "ArgMin", "CumSum", "CumProd",
+                     "Trilu", "GatherElements", "Shape", "Size", "Range", "ConstantOfShape",
+                     "OneHot"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
@@ -205,6 +211,9 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Transpose"]["cuda"], rows["Transpose"]["cpu"])
         self.assertEqual(rows["Where"]["cuda"], "bool (opset 9+)")
         self.assertEqual(rows["Conv"]["cuda"], "f32,f16,bf16 (opset 1+)")
+        self.assertEqual(rows["Not"]["cuda"], "bool (opset 1+)")
+        self.assertEqual(rows["BitShift"]["cuda"], rows["BitShift"]["cpu"])
+        self.assertEqual(rows["ArgMax"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
 
     def test_errors(self):
         p = run("--op", "Det")
