@@ -11,6 +11,7 @@
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
+#include "mpc/Runtime/IndexParams.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cstring>
 
@@ -56,7 +57,7 @@ llvm::Error cpuk::runTranspose(const KernelCall &c) {
 
 llvm::Error cpuk::runShape(const KernelCall &c) {
   int64_t s, e;
-  shapeOpRange(*c.node, c.inputs[0].shape.size(), s, e);
+  shapeRange(paramsOf<ShapeParams>(c), int64_t(c.inputs[0].shape.size()), s, e);
   for (int64_t i = s; i < e; ++i)
     c.outputs[0].as<int64_t>()[i - s] = c.inputs[0].shape[i];
   return llvm::Error::success();

@@ -137,36 +137,6 @@ static llvm::Error runClip(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-/// Offsets of every output element into each broadcast operand (for the
-/// few ops without a compiled broadcast loop: Where, And/Or/Xor).
-static void broadcastOffsets(llvm::ArrayRef<int64_t> outShape,
-                             llvm::ArrayRef<int64_t> inShape,
-                             std::vector<int64_t> &offsets) {
-  size_t rank = outShape.size();
-  std::vector<int64_t> strides(rank, 0);
-  int64_t s = 1;
-  for (size_t i = 0; i < inShape.size(); ++i) {
-    size_t d = inShape.size() - 1 - i;
-    size_t od = rank - 1 - i;
-    strides[od] = inShape[d] == 1 ? 0 : s;
-    s *= inShape[d];
-  }
-  int64_t n = k::numElements(outShape);
-  offsets.resize(n);
-  std::vector<int64_t> idx(rank, 0);
-  int64_t off = 0;
-  for (int64_t e = 0; e < n; ++e) {
-    offsets[e] = off;
-    for (size_t d = rank; d-- > 0;) {
-      off += strides[d];
-      if (++idx[d] < outShape[d])
-        break;
-      off -= strides[d] * outShape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 llvm::Error cpuk::runWhere(const KernelCall &c) {
   const TensorRef &out = c.outputs[0];
   int64_t n = out.numElements();
@@ -208,26 +178,27 @@ llvm::Error cpuk::runWhere(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// And, Or, Xor over the broadcast plan and Not, with the bodies the CUDA
+/// launchers call (BinaryOps.h, UnaryOps.h).
 llvm::Error cpuk::runLogical(const KernelCall &c) {
-  const TensorRef &out = c.outputs[0];
-  std::vector<int64_t> oa, ob;
-  broadcastOffsets(out.shape, c.inputs[0].shape, oa);
-  broadcastOffsets(out.shape, c.inputs[1].shape, ob);
-  const bool *a = c.inputs[0].as<bool>(), *b = c.inputs[1].as<bool>();
-  bool *o = out.as<bool>();
+  const TensorRef &a = c.inputs[0], &b = c.inputs[1];
+  k::BroadcastPlan plan = k::makeBroadcastPlan(a.shape, b.shape);
+  const bool *pa = a.as<bool>(), *pb = b.as<bool>();
+  bool *o = c.outputs[0].as<bool>();
   llvm::StringRef op = c.node->opType;
-  for (size_t i = 0; i < oa.size(); ++i)
-    o[i] = op == "And" ? (a[oa[i]] && b[ob[i]])
-           : op == "Or" ? (a[oa[i]] || b[ob[i]])
-                        : (a[oa[i]] != b[ob[i]]);
+  if (op == "And")
+    k::applyBinary<bool, bool, k::And>(k::And(), pa, pb, o, plan);
+  else if (op == "Or")
+    k::applyBinary<bool, bool, k::Or>(k::Or(), pa, pb, o, plan);
+  else
+    k::applyBinary<bool, bool, k::Xor>(k::Xor(), pa, pb, o, plan);
   return llvm::Error::success();
 }
 
 llvm::Error cpuk::runNot(const KernelCall &c) {
-  const bool *a = c.inputs[0].as<bool>();
-  bool *o = c.outputs[0].as<bool>();
-  for (int64_t i = 0, n = c.inputs[0].numElements(); i < n; ++i)
-    o[i] = !a[i];
+  const TensorRef &x = c.inputs[0];
+  k::applyUnary<bool, bool, k::Not>(k::Not(), x.as<bool>(), c.outputs[0].as<bool>(),
+                                    x.numElements());
   return llvm::Error::success();
 }
 

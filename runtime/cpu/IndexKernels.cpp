@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
+#include "mpc/Runtime/Kernels/CopyPlan.h"
+#include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/TopKBodies.h"
@@ -53,24 +55,13 @@ llvm::Error cpuk::runArgReduce(const KernelCall &c) {
   bool isMax = c.node->opType == "ArgMax";
   bool last = params.flagA;
   int64_t *y = c.outputs[0].as<int64_t>();
+  // One slice at a time through the body the CUDA launcher runs per thread.
+  const k::AxisSplit split{outer, dim, inner};
   dispatchSigned(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *p = x.as<T>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        const T *row = p + o * dim * inner + i;
-        auto best = k::load(row[0]);
-        int64_t at = 0;
-        for (int64_t j = 1; j < dim; ++j) {
-          auto v = k::load(row[j * inner]);
-          bool better = isMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
-          if (better) {
-            best = v;
-            at = j;
-          }
-        }
-        y[o * inner + i] = at;
-      }
+    for (int64_t s = 0; s < outer * inner; ++s)
+      y[s] = k::argReduceSlice(p, split, s, isMax, last);
   });
   return llvm::Error::success();
 }
@@ -129,28 +120,14 @@ template <typename Op> static llvm::Error runScan(const KernelCall &c, int ident
   splitAtAxis(x.shape, axis, outer, dim, inner);
   bool exclusive = paramsOf<AxisParams>(c).flagA;
   bool reverse = paramsOf<AxisParams>(c).flagB;
-  const Op op{};
+  // One slice at a time through the body the CUDA launcher runs per thread.
+  const k::AxisSplit split{outer, dim, inner};
   dispatchArithmetic(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    using C = k::ComputeType<T>;
     const T *p = x.as<T>();
     T *y = c.outputs[0].as<T>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        C acc = C(identity);
-        for (int64_t s = 0; s < dim; ++s) {
-          int64_t j = reverse ? dim - 1 - s : s;
-          int64_t off = (o * dim + j) * inner + i;
-          C v = k::load(p[off]);
-          if (exclusive) {
-            y[off] = k::store<T>(acc);
-            acc = op(acc, v);
-          } else {
-            acc = op(acc, v);
-            y[off] = k::store<T>(acc);
-          }
-        }
-      }
+    for (int64_t s = 0; s < outer * inner; ++s)
+      k::scanSlice<Op>(p, y, split, s, identity, exclusive, reverse);
   });
   return llvm::Error::success();
 }
@@ -163,30 +140,30 @@ llvm::Error cpuk::runCumProd(const KernelCall &c) { return runScan<k::Mul>(c, 1)
 // GatherElements, ScatterElements
 //===----------------------------------------------------------------------===//
 
-/// Calls fn(dataOffset, indexPosition) for every element of `ind`, with the
-/// data offset taking the index value on `axis` of `data` (input 0); a bad
-/// index is recorded (recordKernelError) and ends the loop.
+/// The index plan the CUDA launchers walk too, of input 0 indexed by input 1.
+static llvm::Expected<k::ElementIndexPlan> elementIndexPlan(const KernelCall &c, int64_t axis) {
+  const TensorRef &data = c.inputs[0], &ind = c.inputs[1];
+  k::ElementIndexPlan plan;
+  if (data.shape.size() != ind.shape.size() ||
+      !k::makeElementIndexPlan(data.shape.data(), ind.shape.data(), int(data.shape.size()),
+                               int(axis), plan))
+    return nodeError(*c.node, "cannot index " + formatShape(data.shape) + " by " +
+                                  formatShape(ind.shape) + ": more than " +
+                                  std::to_string(k::kMaxElementIndexRank) + " dimensions");
+  return plan;
+}
+
+/// Calls fn(dataOffset, indexPosition) for every element of input 1 (the
+/// indices) in order; a bad index is recorded (recordKernelError) and ends
+/// the loop.
 template <typename Fn>
-static void forEachElementIndex(const KernelCall &c, const TensorRef &data,
-                                const TensorRef &ind, int64_t axis, Fn &&fn) {
-  std::vector<int64_t> idxv = readInts(ind);
-  std::vector<int64_t> dStride = rowStrides(data.shape), pos(ind.shape.size(), 0);
-  int64_t dim = data.shape[axis];
-  for (size_t e = 0; e < idxv.size(); ++e) {
-    int64_t v = idxv[e];
-    if (v < -dim || v >= dim)
+static void forEachElementIndex(const KernelCall &c, const k::ElementIndexPlan &plan, Fn &&fn) {
+  std::vector<int64_t> idxv = readInts(c.inputs[1]);
+  for (int64_t e = 0; e < plan.count; ++e) {
+    int64_t v = idxv[size_t(e)];
+    if (!k::normalizeIndex(v, plan.dim))
       return recordKernelError(c, KernelErrorCode::IndexOutOfRange, /*operand=*/0, v);
-    if (v < 0)
-      v += dim;
-    int64_t off = 0;
-    for (size_t d = 0; d < pos.size(); ++d)
-      off += (int64_t(d) == axis ? v : pos[d]) * dStride[d];
-    fn(off, int64_t(e));
-    for (size_t d = pos.size(); d-- > 0;)
-      if (++pos[d] < ind.shape[d])
-        break;
-      else
-        pos[d] = 0;
+    fn(k::elementIndexOffset(plan, e, v), e);
   }
 }
 
@@ -197,7 +174,10 @@ llvm::Error cpuk::runGatherElements(const KernelCall &c) {
   size_t es = elemSize(x.dtype);
   const char *src = x.as<const char>();
   char *dst = c.outputs[0].as<char>();
-  forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+  auto plan = elementIndexPlan(c, axis);
+  if (!plan)
+    return plan.takeError();
+  forEachElementIndex(c, *plan, [&](int64_t off, int64_t e) {
     std::memcpy(dst + e * es, src + off * es, es);
   });
   return llvm::Error::success();
@@ -250,13 +230,16 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
   auto red = scatterReduction(*c.node);
   if (!red)
     return red.takeError();
+  auto plan = elementIndexPlan(c, axis);
+  if (!plan)
+    return plan.takeError();
   if (x.data != y.data)
     std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
   dispatchAll(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     T *out = y.as<T>();
     const T *u = upd.as<T>();
-    forEachElementIndex(c, x, c.inputs[1], axis, [&](int64_t off, int64_t e) {
+    forEachElementIndex(c, *plan, [&](int64_t off, int64_t e) {
       out[off] = combine(out[off], u[e], *red);
     });
   });
@@ -338,27 +321,24 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
 
 llvm::Error cpuk::runOneHot(const KernelCall &c) {
   const TensorRef &ind = c.inputs[0], &vals = c.inputs[2], &y = c.outputs[0];
-  int64_t axis = c.node->intAttr("axis", -1);
+  int64_t axis = paramsOf<AxisParams>(c).axis;
   normalizeAxis(axis, y.shape.size());
   int64_t outer, depth, inner;
   splitAtAxis(y.shape, axis, outer, depth, inner);
-  std::vector<double> idx(ind.numElements());
+  // Each index's position through the body the CUDA launcher calls.
+  std::vector<int64_t> pos(ind.numElements());
   dispatchSigned(ind.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (size_t i = 0; i < idx.size(); ++i)
-      idx[i] = double(k::load(ind.as<T>()[i]));
+    for (size_t i = 0; i < pos.size(); ++i)
+      pos[i] = k::oneHotPosition(ind.as<T>()[i], depth);
   });
   size_t es = elemSize(vals.dtype);
   const char *off = vals.as<const char>(), *on = off + es;
   char *dst = y.as<char>();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t d = 0; d < depth; ++d)
-      for (int64_t i = 0; i < inner; ++i) {
-        // Indices are truncated toward zero; negative ones count from the end.
-        int64_t v = int64_t(idx[o * inner + i]);
-        if (v < 0)
-          v += depth;
-        std::memcpy(dst + ((o * depth + d) * inner + i) * es, v == d ? on : off, es);
-      }
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(dst + ((o * depth + d) * inner + i) * es,
+                    pos[size_t(o * inner + i)] == d ? on : off, es);
   return llvm::Error::success();
 }

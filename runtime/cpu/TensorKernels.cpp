@@ -10,6 +10,8 @@
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
+#include "mpc/Runtime/IndexParams.h"
+#include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 #include <cstring>
@@ -71,14 +73,12 @@ static std::vector<int64_t> broadcastOffsets(llvm::ArrayRef<int64_t> in,
 //===----------------------------------------------------------------------===//
 
 llvm::Error cpuk::runConstantOfShape(const KernelCall &c) {
-  auto v = fillValue(*c.node);
-  if (!v)
-    return v.takeError();
+  const FillParams &v = paramsOf<FillParams>(c);
   const TensorRef &y = c.outputs[0];
-  size_t es = v->bytes.size();
+  size_t es = v.bytes.size();
   char *dst = y.as<char>();
   for (int64_t i = 0, n = y.numElements(); i < n; ++i)
-    std::memcpy(dst + i * es, v->bytes.data(), es);
+    std::memcpy(dst + i * es, v.bytes.data(), es);
   return llvm::Error::success();
 }
 
@@ -369,8 +369,7 @@ llvm::Error cpuk::runTrilu(const KernelCall &c) {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
         int64_t o = (m * rows + i) * cols + j;
-        bool keep = upper ? j - i >= kd : j - i <= kd;
-        if (keep)
+        if (k::triluKeeps(i, j, kd, upper))
           std::memcpy(dst + o * es, src + o * es, es);
         else
           std::memset(dst + o * es, 0, es);
@@ -386,10 +385,9 @@ llvm::Error cpuk::runRangeOp(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
   dispatchSigned(y.dtype, [&](auto tag) {
     using T = decltype(tag);
-    using C = k::ComputeType<T>;
-    C start = k::load(*c.inputs[0].as<T>()), delta = k::load(*c.inputs[2].as<T>());
+    T start = *c.inputs[0].as<T>(), delta = *c.inputs[2].as<T>();
     for (int64_t i = 0, n = y.numElements(); i < n; ++i)
-      y.as<T>()[i] = k::store<T>(C(start + C(i) * delta));
+      y.as<T>()[i] = k::rangeValue(start, delta, i);
   });
   return llvm::Error::success();
 }

@@ -1,7 +1,8 @@
 //===- BinaryKernels.cu - Launchers of the binary op bodies ---------------===//
 //
 // One grid-stride kernel per (op, storage type) of the binary and comparison
-// rows of ElementwiseOps.def that the CUDA table lists, walking the host's
+// rows of ElementwiseOps.def that the CUDA table lists (the bitwise ones over
+// the integer types) and the logical And/Or/Xor over bool, walking the host's
 // broadcast plan (BroadcastPlan.h) and calling the same MPC_HD body as the
 // CPU loops (runtime/kernels).
 //
@@ -27,7 +28,7 @@ __global__ void binaryKernel(Op op, const T *a, const T *b, Out *out,
   }
 }
 
-template <typename Op, bool Compare>
+template <typename Op, bool Compare, bool Integer = false>
 cudaError_t binaryFor(const OpBlob &blob, int32_t type, const void *a, const void *b,
                       void *out, const kernels::BroadcastPlan &plan,
                       const LaunchGeometry &g, cudaStream_t stream) {
@@ -35,12 +36,16 @@ cudaError_t binaryFor(const OpBlob &blob, int32_t type, const void *a, const voi
                 "an op functor travels as an OpBlob");
   Op op;
   std::memcpy(static_cast<void *>(&op), blob.bytes, sizeof(Op));
-  return dispatchBinary(type, [&](auto tag) {
+  auto run = [&](auto tag) {
     using T = decltype(tag);
     using Out = std::conditional_t<Compare, bool, T>;
     return queue(binaryKernel<Op, T, Out>, g, stream, op, static_cast<const T *>(a),
                  static_cast<const T *>(b), static_cast<Out *>(out), plan);
-  });
+  };
+  if constexpr (Integer)
+    return dispatchInteger(type, run);
+  else
+    return dispatchBinary(type, run);
 }
 
 template <typename T>
@@ -71,11 +76,33 @@ cudaError_t launchBinary(BinaryOpId op, const OpBlob &functor, int32_t type,
     return binaryFor<kernels::Op, Compare>(functor, type, a, b, out, plan, g, stream);
 #define MPC_BINARY_SIGNED(Op) MPC_CUDA_BINARY(Op, false)
 #define MPC_BINARY_COMPARE(Op) MPC_CUDA_BINARY(Op, true)
+// The bitwise rows, over the integer types.
+#define MPC_BINARY_INTEGER(Op)                                                 \
+  case BinaryOpId::Op:                                                         \
+    return binaryFor<kernels::Op, false, true>(functor, type, a, b, out, plan, g, stream);
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
 #undef MPC_CUDA_BINARY
   default:
     return cudaErrorInvalidValue;
   }
+}
+
+// Logical rows (index/logic family): And, Or, Xor over bool.
+cudaError_t launchLogical(LogicalOpId op, const bool *a, const bool *b, bool *out,
+                          const kernels::BroadcastPlan &plan, const LaunchGeometry &g,
+                          cudaStream_t stream) {
+  switch (op) {
+  case LogicalOpId::And:
+    return queue(binaryKernel<kernels::And, bool, bool>, g, stream, kernels::And(), a, b, out,
+                 plan);
+  case LogicalOpId::Or:
+    return queue(binaryKernel<kernels::Or, bool, bool>, g, stream, kernels::Or(), a, b, out,
+                 plan);
+  case LogicalOpId::Xor:
+    return queue(binaryKernel<kernels::Xor, bool, bool>, g, stream, kernels::Xor(), a, b, out,
+                 plan);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t launchBroadcastCopy(unsigned elementBytes, const void *src, void *dst,

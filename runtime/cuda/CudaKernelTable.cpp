@@ -29,7 +29,9 @@ static_assert(kOnnxF32 == int32_t(DType::F32) && kOnnxU8 == int32_t(DType::U8) &
                   kOnnxI8 == int32_t(DType::I8) && kOnnxI32 == int32_t(DType::I32) &&
                   kOnnxI64 == int32_t(DType::I64) && kOnnxBool == int32_t(DType::Bool) &&
                   kOnnxF16 == int32_t(DType::F16) && kOnnxF64 == int32_t(DType::F64) &&
-                  kOnnxBF16 == int32_t(DType::BF16),
+                  kOnnxBF16 == int32_t(DType::BF16) && kOnnxU16 == int32_t(DType::U16) &&
+                  kOnnxI16 == int32_t(DType::I16) && kOnnxU32 == int32_t(DType::U32) &&
+                  kOnnxU64 == int32_t(DType::U64),
               "OnnxType and DType agree");
 
 namespace {
@@ -54,6 +56,9 @@ std::vector<CudaKernel> buildTable() {
 #define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Predicate, UnaryOpId::Op),
 #define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Binary, BinaryOpId::Op),
 #define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Compare, BinaryOpId::Op),
+  // The bitwise rows over the integer types (index/logic family).
+#define MPC_UNARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Unary, UnaryOpId::Op),
+#define MPC_BINARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Binary, BinaryOpId::Op),
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
       MPC_CUDA_ROW(Cast, kCudaCastTypes, Cast, 0),
       MPC_CUDA_ROW(CastLike, kCudaCastTypes, Cast, 0),
@@ -143,6 +148,23 @@ std::vector<CudaKernel> buildTable() {
   for (const char *op : {"SoftmaxCrossEntropyLossGrad", "MSELossGrad"})
     rows.push_back(CudaKernel{op, "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,
                               CudaKernelKind::Loss});
+  // Index, logic and shape ops (IndexOps.cpp).
+  rows.push_back(MPC_CUDA_ROW(And, dtypeBit(DType::Bool), Logical, LogicalOpId::And));
+  rows.push_back(MPC_CUDA_ROW(Or, dtypeBit(DType::Bool), Logical, LogicalOpId::Or));
+  rows.push_back(MPC_CUDA_ROW(Xor, dtypeBit(DType::Bool), Logical, LogicalOpId::Xor));
+  rows.push_back(MPC_CUDA_ROW(Not, dtypeBit(DType::Bool), LogicalNot, 0));
+  rows.push_back(MPC_CUDA_ROW(ArgMax, kCudaBinaryTypes, ArgReduce, 0));
+  rows.push_back(MPC_CUDA_ROW(ArgMin, kCudaBinaryTypes, ArgReduce, 0));
+  rows.push_back(MPC_CUDA_ROW(Shape, kCudaDataTypes, ShapeOf, 0));
+  rows.push_back(MPC_CUDA_ROW(Size, kCudaDataTypes, ShapeOf, 0));
+  rows.push_back(MPC_CUDA_ROW(Range, kCudaBinaryTypes, Range, 0));
+  rows.push_back(MPC_CUDA_ROW(Trilu, kCudaDataTypes, Trilu, 0));
+  rows.push_back(MPC_CUDA_ROW(CumSum, kCudaBinaryTypes, Scan, 0));
+  rows.push_back(MPC_CUDA_ROW(CumProd, kCudaBinaryTypes, Scan, 0));
+  rows.push_back(MPC_CUDA_ROW(GatherElements, kCudaDataTypes, GatherElements, 0));
+  // Keyed by the shape input (int64), as the CPU row.
+  rows.push_back(MPC_CUDA_ROW(ConstantOfShape, kCudaBinaryTypes, Fill, 0));
+  rows.push_back(MPC_CUDA_ROW(OneHot, kCudaBinaryTypes, OneHot, 0)); // keyed by the indices
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
   // ElementwiseOps.def leave it out below.
   std::vector<CudaKernel> out{
@@ -155,8 +177,10 @@ std::vector<CudaKernel> buildTable() {
     if (const CpuKernel *c = findCpuKernel(r.opType, r.domain, kMaxOpsetVersion)) {
       r.minOpset = c->minOpset;
       r.maxOpset = c->maxOpset;
-      if (r.kind == CudaKernelKind::DataMove)
-        r.dtypes &= c->dtypes; // never a dtype the CPU reference does not run
+      // Never a dtype the CPU reference does not run (the data rows list
+      // every raw element size; BitShift's CPU row takes the unsigned types
+      // only).
+      r.dtypes &= c->dtypes;
     }
     out.push_back(r);
   }
@@ -343,6 +367,21 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
       if (dts[i] != DType::Undefined && dts[i] != key)
         return false;
     return true;
+  // Index family: a k or axis input known before running; i32/i64 indices.
+  case CudaKernelKind::Trilu: {
+    std::vector<int64_t> ints;
+    return n.numInputs() < 2 || !n.input(1) || constantInputInts(n, 1, ints);
+  }
+  case CudaKernelKind::Scan: {
+    std::vector<int64_t> ints;
+    return constantInputInts(n, 1, ints);
+  }
+  case CudaKernelKind::GatherElements:
+    return dts.size() < 2 || dts[1] == DType::Undefined || dts[1] == DType::I32 ||
+           dts[1] == DType::I64;
+  case CudaKernelKind::OneHot: // values of a raw element size
+    return dts.size() < 3 || dts[2] == DType::Undefined ||
+           (kCudaDataTypes & dtypeBit(dts[2])) != 0;
   case CudaKernelKind::FusedMatMul:
     // transBatchA/B move a batch axis among the matrix axes: not planned.
     if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))

@@ -45,6 +45,15 @@ cudaError_t launchBroadcastCopy(unsigned elementBytes, const void *src, void *ds
                                 const kernels::BroadcastPlan &plan,
                                 const LaunchGeometry &g, cudaStream_t stream);
 
+// Logical rows (index/logic family): bool in, bool out.
+/// out[i] = a[ia] op b[ib] over a broadcast plan (And, Or, Xor).
+cudaError_t launchLogical(LogicalOpId op, const bool *a, const bool *b, bool *out,
+                          const kernels::BroadcastPlan &plan, const LaunchGeometry &g,
+                          cudaStream_t stream);
+/// out[i] = !in[i] (Not).
+cudaError_t launchNot(const bool *in, bool *out, int64_t n, const LaunchGeometry &g,
+                      cudaStream_t stream);
+
 /// Writes `code` and `call` into the run's error record with an atomic
 /// compare-and-swap on its code (the first error wins), on the device.
 cudaError_t launchRecordError(KernelErrorRecord *record, int32_t code, int32_t call,

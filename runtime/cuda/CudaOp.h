@@ -130,6 +130,11 @@ CudaOpOrError prepareRecurrentOp(const Node &n, const CudaKernel &row,
 // ai.mpc.training LSTMGrad (RnnOps.cpp), refused likewise.
 CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// Index, logic and shape ops (IndexOps.cpp): And/Or/Xor/Not, ArgMax/ArgMin,
+/// Shape, Size, Range, ConstantOfShape, Trilu, CumSum/CumProd, GatherElements,
+/// OneHot.
+CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
+                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

@@ -86,6 +86,18 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return prepareRecurrentOp(n, row, inputs, ctx);
   case CudaKernelKind::LstmGrad:
     return prepareLstmGradOp(n, row, inputs, ctx);
+  // Index, logic and shape ops.
+  case CudaKernelKind::Logical:
+  case CudaKernelKind::LogicalNot:
+  case CudaKernelKind::ArgReduce:
+  case CudaKernelKind::ShapeOf:
+  case CudaKernelKind::Range:
+  case CudaKernelKind::Trilu:
+  case CudaKernelKind::Scan:
+  case CudaKernelKind::GatherElements:
+  case CudaKernelKind::Fill:
+  case CudaKernelKind::OneHot:
+    return prepareIndexOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

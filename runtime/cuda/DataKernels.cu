@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "DataLaunch.h"
 #include "GridStride.cuh"
+#include "IndexError.cuh"
 #include "mpc/Runtime/Kernels/Storage.h"
 
 namespace mpc {
@@ -41,17 +42,6 @@ __global__ void selectKernel(const bool *cond, const T *x, const T *y, T *out,
     kernels::selectOffsets(plan, i, off);
     out[i] = cond[off[0]] ? x[off[1]] : y[off[2]];
   }
-}
-
-/// Records an index error unless the run has one (the first wins); the
-/// CPU's recordKernelError does the same on the host.
-__device__ void recordIndexError(IndexErrorRecord *r, int32_t call, int32_t operand,
-                                 int64_t value) {
-  if (!r || atomicCAS(&r->code, 0, 1 /*KernelErrorCode::IndexOutOfRange*/) != 0)
-    return;
-  r->call = call;
-  r->operand = operand;
-  r->value = value;
 }
 
 template <typename T, typename I>
@@ -120,17 +110,6 @@ __global__ void naryKernel(NaryInputs in, T *out, kernels::NaryPlan plan, bool m
     ptr[k] = static_cast<const T *>(in.data[k]);
   for (int64_t i = gridStart(); i < plan.numElements; i += gridStride())
     out[i] = kernels::store<T>(kernels::naryAccumulate(plan, ptr, i, mean));
-}
-
-/// Calls fn(T()) for the unsigned integer type of `bytes` bytes.
-template <typename Fn> cudaError_t dispatchBytes(unsigned bytes, Fn &&fn) {
-  switch (bytes) {
-  case 1: return fn(uint8_t());
-  case 2: return fn(uint16_t());
-  case 4: return fn(uint32_t());
-  case 8: return fn(uint64_t());
-  default: return cudaErrorInvalidValue;
-  }
 }
 
 } // namespace

@@ -55,6 +55,33 @@ template <typename Fn> cudaError_t dispatchBinary(int32_t type, Fn &&fn) {
   }
 }
 
+/// The same over the integer types of the bitwise rows (kCudaIntegerTypes).
+template <typename Fn> cudaError_t dispatchInteger(int32_t type, Fn &&fn) {
+  switch (type) {
+  case kOnnxI8: return fn(int8_t());
+  case kOnnxI16: return fn(int16_t());
+  case kOnnxI32: return fn(int32_t());
+  case kOnnxI64: return fn(int64_t());
+  case kOnnxU8: return fn(uint8_t());
+  case kOnnxU16: return fn(uint16_t());
+  case kOnnxU32: return fn(uint32_t());
+  case kOnnxU64: return fn(uint64_t());
+  default: return cudaErrorInvalidValue;
+  }
+}
+
+/// Calls fn(T()) for the unsigned integer type of `bytes` bytes: the raw
+/// elements of the data-movement and index launchers.
+template <typename Fn> cudaError_t dispatchBytes(unsigned bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1: return fn(uint8_t());
+  case 2: return fn(uint16_t());
+  case 4: return fn(uint32_t());
+  case 8: return fn(uint64_t());
+  default: return cudaErrorInvalidValue;
+  }
+}
+
 /// The same over the cast types (kCudaCastTypes).
 template <typename Fn> cudaError_t dispatchCast(int32_t type, Fn &&fn) {
   switch (type) {

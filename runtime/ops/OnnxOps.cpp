@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "OpRows.h"
+#include "mpc/Runtime/IndexParams.h"
 #include "llvm/ADT/StringRef.h"
 
 using namespace mpc;
@@ -53,7 +54,8 @@ std::vector<OpDef> mpc::ops::onnxOps() {
                  parseCompress),
       withParams(MPC_OP("Concat", "", 4, shapeConcat, Data), parseAxis0),
       MPC_OP("Constant", "", 9, shapeConstant, Data),
-      MPC_OP("ConstantOfShape", "", 9, shapeConstantOfShape, Data),
+      withParams(MPC_OP("ConstantOfShape", "", 9, shapeConstantOfShape, Data),
+                 parseConstantOfShape),
       withParams(MPC_OP("Conv", "", 1, shapeConv, Gemm), parseWindow),
       withParams(MPC_OP("ConvTranspose", "", 1, shapeConvTranspose, Gemm), parseWindow),
       withParams(MPC_OP("CumProd", "", 26, shapeSameAsInput0, Elementwise), parseCumulative),
@@ -83,7 +85,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       withParams(MPC_OP("MaxPool", "", 8, shapePool, Window), parseWindow),
       MPC_OP("Mean", "", 8, shapeVariadicBroadcast, Elementwise),
       withValueDependentShape(MPC_OP("NonZero", "", 9, shapeNonZero, Data)),
-      MPC_OP("OneHot", "", 9, shapeOneHot, Data),
+      withParams(MPC_OP("OneHot", "", 9, shapeOneHot, Data), parseAxisMinus1),
       withParams(MPC_OP("Pad", "", 2, shapePad, Data), parsePad),
       withParams(MPC_OP("RMSNormalization", "", 23, shapeRMSNorm, Elementwise), parseNorm),
       MPC_OP("Range", "", 11, shapeRangeOp, Data),
@@ -107,7 +109,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
                  parseRotaryEmbedding),
       MPC_OP("ScatterElements", "", 11, shapeSameAsInput0, Data),
       MPC_OP("ScatterND", "", 11, shapeSameAsInput0, Data),
-      MPC_OP("Shape", "", 1, shapeShape, Data),
+      withParams(MPC_OP("Shape", "", 1, shapeShape, Data), parseShape),
       MPC_OP("Size", "", 1, shapeSize, Data),
       MPC_OP("Slice", "", 10, shapeSlice, Data),
       withParams(MPC_OP("Softmax", "", 1, shapeSameAsInput0, Elementwise), parseSoftmax),

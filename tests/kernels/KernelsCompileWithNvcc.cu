@@ -5,7 +5,8 @@
 // body of ElementwiseOps.def in a __global__ function, for every storage type
 // the CPU backend runs it with (float, double, Half, BFloat16 and the
 // integers of its row kind), plus the bodies outside the table (attribute
-// variants, activation slopes, casts, pooling windows, batch normalization).
+// variants, activation slopes, casts, pooling windows, batch normalization,
+// the index bodies).
 // A body that calls host-only code, or is not MPC_HD, fails this build. The object is never linked or run: no
 // GPU is needed.
 //
@@ -18,6 +19,7 @@
 #include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/LossBodies.h"
+#include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
@@ -208,6 +210,28 @@ template __global__ void recurrentBodies<float>(RecurrentActivation, RecurrentSi
                                                 const float *, float *, int);
 template __global__ void recurrentBodies<double>(RecurrentActivation, RecurrentSizes,
                                                  const double *, double *, int);
+// The index bodies (ArgMax/ArgMin, CumSum/CumProd, Range, Trilu, OneHot,
+// GatherElements' plan).
+template <typename T>
+__global__ void indexBodies(const T *x, T *y, int64_t *pos, AxisSplit a, ElementIndexPlan p) {
+  int64_t s = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (s >= a.outer * a.inner)
+    return;
+  pos[s] = argReduceSlice(x, a, s, true, false) + oneHotPosition(x[s], a.dim) +
+           elementIndexOffset(p, s, 0) + int64_t(triluKeeps(s, 0, 1, true));
+  scanSlice<Add>(x, y, a, s, 0, false, true);
+  scanSlice<Mul>(x, y, a, s, 1, true, false);
+  y[s] = rangeValue(x[0], x[1], s);
+}
+#define MPC_DEVICE_INDEX(T, OP, OUT)                                           \
+  template __global__ void indexBodies<T>(const T *, T *, int64_t *, AxisSplit,       \
+                                          ElementIndexPlan);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_INDEX, , )
+template __global__ void indexBodies<int32_t>(const int32_t *, int32_t *, int64_t *, AxisSplit,
+                                              ElementIndexPlan);
+template __global__ void indexBodies<int64_t>(const int64_t *, int64_t *, int64_t *, AxisSplit,
+                                              ElementIndexPlan);
+#undef MPC_DEVICE_INDEX
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,

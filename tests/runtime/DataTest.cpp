@@ -3,7 +3,8 @@
 // Identity, Reshape, Flatten, Squeeze, Unsqueeze, inference Dropout,
 // Transpose, Slice, Expand, Concat, Split, Tile, constant Pad, SliceGrad,
 // Where, Gather and GatherGrad (with their out-of-range messages), Sum and
-// Mean
+// Mean, Shape (start/end), Size, Range, ConstantOfShape, Trilu,
+// GatherElements (with its out-of-range message) and OneHot
 // through the op tester (OpTester.h) on each selected device, over dtypes of
 // every element size (bool, i8, u8, i16, f16, bf16, i32, f32, i64, f64).
 // The expected output of each case is computed here by numpy's definition
@@ -20,6 +21,8 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -571,6 +574,215 @@ TEST_P(DataTest, SumAndMeanBroadcastAnyNumberOfOperands) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_TRUE(allCloseTensor(got[0], want));
   }
+}
+
+
+TEST_P(DataTest, ShapeAndSizeOfAnyTensor) {
+  for (DType dt : {DType::Bool, DType::F16, DType::I64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {2, 1, 1100, 3});
+    expectOutput(OpTester("Shape", 21).input(x), device(), ints({2, 1, 1100, 3}));
+    // start/end (opset 15) clamp; negative ones count from the end.
+    expectOutput(OpTester("Shape", 21).attrInt("start", -3).attrInt("end", -1).input(x),
+                 device(), ints({1, 1100}));
+    expectOutput(OpTester("Shape", 21).attrInt("start", 1).attrInt("end", 99).input(x),
+                 device(), ints({1, 1100, 3}));
+    expectOutput(OpTester("Shape", 21).attrInt("start", 3).attrInt("end", 1).input(x),
+                 device(), ints({}));
+    expectOutput(OpTester("Size", 21).input(x), device(), tensorOf<int64_t>({}, {6600}));
+  }
+  HostTensor e = numbered(DType::F32, {4, 0, 2});
+  expectOutput(OpTester("Shape", 21).input(e), device(), ints({4, 0, 2}));
+  expectOutput(OpTester("Size", 21).input(e), device(), tensorOf<int64_t>({}, {0}));
+  HostTensor scalar = numbered(DType::F32, {});
+  expectOutput(OpTester("Shape", 21).input(scalar), device(), ints({}));
+  expectOutput(OpTester("Size", 21).input(scalar), device(), tensorOf<int64_t>({}, {1}));
+}
+
+/// Range(start, limit, delta) of T against start + i * delta in double.
+/// Its operands must be known before running, so the executor folds a small
+/// Range on the host; one of more than 65536 elements runs on the device.
+template <typename T>
+void checkRange(const std::string &device, double start, double limit, double delta) {
+  SCOPED_TRACE(std::to_string(start) + ":" + std::to_string(limit) + ":" + std::to_string(delta));
+  auto scalar = [](double v) { return tensorOf<T>({}, {T(static_cast<float>(v))}); };
+  std::vector<HostTensor> out = runOrFail(
+      OpTester("Range", 11)
+          .constantInput(scalar(start))
+          .constantInput(scalar(limit))
+          .constantInput(scalar(delta)),
+      device);
+  ASSERT_EQ(out.size(), 1u);
+  int64_t n = std::max<int64_t>(int64_t(std::ceil((limit - start) / delta)), 0);
+  ASSERT_EQ(out[0].shape, Shape{n});
+  std::vector<T> got = valuesOf<T>(out[0]);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(double(static_cast<float>(got[size_t(i)])),
+              double(static_cast<float>(T(static_cast<float>(start + double(i) * delta)))))
+        << "element " << i;
+}
+
+TEST_P(DataTest, RangeCountsFromStartByDelta) {
+  for (auto [s, l, d] : std::vector<std::array<double, 3>>{
+           {0, 1500, 1}, {10, -5, -3}, {3, 3, 1}, {5, 0, 1}, {-2, 7, 2}}) {
+    checkRange<int64_t>(device(), s, l, d);
+    checkRange<int32_t>(device(), s, l, d);
+    checkRange<float>(device(), s, l, d);
+  }
+  // Large enough to run on the device rather than be folded while planning.
+  checkRange<int64_t>(device(), -5, 70000, 1);
+  checkRange<int32_t>(device(), 70000, -70000, -2);
+  checkRange<float>(device(), 0, 70000, 0.5);
+  // Fractional steps in float: exact in binary (0.25).
+  checkRange<float>(device(), -1, 300, 0.25);
+  checkRange<double>(device(), 1, 2, 0.125);
+}
+
+
+TEST_P(DataTest, TriluKeepsTheTriangleOfEveryMatrix) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    for (const Shape &shape : std::vector<Shape>{{2, 3, 5, 1100}, {7, 4}, {1, 1}, {3, 0, 4}})
+      for (int64_t k : {0, 2, -3})
+        for (int upper : {0, 1}) {
+          SCOPED_TRACE(formatShape(shape) + " k " + std::to_string(k) + " upper " +
+                       std::to_string(upper));
+          HostTensor x = numbered(dt, shape);
+          size_t r = shape.size();
+          HostTensor want = moved(x, shape, [&](const Shape &j, Shape &i) {
+            i = j;
+            int64_t d = j[r - 1] - j[r - 2];
+            return upper ? d >= k : d <= k;
+          });
+          OpTester t("Trilu", 14);
+          t.attrInt("upper", upper).input(x);
+          if (k != 0)
+            t.constantInput(tensorOf<int64_t>({}, {k}));
+          expectOutput(t, device(), want);
+        }
+  }
+}
+
+TEST_P(DataTest, GatherElementsOnAnyAxisWithNegativeIndices) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {3, 5, 1100});
+    // Axis -2: indices [3, 2, 1100], each in [-5, 5).
+    Shape is = {3, 2, 1100};
+    std::vector<int64_t> idx(size_t(count(is)));
+    for (size_t i = 0; i < idx.size(); ++i)
+      idx[i] = int64_t((i * 3) % 10) - 5;
+    HostTensor want = moved(x, is, [&](const Shape &j, Shape &i) {
+      int64_t v = idx[size_t(linear(j, is))];
+      i = {j[0], v < 0 ? v + 5 : v, j[2]};
+      return true;
+    });
+    expectOutput(OpTester("GatherElements", 13).attrInt("axis", -2).input(x).input(
+                     tensorOf<int64_t>(is, idx)),
+                 device(), want);
+    // Axis 0 with i32 indices of a smaller shape [2, 1, 3].
+    std::vector<int32_t> i32 = {2, -1, 0, 1, -3, 2};
+    Shape s32 = {2, 1, 3};
+    HostTensor want32 = moved(x, s32, [&](const Shape &j, Shape &i) {
+      int64_t v = i32[size_t(linear(j, s32))];
+      i = {v < 0 ? v + 3 : v, j[1], j[2]};
+      return true;
+    });
+    expectOutput(OpTester("GatherElements", 13).input(x).input(tensorOf<int32_t>(s32, i32)),
+                 device(), want32);
+  }
+  // Empty indices: an empty output.
+  HostTensor x = numbered(DType::F32, {4, 2});
+  expectOutput(OpTester("GatherElements", 13).input(x).input(tensorOf<int64_t>({0, 2}, {})),
+               device(), HostTensor(DType::F32, {0, 2}));
+}
+
+TEST_P(DataTest, GatherElementsIndexOutOfRangeNamesTheIndex) {
+  HostTensor x = numbered(DType::F32, {4, 2});
+  for (auto [given, text] : std::vector<std::pair<int64_t, std::string>>{
+           {4, "index 4 out of range for [4, 2]"}, {-5, "index -5 out of range for [4, 2]"}}) {
+    OpTester t("GatherElements", 13);
+    t.input(x).input(tensorOf<int64_t>({2, 2}, {1, 0, given, 3}));
+    auto out = t.run(device());
+    ASSERT_FALSE(bool(out));
+    std::string msg = llvm::toString(out.takeError());
+    EXPECT_NE(msg.find(text), std::string::npos) << msg;
+  }
+}
+
+
+TEST_P(DataTest, ConstantOfShapeFillsWithTheValue) {
+  // Large shapes run on the device; small ones are folded while planning.
+  for (DType dt : kTypes)
+    for (const Shape &shape : std::vector<Shape>{{3, 30000}, {2, 1, 5}, {0, 4}}) {
+      SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(shape));
+      HostTensor value = numbered(dt, {1}, 40); // element 0 holds 41 (bool: true)
+      Tensor t(dt, {1});
+      t.setBytes(value.bytes);
+      HostTensor want(dt, shape);
+      size_t es = runtimeElementSize(dt);
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        std::memcpy(want.bytes.data() + i * int64_t(es), value.bytes.data(), es);
+      expectOutput(OpTester("ConstantOfShape", 21)
+                       .attr(Attribute::makeTensor("value", std::move(t)))
+                       .constantInput(ints(shape)),
+                   device(), want);
+    }
+  // No value: float zeros.
+  expectOutput(OpTester("ConstantOfShape", 21).constantInput(ints({70000})), device(),
+               HostTensor(DType::F32, {70000}));
+}
+
+
+TEST_P(DataTest, OneHotOnAnyAxisWithNegativeIndices) {
+  // Indices [3, 1100] in [-6, 6) and one out of range (7: a row of off values).
+  Shape is = {3, 1100};
+  std::vector<int64_t> idx(size_t(count(is)));
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = int64_t((i * 5) % 12) - 6;
+  idx[17] = 7;
+  const int64_t depth = 6;
+  for (DType dt : kTypes)
+    for (int64_t axis : {-1, 0, 1}) {
+      SCOPED_TRACE(dtypeName(dt).str() + " axis " + std::to_string(axis));
+      HostTensor vals = numbered(dt, {2}, 3); // off = 4, on = 11 (bool: false, true)
+      int64_t a = axis < 0 ? axis + 3 : axis;
+      Shape os = is;
+      os.insert(os.begin() + a, depth);
+      HostTensor want = moved(vals, os, [&](const Shape &j, Shape &i) {
+        Shape rest = j;
+        rest.erase(rest.begin() + a);
+        int64_t v = idx[size_t(linear(rest, is))];
+        i = {(v < 0 ? v + depth : v) == j[size_t(a)] ? 1 : 0};
+        return true;
+      });
+      for (DType it : {DType::I64, DType::I32, DType::F32}) {
+        SCOPED_TRACE(dtypeName(it).str());
+        HostTensor ind(it, is);
+        for (int64_t i = 0; i < count(is); ++i) {
+          char *p = reinterpret_cast<char *>(ind.bytes.data());
+          if (it == DType::I64)
+            reinterpret_cast<int64_t *>(p)[i] = idx[size_t(i)];
+          else if (it == DType::I32)
+            reinterpret_cast<int32_t *>(p)[i] = int32_t(idx[size_t(i)]);
+          else
+            reinterpret_cast<float *>(p)[i] = float(idx[size_t(i)]);
+        }
+        expectOutput(OpTester("OneHot", 11)
+                         .attrInt("axis", axis)
+                         .input(ind)
+                         .constantInput(tensorOf<int64_t>({}, {depth}))
+                         .input(vals),
+                     device(), want);
+      }
+    }
+  // Empty indices: an empty output.
+  HostTensor vals = numbered(DType::F32, {2});
+  expectOutput(OpTester("OneHot", 11)
+                   .input(tensorOf<int64_t>({0, 2}, {}))
+                   .constantInput(tensorOf<int64_t>({}, {3}))
+                   .input(vals),
+               device(), HostTensor(DType::F32, {0, 2, 3}));
 }
 
 } // namespace

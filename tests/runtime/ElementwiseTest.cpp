@@ -5,7 +5,8 @@
 // every selected device through the op tester (OpTester.h), over sizes
 // around the block length and with edge values; numpy broadcasting against
 // an independent index computation; integer and double storage computed
-// natively; bitwise ops bit for bit on every integer type. CPU internals stay
+// natively; bitwise ops bit for bit on every integer type, And/Or/Xor/Not
+// over bool. CPU internals stay
 // CPU-only and call the loops directly: in-place loops (y aliasing x), the
 // broadcast plan's dimension collapsing and the baseline/AVX2 agreement.
 //
@@ -715,6 +716,45 @@ TEST_P(NativeTest, BitwiseIsExact) {
   checkBitwise<uint16_t>(device());
   checkBitwise<uint32_t>(device());
   checkBitwise<uint64_t>(device());
+}
+
+/// And, Or, Xor (opset 7) over bool with numpy broadcasting, and Not, against
+/// C++'s operators on the multi-index: every broadcast case, empty and
+/// rows over 512 elements included.
+TEST_P(NativeTest, LogicalOpsBroadcastOverBool) {
+  std::mt19937_64 rng(23);
+  auto bits = [&](size_t n) {
+    std::vector<bool> v(n);
+    for (size_t i = 0; i < n; ++i)
+      v[i] = (rng() & 1) != 0;
+    return v;
+  };
+  for (const ShapePair &c : kBroadcastCases) {
+    SCOPED_TRACE(shapeString(c.a) + " op " + shapeString(c.b));
+    std::vector<bool> a = bits(size_t(product(c.a))), b = bits(size_t(product(c.b)));
+    std::vector<int64_t> outShape = refBroadcastShape(c.a, c.b);
+    size_t n = size_t(product(outShape));
+    auto run = [&](const char *op) {
+      std::vector<bool> out = runOutput<bool>(
+          nodeOf({op, 7}, {tensorOf<bool>(c.a, a), tensorOf<bool>(c.b, b)}), device());
+      EXPECT_EQ(out.size(), n) << op;
+      out.resize(n);
+      return out;
+    };
+    std::vector<bool> andOut = run("And"), orOut = run("Or"), xorOut = run("Xor");
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<int64_t> idx = unravel(int64_t(i), outShape);
+      bool x = a[size_t(operandIndex(idx, c.a))], y = b[size_t(operandIndex(idx, c.b))];
+      ASSERT_EQ(andOut[i], x && y) << "And at " << i;
+      ASSERT_EQ(orOut[i], x || y) << "Or at " << i;
+      ASSERT_EQ(xorOut[i], x != y) << "Xor at " << i;
+    }
+    std::vector<bool> notOut = runOutput<bool>(nodeOf({"Not", 1}, {tensorOf<bool>(c.a, a)}),
+                                               device());
+    ASSERT_EQ(notOut.size(), a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(notOut[i], !a[i]) << "Not at " << i;
+  }
 }
 
 TEST_P(NativeTest, BitShift) {

@@ -5,7 +5,9 @@
 // op tester (OpTester.h): leading, middle, trailing, alternating and all
 // axes, long rows that are widened in chunks, size-1 and empty dimensions
 // (ONNX identities), NaN and -inf handling, and native int32/int64
-// accumulation. The CPU's output-shape helper is a CPU internal, checked
+// accumulation. ArgMax/ArgMin with ties, negative axes, keepdims and
+// select_last_index, for the float and integer types; CumSum/CumProd with
+// exclusive, reverse and negative axes, exact in every type. The CPU's output-shape helper is a CPU internal, checked
 // directly.
 //
 //===----------------------------------------------------------------------===//
@@ -447,6 +449,145 @@ TEST(CpuReduceShapeTest, OutputShapes) {
   EXPECT_TRUE(out.empty());
   EXPECT_FALSE(cpu::reduceOutputShape({2, 3}, {2}, false, out));
   EXPECT_FALSE(cpu::reduceOutputShape({2, 3}, {1, -1}, false, out));
+}
+
+
+/// ArgMax/ArgMin (opset 13) of T over `axis` of `shape` against a search
+/// written here on multi-indices: values (i * 7 + seed) % 5 - 2, so most
+/// slices tie; the first position of the extreme, or the last with
+/// select_last_index; keepdims 0 and 1.
+template <typename T> void checkArgReduce(const std::string &device) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  const Case cases[] = {{{3, 1100, 2}, 1}, {{3, 1100, 2}, -1}, {{2, 1500}, -1},
+                        {{4, 1, 3}, -2},   {{5}, 0},           {{0, 5}, 1},
+                        {{2, 3, 4, 5}, -3}};
+  for (const Case &c : cases)
+    for (int seed : {0, 3}) {
+      int64_t rank = int64_t(c.shape.size()), axis = c.axis < 0 ? c.axis + rank : c.axis;
+      std::vector<T> x(size_t(product(c.shape)));
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = T(static_cast<float>(int64_t((i * 7 + size_t(seed)) % 5) - 2));
+      std::vector<int64_t> outShape = c.shape;
+      outShape[size_t(axis)] = 1;
+      for (bool isMax : {true, false})
+        for (int last : {0, 1})
+          for (int keep : {0, 1}) {
+            SCOPED_TRACE(shapeString(c.shape) + " axis " + std::to_string(c.axis) +
+                         (isMax ? " ArgMax" : " ArgMin") + " last " + std::to_string(last) +
+                         " keepdims " + std::to_string(keep));
+            OpTester t(isMax ? "ArgMax" : "ArgMin", 13);
+            t.attrInt("axis", c.axis).attrInt("keepdims", keep).attrInt("select_last_index",
+                                                                         last);
+            t.input(c.shape, x);
+            std::vector<HostTensor> out = runOrFail(t, device);
+            ASSERT_EQ(out.size(), 1u);
+            std::vector<int64_t> wantShape = outShape;
+            if (!keep)
+              wantShape.erase(wantShape.begin() + axis);
+            EXPECT_EQ(out[0].shape, wantShape);
+            std::vector<int64_t> got = valuesOf<int64_t>(out[0]);
+            ASSERT_EQ(int64_t(got.size()), product(outShape));
+            for (int64_t o = 0; o < product(outShape); ++o) {
+              std::vector<int64_t> idx = unravel(o, outShape);
+              int64_t at = -1;
+              double best = 0;
+              for (int64_t j = 0; j < c.shape[size_t(axis)]; ++j) {
+                idx[size_t(axis)] = j;
+                int64_t e = 0;
+                for (size_t d = 0; d < idx.size(); ++d)
+                  e = e * c.shape[d] + idx[d];
+                double v = double(static_cast<float>(x[size_t(e)]));
+                bool better = at < 0 || (isMax ? v > best : v < best) || (last && v == best);
+                if (better) {
+                  best = v;
+                  at = j;
+                }
+              }
+              ASSERT_EQ(got[size_t(o)], at) << "slice " << o;
+            }
+          }
+    }
+}
+
+TEST_P(ReduceDeviceTest, ArgMaxArgMinTiesAxesAndKeepdims) {
+  checkArgReduce<float>(device());
+  checkArgReduce<Half>(device());
+  checkArgReduce<BFloat16>(device());
+  checkArgReduce<int32_t>(device());
+  checkArgReduce<int64_t>(device());
+  checkArgReduce<double>(device());
+  checkArgReduce<int8_t>(device());
+}
+
+
+/// CumSum (opset 14) or CumProd (opset 26) of T along `axis` (a constant
+/// input) against a running sum/product in double on multi-indices, with
+/// exclusive and reverse. The values keep every partial result exact in
+/// each type: CumSum of -1/0/1 over at most 100 steps, CumProd of -1/1/2
+/// over at most 9 (powers of two).
+template <typename T> void checkScan(const std::string &device, bool sum) {
+  struct Case {
+    std::vector<int64_t> shape;
+    int64_t axis;
+  };
+  const std::vector<Case> cases =
+      sum ? std::vector<Case>{{{3, 100, 1100}, 1}, {{2, 1100, 7}, -1}, {{100}, 0},
+                              {{4, 1, 3}, -2},     {{0, 5}, 1},         {{2, 3, 4, 5}, -3}}
+          : std::vector<Case>{{{3, 9, 1100}, 1}, {{1100, 9}, -1}, {{0, 5}, 1}, {{4, 1}, 1}};
+  for (const Case &c : cases) {
+    int64_t rank = int64_t(c.shape.size()), axis = c.axis < 0 ? c.axis + rank : c.axis;
+    std::vector<T> x(size_t(product(c.shape)));
+    std::vector<double> xd(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      int64_t r = int64_t((i * 7 + i / 3) % 3);
+      xd[i] = sum ? double(r - 1) : (r == 0 ? -1.0 : double(r));
+      x[i] = T(static_cast<float>(xd[i]));
+    }
+    for (int exclusive : {0, 1})
+      for (int reverse : {0, 1}) {
+        SCOPED_TRACE(shapeString(c.shape) + " axis " + std::to_string(c.axis) + " exclusive " +
+                     std::to_string(exclusive) + " reverse " + std::to_string(reverse));
+        OpTester t(sum ? "CumSum" : "CumProd", sum ? 14 : 26);
+        t.attrInt("exclusive", exclusive).attrInt("reverse", reverse);
+        t.input(c.shape, x).constantInput(tensorOf<int64_t>({}, {c.axis}));
+        std::vector<HostTensor> out = runOrFail(t, device);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].shape, c.shape);
+        std::vector<T> got = valuesOf<T>(out[0]);
+        ASSERT_EQ(got.size(), x.size());
+        for (int64_t e = 0; e < product(c.shape); ++e) {
+          std::vector<int64_t> idx = unravel(e, c.shape);
+          int64_t at = idx[size_t(axis)], dim = c.shape[size_t(axis)];
+          double acc = sum ? 0.0 : 1.0;
+          for (int64_t j = 0; j < dim; ++j) {
+            bool before = reverse ? j > at : j < at;
+            if (!(before || (!exclusive && j == at)))
+              continue;
+            idx[size_t(axis)] = j;
+            int64_t off = 0;
+            for (size_t d = 0; d < idx.size(); ++d)
+              off = off * c.shape[d] + idx[d];
+            acc = sum ? acc + xd[size_t(off)] : acc * xd[size_t(off)];
+          }
+          ASSERT_EQ(double(static_cast<float>(got[size_t(e)])), acc) << "element " << e;
+        }
+      }
+  }
+}
+
+TEST_P(ReduceDeviceTest, CumSumAndCumProdExclusiveReverseAnyAxis) {
+  for (bool sum : {true, false}) {
+    SCOPED_TRACE(sum ? "CumSum" : "CumProd");
+    checkScan<float>(device(), sum);
+    checkScan<Half>(device(), sum);
+    checkScan<BFloat16>(device(), sum);
+    checkScan<int32_t>(device(), sum);
+    checkScan<int64_t>(device(), sum);
+    checkScan<double>(device(), sum);
+  }
 }
 
 } // namespace

@@ -152,6 +152,10 @@ CASES = [
     ("reversesequence_batch_axis", "ReverseSequence", [("x", F, [2, 3, 4])], Y, LENS, 10,
      "batch_axis", 2, 0, {"time_axis": 1},
      "attribute 'batch_axis' is 2; it must be 0 or 1"),
+    ("constantofshape_value", "ConstantOfShape", [], Y,
+     [helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])], 17, "value",
+     helper.make_tensor("v", F, [2], [1.0, 2.0]), helper.make_tensor("v", F, [1], [1.5]), {},
+     "attribute 'value' is a tensor of 2 elements; it must hold exactly one element"),
 ]
 
 

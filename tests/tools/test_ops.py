@@ -174,11 +174,13 @@ class OpsOneOpTest(unittest.TestCase):
         own), Cast, CastLike, MatMul, Gemm and FusedMatMul, the convolutions, pools and batch
         normalization, the slice launchers' softmax, normalization and reduction ops, the
         activation gradients, the data-movement family (DataOps.cpp), the losses, training
-        batch normalization, instance/group/Lp normalization and TopK, and the recurrent ops
-        with LSTMGrad (RnnOps.cpp)."""
+        batch normalization, instance/group/Lp normalization and TopK, the recurrent ops
+        with LSTMGrad (RnnOps.cpp), and the index/logic/shape family (IndexOps.cpp, with the
+        bitwise rows of ElementwiseOps.def)."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
-        launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE)|"
-                                  r"BINARY_(?:SIGNED|COMPARE))\((\w+)\)", defs, re.M))
+        launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE|INTEGER)|"
+                                  r"BINARY_(?:SIGNED|COMPARE|INTEGER))\((\w+)\)", defs, re.M))
+        self.assertIn("BitwiseNot", launched)
         self.assertIn("Add", launched)
         expected = launched | {"Cast", "CastLike", "MatMul", "Gemm"}
         training = "ai.mpc.training::"
@@ -207,6 +209,10 @@ class OpsOneOpTest(unittest.TestCase):
                      "ai.mpc.training::GatherGrad"}
         # Recurrent ops (cuBLASLt products and gate kernels).
         expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad"}
+        # Index, logic and shape ops.
+        expected |= {"And", "Or", "Xor", "Not", "ArgMax", "ArgMin", "CumSum", "CumProd",
+                     "Trilu", "GatherElements", "Shape", "Size", "Range", "ConstantOfShape",
+                     "OneHot"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
@@ -219,6 +225,9 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["SoftmaxCrossEntropyLoss"]["cuda"], "f32,f16,bf16 (opset 12+)")
         self.assertEqual(rows["LSTM"]["cuda"], "f32,f16,bf16 (opset 7+)")
         self.assertEqual(rows[training + "GRUGrad"]["cuda"], "none")
+        self.assertEqual(rows["Not"]["cuda"], "bool (opset 1+)")
+        self.assertEqual(rows["BitShift"]["cuda"], rows["BitShift"]["cpu"])
+        self.assertEqual(rows["ArgMax"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
 
     def test_errors(self):
         p = run("--op", "Det")

@@ -175,6 +175,18 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Recurrent:
   case cuda::CudaKernelKind::LstmGrad:
     return "cuBLASLt + gate launcher";
+  // Index, logic and shape ops.
+  case cuda::CudaKernelKind::Logical:
+  case cuda::CudaKernelKind::LogicalNot:
+  case cuda::CudaKernelKind::ArgReduce:
+  case cuda::CudaKernelKind::ShapeOf:
+  case cuda::CudaKernelKind::Range:
+  case cuda::CudaKernelKind::Trilu:
+  case cuda::CudaKernelKind::Scan:
+  case cuda::CudaKernelKind::GatherElements:
+  case cuda::CudaKernelKind::Fill:
+  case cuda::CudaKernelKind::OneHot:
+    return "index launcher";
   }
   return "?";
 }

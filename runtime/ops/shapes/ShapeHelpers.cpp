@@ -3,6 +3,7 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/IndexParams.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
 
@@ -83,12 +84,7 @@ std::vector<int64_t> shapes::transposePerm(const Node &n, size_t rank) {
 void shapes::shapeOpRange(const Node &n, int64_t rank, int64_t &start, int64_t &end) {
   start = n.intAttr("start", 0);
   end = n.intAttr("end", rank);
-  if (start < 0)
-    start += rank;
-  if (end < 0)
-    end += rank;
-  start = std::min(std::max<int64_t>(start, 0), rank);
-  end = std::min(std::max<int64_t>(end, start), rank);
+  clampShapeRange(rank, start, end);
 }
 
 bool shapes::isTrainingBatchNorm(const Node &n) {

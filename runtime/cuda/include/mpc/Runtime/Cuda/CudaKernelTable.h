@@ -72,6 +72,17 @@ enum class CudaKernelKind : uint8_t {
   // Recurrent ops (RnnOps.cpp): cuBLASLt products and RecurrentBodies.h cells.
   Recurrent, ///< LSTM, GRU, RNN
   LstmGrad,  ///< ai.mpc.training LSTMGrad: backward through time
+  // Index, logic and shape ops (IndexOps.cpp).
+  Logical,    ///< And, Or, Xor over bool (op: LogicalOpId), numpy broadcasting
+  LogicalNot, ///< Not over bool
+  ArgReduce,  ///< ArgMax, ArgMin: one thread per slice (IndexBodies.h)
+  ShapeOf,    ///< Shape, Size: values known at prepare, written by a kernel
+  Range,      ///< Range: start and delta read on the device
+  Trilu,      ///< Trilu over raw elements (k known at prepare)
+  Scan,       ///< CumSum, CumProd (axis known at prepare): a thread per slice
+  GatherElements, ///< GatherElements over raw elements, i32/i64 indices
+  Fill,       ///< ConstantOfShape: the parsed value of 1, 2, 4 or 8 bytes
+  OneHot,     ///< OneHot: indices of the arithmetic types, raw values
 };
 
 /// The element-wise types the launchers are instantiated for.
@@ -83,6 +94,12 @@ constexpr DTypeSet kCudaBinaryTypes =
 constexpr DTypeSet kCudaCastTypes = kCudaBinaryTypes | dtypeBit(DType::F64) |
                                     dtypeBit(DType::Bool) | dtypeBit(DType::I8) |
                                     dtypeBit(DType::U8);
+
+/// The bitwise rows (BitwiseAnd/Or/Xor/Not, BitShift) take every integer
+/// type (BitShift: the unsigned ones, as the CPU row).
+constexpr DTypeSet kCudaIntegerTypes =
+    dtypeBit(DType::I8) | dtypeBit(DType::I16) | dtypeBit(DType::I32) | dtypeBit(DType::I64) |
+    dtypeBit(DType::U8) | dtypeBit(DType::U16) | dtypeBit(DType::U32) | dtypeBit(DType::U64);
 
 /// The data-movement rows move raw elements of 1, 2, 4 or 8 bytes: every
 /// dtype of those sizes (not strings, sub-byte or 16-byte complex types).

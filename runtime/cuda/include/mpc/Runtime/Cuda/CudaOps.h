@@ -28,7 +28,15 @@ enum OnnxType : int32_t {
   kOnnxF16 = 10,
   kOnnxF64 = 11,
   kOnnxBF16 = 16,
+  // The other integer types (the bitwise rows).
+  kOnnxU16 = 4,
+  kOnnxI16 = 5,
+  kOnnxU32 = 12,
+  kOnnxU64 = 13,
 };
+
+/// The logical rows (And, Or, Xor over bool): a CudaKernel's op number.
+enum class LogicalOpId : int32_t { And, Or, Xor };
 
 /// The unary rows of ElementwiseOps.def.
 enum class UnaryOpId : int32_t {

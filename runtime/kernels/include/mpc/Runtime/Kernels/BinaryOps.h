@@ -193,6 +193,26 @@ struct BitShift {
 };
 
 //===----------------------------------------------------------------------===//
+// Logical (And, Or, Xor: bool operands and result; the CPU's runLogical and
+// the CUDA launcher both call these)
+//===----------------------------------------------------------------------===//
+
+/// a && b.
+struct And {
+  template <typename T> MPC_HD bool operator()(T a, T b) const { return bool(a) && bool(b); }
+};
+
+/// a || b.
+struct Or {
+  template <typename T> MPC_HD bool operator()(T a, T b) const { return bool(a) || bool(b); }
+};
+
+/// a != b as truth values.
+struct Xor {
+  template <typename T> MPC_HD bool operator()(T a, T b) const { return bool(a) != bool(b); }
+};
+
+//===----------------------------------------------------------------------===//
 // Comparisons (bool results; any comparison with NaN is false but !=)
 //===----------------------------------------------------------------------===//
 

@@ -356,6 +356,11 @@ struct BitwiseNot {
   }
 };
 
+/// !x as a truth value (ONNX Not: bool in, bool out).
+struct Not {
+  template <typename T> MPC_HD bool operator()(T x) const { return !bool(x); }
+};
+
 /// min(max(x, minValue), maxValue), so maxValue wins when the bounds cross
 /// (ONNX Clip); NaN propagates. The bounds are doubles so that every int32 and
 /// float bound is exact; integer T saturates them first.
