@@ -362,10 +362,12 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   // The node takes its result's name, unless that is a graph output's name
   // (a fresh name is none: the scan of the outputs, O(outputs) per cast, is
   // only for the names keepGraphOutputs passes).
-  cast->name = resultName == v->name() || v->isGraphOutput() ||
-                       (!freshResultName && isOutputName(g, resultName))
-                   ? m.freshName((v->name() + "/" + castSuffix(want)).str())
-                   : resultName.str();
+  // Either way the name is reserved: the node borrows the name table's copy.
+  if (resultName == v->name() || v->isGraphOutput() ||
+      (!freshResultName && isOutputName(g, resultName)))
+    cast->name = m.tableName(m.freshName((v->name() + "/" + castSuffix(want)).str()));
+  else
+    cast->name = m.tableName(resultName);
   cast->addInput(v);
   cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(want)));
   Type t = v->type;
@@ -447,7 +449,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
       } else {
         Node *c = g.createNode("Constant", "", std::next(p->getIterator()), p);
         std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
-        c->name = name;
+        c->name = m.tableName(name);
         c->setAttr(Attribute::makeTensor("value", std::move(conv)));
         Type t = v->type;
         t.setTensorElemType(want);

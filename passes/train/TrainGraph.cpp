@@ -632,7 +632,7 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
   };
 
   auto addState = [&](Value *param, llvm::StringRef suffix) {
-    Value *v = g.addInitializer(m.freshName((param->name() + suffix).str()),
+    Value *v = g.addInitializer(m.freshName(param->name() + suffix),
                                 zerosLike(*param->initializer()));
     v->hasValueInfo = false;
     return v;

@@ -274,9 +274,9 @@ static void printJson(llvm::raw_ostream &os, llvm::StringRef path, const Model &
     opsets.push_back(llvm::json::Object{{"domain", o.domain.empty() ? "ai.onnx" : o.domain},
                                         {"version", o.version}});
   for (const Value *v : g.inputs())
-    inputs.push_back(llvm::json::Object{{"name", v->name()}, {"type", typeText(v->type)}});
+    inputs.push_back(llvm::json::Object{{"name", v->name().str()}, {"type", typeText(v->type)}});
   for (const Value *v : g.outputs())
-    outputs.push_back(llvm::json::Object{{"name", v->name()}, {"type", typeText(v->type)}});
+    outputs.push_back(llvm::json::Object{{"name", v->name().str()}, {"type", typeText(v->type)}});
   for (auto &[op, count] : r.histogram)
     hist.push_back(llvm::json::Object{{"op", op}, {"count", count}});
   for (auto &[dtype, p] : r.params)

@@ -525,7 +525,7 @@ static void writeTensorCores(llvm::json::OStream &j, const Model &m, const AmpRe
       for (const TensorCoreRow &row : rows)
         j.object([&] {
           j.attribute("graph", row.graph->name);
-          j.attribute("name", row.node->name);
+          j.attribute("name", row.node->name.ref());
           j.attribute("op", row.node->qualifiedOpType());
           j.attribute("half", row.half);
           j.attribute("shape_known", row.shape.hasValue());

@@ -671,13 +671,17 @@ llvm::Error Importer::importGraph(GraphView &gv, Graph &g, Scope &scope) {
     for (llvm::CachedHashStringRef key : outKeys)
       resultHashes.push_back(key.hash());
     Node *n = g.createNode(nv.opType, nv.domain);
-    n->name.assign(nv.name.data(), nv.name.size());
+    llvm::ArrayRef<llvm::StringRef> outs = gv.outputsOf(nv);
+    // The node's name is the name table's copy. A node is usually named like
+    // its first result: then the key (and its hash) is that result's.
+    if (!nv.name.empty())
+      n->name = model.reserveTableName(!outs.empty() && outs[0] == nv.name ? outKeys[0]
+                                                                            : Model::nameKey(nv.name));
     n->docString = nv.docString;
     if (nv.proto)
       n->unknownFields = unknownFieldsOf(*nv.proto);
     if (nv.opType.empty())
       return inputError("{0}: {1} has no op_type", gname(), describeNode(*n));
-    llvm::ArrayRef<llvm::StringRef> outs = gv.outputsOf(nv);
     n->resizeOutputs(static_cast<unsigned>(outs.size())); // omitted optional outputs stay null
     for (unsigned i = 0; i < outs.size(); ++i) {
       if (outs[i].empty())
@@ -687,10 +691,6 @@ llvm::Error Importer::importGraph(GraphView &gv, Graph &g, Scope &scope) {
         return inputError("{0}: {1} defines '{2}', which is already defined", gname(),
                           describeNode(*n), outs[i]);
     }
-    // Reserved after the outputs: a node is usually named like its first
-    // result, whose name is reserved already (one hash instead of two).
-    if (!nv.name.empty() && !(!outs.empty() && outs[0] == nv.name))
-      model.reserveName(nv.name);
     nodes.push_back(n);
   }
   // Phase 2: inputs, attributes (nested graphs see every name of this graph).

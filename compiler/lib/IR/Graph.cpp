@@ -144,7 +144,7 @@ void Value::removeUse(Node *n, unsigned i) {
 Model &Node::model() const { return parent->model(); }
 
 void Node::setInput(unsigned i, Value *v) {
-  assert(i < ins.size() && "input index out of range");
+  assert(i < numIns && "input index out of range");
   if (ins[i] == v)
     return;
   if (ins[i])
@@ -154,26 +154,47 @@ void Node::setInput(unsigned i, Value *v) {
     v->addUse(this, i);
 }
 
-void Node::growUseSlots(size_t keep) {
-  unsigned *slots = model().nodeArena.Allocate<unsigned>(ins.capacity());
-  std::copy_n(useSlot, keep, slots);
-  useSlot = slots; // the old array stays in the arena (growth is geometric)
+void Node::growInputs(unsigned cap) {
+  // One block: the input pointers, then their use slots. The old block stays
+  // in the arena (growth is geometric, and nodes rarely grow).
+  static_assert(alignof(Value *) >= alignof(unsigned), "use slots follow the inputs");
+  void *block = model().nodeArena.Allocate(size_t(cap) * (sizeof(Value *) + sizeof(unsigned)),
+                                           alignof(Value *));
+  auto *newIns = static_cast<Value **>(block);
+  auto *newSlots = reinterpret_cast<unsigned *>(newIns + cap);
+  std::copy_n(ins, numIns, newIns);
+  std::copy_n(useSlot, numIns, newSlots);
+  ins = newIns;
+  useSlot = newSlots;
+  insCap = cap;
 }
 
 void Node::reserveInputs(unsigned n) {
-  size_t cap = ins.capacity();
-  ins.reserve(n);
-  if (ins.capacity() != cap)
-    growUseSlots(ins.size());
+  if (n > insCap)
+    growInputs(n);
 }
 
 void Node::addInput(Value *v) {
-  size_t cap = ins.capacity();
-  ins.push_back(v);
-  if (ins.capacity() != cap)
-    growUseSlots(ins.size() - 1);
+  if (numIns == insCap)
+    growInputs(insCap ? 2 * insCap : 1);
+  unsigned i = numIns++;
+  ins[i] = v;
   if (v)
-    v->addUse(this, static_cast<unsigned>(ins.size() - 1));
+    v->addUse(this, i);
+}
+
+void Node::resizeOutputs(unsigned n) {
+  if (n <= numOuts)
+    return;
+  if (n > outsCap) {
+    unsigned cap = std::max(n, 2 * outsCap);
+    Value **newOuts = model().nodeArena.Allocate<Value *>(cap);
+    std::copy_n(outs, numOuts, newOuts);
+    outs = newOuts; // the old array stays in the arena
+    outsCap = cap;
+  }
+  std::fill(outs + numOuts, outs + n, nullptr);
+  numOuts = n;
 }
 
 Value *Node::setOutput(unsigned i, llvm::StringRef valueName, Type t) {
@@ -181,8 +202,7 @@ Value *Node::setOutput(unsigned i, llvm::StringRef valueName, Type t) {
 }
 
 Value *Node::setOutput(unsigned i, llvm::CachedHashStringRef valueName, Type t) {
-  if (outs.size() <= i)
-    outs.resize(i + 1, nullptr);
+  resizeOutputs(i + 1);
   assert(!outs[i] && "output already defined");
   Value *v = parent->newValue(valueName, ValueKind::NodeResult, std::move(t));
   v->producerNode = this;
@@ -192,7 +212,7 @@ Value *Node::setOutput(unsigned i, llvm::CachedHashStringRef valueName, Type t) 
 }
 
 void Node::dropAllInputs() {
-  for (unsigned i = 0; i < ins.size(); ++i)
+  for (unsigned i = 0; i < numIns; ++i)
     if (ins[i]) {
       ins[i]->removeUse(this, i);
       ins[i] = nullptr;
@@ -241,9 +261,9 @@ void Node::setAttr(Attribute a) {
 }
 
 std::string Node::qualifiedOpType() const {
-  if (domain.empty() || llvm::StringRef(domain) == "ai.onnx")
-    return opType;
-  return domain + "::" + opType;
+  if (domain.empty() || domain == "ai.onnx")
+    return opType.str();
+  return (domain.ref() + "::" + opType.ref()).str();
 }
 
 int64_t Node::opsetVersion() const { return model().opsetVersion(domain); }
@@ -257,7 +277,7 @@ Graph::~Graph() {
   // enclosing graph lives on when a body is erased with its node); uses of
   // this graph's own values are just dropped, they die with it.
   for (Node &n : nodeList)
-    for (unsigned i = 0; i < n.ins.size(); ++i) {
+    for (unsigned i = 0; i < n.numIns; ++i) {
       Value *v = n.ins[i];
       if (v && v->owner != this)
         v->removeUse(&n, i);
@@ -271,13 +291,12 @@ Graph::~Graph() {
 Value *Graph::newValue(llvm::CachedHashStringRef valueName, ValueKind k, Type t) {
   Value *v = new (owningModel->valueArena.Allocate<Value>()) Value();
   valueStore.push_back(v);
-  v->valueName = valueName.val().str();
   v->valueKind = k;
   v->valueId = owningModel->nextValueId++;
   v->owner = this;
   v->type = std::move(t);
-  if (!valueName.val().empty())
-    owningModel->reserveKey(valueName);
+  // Reserves the name; the value borrows the table's copy.
+  v->valueName = owningModel->reserveTableName(valueName);
   return v;
 }
 
@@ -329,8 +348,8 @@ void Graph::eraseInitializer(Value *v) {
 Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
                         NodeList::iterator insertPt, const Node *orderFrom) {
   Node *n = new (owningModel->nodeArena.Allocate<Node>()) Node();
-  n->opType = opType.str();
-  n->domain = domain.str();
+  n->opType = owningModel->internOpString(opType);
+  n->domain = owningModel->internOpString(domain);
   n->parent = this;
   n->nodeId = owningModel->nextNodeId++;
   n->orderKey = orderFrom ? orderFrom->orderKey : nextOrder++;
@@ -341,19 +360,18 @@ Node *Graph::createNode(llvm::StringRef opType, llvm::StringRef domain,
 void Graph::eraseNode(Node *n) {
   assert(n->parent == this && "erasing a node of another graph");
 #ifndef NDEBUG
-  for (Value *v : n->outs)
+  for (Value *v : n->outputs())
     assert((!v || (!v->hasUses() && !v->isGraphOutput())) && "erasing a node whose result is used");
 #endif
   n->dropAllInputs();
-  for (Value *v : n->outs)
+  for (Value *v : n->outputs())
     if (v)
       v->producerNode = nullptr;
   nodeList.erase(n);
 }
 
 void Graph::renameValue(Value *v, llvm::StringRef newName) {
-  v->valueName = newName.str();
-  v->owner->owningModel->reserveName(newName);
+  v->valueName = v->owner->owningModel->reserveTableName(Model::nameKey(newName));
   if (v->init)
     v->init->name = newName.str();
 }
@@ -433,13 +451,13 @@ bool Graph::sortTopologically() {
       deps[pos[&n]].push_back(v->producer());
   };
   for (Node &n : nodeList) {
-    for (Value *v : n.ins)
+    for (Value *v : n.inputs())
       addDep(n, v);
     for (Attribute &a : n.attrs)
       for (auto &g : a.graphs)
         forEachGraph(*g, [&](Graph &body) {
           for (Node &inner : body.nodes())
-            for (Value *v : inner.ins)
+            for (Value *v : inner.inputs())
               addDep(n, v);
           for (Value *v : body.outputs())
             addDep(n, v);
@@ -533,6 +551,27 @@ int64_t Model::opsetVersion(llvm::StringRef d) const {
       return o.version;
   }
   return -1;
+}
+
+IRString Model::tableName(llvm::StringRef n) const {
+  if (n.empty())
+    return IRString();
+  Value **binding = names.find(nameKey(n));
+  return binding ? IRString::borrow(NameTable::charsOf(*binding)) : IRString(n);
+}
+
+IRString Model::reserveTableName(llvm::CachedHashStringRef k) {
+  if (k.val().empty())
+    return IRString();
+  bool inserted;
+  return IRString::borrow(NameTable::charsOf(names.insert(k, inserted)));
+}
+
+IRString Model::internOpString(llvm::StringRef s) {
+  if (s.empty())
+    return IRString();
+  bool inserted;
+  return IRString::borrow(NameTable::charsOf(opStrings.insert(NameTable::key(s), inserted)));
 }
 
 std::string Model::freshName(llvm::StringRef base) {

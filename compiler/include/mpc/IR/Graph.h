@@ -10,14 +10,17 @@
 #define MPC_IR_GRAPH_H
 
 #include "mpc/IR/Attribute.h"
+#include "mpc/IR/IRString.h"
 #include "mpc/IR/NameTable.h"
 #include "mpc/IR/Tensor.h"
 #include "mpc/IR/Type.h"
 #include "mpc/Support/LargeAlloc.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/ilist.h"
 #include "llvm/ADT/ilist_node.h"
+#include <cassert>
 #include <cstdlib>
 #include <iterator>
 #include <memory>
@@ -126,7 +129,8 @@ enum class ValueKind : uint8_t {
 
 class Value {
 public:
-  const std::string &name() const { return valueName; }
+  /// The name table's copy of the value's name (see IRString).
+  const IRString &name() const { return valueName; }
   ValueKind kind() const { return valueKind; }
   Graph *graph() const { return owner; }
   Node *producer() const { return producerNode; }
@@ -159,7 +163,7 @@ private:
   friend class Node;
   ValueKind valueKind = ValueKind::NodeResult; // packs with hasValueInfo
   unsigned valueId = 0;
-  std::string valueName;
+  IRString valueName;
   Graph *owner = nullptr;
   Node *producerNode = nullptr;
   unsigned resultIndex = 0;
@@ -173,9 +177,12 @@ private:
 
 class Node : public llvm::ilist_node_with_parent<Node, Graph> {
 public:
-  std::string opType;
-  std::string domain; ///< "" for the default ONNX domain
-  std::string name;
+  /// Interned in the model (Graph::createNode): a model has few distinct ones.
+  IRString opType;
+  IRString domain; ///< "" for the default ONNX domain
+  /// Borrowed from the model's name table where the IR sets it (import,
+  /// inserted casts); anything assigned is copied.
+  IRString name;
   RareString docString;
   std::vector<Attribute> attrs;
   /// Serialized protobuf fields this ONNX build lacks (metadata_props, ...).
@@ -190,24 +197,29 @@ public:
   /// passes keep per-node facts in vectors of Model::nodeIdBound() entries.
   unsigned id() const { return nodeId; }
 
-  unsigned numInputs() const { return static_cast<unsigned>(ins.size()); }
-  unsigned numOutputs() const { return static_cast<unsigned>(outs.size()); }
+  unsigned numInputs() const { return numIns; }
+  unsigned numOutputs() const { return numOuts; }
   /// Null for an omitted optional input.
-  Value *input(unsigned i) const { return ins[i]; }
+  Value *input(unsigned i) const {
+    assert(i < numIns && "input index out of range");
+    return ins[i];
+  }
   /// Null for an omitted optional output.
-  Value *output(unsigned i) const { return outs[i]; }
-  const std::vector<Value *> &inputs() const { return ins; }
-  const std::vector<Value *> &outputs() const { return outs; }
+  Value *output(unsigned i) const {
+    assert(i < numOuts && "output index out of range");
+    return outs[i];
+  }
+  /// The inputs and outputs live in the model's node arena; the arrays stay
+  /// valid while the node lives (growing one leaves the old one in place).
+  llvm::ArrayRef<Value *> inputs() const { return llvm::ArrayRef<Value *>(ins, numIns); }
+  llvm::ArrayRef<Value *> outputs() const { return llvm::ArrayRef<Value *>(outs, numOuts); }
 
   void setInput(unsigned i, Value *v);
   void addInput(Value *v);
   /// Reserves room for `n` inputs (for builders that know the count).
   void reserveInputs(unsigned n);
   /// Grows the output list to `n` entries; new entries are omitted outputs.
-  void resizeOutputs(unsigned n) {
-    if (outs.size() < n)
-      outs.resize(n, nullptr);
-  }
+  void resizeOutputs(unsigned n);
   /// Creates result `i` of this node (grows the output list as needed).
   Value *setOutput(unsigned i, llvm::StringRef valueName, Type t);
   /// The same with the name's table key (Model::nameKey) already computed.
@@ -236,14 +248,18 @@ private:
   Graph *parent = nullptr;
   unsigned orderKey = 0;
   unsigned nodeId = 0;
-  std::vector<Value *> ins;
+  /// numIns inputs, room for insCap (in the model's node arena).
+  Value **ins = nullptr;
   /// useSlot[i]: the position of input i's use in its value's use list
-  /// (meaningless for an omitted input). As many entries as ins.capacity().
-  unsigned *useSlot = nullptr; // in the model's node arena
-  std::vector<Value *> outs;
+  /// (meaningless for an omitted input). insCap entries, in the same block
+  /// as `ins`.
+  unsigned *useSlot = nullptr;
+  unsigned numIns = 0, insCap = 0;
+  unsigned numOuts = 0, outsCap = 0;
+  Value **outs = nullptr; ///< numOuts outputs, room for outsCap (node arena)
 
-  /// Gives useSlot room for ins.capacity() entries, keeping the first `keep`.
-  void growUseSlots(size_t keep);
+  /// Moves the inputs (and their use slots) to a block of `cap` entries.
+  void growInputs(unsigned cap);
 };
 
 } // namespace mpc
@@ -418,6 +434,13 @@ public:
   void prefetchName(llvm::CachedHashStringRef k) const { names.prefetch(k); }
   /// `base` if free, else `base_1`, `base_2`, ...; the result is reserved.
   std::string freshName(llvm::StringRef base);
+  /// `n` as an IRString that borrows the name table's copy when the name is
+  /// reserved (else a copy of its own): for names of this model's nodes.
+  IRString tableName(llvm::StringRef n) const;
+  /// Reserves `k` and returns the name table's copy of it.
+  IRString reserveTableName(llvm::CachedHashStringRef k);
+  /// The model's copy of an op type or domain (a model has few of them).
+  IRString internOpString(llvm::StringRef s);
 
 private:
   friend class Graph;
@@ -435,6 +458,8 @@ private:
   /// Every name reserved so far, with its binding (see nameBinding).
   NameTable names;
   llvm::StringMap<unsigned> nextSuffix;
+  /// Op types and domains of the model's nodes (bindings unused).
+  NameTable opStrings;
 
   /// Inserts `k`; false when it was taken already.
   bool reserveKey(llvm::CachedHashStringRef k) {
@@ -443,6 +468,21 @@ private:
     return inserted;
   }
 };
+
+/// Node::inputs() and outputs() compare with vectors, as they did when they
+/// were vectors themselves.
+inline bool operator==(llvm::ArrayRef<Value *> a, const std::vector<Value *> &b) {
+  return a.equals(b);
+}
+inline bool operator==(const std::vector<Value *> &a, llvm::ArrayRef<Value *> b) {
+  return b.equals(a);
+}
+inline bool operator!=(llvm::ArrayRef<Value *> a, const std::vector<Value *> &b) {
+  return !(a == b);
+}
+inline bool operator!=(const std::vector<Value *> &a, llvm::ArrayRef<Value *> b) {
+  return !(a == b);
+}
 
 /// Visits `g` and every graph nested in its nodes' attributes, outer first.
 void forEachGraph(Graph &g, llvm::function_ref<void(Graph &)> fn);

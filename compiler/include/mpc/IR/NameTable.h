@@ -46,6 +46,13 @@ public:
       __builtin_prefetch(&slots[k.hash() & mask], /*rw=*/1);
   }
   size_t size() const { return count; }
+  /// The table's copy of the name whose binding is `binding` (a reference
+  /// insert or find returned): NUL-terminated, 8-byte aligned, its length in
+  /// the uint32_t before it (what IRString::borrow takes). It stays where it
+  /// is for as long as the table lives.
+  static const char *charsOf(Value *const &binding) {
+    return reinterpret_cast<const Entry *>(&binding)->chars();
+  }
 
 private:
   /// A name's record in the chunks, 8-byte aligned; the name's characters
