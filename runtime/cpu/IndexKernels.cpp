@@ -184,40 +184,23 @@ llvm::Error cpuk::runGatherElements(const KernelCall &c) {
 }
 
 /// Combines an update into a stored value with a scatter reduction.
-enum class ScatterReduce { None, Add, Mul, Max, Min };
-
-static llvm::Expected<ScatterReduce> scatterReduction(const Node &n) {
-  llvm::StringRef r = n.stringAttr("reduction", "none");
-  if (r == "none")
-    return ScatterReduce::None;
-  if (r == "add")
-    return ScatterReduce::Add;
-  if (r == "mul")
-    return ScatterReduce::Mul;
-  if (r == "max")
-    return ScatterReduce::Max;
-  if (r == "min")
-    return ScatterReduce::Min;
-  return nodeError(n, "unknown reduction " + quoteName(r));
-}
-
-template <typename T> static T combine(T old, T upd, ScatterReduce r) {
+template <typename T> static T combine(T old, T upd, ScatterReduction r) {
   if constexpr (std::is_same<T, bool>::value) {
     switch (r) {
-    case ScatterReduce::None: return upd;
-    case ScatterReduce::Add: case ScatterReduce::Max: return old || upd;
-    case ScatterReduce::Mul: case ScatterReduce::Min: return old && upd;
+    case ScatterReduction::None: return upd;
+    case ScatterReduction::Add: case ScatterReduction::Max: return old || upd;
+    case ScatterReduction::Mul: case ScatterReduction::Min: return old && upd;
     }
     return upd;
   } else {
     using C = k::ComputeType<T>;
     C a = k::load(old), b = k::load(upd);
     switch (r) {
-    case ScatterReduce::None: return upd;
-    case ScatterReduce::Add: return k::store<T>(C(a + b));
-    case ScatterReduce::Mul: return k::store<T>(C(a * b));
-    case ScatterReduce::Max: return a >= b ? old : upd;
-    case ScatterReduce::Min: return a <= b ? old : upd;
+    case ScatterReduction::None: return upd;
+    case ScatterReduction::Add: return k::store<T>(C(a + b));
+    case ScatterReduction::Mul: return k::store<T>(C(a * b));
+    case ScatterReduction::Max: return a >= b ? old : upd;
+    case ScatterReduction::Min: return a <= b ? old : upd;
     }
     return upd;
   }
@@ -225,11 +208,10 @@ template <typename T> static T combine(T old, T upd, ScatterReduce r) {
 
 llvm::Error cpuk::runScatterElements(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &upd = c.inputs[2], &y = c.outputs[0];
-  int64_t axis = c.node->intAttr("axis", 0);
+  const ScatterParams &p = paramsOf<ScatterParams>(c);
+  int64_t axis = p.axis;
   normalizeAxis(axis, x.shape.size());
-  auto red = scatterReduction(*c.node);
-  if (!red)
-    return red.takeError();
+  ScatterReduction red = p.reduction;
   auto plan = elementIndexPlan(c, axis);
   if (!plan)
     return plan.takeError();
@@ -240,7 +222,7 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
     T *out = y.as<T>();
     const T *u = upd.as<T>();
     forEachElementIndex(c, *plan, [&](int64_t off, int64_t e) {
-      out[off] = combine(out[off], u[e], *red);
+      out[off] = combine(out[off], u[e], red);
     });
   });
   return llvm::Error::success();
@@ -252,7 +234,7 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
 
 llvm::Error cpuk::runGatherND(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &ind = c.inputs[1];
-  int64_t b = c.node->intAttr("batch_dims", 0), last = ind.shape.back();
+  int64_t b = paramsOf<IntParams>(c).value, last = ind.shape.back();
   std::vector<int64_t> idx = readInts(ind), dStride = rowStrides(x.shape);
   int64_t batch = 1, slice = 1;
   for (int64_t i = 0; i < b; ++i)
@@ -282,9 +264,7 @@ llvm::Error cpuk::runGatherND(const KernelCall &c) {
 
 llvm::Error cpuk::runScatterND(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &ind = c.inputs[1], &upd = c.inputs[2], &y = c.outputs[0];
-  auto red = scatterReduction(*c.node);
-  if (!red)
-    return red.takeError();
+  ScatterReduction red = paramsOf<ScatterParams>(c).reduction;
   if (x.data != y.data)
     std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
   int64_t last = ind.shape.back();
@@ -309,7 +289,7 @@ llvm::Error cpuk::runScatterND(const KernelCall &c) {
         off += (v < 0 ? v + dim : v) * dStride[j];
       }
       for (int64_t s = 0; s < slice; ++s)
-        out[off + s] = combine(out[off + s], u[t * slice + s], *red);
+        out[off + s] = combine(out[off + s], u[t * slice + s], red);
     }
   });
   return llvm::Error::success();

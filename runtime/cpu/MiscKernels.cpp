@@ -146,7 +146,7 @@ llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
 llvm::Error cpuk::runEyeLike(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
   int64_t rows = y.shape[0], cols = y.shape[1];
-  int64_t diag = c.node->intAttr("k", 0);
+  int64_t diag = paramsOf<IntParams>(c).value;
   // All-zero bytes are zero in every storage type.
   if (int64_t n = y.numElements())
     std::memset(y.data, 0, size_t(n) * elemSize(y.dtype));

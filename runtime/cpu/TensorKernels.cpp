@@ -322,8 +322,9 @@ llvm::Error cpuk::runTile(const KernelCall &c) {
 static void moveBlocks(const KernelCall &c, bool toSpace) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
   const TensorRef &space = toSpace ? y : x, &depth = toSpace ? x : y;
-  int64_t b = c.node->intAttr("blocksize", 1);
-  bool crd = toSpace && c.node->stringAttr("mode", "DCR") == "CRD";
+  const BlockParams &p = paramsOf<BlockParams>(c);
+  int64_t b = p.blocksize;
+  bool crd = toSpace && p.crd;
   int64_t n = space.shape[0], ch = space.shape[1], hs = space.shape[2], ws = space.shape[3];
   int64_t hd = hs / b, wd = ws / b;
   size_t es = elemSize(x.dtype);

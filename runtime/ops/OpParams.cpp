@@ -225,6 +225,41 @@ ParsedParams mpc::parseCumulative(const Node &n) {
 }
 ParsedParams mpc::parseTrilu(const Node &n) { return axisFlags(n, 0, "upper", 1); }
 
+static ParsedParams blockParams(const Node &n, bool withMode) {
+  if (withMode)
+    if (auto e = checkOneOf(n, "mode", {"DCR", "CRD"}, "it must be DCR or CRD"))
+      return std::move(e);
+  auto p = std::make_unique<BlockParams>();
+  p->blocksize = n.intAttr("blocksize", 0);
+  p->crd = withMode && n.stringAttr("mode", "DCR") == "CRD";
+  return p;
+}
+ParsedParams mpc::parseDepthToSpace(const Node &n) { return blockParams(n, true); }
+ParsedParams mpc::parseSpaceToDepth(const Node &n) { return blockParams(n, false); }
+
+ParsedParams mpc::parseScatter(const Node &n) {
+  if (auto e = checkOneOf(n, "reduction", {"none", "add", "mul", "max", "min"},
+                          "it must be none, add, mul, max or min"))
+    return std::move(e);
+  auto p = std::make_unique<ScatterParams>();
+  p->axis = n.intAttr("axis", 0);
+  llvm::StringRef r = n.stringAttr("reduction", "none");
+  p->reduction = r == "add"   ? ScatterReduction::Add
+                 : r == "mul" ? ScatterReduction::Mul
+                 : r == "max" ? ScatterReduction::Max
+                 : r == "min" ? ScatterReduction::Min
+                              : ScatterReduction::None;
+  return p;
+}
+
+static ParsedParams intParams(const Node &n, const char *name) {
+  auto p = std::make_unique<IntParams>();
+  p->value = n.intAttr(name, 0);
+  return p;
+}
+ParsedParams mpc::parseEyeLike(const Node &n) { return intParams(n, "k"); }
+ParsedParams mpc::parseGatherND(const Node &n) { return intParams(n, "batch_dims"); }
+
 ParsedParams mpc::parsePad(const Node &n) {
   auto p = std::make_unique<PadParams>();
   p->mode = n.stringAttr("mode", "constant").str();

@@ -156,6 +156,16 @@ CASES = [
      [helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])], 17, "value",
      helper.make_tensor("v", F, [2], [1.0, 2.0]), helper.make_tensor("v", F, [1], [1.5]), {},
      "attribute 'value' is a tensor of 2 elements; it must hold exactly one element"),
+    ("depthtospace_mode", "DepthToSpace", [("x", F, [1, 4, 2, 2])], Y, [], 13, "mode", "RDC",
+     "CRD", {"blocksize": 2}, "attribute 'mode' is 'RDC'; it must be DCR or CRD"),
+    ("scatterelements_reduction", "ScatterElements", [("x", F, [2, 3])], Y,
+     [helper.make_tensor("idx", TensorProto.INT64, [1, 2], [1, 0]), init("upd", [1, 2])], 18,
+     "reduction", "avg", "max", {"axis": 1},
+     "attribute 'reduction' is 'avg'; it must be none, add, mul, max or min"),
+    ("scatternd_reduction", "ScatterND", [("x", F, [2, 3])], Y,
+     [helper.make_tensor("idx", TensorProto.INT64, [1, 1], [1]), init("upd", [1, 3])], 18,
+     "reduction", "sum", "mul", {},
+     "attribute 'reduction' is 'sum'; it must be none, add, mul, max or min"),
 ]
 
 

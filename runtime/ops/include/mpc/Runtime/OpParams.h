@@ -137,6 +137,31 @@ ParsedParams parseTopK(const Node &n);
 ParsedParams parseCumulative(const Node &n);
 ParsedParams parseTrilu(const Node &n);
 
+/// DepthToSpace and SpaceToDepth: the block size (its range is the shape
+/// function's check) and DepthToSpace's mode (CRD rather than the default DCR).
+struct BlockParams final : OpParams {
+  int64_t blocksize = 0;
+  bool crd = false;
+};
+ParsedParams parseDepthToSpace(const Node &n);
+ParsedParams parseSpaceToDepth(const Node &n);
+
+/// How ScatterElements and ScatterND combine an update with the data.
+enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
+/// ScatterElements (axis, default 0) and ScatterND (no axis): the reduction.
+struct ScatterParams final : OpParams {
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::None;
+};
+ParsedParams parseScatter(const Node &n);
+
+/// One integer attribute, default 0: EyeLike's k, GatherND's batch_dims.
+struct IntParams final : OpParams {
+  int64_t value = 0;
+};
+ParsedParams parseEyeLike(const Node &n);
+ParsedParams parseGatherND(const Node &n);
+
 /// Pad: the mode, and before opset 11 the pads (or paddings) and value
 /// attributes (later opsets take them as inputs).
 struct PadParams final : OpParams {
