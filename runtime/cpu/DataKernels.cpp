@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
@@ -154,25 +155,18 @@ llvm::Error cpuk::runExpand(const KernelCall &c) {
 
 llvm::Error cpuk::runNonZero(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
-  int64_t rank = x.shape.size(), n = x.numElements(), count = c.outputs[0].shape[1];
+  int rank = int(x.shape.size());
+  int64_t n = x.numElements(), count = c.outputs[0].shape[1];
   int64_t *out = c.outputs[0].as<int64_t>();
-  std::vector<int64_t> idx(rank, 0);
   int64_t k = 0;
+  // The bodies the CUDA launcher runs: which elements count, their
+  // coordinates as column k.
   dispatchAll(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *p = x.as<T>();
-    for (int64_t e = 0; e < n; ++e) {
-      if (!(kernels::castValue<double>(p[e]) == 0)) {
-        for (int64_t d = 0; d < rank; ++d)
-          out[d * count + k] = idx[d];
-        ++k;
-      }
-      for (int64_t d = rank; d-- > 0;)
-        if (++idx[d] < x.shape[d])
-          break;
-        else
-          idx[d] = 0;
-    }
+    for (int64_t e = 0; e < n && k < count; ++e)
+      if (kernels::isNonZero(p[e]))
+        kernels::writeCoordinates(x.shape.data(), rank, e, out, count, k++);
   });
   return llvm::Error::success();
 }

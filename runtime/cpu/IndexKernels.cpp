@@ -10,6 +10,7 @@
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
+#include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/TopKBodies.h"
@@ -33,13 +34,6 @@ static void splitAtAxis(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &ou
   dim = shape[axis];
   for (size_t i = axis + 1; i < shape.size(); ++i)
     inner *= shape[i];
-}
-
-static std::vector<int64_t> rowStrides(llvm::ArrayRef<int64_t> shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;)
-    s[i - 1] = s[i] * shape[i];
-  return s;
 }
 
 //===----------------------------------------------------------------------===//
@@ -183,27 +177,11 @@ llvm::Error cpuk::runGatherElements(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-/// Combines an update into a stored value with a scatter reduction.
-template <typename T> static T combine(T old, T upd, ScatterReduction r) {
-  if constexpr (std::is_same<T, bool>::value) {
-    switch (r) {
-    case ScatterReduction::None: return upd;
-    case ScatterReduction::Add: case ScatterReduction::Max: return old || upd;
-    case ScatterReduction::Mul: case ScatterReduction::Min: return old && upd;
-    }
-    return upd;
-  } else {
-    using C = k::ComputeType<T>;
-    C a = k::load(old), b = k::load(upd);
-    switch (r) {
-    case ScatterReduction::None: return upd;
-    case ScatterReduction::Add: return k::store<T>(C(a + b));
-    case ScatterReduction::Mul: return k::store<T>(C(a * b));
-    case ScatterReduction::Max: return a >= b ? old : upd;
-    case ScatterReduction::Min: return a <= b ? old : upd;
-    }
-    return upd;
-  }
+/// The combine of the scatter bodies (MoveBodies.h) for a reduction.
+static k::ScatterCombine combineOf(ScatterReduction r) {
+  static_assert(int(ScatterReduction::Min) == int(k::ScatterCombine::Min),
+                "one order of the reductions");
+  return k::ScatterCombine(r);
 }
 
 llvm::Error cpuk::runScatterElements(const KernelCall &c) {
@@ -211,7 +189,7 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
   const ScatterParams &p = paramsOf<ScatterParams>(c);
   int64_t axis = p.axis;
   normalizeAxis(axis, x.shape.size());
-  ScatterReduction red = p.reduction;
+  k::ScatterCombine red = combineOf(p.reduction);
   auto plan = elementIndexPlan(c, axis);
   if (!plan)
     return plan.takeError();
@@ -222,7 +200,7 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
     T *out = y.as<T>();
     const T *u = upd.as<T>();
     forEachElementIndex(c, *plan, [&](int64_t off, int64_t e) {
-      out[off] = combine(out[off], u[e], red);
+      out[off] = k::scatterCombine(out[off], u[e], red);
     });
   });
   return llvm::Error::success();
@@ -232,65 +210,64 @@ llvm::Error cpuk::runScatterElements(const KernelCall &c) {
 // GatherND, ScatterND
 //===----------------------------------------------------------------------===//
 
-llvm::Error cpuk::runGatherND(const KernelCall &c) {
+/// The tuple plan of input 0 indexed by input 1 (MoveBodies.h), or the
+/// node's error for a tuple longer than kMaxTupleLength.
+static llvm::Expected<k::TupleIndexPlan> tuplePlan(const KernelCall &c, int64_t batchDims) {
   const TensorRef &x = c.inputs[0], &ind = c.inputs[1];
-  int64_t b = paramsOf<IntParams>(c).value, last = ind.shape.back();
-  std::vector<int64_t> idx = readInts(ind), dStride = rowStrides(x.shape);
-  int64_t batch = 1, slice = 1;
-  for (int64_t i = 0; i < b; ++i)
-    batch *= x.shape[i];
-  for (size_t i = b + last; i < x.shape.size(); ++i)
-    slice *= x.shape[i];
-  int64_t tuples = k::numElements(llvm::ArrayRef<int64_t>(ind.shape).drop_back());
-  int64_t perBatch = tuples / std::max<int64_t>(batch, 1);
-  int64_t batchStride = b ? dStride[b - 1] : 0;
-  size_t es = elemSize(x.dtype);
+  k::TupleIndexPlan plan;
+  if (!k::makeTupleIndexPlan(x.shape.data(), int(x.shape.size()), ind.shape.data(),
+                             int(ind.shape.size()), batchDims, plan))
+    return nodeError(*c.node, "cannot index " + formatShape(x.shape) + " by " +
+                                  formatShape(ind.shape) + ": tuples longer than " +
+                                  std::to_string(k::kMaxTupleLength));
+  return plan;
+}
+
+/// Calls fn(dataOffset, tuple) for every index tuple in order; a bad index
+/// is recorded (no operand, as before the plans) and ends the loop.
+template <typename Fn>
+static void forEachTuple(const KernelCall &c, const k::TupleIndexPlan &plan, Fn &&fn) {
+  std::vector<int64_t> idx = readInts(c.inputs[1]);
+  for (int64_t t = 0; t < plan.tuples; ++t) {
+    int64_t off = 0, bad = 0;
+    if (!k::tupleOffset(plan, idx.data(), t, off, bad))
+      return recordKernelError(c, KernelErrorCode::IndexOutOfRange,
+                               KernelErrorRecord::kNoOperand, bad);
+    fn(off, t);
+  }
+}
+
+llvm::Error cpuk::runGatherND(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  auto plan = tuplePlan(c, paramsOf<IntParams>(c).value);
+  if (!plan)
+    return plan.takeError();
+  size_t es = elemSize(x.dtype), row = size_t(plan->slice) * es;
   const char *src = x.as<const char>();
   char *dst = c.outputs[0].as<char>();
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t off = (t / std::max<int64_t>(perBatch, 1)) * batchStride;
-    for (int64_t j = 0; j < last; ++j) {
-      int64_t dim = x.shape[b + j], v = idx[t * last + j];
-      if (v < -dim || v >= dim) {
-        recordKernelError(c, KernelErrorCode::IndexOutOfRange, KernelErrorRecord::kNoOperand, v);
-        return llvm::Error::success();
-      }
-      off += (v < 0 ? v + dim : v) * dStride[b + j];
-    }
-    std::memcpy(dst + t * slice * es, src + off * es, slice * es);
-  }
+  forEachTuple(c, *plan, [&](int64_t off, int64_t t) {
+    std::memcpy(dst + t * row, src + off * es, row);
+  });
   return llvm::Error::success();
 }
 
 llvm::Error cpuk::runScatterND(const KernelCall &c) {
-  const TensorRef &x = c.inputs[0], &ind = c.inputs[1], &upd = c.inputs[2], &y = c.outputs[0];
-  ScatterReduction red = paramsOf<ScatterParams>(c).reduction;
+  const TensorRef &x = c.inputs[0], &upd = c.inputs[2], &y = c.outputs[0];
+  k::ScatterCombine red = combineOf(paramsOf<ScatterParams>(c).reduction);
+  auto plan = tuplePlan(c, 0);
+  if (!plan)
+    return plan.takeError();
   if (x.data != y.data)
     std::memcpy(y.data, x.data, x.numElements() * elemSize(x.dtype));
-  int64_t last = ind.shape.back();
-  std::vector<int64_t> idx = readInts(ind), dStride = rowStrides(x.shape);
-  int64_t slice = 1;
-  for (size_t i = last; i < x.shape.size(); ++i)
-    slice *= x.shape[i];
-  int64_t tuples = k::numElements(llvm::ArrayRef<int64_t>(ind.shape).drop_back());
+  int64_t slice = plan->slice;
   dispatchAll(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     T *out = y.as<T>();
     const T *u = upd.as<T>();
-    for (int64_t t = 0; t < tuples; ++t) {
-      int64_t off = 0;
-      for (int64_t j = 0; j < last; ++j) {
-        int64_t dim = x.shape[j], v = idx[t * last + j];
-        if (v < -dim || v >= dim) {
-          recordKernelError(c, KernelErrorCode::IndexOutOfRange,
-                            KernelErrorRecord::kNoOperand, v);
-          return;
-        }
-        off += (v < 0 ? v + dim : v) * dStride[j];
-      }
+    forEachTuple(c, *plan, [&](int64_t off, int64_t t) {
       for (int64_t s = 0; s < slice; ++s)
-        out[off + s] = combine(out[off + s], u[t * slice + s], red);
-    }
+        out[off + s] = k::scatterCombine(out[off + s], u[t * slice + s], red);
+    });
   });
   return llvm::Error::success();
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <algorithm>
 #include <cctype>
@@ -88,27 +89,31 @@ llvm::Error cpuk::runEinsum(const KernelCall &c) {
 llvm::Error cpuk::runCompress(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &cond = c.inputs[1];
   const AxisParams &p = paramsOf<AxisParams>(c);
-  int64_t outer = 1, dim = x.numElements(), inner = 1;
+  k::AxisSplit split;
+  split.dim = x.numElements();
   if (p.flagA) { // axis given
     int64_t axis = p.axis;
     normalizeAxis(axis, x.shape.size());
-    dim = x.shape[axis];
+    split.dim = x.shape[axis];
     for (int64_t i = 0; i < axis; ++i)
-      outer *= x.shape[i];
+      split.outer *= x.shape[i];
     for (size_t i = axis + 1; i < x.shape.size(); ++i)
-      inner *= x.shape[i];
+      split.inner *= x.shape[i];
   }
-  int64_t n = std::min<int64_t>(cond.numElements(), dim);
-  size_t es = elemSize(x.dtype), row = inner * es;
+  // The kept positions in order, then every output element from its source
+  // (the body the CUDA launcher runs).
+  int64_t n = std::min<int64_t>(cond.numElements(), split.dim);
   const bool *keep = cond.as<bool>();
+  std::vector<int64_t> list;
+  for (int64_t j = 0; j < n; ++j)
+    if (keep[j])
+      list.push_back(j);
+  int64_t kept = int64_t(list.size()), count = c.outputs[0].numElements();
+  size_t es = elemSize(x.dtype);
   const char *src = x.as<const char>();
   char *dst = c.outputs[0].as<char>();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < n; ++j)
-      if (keep[j]) {
-        std::memcpy(dst, src + (o * dim + j) * row, row);
-        dst += row;
-      }
+  for (int64_t e = 0; e < count; ++e)
+    std::memcpy(dst + e * es, src + k::compressSource(split, kept, list.data(), e) * es, es);
   return llvm::Error::success();
 }
 
@@ -119,23 +124,20 @@ llvm::Error cpuk::runCompress(const KernelCall &c) {
 llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
   const TensorRef &x = c.inputs[0];
   const ReverseSequenceParams &p = paramsOf<ReverseSequenceParams>(c);
-  int64_t b = p.batchAxis, t = p.timeAxis;
   std::vector<int64_t> lens = readInts(c.inputs[1]);
-  int64_t inner = 1;
+  k::ReverseSequencePlan plan;
+  plan.d0 = x.shape[0];
+  plan.d1 = x.shape[1];
   for (size_t i = 2; i < x.shape.size(); ++i)
-    inner *= x.shape[i];
-  int64_t d0 = x.shape[0], d1 = x.shape[1];
-  size_t es = elemSize(x.dtype), row = inner * es;
+    plan.inner *= x.shape[i];
+  plan.batchFirst = p.batchAxis == 0;
+  size_t es = elemSize(x.dtype), row = plan.inner * es;
   const char *src = x.as<const char>();
   char *dst = c.outputs[0].as<char>();
-  for (int64_t i = 0; i < d0; ++i)
-    for (int64_t j = 0; j < d1; ++j) {
-      int64_t bi = b == 0 ? i : j, ti = t == 0 ? i : j;
-      int64_t len = std::min<int64_t>(std::max<int64_t>(lens[bi], 0), x.shape[t]);
-      int64_t srcT = ti < len ? len - 1 - ti : ti;
-      int64_t si = t == 0 ? srcT : i, sj = t == 0 ? j : srcT;
-      std::memcpy(dst + (i * d1 + j) * row, src + (si * d1 + sj) * row, row);
-    }
+  for (int64_t r = 0; r < plan.d0 * plan.d1; ++r) {
+    int64_t len = lens[size_t(k::reverseSequenceBatch(plan, r))];
+    std::memcpy(dst + r * row, src + k::reverseSequenceSource(plan, r, len) * row, row);
+  }
   return llvm::Error::success();
 }
 
@@ -145,17 +147,15 @@ llvm::Error cpuk::runReverseSequence(const KernelCall &c) {
 
 llvm::Error cpuk::runEyeLike(const KernelCall &c) {
   const TensorRef &y = c.outputs[0];
-  int64_t rows = y.shape[0], cols = y.shape[1];
+  int64_t cols = y.shape[1], n = y.numElements();
   int64_t diag = paramsOf<IntParams>(c).value;
-  // All-zero bytes are zero in every storage type.
-  if (int64_t n = y.numElements())
-    std::memset(y.data, 0, size_t(n) * elemSize(y.dtype));
+  // Every element through the body the CUDA launcher runs.
   dispatchAll(y.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T one = k::castValue<T>(1);
+    const T one = k::castValue<T>(1), zero = k::castValue<T>(0);
     T *p = y.as<T>();
-    for (int64_t i = std::max<int64_t>(0, -diag); i < rows && i + diag < cols; ++i)
-      p[i * cols + i + diag] = one;
+    for (int64_t e = 0; e < n; ++e)
+      p[e] = k::eyeLikeOne(e / cols, e % cols, diag) ? one : zero;
   });
   return llvm::Error::success();
 }

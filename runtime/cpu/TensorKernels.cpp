@@ -12,6 +12,7 @@
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/IndexParams.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
+#include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 #include <cstring>
@@ -318,41 +319,32 @@ llvm::Error cpuk::runTile(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 
 /// Walks the space-side tensor [N, C, H*b, W*b] and copies each element
-/// to or from its depth-side position [N, C*b*b, H, W].
-static void moveBlocks(const KernelCall &c, bool toSpace) {
+/// to or from its depth-side position [N, C*b*b, H, W] (blockDepthOffset,
+/// the body the CUDA launcher runs).
+static llvm::Error moveBlocks(const KernelCall &c, bool toSpace) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
-  const TensorRef &space = toSpace ? y : x, &depth = toSpace ? x : y;
+  const TensorRef &space = toSpace ? y : x;
   const BlockParams &p = paramsOf<BlockParams>(c);
-  int64_t b = p.blocksize;
-  bool crd = toSpace && p.crd;
-  int64_t n = space.shape[0], ch = space.shape[1], hs = space.shape[2], ws = space.shape[3];
-  int64_t hd = hs / b, wd = ws / b;
+  k::BlockMovePlan plan;
+  if (!k::makeBlockMovePlan(space.shape.data(), int(space.shape.size()), p.blocksize,
+                            toSpace && p.crd, plan))
+    return nodeError(*c.node, "cannot move blocks of " + std::to_string(p.blocksize) +
+                                  " in " + formatShape(space.shape));
   size_t es = elemSize(x.dtype);
-  char *sp = space.as<char>(), *dp = depth.as<char>();
-  for (int64_t in = 0; in < n; ++in)
-    for (int64_t ic = 0; ic < ch; ++ic)
-      for (int64_t h = 0; h < hs; ++h)
-        for (int64_t w = 0; w < ws; ++w) {
-          int64_t i = h % b, j = w % b;
-          int64_t dc = crd ? ic * b * b + i * b + j : (i * b + j) * ch + ic;
-          int64_t so = ((in * ch + ic) * hs + h) * ws + w;
-          int64_t dof = ((in * ch * b * b + dc) * hd + h / b) * wd + w / b;
-          if (toSpace)
-            std::memcpy(sp + so * es, dp + dof * es, es);
-          else
-            std::memcpy(dp + dof * es, sp + so * es, es);
-        }
-}
-
-llvm::Error cpuk::runDepthToSpace(const KernelCall &c) {
-  moveBlocks(c, true);
-  return llvm::Error::success();
-}
-llvm::Error cpuk::runSpaceToDepth(const KernelCall &c) {
-  moveBlocks(c, false);
+  const char *src = x.as<const char>();
+  char *dst = y.as<char>();
+  for (int64_t e = 0; e < plan.count; ++e) {
+    int64_t d = k::blockDepthOffset(plan, e);
+    if (toSpace)
+      std::memcpy(dst + e * es, src + d * es, es);
+    else
+      std::memcpy(dst + d * es, src + e * es, es);
+  }
   return llvm::Error::success();
 }
 
+llvm::Error cpuk::runDepthToSpace(const KernelCall &c) { return moveBlocks(c, true); }
+llvm::Error cpuk::runSpaceToDepth(const KernelCall &c) { return moveBlocks(c, false); }
 //===----------------------------------------------------------------------===//
 // Trilu
 //===----------------------------------------------------------------------===//

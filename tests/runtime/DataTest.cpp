@@ -4,7 +4,10 @@
 // Transpose, Slice, Expand, Concat, Split, Tile, constant Pad, SliceGrad,
 // Where, Gather and GatherGrad (with their out-of-range messages), Sum and
 // Mean, Shape (start/end), Size, Range, ConstantOfShape, Trilu,
-// GatherElements (with its out-of-range message) and OneHot
+// GatherElements (with its out-of-range message), OneHot, DepthToSpace,
+// SpaceToDepth, GatherND, ScatterElements, ScatterND (duplicates and every
+// reduction, out-of-range messages), ReverseSequence, EyeLike, Compress and
+// NonZero
 // through the op tester (OpTester.h) on each selected device, over dtypes of
 // every element size (bool, i8, u8, i16, f16, bf16, i32, f32, i64, f64).
 // The expected output of each case is computed here by numpy's definition
@@ -28,6 +31,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace mpc;
@@ -783,6 +787,439 @@ TEST_P(DataTest, OneHotOnAnyAxisWithNegativeIndices) {
                    .constantInput(tensorOf<int64_t>({}, {3}))
                    .input(vals),
                device(), HostTensor(DType::F32, {0, 2, 3}));
+}
+
+//===----------------------------------------------------------------------===//
+// DepthToSpace, SpaceToDepth, GatherND, ScatterElements, ScatterND,
+// ReverseSequence, EyeLike, Compress, NonZero (the CUDA rows of MoveOps.cpp):
+// expected tensors from the ONNX definitions on multi-indices, updates
+// applied in index order with one rounding per update.
+//===----------------------------------------------------------------------===//
+
+/// The types a scatter reduction runs on (CUDA: kCudaBinaryTypes).
+const std::vector<DType> kArithmeticTypes = {DType::F32, DType::F16, DType::BF16, DType::I32,
+                                             DType::I64};
+
+/// `v` stored in `dt` and read back (small integers are exact in each type).
+double roundTo(DType dt, double v) {
+  switch (dt) {
+  case DType::F16: return kernels::castValue<double>(kernels::castValue<Half>(v));
+  case DType::BF16: return kernels::castValue<double>(kernels::castValue<BFloat16>(v));
+  case DType::F32: return double(float(v));
+  case DType::I32: return double(int32_t(v));
+  default: return v;
+  }
+}
+
+/// A tensor of `dt` holding `v` (small integers).
+HostTensor fromDoubles(DType dt, const Shape &shape, const std::vector<double> &v) {
+  HostTensor t(dt, shape);
+  for (size_t i = 0; i < v.size(); ++i) {
+    char *p = reinterpret_cast<char *>(t.bytes.data()) + i * runtimeElementSize(dt);
+    auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
+    switch (dt) {
+    case DType::F16: put(kernels::castValue<Half>(v[i])); break;
+    case DType::BF16: put(kernels::castValue<BFloat16>(v[i])); break;
+    case DType::F32: put(float(v[i])); break;
+    case DType::I32: put(int32_t(v[i])); break;
+    case DType::I64: put(int64_t(v[i])); break;
+    default: ADD_FAILURE() << "no values for " << dtypeName(dt).str();
+    }
+  }
+  return t;
+}
+
+/// The stored value after one scatter update (ONNX reduction), in `dt`.
+double reduce(DType dt, const std::string &reduction, double old, double upd) {
+  if (reduction == "add")
+    return roundTo(dt, old + upd);
+  if (reduction == "mul")
+    return roundTo(dt, old * upd);
+  if (reduction == "max")
+    return std::max(old, upd);
+  if (reduction == "min")
+    return std::min(old, upd);
+  return upd;
+}
+
+/// The index tensor of `values` in `dt` (i32 or i64).
+HostTensor indexTensor(DType dt, const Shape &shape, const std::vector<int64_t> &values) {
+  if (dt == DType::I64)
+    return tensorOf<int64_t>(shape, values);
+  return tensorOf<int32_t>(shape, std::vector<int32_t>(values.begin(), values.end()));
+}
+
+TEST_P(DataTest, DepthToSpaceAndSpaceToDepthMoveBlocks) {
+  for (DType dt : kTypes)
+    for (const auto &sb : std::vector<std::pair<Shape, int64_t>>{
+             {{2, 3, 4, 6}, 2}, {{1, 1, 3, 3}, 3}, {{1, 2, 2, 1200}, 2}, {{0, 2, 2, 2}, 2}}) {
+      const Shape &space = sb.first;
+      const int64_t b = sb.second;
+      Shape depth = {space[0], space[1] * b * b, space[2] / b, space[3] / b};
+      SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(space) + " b " + std::to_string(b));
+      // Space element (n, c, h, w) with (i, j) its place in the block.
+      auto depthIndex = [&](const Shape &j, bool crd) {
+        int64_t i0 = j[2] % b, j0 = j[3] % b;
+        int64_t dc = crd ? j[1] * b * b + i0 * b + j0 : (i0 * b + j0) * space[1] + j[1];
+        return Shape{j[0], dc, j[2] / b, j[3] / b};
+      };
+      HostTensor d = numbered(dt, depth);
+      for (bool crd : {false, true}) {
+        OpTester t("DepthToSpace", 13);
+        t.attrInt("blocksize", b).input(d);
+        if (crd)
+          t.attrString("mode", "CRD");
+        expectOutput(t, device(), moved(d, space, [&](const Shape &j, Shape &i) {
+                       i = depthIndex(j, crd);
+                       return true;
+                     }));
+      }
+      // SpaceToDepth: the inverse of DCR.
+      HostTensor x = numbered(dt, space, 5);
+      HostTensor want(dt, depth);
+      HostTensor back = moved(x, space, [&](const Shape &j, Shape &i) {
+        i = j;
+        return true;
+      });
+      Shape j(4, 0);
+      size_t es = runtimeElementSize(dt);
+      for (int64_t e = 0; e < count(space); ++e) {
+        std::memcpy(want.bytes.data() + linear(depthIndex(j, false), depth) * int64_t(es),
+                    back.bytes.data() + e * int64_t(es), es);
+        for (size_t k = 4; k-- > 0;)
+          if (++j[k] < space[k])
+            break;
+          else
+            j[k] = 0;
+      }
+      expectOutput(OpTester("SpaceToDepth", 13).attrInt("blocksize", b).input(x), device(),
+                   want);
+    }
+}
+
+TEST_P(DataTest, GatherNDWithBatchDimsAndNegativeIndices) {
+  for (DType dt : kTypes)
+    for (DType it : {DType::I64, DType::I32}) {
+      SCOPED_TRACE(dtypeName(dt).str() + " indices " + dtypeName(it).str());
+      // Rank 5 data, tuples of 1, 2 and 3 (negative values), slices of 1100 or 1.
+      Shape ds = {3, 2, 2, 1, 1100};
+      HostTensor x = numbered(dt, ds);
+      for (int64_t depth : {1, 2, 3}) {
+        Shape is = {2, 2, depth};
+        std::vector<int64_t> idx;
+        for (int64_t t = 0; t < 4; ++t)
+          for (int64_t j = 0; j < depth; ++j)
+            idx.push_back((t + j) % 2 ? -1 - (t % int(ds[size_t(j)])) : t % ds[size_t(j)]);
+        Shape os = {2, 2};
+        os.insert(os.end(), ds.begin() + depth, ds.end());
+        HostTensor want = moved(x, os, [&](const Shape &j, Shape &i) {
+          int64_t t = j[0] * 2 + j[1];
+          i.clear();
+          for (int64_t k = 0; k < depth; ++k) {
+            int64_t v = idx[size_t(t * depth + k)];
+            i.push_back(v < 0 ? v + ds[size_t(k)] : v);
+          }
+          i.insert(i.end(), j.begin() + 2, j.end());
+          return true;
+        });
+        expectOutput(OpTester("GatherND", 13).input(x).input(indexTensor(it, is, idx)),
+                     device(), want);
+      }
+      // batch_dims = 1: data [3, 4, 5], indices [3, 2, 1]: y[b, t] = x[b, idx[b, t]].
+      HostTensor xb = numbered(dt, {3, 4, 5});
+      std::vector<int64_t> ib = {0, -1, 3, 2, -4, 1};
+      HostTensor wantb = moved(xb, {3, 2, 5}, [&](const Shape &j, Shape &i) {
+        int64_t v = ib[size_t(j[0] * 2 + j[1])];
+        i = {j[0], v < 0 ? v + 4 : v, j[2]};
+        return true;
+      });
+      expectOutput(OpTester("GatherND", 13).attrInt("batch_dims", 1).input(xb).input(
+                       indexTensor(it, {3, 2, 1}, ib)),
+                   device(), wantb);
+    }
+  // No tuples: an empty output.
+  expectOutput(OpTester("GatherND", 13)
+                   .input(numbered(DType::F32, {4, 3}))
+                   .input(tensorOf<int64_t>({0, 1}, {})),
+               device(), HostTensor(DType::F32, {0, 3}));
+}
+
+TEST_P(DataTest, GatherNDIndexOutOfRangeNamesTheIndex) {
+  for (int64_t given : {4, -5}) {
+    OpTester t("GatherND", 13);
+    t.input(numbered(DType::F32, {4, 2})).input(tensorOf<int64_t>({2, 1}, {1, given}));
+    auto out = t.run(device());
+    ASSERT_FALSE(bool(out));
+    std::string msg = llvm::toString(out.takeError());
+    EXPECT_NE(msg.find("index " + std::to_string(given) + " out of range"), std::string::npos)
+        << msg;
+  }
+}
+
+/// Runs `op` (ScatterElements or ScatterND, opset 18) with data `ds`,
+/// `indices` and updates `us` for every reduction and its types, against
+/// the updates applied in order: update element e lands on data element
+/// target(e). `none` moves raw bytes of every type (the last update wins);
+/// the reductions run on small integers, rounded in the type per update.
+void expectScattered(const std::string &device, const std::string &op, int64_t axis,
+                     const Shape &ds, const HostTensor &indices, const Shape &us,
+                     const std::function<int64_t(int64_t)> &target) {
+  for (std::string red : {"none", "add", "mul", "max", "min"})
+    for (DType dt : red == "none" ? kTypes : kArithmeticTypes) {
+      SCOPED_TRACE(op + " " + red + " " + dtypeName(dt).str() + " axis " +
+                   std::to_string(axis) + " indices " + formatShape(indices.shape));
+      OpTester t(op, 18);
+      t.attrString("reduction", red);
+      if (op == "ScatterElements")
+        t.attrInt("axis", axis);
+      HostTensor x, u, want;
+      if (red == "none") {
+        x = numbered(dt, ds);
+        u = numbered(dt, us, 30);
+        want = x;
+        size_t es = runtimeElementSize(dt);
+        for (int64_t e = 0; e < count(us); ++e)
+          std::memcpy(want.bytes.data() + target(e) * int64_t(es),
+                      u.bytes.data() + e * int64_t(es), es);
+      } else {
+        std::vector<double> xv(size_t(count(ds))), uv(size_t(count(us)));
+        for (size_t i = 0; i < xv.size(); ++i)
+          xv[i] = double(int64_t(i % 7) - 3);
+        for (size_t i = 0; i < uv.size(); ++i)
+          uv[i] = double(int64_t(i % 5) - 2);
+        std::vector<double> wv = xv;
+        for (size_t e = 0; e < uv.size(); ++e) {
+          double &w = wv[size_t(target(int64_t(e)))];
+          w = reduce(dt, red, w, uv[e]);
+        }
+        x = fromDoubles(dt, ds, xv);
+        u = fromDoubles(dt, us, uv);
+        want = fromDoubles(dt, ds, wv);
+      }
+      expectOutput(t.input(x).input(indices).input(u), device, want);
+    }
+}
+
+TEST_P(DataTest, ScatterElementsAppliesDuplicatesInOrder) {
+  // Data [3, 4, 1100], indices [3, 3, 1100] on axis 1 (-2), duplicates in
+  // every line, negative values.
+  Shape ds = {3, 4, 1100}, is = {3, 3, 1100};
+  std::vector<int64_t> idx(size_t(count(is)));
+  for (size_t e = 0; e < idx.size(); ++e)
+    idx[e] = int64_t((e * 5 + e / 1100) % 5) - 2; // in [-2, 3), repeats along the axis
+  for (int64_t axis : {1, -2})
+    expectScattered(device(), "ScatterElements", axis, ds, tensorOf<int64_t>(is, idx), is,
+                    [&](int64_t e) {
+                      int64_t v = idx[size_t(e)];
+                      return linear({e / 3300, v < 0 ? v + 4 : v, e % 1100}, ds);
+                    });
+  // i32 indices of a smaller shape on axis 0, and no indices at all.
+  HostTensor x = numbered(DType::F32, {3, 2});
+  expectOutput(OpTester("ScatterElements", 18)
+                   .input(x)
+                   .input(tensorOf<int32_t>({1, 2}, {2, -3}))
+                   .input(tensorOf<float>({1, 2}, {100, 200})),
+               device(), tensorOf<float>({3, 2}, {1, 200, 15, 22, 100, 36}));
+  expectOutput(OpTester("ScatterElements", 18)
+                   .input(x)
+                   .input(tensorOf<int64_t>({0, 2}, {}))
+                   .input(HostTensor(DType::F32, {0, 2})),
+               device(), x);
+}
+
+TEST_P(DataTest, ScatterNDAppliesDuplicateTuplesInOrder) {
+  // Data [4, 3, 1100]: tuples of 1 (slices [3, 1100]) and of 3 (single
+  // elements), with duplicates and negative values.
+  Shape ds = {4, 3, 1100};
+  struct Case {
+    Shape is;
+    std::vector<int64_t> idx;
+  };
+  std::vector<Case> cases = {{{5, 1}, {1, -3, 3, 1, -1}},
+                             {{2, 2, 3}, {0, 2, 5, -4, -1, 1099, 0, 2, 5, 3, 0, -1100}}};
+  for (const Case &c : cases) {
+    int64_t depth = c.is.back(), tuples = count(c.is) / depth;
+    Shape us(c.is.begin(), c.is.end() - 1);
+    us.insert(us.end(), ds.begin() + depth, ds.end());
+    int64_t slice = count(us) / tuples;
+    expectScattered(device(), "ScatterND", 0, ds, tensorOf<int64_t>(c.is, c.idx), us,
+                    [&](int64_t e) {
+                      int64_t t = e / slice;
+                      Shape at(3, 0);
+                      for (int64_t k = 0; k < depth; ++k) {
+                        int64_t v = c.idx[size_t(t * depth + k)];
+                        at[size_t(k)] = v < 0 ? v + ds[size_t(k)] : v;
+                      }
+                      return linear(at, ds) + e % slice;
+                    });
+  }
+  // Rank-1 data, i32 indices, no tuples.
+  HostTensor x = numbered(DType::F16, {5});
+  HostTensor want = x;
+  std::memcpy(want.bytes.data() + 4 * 2, numbered(DType::F16, {1}, 20).bytes.data(), 2);
+  expectOutput(OpTester("ScatterND", 18)
+                   .input(x)
+                   .input(tensorOf<int32_t>({1, 1}, {-1}))
+                   .input(numbered(DType::F16, {1}, 20)),
+               device(), want);
+  expectOutput(OpTester("ScatterND", 18)
+                   .input(x)
+                   .input(tensorOf<int64_t>({0, 1}, {}))
+                   .input(HostTensor(DType::F16, {0})),
+               device(), x);
+}
+
+TEST_P(DataTest, ScatterIndexOutOfRangeNamesTheIndex) {
+  HostTensor x = numbered(DType::F32, {4, 2});
+  OpTester e("ScatterElements", 18);
+  e.input(x).input(tensorOf<int64_t>({1, 2}, {1, 4})).input(tensorOf<float>({1, 2}, {0, 0}));
+  OpTester n("ScatterND", 18);
+  n.input(x).input(tensorOf<int64_t>({2, 1}, {0, -5})).input(HostTensor(DType::F32, {2, 2}));
+  for (auto [t, text] : std::vector<std::pair<const OpTester *, std::string>>{
+           {&e, "index 4 out of range for [4, 2]"}, {&n, "index -5 out of range"}}) {
+    auto out = t->run(device());
+    ASSERT_FALSE(bool(out));
+    std::string msg = llvm::toString(out.takeError());
+    EXPECT_NE(msg.find(text), std::string::npos) << msg;
+  }
+}
+
+TEST_P(DataTest, ReverseSequenceReversesEachBatchPrefix) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    // Time-major [5, 3, 1100] (the defaults), and batch-major [2, 4, 1, 3].
+    for (const auto &c : std::vector<std::tuple<Shape, int64_t, std::vector<int64_t>>>{
+             {{5, 3, 1100}, 1, {5, 1, 3}}, {{2, 4, 1, 3}, 0, {4, 2}}}) {
+      const Shape &shape = std::get<0>(c);
+      const int64_t batchAxis = std::get<1>(c);
+      const std::vector<int64_t> &lens = std::get<2>(c);
+      int64_t timeAxis = 1 - batchAxis;
+      HostTensor x = numbered(dt, shape);
+      HostTensor want = moved(x, shape, [&](const Shape &j, Shape &i) {
+        i = j;
+        int64_t len = lens[size_t(j[size_t(batchAxis)])], t = j[size_t(timeAxis)];
+        if (t < len)
+          i[size_t(timeAxis)] = len - 1 - t;
+        return true;
+      });
+      expectOutput(OpTester("ReverseSequence", 10)
+                       .attrInt("batch_axis", batchAxis)
+                       .attrInt("time_axis", timeAxis)
+                       .input(x)
+                       .input(ints(lens)),
+                   device(), want);
+    }
+  }
+}
+
+TEST_P(DataTest, EyeLikeOnAnyDiagonalAndType) {
+  for (DType dt : kTypes)
+    for (const Shape &shape : std::vector<Shape>{{3, 5}, {40, 1100}, {1, 1}, {0, 4}})
+      for (int64_t k : {0, 2, -1, 1200}) {
+        SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(shape) + " k " + std::to_string(k));
+        HostTensor one = numbered(dt, {1}); // element 0 holds 1 (bool: true)
+        HostTensor want = moved(one, shape, [&](const Shape &j, Shape &i) {
+          i = {0};
+          return j[1] - j[0] == k;
+        });
+        expectOutput(OpTester("EyeLike", 9).attrInt("k", k).input(numbered(dt, shape)),
+                     device(), want);
+      }
+  // The dtype attribute: f32 in, i64 out.
+  expectOutput(OpTester("EyeLike", 9)
+                   .attrInt("dtype", int64_t(DType::I64))
+                   .input(numbered(DType::F32, {2, 3})),
+               device(), tensorOf<int64_t>({2, 3}, {1, 0, 0, 0, 1, 0}));
+}
+
+TEST_P(DataTest, CompressKeepsTheSelectedSlices) {
+  for (DType dt : kTypes) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    Shape shape = {3, 4, 1100};
+    HostTensor x = numbered(dt, shape);
+    // Axis 1 (and -2) with a shorter condition; axis -1 over rows of 1100.
+    std::vector<bool> c1 = {true, false, true};
+    for (int64_t axis : {1, -2}) {
+      HostTensor want = moved(x, {3, 2, 1100}, [&](const Shape &j, Shape &i) {
+        i = {j[0], j[1] * 2, j[2]};
+        return true;
+      });
+      expectOutput(OpTester("Compress", 11).attrInt("axis", axis).input(x).input(
+                       tensorOf(Shape{3}, c1)),
+                   device(), want);
+    }
+    std::vector<bool> c2(1100);
+    for (size_t i = 0; i < c2.size(); ++i)
+      c2[i] = i % 3 == 1;
+    HostTensor want2 = moved(x, {3, 4, 367}, [&](const Shape &j, Shape &i) {
+      i = {j[0], j[1], j[2] * 3 + 1};
+      return true;
+    });
+    expectOutput(OpTester("Compress", 11).attrInt("axis", -1).input(x).input(
+                     tensorOf(Shape{1100}, c2)),
+                 device(), want2);
+    // No axis: the flattened input; nothing kept: an empty output.
+    HostTensor small = numbered(dt, {2, 3});
+    HostTensor want3 = moved(small, {3}, [&](const Shape &j, Shape &i) {
+      int64_t flat = j[0] == 0 ? 0 : j[0] == 1 ? 4 : 5;
+      i = {flat / 3, flat % 3};
+      return true;
+    });
+    expectOutput(OpTester("Compress", 11).input(small).input(
+                     tensorOf(Shape{6}, std::vector<bool>{true, false, false, false, true, true})),
+                 device(), want3);
+    expectOutput(OpTester("Compress", 11).attrInt("axis", 0).input(small).input(
+                     tensorOf(Shape{2}, std::vector<bool>{false, false})),
+                 device(), HostTensor(dt, {0, 3}));
+  }
+}
+
+TEST_P(DataTest, NonZeroListsCoordinatesInOrder) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I32, DType::I64,
+                   DType::I8, DType::Bool})
+    for (const Shape &shape : std::vector<Shape>{{7}, {3, 1100}, {2, 1, 3, 2, 2}, {2, 0, 3}}) {
+      SCOPED_TRACE(dtypeName(dt).str() + " " + formatShape(shape));
+      // Every third element nonzero (bool: the odd numbered ones).
+      HostTensor x = numbered(dt, shape);
+      std::vector<bool> nz(size_t(count(shape)));
+      size_t es = runtimeElementSize(dt);
+      for (size_t e = 0; e < nz.size(); ++e) {
+        char *p = reinterpret_cast<char *>(x.bytes.data()) + e * es;
+        if (dt == DType::Bool)
+          nz[e] = *p != 0;
+        else if (e % 3)
+          std::memset(p, 0, es);
+        else
+          nz[e] = true;
+      }
+      std::vector<int64_t> coords;
+      int64_t kept = 0;
+      for (bool b : nz)
+        kept += b;
+      coords.assign(size_t(kept) * shape.size(), 0);
+      int64_t k = 0;
+      Shape j(shape.size(), 0);
+      for (size_t e = 0; e < nz.size(); ++e) {
+        if (nz[e]) {
+          for (size_t d = 0; d < shape.size(); ++d)
+            coords[d * size_t(kept) + size_t(k)] = j[d];
+          ++k;
+        }
+        for (size_t d = shape.size(); d-- > 0;)
+          if (++j[d] < shape[d])
+            break;
+          else
+            j[d] = 0;
+      }
+      expectOutput(OpTester("NonZero", 13).input(x), device(),
+                   tensorOf<int64_t>({int64_t(shape.size()), kept}, coords));
+    }
+  // NaN counts; all zero: no columns.
+  expectOutput(OpTester("NonZero", 13).input(tensorOf<float>(
+                   {4}, {0.0f, std::numeric_limits<float>::quiet_NaN(), -0.0f, 2.0f})),
+               device(), tensorOf<int64_t>({1, 2}, {1, 3}));
+  expectOutput(OpTester("NonZero", 13).input(HostTensor(DType::F32, {2, 5})), device(),
+               HostTensor(DType::I64, {2, 0}));
 }
 
 } // namespace
