@@ -165,6 +165,17 @@ std::vector<CudaKernel> buildTable() {
   // Keyed by the shape input (int64), as the CPU row.
   rows.push_back(MPC_CUDA_ROW(ConstantOfShape, kCudaBinaryTypes, Fill, 0));
   rows.push_back(MPC_CUDA_ROW(OneHot, kCudaBinaryTypes, OneHot, 0)); // keyed by the indices
+  // Data-movement index ops (MoveOps.cpp); Compress and NonZero are shaped
+  // by the executor from their inputs' values on the host (dynamic mode).
+  rows.push_back(MPC_CUDA_ROW(DepthToSpace, kCudaDataTypes, BlockMove, 0));
+  rows.push_back(MPC_CUDA_ROW(SpaceToDepth, kCudaDataTypes, BlockMove, 0));
+  rows.push_back(MPC_CUDA_ROW(GatherND, kCudaDataTypes, GatherND, 0));
+  rows.push_back(MPC_CUDA_ROW(ScatterElements, kCudaDataTypes, Scatter, 0));
+  rows.push_back(MPC_CUDA_ROW(ScatterND, kCudaDataTypes, Scatter, 0));
+  rows.push_back(MPC_CUDA_ROW(ReverseSequence, kCudaDataTypes, ReverseSequence, 0));
+  rows.push_back(MPC_CUDA_ROW(EyeLike, kCudaDataTypes, EyeLike, 0));
+  rows.push_back(MPC_CUDA_ROW(Compress, kCudaDataTypes, Compress, 0));
+  rows.push_back(MPC_CUDA_ROW(NonZero, kCudaCastTypes, NonZero, 0));
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
   // ElementwiseOps.def leave it out below.
   std::vector<CudaKernel> out{
@@ -330,6 +341,25 @@ static bool lossRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts) {
   return true;
 }
 
+/// An index operand the data-movement launchers take (absent: not yet known).
+static bool isIndexType(DType t) {
+  return t == DType::Undefined || t == DType::I32 || t == DType::I64;
+}
+
+/// ScatterElements/ScatterND: i32/i64 indices, updates of the data's type,
+/// and a reduction only over the arithmetic launcher types.
+static bool scatterRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts) {
+  if (dts.size() != 3 || !isIndexType(dts[1]) ||
+      (dts[2] != DType::Undefined && dts[2] != key))
+    return false;
+  auto p = paramsOf<ScatterParams>(parseScatter(n));
+  if (!p) {
+    llvm::consumeError(p.takeError());
+    return false;
+  }
+  return p->reduction == ScatterReduction::None || (kCudaBinaryTypes & dtypeBit(key)) != 0;
+}
+
 /// True when the row takes these dtypes: its mask lists the key dtype, and
 /// what its launcher cannot take is absent.
 static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
@@ -382,6 +412,20 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::OneHot: // values of a raw element size
     return dts.size() < 3 || dts[2] == DType::Undefined ||
            (kCudaDataTypes & dtypeBit(dts[2])) != 0;
+  // Data-movement index ops: index/length operands of i32/i64, a condition
+  // of bool, updates of the data's type; a scatter reduction on the
+  // arithmetic types only; EyeLike's output type one the launchers move.
+  case CudaKernelKind::GatherND:
+  case CudaKernelKind::ReverseSequence:
+    return dts.size() < 2 || isIndexType(dts[1]);
+  case CudaKernelKind::Scatter:
+    return scatterRowTakes(n, key, dts);
+  case CudaKernelKind::Compress:
+    return dts.size() < 2 || dts[1] == DType::Undefined || dts[1] == DType::Bool;
+  case CudaKernelKind::EyeLike: {
+    int64_t to = n.intAttr("dtype", int64_t(key));
+    return isKnownDType(to) && (kCudaDataTypes & dtypeBit(DType(to))) != 0;
+  }
   case CudaKernelKind::FusedMatMul:
     // transBatchA/B move a batch axis among the matrix axes: not planned.
     if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))

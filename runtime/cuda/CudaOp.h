@@ -136,6 +136,12 @@ CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+/// Data-movement index ops (MoveOps.cpp): DepthToSpace, SpaceToDepth,
+/// GatherND, ScatterND, ScatterElements, ReverseSequence, EyeLike, Compress,
+/// NonZero.
+CudaOpOrError prepareMoveOp(const Node &n, const CudaKernel &row,
+                            llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

@@ -98,6 +98,15 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::Fill:
   case CudaKernelKind::OneHot:
     return prepareIndexOp(n, row, inputs, ctx);
+  // Data-movement index ops.
+  case CudaKernelKind::BlockMove:
+  case CudaKernelKind::GatherND:
+  case CudaKernelKind::Scatter:
+  case CudaKernelKind::ReverseSequence:
+  case CudaKernelKind::EyeLike:
+  case CudaKernelKind::Compress:
+  case CudaKernelKind::NonZero:
+    return prepareMoveOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -228,6 +228,18 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::GatherElements:
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
       break;
+    // Data-movement index ops: raw elements; NonZero over the cast types.
+    case CudaKernelKind::BlockMove:
+    case CudaKernelKind::GatherND:
+    case CudaKernelKind::Scatter:
+    case CudaKernelKind::ReverseSequence:
+    case CudaKernelKind::EyeLike:
+    case CudaKernelKind::Compress:
+      EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
+      break;
+    case CudaKernelKind::NonZero:
+      EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaCastTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",
@@ -242,9 +254,11 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
   EXPECT_TRUE(names.count("com.microsoft::ConvGrad"));
   EXPECT_TRUE(names.count("ai.mpc.training::SliceGrad"));
   EXPECT_TRUE(names.count("ai.mpc.training::GatherGrad"));
-  // Not in this slice: no CUDA row yet.
-  for (const char *op : {"NonZero", "ScatterND"})
-    EXPECT_FALSE(names.count(std::string("::") + op)) << op;
+  for (const char *op : {"DepthToSpace", "SpaceToDepth", "GatherND", "ScatterElements",
+                         "ScatterND", "ReverseSequence", "EyeLike", "Compress", "NonZero"})
+    EXPECT_TRUE(names.count(std::string("::") + op)) << op;
+  // No CUDA row yet.
+  EXPECT_FALSE(names.count("::NonMaxSuppression"));
 }
 
 /// A model with one node, for the table's per-node decisions.

@@ -60,14 +60,7 @@ TEST(IndexBodies, TriluKeepsOnTheDiagonalSide) {
 /// A model with one node, for the table's per-node decisions.
 struct IndexNode : ModelFixture {
   Node *node(const char *op, std::vector<DType> ins, DType out, const char *name) {
-    Node *n = g->createNode(op);
-    n->name = name;
-    int i = 0;
-    for (DType t : ins)
-      n->addInput(g->addInput(std::string(name) + std::to_string(i++),
-                              Type::tensor(t, {2, 8})));
-    n->setOutput(0, std::string(name) + "_out", Type::tensor(out, {2, 8}));
-    return n;
+    return oneNode(op, ins, out, name);
   }
   /// An int64 scalar initializer.
   Value *scalar(const char *name, int64_t v) {

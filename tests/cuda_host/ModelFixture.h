@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace mpc {
 
@@ -22,6 +24,18 @@ struct ModelFixture : ::testing::Test {
     m.opsets.push_back({"", 21});
     m.graph = std::make_unique<Graph>(m);
     g = m.graph.get();
+  }
+  /// A node `name` of `op` over fresh graph inputs of `ins` (shape [2, 8]),
+  /// one output of `out`: what the kernel table's per-node decisions read.
+  Node *oneNode(const char *op, const std::vector<DType> &ins, DType out, const char *name) {
+    Node *n = g->createNode(op);
+    n->name = name;
+    int i = 0;
+    for (DType t : ins)
+      n->addInput(g->addInput(std::string(name) + std::to_string(i++),
+                              Type::tensor(t, {2, 8})));
+    n->setOutput(0, std::string(name) + "_out", Type::tensor(out, {2, 8}));
+    return n;
   }
 };
 

@@ -13,7 +13,11 @@ files), and every output of the CUDA run is compared with the CPU run's:
     and bool results exactly;
   * MatMul (2-D, batched, broadcast batch, 1-D operand) and Gemm (transposes, alpha, a [N]
     bias, a [M, 1] C with beta) in f32, f16 and bf16: fp32 accumulation in both, in another
-    order, so relative L2 error <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16) of the CPU result.
+    order, so relative L2 error <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16) of the CPU result;
+  * the data-movement index ops (DepthToSpace CRD, SpaceToDepth, GatherND, ScatterND with
+    add over duplicate tuples, ScatterElements with duplicates, ReverseSequence, EyeLike,
+    Compress and NonZero of a computed condition) in f32 and f16, with `--no-fallback`:
+    values are moved or combined in the CPU's order, so every output is bit-identical.
 Where no GPU is usable (or the build has no CUDA backend) every case is skipped and one line
 says why; this suite then passes, so CI runs it harmlessly.
 
@@ -108,6 +112,45 @@ def gemm_model(elem):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
 
+def movement_model(elem):
+    """The data-movement index ops over x [2, 8, 3, 4] cast to `elem`; indices are
+    initializers (in range, negative ones included), conditions computed by the graph."""
+    n = helper.make_node
+    i64 = lambda name, dims, vals: helper.make_tensor(name, TensorProto.INT64, dims, vals)
+    inits = [
+        i64("nd_idx", [2, 2], [1, -1, 0, 3]),
+        i64("snd_idx", [3, 1], [0, 1, 0]),
+        i64("sel_idx", [2, 2, 3, 4], [(i * 5) % 8 - 4 for i in range(48)]),
+        i64("lens", [8], [2, 1, 0, 2, 1, 2, 2, 1]),
+        i64("raxes", [3], [0, 2, 3]),
+    ]
+    nodes = [n("Cast", [k], [k + "_"], to=elem) for k in ("x", "u", "su", "m")]
+    nodes += [
+        n("DepthToSpace", ["x_"], ["d2s"], blocksize=2, mode="CRD"),
+        n("SpaceToDepth", ["d2s"], ["s2d"], blocksize=2),
+        n("GatherND", ["x_", "nd_idx"], ["gnd"]),
+        n("ScatterND", ["x_", "snd_idx", "u_"], ["snd"], reduction="add"),
+        n("ScatterElements", ["x_", "sel_idx", "su_"], ["sel"], axis=1),
+        n("ReverseSequence", ["x_", "lens"], ["rsq"], batch_axis=1, time_axis=0),
+        n("EyeLike", ["m_"], ["eye"], k=1),
+        n("Greater", ["x", "zero"], ["pos"]),
+        n("NonZero", ["pos"], ["nz"]),
+        n("ReduceMean", ["x", "raxes"], ["mean"], keepdims=0),
+        n("Greater", ["mean", "zero"], ["keep"]),
+        n("Compress", ["x_", "keep"], ["cmp"], axis=1),
+    ]
+    inits.append(helper.make_tensor("zero", F32, [], [0.0]))
+    outs = {"d2s": [2, 2, 6, 8], "s2d": [2, 8, 3, 4], "gnd": [2, 3, 4], "snd": [2, 8, 3, 4],
+            "sel": [2, 8, 3, 4], "rsq": [2, 8, 3, 4], "eye": [5, 7], "cmp": [2, "kept", 3, 4]}
+    nodes += [n("Cast", [o], [o + "_f"], to=F32) for o in outs]
+    ins = [vi("x", F32, [2, 8, 3, 4]), vi("u", F32, [3, 8, 3, 4]), vi("su", F32, [2, 2, 3, 4]),
+           vi("m", F32, [5, 7])]
+    g = helper.make_graph(nodes, "movement", ins,
+                          [vi(o + "_f", F32, s) for o, s in outs.items()] +
+                          [vi("nz", TensorProto.INT64, [4, "nonzero"])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
 def inputs_for(model, seed=0):
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -148,7 +191,7 @@ class CudaParityTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_both(self, model, name):
+    def run_both(self, model, name, cuda_args=()):
         path = os.path.join(self.dir, name + ".onnx")
         onnx.save(model, path)
         args = []
@@ -159,7 +202,8 @@ class CudaParityTest(unittest.TestCase):
         outs = {}
         for device in ("cpu", "cuda"):
             d = os.path.join(self.dir, f"{name}_{device}")
-            r = mpc("run", path, *args, "--device", device, "--outputs", d)
+            extra = cuda_args if device == "cuda" else ()
+            r = mpc("run", path, *args, "--device", device, *extra, "--outputs", d)
             self.assertEqual(r.returncode, 0, f"{device}: {r.stderr}")
             outs[device] = {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d)}
         self.assertEqual(sorted(outs["cpu"]), sorted(outs["cuda"]))
@@ -192,6 +236,13 @@ class CudaParityTest(unittest.TestCase):
                 self.assertEqual(c.shape, g.shape, k)
                 err = np.linalg.norm(c - g) / max(np.linalg.norm(c), 1e-30)
                 self.assertLessEqual(err, tol, f"{k} in type {elem}")
+
+    def test_data_movement_index_ops(self):
+        for elem in (F32, F16):
+            cpu, gpu = self.run_both(movement_model(elem), f"move{elem}", ["--no-fallback"])
+            for k in cpu:
+                self.assertEqual((cpu[k].dtype, cpu[k].shape), (gpu[k].dtype, gpu[k].shape), k)
+                np.testing.assert_array_equal(cpu[k], gpu[k], err_msg=f"{k} in type {elem}")
 
 
 def main():

@@ -21,6 +21,7 @@
 #include "mpc/Runtime/Kernels/LossBodies.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
+#include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
@@ -232,6 +233,29 @@ template __global__ void indexBodies<int32_t>(const int32_t *, int32_t *, int64_
 template __global__ void indexBodies<int64_t>(const int64_t *, int64_t *, int64_t *, AxisSplit,
                                               ElementIndexPlan);
 #undef MPC_DEVICE_INDEX
+// The data-movement index bodies (MoveBodies.h).
+template <typename T>
+__global__ void moveBodies(const T *x, T *y, int64_t *pos, BlockMovePlan b, TupleIndexPlan t,
+                           ElementIndexPlan p, ReverseSequencePlan r, AxisSplit a) {
+  int64_t s = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  int64_t off = 0, bad = 0;
+  bool ok = tupleOffset(t, pos, s, off, bad);
+  pos[s] = blockDepthOffset(b, s) + off + bad + lineElement(elementLines(p), s, 0) +
+           reverseSequenceSource(r, s, reverseSequenceBatch(r, s)) +
+           compressSource(a, 1, pos, s) + int64_t(eyeLikeOne(s, s, 0)) +
+           int64_t(isNonZero(x[s])) + int64_t(ok);
+  writeCoordinates(pos, 2, s, pos, 1, 0);
+  y[s] = scatterCombine(x[s], y[s], ScatterCombine::Max);
+}
+#define MPC_DEVICE_MOVE(T, OP, OUT)                                            \
+  template __global__ void moveBodies<T>(const T *, T *, int64_t *, BlockMovePlan,           \
+                                         TupleIndexPlan, ElementIndexPlan,                   \
+                                         ReverseSequencePlan, AxisSplit);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_MOVE, , )
+MPC_DEVICE_MOVE(int32_t, , )
+MPC_DEVICE_MOVE(int64_t, , )
+MPC_DEVICE_MOVE(bool, , )
+#undef MPC_DEVICE_MOVE
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,

@@ -213,6 +213,9 @@ class OpsOneOpTest(unittest.TestCase):
         expected |= {"And", "Or", "Xor", "Not", "ArgMax", "ArgMin", "CumSum", "CumProd",
                      "Trilu", "GatherElements", "Shape", "Size", "Range", "ConstantOfShape",
                      "OneHot"}
+        # Data-movement index ops (MoveOps.cpp).
+        expected |= {"DepthToSpace", "SpaceToDepth", "GatherND", "ScatterElements", "ScatterND",
+                     "ReverseSequence", "EyeLike", "Compress", "NonZero"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}
@@ -228,6 +231,8 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Not"]["cuda"], "bool (opset 1+)")
         self.assertEqual(rows["BitShift"]["cuda"], rows["BitShift"]["cpu"])
         self.assertEqual(rows["ArgMax"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
+        self.assertEqual(rows["GatherND"]["cuda"], rows["GatherND"]["cpu"])
+        self.assertEqual(rows["NonZero"]["cuda"], "f32,i8,i32,i64,bool,f16,f64,bf16 (opset 9+)")
 
     def test_errors(self):
         p = run("--op", "Det")

@@ -187,6 +187,15 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Fill:
   case cuda::CudaKernelKind::OneHot:
     return "index launcher";
+  // Data-movement index ops (MoveOps.cpp).
+  case cuda::CudaKernelKind::BlockMove:
+  case cuda::CudaKernelKind::GatherND:
+  case cuda::CudaKernelKind::Scatter:
+  case cuda::CudaKernelKind::ReverseSequence:
+  case cuda::CudaKernelKind::EyeLike:
+  case cuda::CudaKernelKind::Compress:
+  case cuda::CudaKernelKind::NonZero:
+    return "data-movement launcher";
   }
   return "?";
 }

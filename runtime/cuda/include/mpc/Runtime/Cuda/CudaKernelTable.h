@@ -83,6 +83,15 @@ enum class CudaKernelKind : uint8_t {
   GatherElements, ///< GatherElements over raw elements, i32/i64 indices
   Fill,       ///< ConstantOfShape: the parsed value of 1, 2, 4 or 8 bytes
   OneHot,     ///< OneHot: indices of the arithmetic types, raw values
+  // Data-movement index ops (MoveOps.cpp): MoveBodies.h over raw elements.
+  BlockMove,       ///< DepthToSpace (DCR, CRD), SpaceToDepth
+  GatherND,        ///< GatherND (batch_dims), i32/i64 indices
+  Scatter,         ///< ScatterElements, ScatterND: None on raw elements, reductions
+                   ///< on kCudaBinaryTypes, in the CPU's update order
+  ReverseSequence, ///< ReverseSequence, i32/i64 lengths read on the device
+  EyeLike,         ///< EyeLike into an output type of the data rows
+  Compress,        ///< Compress: kept positions numbered in one block
+  NonZero,         ///< NonZero over kCudaCastTypes: likewise
 };
 
 /// The element-wise types the launchers are instantiated for.
