@@ -73,6 +73,14 @@ void stepStates(LtGemm &g, const RecurrentSizes &s) {
   restride(g, true, s.batch * s.hidden, (s.seq + 1) * s.batch * s.hidden);
   g.b.alignment = std::min(g.b.alignment, floatAlignment(s.batch * s.hidden));
 }
+/// The per-direction dX product of a gradient op with G = gates * H: the
+/// launch offsets the gradients by d*S*G floats and W by d*G*input, so only
+/// the alignment those offsets keep can be promised.
+void directionSlices(LtGemm &g, const RecurrentSizes &s) {
+  int64_t gh = s.gates * s.hidden;
+  g.b.alignment = std::min(g.b.alignment, floatAlignment(s.seq * s.batch * gh));
+  g.a.alignment = std::min(g.a.alignment, floatAlignment(gh * s.input));
+}
 } // namespace
 
 void cuda::restride(LtGemm &g, bool userA, int64_t matrix, int64_t stride) {
@@ -174,6 +182,7 @@ llvm::Expected<LstmGradGemms> cuda::planLstmGradGemms(const RecurrentSizes &s) {
     return std::move(e);
   if (auto e = take(plan({rows, g4}, false, {g4, s.input}, false, eb), g.dX))
     return std::move(e);
+  directionSlices(g.dX.gemm, s);
   if (auto e = take(plan({d, rows, g4}, true, {rows, s.input}, false, eb), g.dW))
     return std::move(e);
   if (auto e = take(plan({d, rows, g4}, true, {d, rows, hid}, false, eb), g.dR))
@@ -232,6 +241,7 @@ llvm::Expected<GruGradGemms> cuda::planGruGradGemms(const RecurrentSizes &s,
     return std::move(e);
   if (auto e = take(plan({rows, g3}, false, {g3, s.input}, false, eb), g.dX))
     return std::move(e);
+  directionSlices(g.dX.gemm, s);
   if (auto e = take(plan({d, rows, g3}, true, {rows, s.input}, false, eb), g.dW))
     return std::move(e);
   if (auto e = take(plan({d, rows, g3}, true, {d, rows, hid}, false, eb), g.dR))

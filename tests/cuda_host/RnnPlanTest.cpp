@@ -273,6 +273,23 @@ void checkGruGradProducts(const RecurrentSizes &s, bool lbr) {
   }
 }
 
+TEST(RnnPlan, GradientDirectionSlicesPromiseOnlyTheirAlignment) {
+  // dX is one product per direction: the gradients of direction d start
+  // d*S*G floats in, W_d d*G*input floats in (cuBLASLt's B and A).
+  auto gru = planGruGradGemms(sizes(3, 1, 5, 3, 2, 3, false), true); // S*G = 27, G*I = 45
+  ASSERT_TRUE(bool(gru)) << llvm::toString(gru.takeError());
+  EXPECT_EQ(gru->dX.gemm.b.alignment, 4u);
+  EXPECT_EQ(gru->dX.gemm.a.alignment, 4u);
+  auto even = planGruGradGemms(sizes(4, 2, 8, 8, 2, 3, false), false); // 8*24, 24*8 floats
+  ASSERT_TRUE(bool(even)) << llvm::toString(even.takeError());
+  EXPECT_GE(even->dX.gemm.b.alignment, 16u);
+  EXPECT_GE(even->dX.gemm.a.alignment, 16u);
+  auto lstm = planLstmGradGemms(sizes(3, 1, 5, 3, 2, 4, false)); // 36, 60 floats
+  ASSERT_TRUE(bool(lstm)) << llvm::toString(lstm.takeError());
+  EXPECT_EQ(lstm->dX.gemm.b.alignment, 16u);
+  EXPECT_EQ(lstm->dX.gemm.a.alignment, 16u);
+}
+
 TEST(RnnPlan, GruGradProductsOfBothDirectionCountsAndResetModes) {
   for (bool lbr : {false, true}) {
     checkGruGradProducts(sizes(3, 2, 3, 2, 1, 3, false), lbr);
