@@ -224,7 +224,6 @@ template <typename T> __global__ void lstmGradBiasKernel(LstmGradArgs a, T *dB, 
   }
 }
 
-
 //===----------------------------------------------------------------------===//
 // GRUGrad
 //===----------------------------------------------------------------------===//
@@ -237,7 +236,8 @@ __device__ inline int64_t byTime(const k::RecurrentSizes &s, const Place &p, int
 template <typename T> __global__ void gruGradInitKernel(GruGradArgs a, int64_t n) {
   for (int64_t i = gridStart(); i < n; i += gridStride()) {
     Place p = placeOf(a, i);
-    a.hiddens[stepState(a.s, p, 0)] = valueAt<T>(a.h0, k::recurrentStateOffset(a.s, p.d, p.b) + p.j);
+    a.hiddens[stepState(a.s, p, 0)] =
+        valueAt<T>(a.h0, k::recurrentStateOffset(a.s, p.d, p.b) + p.j);
   }
 }
 
@@ -436,8 +436,8 @@ cudaError_t launchGruGradForward(GruGradPhase phase, const GruGradArgs &a, const
   });
 }
 
-cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a,
-                                  const LaunchGeometry &g, cudaStream_t stream) {
+cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                  cudaStream_t stream) {
   return dispatchFloat(a.type, [&](auto tag) {
     return queue(gruGradBackwardKernel<decltype(tag)>, g, stream, phase, a, threadsOf(a));
   });

@@ -123,8 +123,8 @@ cudaError_t launchGruGradForward(GruGradPhase phase, const GruGradArgs &a, const
 /// gruResetGradLbr; Finish: gruResetGrad) into `stepGrads`, `gateGrads`,
 /// `recGrads` (and `candStep`, `candGrads`), and dH's direct share into the
 /// previous step (`backState`).
-cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a,
-                                  const LaunchGeometry &g, cudaStream_t stream);
+cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                  cudaStream_t stream);
 /// dB [D, 6H] of type a.type: Wb the column sums of `gateGrads`, Rb those of
 /// `recGrads`, rows in order. One thread per column of 3H.
 cudaError_t launchGruGradBias(const GruGradArgs &a, void *dB, const LaunchGeometry &g,

@@ -169,9 +169,12 @@ struct GradProducts {
   template <typename Gemms>
   std::string prepareAll(const Gemms &g, llvm::ArrayRef<PlannedProduct> more,
                          const CudaContext &ctx, size_t &gemmBytes) {
-    std::vector<PlannedProduct> all = {{&input, &g.input}, {&recurrent, &g.recurrent},
-                                       {&backState, &g.backState}, {&dX, &g.dX},
-                                       {&dW, &g.dW}, {&dR, &g.dR}};
+    std::vector<PlannedProduct> all = {{&input, &g.input},
+                                       {&recurrent, &g.recurrent},
+                                       {&backState, &g.backState},
+                                       {&dX, &g.dX},
+                                       {&dW, &g.dW},
+                                       {&dR, &g.dR}};
     all.insert(all.end(), more.begin(), more.end());
     return prepareProducts(all, ctx, gemmBytes);
   }
@@ -227,8 +230,8 @@ llvm::Expected<int32_t> lensTypeOf(const Node &n, llvm::ArrayRef<TensorDesc> inp
 /// the node is refused.
 template <typename Args>
 llvm::Error gradSizes(const Node &n, llvm::ArrayRef<TensorDesc> inputs,
-                      const shapes::RecurrentGradPorts &ports,
-                      llvm::Error (*check)(const Node &), Args &a) {
+                      const shapes::RecurrentGradPorts &ports, llvm::Error (*check)(const Node &),
+                      Args &a) {
   std::vector<ShapedType> types;
   for (const TensorDesc &d : inputs)
     types.push_back(ShapedType{d.dtype, std::vector<int64_t>(d.shape.begin(), d.shape.end())});
@@ -268,9 +271,7 @@ struct GradLaunch {
       : call(call), ctx(ctx), stream(stream), base(static_cast<char *>(call.workspace)),
         scratch(base + gemm), scratchBytes(total - gemm) {}
   float *f32(size_t off) const { return reinterpret_cast<float *>(base + off); }
-  const void *given(unsigned i) const {
-    return call.hasInput(i) ? call.inputs[i].data : nullptr;
-  }
+  const void *given(unsigned i) const { return call.hasInput(i) ? call.inputs[i].data : nullptr; }
   void *out(unsigned i) const { return i < call.outputs.size() ? call.outputs[i].data : nullptr; }
 
   /// X, W and R (input ports x, x+1, x+2) as fp32: widened into the regions
@@ -298,9 +299,8 @@ struct GradLaunch {
   std::string castProducts(int32_t type, const RecurrentSizes &z, size_t dX, size_t dW,
                            size_t dR) const {
     const int64_t g = z.gates * z.hidden;
-    std::pair<size_t, int64_t> results[] = {{dX, z.seq * z.batch * z.input},
-                                            {dW, z.dirs * g * z.input},
-                                            {dR, z.dirs * g * z.hidden}};
+    std::pair<size_t, int64_t> results[] = {
+        {dX, z.seq * z.batch * z.input}, {dW, z.dirs * g * z.input}, {dR, z.dirs * g * z.hidden}};
     for (unsigned i = 0; i < 3; ++i)
       if (std::string e = castOut(type, f32(results[i].first), i, results[i].second); !e.empty())
         return e;
@@ -327,8 +327,8 @@ struct GradLaunch {
     std::string why;
     if (out(0))
       for (int64_t d = 0; d < z.dirs && why.empty(); ++d)
-        why = product(pdX, "dX product: ", grads + d * rows * g, static_cast<const float *>(w) + d * g * z.input,
-                      dX, d == 0 ? 0.0f : 1.0f);
+        why = product(pdX, "dX product: ", grads + d * rows * g,
+                      static_cast<const float *>(w) + d * g * z.input, dX, d == 0 ? 0.0f : 1.0f);
     if (why.empty() && out(1))
       why = product(pdW, "dW product: ", grads, x, dW);
     return why;
@@ -515,11 +515,10 @@ CudaOpOrError cuda::prepareGruGradOp(const Node &n, const CudaKernel &row,
   if (!gemms)
     return refused(n, llvm::toString(gemms.takeError()));
   size_t gemmBytes = 0;
-  std::string why = op->prepareAll(*gemms,
-                                   {{&op->reset, &gemms->reset},
-                                    {&op->backReset, &gemms->backReset},
-                                    {&op->dRh, &gemms->dRh}},
-                                   ctx, gemmBytes);
+  std::string why = op->prepareAll(
+      *gemms,
+      {{&op->reset, &gemms->reset}, {&op->backReset, &gemms->backReset}, {&op->dRh, &gemms->dRh}},
+      ctx, gemmBytes);
   if (!why.empty())
     return refused(n, why);
   op->ws = gruGradWorkspace(s, lbr, op->args.type != kOnnxF32, gemmBytes);
@@ -559,7 +558,9 @@ std::string GruGradOp::launch(const KernelCall &call, cudaStream_t s,
     a.resetGrad = l.f32(ws.resetGrad);
   }
   LaunchGeometry g = ctx.geometry(z.dirs * z.batch * hid);
-  auto forward = [&](GruGradPhase phase) { return launchText(launchGruGradForward(phase, a, g, s)); };
+  auto forward = [&](GruGradPhase phase) {
+    return launchText(launchGruGradForward(phase, a, g, s));
+  };
   auto backward = [&](GruGradPhase phase) {
     return launchText(launchGruGradBackward(phase, a, g, s));
   };
@@ -617,10 +618,10 @@ std::string GruGradOp::launch(const KernelCall &call, cudaStream_t s,
     if (why.empty() && !lbr)
       why = l.product(dRh, "dR product: ", a.candGrads, a.resetPrevious, l.f32(ws.dRh));
     if (why.empty() && !lbr)
-      if (cudaError_t e = cudaMemcpy2DAsync(l.f32(ws.dR) + 2 * hid * hid, size_t(g3 * hid) * 4,
-                                            l.f32(ws.dRh), size_t(hid * hid) * 4,
-                                            size_t(hid * hid) * 4, size_t(z.dirs),
-                                            cudaMemcpyDeviceToDevice, s))
+      if (cudaError_t e =
+              cudaMemcpy2DAsync(l.f32(ws.dR) + 2 * hid * hid, size_t(g3 * hid) * 4, l.f32(ws.dRh),
+                                size_t(hid * hid) * 4, size_t(hid * hid) * 4, size_t(z.dirs),
+                                cudaMemcpyDeviceToDevice, s))
         why = "placing dR's h rows: " + cudaText(e);
   }
   if (!why.empty())

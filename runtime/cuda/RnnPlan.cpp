@@ -190,8 +190,8 @@ llvm::Expected<LstmGradGemms> cuda::planLstmGradGemms(const RecurrentSizes &s) {
   return g;
 }
 
-GruGradWorkspace cuda::gruGradWorkspace(const RecurrentSizes &s, bool linearBeforeReset,
-                                        bool widen, size_t gemmBytes) {
+GruGradWorkspace cuda::gruGradWorkspace(const RecurrentSizes &s, bool linearBeforeReset, bool widen,
+                                        size_t gemmBytes) {
   GruGradWorkspace w;
   Regions r;
   int64_t rows = s.seq * s.batch, g3 = 3 * s.hidden, d = s.dirs, hid = s.hidden;

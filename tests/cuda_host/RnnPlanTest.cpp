@@ -227,8 +227,8 @@ TEST(RnnPlan, LstmGradWorkspaceIsDisjoint) {
 /// shares, then without linear_before_reset the reset products over R_h
 /// (the rows [2H, 3H) of R_d; the launch passes R + 2*H*H) and dR's h rows.
 void checkGruGradProducts(const RecurrentSizes &s, bool lbr) {
-  SCOPED_TRACE("dirs " + std::to_string(s.dirs) + " batch " + std::to_string(s.batch) +
-               " hidden " + std::to_string(s.hidden) + (lbr ? " lbr 1" : " lbr 0"));
+  SCOPED_TRACE("dirs " + std::to_string(s.dirs) + " batch " + std::to_string(s.batch) + " hidden " +
+               std::to_string(s.hidden) + (lbr ? " lbr 1" : " lbr 0"));
   auto plan = planGruGradGemms(s, lbr);
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   checkGradProducts(s, *plan);
@@ -306,14 +306,29 @@ TEST(RnnPlan, GruGradWorkspaceIsDisjoint) {
   struct Region {
     size_t at;
     int64_t floats;
-  } regions[] = {{w.wideX, 15 * 4},          {w.wideW, 2 * g3 * 4},     {w.wideR, 2 * g3 * 7},
-                 {w.projection, 15 * 2 * g3}, {w.gates, 2 * 15 * g3},    {w.hiddens, 2 * 6 * 3 * 7},
-                 {w.recurrent, 2 * 3 * g3},  {w.resetStep, state},      {w.resetRecurrent, state},
-                 {w.previous, byTime},       {w.resetPrevious, byTime}, {w.gateGrads, 2 * 15 * g3},
-                 {w.recGrads, 2 * 15 * g3},  {w.candGrads, byTime},     {w.stepGrads, 2 * 3 * g3},
-                 {w.candStep, state},        {w.resetGrad, state},      {w.backState, state},
-                 {w.dX, 15 * 4},             {w.dW, 2 * g3 * 4},        {w.dR, 2 * g3 * 7},
-                 {w.dRh, 2 * 7 * 7},         {w.gemm, 128}};
+  } regions[] = {{w.wideX, 15 * 4},
+                 {w.wideW, 2 * g3 * 4},
+                 {w.wideR, 2 * g3 * 7},
+                 {w.projection, 15 * 2 * g3},
+                 {w.gates, 2 * 15 * g3},
+                 {w.hiddens, 2 * 6 * 3 * 7},
+                 {w.recurrent, 2 * 3 * g3},
+                 {w.resetStep, state},
+                 {w.resetRecurrent, state},
+                 {w.previous, byTime},
+                 {w.resetPrevious, byTime},
+                 {w.gateGrads, 2 * 15 * g3},
+                 {w.recGrads, 2 * 15 * g3},
+                 {w.candGrads, byTime},
+                 {w.stepGrads, 2 * 3 * g3},
+                 {w.candStep, state},
+                 {w.resetGrad, state},
+                 {w.backState, state},
+                 {w.dX, 15 * 4},
+                 {w.dW, 2 * g3 * 4},
+                 {w.dR, 2 * g3 * 7},
+                 {w.dRh, 2 * 7 * 7},
+                 {w.gemm, 128}};
   for (size_t i = 0; i < std::size(regions); ++i) {
     EXPECT_EQ(regions[i].at % 256, 0u) << "region " << i;
     EXPECT_LE(regions[i].at + size_t(regions[i].floats) * 4, w.total) << "region " << i;
@@ -327,8 +342,8 @@ TEST(RnnPlan, GruGradWorkspaceIsDisjoint) {
   // fp32 operands no widened copies.
   GruGradWorkspace lbr = gruGradWorkspace(s, true, false, 0);
   EXPECT_NE(lbr.linear, 0u);
-  for (size_t at : {lbr.wideX, lbr.resetStep, lbr.resetRecurrent, lbr.resetPrevious,
-                    lbr.candGrads, lbr.candStep, lbr.resetGrad, lbr.dRh})
+  for (size_t at : {lbr.wideX, lbr.resetStep, lbr.resetRecurrent, lbr.resetPrevious, lbr.candGrads,
+                    lbr.candStep, lbr.resetGrad, lbr.dRh})
     EXPECT_EQ(at, 0u);
   EXPECT_LT(lbr.total, w.total);
 }

@@ -475,8 +475,8 @@ template <typename T> struct GradInput {
 template <typename T>
 OpTester recurrentGradNode(const char *op, const LstmShape &sh,
                            const std::vector<GradInput<T>> &before,
-                           const std::vector<int64_t> &lens,
-                           const std::vector<GradInput<T>> &after, std::vector<bool> wanted) {
+                           const std::vector<int64_t> &lens, const std::vector<GradInput<T>> &after,
+                           std::vector<bool> wanted) {
   OpTester t(op, 1, kTraining);
   t.attrInt("hidden_size", sh.hidden);
   t.attrString("direction", sh.directions == 2 ? "bidirectional"
@@ -635,8 +635,7 @@ double gruLoss(const GruInputs &in) {
         h = next;
         for (int64_t j = 0; j < hid; ++j)
           if (!in.dy.empty())
-            loss += in.dy[size_t(((t * s.directions + d) * s.batch + n) * hid + j)] *
-                    h[size_t(j)];
+            loss += in.dy[size_t(((t * s.directions + d) * s.batch + n) * hid + j)] * h[size_t(j)];
       }
       for (int64_t j = 0; j < hid; ++j)
         loss += in.dyh.empty() ? 0.0 : in.dyh[size_t(st + j)] * h[size_t(j)];
@@ -656,14 +655,13 @@ OPTEST_TYPED_P(TrainingOpsTest, GruGradMatchesFiniteDifferences) {
     int64_t seq, batch, input, hidden, dirs;
     bool reverse, lbr, lens, full;
   };
-  for (Case k : {Case{3, 2, 3, 3, 2, false, false, true, true},
-                 Case{3, 2, 3, 3, 2, false, true, true, true},
-                 Case{4, 1, 2, 5, 1, true, false, false, true},
-                 Case{4, 1, 2, 5, 1, true, true, false, true},
-                 Case{2, 3, 1, 1, 1, false, false, false, false},
-                 Case{3, 2, 2, 2, 1, false, true, true, false}}) {
-    SCOPED_TRACE("seq " + std::to_string(k.seq) + " batch " + std::to_string(k.batch) +
-                 " hidden " + std::to_string(k.hidden) + " dirs " + std::to_string(k.dirs) +
+  for (Case k :
+       {Case{3, 2, 3, 3, 2, false, false, true, true}, Case{3, 2, 3, 3, 2, false, true, true, true},
+        Case{4, 1, 2, 5, 1, true, false, false, true}, Case{4, 1, 2, 5, 1, true, true, false, true},
+        Case{2, 3, 1, 1, 1, false, false, false, false},
+        Case{3, 2, 2, 2, 1, false, true, true, false}}) {
+    SCOPED_TRACE("seq " + std::to_string(k.seq) + " batch " + std::to_string(k.batch) + " hidden " +
+                 std::to_string(k.hidden) + " dirs " + std::to_string(k.dirs) +
                  (k.reverse ? " reverse" : "") + (k.lbr ? " lbr 1" : " lbr 0"));
     GruInputs in;
     in.s.seq = k.seq;
@@ -725,8 +723,7 @@ OPTEST_TYPED_P(TrainingOpsTest, GruGradMatchesFiniteDifferences) {
     // Outputs that are not requested are skipped; the others do not change.
     out = runOrFail(node({false, false, true, false, true}), device);
     ASSERT_EQ(out.size(), 5u);
-    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), toDoubles(dr), {}, Tolerance{0, 0, 0}))
-        << "dR alone";
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), toDoubles(dr), {}, Tolerance{0, 0, 0})) << "dR alone";
     EXPECT_TRUE(allClose(valuesOf<T>(out[4]), toDoubles(dh0), {}, Tolerance{0, 0, 0}))
         << "dH0 alone";
   }

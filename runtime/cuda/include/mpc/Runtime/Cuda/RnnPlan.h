@@ -156,21 +156,21 @@ struct GruGradWorkspace {
   size_t projection = 0;                  ///< [S, D*3H]
   size_t gates = 0;                       ///< activated z, r, h~ [D, seq, batch, 3H]
   size_t linear = 0;                      ///< linear_before_reset: q [D, seq, batch, H]
-  size_t hiddens = 0;       ///< hidden states [D, seq+1, batch, H] (step 0: initial_h)
-  size_t recurrent = 0;     ///< [D, batch, 3H]
-  size_t resetStep = 0;     ///< no linear_before_reset: r . H of the step [D, batch, H]
-  size_t resetRecurrent = 0;///< no linear_before_reset: (r . H) R_h^T [D, batch, H]
-  size_t previous = 0;      ///< [D, S, H]: the state time t started from
-  size_t resetPrevious = 0; ///< no linear_before_reset: r . H by time [D, S, H]
-  size_t gateGrads = 0;     ///< [D, S, 3H], zero where a sequence has ended
-  size_t recGrads = 0;      ///< [D, S, 3H], likewise
-  size_t candGrads = 0;     ///< no linear_before_reset: da by time [D, S, H]
-  size_t stepGrads = 0;     ///< [D, batch, 3H]
-  size_t candStep = 0;      ///< no linear_before_reset: da of the step [D, batch, H]
-  size_t resetGrad = 0;     ///< no linear_before_reset: da R_h [D, batch, H]
-  size_t backState = 0;     ///< dH into the previous step [D, batch, H]
+  size_t hiddens = 0;            ///< hidden states [D, seq+1, batch, H] (step 0: initial_h)
+  size_t recurrent = 0;          ///< [D, batch, 3H]
+  size_t resetStep = 0;          ///< no linear_before_reset: r . H of the step [D, batch, H]
+  size_t resetRecurrent = 0;     ///< no linear_before_reset: (r . H) R_h^T [D, batch, H]
+  size_t previous = 0;           ///< [D, S, H]: the state time t started from
+  size_t resetPrevious = 0;      ///< no linear_before_reset: r . H by time [D, S, H]
+  size_t gateGrads = 0;          ///< [D, S, 3H], zero where a sequence has ended
+  size_t recGrads = 0;           ///< [D, S, 3H], likewise
+  size_t candGrads = 0;          ///< no linear_before_reset: da by time [D, S, H]
+  size_t stepGrads = 0;          ///< [D, batch, 3H]
+  size_t candStep = 0;           ///< no linear_before_reset: da of the step [D, batch, H]
+  size_t resetGrad = 0;          ///< no linear_before_reset: da R_h [D, batch, H]
+  size_t backState = 0;          ///< dH into the previous step [D, batch, H]
   size_t dX = 0, dW = 0, dR = 0; ///< fp32 results before the cast
-  size_t dRh = 0;           ///< no linear_before_reset: the h rows of dR [D, H, H]
+  size_t dRh = 0;                ///< no linear_before_reset: the h rows of dR [D, H, H]
   size_t gemm = 0;
   size_t total = 0;
 };
