@@ -165,6 +165,9 @@ step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --
 step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*.onnx
 # 4a. The README's digits training, fp32 and AMP, 400 steps, on cuda against cpu.
 step digits_train 180 python3 "$SRC/tools/gpu_train_check.py" --mpc "$MPC" --source-dir "$SRC"
+# 4a'. Recurrent training (models/lstm.onnx and a bidirectional GRU, fp32 and AMP, 100 steps)
+#      on cuda against cpu: LSTM/GRU and LSTMGrad/GRUGrad on the device.
+step rnn_train 180 python3 "$SRC/tools/gpu_rnn_train_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4b. The user's own check: the GPU against the CPU reference through `mpc run`.
 step compare_device 120 bash -c "set -eo pipefail; for m in mlp cnn transformer lstm; do $MPC run '$SRC/models/'\$m.onnx --device cuda --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; done; $MPC run '$SRC/models/transformer.onnx' --device cuda --tf32 --random-inputs --compare-device cpu | grep -E '^(cuda: |compare)'; $MPC run '$SRC/models/cnn.onnx' --device cuda --random-inputs --profile | tail -12"
 # 4c. Error paths: a failed launch (MPC_CUDA_FAIL_NODE), an index out of range, a plan

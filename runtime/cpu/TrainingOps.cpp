@@ -628,7 +628,7 @@ static void gruGradSequence(const GruShape &s, const GruGradBuffers<T> &io, int6
         dx[i] += da * wd[k * in + i];
       }
       if (lbr) {
-        A dq = da * rj;
+        A dq = kernels::gruCandidateGradLbr(da, rj);
         dRb[k] += dq;
         for (int64_t i = 0; i < hid; ++i) {
           dRd[k * hid + i] += dq * hp[i];

@@ -112,6 +112,7 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(GRU, kCudaFloatTypes, Recurrent, 0),
       MPC_CUDA_ROW(RNN, kCudaFloatTypes, Recurrent, 0),
       MPC_CUDA_TRAINING_ROW(LSTMGrad, kCudaFloatTypes, LstmGrad),
+      MPC_CUDA_TRAINING_ROW(GRUGrad, kCudaFloatTypes, GruGrad),
   };
   // Data movement (DataOps.cpp): every dtype of 1, 2, 4 or 8 bytes that the
   // CPU row of the op lists (masked below).
@@ -364,8 +365,9 @@ static bool scatterRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts)
 /// what its launcher cannot take is absent.
 static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
   DType key = keyDType(n, dts);
-  // LSTMGrad is keyed by X (its dY may be absent): checked in its case.
-  if (k.kind != CudaKernelKind::LstmGrad && !(k.dtypes & dtypeBit(key)))
+  // LSTMGrad and GRUGrad are keyed by X (dY may be absent): checked in their case.
+  bool recurrentGrad = k.kind == CudaKernelKind::LstmGrad || k.kind == CudaKernelKind::GruGrad;
+  if (!recurrentGrad && !(k.dtypes & dtypeBit(key)))
     return false;
   auto castable = [](DType t) { return (kCudaCastTypes & dtypeBit(t)) != 0; };
   switch (k.kind) {
@@ -487,11 +489,13 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   }
   // Recurrent ops: every float operand of X's type; sequence_lens (input 4)
   // a constant of the graph (its range is checked in prepare).
-  // LSTMGrad likewise, keyed by X (input 3), sequence_lens its input 7.
+  // LSTMGrad likewise, keyed by X (input 3), sequence_lens its input 7;
+  // GRUGrad keyed by X (input 2), sequence_lens its input 6.
   case CudaKernelKind::Recurrent:
-  case CudaKernelKind::LstmGrad: {
-    bool grad = k.kind == CudaKernelKind::LstmGrad;
-    unsigned x = grad ? 3 : 0, lensPort = grad ? 7 : 4;
+  case CudaKernelKind::LstmGrad:
+  case CudaKernelKind::GruGrad: {
+    bool lstmGrad = k.kind == CudaKernelKind::LstmGrad, gruGrad = k.kind == CudaKernelKind::GruGrad;
+    unsigned x = lstmGrad ? 3 : gruGrad ? 2 : 0, lensPort = lstmGrad ? 7 : gruGrad ? 6 : 4;
     if (dts.size() <= x || !(k.dtypes & dtypeBit(dts[x])))
       return false;
     for (size_t i = 0; i < dts.size(); ++i)

@@ -130,6 +130,9 @@ CudaOpOrError prepareRecurrentOp(const Node &n, const CudaKernel &row,
 // ai.mpc.training LSTMGrad (RnnOps.cpp), refused likewise.
 CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// ai.mpc.training GRUGrad (RnnOps.cpp), refused likewise.
+CudaOpOrError prepareGruGradOp(const Node &n, const CudaKernel &row,
+                               llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 /// Index, logic and shape ops (IndexOps.cpp): And/Or/Xor/Not, ArgMax/ArgMin,
 /// Shape, Size, Range, ConstantOfShape, Trilu, CumSum/CumProd, GatherElements,
 /// OneHot.

@@ -86,6 +86,8 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return prepareRecurrentOp(n, row, inputs, ctx);
   case CudaKernelKind::LstmGrad:
     return prepareLstmGradOp(n, row, inputs, ctx);
+  case CudaKernelKind::GruGrad:
+    return prepareGruGradOp(n, row, inputs, ctx);
   // Index, logic and shape ops.
   case CudaKernelKind::Logical:
   case CudaKernelKind::LogicalNot:

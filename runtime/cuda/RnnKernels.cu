@@ -224,6 +224,143 @@ template <typename T> __global__ void lstmGradBiasKernel(LstmGradArgs a, T *dB, 
   }
 }
 
+//===----------------------------------------------------------------------===//
+// GRUGrad
+//===----------------------------------------------------------------------===//
+
+/// Row (time t, batch b) of direction d in a [D, S, width] by-time buffer.
+__device__ inline int64_t byTime(const k::RecurrentSizes &s, const Place &p, int64_t width) {
+  return (p.d * s.seq * s.batch + k::recurrentInputRow(s, p.t, p.b)) * width;
+}
+
+template <typename T> __global__ void gruGradInitKernel(GruGradArgs a, int64_t n) {
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    Place p = placeOf(a, i);
+    a.hiddens[stepState(a.s, p, 0)] =
+        valueAt<T>(a.h0, k::recurrentStateOffset(a.s, p.d, p.b) + p.j);
+  }
+}
+
+template <typename T>
+__global__ void gruGradForwardKernel(GruGradPhase phase, GruGradArgs a, int64_t n) {
+  const k::RecurrentSizes &s = a.s;
+  const int64_t hid = s.hidden, g3 = 3 * hid;
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    Place p = placeOf(a, i);
+    int64_t from = stepState(s, p, a.step), to = stepState(s, p, a.step + 1);
+    if (!p.live) {
+      if (phase == GruGradPhase::Gates)
+        a.resetStep[i] = 0.0f;
+      else
+        a.hiddens[to] = a.hiddens[from];
+      continue;
+    }
+    const float *proj = a.projection + k::recurrentInputRow(s, p.t, p.b) * s.dirs * g3 + p.d * g3;
+    const float *rec = a.recurrent + (p.d * s.batch + p.b) * g3;
+    int64_t byStep = (p.d * s.seq + a.step) * s.batch + p.b;
+    float *gates = a.gates + byStep * g3;
+    int64_t wb = p.d * 2 * g3, rb = wb + g3, j = p.j, c = 2 * hid + j;
+    float hp = a.hiddens[from], pre;
+    if (phase != GruGradPhase::Finish) {
+      for (int q = 0; q < 2; ++q) {
+        int64_t e = q * hid + j;
+        gates[e] = k::gradSigmoid((valueAt<T>(a.bias, wb + e) + valueAt<T>(a.bias, rb + e)) +
+                                  proj[e] + rec[e]);
+      }
+      a.previous[byTime(s, p, hid) + j] = hp;
+      if (phase == GruGradPhase::Gates) {
+        float rh = gates[hid + j] * hp;
+        a.resetStep[i] = rh;
+        a.resetPrevious[byTime(s, p, hid) + j] = rh;
+        continue;
+      }
+      float q = valueAt<T>(a.bias, rb + c) + rec[c];
+      a.linear[byStep * hid + j] = q;
+      pre = (valueAt<T>(a.bias, wb + c) + proj[c]) + gates[hid + j] * q;
+    } else {
+      pre = (valueAt<T>(a.bias, wb + c) + proj[c]) +
+            (valueAt<T>(a.bias, rb + c) + a.resetRecurrent[i]);
+    }
+    gates[c] = k::libmTanh(pre);
+    a.hiddens[to] = k::gruBlend(gates[j], gates[c], hp);
+  }
+}
+
+template <typename T>
+__global__ void gruGradBackwardKernel(GruGradPhase phase, GruGradArgs a, int64_t n) {
+  const k::RecurrentSizes &s = a.s;
+  const int64_t hid = s.hidden, g3 = 3 * hid;
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    Place p = placeOf(a, i);
+    float *step = a.stepGrads + (p.d * s.batch + p.b) * g3 + p.j;
+    if (!p.live) {
+      // Nothing flows through an ended sequence's step.
+      if (phase == GruGradPhase::Whole) {
+        for (int q = 0; q < 3; ++q)
+          step[q * hid] = 0.0f;
+        a.backState[i] = 0.0f;
+        if (!a.linearBeforeReset)
+          a.candStep[i] = 0.0f;
+      }
+      continue;
+    }
+    const float *gates = a.gates + ((p.d * s.seq + a.step) * s.batch + p.b) * g3 + p.j;
+    float hp = a.hiddens[stepState(s, p, a.step)], r = gates[hid];
+    float *input = a.gateGrads + byTime(s, p, g3) + p.j;
+    float *recurrent = a.recGrads + byTime(s, p, g3) + p.j;
+    if (phase == GruGradPhase::Finish) {
+      // No linear_before_reset: d(r . H) = da R_h is in resetGrad.
+      float drh = a.resetGrad[i], dr = k::gruResetGrad(drh, hp, r);
+      input[hid] = dr;
+      recurrent[hid] = dr;
+      step[hid] = dr;
+      step[2 * hid] = 0.0f;
+      a.backState[i] += drh * r;
+      continue;
+    }
+    // The first step of this sequence (backwards) starts from dY_h; later
+    // ones from the state gradient of the step after it.
+    int64_t state = k::recurrentStateOffset(s, p.d, p.b) + p.j;
+    float dh = a.step == p.len - 1 ? valueAt<T>(a.dYh, state) : a.backState[i];
+    dh += valueAt<T>(a.dY, k::recurrentOutputOffset(s, p.t, p.d, p.b) + p.j);
+    float dz, da;
+    float carry = k::gruBlendGrad(gates[0], gates[2 * hid], hp, dh, dz, da);
+    input[0] = dz;
+    recurrent[0] = dz;
+    step[0] = dz;
+    input[2 * hid] = da;
+    if (a.linearBeforeReset) {
+      float q = a.linear[((p.d * s.seq + a.step) * s.batch + p.b) * hid + p.j];
+      float dq = k::gruCandidateGradLbr(da, r), dr = k::gruResetGradLbr(da, q, r);
+      input[hid] = dr;
+      recurrent[hid] = dr;
+      recurrent[2 * hid] = dq;
+      step[hid] = dr;
+      step[2 * hid] = dq;
+    } else {
+      recurrent[2 * hid] = da;
+      a.candGrads[byTime(s, p, hid) + p.j] = da;
+      a.candStep[i] = da;
+    }
+    a.backState[i] = carry;
+  }
+}
+
+template <typename T> __global__ void gruGradBiasKernel(GruGradArgs a, T *dB, int64_t n) {
+  const int64_t g3 = 3 * a.s.hidden, rows = a.s.seq * a.s.batch;
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    int64_t d = i / g3, c = i % g3;
+    const float *in = a.gateGrads + d * rows * g3 + c, *rec = a.recGrads + d * rows * g3 + c;
+    float wb = 0.0f, rb = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      wb += in[r * g3];
+      rb += rec[r * g3];
+    }
+    dB[d * 2 * g3 + c] = k::store<T>(wb);
+    dB[d * 2 * g3 + g3 + c] = k::store<T>(rb);
+  }
+}
+
 template <typename Args> int64_t threadsOf(const Args &a) {
   return a.s.dirs * a.s.batch * a.s.hidden;
 }
@@ -283,6 +420,35 @@ cudaError_t launchLstmGradBias(const LstmGradArgs &a, void *dB, const LaunchGeom
     using T = decltype(tag);
     return queue(lstmGradBiasKernel<T>, g, stream, a, static_cast<T *>(dB),
                  a.s.dirs * 4 * a.s.hidden);
+  });
+}
+
+cudaError_t launchGruGradInit(const GruGradArgs &a, const LaunchGeometry &g, cudaStream_t stream) {
+  return dispatchFloat(a.type, [&](auto tag) {
+    return queue(gruGradInitKernel<decltype(tag)>, g, stream, a, threadsOf(a));
+  });
+}
+
+cudaError_t launchGruGradForward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                 cudaStream_t stream) {
+  return dispatchFloat(a.type, [&](auto tag) {
+    return queue(gruGradForwardKernel<decltype(tag)>, g, stream, phase, a, threadsOf(a));
+  });
+}
+
+cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                  cudaStream_t stream) {
+  return dispatchFloat(a.type, [&](auto tag) {
+    return queue(gruGradBackwardKernel<decltype(tag)>, g, stream, phase, a, threadsOf(a));
+  });
+}
+
+cudaError_t launchGruGradBias(const GruGradArgs &a, void *dB, const LaunchGeometry &g,
+                              cudaStream_t stream) {
+  return dispatchFloat(a.type, [&](auto tag) {
+    using T = decltype(tag);
+    return queue(gruGradBiasKernel<T>, g, stream, a, static_cast<T *>(dB),
+                 a.s.dirs * 3 * a.s.hidden);
   });
 }
 

@@ -89,6 +89,47 @@ cudaError_t launchLstmGradBackward(const LstmGradArgs &a, const LaunchGeometry &
 cudaError_t launchLstmGradBias(const LstmGradArgs &a, void *dB, const LaunchGeometry &g,
                                cudaStream_t stream);
 
+/// GRUGrad's buffers (RnnPlan.h, GruGradWorkspace: what each holds).
+struct GruGradArgs {
+  kernels::RecurrentSizes s;
+  int32_t type = 0, lensType = 0;
+  const void *lens = nullptr, *bias = nullptr;
+  const void *dY = nullptr, *dYh = nullptr, *h0 = nullptr; ///< null: zero
+  const float *projection = nullptr, *recurrent = nullptr, *resetRecurrent = nullptr;
+  const float *resetGrad = nullptr;
+  float *gates = nullptr, *linear = nullptr, *hiddens = nullptr, *previous = nullptr;
+  float *resetStep = nullptr, *resetPrevious = nullptr;
+  float *gateGrads = nullptr, *recGrads = nullptr, *candGrads = nullptr;
+  float *stepGrads = nullptr, *candStep = nullptr, *backState = nullptr;
+  bool linearBeforeReset = false;
+  bool reverse = false;
+  int64_t step = 0;
+};
+
+/// Which half of a GRUGrad step a kernel runs: with linear_before_reset one
+/// kernel each way (Whole); without, the forward splits around the reset
+/// product (Gates, then Finish) and the backward around the backReset
+/// product (Whole, then Finish).
+enum class GruGradPhase : int32_t { Whole, Gates, Finish };
+
+/// Step 0 of `hiddens` from initial_h.
+cudaError_t launchGruGradInit(const GruGradArgs &a, const LaunchGeometry &g, cudaStream_t stream);
+/// The recomputed forward of step a.step (gradSigmoid, libmTanh, gruBlend):
+/// gates, `linear` or `resetStep`, `previous` and the next state; an ended
+/// sequence carries its state on.
+cudaError_t launchGruGradForward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                 cudaStream_t stream);
+/// The gate gradients of step a.step (gruBlendGrad, gruCandidateGradLbr,
+/// gruResetGradLbr; Finish: gruResetGrad) into `stepGrads`, `gateGrads`,
+/// `recGrads` (and `candStep`, `candGrads`), and dH's direct share into the
+/// previous step (`backState`).
+cudaError_t launchGruGradBackward(GruGradPhase phase, const GruGradArgs &a, const LaunchGeometry &g,
+                                  cudaStream_t stream);
+/// dB [D, 6H] of type a.type: Wb the column sums of `gateGrads`, Rb those of
+/// `recGrads`, rows in order. One thread per column of 3H.
+cudaError_t launchGruGradBias(const GruGradArgs &a, void *dB, const LaunchGeometry &g,
+                              cudaStream_t stream);
+
 } // namespace cuda
 } // namespace mpc
 

@@ -39,12 +39,47 @@ llvm::Expected<MatmulPlan> plan(std::vector<int64_t> a, bool ta, std::vector<int
   p.elementBytes = elementBytes;
   return planMatmul(p);
 }
+/// Moves a planned product into `into`, or passes its error on.
+llvm::Error takePlan(llvm::Expected<MatmulPlan> p, MatmulPlan &into) {
+  if (!p)
+    return p.takeError();
+  into = std::move(*p);
+  return llvm::Error::success();
+}
 /// The largest power of two (4 to 256) dividing the bytes of `floats`.
 unsigned floatAlignment(int64_t floats) {
   unsigned align = 256;
   while (align > 4 && (floats * 4) % align != 0)
     align /= 2;
   return align;
+}
+} // namespace
+
+namespace {
+/// The user's B of `g`, [D, H, H], made R_h: R_h of direction d starts
+/// 2*H*H elements into R[d] (the launch offsets the pointer), and the next
+/// direction's 3*H*H elements later.
+void sliceRh(LtGemm &g, const RecurrentSizes &s) {
+  int64_t hid = s.hidden;
+  restride(g, false, hid * hid, 3 * hid * hid);
+  // Every R_h starts at a multiple of H*H floats past R's aligned base.
+  g.a.alignment = std::min(g.a.alignment, floatAlignment(hid * hid));
+}
+/// The user's A of `g`, [D, batch, H], made the states H_s of one step of
+/// a [D, seq+1, batch, H] buffer: direction d lies (seq+1)*batch*H elements
+/// after direction d-1; step s starts s*batch*H elements in (the launch
+/// offsets the pointer).
+void stepStates(LtGemm &g, const RecurrentSizes &s) {
+  restride(g, true, s.batch * s.hidden, (s.seq + 1) * s.batch * s.hidden);
+  g.b.alignment = std::min(g.b.alignment, floatAlignment(s.batch * s.hidden));
+}
+/// The per-direction dX product of a gradient op with G = gates * H: the
+/// launch offsets the gradients by d*S*G floats and W by d*G*input, so only
+/// the alignment those offsets keep can be promised.
+void directionSlices(LtGemm &g, const RecurrentSizes &s) {
+  int64_t gh = s.gates * s.hidden;
+  g.b.alignment = std::min(g.b.alignment, floatAlignment(s.seq * s.batch * gh));
+  g.a.alignment = std::min(g.a.alignment, floatAlignment(gh * s.input));
 }
 } // namespace
 
@@ -101,12 +136,7 @@ llvm::Expected<RecurrentGemms> cuda::planRecurrentGemms(const RecurrentSizes &s,
   if (!reset)
     return reset.takeError();
   g.reset = std::move(*reset);
-  // R_h of direction d starts 2*H*H elements into R[d] (the launch offsets
-  // the pointer), and the next direction's G*H*H elements later.
-  LtGemm &lg = g.reset.gemm;
-  restride(lg, false, hid * hid, gh * hid);
-  // Every R_h starts at a multiple of H*H floats past R's aligned base.
-  lg.a.alignment = std::min(lg.a.alignment, floatAlignment(hid * hid));
+  sliceRh(g.reset.gemm, s);
   return g;
 }
 
@@ -142,28 +172,89 @@ llvm::Expected<LstmGradGemms> cuda::planLstmGradGemms(const RecurrentSizes &s) {
   LstmGradGemms g;
   int64_t rows = s.seq * s.batch, g4 = 4 * s.hidden, d = s.dirs, hid = s.hidden;
   unsigned eb = sizeof(float);
-  auto take = [](llvm::Expected<MatmulPlan> p, MatmulPlan &into) -> llvm::Error {
-    if (!p)
-      return p.takeError();
-    into = std::move(*p);
-    return llvm::Error::success();
-  };
+  auto take = takePlan;
   if (auto e = take(plan({rows, s.input}, false, {d * g4, s.input}, true, eb), g.input))
     return std::move(e);
   if (auto e = take(plan({d, s.batch, hid}, false, {d, g4, hid}, true, eb), g.recurrent))
     return std::move(e);
-  // H_s of direction d lies (seq+1)*batch*H elements after direction d-1's.
-  restride(g.recurrent.gemm, true, s.batch * hid, (s.seq + 1) * s.batch * hid);
-  // Step s starts s*batch*H elements in (the launch offsets the pointer).
-  LtOperand &states = g.recurrent.gemm.b;
-  states.alignment = std::min(states.alignment, floatAlignment(s.batch * hid));
+  stepStates(g.recurrent.gemm, s);
   if (auto e = take(plan({d, s.batch, g4}, false, {d, g4, hid}, false, eb), g.backState))
     return std::move(e);
   if (auto e = take(plan({rows, g4}, false, {g4, s.input}, false, eb), g.dX))
     return std::move(e);
+  directionSlices(g.dX.gemm, s);
   if (auto e = take(plan({d, rows, g4}, true, {rows, s.input}, false, eb), g.dW))
     return std::move(e);
   if (auto e = take(plan({d, rows, g4}, true, {d, rows, hid}, false, eb), g.dR))
+    return std::move(e);
+  return g;
+}
+
+GruGradWorkspace cuda::gruGradWorkspace(const RecurrentSizes &s, bool linearBeforeReset, bool widen,
+                                        size_t gemmBytes) {
+  GruGradWorkspace w;
+  Regions r;
+  int64_t rows = s.seq * s.batch, g3 = 3 * s.hidden, d = s.dirs, hid = s.hidden;
+  int64_t state = d * s.batch * hid, split = linearBeforeReset ? 0 : 1;
+  if (widen) {
+    r.take(w.wideX, rows * s.input);
+    r.take(w.wideW, d * g3 * s.input);
+    r.take(w.wideR, d * g3 * hid);
+  }
+  r.take(w.projection, rows * d * g3);
+  r.take(w.gates, d * rows * g3);
+  r.take(w.linear, (1 - split) * d * rows * hid);
+  r.take(w.hiddens, d * (s.seq + 1) * s.batch * hid);
+  r.take(w.recurrent, d * s.batch * g3);
+  r.take(w.resetStep, split * state);
+  r.take(w.resetRecurrent, split * state);
+  r.take(w.previous, d * rows * hid);
+  r.take(w.resetPrevious, split * d * rows * hid);
+  r.take(w.gateGrads, d * rows * g3);
+  r.take(w.recGrads, d * rows * g3);
+  r.take(w.candGrads, split * d * rows * hid);
+  r.take(w.stepGrads, d * s.batch * g3);
+  r.take(w.candStep, split * state);
+  r.take(w.resetGrad, split * state);
+  r.take(w.backState, state);
+  r.take(w.dX, rows * s.input);
+  r.take(w.dW, d * g3 * s.input);
+  r.take(w.dR, d * g3 * hid);
+  r.take(w.dRh, split * d * hid * hid);
+  r.takeBytes(w.gemm, gemmBytes);
+  w.total = r.at;
+  return w;
+}
+
+llvm::Expected<GruGradGemms> cuda::planGruGradGemms(const RecurrentSizes &s,
+                                                    bool linearBeforeReset) {
+  GruGradGemms g;
+  int64_t rows = s.seq * s.batch, g3 = 3 * s.hidden, d = s.dirs, hid = s.hidden;
+  unsigned eb = sizeof(float);
+  auto take = takePlan;
+  if (auto e = take(plan({rows, s.input}, false, {d * g3, s.input}, true, eb), g.input))
+    return std::move(e);
+  if (auto e = take(plan({d, s.batch, hid}, false, {d, g3, hid}, true, eb), g.recurrent))
+    return std::move(e);
+  stepStates(g.recurrent.gemm, s);
+  if (auto e = take(plan({d, s.batch, g3}, false, {d, g3, hid}, false, eb), g.backState))
+    return std::move(e);
+  if (auto e = take(plan({rows, g3}, false, {g3, s.input}, false, eb), g.dX))
+    return std::move(e);
+  directionSlices(g.dX.gemm, s);
+  if (auto e = take(plan({d, rows, g3}, true, {rows, s.input}, false, eb), g.dW))
+    return std::move(e);
+  if (auto e = take(plan({d, rows, g3}, true, {d, rows, hid}, false, eb), g.dR))
+    return std::move(e);
+  if (linearBeforeReset)
+    return g;
+  if (auto e = take(plan({d, s.batch, hid}, false, {d, hid, hid}, true, eb), g.reset))
+    return std::move(e);
+  sliceRh(g.reset.gemm, s);
+  if (auto e = take(plan({d, s.batch, hid}, false, {d, hid, hid}, false, eb), g.backReset))
+    return std::move(e);
+  sliceRh(g.backReset.gemm, s);
+  if (auto e = take(plan({d, rows, hid}, true, {d, rows, hid}, false, eb), g.dRh))
     return std::move(e);
   return g;
 }

@@ -207,6 +207,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     // Recurrent ops: fp32 state, every operand of X's float type.
     case CudaKernelKind::Recurrent:
     case CudaKernelKind::LstmGrad:
+    case CudaKernelKind::GruGrad:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     // Index, logic and shape ops: bool logic; the arithmetic launchers'
@@ -742,6 +743,25 @@ TEST_F(OneNode, ReductionAxesMustBeKnownBeforeRunning) {
   ASSERT_NE(findCudaKernel(*bg), nullptr);
   EXPECT_TRUE(cudaRuns(*bg, {DType::F16, DType::I64}));
   EXPECT_FALSE(cudaRuns(*bg, {DType::F64, DType::I64}));
+}
+
+// GRUGrad (RnnOps.cpp): keyed by X (input 2, dY may be absent), every float
+// operand of X's type, sequence_lens (input 6) only as a graph constant.
+TEST_F(OneNode, GruGradRowTakesFloatOperandsOfXsType) {
+  m.opsets.push_back({"ai.mpc.training", 1});
+  const DType h = DType::F16, u = DType::Undefined;
+  Node *gg = node("GRUGrad", {h, h, h, h, h}, h, "gg");
+  gg->domain = "ai.mpc.training";
+  ASSERT_NE(findCudaKernel(*gg), nullptr);
+  EXPECT_EQ(findCudaKernel(*gg)->kind, CudaKernelKind::GruGrad);
+  EXPECT_TRUE(cudaRuns(*gg, {h, h, h, h, h}));
+  EXPECT_TRUE(cudaRuns(*gg, {u, DType::BF16, DType::BF16, DType::BF16, DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*gg, {DType::F32, h, h, h, h}));
+  EXPECT_FALSE(cudaRuns(*gg, {u, u, DType::F64, DType::F64, DType::F64}));
+  const DType f = DType::F32;
+  Node *lens = node("GRUGrad", {f, u, f, f, f, f, DType::I32}, f, "gl");
+  lens->domain = "ai.mpc.training";
+  EXPECT_FALSE(cudaRuns(*lens, {f, u, f, f, f, f, DType::I32}));
 }
 
 } // namespace

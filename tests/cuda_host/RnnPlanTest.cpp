@@ -119,29 +119,38 @@ TEST(RnnPlan, ProductsOfEveryDirectionLayoutAndCell) {
     }
 }
 
-/// LSTMGrad's products (layout 0) against their definitions.
-void checkLstmGradProducts(const RecurrentSizes &s) {
-  SCOPED_TRACE("dirs " + std::to_string(s.dirs) + " batch " + std::to_string(s.batch));
+/// The products LSTMGrad and GRUGrad share (layout 0, G = gates * H)
+/// against their definitions: the projection, H_s R^T over a [D, seq+1,
+/// batch, H] buffer (the launch passes hiddens + s*batch*H), the state
+/// gradient stepGrads R, and dX, dW, dR over [D, S, G] by-time buffers.
+template <typename Gemms> void checkGradProducts(const RecurrentSizes &s, const Gemms &plan) {
   std::mt19937 rng(11);
-  auto plan = planLstmGradGemms(s);
-  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  const int64_t D = s.dirs, B = s.batch, H = s.hidden, G = 4 * H, S = s.seq * B, I = s.input;
+  const int64_t D = s.dirs, B = s.batch, H = s.hidden, G = s.gates * H, S = s.seq * B;
+  const int64_t I = s.input;
   std::vector<double> hiddens = randomData(D * (s.seq + 1) * B * H, rng);
   std::vector<double> r = randomData(D * G * H, rng), w = randomData(D * G * I, rng);
   std::vector<double> x = randomData(S * I, rng), grads = randomData(D * S * G, rng);
   std::vector<double> prev = randomData(D * S * H, rng), step = randomData(D * B * G, rng);
-  // H_s R^T for the middle step: the launch passes hiddens + s*batch*H.
+  auto R = [&](int64_t d, int64_t row, int64_t j) { return r[size_t((d * G + row) * H + j)]; };
+  // The projection: [row, d*G + c] = sum_i X[row, i] W[d, c, i].
+  std::vector<double> proj = emulate(plan.input.gemm, x, w, size_t(S * D * G));
+  for (int64_t row = 0; row < S; ++row)
+    for (int64_t c = 0; c < D * G; ++c) {
+      double want = 0;
+      for (int64_t i = 0; i < I; ++i)
+        want += x[size_t(row * I + i)] * w[size_t(c * I + i)];
+      EXPECT_EQ(proj[size_t(row * D * G + c)], want);
+    }
   int64_t mid = s.seq / 2;
   std::vector<double> fromMid(hiddens.begin() + mid * B * H, hiddens.end());
-  std::vector<double> rec = emulate(plan->recurrent.gemm, fromMid, r, size_t(D * B * G));
-  // stepGrads R; one direction's gateGrads W_d; gateGrads^T X and ^T prev.
-  std::vector<double> back = emulate(plan->backState.gemm, step, r, size_t(D * B * H));
-  std::vector<double> dW = emulate(plan->dW.gemm, grads, x, size_t(D * G * I));
-  std::vector<double> dR = emulate(plan->dR.gemm, grads, prev, size_t(D * G * H));
+  std::vector<double> rec = emulate(plan.recurrent.gemm, fromMid, r, size_t(D * B * G));
+  std::vector<double> back = emulate(plan.backState.gemm, step, r, size_t(D * B * H));
+  std::vector<double> dW = emulate(plan.dW.gemm, grads, x, size_t(D * G * I));
+  std::vector<double> dR = emulate(plan.dR.gemm, grads, prev, size_t(D * G * H));
   for (int64_t d = 0; d < D; ++d) {
     std::vector<double> gd(grads.begin() + d * S * G, grads.begin() + (d + 1) * S * G);
     std::vector<double> wd(w.begin() + d * G * I, w.begin() + (d + 1) * G * I);
-    std::vector<double> dX = emulate(plan->dX.gemm, gd, wd, size_t(S * I));
+    std::vector<double> dX = emulate(plan.dX.gemm, gd, wd, size_t(S * I));
     for (int64_t row = 0; row < S; ++row)
       for (int64_t i = 0; i < I; ++i) {
         double want = 0;
@@ -153,14 +162,13 @@ void checkLstmGradProducts(const RecurrentSizes &s) {
       for (int64_t c = 0; c < G; ++c) {
         double want = 0;
         for (int64_t j = 0; j < H; ++j)
-          want += hiddens[size_t(((d * (s.seq + 1) + mid) * B + b) * H + j)] *
-                  r[size_t((d * G + c) * H + j)];
+          want += hiddens[size_t(((d * (s.seq + 1) + mid) * B + b) * H + j)] * R(d, c, j);
         EXPECT_EQ(rec[size_t((d * B + b) * G + c)], want);
       }
       for (int64_t j = 0; j < H; ++j) {
         double want = 0;
         for (int64_t c = 0; c < G; ++c)
-          want += step[size_t((d * B + b) * G + c)] * r[size_t((d * G + c) * H + j)];
+          want += step[size_t((d * B + b) * G + c)] * R(d, c, j);
         EXPECT_EQ(back[size_t((d * B + b) * H + j)], want);
       }
     }
@@ -179,6 +187,14 @@ void checkLstmGradProducts(const RecurrentSizes &s) {
       }
     }
   }
+}
+
+/// LSTMGrad's products (layout 0) against their definitions.
+void checkLstmGradProducts(const RecurrentSizes &s) {
+  SCOPED_TRACE("dirs " + std::to_string(s.dirs) + " batch " + std::to_string(s.batch));
+  auto plan = planLstmGradGemms(s);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  checkGradProducts(s, *plan);
 }
 
 TEST(RnnPlan, LstmGradProductsOfBothDirectionCounts) {
@@ -205,6 +221,131 @@ TEST(RnnPlan, LstmGradWorkspaceIsDisjoint) {
   LstmGradWorkspace plain = lstmGradWorkspace(s, false, 0);
   EXPECT_EQ(plain.wideX, 0u);
   EXPECT_LT(plain.total, w.total);
+}
+
+/// GRUGrad's products (layout 0) against their definitions: those LSTMGrad
+/// shares, then without linear_before_reset the reset products over R_h
+/// (the rows [2H, 3H) of R_d; the launch passes R + 2*H*H) and dR's h rows.
+void checkGruGradProducts(const RecurrentSizes &s, bool lbr) {
+  SCOPED_TRACE("dirs " + std::to_string(s.dirs) + " batch " + std::to_string(s.batch) + " hidden " +
+               std::to_string(s.hidden) + (lbr ? " lbr 1" : " lbr 0"));
+  auto plan = planGruGradGemms(s, lbr);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  checkGradProducts(s, *plan);
+  if (lbr) {
+    EXPECT_TRUE(plan->reset.gemm.offsets.empty());
+    EXPECT_TRUE(plan->backReset.gemm.offsets.empty());
+    EXPECT_TRUE(plan->dRh.gemm.offsets.empty());
+    return;
+  }
+  std::mt19937 rng(13);
+  const int64_t D = s.dirs, B = s.batch, H = s.hidden, G = 3 * H, S = s.seq * B;
+  std::vector<double> r = randomData(D * G * H, rng), prev = randomData(D * S * H, rng);
+  std::vector<double> state = randomData(D * B * H, rng), cand = randomData(D * S * H, rng);
+  auto R = [&](int64_t d, int64_t row, int64_t j) { return r[size_t((d * G + row) * H + j)]; };
+  std::vector<double> rFrom2H(r.begin() + 2 * H * H, r.end());
+  std::vector<double> reset = emulate(plan->reset.gemm, state, rFrom2H, size_t(D * B * H));
+  std::vector<double> backReset = emulate(plan->backReset.gemm, state, rFrom2H, size_t(D * B * H));
+  std::vector<double> dRh = emulate(plan->dRh.gemm, cand, prev, size_t(D * H * H));
+  for (int64_t d = 0; d < D; ++d) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < H; ++c) {
+        // (r . H) R_h^T and da R_h.
+        double want = 0, wantBack = 0;
+        for (int64_t j = 0; j < H; ++j) {
+          want += state[size_t((d * B + b) * H + j)] * R(d, 2 * H + c, j);
+          wantBack += state[size_t((d * B + b) * H + j)] * R(d, 2 * H + j, c);
+        }
+        EXPECT_EQ(reset[size_t((d * B + b) * H + c)], want);
+        EXPECT_EQ(backReset[size_t((d * B + b) * H + c)], wantBack);
+      }
+    for (int64_t c = 0; c < H; ++c)
+      for (int64_t j = 0; j < H; ++j) {
+        double want = 0;
+        for (int64_t row = 0; row < S; ++row)
+          want += cand[size_t((d * S + row) * H + c)] * prev[size_t((d * S + row) * H + j)];
+        EXPECT_EQ(dRh[size_t((d * H + c) * H + j)], want);
+      }
+  }
+  if (H % 2 == 1) {
+    EXPECT_EQ(plan->reset.gemm.a.alignment, 4u);
+    EXPECT_EQ(plan->backReset.gemm.a.alignment, 4u);
+  }
+}
+
+TEST(RnnPlan, GradientDirectionSlicesPromiseOnlyTheirAlignment) {
+  // dX is one product per direction: the gradients of direction d start
+  // d*S*G floats in, W_d d*G*input floats in (cuBLASLt's B and A).
+  auto gru = planGruGradGemms(sizes(3, 1, 5, 3, 2, 3, false), true); // S*G = 27, G*I = 45
+  ASSERT_TRUE(bool(gru)) << llvm::toString(gru.takeError());
+  EXPECT_EQ(gru->dX.gemm.b.alignment, 4u);
+  EXPECT_EQ(gru->dX.gemm.a.alignment, 4u);
+  auto even = planGruGradGemms(sizes(4, 2, 8, 8, 2, 3, false), false); // 8*24, 24*8 floats
+  ASSERT_TRUE(bool(even)) << llvm::toString(even.takeError());
+  EXPECT_GE(even->dX.gemm.b.alignment, 16u);
+  EXPECT_GE(even->dX.gemm.a.alignment, 16u);
+  auto lstm = planLstmGradGemms(sizes(3, 1, 5, 3, 2, 4, false)); // 36, 60 floats
+  ASSERT_TRUE(bool(lstm)) << llvm::toString(lstm.takeError());
+  EXPECT_EQ(lstm->dX.gemm.b.alignment, 16u);
+  EXPECT_EQ(lstm->dX.gemm.a.alignment, 16u);
+}
+
+TEST(RnnPlan, GruGradProductsOfBothDirectionCountsAndResetModes) {
+  for (bool lbr : {false, true}) {
+    checkGruGradProducts(sizes(3, 2, 3, 2, 1, 3, false), lbr);
+    checkGruGradProducts(sizes(4, 3, 2, 3, 2, 3, false), lbr);
+    checkGruGradProducts(sizes(2, 1, 1, 1, 2, 3, false), lbr);
+    checkGruGradProducts(sizes(3, 1, 4, 5, 1, 3, false), lbr);
+  }
+}
+
+TEST(RnnPlan, GruGradWorkspaceIsDisjoint) {
+  RecurrentSizes s = sizes(5, 3, 4, 7, 2, 3, false);
+  GruGradWorkspace w = gruGradWorkspace(s, false, true, 512);
+  const int64_t state = 2 * 3 * 7, byTime = 2 * 15 * 7, g3 = 21;
+  struct Region {
+    size_t at;
+    int64_t floats;
+  } regions[] = {{w.wideX, 15 * 4},
+                 {w.wideW, 2 * g3 * 4},
+                 {w.wideR, 2 * g3 * 7},
+                 {w.projection, 15 * 2 * g3},
+                 {w.gates, 2 * 15 * g3},
+                 {w.hiddens, 2 * 6 * 3 * 7},
+                 {w.recurrent, 2 * 3 * g3},
+                 {w.resetStep, state},
+                 {w.resetRecurrent, state},
+                 {w.previous, byTime},
+                 {w.resetPrevious, byTime},
+                 {w.gateGrads, 2 * 15 * g3},
+                 {w.recGrads, 2 * 15 * g3},
+                 {w.candGrads, byTime},
+                 {w.stepGrads, 2 * 3 * g3},
+                 {w.candStep, state},
+                 {w.resetGrad, state},
+                 {w.backState, state},
+                 {w.dX, 15 * 4},
+                 {w.dW, 2 * g3 * 4},
+                 {w.dR, 2 * g3 * 7},
+                 {w.dRh, 2 * 7 * 7},
+                 {w.gemm, 128}};
+  for (size_t i = 0; i < std::size(regions); ++i) {
+    EXPECT_EQ(regions[i].at % 256, 0u) << "region " << i;
+    EXPECT_LE(regions[i].at + size_t(regions[i].floats) * 4, w.total) << "region " << i;
+    for (size_t j = i + 1; j < std::size(regions); ++j)
+      EXPECT_TRUE(regions[i].at + size_t(regions[i].floats) * 4 <= regions[j].at ||
+                  regions[j].at + size_t(regions[j].floats) * 4 <= regions[i].at)
+          << "regions " << i << " and " << j;
+  }
+  EXPECT_EQ(w.linear, 0u);
+  // linear_before_reset keeps q and needs none of the split step's regions;
+  // fp32 operands no widened copies.
+  GruGradWorkspace lbr = gruGradWorkspace(s, true, false, 0);
+  EXPECT_NE(lbr.linear, 0u);
+  for (size_t at : {lbr.wideX, lbr.resetStep, lbr.resetRecurrent, lbr.resetPrevious, lbr.candGrads,
+                    lbr.candStep, lbr.resetGrad, lbr.dRh})
+    EXPECT_EQ(at, 0u);
+  EXPECT_LT(lbr.total, w.total);
 }
 
 TEST(RnnPlan, LayoutsAreOnnxs) {

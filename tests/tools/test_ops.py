@@ -208,7 +208,7 @@ class OpsOneOpTest(unittest.TestCase):
                      "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
                      "ai.mpc.training::GatherGrad"}
         # Recurrent ops (cuBLASLt products and gate kernels).
-        expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad"}
+        expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad", training + "GRUGrad"}
         # Index, logic and shape ops.
         expected |= {"And", "Or", "Xor", "Not", "ArgMax", "ArgMin", "CumSum", "CumProd",
                      "Trilu", "GatherElements", "Shape", "Size", "Range", "ConstantOfShape",
@@ -227,7 +227,7 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["Clip"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")
         self.assertEqual(rows["SoftmaxCrossEntropyLoss"]["cuda"], "f32,f16,bf16 (opset 12+)")
         self.assertEqual(rows["LSTM"]["cuda"], "f32,f16,bf16 (opset 7+)")
-        self.assertEqual(rows[training + "GRUGrad"]["cuda"], "none")
+        self.assertEqual(rows[training + "GRUGrad"]["cuda"], "f32,f16,bf16 (opset 1+)")
         self.assertEqual(rows["Not"]["cuda"], "bool (opset 1+)")
         self.assertEqual(rows["BitShift"]["cuda"], rows["BitShift"]["cpu"])
         self.assertEqual(rows["ArgMax"]["cuda"], "f32,i32,i64,f16,bf16 (opset 1+)")

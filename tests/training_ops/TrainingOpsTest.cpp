@@ -3,8 +3,9 @@
 // The ai.mpc.training nodes ConvGrad, BiasGrad and MaxPoolGrad for every
 // storage type against direct double-precision loops over the definitions
 // (no im2col, no GEMM), with the accumulation tolerance of TestUtil.h, and
-// LSTMGrad against central finite differences of a direct double LSTM loop;
-// each on every selected device through the op tester (OpTester.h).
+// LSTMGrad and GRUGrad against central finite differences of direct double
+// LSTM and GRU loops; each on every selected device through the op tester
+// (OpTester.h).
 //
 //===----------------------------------------------------------------------===//
 #include "OpTester.h"
@@ -442,19 +443,60 @@ double lstmLoss(const LstmInputs &in) {
   return loss;
 }
 
-/// Central finite differences of lstmLoss with respect to one input vector.
-std::vector<double> lstmFiniteDiff(LstmInputs in, std::vector<double> LstmInputs::*wrt) {
+/// Central finite differences of `loss` (lstmLoss, gruLoss) with respect to
+/// one input vector.
+template <typename In>
+std::vector<double> finiteDiff(In in, std::vector<double> In::*wrt, double (*loss)(const In &)) {
   std::vector<double> g((in.*wrt).size());
   const double eps = 1e-6;
   for (size_t i = 0; i < g.size(); ++i) {
     double v = (in.*wrt)[i];
     (in.*wrt)[i] = v + eps;
-    double up = lstmLoss(in);
+    double up = loss(in);
     (in.*wrt)[i] = v - eps;
-    g[i] = (up - lstmLoss(in)) / (2 * eps);
+    g[i] = (up - loss(in)) / (2 * eps);
     (in.*wrt)[i] = v;
   }
   return g;
+}
+std::vector<double> lstmFiniteDiff(const LstmInputs &in, std::vector<double> LstmInputs::*wrt) {
+  return finiteDiff(in, wrt, lstmLoss);
+}
+
+/// One input of a recurrent gradient node: absent when `values` is empty.
+template <typename T> struct GradInput {
+  std::vector<int64_t> shape;
+  const std::vector<T> &values;
+};
+
+/// An LSTMGrad or GRUGrad node of the sizes `sh`: `before` (the inputs up
+/// to B), sequence_lens as a graph constant (the CUDA rows take it only so;
+/// absent when empty), `after` (the initial states), the outputs `wanted`.
+template <typename T>
+OpTester recurrentGradNode(const char *op, const LstmShape &sh,
+                           const std::vector<GradInput<T>> &before,
+                           const std::vector<int64_t> &lens, const std::vector<GradInput<T>> &after,
+                           std::vector<bool> wanted) {
+  OpTester t(op, 1, kTraining);
+  t.attrInt("hidden_size", sh.hidden);
+  t.attrString("direction", sh.directions == 2 ? "bidirectional"
+                            : sh.reverse       ? "reverse"
+                                               : "forward");
+  auto add = [&](const std::vector<GradInput<T>> &inputs) {
+    for (const GradInput<T> &in : inputs)
+      if (in.values.empty())
+        t.absentInput();
+      else
+        t.input(in.shape, in.values);
+  };
+  add(before);
+  if (lens.empty())
+    t.absentInput();
+  else
+    t.constantInput(tensorOf<int32_t>({sh.batch}, std::vector<int32_t>(lens.begin(), lens.end())));
+  add(after);
+  t.outputMask(std::move(wanted));
+  return t;
 }
 
 OPTEST_TYPED_P(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
@@ -495,34 +537,18 @@ OPTEST_TYPED_P(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
     const LstmShape &sh = in.s;
     int64_t dirs = sh.directions;
     // LSTMGrad's inputs: dY, dY_h, dY_c, X, W, R, B, sequence_lens, initial_h,
-    // initial_c (absent ones omitted); outputs dX, dW, dR, dB, dinitial_h,
-    // dinitial_c.
+    // initial_c; outputs dX, dW, dR, dB, dinitial_h, dinitial_c.
     auto node = [&](std::vector<bool> outputs) {
-      OpTester t("LSTMGrad", 1, kTraining);
-      t.attrInt("hidden_size", hid);
-      t.attrString("direction", dirs == 2 ? "bidirectional" : sh.reverse ? "reverse" : "forward");
-      auto opt = [&](std::vector<int64_t> shape, const std::vector<T> &v) {
-        if (v.empty())
-          t.absentInput();
-        else
-          t.input(std::move(shape), v);
-      };
-      opt({sh.seq, dirs, sh.batch, hid}, dy);
-      opt({dirs, sh.batch, hid}, dyh);
-      opt({dirs, sh.batch, hid}, dyc);
-      t.input({sh.seq, sh.batch, sh.input}, x).input({dirs, 4 * hid, sh.input}, w);
-      t.input({dirs, 4 * hid, hid}, r);
-      opt({dirs, 8 * hid}, b);
-      // sequence_lens as a graph constant: the CUDA row takes it only so.
-      if (in.lens.empty())
-        t.absentInput();
-      else
-        t.constantInput(tensorOf<int32_t>(
-            {sh.batch}, std::vector<int32_t>(in.lens.begin(), in.lens.end())));
-      opt({dirs, sh.batch, hid}, h0);
-      opt({dirs, sh.batch, hid}, c0);
-      t.outputMask(std::move(outputs));
-      return t;
+      std::vector<int64_t> state = {dirs, sh.batch, hid};
+      return recurrentGradNode<T>("LSTMGrad", sh,
+                                  {{{sh.seq, dirs, sh.batch, hid}, dy},
+                                   {state, dyh},
+                                   {state, dyc},
+                                   {{sh.seq, sh.batch, sh.input}, x},
+                                   {{dirs, 4 * hid, sh.input}, w},
+                                   {{dirs, 4 * hid, hid}, r},
+                                   {{dirs, 8 * hid}, b}},
+                                  in.lens, {{state, h0}, {state, c0}}, std::move(outputs));
     };
     std::vector<HostTensor> out = runOrFail(node(std::vector<bool>(6, true)), device);
     ASSERT_EQ(out.size(), 6u);
@@ -550,6 +576,156 @@ OPTEST_TYPED_P(TrainingOpsTest, LstmGradMatchesFiniteDifferences) {
     ASSERT_EQ(out.size(), 6u);
     EXPECT_TRUE(allClose(valuesOf<T>(out[2]), toDoubles(dr), {}, Tolerance{0, 0, 0}))
         << "dR alone";
+  }
+}
+
+/// One GRU (layout 0, gates z, r, h) in double: sizes, linear_before_reset
+/// and inputs (absent ones empty).
+struct GruInputs {
+  LstmShape s;
+  bool lbr = false;
+  std::vector<int64_t> lens;
+  std::vector<double> x, w, r, b, h0, dy, dyh;
+};
+
+/// sum(dY*Y) + sum(dY_h*Y_h) of a direct double GRU loop (ONNX's GRU).
+double gruLoss(const GruInputs &in) {
+  const LstmShape &s = in.s;
+  const int64_t hid = s.hidden, ni = s.input, g3 = 3 * hid;
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  double loss = 0.0;
+  for (int64_t d = 0; d < s.directions; ++d)
+    for (int64_t n = 0; n < s.batch; ++n) {
+      int64_t len = in.lens.empty() ? s.seq : in.lens[size_t(n)];
+      int64_t st = (d * s.batch + n) * hid;
+      std::vector<double> h(static_cast<size_t>(hid), 0.0), wx(static_cast<size_t>(g3)),
+          rh(static_cast<size_t>(g3)), next(static_cast<size_t>(hid));
+      for (int64_t j = 0; j < hid; ++j)
+        h[size_t(j)] = in.h0.empty() ? 0.0 : in.h0[size_t(st + j)];
+      auto bias = [&](int64_t k) { return in.b.empty() ? 0.0 : in.b[size_t(d * 2 * g3 + k)]; };
+      for (int64_t k = 0; k < len; ++k) {
+        int64_t t = (s.reverse || d == 1) ? len - 1 - k : k;
+        // W x + Wb and R h + Rb per gate row.
+        for (int64_t q = 0; q < g3; ++q) {
+          double a = bias(q), c = bias(g3 + q);
+          for (int64_t j = 0; j < ni; ++j)
+            a += in.w[size_t((d * g3 + q) * ni + j)] * in.x[size_t((t * s.batch + n) * ni + j)];
+          for (int64_t j = 0; j < hid; ++j)
+            c += in.r[size_t((d * g3 + q) * hid + j)] * h[size_t(j)];
+          wx[size_t(q)] = a;
+          rh[size_t(q)] = c;
+        }
+        for (int64_t j = 0; j < hid; ++j) {
+          double z = sig(wx[size_t(j)] + rh[size_t(j)]);
+          double cand;
+          if (in.lbr) {
+            double r = sig(wx[size_t(hid + j)] + rh[size_t(hid + j)]);
+            cand = std::tanh(wx[size_t(2 * hid + j)] + r * rh[size_t(2 * hid + j)]);
+          } else {
+            // (r . h) R_h^T + Rb_h, with every r of the step.
+            double v = bias(g3 + 2 * hid + j);
+            for (int64_t i = 0; i < hid; ++i) {
+              double ri = sig(wx[size_t(hid + i)] + rh[size_t(hid + i)]);
+              v += in.r[size_t((d * g3 + 2 * hid + j) * hid + i)] * ri * h[size_t(i)];
+            }
+            cand = std::tanh(wx[size_t(2 * hid + j)] + v);
+          }
+          next[size_t(j)] = (1 - z) * cand + z * h[size_t(j)];
+        }
+        h = next;
+        for (int64_t j = 0; j < hid; ++j)
+          if (!in.dy.empty())
+            loss += in.dy[size_t(((t * s.directions + d) * s.batch + n) * hid + j)] * h[size_t(j)];
+      }
+      for (int64_t j = 0; j < hid; ++j)
+        loss += in.dyh.empty() ? 0.0 : in.dyh[size_t(st + j)] * h[size_t(j)];
+    }
+  return loss;
+}
+
+std::vector<double> gruFiniteDiff(const GruInputs &in, std::vector<double> GruInputs::*wrt) {
+  return finiteDiff(in, wrt, gruLoss);
+}
+
+// GRUGrad in both reset modes, every direction, batch 1, odd hidden sizes,
+// sequence_lens and absent inputs: the cases the CUDA row is checked with.
+OPTEST_TYPED_P(TrainingOpsTest, GruGradMatchesFiniteDifferences) {
+  std::mt19937 rng(29);
+  struct Case {
+    int64_t seq, batch, input, hidden, dirs;
+    bool reverse, lbr, lens, full;
+  };
+  for (Case k :
+       {Case{3, 2, 3, 3, 2, false, false, true, true}, Case{3, 2, 3, 3, 2, false, true, true, true},
+        Case{4, 1, 2, 5, 1, true, false, false, true}, Case{4, 1, 2, 5, 1, true, true, false, true},
+        Case{2, 3, 1, 1, 1, false, false, false, false},
+        Case{3, 2, 2, 2, 1, false, true, true, false}}) {
+    SCOPED_TRACE("seq " + std::to_string(k.seq) + " batch " + std::to_string(k.batch) + " hidden " +
+                 std::to_string(k.hidden) + " dirs " + std::to_string(k.dirs) +
+                 (k.reverse ? " reverse" : "") + (k.lbr ? " lbr 1" : " lbr 0"));
+    GruInputs in;
+    in.s.seq = k.seq;
+    in.s.batch = k.batch;
+    in.s.input = k.input;
+    in.s.hidden = k.hidden;
+    in.s.directions = k.dirs;
+    in.s.reverse = k.reverse;
+    in.lbr = k.lbr;
+    const LstmShape &sh = in.s;
+    int64_t hid = sh.hidden, dirs = sh.directions, state = dirs * sh.batch * hid;
+    if (k.lens)
+      for (int64_t n = 0; n < sh.batch; ++n)
+        in.lens.push_back(n == 0 ? sh.seq : 1 + n % sh.seq);
+    auto make = [&](std::vector<double> &v, int64_t n, std::vector<T> &t) {
+      t = randomVector<T>(size_t(n), rng);
+      v = toDoubles(t);
+    };
+    std::vector<T> x, w, r, b, h0, dy, dyh;
+    make(in.x, sh.seq * sh.batch * sh.input, x);
+    make(in.w, dirs * 3 * hid * sh.input, w);
+    make(in.r, dirs * 3 * hid * hid, r);
+    make(in.dy, sh.seq * state, dy);
+    if (k.full) {
+      make(in.b, dirs * 6 * hid, b);
+      make(in.h0, state, h0);
+      make(in.dyh, state, dyh);
+    }
+    // GRUGrad's inputs: dY, dY_h, X, W, R, B, sequence_lens, initial_h;
+    // outputs dX, dW, dR, dB, dinitial_h.
+    auto node = [&](std::vector<bool> outputs) {
+      std::vector<int64_t> state = {dirs, sh.batch, hid};
+      OpTester t = recurrentGradNode<T>("GRUGrad", sh,
+                                        {{{sh.seq, dirs, sh.batch, hid}, dy},
+                                         {state, dyh},
+                                         {{sh.seq, sh.batch, sh.input}, x},
+                                         {{dirs, 3 * hid, sh.input}, w},
+                                         {{dirs, 3 * hid, hid}, r},
+                                         {{dirs, 6 * hid}, b}},
+                                        in.lens, {{state, h0}}, std::move(outputs));
+      t.attrInt("linear_before_reset", k.lbr ? 1 : 0);
+      return t;
+    };
+    std::vector<HostTensor> out = runOrFail(node(std::vector<bool>(5, true)), device);
+    ASSERT_EQ(out.size(), 5u);
+    std::vector<T> dx = valuesOf<T>(out[0]), dw = valuesOf<T>(out[1]), dr = valuesOf<T>(out[2]),
+                   db = valuesOf<T>(out[3]), dh0 = valuesOf<T>(out[4]);
+    ASSERT_EQ(db.size(), size_t(dirs * 6 * hid)) << "dB is [dirs, 6H] even without B";
+    Tolerance tol{std::max(TypeTraits<T>::kTol.rtol, 1e-6), 2e-6, 0.0};
+    if (in.b.empty())
+      in.b.assign(db.size(), 0.0);
+    if (in.h0.empty())
+      in.h0.assign(size_t(state), 0.0);
+    EXPECT_TRUE(allClose(dx, gruFiniteDiff(in, &GruInputs::x), {}, tol)) << "dX";
+    EXPECT_TRUE(allClose(dw, gruFiniteDiff(in, &GruInputs::w), {}, tol)) << "dW";
+    EXPECT_TRUE(allClose(dr, gruFiniteDiff(in, &GruInputs::r), {}, tol)) << "dR";
+    EXPECT_TRUE(allClose(db, gruFiniteDiff(in, &GruInputs::b), {}, tol)) << "dB";
+    EXPECT_TRUE(allClose(dh0, gruFiniteDiff(in, &GruInputs::h0), {}, tol)) << "dH0";
+    // Outputs that are not requested are skipped; the others do not change.
+    out = runOrFail(node({false, false, true, false, true}), device);
+    ASSERT_EQ(out.size(), 5u);
+    EXPECT_TRUE(allClose(valuesOf<T>(out[2]), toDoubles(dr), {}, Tolerance{0, 0, 0})) << "dR alone";
+    EXPECT_TRUE(allClose(valuesOf<T>(out[4]), toDoubles(dh0), {}, Tolerance{0, 0, 0}))
+        << "dH0 alone";
   }
 }
 

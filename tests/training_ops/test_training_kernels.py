@@ -574,15 +574,15 @@ def build_recurrent_grad(op, seed_keys, feed_keys, wrt, feeds, seeds, attrs, dt,
     wide = TensorProto.DOUBLE if dt == "f64" else TensorProto.FLOAT
     order = [("d" + k, seeds[k]) for k in seed_keys]
     order += [(n, feeds.get(n)) for n in feed_keys]
-    nodes, graph_inputs, run_feeds, names = [], [], {}, []
+    nodes, graph_inputs, run_feeds, names, initializers = [], [], {}, [], []
     for name, arr in order:
         if arr is None:
             names.append("")
             continue
         if name == "sequence_lens":
-            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.INT32,
-                                                              list(arr.shape)))
-            run_feeds[name] = arr
+            # A constant of the graph, as the CUDA rows take it (a graph input runs the
+            # node on the CPU).
+            initializers.append(numpy_helper.from_array(arr.astype(np.int32), name))
             names.append(name)
             continue
         graph_inputs.append(helper.make_tensor_value_info(name, wide, list(arr.shape)))
@@ -604,7 +604,7 @@ def build_recurrent_grad(op, seed_keys, feed_keys, wrt, feeds, seeds, attrs, dt,
             continue
         nodes.append(helper.make_node("Cast", [r], ["o" + r[1:]], to=wide))
         outs.append(helper.make_tensor_value_info("o" + r[1:], wide, None))
-    graph = helper.make_graph(nodes, "g", graph_inputs, outs)
+    graph = helper.make_graph(nodes, "g", graph_inputs, outs, initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid(DOMAIN, 1)])
     model.ir_version = 8
@@ -761,6 +761,13 @@ class GruGradKernelTest(unittest.TestCase):
         self.run_gru(dict(direction="bidirectional", lbr=1, lens=True))
         self.run_gru(dict(direction="reverse", lbr=0, lens=True, seq=7, batch=3, inp=5,
                           hid=6))
+
+    def test_batch_one_and_odd_hidden_sizes(self):
+        # Sizes that fill no warp or block evenly (the CUDA row's launch geometry).
+        self.run_gru(dict(direction="bidirectional", lbr=0, batch=1, hid=5, seq=3))
+        self.run_gru(dict(direction="forward", lbr=1, batch=1, hid=3, inp=7))
+        self.run_gru(dict(direction="reverse", lbr=1, batch=3, hid=7, lens=True))
+        self.run_gru(dict(direction="bidirectional", lbr=1, batch=5, hid=9, seq=6))
 
     def test_float64_against_finite_differences(self):
         self.run_gru(dict(direction="bidirectional", lbr=1, lens=True), dtypes=("f64",),

@@ -174,6 +174,7 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Recurrent ops.
   case cuda::CudaKernelKind::Recurrent:
   case cuda::CudaKernelKind::LstmGrad:
+  case cuda::CudaKernelKind::GruGrad:
     return "cuBLASLt + gate launcher";
   // Index, logic and shape ops.
   case cuda::CudaKernelKind::Logical:

@@ -72,6 +72,7 @@ enum class CudaKernelKind : uint8_t {
   // Recurrent ops (RnnOps.cpp): cuBLASLt products and RecurrentBodies.h cells.
   Recurrent, ///< LSTM, GRU, RNN
   LstmGrad,  ///< ai.mpc.training LSTMGrad: backward through time
+  GruGrad,   ///< ai.mpc.training GRUGrad: backward through time
   // Index, logic and shape ops (IndexOps.cpp).
   Logical,    ///< And, Or, Xor over bool (op: LogicalOpId), numpy broadcasting
   LogicalNot, ///< Not over bool

@@ -122,6 +122,78 @@ struct LstmGradGemms {
 };
 llvm::Expected<LstmGradGemms> planLstmGradGemms(const kernels::RecurrentSizes &s);
 
+//===----------------------------------------------------------------------===//
+// GRUGrad: the forward recomputed, then backward through time
+//===----------------------------------------------------------------------===//
+//
+// As LSTMGrad (layout 0, S = seq*batch rows, 3 gate blocks z, r, h of H):
+//   widen X, W, R to fp32 (16-bit only); the projection X W^T; per step s:
+//   `recurrent` = H_s R^T and a forward kernel keeping the activated gates
+//   (z, r, h~) by step, the state each time index started from (`previous`
+//   [D, S, H], by time) and H_{s+1}. With linear_before_reset the kernel
+//   also keeps q = H R_h^T + Rb_h (`linear`, by step); without it the step
+//   splits: a first kernel writes z, r and r . H (`resetStep`, and by time
+//   `resetPrevious`), the `reset` product (r . H) R_h^T, then a second
+//   kernel the candidate and H_{s+1}.
+//   Backwards per step s: a kernel takes dH (dY_h at a sequence's last step,
+//   else `backState`, plus dY) through the blend (gruBlendGrad), writes dH z
+//   into `backState` and the pre-activation gradients by step (`stepGrads`
+//   [D, batch, 3H]) and by time: `gateGrads` (dz, dr, da: the input side,
+//   for dX, dW and Wb) and `recGrads` (dz, dr and dq = da r with
+//   linear_before_reset, else da: the recurrent side, for dR and Rb).
+//   Without linear_before_reset the reset gate needs d(r . H) = da R_h first:
+//   the `backReset` product of `candStep` (da by step) into `resetGrad`, then
+//   a second kernel (gruResetGrad) adds d(r . H) r to `backState` and zeroes
+//   the h block of `stepGrads`. Then `backState` += stepGrads R (beta 1).
+//   After the last step `backState` is dinitial_h; dX = sum_d gateGrads_d
+//   W_d, dW = gateGrads^T X, dR = recGrads^T previous (without
+//   linear_before_reset its h rows are then replaced by candGrads^T
+//   resetPrevious, `dRh`), dB the column sums of gateGrads (Wb) and
+//   recGrads (Rb).
+
+struct GruGradWorkspace {
+  size_t wideX = 0, wideW = 0, wideR = 0; ///< 16-bit operands only
+  size_t projection = 0;                  ///< [S, D*3H]
+  size_t gates = 0;                       ///< activated z, r, h~ [D, seq, batch, 3H]
+  size_t linear = 0;                      ///< linear_before_reset: q [D, seq, batch, H]
+  size_t hiddens = 0;            ///< hidden states [D, seq+1, batch, H] (step 0: initial_h)
+  size_t recurrent = 0;          ///< [D, batch, 3H]
+  size_t resetStep = 0;          ///< no linear_before_reset: r . H of the step [D, batch, H]
+  size_t resetRecurrent = 0;     ///< no linear_before_reset: (r . H) R_h^T [D, batch, H]
+  size_t previous = 0;           ///< [D, S, H]: the state time t started from
+  size_t resetPrevious = 0;      ///< no linear_before_reset: r . H by time [D, S, H]
+  size_t gateGrads = 0;          ///< [D, S, 3H], zero where a sequence has ended
+  size_t recGrads = 0;           ///< [D, S, 3H], likewise
+  size_t candGrads = 0;          ///< no linear_before_reset: da by time [D, S, H]
+  size_t stepGrads = 0;          ///< [D, batch, 3H]
+  size_t candStep = 0;           ///< no linear_before_reset: da of the step [D, batch, H]
+  size_t resetGrad = 0;          ///< no linear_before_reset: da R_h [D, batch, H]
+  size_t backState = 0;          ///< dH into the previous step [D, batch, H]
+  size_t dX = 0, dW = 0, dR = 0; ///< fp32 results before the cast
+  size_t dRh = 0;                ///< no linear_before_reset: the h rows of dR [D, H, H]
+  size_t gemm = 0;
+  size_t total = 0;
+};
+GruGradWorkspace gruGradWorkspace(const kernels::RecurrentSizes &s, bool linearBeforeReset,
+                                  bool widen, size_t gemmBytes);
+
+struct GruGradGemms {
+  MatmulPlan input;     ///< [S, input] . [D*3H, input]^T
+  MatmulPlan recurrent; ///< H_s [D, batch, H] (stride (seq+1)*batch*H) . R^T
+  MatmulPlan backState; ///< [D, batch, 3H] . [D, 3H, H]
+  MatmulPlan dX;        ///< one direction: [S, 3H] . [3H, input]
+  MatmulPlan dW;        ///< [D, S, 3H]^T . [S, input]
+  MatmulPlan dR;        ///< [D, S, 3H]^T . [D, S, H]
+  // Without linear_before_reset only (empty otherwise); R_h is the rows
+  // [2H, 3H) of each direction's R (the launch passes R + 2*H*H, batch
+  // stride 3*H*H).
+  MatmulPlan reset;     ///< [D, batch, H] . R_h^T
+  MatmulPlan backReset; ///< [D, batch, H] . R_h
+  MatmulPlan dRh;       ///< [D, S, H]^T . [D, S, H]
+};
+llvm::Expected<GruGradGemms> planGruGradGemms(const kernels::RecurrentSizes &s,
+                                              bool linearBeforeReset);
+
 } // namespace cuda
 } // namespace mpc
 

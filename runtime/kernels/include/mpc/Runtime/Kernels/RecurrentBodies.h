@@ -179,6 +179,10 @@ template <typename A> MPC_HD inline A gruBlendGrad(A z, A candidate, A hp, A dh,
   return dh * z;
 }
 
+/// With linear_before_reset, the gradient into q = H R_h^T + Rb_h from da
+/// (the candidate's pre-activation gradient) and the reset gate r.
+template <typename A> MPC_HD inline A gruCandidateGradLbr(A da, A r) { return da * r; }
+
 /// The reset gate's pre-activation gradient: with linear_before_reset, from
 /// da and q = H R_h^T + Rb_h; otherwise from drh, the gradient into r . H.
 template <typename A> MPC_HD inline A gruResetGradLbr(A da, A q, A r) {
