@@ -136,6 +136,16 @@ CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// Transformer ops: RotaryEmbedding (RotaryOps.cpp); Einsum (EinsumOps.cpp),
+// a null op for an equation EinsumPlan.h does not lower.
+CudaOpOrError prepareRotaryOp(const Node &n, const CudaKernel &row,
+                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+CudaOpOrError prepareEinsumOp(const Node &n, const CudaKernel &row,
+                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Attention (AttentionOps.cpp): a null op for what the launcher does not take.
+CudaOpOrError prepareAttentionOp(const Node &n, const CudaKernel &row,
+                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

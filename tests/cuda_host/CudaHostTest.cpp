@@ -228,6 +228,12 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::GatherElements:
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
       break;
+    // Transformer ops.
+    case CudaKernelKind::Rotary:
+    case CudaKernelKind::Einsum:
+    case CudaKernelKind::Attention:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",

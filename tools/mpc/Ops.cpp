@@ -187,6 +187,13 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Fill:
   case cuda::CudaKernelKind::OneHot:
     return "index launcher";
+  // Transformer ops.
+  case cuda::CudaKernelKind::Rotary:
+    return "rotary launcher";
+  case cuda::CudaKernelKind::Einsum:
+    return "cuBLASLt + gather launcher";
+  case cuda::CudaKernelKind::Attention:
+    return "cuBLASLt + softmax launcher";
   }
   return "?";
 }

@@ -83,6 +83,11 @@ enum class CudaKernelKind : uint8_t {
   GatherElements, ///< GatherElements over raw elements, i32/i64 indices
   Fill,       ///< ConstantOfShape: the parsed value of 1, 2, 4 or 8 bytes
   OneHot,     ///< OneHot: indices of the arithmetic types, raw values
+  // Transformer ops: RotaryEmbedding (RotaryOps.cpp), Einsum (EinsumOps.cpp),
+  // Attention (AttentionOps.cpp).
+  Rotary,    ///< RotaryEmbedding over Kernels/RotaryBodies.h
+  Einsum,    ///< gathers and one cuBLASLt product (EinsumPlan.h)
+  Attention, ///< two cuBLASLt products around a biased softmax
 };
 
 /// The element-wise types the launchers are instantiated for.
