@@ -13,7 +13,10 @@ files), and every output of the CUDA run is compared with the CPU run's:
     and bool results exactly;
   * MatMul (2-D, batched, broadcast batch, 1-D operand) and Gemm (transposes, alpha, a [N]
     bias, a [M, 1] C with beta) in f32, f16 and bf16: fp32 accumulation in both, in another
-    order, so relative L2 error <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16) of the CPU result.
+    order, so relative L2 error <= 1e-5 (f32), 2e-3 (f16), 1e-2 (bf16) of the CPU result;
+  * Einsum (batched product, diagonal, sums), Attention (4-D grouped heads, causal; 3-D with
+    a bool mask) and RotaryEmbedding (interleaved, position ids), with --no-fallback so that
+    each runs on the GPU, to the same tolerances.
 Where no GPU is usable (or the build has no CUDA backend) every case is skipped and one line
 says why; this suite then passes, so CI runs it harmlessly.
 
@@ -108,6 +111,32 @@ def gemm_model(elem):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
 
+def transformer_model(elem):
+    """Einsum, Attention and RotaryEmbedding (opset 23) in `elem`, f32 in and out."""
+    n = helper.make_node
+    ins = {"a": [2, 3, 5], "b": [2, 5, 4], "sq": [4, 4], "q": [2, 4, 3, 8], "k": [2, 2, 6, 8],
+           "v": [2, 2, 6, 8], "q3": [1, 5, 12], "kv3": [1, 7, 4], "cos": [9, 4], "sin": [9, 4]}
+    mask = helper.make_tensor("mask", TensorProto.BOOL, [5, 7],
+                              [j == 0 or (i + j) % 3 != 0 for i in range(5) for j in range(7)])
+    pos = helper.make_tensor("pos", TensorProto.INT64, [2, 3], [0, 4, 8, 1, 1, 7])
+    nodes = [n("Cast", [k], [k + "_"], to=elem) for k in ins]
+    nodes += [
+        n("Einsum", ["a_", "b_"], ["bmm"], equation="bij,bjk->bik"),
+        n("Einsum", ["sq_"], ["diag"], equation="ii->i"),
+        n("Einsum", ["a_"], ["sums"], equation="bij->jb"),
+        n("Attention", ["q_", "k_", "v_"], ["att"], is_causal=1),
+        n("Attention", ["q3_", "kv3_", "kv3_", "mask"], ["att3"], q_num_heads=3, kv_num_heads=1),
+        n("RotaryEmbedding", ["q_", "cos_", "sin_", "pos"], ["rot"], interleaved=1),
+    ]
+    outs = {"bmm": [2, 3, 4], "diag": [4], "sums": [3, 2], "att": [2, 4, 3, 8],
+            "att3": [1, 5, 12], "rot": [2, 4, 3, 8]}
+    nodes += [n("Cast", [o], [o + "_f"], to=F32) for o in outs]
+    g = helper.make_graph(nodes, "transformer", [vi(k, F32, s) for k, s in ins.items()],
+                          [vi(o + "_f", F32, s) for o, s in outs.items()],
+                          initializer=[mask, pos])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+
+
 def inputs_for(model, seed=0):
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -148,7 +177,7 @@ class CudaParityTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_both(self, model, name):
+    def run_both(self, model, name, cuda_args=()):
         path = os.path.join(self.dir, name + ".onnx")
         onnx.save(model, path)
         args = []
@@ -159,7 +188,8 @@ class CudaParityTest(unittest.TestCase):
         outs = {}
         for device in ("cpu", "cuda"):
             d = os.path.join(self.dir, f"{name}_{device}")
-            r = mpc("run", path, *args, "--device", device, "--outputs", d)
+            extra = cuda_args if device == "cuda" else ()
+            r = mpc("run", path, *args, "--device", device, "--outputs", d, *extra)
             self.assertEqual(r.returncode, 0, f"{device}: {r.stderr}")
             outs[device] = {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d)}
         self.assertEqual(sorted(outs["cpu"]), sorted(outs["cuda"]))
@@ -184,14 +214,23 @@ class CudaParityTest(unittest.TestCase):
                 dt = np.float16 if k == "q16" else np.float32
                 self.assertLessEqual(int(ulp_diff(c, g, dt).max()), 4, k)
 
+    def check_close(self, cpu, gpu, elem, tol):
+        for k in cpu:
+            c, g = cpu[k].astype(np.float64), gpu[k].astype(np.float64)
+            self.assertEqual(c.shape, g.shape, k)
+            err = np.linalg.norm(c - g) / max(np.linalg.norm(c), 1e-30)
+            self.assertLessEqual(err, tol, f"{k} in type {elem}")
+
     def test_matrix_products(self):
         for elem, tol in ((F32, 1e-5), (F16, 2e-3), (BF16, 1e-2)):
             cpu, gpu = self.run_both(gemm_model(elem), f"gemm{elem}")
-            for k in cpu:
-                c, g = cpu[k].astype(np.float64), gpu[k].astype(np.float64)
-                self.assertEqual(c.shape, g.shape, k)
-                err = np.linalg.norm(c - g) / max(np.linalg.norm(c), 1e-30)
-                self.assertLessEqual(err, tol, f"{k} in type {elem}")
+            self.check_close(cpu, gpu, elem, tol)
+
+    def test_transformer_ops(self):
+        # --no-fallback: every node of the model has to run on the GPU.
+        for elem, tol in ((F32, 1e-5), (F16, 2e-3), (BF16, 1e-2)):
+            cpu, gpu = self.run_both(transformer_model(elem), f"tf{elem}", ("--no-fallback",))
+            self.check_close(cpu, gpu, elem, tol)
 
 
 def main():
