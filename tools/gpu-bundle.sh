@@ -29,8 +29,7 @@ command -v nvcc >/dev/null || die "nvcc is not on PATH: the bundle needs the CUD
 # The binaries the checks run. Each DEVICES test takes `--device cuda`.
 DEVICE_TESTS=(RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeReductionTest
               RuntimeNormalizationTest RuntimePoolTest mpc_optest_tests mpc_training_ops_tests
-              RuntimeDataTest RuntimeRecurrentTest
-              RuntimeTransformerTest) # RotaryEmbedding, Einsum, Attention
+              RuntimeDataTest RuntimeRecurrentTest)
 TARGETS=(mpc "${DEVICE_TESTS[@]}")
 # The CUDA backend mpc opens for --device cuda (built with mpc): lib/ of the bundle, which
 # is ../lib from libexec/mpc, where mpc looks for it.

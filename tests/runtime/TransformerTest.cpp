@@ -5,7 +5,8 @@
 // (OpTester.h): odd batch, head and sequence sizes, size-1 dimensions, rows
 // longer than a thread block, every attribute the kernels read, and the
 // one-line errors of bad data. The CUDA launchers of these ops run the same
-// bodies as the CPU kernels; `--device cuda` runs these cases on a GPU.
+// bodies as the CPU kernels; `--device cuda` runs these cases on a GPU. Built
+// into RuntimeNormalizationTest (tests/runtime/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
 
