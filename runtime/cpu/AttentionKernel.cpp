@@ -5,10 +5,14 @@
 // nonpad_kv_seqlen, past_key/past_value are prepended to K/V (and returned as
 // present_key/present_value), and each query head h reads the key/value head
 // h / (q_heads / kv_heads). Everything is computed in fp32 (double for f64
-// inputs) from widened inputs and each output is rounded once.
+// inputs) from widened inputs and each output is rounded once. The soft cap,
+// the mask and causal bias and the softmax steps are the shared bodies of
+// Kernels/AttentionBodies.h and NormBodies.h, which the CUDA launcher runs.
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Kernels/AttentionBodies.h"
+#include "mpc/Runtime/Kernels/NormBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
 #include <limits>
@@ -63,31 +67,32 @@ static std::vector<C> concatCache(const AttnLayout &l, const std::vector<C> &pas
   return out;
 }
 
-/// The additive bias of row (b, h, i): attn_mask (bool: 0 / -inf; columns
-/// past its last dimension -inf), the causal triangle shifted by the past
-/// length, and the nonpad_kv_seqlen padding.
+/// attn_mask's shape for the shared bodies (not present without a mask).
+static k::AttentionMaskShape maskShapeOf(const KernelCall &c, const AttnLayout &l) {
+  k::AttentionMaskShape m;
+  if (l.mask.empty())
+    return m;
+  m.present = true;
+  m.isBool = c.inputs[kMask].dtype == DType::Bool;
+  for (int d = 0; d < 4; ++d)
+    m.dims[d] = l.mask[static_cast<size_t>(d)];
+  return m;
+}
+
+/// The additive bias of row (b, h, i) (AttentionBodies.h: attn_mask and
+/// the causal triangle shifted by the past length), then the
+/// nonpad_kv_seqlen padding.
 template <typename C>
 static void biasRow(const KernelCall &c, const AttnLayout &l, const std::vector<C> &mask,
                     const std::vector<int64_t> &nonpad, int64_t b, int64_t h, int64_t i, C *bias) {
   const C negInf = -std::numeric_limits<C>::infinity();
-  std::fill_n(bias, l.total, C(0));
-  if (!l.mask.empty()) {
-    const std::vector<int64_t> &m = l.mask;
-    int64_t off = ((m[0] == 1 ? 0 : b) * m[1] + (m[1] == 1 ? 0 : h)) * m[2] + (m[2] == 1 ? 0 : i);
-    off *= m[3];
-    bool isBool = c.inputs[kMask].dtype == DType::Bool;
-    for (int64_t j = 0; j < l.total; ++j) {
-      if (j >= m[3])
-        bias[j] = negInf;
-      else if (isBool)
-        bias[j] = mask[static_cast<size_t>(off + j)] != C(0) ? C(0) : negInf;
-      else
-        bias[j] = mask[static_cast<size_t>(off + j)];
-    }
+  k::AttentionMaskShape m = maskShapeOf(c, l);
+  int64_t off = m.present ? k::attentionMaskRow(m, b, h, i) : 0;
+  bool causal = paramsOf<AttentionParams>(c).isCausal;
+  for (int64_t j = 0; j < l.total; ++j) {
+    C v = m.present && j < m.dims[3] ? mask[static_cast<size_t>(off + j)] : C(0);
+    bias[j] = k::attentionCausalBias(causal, i, j, l.past, k::attentionMaskBias(m, j, v));
   }
-  if (paramsOf<AttentionParams>(c).isCausal)
-    for (int64_t j = i + l.past + 1; j < l.total; ++j)
-      bias[j] += negInf;
   if (!nonpad.empty())
     for (int64_t j = std::max<int64_t>(nonpad[static_cast<size_t>(b)], 0); j < l.total; ++j)
       bias[j] += negInf;
@@ -142,26 +147,25 @@ template <typename C> static void attend(const KernelCall &c, const AttnLayout &
             s += qRow[d] * kb[j * hs + d];
           if (qkRow && mode == 0)
             qkRow[j] = s;
-          if (softcap > 0)
-            s = softcap * std::tanh(s / softcap);
+          s = k::attentionSoftcap(s, softcap);
           if (qkRow && mode == 1)
             qkRow[j] = s;
           score[j] = s;
         }
         biasRow(c, l, mask, nonpad, b, h, i, bias.data());
         // Softmax with numpy's IEEE behavior: a row that is all -inf (or
-        // holds a NaN) gives NaN everywhere, as the reference does.
+        // holds a NaN) gives NaN everywhere, as the reference does
+        // (NormBodies.h, the CUDA launcher's row too).
         C mx = -std::numeric_limits<C>::infinity();
         for (int64_t j = 0; j < l.total; ++j) {
           score[j] += bias[j];
           if (qkRow && mode == 2)
             qkRow[j] = score[j];
-          if (score[j] > mx || std::isnan(score[j]))
-            mx = std::isnan(mx) ? mx : score[j];
+          mx = k::maxKeepNaN(mx, score[j]);
         }
         C sum = 0;
         for (int64_t j = 0; j < l.total; ++j) {
-          score[j] = std::exp(score[j] - mx);
+          score[j] = k::softmaxExp(score[j], mx);
           sum += score[j];
         }
         for (int64_t j = 0; j < l.total; ++j) {

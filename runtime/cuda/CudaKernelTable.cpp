@@ -177,6 +177,11 @@ std::vector<CudaKernel> buildTable() {
   rows.push_back(MPC_CUDA_ROW(EyeLike, kCudaDataTypes, EyeLike, 0));
   rows.push_back(MPC_CUDA_ROW(Compress, kCudaDataTypes, Compress, 0));
   rows.push_back(MPC_CUDA_ROW(NonZero, kCudaCastTypes, NonZero, 0));
+  // Transformer ops: RotaryEmbedding (RotaryOps.cpp), Einsum (EinsumOps.cpp),
+  // Attention (AttentionOps.cpp).
+  rows.push_back(MPC_CUDA_ROW(RotaryEmbedding, kCudaFloatTypes, Rotary, 0));
+  rows.push_back(MPC_CUDA_ROW(Einsum, kCudaFloatTypes, Einsum, 0));
+  rows.push_back(MPC_CUDA_ROW(Attention, kCudaFloatTypes, Attention, 0));
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
   // ElementwiseOps.def leave it out below.
   std::vector<CudaKernel> out{
@@ -486,6 +491,38 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     if (k.kind == CudaKernelKind::Reduce)
       return !second || constantInputInts(n, 1, ints);
     return second;
+  }
+  // Transformer ops. RotaryEmbedding: caches of X's type, i32/i64
+  // position ids.
+  case CudaKernelKind::Rotary:
+    for (size_t i = 1; i < dts.size() && i < 3; ++i)
+      if (dts[i] != DType::Undefined && dts[i] != key)
+        return false;
+    return dts.size() < 4 || dts[3] == DType::Undefined || dts[3] == DType::I32 ||
+           dts[3] == DType::I64;
+  // Einsum: one or two operands of one type (the planner refuses the rest
+  // in prepare: the node then runs on the CPU).
+  case CudaKernelKind::Einsum:
+    for (DType t : dts)
+      if (t != key)
+        return false;
+    return n.numInputs() >= 1 && n.numInputs() <= 2;
+  // Attention: K and V of Q's type, a bool mask or one of Q's type; no KV
+  // cache (past_key, past_value, their present_* outputs), no
+  // nonpad_kv_seqlen and no qk output: those run on the CPU.
+  case CudaKernelKind::Attention: {
+    auto given = [&](unsigned i) { return i < dts.size() && dts[i] != DType::Undefined; };
+    if (!given(1) || !given(2) || dts[1] != key || dts[2] != key)
+      return false;
+    if (given(3) && dts[3] != key && dts[3] != DType::Bool)
+      return false;
+    for (unsigned i = 4; i < 7; ++i)
+      if (given(i))
+        return false;
+    for (unsigned i = 1; i < n.numOutputs(); ++i)
+      if (n.output(i))
+        return false;
+    return true;
   }
   // Recurrent ops: every float operand of X's type; sequence_lens (input 4)
   // a constant of the graph (its range is checked in prepare).

@@ -144,6 +144,15 @@ CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
 /// NonZero.
 CudaOpOrError prepareMoveOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Transformer ops: RotaryEmbedding (RotaryOps.cpp); Einsum (EinsumOps.cpp),
+// a null op for an equation EinsumPlan.h does not lower.
+CudaOpOrError prepareRotaryOp(const Node &n, const CudaKernel &row,
+                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+CudaOpOrError prepareEinsumOp(const Node &n, const CudaKernel &row,
+                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Attention (AttentionOps.cpp): a null op for what the launcher does not take.
+CudaOpOrError prepareAttentionOp(const Node &n, const CudaKernel &row,
+                                 llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

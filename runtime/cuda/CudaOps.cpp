@@ -109,6 +109,13 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::Compress:
   case CudaKernelKind::NonZero:
     return prepareMoveOp(n, row, inputs, ctx);
+  // Transformer ops.
+  case CudaKernelKind::Rotary:
+    return prepareRotaryOp(n, row, inputs, ctx);
+  case CudaKernelKind::Einsum:
+    return prepareEinsumOp(n, row, inputs, ctx);
+  case CudaKernelKind::Attention:
+    return prepareAttentionOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

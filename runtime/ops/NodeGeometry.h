@@ -20,6 +20,7 @@
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpGeometry.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
+#include "mpc/Runtime/Kernels/RotaryBodies.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
 #include <utility>
@@ -139,6 +140,19 @@ struct Rotary {
 llvm::Expected<Rotary> rotaryLayout(const Node &n, const RotaryParams &p,
                                     llvm::ArrayRef<int64_t> x,
                                     llvm::ArrayRef<int64_t> cache, bool hasPositions);
+/// The shared bodies' view of a layout (Kernels/RotaryBodies.h: the CPU
+/// kernel and the CUDA launcher).
+inline kernels::RotaryShape rotaryShapeOf(const Rotary &r) {
+  kernels::RotaryShape s;
+  s.batch = r.batch;
+  s.seq = r.seq;
+  s.heads = r.heads;
+  s.headSize = r.headSize;
+  s.dim = r.dim;
+  s.fourD = r.fourD;
+  s.interleaved = r.interleaved;
+  return s;
+}
 
 /// Resize's operands and plan (shapes/ResizeShapes.cpp); its attributes
 /// are ResizeParams (OpParams.h).

@@ -241,6 +241,12 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::NonZero:
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaCastTypes);
       break;
+    // Transformer ops.
+    case CudaKernelKind::Rotary:
+    case CudaKernelKind::Einsum:
+    case CudaKernelKind::Attention:
+      EXPECT_EQ(k.dtypes, kCudaFloatTypes);
+      break;
     }
   }
   for (const char *op : {"Add", "Mul", "Relu", "Gelu", "Equal", "IsNaN", "Cast", "CastLike",

@@ -18,6 +18,9 @@ files), and every output of the CUDA run is compared with the CPU run's:
     add over duplicate tuples, ScatterElements with duplicates, ReverseSequence, EyeLike,
     Compress and NonZero of a computed condition) in f32 and f16, with `--no-fallback`:
     values are moved or combined in the CPU's order, so every output is bit-identical.
+  * Einsum (batched product, diagonal, sums), Attention (4-D grouped heads, causal; 3-D with
+    a bool mask) and RotaryEmbedding (interleaved, position ids), with --no-fallback so that
+    each runs on the GPU, to the same tolerances.
 Where no GPU is usable (or the build has no CUDA backend) every case is skipped and one line
 says why; this suite then passes, so CI runs it harmlessly.
 
@@ -149,6 +152,30 @@ def movement_model(elem):
                           [vi(o + "_f", F32, s) for o, s in outs.items()] +
                           [vi("nz", TensorProto.INT64, [4, "nonzero"])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+def transformer_model(elem):
+    """Einsum, Attention and RotaryEmbedding (opset 23) in `elem`, f32 in and out."""
+    n = helper.make_node
+    ins = {"a": [2, 3, 5], "b": [2, 5, 4], "sq": [4, 4], "q": [2, 4, 3, 8], "k": [2, 2, 6, 8],
+           "v": [2, 2, 6, 8], "q3": [1, 5, 12], "kv3": [1, 7, 4], "cos": [9, 4], "sin": [9, 4]}
+    mask = helper.make_tensor("mask", TensorProto.BOOL, [5, 7],
+                              [j == 0 or (i + j) % 3 != 0 for i in range(5) for j in range(7)])
+    pos = helper.make_tensor("pos", TensorProto.INT64, [2, 3], [0, 4, 8, 1, 1, 7])
+    nodes = [n("Cast", [k], [k + "_"], to=elem) for k in ins]
+    nodes += [
+        n("Einsum", ["a_", "b_"], ["bmm"], equation="bij,bjk->bik"),
+        n("Einsum", ["sq_"], ["diag"], equation="ii->i"),
+        n("Einsum", ["a_"], ["sums"], equation="bij->jb"),
+        n("Attention", ["q_", "k_", "v_"], ["att"], is_causal=1),
+        n("Attention", ["q3_", "kv3_", "kv3_", "mask"], ["att3"], q_num_heads=3, kv_num_heads=1),
+        n("RotaryEmbedding", ["q_", "cos_", "sin_", "pos"], ["rot"], interleaved=1),
+    ]
+    outs = {"bmm": [2, 3, 4], "diag": [4], "sums": [3, 2], "att": [2, 4, 3, 8],
+            "att3": [1, 5, 12], "rot": [2, 4, 3, 8]}
+    nodes += [n("Cast", [o], [o + "_f"], to=F32) for o in outs]
+    g = helper.make_graph(nodes, "transformer", [vi(k, F32, s) for k, s in ins.items()],
+                          [vi(o + "_f", F32, s) for o, s in outs.items()],
+                          initializer=[mask, pos])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
 
 
 def inputs_for(model, seed=0):
@@ -228,14 +255,23 @@ class CudaParityTest(unittest.TestCase):
                 dt = np.float16 if k == "q16" else np.float32
                 self.assertLessEqual(int(ulp_diff(c, g, dt).max()), 4, k)
 
+    def check_close(self, cpu, gpu, elem, tol):
+        for k in cpu:
+            c, g = cpu[k].astype(np.float64), gpu[k].astype(np.float64)
+            self.assertEqual(c.shape, g.shape, k)
+            err = np.linalg.norm(c - g) / max(np.linalg.norm(c), 1e-30)
+            self.assertLessEqual(err, tol, f"{k} in type {elem}")
+
     def test_matrix_products(self):
         for elem, tol in ((F32, 1e-5), (F16, 2e-3), (BF16, 1e-2)):
             cpu, gpu = self.run_both(gemm_model(elem), f"gemm{elem}")
-            for k in cpu:
-                c, g = cpu[k].astype(np.float64), gpu[k].astype(np.float64)
-                self.assertEqual(c.shape, g.shape, k)
-                err = np.linalg.norm(c - g) / max(np.linalg.norm(c), 1e-30)
-                self.assertLessEqual(err, tol, f"{k} in type {elem}")
+            self.check_close(cpu, gpu, elem, tol)
+
+    def test_transformer_ops(self):
+        # --no-fallback: every node of the model has to run on the GPU.
+        for elem, tol in ((F32, 1e-5), (F16, 2e-3), (BF16, 1e-2)):
+            cpu, gpu = self.run_both(transformer_model(elem), f"tf{elem}", ("--no-fallback",))
+            self.check_close(cpu, gpu, elem, tol)
 
     def test_data_movement_index_ops(self):
         for elem in (F32, F16):

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Float16.h"
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
+#include "mpc/Runtime/Kernels/AttentionBodies.h"
 #include "mpc/Runtime/Kernels/BatchNormBodies.h"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
@@ -25,6 +26,7 @@
 #include "mpc/Runtime/Kernels/NormBodies.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
+#include "mpc/Runtime/Kernels/RotaryBodies.h"
 #include "mpc/Runtime/Kernels/StatNormBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Runtime/Kernels/StorageTypes.h"
@@ -256,6 +258,33 @@ MPC_DEVICE_MOVE(int32_t, , )
 MPC_DEVICE_MOVE(int64_t, , )
 MPC_DEVICE_MOVE(bool, , )
 #undef MPC_DEVICE_MOVE
+
+// RotaryEmbedding's slots (RotaryBodies.h), as RotaryKernels.cu.
+template <typename T>
+__global__ void rotaryBodies(RotaryShape r, const T *x, const T *cs, const T *sn, T *y) {
+  int64_t i = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < rotarySlots(r))
+    rotarySlot(r, x + rotaryHeadOffset(r, 0, 0, 0), y, cs, sn, i);
+}
+#define MPC_DEVICE_ROTARY(T, OP, OUT)                                          \
+  template __global__ void rotaryBodies<T>(RotaryShape, const T *, const T *, const T *, T *);
+MPC_FLOAT_STORAGE_TYPES(MPC_DEVICE_ROTARY, , )
+#undef MPC_DEVICE_ROTARY
+
+// Attention's score bias and soft cap (AttentionBodies.h), as
+// AttentionKernels.cu, in both compute types.
+template <typename C>
+__global__ void attentionBodies(AttentionMaskShape m, const C *x, C *y, int64_t n) {
+  int64_t j = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j < n)
+    y[j] = attentionSoftcap(x[j], C(30)) +
+           attentionCausalBias(true, 0, j, 1,
+                               attentionMaskBias(m, j, x[attentionMaskRow(m, 0, 0, 0) + j]));
+}
+template __global__ void attentionBodies<float>(AttentionMaskShape, const float *, float *,
+                                                int64_t);
+template __global__ void attentionBodies<double>(AttentionMaskShape, const double *, double *,
+                                                 int64_t);
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,

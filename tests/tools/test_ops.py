@@ -175,8 +175,8 @@ class OpsOneOpTest(unittest.TestCase):
         normalization, the slice launchers' softmax, normalization and reduction ops, the
         activation gradients, the data-movement family (DataOps.cpp), the losses, training
         batch normalization, instance/group/Lp normalization and TopK, the recurrent ops
-        with LSTMGrad (RnnOps.cpp), and the index/logic/shape family (IndexOps.cpp, with the
-        bitwise rows of ElementwiseOps.def)."""
+        with LSTMGrad (RnnOps.cpp), the index/logic/shape family (IndexOps.cpp, with the
+        bitwise rows of ElementwiseOps.def), and RotaryEmbedding, Einsum and Attention."""
         defs = source("runtime/kernels/include/mpc/Runtime/Kernels/ElementwiseOps.def")
         launched = set(re.findall(r"^MPC_(?:UNARY_(?:FLOAT|SIGNED|ARITHMETIC|PREDICATE|INTEGER)|"
                                   r"BINARY_(?:SIGNED|COMPARE|INTEGER))\((\w+)\)", defs, re.M))
@@ -216,6 +216,8 @@ class OpsOneOpTest(unittest.TestCase):
         # Data-movement index ops (MoveOps.cpp).
         expected |= {"DepthToSpace", "SpaceToDepth", "GatherND", "ScatterElements", "ScatterND",
                      "ReverseSequence", "EyeLike", "Compress", "NonZero"}
+        # Transformer ops (RotaryOps.cpp, EinsumOps.cpp, AttentionOps.cpp).
+        expected |= {"RotaryEmbedding", "Einsum", "Attention"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}

@@ -6,7 +6,8 @@ bf16) and whose output is cast back to float32 (exact), runs it with `mpc run`, 
 with a float64 reference written here from the ONNX specification, evaluated on the inputs
 rounded to the tested type. The kernels compute in fp32 and round once, so the tolerance is
 the output type's rounding (relative to each element's magnitude) plus fp32 noise. Bad
-attributes and out-of-range positions are one clear error line naming the node.
+attributes and out-of-range positions (an index error against cos_cache's rows, as the CUDA
+launcher records it) are one clear error line naming the node.
 
 usage: test_transformer_ops.py --mpc build/tools/mpc --source-dir .
 """
@@ -183,7 +184,7 @@ class TransformerOpsTest(unittest.TestCase):
             ("RotaryEmbedding", [("x", x), ("cos", np.zeros((4, 3), np.float32)),
                                  ("sin", np.zeros((4, 3), np.float32)),
                                  ("pos", np.array([[0, 1, 9]], np.int64))], {},
-             "outside the caches"),
+             "index 9 out of range for [4, 3]"),
             ("RMSNormalization", [("x", x), ("s", np.ones((4,), np.float32))], {},
              "does not broadcast"),
         ]

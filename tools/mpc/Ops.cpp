@@ -197,6 +197,13 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Compress:
   case cuda::CudaKernelKind::NonZero:
     return "data-movement launcher";
+  // Transformer ops.
+  case cuda::CudaKernelKind::Rotary:
+    return "rotary launcher";
+  case cuda::CudaKernelKind::Einsum:
+    return "cuBLASLt + gather launcher";
+  case cuda::CudaKernelKind::Attention:
+    return "cuBLASLt + softmax launcher";
   }
   return "?";
 }

@@ -93,6 +93,11 @@ enum class CudaKernelKind : uint8_t {
   EyeLike,         ///< EyeLike into an output type of the data rows
   Compress,        ///< Compress: kept positions numbered in one block
   NonZero,         ///< NonZero over kCudaCastTypes: likewise
+  // Transformer ops: RotaryEmbedding (RotaryOps.cpp), Einsum (EinsumOps.cpp),
+  // Attention (AttentionOps.cpp).
+  Rotary,    ///< RotaryEmbedding over Kernels/RotaryBodies.h
+  Einsum,    ///< gathers and one cuBLASLt product (EinsumPlan.h)
+  Attention, ///< two cuBLASLt products around a biased softmax
 };
 
 /// The element-wise types the launchers are instantiated for.
