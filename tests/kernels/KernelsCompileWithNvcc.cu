@@ -18,6 +18,7 @@
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
 #include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
+#include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/LossBodies.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
@@ -232,6 +233,24 @@ template __global__ void indexBodies<int32_t>(const int32_t *, int32_t *, int64_
 template __global__ void indexBodies<int64_t>(const int64_t *, int64_t *, int64_t *, AxisSplit,
                                               ElementIndexPlan);
 #undef MPC_DEVICE_INDEX
+
+// The image bodies (ImageBodies.h): Pad's source index, LRN's window and
+// value, Resize's taps for every mode, as ImageKernels.cu calls them.
+template <typename C>
+__global__ void imageBodies(const C *x, C *y, ResizeAxis a, int32_t padMode, int64_t n) {
+  int64_t s = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (s >= n)
+    return;
+  int64_t first, last;
+  lrnWindow(s, n, 3, &first, &last);
+  C acc = lrnValue<C>(x[first], x[last], C(1), C(1e-4), C(3), C(0.75));
+  if (!resizeTaps(a, s, [&](int64_t i, double w) { acc += C(w) * x[i]; }))
+    acc = C(0);
+  y[s] = acc + x[padSource(s - 2, n, padMode)];
+}
+template __global__ void imageBodies<float>(const float *, float *, ResizeAxis, int32_t, int64_t);
+template __global__ void imageBodies<double>(const double *, double *, ResizeAxis, int32_t,
+                                             int64_t);
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,
