@@ -136,6 +136,12 @@ CudaOpOrError prepareLstmGradOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareIndexOp(const Node &n, const CudaKernel &row,
                              llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// Image ops (ImageOps.cpp): Resize, LRN, and Pad with mode edge, reflect
+// or wrap (a DataMove row's node for which isPadMapNode holds).
+bool isPadMapNode(const Node &n);
+CudaOpOrError prepareImageOp(const Node &n, const CudaKernel &row,
+                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".

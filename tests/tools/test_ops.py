@@ -213,6 +213,8 @@ class OpsOneOpTest(unittest.TestCase):
         expected |= {"And", "Or", "Xor", "Not", "ArgMax", "ArgMin", "CumSum", "CumProd",
                      "Trilu", "GatherElements", "Shape", "Size", "Range", "ConstantOfShape",
                      "OneHot"}
+        # Image ops (ImageOps.cpp; Pad's other modes are the Pad row's).
+        expected |= {"Resize", "LRN"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}

@@ -187,6 +187,9 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Fill:
   case cuda::CudaKernelKind::OneHot:
     return "index launcher";
+  // Image ops (Resize, LRN).
+  case cuda::CudaKernelKind::Image:
+    return "image launcher";
   }
   return "?";
 }

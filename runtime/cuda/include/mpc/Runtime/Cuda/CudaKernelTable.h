@@ -83,6 +83,9 @@ enum class CudaKernelKind : uint8_t {
   GatherElements, ///< GatherElements over raw elements, i32/i64 indices
   Fill,       ///< ConstantOfShape: the parsed value of 1, 2, 4 or 8 bytes
   OneHot,     ///< OneHot: indices of the arithmetic types, raw values
+  // Image ops (ImageOps.cpp): ImageBodies.h; Pad's edge, reflect and wrap
+  // modes are the DataMove row's, routed there by prepareCudaOp.
+  Image, ///< Resize (constant scales/sizes/roi), LRN (by op type)
 };
 
 /// The element-wise types the launchers are instantiated for.
@@ -142,6 +145,11 @@ bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
 /// anything runs (an in-memory integer initializer, or a Constant node's
 /// value): the axes of a reduction, BiasGrad's shape. False otherwise.
 bool constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out);
+
+// Image family (ImageOps.cpp): Resize's scales, sizes and roi.
+/// The values of input `i` of `n` as double (float or integer data), when
+/// known before anything runs as constantInputInts's are. False otherwise.
+bool constantInputDoubles(const Node &n, unsigned i, std::vector<double> &out);
 
 /// The bytes of a functor, as a launcher takes them.
 template <typename Op> OpBlob blobOf(const Op &op) {
