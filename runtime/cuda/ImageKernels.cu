@@ -41,18 +41,8 @@ __global__ void lrnKernel(const T *x, T *y, int64_t batch, int64_t channels, int
 
 template <typename In, typename Out, typename C>
 __global__ void resizePassKernel(const In *in, Out *out, ResizePass pass, C extrapolation) {
-  const kernels::ResizeAxis &a = pass.axis;
-  int64_t inner = pass.inner;
-  for (int64_t e = gridStart(), count = pass.outElements(); e < count; e += gridStride()) {
-    int64_t i = e % inner, o = (e / inner) % a.outLen, ou = e / (inner * a.outLen);
-    const In *src = in + ou * a.inLen * inner + i;
-    C acc = C(0);
-    if (!kernels::resizeTaps(a, o, [&](int64_t t, double w) {
-          acc += C(w) * C(kernels::load(src[t * inner]));
-        }))
-      acc = extrapolation;
-    out[e] = kernels::store<Out>(acc);
-  }
+  for (int64_t e = gridStart(), count = pass.outElements(); e < count; e += gridStride())
+    out[e] = kernels::store<Out>(resizePassValue<C>(pass, in, e, extrapolation));
 }
 
 } // namespace

@@ -78,16 +78,16 @@ public:
     }
     char *work = static_cast<char *>(call.workspace);
     void *buffers[2] = {work, work ? work + secondBuffer() : nullptr};
-    const void *in = x.data;
-    size_t last = plan.passes.size() - 1;
-    for (size_t i = 0; i <= last; ++i) {
+    size_t count = plan.passes.size();
+    for (size_t i = 0; i < count; ++i) {
       const ResizePass &pass = plan.passes[i];
-      void *out = i == last ? y.data : buffers[i % 2];
-      cudaError_t e = launchResizePass(int32_t(x.dtype), i > 0, i < last, in, out, pass,
+      ResizePassIO io = resizePassIO(i, count);
+      const void *in = io.in < 0 ? x.data : buffers[io.in];
+      void *out = io.out < 0 ? y.data : buffers[io.out];
+      cudaError_t e = launchResizePass(int32_t(x.dtype), io.in >= 0, io.out >= 0, in, out, pass,
                                        extrapolation, ctx.geometry(pass.outElements()), s);
       if (e != cudaSuccess)
         return launchText(e);
-      in = out;
     }
     return std::string();
   }

@@ -16,6 +16,7 @@
 
 #include "mpc/Runtime/Kernels/HostDevice.h"
 #include "mpc/Runtime/Kernels/ImageBodies.h"
+#include "mpc/Runtime/Kernels/Storage.h"
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -70,6 +71,36 @@ struct ResizePasses {
 /// (identity axes are skipped, as on the CPU).
 ResizePasses planResizePasses(const std::vector<int64_t> &shape,
                               const std::vector<kernels::ResizeAxis> &axes);
+
+/// Where pass `i` of `count` reads and writes: -1 for X (reads) or Y
+/// (writes), else workspace buffer 0 or 1 (the passes alternate).
+struct ResizePassIO {
+  int in = -1, out = -1;
+};
+inline ResizePassIO resizePassIO(size_t i, size_t count) {
+  ResizePassIO io;
+  io.in = i == 0 ? -1 : int((i - 1) % 2);
+  io.out = i + 1 == count ? -1 : int(i % 2);
+  return io;
+}
+
+/// Output element `e` of a pass in the compute type C: its taps over `in`
+/// (the pass's input, X's type or C) summed in input order, or the
+/// extrapolation value. What one thread of the launcher computes.
+template <typename C, typename In>
+MPC_HD inline C resizePassValue(const ResizePass &pass, const In *in, int64_t e,
+                                C extrapolation) {
+  const kernels::ResizeAxis &a = pass.axis;
+  int64_t inner = pass.inner;
+  int64_t i = e % inner, o = (e / inner) % a.outLen, outer = e / (inner * a.outLen);
+  const In *src = in + outer * a.inLen * inner + i;
+  C acc = C(0);
+  if (!kernels::resizeTaps(a, o, [&](int64_t t, double w) {
+        acc += C(w) * C(kernels::load(src[t * inner]));
+      }))
+    return extrapolation;
+  return acc;
+}
 
 } // namespace cuda
 } // namespace mpc
