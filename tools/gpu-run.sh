@@ -161,6 +161,9 @@ step cuda_parity 180 python3 "$SRC/tests/cuda_host/test_cuda_parity.py" --mpc "$
 step training_kernels 120 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3b. The contrib ops (FusedMatMul, ConvGrad) on the CUDA backend against onnxruntime.
 step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# 3c. The Resize models of every opset (and their defaults) on the CUDA image kernels
+#     against onnxruntime (--no-fallback for Resize).
+step resize_models 120 python3 "$SRC/tests/runtime_exec/test_attribute_defaults.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 4. End to end: each shipped model and its AMP rewrite on cuda against cpu.
 step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*.onnx
 # 4a. The README's digits training, fp32 and AMP, 400 steps, on cuda against cpu.

@@ -11,6 +11,7 @@
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/IndexParams.h"
+#include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
@@ -159,7 +160,6 @@ llvm::Error cpuk::runLRN(const KernelCall &c) {
   double alpha = p.alpha, beta = p.beta, bias = p.bias;
   int64_t batch = x.shape[0], ch = x.shape[1];
   int64_t inner = x.numElements() / std::max<int64_t>(batch * ch, 1);
-  int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
@@ -173,13 +173,15 @@ llvm::Error cpuk::runLRN(const KernelCall &c) {
         sq[i] = v * v;
       }
       for (int64_t ci = 0; ci < ch; ++ci) {
-        int64_t c0 = std::max<int64_t>(ci - lo, 0), c1 = std::min<int64_t>(ci + hi, ch - 1);
+        int64_t c0, c1;
+        k::lrnWindow(ci, ch, size, &c0, &c1);
         for (int64_t s = 0; s < inner; ++s) {
           C sum = 0;
           for (int64_t cc = c0; cc <= c1; ++cc)
             sum += sq[cc * inner + s];
-          C den = std::pow(C(bias) + C(alpha) / C(size) * sum, C(beta));
-          out[(b * ch + ci) * inner + s] = k::store<T>(C(k::load(xb[ci * inner + s]) / den));
+          C v = k::lrnValue<C>(k::load(xb[ci * inner + s]), sum, C(bias), C(alpha), C(size),
+                               C(beta));
+          out[(b * ch + ci) * inner + s] = k::store<T>(v);
         }
       }
     }
@@ -191,28 +193,9 @@ llvm::Error cpuk::runLRN(const KernelCall &c) {
 // Pad
 //===----------------------------------------------------------------------===//
 
-/// Source index of output coordinate `i` (already shifted by the begin pad)
-/// on an axis of `dim`, or -1 for the constant.
-static int64_t padSource(int64_t i, int64_t dim, PadMode mode) {
-  if (i >= 0 && i < dim)
-    return i;
-  switch (mode) {
-  case PadMode::Constant:
-    return -1;
-  case PadMode::Edge:
-    return i < 0 ? 0 : dim - 1;
-  case PadMode::Wrap:
-    return ((i % dim) + dim) % dim;
-  case PadMode::Reflect: {
-    if (dim == 1)
-      return 0;
-    int64_t period = 2 * (dim - 1);
-    int64_t r = ((i % period) + period) % period;
-    return r < dim ? r : period - r;
-  }
-  }
-  return -1;
-}
+static_assert(int(PadMode::Constant) == k::kPadConstant && int(PadMode::Reflect) == k::kPadReflect &&
+                  int(PadMode::Edge) == k::kPadEdge && int(PadMode::Wrap) == k::kPadWrap,
+              "ImageBodies.h's Pad codes follow PadMode");
 
 llvm::Error cpuk::runPad(const KernelCall &c) {
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];
@@ -265,7 +248,7 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
     int64_t off = 0;
     bool constant = false;
     for (size_t d = 0; d < rank && !constant; ++d) {
-      int64_t s = padSource(idx[d] - begin[d], x.shape[d], mode);
+      int64_t s = k::padSource(idx[d] - begin[d], x.shape[d], int32_t(mode));
       if (s < 0)
         constant = true;
       else

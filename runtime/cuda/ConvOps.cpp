@@ -15,6 +15,10 @@
 // - ConvGrad (ai.mpc.training, com.microsoft): dX by backward data, dW by
 //   backward filter, dB by launchChannelSum (ConvKernels.cu), each only when
 //   the node has that output.
+// - A Conv whose end pads cuDNN's symmetric pad cannot express (SAME_UPPER
+//   with an odd total pad, say) runs on a zero-padded copy of X made in the
+//   workspace (cudaMemsetAsync, then the data family's launchCopyPlan) with
+//   pad 0 (ConvPlan.h: explicitlyPadded).
 //
 // What cuDNN cannot run (ConvPlan.h's refusals, no deterministic algorithm)
 // is an error from prepare: the backend prints it as a note and the node
@@ -29,6 +33,9 @@
 #if MPC_HAVE_CUDNN
 #include "../ops/NodeGeometry.h"
 #include "ConvLaunch.h"
+#include "DataLaunch.h"
+#include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cuda/ConvPlan.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
@@ -106,9 +113,15 @@ public:
   Pass<cudnnConvolutionBwdDataAlgo_t> backwardData;
   Pass<cudnnConvolutionBwdFilterAlgo_t> backwardFilter;
   bool hasBias = false, biasGrad = false;
+  /// Asymmetric pads (forward only): X is copied by `padCopy` into the first
+  /// `paddedBytes` of the workspace (zeroed first), cuDNN's workspace after.
+  bool padX = false;
+  kernels::CopyPlan padCopy;
+  size_t paddedBytes = 0;
 
   size_t workspaceBytes() const override {
-    return std::max({forward.workspace, backwardData.workspace, backwardFilter.workspace});
+    return paddedBytes +
+           std::max({forward.workspace, backwardData.workspace, backwardFilter.workspace});
   }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override;
@@ -213,6 +226,21 @@ CudaOpOrError cuda::prepareConvOp(const Node &n, const CudaKernel &row,
   if (!geo)
     return geo.takeError();
   auto plan = planDnnConv(*geo);
+  if (!plan && c.role == ConvRole::Forward && dnnNeedsExplicitPad(*geo)) {
+    // End pads cuDNN's symmetric pad cannot express: pad X explicitly.
+    llvm::consumeError(plan.takeError());
+    ConvGeometry padded = explicitlyPadded(*geo);
+    plan = planDnnConv(padded);
+    std::vector<int64_t> xPadded = {geo->batch, geo->inChannels}, begin = {0, 0};
+    xPadded.insert(xPadded.end(), padded.inSpatial.begin(), padded.inSpatial.end());
+    begin.insert(begin.end(), geo->padsBegin.begin(), geo->padsBegin.end());
+    if (plan && !kernels::padInteriorPlan(inputs[0].shape, xPadded, begin, c.padCopy))
+      return inputError("{0}: cannot plan the padded copy of X; the node runs on the CPU",
+                        describeNode(n));
+    c.padX = true;
+    c.paddedBytes = (size_t(kernels::numElements(xPadded)) * runtimeElementSize(inputs[0].dtype) +
+                     255) / 256 * 256;
+  }
   if (!plan)
     return inputError("{0}: {1}; the node runs on the CPU", describeNode(n),
                       llvm::toString(plan.takeError()));
@@ -336,9 +364,25 @@ std::string ConvOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
   switch (role) {
   case ConvRole::Forward: {
     void *out = call.outputs[0].data;
+    const void *in = call.inputs[0].data;
+    if (padX) { // zeros, then X inside them; cuDNN's workspace follows
+      if (!ws || wsBytes < paddedBytes)
+        return "no workspace for the padded copy of X";
+      cudaError_t e = cudaMemsetAsync(ws, 0, paddedBytes, s);
+      if (e == cudaSuccess)
+        e = launchCopyPlan(unsigned(runtimeElementSize(type)), in, ws, padCopy,
+                           ctx.geometry(padCopy.numElements), s);
+      if (e != cudaSuccess)
+        return "padded copy of X: " + launchText(e);
+      in = ws;
+      ws = static_cast<char *>(ws) + paddedBytes;
+      wsBytes -= paddedBytes;
+      if (!wsBytes)
+        ws = nullptr;
+    }
     std::string what = failed(
         "cudnnConvolutionForward",
-        cudnnConvolutionForward(h, &one, x, call.inputs[0].data, w, call.inputs[1].data,
+        cudnnConvolutionForward(h, &one, x, in, w, call.inputs[1].data,
                                 forward.conv, forward.algo, ws, wsBytes, &zero, y, out));
     return what.empty() ? addBias(y, out) : what;
   }

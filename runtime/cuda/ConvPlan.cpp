@@ -80,6 +80,23 @@ llvm::Expected<DnnConvPlan> cuda::planDnnConv(const ConvGeometry &g) {
   return p;
 }
 
+bool cuda::dnnNeedsExplicitPad(const ConvGeometry &g) {
+  for (size_t i = 0; i < g.inSpatial.size() && i < g.padsBegin.size(); ++i)
+    if (dnnConvOutputSize(g.inSpatial[i], g.kernel[i], g.strides[i], g.dilations[i],
+                          g.padsBegin[i]) != g.outSpatial[i])
+      return true;
+  return false;
+}
+
+ConvGeometry cuda::explicitlyPadded(const ConvGeometry &g) {
+  ConvGeometry p = g;
+  for (size_t i = 0; i < p.inSpatial.size(); ++i) {
+    p.inSpatial[i] += g.padsBegin[i] + g.padsEnd[i];
+    p.padsBegin[i] = p.padsEnd[i] = 0;
+  }
+  return p;
+}
+
 DnnMath cuda::dnnRequestedMath(DType t, bool tf32) {
   return t == DType::F32 && !tf32 ? DnnMath::Fma : DnnMath::TensorOp;
 }

@@ -15,6 +15,7 @@
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Runtime/Kernels/ActivationGrad.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
+#include "../ops/NodeGeometry.h"
 #include "../ops/ShapeHelpers.h"
 #include "llvm/ADT/StringRef.h"
 #include <cstring>
@@ -182,6 +183,9 @@ std::vector<CudaKernel> buildTable() {
   rows.push_back(MPC_CUDA_ROW(RotaryEmbedding, kCudaFloatTypes, Rotary, 0));
   rows.push_back(MPC_CUDA_ROW(Einsum, kCudaFloatTypes, Einsum, 0));
   rows.push_back(MPC_CUDA_ROW(Attention, kCudaFloatTypes, Attention, 0));
+  // Image ops (ImageOps.cpp).
+  rows.push_back(MPC_CUDA_ROW(Resize, kCudaFloatTypes, Image, 0));
+  rows.push_back(MPC_CUDA_ROW(LRN, kCudaFloatTypes, Image, 0));
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
   // ElementwiseOps.def leave it out below.
   std::vector<CudaKernel> out{
@@ -271,17 +275,20 @@ llvm::Expected<OpBlob> cuda::makeOpBlob(const Node &n, const CudaKernel &row) {
   return opBlobOf(parsed->get(), row);
 }
 
-bool cuda::constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out) {
+/// Calls read(t) with input `i` of `n` when its value is known before
+/// anything runs: an in-memory initializer (a Tensor) or a Constant node's
+/// value (a HostTensor), of an integer type when `intsOnly`.
+template <typename Read>
+static bool readConstantInput(const Node &n, unsigned i, bool intsOnly, Read &&read) {
   const Value *v = i < n.numInputs() ? n.input(i) : nullptr;
   if (!v)
     return false;
-  out.clear();
+  auto typeOk = [&](DType t) { return !intsOnly || t == DType::I64 || t == DType::I32; };
   if (v->isConstant()) {
     const Tensor *t = v->initializer();
-    if (!t || t->isExternal() || (t->dtype != DType::I64 && t->dtype != DType::I32))
+    if (!t || t->isExternal() || !typeOk(t->dtype))
       return false;
-    for (int64_t k = 0; k < t->numElements(); ++k)
-      out.push_back(t->getAsInt64(k));
+    read(*t);
     return true;
   }
   const Node *p = v->producer();
@@ -292,11 +299,41 @@ bool cuda::constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &ou
     llvm::consumeError(c.takeError());
     return false;
   }
-  if (c->dtype != DType::I64 && c->dtype != DType::I32)
+  if (!typeOk(c->dtype))
     return false;
-  for (int64_t k = 0; k < c->numElements(); ++k)
-    out.push_back(c->getAsInt64(k));
+  read(*c);
   return true;
+}
+
+bool cuda::constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out) {
+  out.clear();
+  return readConstantInput(n, i, true, [&](const auto &t) {
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      out.push_back(t.getAsInt64(k));
+  });
+}
+
+// Image family: constant float operands (Resize's scales and roi).
+bool cuda::constantInputDoubles(const Node &n, unsigned i, std::vector<double> &out) {
+  out.clear();
+  return readConstantInput(n, i, false, [&](const auto &t) {
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      out.push_back(t.getAsDouble(k));
+  });
+}
+
+/// Resize's roi (tf_crop_and_resize only), scales and sizes must be graph
+/// constants: ImageOps.cpp plans the resize from their values.
+static bool resizeRowTakes(const Node &n) {
+  int roi, scales, sizes;
+  shapes::resizing::operandIndices(n, roi, scales, sizes);
+  std::vector<double> values;
+  auto known = [&](int i) {
+    return i < 0 || unsigned(i) >= n.numInputs() || !n.input(unsigned(i)) ||
+           constantInputDoubles(n, unsigned(i), values);
+  };
+  bool crop = n.stringAttr("coordinate_transformation_mode", "") == "tf_crop_and_resize";
+  return (!crop || known(roi)) && known(scales) && known(sizes);
 }
 
 /// The dtype a row's mask is checked against: input 0, else output 0.
@@ -326,8 +363,10 @@ static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
     return !given(2) || dts[2] == DType::I32 || dts[2] == DType::I64;
   if (n.opType == "Dropout")
     return n.opsetVersion() >= 10 && (n.numInputs() < 3 || !n.input(2));
-  if (n.opType == "Pad")
-    return n.stringAttr("mode", "constant") == "constant";
+  if (n.opType == "Pad") { // edge, reflect, wrap: the image family's
+    llvm::StringRef mode = n.stringAttr("mode", "constant");
+    return mode == "constant" || mode == "edge" || mode == "reflect" || mode == "wrap";
+  }
   return true;
 }
 
@@ -542,6 +581,9 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return n.numInputs() <= lensPort || !n.input(lensPort) ||
            constantInputInts(n, lensPort, lens);
   }
+  // Image ops: Resize's operands known before running.
+  case CudaKernelKind::Image:
+    return n.opType != "Resize" || resizeRowTakes(n);
   default:
     return true;
   }

@@ -153,6 +153,11 @@ CudaOpOrError prepareEinsumOp(const Node &n, const CudaKernel &row,
 // Attention (AttentionOps.cpp): a null op for what the launcher does not take.
 CudaOpOrError prepareAttentionOp(const Node &n, const CudaKernel &row,
                                  llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// Image ops (ImageOps.cpp): Resize, LRN, and Pad with mode edge, reflect
+// or wrap (a DataMove row's node for which isPadMapNode holds).
+bool isPadMapNode(const Node &n);
+CudaOpOrError prepareImageOp(const Node &n, const CudaKernel &row,
+                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 /// "an illegal memory access was encountered (cudaErrorIllegalAddress)".
 std::string cudaText(cudaError_t e);

@@ -65,6 +65,8 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return prepareGradOp(n, row, inputs, ctx);
   // Data movement.
   case CudaKernelKind::DataMove:
+    if (isPadMapNode(n)) // Pad's edge, reflect and wrap modes (ImageOps.cpp)
+      return prepareImageOp(n, row, inputs, ctx);
     return prepareDataOp(n, row, inputs, ctx);
   // Losses.
   case CudaKernelKind::Loss:
@@ -116,6 +118,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
     return prepareEinsumOp(n, row, inputs, ctx);
   case CudaKernelKind::Attention:
     return prepareAttentionOp(n, row, inputs, ctx);
+  // Image ops.
+  case CudaKernelKind::Image:
+    return prepareImageOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

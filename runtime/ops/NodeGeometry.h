@@ -19,6 +19,7 @@
 #include "mpc/Runtime/OpRegistry.h"
 #include "mpc/Runtime/OpParams.h"
 #include "mpc/Runtime/OpGeometry.h"
+#include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "mpc/Runtime/Kernels/RotaryBodies.h"
 #include "llvm/Support/Error.h"
@@ -181,6 +182,10 @@ llvm::Expected<ResizePlan> planResize(const Node &n, const ResizeParams &a,
 /// Input indices of the operands: opset 10 has (X, scales), 11+ (X, roi,
 /// scales, sizes).
 void operandIndices(const Node &n, int &roi, int &scales, int &sizes);
+/// Axis `d` of X `x` resized by plan `p` in the form of the shared bodies
+/// (ImageBodies.h) that the CPU and CUDA kernels run.
+kernels::ResizeAxis resizeAxisOf(const ResizeParams &a, const ResizePlan &p,
+                                 llvm::ArrayRef<int64_t> x, size_t d);
 } // namespace resizing
 
 /// One FusedMatMul operand as the MatMul engine reads it.

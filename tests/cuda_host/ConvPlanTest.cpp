@@ -189,6 +189,79 @@ TEST_F(ConvPlanTest, AsymmetricPads) {
             "pads 0 and 2 on spatial axis 1 give 5 outputs; cuDNN's symmetric pad 0 gives 3");
 }
 
+/// out[o] = sum_k x[o * stride - pad + k * dilation] w[k] over positions in
+/// [0, x.size()): one spatial axis of a convolution by its definition.
+std::vector<double> conv1d(const std::vector<double> &x, const std::vector<double> &w,
+                           int64_t stride, int64_t dilation, int64_t pad, int64_t outLen) {
+  std::vector<double> out;
+  for (int64_t o = 0; o < outLen; ++o) {
+    double sum = 0;
+    for (int64_t k = 0; k < int64_t(w.size()); ++k) {
+      int64_t i = o * stride - pad + k * dilation;
+      if (i >= 0 && i < int64_t(x.size()))
+        sum += x[size_t(i)] * w[size_t(k)];
+    }
+    out.push_back(sum);
+  }
+  return out;
+}
+
+TEST_F(ConvPlanTest, AsymmetricPadsPadExplicitly) {
+  // What cuDNN's symmetric pad refuses: X padded explicitly (begin and end
+  // pads of every axis), pads 0, the ONNX output.
+  ConvGeometry upper =
+      conv(*node("Conv", {2, 2}, {}, {}, 1, "SAME_UPPER"), {1, 2, 8, 7}, {2, 2, 3, 3});
+  ASSERT_TRUE(dnnNeedsExplicitPad(upper));
+  ConvGeometry padded = explicitlyPadded(upper);
+  DnnConvPlan p = planOf(padded);
+  EXPECT_EQ(dims(p.x, 4), (std::vector<int>{1, 2, 9, 9})); // 8 + 0 + 1, 7 + 1 + 1
+  EXPECT_EQ(dims(p.pads, 2), (std::vector<int>{0, 0}));
+  EXPECT_EQ(dims(p.y, 4), (std::vector<int>{1, 2, 4, 4}));
+  // 1-D with dilation, pads 0/3.
+  ConvGeometry one = conv(*node("Conv", {1}, {0, 3}, {2}), {1, 1, 6}, {1, 1, 2});
+  ASSERT_TRUE(dnnNeedsExplicitPad(one));
+  DnnConvPlan q = planOf(explicitlyPadded(one));
+  EXPECT_EQ(dims(q.x, 4), (std::vector<int>{1, 1, 1, 9}));
+  EXPECT_EQ(dims(q.y, 4), (std::vector<int>{1, 1, 1, 7}));
+  // Symmetric and begin-heavy pads need no copy.
+  EXPECT_FALSE(dnnNeedsExplicitPad(
+      conv(*node("Conv", {2, 2}, {1, 1, 0, 0}), {1, 1, 8, 8}, {1, 1, 3, 3})));
+  EXPECT_FALSE(
+      dnnNeedsExplicitPad(conv(*node("Conv", {1, 1}, {1, 1, 1, 1}), {1, 1, 5, 5}, {1, 1, 3, 3})));
+
+  // The windows read the same values: each axis of the geometries above
+  // (and a few more), by the definition with the ONNX pads against pad 0 over
+  // the explicitly padded X (zeros, then X at the begin pad).
+  struct Axis {
+    int64_t in, kernel, stride, dilation, begin, end;
+  };
+  for (Axis a : {Axis{8, 3, 2, 1, 0, 1}, Axis{7, 3, 2, 1, 1, 1}, Axis{6, 2, 1, 2, 0, 3},
+                 Axis{5, 3, 1, 1, 0, 2}, Axis{9, 4, 3, 1, 2, 0}, Axis{4, 3, 2, 2, 3, 1}}) {
+    ConvGeometry g;
+    g.batch = g.inChannels = g.outChannels = g.group = 1;
+    g.inSpatial = {a.in};
+    g.kernel = {a.kernel};
+    g.strides = {a.stride};
+    g.dilations = {a.dilation};
+    g.padsBegin = {a.begin};
+    g.padsEnd = {a.end};
+    int64_t span = (a.kernel - 1) * a.dilation + 1;
+    g.outSpatial = {(a.in + a.begin + a.end - span) / a.stride + 1};
+    DnnConvPlan pp = planOf(explicitlyPadded(g));
+    EXPECT_EQ(pp.y[3], g.outSpatial[0]);
+    std::vector<double> x, w, xp(size_t(a.begin), 0.0);
+    for (int64_t i = 0; i < a.in; ++i)
+      x.push_back(double(i * 7 % 5) - 1.5);
+    for (int64_t k = 0; k < a.kernel; ++k)
+      w.push_back(double(k) + 0.25);
+    xp.insert(xp.end(), x.begin(), x.end());
+    xp.resize(size_t(a.in + a.begin + a.end), 0.0);
+    ASSERT_EQ(int64_t(xp.size()), int64_t(pp.x[3]));
+    EXPECT_EQ(conv1d(xp, w, pp.strides[1], pp.dilations[1], pp.pads[1], pp.y[3]),
+              conv1d(x, w, a.stride, a.dilation, a.begin, g.outSpatial[0]));
+  }
+}
+
 TEST_F(ConvPlanTest, RefusesWhatCudnnCannotTake) {
   // An empty batch: cuDNN takes no zero dimension (the CPU runs it).
   ConvGeometry empty = conv(*node("Conv", {1, 1}, {1, 1, 1, 1}), {0, 3, 5, 5}, {4, 3, 3, 3});

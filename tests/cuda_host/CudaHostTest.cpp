@@ -197,6 +197,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
       break;
     case CudaKernelKind::BatchNormGrad:
     case CudaKernelKind::StatNorm:
+    case CudaKernelKind::Image: // Resize, LRN
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     case CudaKernelKind::DataMove:
@@ -369,10 +370,16 @@ TEST_F(OneNode, DataRowsTakeWhatTheLaunchersRun) {
   EXPECT_TRUE(cudaRuns(*drop, {DType::F32}));
   Node *dropTrain = node("Dropout", {DType::F32, DType::F32, DType::Bool}, DType::F32, "dt");
   EXPECT_FALSE(cudaRuns(*dropTrain, {DType::F32, DType::F32, DType::Bool}));
-  // Pad: the constant mode only.
+  // Pad: the constant mode (strided copies) and edge, reflect, wrap (the
+  // image family's gathers); not a mode the CPU does not know either.
   Node *pad = node("Pad", {DType::F16, DType::I64}, DType::F16, "pad");
   EXPECT_TRUE(cudaRuns(*pad, {DType::F16, DType::I64}));
-  pad->setAttr(Attribute::makeString("mode", "reflect"));
+  for (const char *mode : {"reflect", "edge", "wrap"}) {
+    pad->setAttr(Attribute::makeString("mode", mode));
+    EXPECT_TRUE(cudaRuns(*pad, {DType::F16, DType::I64})) << mode;
+    EXPECT_TRUE(cudaRuns(*pad, {DType::I64, DType::I64})) << mode;
+  }
+  pad->setAttr(Attribute::makeString("mode", "mirror"));
   EXPECT_FALSE(cudaRuns(*pad, {DType::F16, DType::I64}));
   // Where: a bool condition and values of a launcher's element size.
   Node *where = node("Where", {DType::Bool, DType::F16, DType::F16}, DType::F16, "where");
@@ -701,6 +708,50 @@ TEST_F(OneNode, SoftmaxAndNormRowsTakeTheirParameterTypes) {
   EXPECT_TRUE(caps.supportsLowPrecision(*ln, DType::F16));
   Node *sm = node("Softmax", {DType::F32}, DType::F32, "probs");
   EXPECT_TRUE(caps.supportsLowPrecision(*sm, DType::BF16));
+}
+
+TEST_F(OneNode, ResizeOperandsMustBeKnownBeforeRunning) {
+  m.opsets[0].version = 19;
+  // LRN: the float types of the launcher, not f64 (the CPU runs it).
+  Node *lrn = node("LRN", {DType::BF16}, DType::BF16, "lrn");
+  ASSERT_NE(findCudaKernel(*lrn), nullptr);
+  EXPECT_EQ(findCudaKernel(*lrn)->kind, CudaKernelKind::Image);
+  EXPECT_TRUE(cudaRuns(*lrn, {DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*lrn, {DType::F64}));
+
+  // Scales from an initializer (roi absent): taken, and read as doubles.
+  Tensor scales(DType::F32, {2});
+  float vals[2] = {1.0f, 2.5f};
+  std::vector<uint8_t> bytes(8);
+  std::memcpy(bytes.data(), vals, 8);
+  scales.setBytes(bytes);
+  Value *sc = g->addInitializer("scales", scales);
+  Node *rs = node("Resize", {DType::F16}, DType::F16, "rs");
+  rs->addInput(nullptr);
+  rs->addInput(sc);
+  std::vector<double> read;
+  ASSERT_TRUE(constantInputDoubles(*rs, 2, read));
+  EXPECT_EQ(read, (std::vector<double>{1.0, 2.5}));
+  EXPECT_TRUE(cudaRuns(*rs, {DType::F16, DType::Undefined, DType::F32}));
+  EXPECT_FALSE(cudaRuns(*rs, {DType::F64, DType::Undefined, DType::F32}));
+  // tf_crop_and_resize needs its roi too: absent here, so prepare's plan
+  // fails and the CPU reports it; a roi from a graph input is not taken.
+  rs->setAttr(Attribute::makeString("coordinate_transformation_mode", "tf_crop_and_resize"));
+  EXPECT_TRUE(cudaRuns(*rs, {DType::F16, DType::Undefined, DType::F32}));
+  Node *crop = node("Resize", {DType::F32, DType::F32}, DType::F32, "crop");
+  crop->addInput(sc);
+  crop->setAttr(Attribute::makeString("coordinate_transformation_mode", "tf_crop_and_resize"));
+  EXPECT_FALSE(cudaRuns(*crop, {DType::F32, DType::F32, DType::F32}));
+
+  // Scales or sizes from a graph input: known only when running.
+  Node *dyn = node("Resize", {DType::F32, DType::F32, DType::F32}, DType::F32, "dyn");
+  EXPECT_FALSE(constantInputDoubles(*dyn, 2, read));
+  EXPECT_FALSE(cudaRuns(*dyn, {DType::F32, DType::F32, DType::F32}));
+  Node *sized = node("Resize", {DType::F32}, DType::F32, "sized");
+  sized->addInput(nullptr);
+  sized->addInput(nullptr);
+  sized->addInput(g->addInput("sizes", Type::tensor(DType::I64, {2})));
+  EXPECT_FALSE(cudaRuns(*sized, {DType::F32, DType::Undefined, DType::Undefined, DType::I64}));
 }
 
 TEST_F(OneNode, ReductionAxesMustBeKnownBeforeRunning) {

@@ -19,6 +19,7 @@
 #include "mpc/Runtime/Kernels/BroadcastPlan.h"
 #include "mpc/Runtime/Kernels/CopyPlan.h"
 #include "mpc/Runtime/Kernels/HostDevice.h"
+#include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/LossBodies.h"
 #include "mpc/Runtime/Kernels/IndexBodies.h"
 #include "mpc/Runtime/Kernels/MathFunctions.h"
@@ -285,6 +286,24 @@ template __global__ void attentionBodies<float>(AttentionMaskShape, const float 
                                                 int64_t);
 template __global__ void attentionBodies<double>(AttentionMaskShape, const double *, double *,
                                                  int64_t);
+
+// The image bodies (ImageBodies.h): Pad's source index, LRN's window and
+// value, Resize's taps for every mode, as ImageKernels.cu calls them.
+template <typename C>
+__global__ void imageBodies(const C *x, C *y, ResizeAxis a, int32_t padMode, int64_t n) {
+  int64_t s = int64_t(blockIdx.x * blockDim.x + threadIdx.x);
+  if (s >= n)
+    return;
+  int64_t first, last;
+  lrnWindow(s, n, 3, &first, &last);
+  C acc = lrnValue<C>(x[first], x[last], C(1), C(1e-4), C(3), C(0.75));
+  if (!resizeTaps(a, s, [&](int64_t i, double w) { acc += C(w) * x[i]; }))
+    acc = C(0);
+  y[s] = acc + x[padSource(s - 2, n, padMode)];
+}
+template __global__ void imageBodies<float>(const float *, float *, ResizeAxis, int32_t, int64_t);
+template __global__ void imageBodies<double>(const double *, double *, ResizeAxis, int32_t,
+                                             int64_t);
 
 void instantiateCasts() {
   AllCasts<bool, float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t, uint8_t,

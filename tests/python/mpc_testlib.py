@@ -145,9 +145,10 @@ def run_mpc_rewrite(mpc, input_path, output_path, target, timeout):
     return elapsed
 
 
-def run_mpc_outputs(mpc, model, feeds, out_names, tmp, timeout=120):
-    """`mpc run` on `model` (saved in `tmp`) with the arrays `feeds` as .npy inputs; returns
-    (returncode, [the outputs named out_names] or stderr)."""
+def run_mpc_outputs(mpc, model, feeds, out_names, tmp, timeout=120, extra_args=()):
+    """`mpc run` on `model` (saved in `tmp`) with the arrays `feeds` as .npy inputs (and
+    `extra_args`, such as a device); returns (returncode, [the outputs named out_names] or
+    stderr)."""
     path = os.path.join(tmp, "model.onnx")
     onnx.save(model, path)
     args = [mpc, "run", path]
@@ -156,7 +157,7 @@ def run_mpc_outputs(mpc, model, feeds, out_names, tmp, timeout=120):
         np.save(f, arr)
         args += ["--input", f"{name}={f}"]
     out = os.path.join(tmp, "out")
-    r = subprocess.run(args + ["--outputs", out], capture_output=True, text=True,
+    r = subprocess.run(args + list(extra_args) + ["--outputs", out], capture_output=True, text=True,
                        timeout=timeout)
     if r.returncode != 0:
         return r.returncode, r.stderr

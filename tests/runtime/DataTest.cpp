@@ -411,7 +411,7 @@ TEST_P(DataTest, ConstantPadWithValueAxesAndCropping) {
                    return i[1] >= 0;
                  }, &zero));
   }
-  // Reflect runs on the CPU under --device cuda; the answer is the same.
+  // Reflect (the image family's gather under --device cuda).
   HostTensor x = numbered(DType::F32, {4});
   expectOutput(OpTester("Pad", 19).attrString("mode", "reflect").input(x).constantInput(
                    ints({2, 1})),

@@ -516,6 +516,10 @@ const ConvCase kConvCases[] = {
     // The end pad is never read: SAME_LOWER's pads, which cuDNN's symmetric
     // pad 1 runs (ConvPlan.h).
     {"begin-pad-only", 2, 3, 4, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, true},
+    // End pads cuDNN's symmetric pad cannot express: the CUDA backend pads X
+    // explicitly (ConvPlan.h: explicitlyPadded).
+    {"end-pads-only", 1, 2, 3, 1, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {2, 1}, true},
+    {"1d-asym-dilated", 2, 2, 3, 1, {11}, {3}, {2}, {2}, {0}, {3}, true},
     // A long 1-D row (over 1024 outputs per channel) and a grouped 3-D case.
     {"long-1d", 1, 3, 5, 1, {2000}, {7}, {1}, {1}, {3}, {3}, true},
     {"3d-groups-strided",

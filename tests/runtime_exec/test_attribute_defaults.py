@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Attribute defaults that depend on the opset, through `mpc run`, against onnxruntime.
 
-    python3 tests/runtime_exec/test_attribute_defaults.py --mpc build/tools/mpc --source-dir .
+    python3 tests/runtime_exec/test_attribute_defaults.py --mpc build/tools/mpc --source-dir . \
+        [--device cuda]
 
 The registry's parsers (runtime/ops/OpParams.cpp) fill an op's parameter struct once per node,
 with the defaults of the node's opset where they differ. The ONNX backend node tests are
@@ -14,6 +15,10 @@ elementwise.
     adds keep_aspect_ratio_policy (stretch) and axes (all). Nearest, linear and cubic, up-
     and downscaling, by scales and (opset 11 on) by sizes.
   * ReverseSequence (batch_axis 1, time_axis 0) and Compress without an axis (flattened).
+
+With `--device cuda` (tools/gpu-run.sh) every model runs on the CUDA backend, the Resize ones
+with `--no-fallback`: their scales and sizes are initializers, so the CUDA image kernels must
+take them (runtime/cuda/README.md, "Image ops").
 
 Prints "N passed, N failed"; exit 1 on failure, 77 when onnx, numpy or onnxruntime is missing.
 """
@@ -38,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mpc_testlib import run_mpc_outputs  # noqa: E402
 
 MPC = None
+DEVICE = "cpu"
 
 
 def model_of(op, inputs, consts, attrs, opset):
@@ -57,8 +63,11 @@ def model_of(op, inputs, consts, attrs, opset):
     return model
 
 
-def run_mpc(model, feeds, tmp):
-    code, got = run_mpc_outputs(MPC, model, feeds, ["y"], tmp)
+def run_mpc(model, feeds, tmp, op):
+    extra = []
+    if DEVICE != "cpu":
+        extra = ["--device", DEVICE] + (["--no-fallback"] if op == "Resize" else [])
+    code, got = run_mpc_outputs(MPC, model, feeds, ["y"], tmp, extra_args=extra)
     if code != 0:
         raise AssertionError(f"mpc run failed: {got.strip()}")
     return got[0]
@@ -80,7 +89,7 @@ class AttributeDefaultsTest(unittest.TestCase):
     def same(self, op, inputs, consts, attrs, opset):
         model = model_of(op, inputs, consts, attrs, opset)
         want = run_ort(model, inputs)
-        got = run_mpc(model, inputs, self.tmp.name)
+        got = run_mpc(model, inputs, self.tmp.name, op)
         self.assertEqual(got.shape, want.shape)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
@@ -130,12 +139,14 @@ class AttributeDefaultsTest(unittest.TestCase):
 
 
 def main():
-    global MPC
+    global MPC, DEVICE
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
     ap.add_argument("--source-dir")
+    ap.add_argument("--device", default="cpu", help="the device mpc runs the models on")
     args = ap.parse_args()
     MPC = os.path.abspath(args.mpc)
+    DEVICE = args.device
     result = unittest.TextTestRunner(verbosity=1, stream=sys.stdout).run(
         unittest.TestLoader().loadTestsFromTestCase(AttributeDefaultsTest))
     failed = len(result.failures) + len(result.errors)

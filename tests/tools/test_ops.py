@@ -218,6 +218,8 @@ class OpsOneOpTest(unittest.TestCase):
                      "ReverseSequence", "EyeLike", "Compress", "NonZero"}
         # Transformer ops (RotaryOps.cpp, EinsumOps.cpp, AttentionOps.cpp).
         expected |= {"RotaryEmbedding", "Einsum", "Attention"}
+        # Image ops (ImageOps.cpp; Pad's other modes are the Pad row's).
+        expected |= {"Resize", "LRN"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}

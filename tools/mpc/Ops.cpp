@@ -204,6 +204,9 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
     return "cuBLASLt + gather launcher";
   case cuda::CudaKernelKind::Attention:
     return "cuBLASLt + softmax launcher";
+  // Image ops (Resize, LRN).
+  case cuda::CudaKernelKind::Image:
+    return "image launcher";
   }
   return "?";
 }

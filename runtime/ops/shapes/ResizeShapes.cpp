@@ -133,3 +133,19 @@ llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &ou
   out.assign(1, ShapedType{q.inputs[0].dtype, p->outShape});
   return llvm::Error::success();
 }
+
+// The shared bodies' codes are the attribute enums' values.
+static_assert(int(Mode::Cubic) == kernels::kResizeCubic &&
+                  int(Mode::Linear) == kernels::kResizeLinear &&
+                  int(Coord::TfCropAndResize) == kernels::kCoordTfCropAndResize &&
+                  int(Coord::AlignCorners) == kernels::kCoordAlignCorners &&
+                  int(Nearest::Simple) == kernels::kNearestSimple &&
+                  int(Nearest::Ceil) == kernels::kNearestCeil,
+              "ImageBodies.h's Resize codes follow mpc::resizing");
+
+kernels::ResizeAxis shapes::resizing::resizeAxisOf(const ResizeParams &a, const ResizePlan &p,
+                                                   llvm::ArrayRef<int64_t> x, size_t d) {
+  return kernels::makeResizeAxis(int32_t(a.mode), int32_t(a.coord), int32_t(a.nearest),
+                                 a.excludeOutside, a.antialias, a.cubicA, p.scales[d],
+                                 p.roiStart[d], p.roiEnd[d], x[d], p.outShape[d]);
+}

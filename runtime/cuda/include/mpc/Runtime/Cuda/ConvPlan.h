@@ -16,7 +16,8 @@
 // way, so the plan gives cuDNN padBegin and is valid exactly when cuDNN's
 // output size with it equals the ONNX output size on every axis (the end
 // padding then only holds zeros no window of cuDNN's reads differently);
-// otherwise it is refused. A 1-D convolution is planned as 2-D with a
+// otherwise a forward convolution pads X explicitly (below) and other
+// directions are refused. A 1-D convolution is planned as 2-D with a
 // leading spatial axis of 1.
 //
 //===----------------------------------------------------------------------===//
@@ -57,6 +58,17 @@ int64_t dnnConvOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t di
 /// cuDNN cannot run it: more than 3 spatial axes, an empty tensor, a size
 /// beyond cuDNN's int, or end pads cuDNN's symmetric pad cannot express.
 llvm::Expected<DnnConvPlan> planDnnConv(const ConvGeometry &g);
+
+// Asymmetric pads (the image family's addition): a forward convolution
+// whose end pads cuDNN's symmetric pad cannot express runs on an explicitly
+// padded copy of X (zeros around it, in the workspace) with pad 0, whose
+// windows read exactly the positions the ONNX windows read.
+/// True when planDnnConv refuses `g` only for its end pads: some axis's
+/// cuDNN output size with the begin pad differs from the ONNX one.
+bool dnnNeedsExplicitPad(const ConvGeometry &g);
+/// `g` over X padded explicitly: every spatial length grown by its begin
+/// and end pads, the pads 0 (the output is unchanged).
+ConvGeometry explicitlyPadded(const ConvGeometry &g);
 
 /// ConvTranspose as cuDNN's backward-data pass of the forward convolution
 /// from its output Y (channels outChannels, spatial `out`) to its input X

@@ -98,6 +98,9 @@ enum class CudaKernelKind : uint8_t {
   Rotary,    ///< RotaryEmbedding over Kernels/RotaryBodies.h
   Einsum,    ///< gathers and one cuBLASLt product (EinsumPlan.h)
   Attention, ///< two cuBLASLt products around a biased softmax
+  // Image ops (ImageOps.cpp): ImageBodies.h; Pad's edge, reflect and wrap
+  // modes are the DataMove row's, routed there by prepareCudaOp.
+  Image, ///< Resize (constant scales/sizes/roi), LRN (by op type)
 };
 
 /// The element-wise types the launchers are instantiated for.
@@ -157,6 +160,11 @@ bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
 /// anything runs (an in-memory integer initializer, or a Constant node's
 /// value): the axes of a reduction, BiasGrad's shape. False otherwise.
 bool constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out);
+
+// Image family (ImageOps.cpp): Resize's scales, sizes and roi.
+/// The values of input `i` of `n` as double (float or integer data), when
+/// known before anything runs as constantInputInts's are. False otherwise.
+bool constantInputDoubles(const Node &n, unsigned i, std::vector<double> &out);
 
 /// The bytes of a functor, as a launcher takes them.
 template <typename Op> OpBlob blobOf(const Op &op) {
