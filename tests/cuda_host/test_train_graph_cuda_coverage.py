@@ -161,8 +161,16 @@ class TrainGraphCoverage(unittest.TestCase):
         table = cuda_ops()
         lacking = sorted(k for k, has in table.items() if not has and k not in EXEMPT
                          and k not in FOLDED and not run_by_executor(*k))
-        self.assertTrue(lacking, "some op has no CUDA row")
-        self.assertEqual(uncovered({lacking[0]}), {lacking[0]})
+        # Every op with a CPU kernel may have a CUDA row by now: then one row is taken
+        # away from the table for the check.
+        probe = lacking[0] if lacking else ("", "Relu")
+        saved = table[probe]
+        table[probe] = False
+        try:
+            self.assertEqual(uncovered({probe}), {probe})
+        finally:
+            table[probe] = saved
+        self.assertEqual(uncovered({("", "Relu")}), set())
         self.assertEqual(uncovered({("", "SoftmaxCrossEntropyLoss"), ("", "LSTM"),
                                     ("ai.mpc.training", "SoftmaxCrossEntropyLossGrad"),
                                     ("ai.mpc.training", "BatchNormalizationGrad"),
