@@ -17,7 +17,6 @@ Prints one line per check and, last, 'N passed, N failed'; exit 1 on a failure.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -25,12 +24,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+import mpc_proc  # tools/mpc_proc.py, beside this script (in the bundle too)
+
 
 def run(mpc, args, env=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
-    e.update(env or {})
-    return subprocess.run([mpc, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          env=e)
+    return mpc_proc.run([mpc, *args], env=mpc_proc.clean_env(env), timeout=300)
 
 
 def one_error_line(r):

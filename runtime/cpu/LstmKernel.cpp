@@ -8,7 +8,8 @@
 //   per direction:  XW = X[seq*batch, in] * W^T        (one gemm)
 //   per step t:     G  = XW[t] + H * R^T + Wb + Rb     (one gemm, beta = 1)
 //                   h, c = lstmCell(G, P, c) per element (RecurrentBodies.h,
-//                   the body the CUDA launcher runs too)
+//                   the body the CUDA launcher runs too), computed in vector
+//                   stages (lstmCellRow)
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
@@ -47,6 +48,36 @@ template std::vector<double> cpuk::widenInput<double>(const KernelCall &, unsign
 template void cpuk::narrowFrom<float>(const TensorRef &, const std::vector<float> &);
 template void cpuk::narrowFrom<double>(const TensorRef &, const std::vector<double> &);
 
+/// k::lstmCell over one batch row of `hid` elements (gates: the row's four
+/// pre-activation blocks i, o, f, c, overwritten): the same operations in the
+/// same order, staged so that the sigmoids and tanhs run through the
+/// vectorized element-wise loops (the per-element call, not vectorized, made
+/// the shipped LSTM model's inference 14% more instructions and about 40%
+/// slower: docs/perf.md). Without FMA contraction (-ffp-contract=off,
+/// CpuIsa.h) the vector loops round as the scalar body does, so the results
+/// are lstmCell's bit for bit.
+template <typename A>
+static void lstmCellRow(A *gi, int64_t hid, const A *pd, A *cp, A *hp, A *tanhC) {
+  A *go = gi + hid, *gf = gi + 2 * hid, *gc = gi + 3 * hid;
+  if (pd)
+    for (int64_t j = 0; j < hid; ++j) {
+      gi[j] += pd[j] * cp[j];
+      gf[j] += pd[2 * hid + j] * cp[j];
+    }
+  k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), gi, gi, hid);
+  k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), gf, gf, hid);
+  k::applyUnary<A, A, k::Tanh>(k::Tanh(), gc, gc, hid);
+  for (int64_t j = 0; j < hid; ++j)
+    cp[j] = gf[j] * cp[j] + gi[j] * gc[j];
+  if (pd)
+    for (int64_t j = 0; j < hid; ++j)
+      go[j] += pd[hid + j] * cp[j];
+  k::applyUnary<A, A, k::Sigmoid>(k::Sigmoid(), go, go, hid);
+  k::applyUnary<A, A, k::Tanh>(k::Tanh(), cp, tanhC, hid);
+  for (int64_t j = 0; j < hid; ++j)
+    hp[j] = go[j] * tanhC[j];
+}
+
 /// The cell loop in the compute type A: double for double storage, float
 /// otherwise.
 template <typename A> static void lstmIn(const KernelCall &c) {
@@ -60,7 +91,8 @@ template <typename A> static void lstmIn(const KernelCall &c) {
                  p = widenInput<A>(c, 7);
   int64_t g4 = 4 * hid;
   std::vector<A> y(seq * dirs * batch * hid), yh(dirs * batch * hid), yc(dirs * batch * hid);
-  std::vector<A> xw(seq * batch * g4), gates(batch * g4), h(batch * hid), cell(batch * hid);
+  std::vector<A> xw(seq * batch * g4), gates(batch * g4), h(batch * hid), cell(batch * hid),
+      tanhC(hid);
   for (int64_t d = 0; d < dirs; ++d) {
     cpu::gemm<A, A>(false, true, seq * batch, g4, in, A(1), x.data(), in,
                     w.data() + d * g4 * in, in, A(0), xw.data(), g4);
@@ -78,14 +110,9 @@ template <typename A> static void lstmIn(const KernelCall &c) {
       std::copy_n(xw.data() + t * batch * g4, batch * g4, gates.data());
       cpu::gemm<A, A>(false, true, batch, g4, hid, A(1), h.data(), hid,
                       r.data() + d * g4 * hid, hid, A(1), gates.data(), g4);
-      for (int64_t bi = 0; bi < batch; ++bi) {
-        const A *gi = gates.data() + bi * g4, *go = gi + hid, *gf = gi + 2 * hid,
-                *gc = gi + 3 * hid;
-        A *cp = cell.data() + bi * hid, *hp = h.data() + bi * hid;
-        for (int64_t j = 0; j < hid; ++j)
-          hp[j] = k::lstmCell(gi[j], go[j], gf[j], gc[j], pd != nullptr, pd ? pd[j] : A(0),
-                              pd ? pd[hid + j] : A(0), pd ? pd[2 * hid + j] : A(0), cp[j]);
-      }
+      for (int64_t bi = 0; bi < batch; ++bi)
+        lstmCellRow(gates.data() + bi * g4, hid, pd, cell.data() + bi * hid,
+                    h.data() + bi * hid, tanhC.data());
       for (int64_t bi = 0; bi < batch; ++bi)
         std::copy_n(h.data() + bi * hid, hid, y.data() + ((t * dirs + d) * batch + bi) * hid);
     }

@@ -33,6 +33,15 @@ template <typename T> static AccumType<T> ld(T v) { return AccumType<T>(load(v))
 
 template <typename T>
 void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n) {
+  // Relu, the common case, in a loop of its own: with the kind a constant
+  // the body's test of it folds away and the body inlines (called per
+  // element with the test inside, ReluGrad took 1.2% more of the digits
+  // CNN's AMP step than before issue 12).
+  if (kind == ActivationGrad::Relu) {
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = kernels::activationGradValue(ActivationGrad::Relu, dy[i], v[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i)
     dx[i] = kernels::activationGradValue(kind, dy[i], v[i]);
 }

@@ -6,12 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/IndexParams.h"
+#include "Parsers.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/HostTensor.h"
 #include <cstring>
 
 using namespace mpc;
 
+MPC_DEFINED_BELOW(mpc::parseShape)
 ParsedParams mpc::parseShape(const Node &n) {
   auto p = std::make_unique<ShapeParams>();
   p->start = n.intAttr("start", 0);
@@ -22,6 +24,7 @@ ParsedParams mpc::parseShape(const Node &n) {
   return std::unique_ptr<OpParams>(std::move(p));
 }
 
+MPC_DEFINED_BELOW(mpc::parseConstantOfShape)
 ParsedParams mpc::parseConstantOfShape(const Node &n) {
   auto p = std::make_unique<FillParams>();
   const Attribute *a = n.attr("value");

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/OpParams.h"
+#include "Parsers.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Support/Diagnostics.h"
 #include <limits>
@@ -64,6 +65,7 @@ static llvm::Error checkOneOf(const Node &n, llvm::StringRef name,
   return attributeError(n, name, isString ? quoteName(text) : text, rule);
 }
 
+MPC_DEFINED_BELOW(mpc::parseGemm)
 ParsedParams mpc::parseGemm(const Node &n) {
   auto p = std::make_unique<GemmParams>();
   p->transA = n.intAttr("transA", 0) != 0;
@@ -73,12 +75,14 @@ ParsedParams mpc::parseGemm(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseSoftmax)
 ParsedParams mpc::parseSoftmax(const Node &n) {
   auto p = std::make_unique<SoftmaxParams>();
   p->axis = n.intAttr("axis", n.opsetVersion() >= 13 ? -1 : 1);
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseLayerNorm)
 ParsedParams mpc::parseLayerNorm(const Node &n) {
   auto p = std::make_unique<LayerNormParams>();
   p->axis = n.intAttr("axis", -1);
@@ -128,6 +132,7 @@ llvm::Expected<WindowParams> mpc::windowParamsOf(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseWindow)
 ParsedParams mpc::parseWindow(const Node &n) {
   auto p = windowParamsOf(n);
   if (!p)
@@ -145,10 +150,12 @@ FusedMatMulParams mpc::fusedMatMulParamsOf(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseFusedMatMul)
 ParsedParams mpc::parseFusedMatMul(const Node &n) {
   return std::make_unique<FusedMatMulParams>(fusedMatMulParamsOf(n));
 }
 
+MPC_DEFINED_BELOW(mpc::parseRecurrent)
 ParsedParams mpc::parseRecurrent(const Node &n) {
   if (auto e = checkOneOf(n, "direction", {"forward", "reverse", "bidirectional"},
                           "it must be forward, reverse or bidirectional"))
@@ -181,6 +188,7 @@ ParsedParams mpc::parseRecurrent(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseReduce)
 ParsedParams mpc::parseReduce(const Node &n) {
   auto p = std::make_unique<ReduceParams>();
   if (const Attribute *a = n.attr("axes"))
@@ -190,6 +198,7 @@ ParsedParams mpc::parseReduce(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseTranspose)
 ParsedParams mpc::parseTranspose(const Node &n) {
   auto p = std::make_unique<TransposeParams>();
   p->perm = intList(n, "perm");
@@ -201,7 +210,9 @@ static ParsedParams axisParams(const Node &n, int64_t dflt) {
   p->axis = n.intAttr("axis", dflt);
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseAxis0)
 ParsedParams mpc::parseAxis0(const Node &n) { return axisParams(n, 0); }
+MPC_DEFINED_BELOW(mpc::parseAxisMinus1)
 ParsedParams mpc::parseAxisMinus1(const Node &n) { return axisParams(n, -1); }
 
 /// AxisParams with the flags read from the named int attributes.
@@ -214,15 +225,19 @@ static ParsedParams axisFlags(const Node &n, int64_t axisDefault,
   p->flagB = b && n.intAttr(b, 0) != 0;
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseArgReduce)
 ParsedParams mpc::parseArgReduce(const Node &n) {
   return axisFlags(n, 0, "select_last_index", 0);
 }
+MPC_DEFINED_BELOW(mpc::parseTopK)
 ParsedParams mpc::parseTopK(const Node &n) {
   return axisFlags(n, -1, "largest", 1);
 }
+MPC_DEFINED_BELOW(mpc::parseCumulative)
 ParsedParams mpc::parseCumulative(const Node &n) {
   return axisFlags(n, 0, "exclusive", 0, "reverse");
 }
+MPC_DEFINED_BELOW(mpc::parseTrilu)
 ParsedParams mpc::parseTrilu(const Node &n) { return axisFlags(n, 0, "upper", 1); }
 
 static ParsedParams blockParams(const Node &n, bool withMode) {
@@ -234,9 +249,12 @@ static ParsedParams blockParams(const Node &n, bool withMode) {
   p->crd = withMode && n.stringAttr("mode", "DCR") == "CRD";
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseDepthToSpace)
 ParsedParams mpc::parseDepthToSpace(const Node &n) { return blockParams(n, true); }
+MPC_DEFINED_BELOW(mpc::parseSpaceToDepth)
 ParsedParams mpc::parseSpaceToDepth(const Node &n) { return blockParams(n, false); }
 
+MPC_DEFINED_BELOW(mpc::parseScatter)
 ParsedParams mpc::parseScatter(const Node &n) {
   if (auto e = checkOneOf(n, "reduction", {"none", "add", "mul", "max", "min"},
                           "it must be none, add, mul, max or min"))
@@ -257,9 +275,12 @@ static ParsedParams intParams(const Node &n, const char *name) {
   p->value = n.intAttr(name, 0);
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseEyeLike)
 ParsedParams mpc::parseEyeLike(const Node &n) { return intParams(n, "k"); }
+MPC_DEFINED_BELOW(mpc::parseGatherND)
 ParsedParams mpc::parseGatherND(const Node &n) { return intParams(n, "batch_dims"); }
 
+MPC_DEFINED_BELOW(mpc::parsePad)
 ParsedParams mpc::parsePad(const Node &n) {
   auto p = std::make_unique<PadParams>();
   p->mode = n.stringAttr("mode", "constant").str();
@@ -274,6 +295,7 @@ ParsedParams mpc::parsePad(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseNorm)
 ParsedParams mpc::parseNorm(const Node &n) {
   if (auto e = checkAtLeast(n, "num_groups", 1))
     return std::move(e);
@@ -287,6 +309,7 @@ ParsedParams mpc::parseNorm(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseBatchNorm)
 ParsedParams mpc::parseBatchNorm(const Node &n) {
   auto p = std::make_unique<BatchNormParams>();
   p->epsilon = n.floatAttr("epsilon", 1e-5f);
@@ -295,6 +318,7 @@ ParsedParams mpc::parseBatchNorm(const Node &n) {
   return p;
 }
 
+MPC_DEFINED_BELOW(mpc::parseLoss)
 ParsedParams mpc::parseLoss(const Node &n) {
   auto p = std::make_unique<LossParams>();
   p->reduction = n.stringAttr("reduction", "mean").str();
@@ -312,6 +336,7 @@ template <typename P> static ParsedParams boxed(llvm::Expected<P> p) {
   return std::make_unique<P>(std::move(*p));
 }
 
+MPC_DEFINED_BELOW(mpc::parseCompress)
 ParsedParams mpc::parseCompress(const Node &n) {
   auto p = std::make_unique<AxisParams>();
   if (const Attribute *a = n.attr("axis")) {
@@ -333,6 +358,7 @@ llvm::Expected<ReverseSequenceParams> mpc::reverseSequenceParamsOf(const Node &n
                           "it must differ from batch_axis");
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseReverseSequence)
 ParsedParams mpc::parseReverseSequence(const Node &n) {
   return boxed(reverseSequenceParamsOf(n));
 }
@@ -350,6 +376,7 @@ llvm::Expected<LRNParams> mpc::lrnParamsOf(const Node &n) {
   p.bias = n.floatAttr("bias", 1.0f);
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseLRN)
 ParsedParams mpc::parseLRN(const Node &n) { return boxed(lrnParamsOf(n)); }
 
 EinsumParams mpc::einsumParamsOf(const Node &n) {
@@ -359,6 +386,7 @@ EinsumParams mpc::einsumParamsOf(const Node &n) {
       p.equation += ch;
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseEinsum)
 ParsedParams mpc::parseEinsum(const Node &n) {
   return std::make_unique<EinsumParams>(einsumParamsOf(n));
 }
@@ -377,6 +405,7 @@ llvm::Expected<AttentionParams> mpc::attentionParamsOf(const Node &n) {
   p.qkOutputMode = n.intAttr("qk_matmul_output_mode", 0);
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseAttention)
 ParsedParams mpc::parseAttention(const Node &n) { return boxed(attentionParamsOf(n)); }
 
 llvm::Expected<RotaryParams> mpc::rotaryParamsOf(const Node &n) {
@@ -391,6 +420,7 @@ llvm::Expected<RotaryParams> mpc::rotaryParamsOf(const Node &n) {
                           "it must be even");
   return p;
 }
+MPC_DEFINED_BELOW(mpc::parseRotaryEmbedding)
 ParsedParams mpc::parseRotaryEmbedding(const Node &n) { return boxed(rotaryParamsOf(n)); }
 
 /// The value named by string attribute `name` (or `dflt` when absent) in
@@ -464,6 +494,7 @@ llvm::Expected<ResizeParams> mpc::resizeParamsOf(const Node &n) {
     a.axes = axes->ints;
   return a;
 }
+MPC_DEFINED_BELOW(mpc::parseResize)
 ParsedParams mpc::parseResize(const Node &n) { return boxed(resizeParamsOf(n)); }
 
 //===----------------------------------------------------------------------===//
@@ -479,28 +510,35 @@ static ParsedParams floats(const Node &n, const char *a, float da,
   return p;
 }
 
-static ParsedParams parseLeakyRelu(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseLeakyRelu)
+ParsedParams mpc::parseLeakyRelu(const Node &n) {
   return floats(n, "alpha", 0.01f, nullptr, 0.0f);
 }
-static ParsedParams parseAlpha1(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseAlpha1)
+ParsedParams mpc::parseAlpha1(const Node &n) {
   return floats(n, "alpha", 1.0f, nullptr, 0.0f);
 }
-static ParsedParams parseSelu(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseSelu)
+ParsedParams mpc::parseSelu(const Node &n) {
   // The spec's defaults, as float32 (what the kernel computes with).
   return floats(n, "alpha", 1.67326319217681884765625f, "gamma",
                 1.05070102214813232421875f);
 }
-static ParsedParams parseHardSigmoid(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseHardSigmoid)
+ParsedParams mpc::parseHardSigmoid(const Node &n) {
   return floats(n, "alpha", 0.2f, "beta", 0.5f);
 }
-static ParsedParams parseShrink(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseShrink)
+ParsedParams mpc::parseShrink(const Node &n) {
   return floats(n, "lambd", 0.5f, "bias", 0.0f);
 }
-static ParsedParams parseClip6(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseClip6)
+ParsedParams mpc::parseClip6(const Node &n) {
   return floats(n, "min", -std::numeric_limits<float>::infinity(), "max",
                 std::numeric_limits<float>::infinity());
 }
-static ParsedParams parseGelu(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseGelu)
+ParsedParams mpc::parseGelu(const Node &n) {
   if (auto e = checkOneOf(n, "approximate", {"none", "tanh"}, "it must be none or tanh"))
     return std::move(e);
   auto p = std::make_unique<ElementwiseParams>();
@@ -508,18 +546,21 @@ static ParsedParams parseGelu(const Node &n) {
   p->flagA = p->text == "tanh";
   return p;
 }
-static ParsedParams parseIsInf(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseIsInf)
+ParsedParams mpc::parseIsInf(const Node &n) {
   auto p = std::make_unique<ElementwiseParams>();
   p->flagA = n.intAttr("detect_negative", 1) != 0;
   p->flagB = n.intAttr("detect_positive", 1) != 0;
   return p;
 }
-static ParsedParams parseMod(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseMod)
+ParsedParams mpc::parseMod(const Node &n) {
   auto p = std::make_unique<ElementwiseParams>();
   p->flagA = n.intAttr("fmod", 0) != 0;
   return p;
 }
-static ParsedParams parseBitShift(const Node &n) {
+MPC_DEFINED_BELOW(mpc::parseBitShift)
+ParsedParams mpc::parseBitShift(const Node &n) {
   if (auto e = checkOneOf(n, "direction", {"LEFT", "RIGHT"}, "it must be LEFT or RIGHT",
                           /*required=*/true))
     return std::move(e);

@@ -1,19 +1,43 @@
 //===- OpRegistry.cpp - The op registry and its lookups --------------------===//
 #include "mpc/Runtime/OpRegistry.h"
 #include "OpRows.h"
+#include "Parsers.h"
 #include "mpc/IR/Graph.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Path.h"
 
 using namespace mpc;
 
+/// Where `fn` is defined, from the lists of ShapeFunctions.h and Parsers.h
+/// (no file for null or for a function missing from its list).
+template <typename Fn>
+static SourceLocation definedAt(Fn fn,
+                                llvm::ArrayRef<std::pair<Fn, const SourceLocation *>> sites) {
+  for (const auto &s : sites)
+    if (fn && s.first == fn)
+      return *s.second;
+  return SourceLocation();
+}
+
 llvm::ArrayRef<OpDef> mpc::opRegistry() {
   // Built on first use (not by a global constructor): the default domain's
-  // rows, then ai.mpc.training's and com.microsoft's.
+  // rows, then ai.mpc.training's and com.microsoft's, each with where its
+  // shape function and parser are defined.
   static const std::vector<OpDef> rows = [] {
     std::vector<OpDef> r = ops::onnxOps();
     for (std::vector<OpDef> more : {ops::trainingOps(), ops::contribOps()})
       r.insert(r.end(), more.begin(), more.end());
+#define MPC_SITE(Fn) {&Fn, &Fn##Where},
+    using namespace shapes;
+    const std::pair<ShapeFn, const SourceLocation *> shapeSites[] = {
+        MPC_SHAPE_FUNCTIONS(MPC_SITE)};
+    const std::pair<ParseFn, const SourceLocation *> parseSites[] = {
+        MPC_ATTRIBUTE_PARSERS(MPC_SITE)};
+#undef MPC_SITE
+    for (OpDef &d : r) {
+      d.shapeWhere = definedAt<ShapeFn>(d.shape, shapeSites);
+      d.parseWhere = definedAt<ParseFn>(d.parse, parseSites);
+    }
     return r;
   }();
   return rows;

@@ -18,7 +18,8 @@ namespace ops {
 inline OpDef makeOp(const char *type, const char *domain, int64_t since, ShapeFn shape,
                     const char *shapeName, CostClass cost, SourceLocation where) {
   return OpDef{type,          domain, since,   kMaxOpsetVersion, shape, cost,
-               InPlace::None, false,  nullptr, where, shape ? shapeName : nullptr, nullptr};
+               InPlace::None, false,  nullptr, where, shape ? shapeName : nullptr, nullptr,
+               SourceLocation(), SourceLocation()};
 }
 inline OpDef withInPlace(OpDef d, InPlace p) {
   d.inPlace = p;

@@ -16,81 +16,93 @@
 namespace mpc {
 namespace shapes {
 
-llvm::Error shapeSameAsInput0(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCompare(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePredicate(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCast(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCastLike(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGemm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeMatMul(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConv(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePool(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGlobalPool(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLayerNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeReduce(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLSTM(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeReshape(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeFlatten(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeTranspose(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSqueeze(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeUnsqueeze(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeShape(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSize(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGather(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConcat(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConstant(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSlice(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeExpand(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeNonZero(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBatchNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConstantOfShape(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeDropout(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeVariadicBroadcast(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLRN(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSplit(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeTile(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeDepthToSpace(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSpaceToDepth(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeTrilu(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeRangeOp(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeArgReduce(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeTopK(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGatherElements(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGatherND(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeOneHot(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeInstanceNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGroupNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLpNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeRMSNorm(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeAttention(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeRotaryEmbedding(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeEinsum(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeCompress(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeReverseSequence(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeEyeLike(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConvTranspose(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGRU(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeRNN(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeResize(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeFusedMatMul(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeUnaryGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBiasGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSoftmaxGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLayerNormGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBatchNormGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeBatchNormTraining(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeConvGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapePoolGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGlobalAveragePoolGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGatherGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSliceGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeLstmGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeGruGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeClassificationLoss(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &, std::vector<ShapedType> &);
-llvm::Error shapeMSELossGrad(const ShapeQuery &, std::vector<ShapedType> &);
+/// Every shape function, in one list. Each is declared here together with
+/// `<name>Where`, the location of its definition, which MPC_DEFINED_BELOW
+/// (OpRegistry.h) on the line above the definition records; the registry
+/// copies it into its rows for `mpc ops --op`, and tests/tools/test_ops.py
+/// checks that the line it names defines the function.
+#define MPC_SHAPE_FUNCTIONS(X) \
+  X(shapeSameAsInput0) \
+  X(shapeBroadcast) \
+  X(shapeCompare) \
+  X(shapePredicate) \
+  X(shapeCast) \
+  X(shapeCastLike) \
+  X(shapeGemm) \
+  X(shapeMatMul) \
+  X(shapeConv) \
+  X(shapePool) \
+  X(shapeGlobalPool) \
+  X(shapeLayerNorm) \
+  X(shapeReduce) \
+  X(shapeLSTM) \
+  X(shapeReshape) \
+  X(shapeFlatten) \
+  X(shapeTranspose) \
+  X(shapeSqueeze) \
+  X(shapeUnsqueeze) \
+  X(shapeShape) \
+  X(shapeSize) \
+  X(shapeGather) \
+  X(shapeConcat) \
+  X(shapeConstant) \
+  X(shapeSlice) \
+  X(shapeExpand) \
+  X(shapeNonZero) \
+  X(shapeBatchNorm) \
+  X(shapeConstantOfShape) \
+  X(shapeDropout) \
+  X(shapeVariadicBroadcast) \
+  X(shapeLRN) \
+  X(shapePad) \
+  X(shapeSplit) \
+  X(shapeTile) \
+  X(shapeDepthToSpace) \
+  X(shapeSpaceToDepth) \
+  X(shapeTrilu) \
+  X(shapeRangeOp) \
+  X(shapeArgReduce) \
+  X(shapeTopK) \
+  X(shapeGatherElements) \
+  X(shapeGatherND) \
+  X(shapeOneHot) \
+  X(shapeInstanceNorm) \
+  X(shapeGroupNorm) \
+  X(shapeLpNorm) \
+  X(shapeRMSNorm) \
+  X(shapeAttention) \
+  X(shapeRotaryEmbedding) \
+  X(shapeEinsum) \
+  X(shapeCompress) \
+  X(shapeReverseSequence) \
+  X(shapeEyeLike) \
+  X(shapeConvTranspose) \
+  X(shapeGRU) \
+  X(shapeRNN) \
+  X(shapeResize) \
+  X(shapeFusedMatMul) \
+  X(shapeUnaryGrad) \
+  X(shapeBiasGrad) \
+  X(shapeSoftmaxGrad) \
+  X(shapeLayerNormGrad) \
+  X(shapeBatchNormGrad) \
+  X(shapeBatchNormTraining) \
+  X(shapeConvGrad) \
+  X(shapePoolGrad) \
+  X(shapeGlobalAveragePoolGrad) \
+  X(shapeGatherGrad) \
+  X(shapeSliceGrad) \
+  X(shapeLstmGrad) \
+  X(shapeGruGrad) \
+  X(shapeClassificationLoss) \
+  X(shapeSoftmaxCrossEntropyLossGrad) \
+  X(shapeMSELossGrad)
+
+#define MPC_DECLARE_SHAPE_FUNCTION(Fn)                                         \
+  llvm::Error Fn(const ShapeQuery &, std::vector<ShapedType> &);               \
+  extern const SourceLocation Fn##Where;
+MPC_SHAPE_FUNCTIONS(MPC_DECLARE_SHAPE_FUNCTION)
+#undef MPC_DECLARE_SHAPE_FUNCTION
 
 } // namespace shapes
 } // namespace mpc

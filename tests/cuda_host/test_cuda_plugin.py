@@ -24,10 +24,12 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from mpc_proc import clean_env, run, run_unittests  # noqa: E402
 
 ARGS = None
 CUDA_LIBS = re.compile(r"lib(cudart|cublas|cublasLt|cudnn[a-z_]*)\.so")
@@ -35,19 +37,10 @@ CUDA_LIBS = re.compile(r"lib(cudart|cublas|cublasLt|cudnn[a-z_]*)\.so")
 NO_DEVICE = r"no CUDA device found \(cudaGetDeviceCount: .+\)"
 
 
-def env_without_mpc():
-    return {k: v for k, v in os.environ.items() if not k.startswith(("MPC_", "LD_DEBUG"))}
-
-
-def run(cmd, env=None, **kw):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120,
-                          env=env or env_without_mpc(), **kw)
-
-
 def loaded_files(cmd, tmp):
     """(process, the files the dynamic loader opened for `cmd`) via LD_DEBUG=files."""
     prefix = os.path.join(tmp, "ld-debug")
-    env = dict(env_without_mpc(), LD_DEBUG="files", LD_DEBUG_OUTPUT=prefix)
+    env = clean_env({"LD_DEBUG": "files", "LD_DEBUG_OUTPUT": prefix})
     p = run(cmd, env=env)
     files = set()
     for log in glob.glob(prefix + ".*"):
@@ -274,10 +267,7 @@ def main():
     ap.add_argument("--cc", default="cc")
     ap.add_argument("--core-lib", action="append", default=[])
     ARGS, rest = ap.parse_known_args()
-    r = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=1).result
-    failed = len(r.failures) + len(r.errors)
-    print(f"{r.testsRun - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_unittests(rest)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@ machine without a GPU prints its one line and exits 1, writing nothing else. Reg
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from mpc_proc import run, run_unittests  # noqa: E402
 
 ARGS = None
 
@@ -30,9 +32,8 @@ class GpuBundleTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="mpc-bundle-test-")
         cls.bundle = os.path.join(cls.tmp, "bundle")
         env = dict(os.environ, BUILD_DIR=ARGS.build_dir)
-        cls.proc = subprocess.run(
-            ["bash", os.path.join(ARGS.source_dir, "tools", "gpu-bundle.sh"), "--no-build",
-             cls.bundle], capture_output=True, text=True, env=env, timeout=1200)
+        cls.proc = run(["bash", os.path.join(ARGS.source_dir, "tools", "gpu-bundle.sh"),
+                        "--no-build", cls.bundle], env=env, timeout=1200)
 
     @classmethod
     def tearDownClass(cls):
@@ -82,8 +83,7 @@ class GpuBundleTest(unittest.TestCase):
         binaries.append(os.path.join(work, "lib", "libmpc_cuda_backend.so"))
         for path in binaries:
             exe = os.path.basename(path)
-            ldd = subprocess.run(["ldd", path],
-                                 capture_output=True, text=True, env=env, timeout=60)
+            ldd = run(["ldd", path], env=env, timeout=60)
             for line in ldd.stdout.splitlines():
                 name = os.path.basename(line.split()[0])
                 path = line.split("=>")[1].split("(")[0].strip() if "=>" in line else ""
@@ -92,15 +92,13 @@ class GpuBundleTest(unittest.TestCase):
                 self.assertTrue(path.startswith(tuple([os.path.join(work, "lib")] + cuda_libs)),
                                 f"{exe}: {name} resolves to {path or 'nothing'}")
         model = os.path.join(work, "src", "models", "mlp.onnx")
-        p = subprocess.run([os.path.join(work, "libexec", "mpc"), "run", model,
-                            "--random-inputs"], capture_output=True, text=True, env=env,
-                           timeout=120)
+        p = run([os.path.join(work, "libexec", "mpc"), "run", model, "--random-inputs"],
+                env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("output", p.stdout)
         # --device cuda opens the bundle's plugin: without a GPU, the backend's own line.
-        p = subprocess.run([os.path.join(work, "libexec", "mpc"), "run", model,
-                            "--random-inputs", "--device", "cuda"], capture_output=True,
-                           text=True, env=env, timeout=120)
+        p = run([os.path.join(work, "libexec", "mpc"), "run", model, "--random-inputs",
+                 "--device", "cuda"], env=env)
         if p.returncode != 0:
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertRegex(p.stderr, r"^mpc: error: --device cuda: no CUDA device found "
@@ -110,8 +108,7 @@ class GpuBundleTest(unittest.TestCase):
         out = os.path.join(self.tmp, "report")
         # A PATH without nvidia-smi stands for a machine without the driver.
         env = {"PATH": "/usr/bin:/bin", "HOME": self.tmp}
-        p = subprocess.run(["bash", os.path.join(self.bundle, "run.sh"), out],
-                           capture_output=True, text=True, env=env, timeout=60)
+        p = run(["bash", os.path.join(self.bundle, "run.sh"), out], env=env, timeout=60)
         self.assertEqual(p.returncode, 1)
         self.assertEqual(p.stdout, "run.sh: no GPU present (nvidia-smi lists none); nothing was run\n")
         self.assertEqual(os.listdir(out), ["report.md"])
@@ -124,10 +121,7 @@ def main():
     ap.add_argument("--source-dir", required=True)
     ap.add_argument("--build-dir", required=True)
     ARGS, rest = ap.parse_known_args()
-    r = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=1).result
-    failed = len(r.failures) + len(r.errors)
-    print(f"{r.testsRun - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_unittests(rest)
 
 
 if __name__ == "__main__":

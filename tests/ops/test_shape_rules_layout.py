@@ -4,8 +4,8 @@
 The op registry (runtime/ops, docs/op-registry.md) names one shape function per
 row; a backend's kernels call the same geometry helpers (runtime/ops/NodeGeometry.h)
 but never define a shape rule of their own. This suite checks on the sources:
-- every function ShapeFunctions.h declares is defined exactly once, in
-  runtime/ops/shapes/*.cpp;
+- every function ShapeFunctions.h declares (its list MPC_SHAPE_FUNCTIONS) is
+  defined exactly once, in runtime/ops/shapes/*.cpp;
 - no file of a backend or of the core (runtime/cpu, runtime/cuda, runtime/core,
   runtime/kernels) defines a function in namespace mpc::shapes;
 - no registry source includes a header of the CPU backend (the build enforces
@@ -53,8 +53,9 @@ NAMESPACE_OPEN = re.compile(r"\bnamespace\s+(?:mpc::)?shapes\s*\{")
 
 
 def declared_shape_functions():
-    names = re.findall(r"llvm::Error\s+(shape\w+)\s*\(", code_of(DECLS))
-    return names
+    """The entries X(name) of ShapeFunctions.h's one list, MPC_SHAPE_FUNCTIONS."""
+    m = re.search(r"#define MPC_SHAPE_FUNCTIONS\(X\)((?:[^\n]*\\\n)*[^\n]*)", code_of(DECLS))
+    return re.findall(r"\bX\((shape\w+)\)", m.group(1)) if m else []
 
 
 class ShapeRulesLayoutTest(unittest.TestCase):

@@ -2,8 +2,9 @@
 """`mpc ops --op NAME`: one op's facts from every table, each with its source location.
 
 The expected text is built from the source files themselves (the line of the op's
-registry row and CPU kernel row, its AMP list entry, its gradient rule), so a fact or a
-location the tool gets wrong, or a row moved without the tool following, fails here.
+registry row and CPU kernel row, of its shape function's and parser's definitions, its AMP
+list entry, its gradient rule, the CUDA family's prepare function), so a fact or a location
+the tool gets wrong, or a row or function moved without the tool following, fails here.
 DocsAmpLists checks that docs/amp-lists.md names, per list, exactly the ops `mpc ops --json`
 puts on it (f16 and the bf16 differences).
 
@@ -47,24 +48,52 @@ AMP = "passes/amp/AmpLists.cpp"
 GRAD = "passes/train/GradRules.cpp"
 
 
+def defines(path, line, function):
+    """Whether line `line` of `path` (relative to the source tree) starts the definition of
+    `function` (a qualified name ending in it, followed by its parameter list)."""
+    full = os.path.join(SOURCE_DIR, path)
+    if not os.path.isfile(full):
+        return False
+    with open(full) as f:
+        lines = f.read().splitlines()
+    return 0 < line <= len(lines) and re.match(
+        r"^\w[\w:<> ]*[ :]" + re.escape(function) + r"\(", lines[line - 1]) is not None
+
+
+def defined_in(path, function):
+    """1-based lines of `path` that start a definition of `function`."""
+    with open(os.path.join(SOURCE_DIR, path)) as f:
+        n = len(f.read().splitlines())
+    return [i for i in range(1, n + 1) if defines(path, i, function)]
+
+
+SHAPES = "runtime/ops/shapes/LinalgShapes.cpp"
+PARAMS = "runtime/ops/OpParams.cpp"
+
+
 class OpsOneOpTest(unittest.TestCase):
     def test_gemm_golden_from_the_sources(self):
         reg = line_of(ONNX_OPS, r'MPC_OP\("Gemm", "", 7, shapeGemm, Gemm\), parseGemm')
         cpu = line_of(CPU_TABLE, r'MPC_CPU_KERNEL\("Gemm", "", 7, kFloatTypes, runGemm\)')
+        shape = line_of(SHAPES, r"^llvm::Error shapes::shapeGemm\(")
+        parse = line_of(PARAMS, r"^ParsedParams mpc::parseGemm\(")
+        prep = line_of("runtime/cuda/GemmOps.cpp", r"^CudaOpOrError cuda::prepareGemmOp\(")
+        self.assertEqual(defined_in("runtime/cuda/GemmOps.cpp", "prepareGemmOp"), [prep])
         reason = re.search(r'\{"Gemm", AmpClass::Allow, "([^"]+)"\}', source(AMP)).group(1)
         self.assertIn('{"Gemm", gradGemm}', source(GRAD))
         expected = (
             "op Gemm (domain ai.onnx)\n"
             f"registry: opsets 7+ ({ONNX_OPS}:{reg})\n"
-            "  shape function: shapeGemm\n"
-            "  attributes: parsed once per node by parseGemm\n"
+            f"  shape function: shapeGemm ({SHAPES}:{shape})\n"
+            f"  attributes: parsed once per node by parseGemm ({PARAMS}:{parse})\n"
             "  in-place: none\n"
             "  value-dependent shape: no\n"
             "  cost class: gemm\n"
             f"amp: allow: {reason} ({AMP})\n"
             f"gradient rule: yes ({GRAD})\n"
             f"cpu kernel: opsets 7+, runGemm, f32,f16,f64,bf16 ({CPU_TABLE}:{cpu})\n"
-            "cuda kernel: opsets 7+, cuBLASLt, f32,f16,bf16 (runtime/cuda/CudaKernelTable.cpp)\n")
+            "cuda kernel: opsets 7+, cuBLASLt, f32,f16,bf16 (runtime/cuda/CudaKernelTable.cpp), "
+            "prepared by prepareGemmOp (runtime/cuda/GemmOps.cpp)\n")
         p = run("--op", "Gemm")
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         self.assertEqual(p.stdout, expected)
@@ -126,9 +155,54 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertTrue(o["gradient_rule"])
         self.assertEqual(o["gradient_rule_location"], GRAD)
         self.assertEqual(o["cpu_kernels"][0]["run_function"], "runSoftmax")
+        self.assertEqual(o["cuda_kernels"][0]["prepare_function"], "prepareNormOp")
+        self.assertEqual(o["cuda_kernels"][0]["prepare_location"], "runtime/cuda/NormOps.cpp")
         text = run("--op", "Softmax").stdout
         self.assertIn(f"({o['registry'][0]['location']})", text)
         self.assertIn(f"({o['cpu_kernels'][0]['location']})", text)
+        reg = o["registry"][0]
+        self.assertIn(f"  shape function: shapeSameAsInput0 ({reg['shape_function_location']})\n",
+                      text)
+        self.assertIn(f"  attributes: parsed once per node by parseSoftmax "
+                      f"({reg['parser_location']})\n", text)
+        self.assertIn("prepared by prepareNormOp (runtime/cuda/NormOps.cpp)\n", text)
+        # No function, no location.
+        loop = json.loads(run("--op", "Loop", "--json").stdout)["registry"][0]
+        self.assertEqual((loop["shape_function_location"], loop["parser_location"]), ("", ""))
+
+    def test_every_function_location_names_its_definition(self):
+        """For every op: each shape function, parser and CUDA prepare function printed is
+        defined at the file (and line) printed. A function that moves without its marker
+        (MPC_DEFINED_BELOW) or its list entry, or a CUDA kernel kind missing from
+        cudaLauncherOf (tools/mpc/Ops.cpp), fails here; every failure is listed."""
+        failures, seen = [], {"shape": set(), "parser": set(), "cuda": set()}
+        for row in json.loads(run("--json").stdout):
+            o = json.loads(run("--op", row["op"], "--json").stdout)
+            for r in o["registry"]:
+                for kind, name, where in (("shape", r["shape_function"],
+                                           r["shape_function_location"]),
+                                          ("parser", r["parser"], r["parser_location"])):
+                    if not name:
+                        self.assertEqual(where, "", (row["op"], kind))
+                        continue
+                    seen[kind].add(name)
+                    path, _, line = where.rpartition(":")
+                    if not (line.isdigit() and defines(path, int(line), name)):
+                        failures.append(f"{row['op']}: {kind} {name} is not defined at {where!r}")
+            for k in o["cuda_kernels"]:
+                fn, path = k["prepare_function"], k["prepare_location"]
+                seen["cuda"].add(fn)
+                if not fn:
+                    failures.append(f"{row['op']}: CUDA kernel kind {k['launcher']!r} has no "
+                                    "prepare function and file in cudaLauncherOf")
+                elif not (os.path.isfile(os.path.join(SOURCE_DIR, path)) and
+                          defined_in(path, fn)):
+                    failures.append(f"{row['op']}: {fn} is not defined in {path!r}")
+        self.assertEqual(failures, [])
+        # The check saw the families: many shape functions, parsers and CUDA families.
+        self.assertGreater(len(seen["shape"]), 60)
+        self.assertGreater(len(seen["parser"]), 35)
+        self.assertGreater(len(seen["cuda"]), 15)
 
     def test_every_listed_op_is_described_consistently(self):
         table = json.loads(run("--json").stdout)

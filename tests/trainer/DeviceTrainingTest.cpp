@@ -131,6 +131,49 @@ std::unique_ptr<Trainer> embedTrainer(Model &m, Backend &backend, int64_t bad) {
 const char kStep3Error[] =
     "training step 3: node 'step_embed' (Gather): index 9 out of range for [4, 2]";
 
+/// The digits model (fp32, or AMP with dynamic loss scaling) twice, one
+/// trainer on the CPU backend and one on a device, both from seed 7 at step 0.
+struct SideBySide {
+  bool amp;
+  std::unique_ptr<Model> onCpu, onDevice;
+  CpuBackend cpu{1};
+  std::unique_ptr<Trainer> a, b;
+
+  SideBySide(bool withAmp, Backend &device)
+      : amp(withAmp), onCpu(digitsModel(withAmp)), onDevice(digitsModel(withAmp)) {
+    if (onCpu && onDevice) {
+      a = trainerFor(*onCpu, cpu, 7, 0);
+      b = trainerFor(*onDevice, device, 7, 0);
+    }
+  }
+  bool ok() const { return a && b; }
+
+  /// Steps both `steps` times; each step's loss, skip decision and loss
+  /// scale after it must agree bit for bit.
+  void stepBoth(int steps) {
+    for (int i = 0; i < steps; ++i) {
+      auto ra = a->step(), rb = b->step();
+      ASSERT_TRUE(bool(ra)) << llvm::toString(ra.takeError());
+      ASSERT_TRUE(bool(rb)) << llvm::toString(rb.takeError());
+      EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i << ": " << ra->loss
+                                                    << " vs " << rb->loss;
+      EXPECT_EQ(ra->skipped, rb->skipped) << "step " << i;
+      EXPECT_EQ(ra->hasLossScale, amp);
+      EXPECT_EQ(rb->hasLossScale, amp);
+      EXPECT_EQ(bitsOf(ra->lossScaleAfter), bitsOf(rb->lossScaleAfter)) << "step " << i;
+    }
+  }
+
+  /// Both copy their state out; the trained initializers agree byte for byte.
+  void expectSameState() {
+    ASSERT_FALSE(bool(a->syncModel()));
+    ASSERT_FALSE(bool(b->syncModel()));
+    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+  }
+};
+
+const char *ampTrace(bool amp) { return amp ? "amp fp16, dynamic loss scaling" : "fp32"; }
+
 } // namespace
 
 // The step loop never waits for the device: with the whole step on the
@@ -139,13 +182,11 @@ const char kStep3Error[] =
 // are the CPU backend's bit for bit.
 TEST(DeviceTraining, StepsDoNotWaitForTheDeviceUntilTheRingIsFull) {
   for (bool amp : {false, true}) {
-    SCOPED_TRACE(amp ? "amp fp16, dynamic loss scaling" : "fp32");
-    auto onCpu = digitsModel(amp), onDevice = digitsModel(amp);
-    ASSERT_TRUE(onCpu && onDevice);
-    CpuBackend cpu(1);
+    SCOPED_TRACE(ampTrace(amp));
     QueueBackend q;
-    auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, q, 7, 0);
-    ASSERT_TRUE(a && b);
+    SideBySide t(amp, q);
+    ASSERT_TRUE(t.ok());
+    Trainer *a = t.a.get(), *b = t.b.get();
     const unsigned ring = Trainer::readbackCapacity();
     std::vector<StepResult> want;
     for (unsigned i = 0; i < 2 * ring + 3; ++i) {
@@ -193,9 +234,7 @@ TEST(DeviceTraining, StepsDoNotWaitForTheDeviceUntilTheRingIsFull) {
       EXPECT_EQ(bitsOf(got[i].lossScaleBefore), bitsOf(want[i].lossScaleBefore));
       EXPECT_EQ(bitsOf(got[i].lossScaleAfter), bitsOf(want[i].lossScaleAfter));
     }
-    ASSERT_FALSE(bool(a->syncModel()));
-    ASSERT_FALSE(bool(b->syncModel()));
-    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+    ASSERT_NO_FATAL_FAILURE(t.expectSameState());
   }
 }
 
@@ -277,27 +316,12 @@ TEST(DeviceTraining, TheCpuBackendReportsTheSameErrorAtTheSameStep) {
 
 TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
   for (bool amp : {false, true}) {
-    SCOPED_TRACE(amp ? "amp fp16, dynamic loss scaling" : "fp32");
-    auto onCpu = digitsModel(amp), onDevice = digitsModel(amp);
-    ASSERT_TRUE(onCpu && onDevice);
-    CpuBackend cpu(1);
+    SCOPED_TRACE(ampTrace(amp));
     auto fb = deviceWithGaps();
-    auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, *fb, 7, 0);
-    ASSERT_TRUE(a && b);
-    for (int i = 0; i < 12; ++i) {
-      auto ra = a->step(), rb = b->step();
-      ASSERT_TRUE(bool(ra)) << llvm::toString(ra.takeError());
-      ASSERT_TRUE(bool(rb)) << llvm::toString(rb.takeError());
-      EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i << ": " << ra->loss
-                                                    << " vs " << rb->loss;
-      EXPECT_EQ(ra->skipped, rb->skipped) << "step " << i;
-      EXPECT_EQ(ra->hasLossScale, amp);
-      EXPECT_EQ(rb->hasLossScale, amp);
-      EXPECT_EQ(bitsOf(ra->lossScaleAfter), bitsOf(rb->lossScaleAfter)) << "step " << i;
-    }
-    ASSERT_FALSE(bool(a->syncModel()));
-    ASSERT_FALSE(bool(b->syncModel()));
-    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+    SideBySide t(amp, *fb);
+    ASSERT_TRUE(t.ok());
+    ASSERT_NO_FATAL_FAILURE(t.stepBoth(12));
+    ASSERT_NO_FATAL_FAILURE(t.expectSameState());
     // Both sides ran part of the step.
     FallbackBackend::Partition p = fb->partition();
     EXPECT_GT(p.deviceNodes, 10u) << fb->partitionLine();
@@ -311,24 +335,13 @@ TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
 // once and then replayed, and the replays compute the CPU's bits.
 TEST(DeviceTraining, AWholeDeviceStepIsCapturedTwiceAndReplayed) {
   for (bool amp : {false, true}) {
-    SCOPED_TRACE(amp ? "amp fp16, dynamic loss scaling" : "fp32");
-    auto onCpu = digitsModel(amp), onDevice = digitsModel(amp);
-    ASSERT_TRUE(onCpu && onDevice);
-    CpuBackend cpu(1);
+    SCOPED_TRACE(ampTrace(amp));
     QueueBackend q;
-    auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, q, 7, 0);
-    ASSERT_TRUE(a && b);
+    SideBySide t(amp, q);
+    ASSERT_TRUE(t.ok());
     const int steps = 12;
-    for (int i = 0; i < steps; ++i) {
-      auto ra = a->step(), rb = b->step();
-      ASSERT_TRUE(bool(ra)) << llvm::toString(ra.takeError());
-      ASSERT_TRUE(bool(rb)) << llvm::toString(rb.takeError());
-      EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i;
-      EXPECT_EQ(ra->skipped, rb->skipped) << "step " << i;
-    }
-    ASSERT_FALSE(bool(a->syncModel()));
-    ASSERT_FALSE(bool(b->syncModel()));
-    EXPECT_EQ(initializerBytes(*onCpu), initializerBytes(*onDevice));
+    ASSERT_NO_FATAL_FAILURE(t.stepBoth(steps));
+    ASSERT_NO_FATAL_FAILURE(t.expectSameState());
     EXPECT_EQ(q.captures, 2u);
     EXPECT_EQ(q.replays, unsigned(steps - 2));
   }

@@ -44,7 +44,8 @@ With --op, prints everything mpc knows about one op, each fact with the
 source file (and line) that defines it: its op registry rows (opset range,
 shape function, attribute parser, in-place policy, value-dependent shape,
 cost class), its AMP class, whether it has a gradient rule, and its CPU and
-CUDA kernels with their dtypes.
+CUDA kernels with their dtypes (a CUDA kernel with the function and file
+that prepare it).
 
 options:
   --op NAME  one op: "Gemm", or "domain::Op" for another domain
@@ -213,6 +214,85 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
 
 static constexpr const char *kCudaTableFile = "runtime/cuda/CudaKernelTable.cpp";
 
+/// The function that prepares (and so launches) a CUDA row of this kind and
+/// the file that defines it: the family's entry point that
+/// runtime/cuda/CudaOps.cpp dispatches the kind to. A new kind adds a case
+/// here; tests/tools/test_ops.py fails for a kind without one and checks
+/// that the file defines the function.
+struct CudaLauncher {
+  const char *function = nullptr;
+  const char *file = nullptr;
+};
+static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
+  using K = cuda::CudaKernelKind;
+  switch (k) {
+  case K::Unary:
+  case K::Predicate:
+  case K::Binary:
+  case K::Compare:
+  case K::Cast:
+    return {"prepareElementwiseOp", "runtime/cuda/ElementwiseOps.cpp"};
+  case K::MatMul:
+  case K::Gemm:
+  case K::FusedMatMul:
+    return {"prepareGemmOp", "runtime/cuda/GemmOps.cpp"};
+  case K::Conv:
+  case K::ConvTranspose:
+  case K::ConvGrad:
+    return {"prepareConvOp", "runtime/cuda/ConvOps.cpp"};
+  case K::Pool:
+  case K::PoolGrad:
+  case K::GlobalPool:
+  case K::GlobalPoolGrad:
+    return {"preparePoolOp", "runtime/cuda/PoolOps.cpp"};
+  case K::BatchNorm: // training_mode = 1: prepareBatchNormTrainOp (BatchNormTrainOps.cpp)
+    return {"prepareBatchNormOp", "runtime/cuda/BatchNormOps.cpp"};
+  case K::Softmax:
+  case K::SoftmaxGrad:
+  case K::Norm:
+  case K::NormGrad:
+    return {"prepareNormOp", "runtime/cuda/NormOps.cpp"};
+  case K::Reduce:
+  case K::BiasGrad:
+    return {"prepareReduceOp", "runtime/cuda/ReduceOps.cpp"};
+  case K::ActivationGrad:
+    return {"prepareGradOp", "runtime/cuda/GradOps.cpp"};
+  case K::DataMove:
+    return {"prepareDataOp", "runtime/cuda/DataOps.cpp"};
+  case K::Loss:
+    return {"prepareLossOp", "runtime/cuda/LossOps.cpp"};
+  case K::Clip:
+    return {"prepareClipOp", "runtime/cuda/ClipOps.cpp"};
+  case K::BatchNormGrad:
+    return {"prepareBatchNormTrainOp", "runtime/cuda/BatchNormTrainOps.cpp"};
+  case K::StatNorm:
+    return {"prepareStatNormOp", "runtime/cuda/StatNormOps.cpp"};
+  case K::TopK:
+    return {"prepareTopKOp", "runtime/cuda/TopKOps.cpp"};
+  case K::Recurrent:
+    return {"prepareRecurrentOp", "runtime/cuda/RnnOps.cpp"};
+  case K::LstmGrad:
+    return {"prepareLstmGradOp", "runtime/cuda/RnnOps.cpp"};
+  case K::Logical:
+  case K::LogicalNot:
+  case K::ArgReduce:
+  case K::ShapeOf:
+  case K::Range:
+  case K::Trilu:
+  case K::Scan:
+  case K::GatherElements:
+  case K::Fill:
+  case K::OneHot:
+    return {"prepareIndexOp", "runtime/cuda/IndexOps.cpp"};
+  }
+  return {};
+}
+
+/// "file:line" of a shape function or parser, or why there is none.
+static std::string definedAtText(const SourceLocation &where) {
+  return where.file ? where.text() : "location unknown: missing from its list";
+}
+
 static std::vector<OpRow> collectRows() {
   std::map<std::string, OpRow> rows;
   auto rowFor = [&](llvm::StringRef domain, llvm::StringRef opType) -> OpRow & {
@@ -352,8 +432,10 @@ static int describeOp(llvm::StringRef name, bool json) {
           {"min_opset", d->minOpset},
           {"max_opset", d->maxOpset},
           {"shape_function", d->shapeName ? d->shapeName : ""},
+          {"shape_function_location", d->shape ? definedAtText(d->shapeWhere) : ""},
           {"run_by_executor", d->runByExecutor()},
           {"parser", d->parseName ? d->parseName : ""},
+          {"parser_location", d->parse ? definedAtText(d->parseWhere) : ""},
           {"in_place", inPlaceName(d->inPlace).str()},
           {"value_dependent_shape", d->valueDependentShape},
           {"cost_class", costClassName(d->cost).str()},
@@ -373,11 +455,14 @@ static int describeOp(llvm::StringRef name, bool json) {
       llvm::json::Array dts;
       for (const std::string &t : dtypeNames(k->dtypes))
         dts.push_back(t);
+      CudaLauncher l = cudaLauncherOf(k->kind);
       cudaJson.push_back(llvm::json::Object{{"min_opset", k->minOpset},
                                             {"max_opset", k->maxOpset},
                                             {"launcher", cudaKindName(k->kind).str()},
                                             {"dtypes", std::move(dts)},
-                                            {"location", kCudaTableFile}});
+                                            {"location", kCudaTableFile},
+                                            {"prepare_function", l.function ? l.function : ""},
+                                            {"prepare_location", l.file ? l.file : ""}});
     }
     llvm::json::Object o{
         {"op", op},
@@ -408,9 +493,11 @@ static int describeOp(llvm::StringRef name, bool json) {
       os << "  shape function: none (run by the executor on the host, shaped while "
             "running)\n";
     else
-      os << "  shape function: " << d->shapeName << "\n";
+      os << "  shape function: " << d->shapeName << " (" << definedAtText(d->shapeWhere)
+         << ")\n";
     if (d->parse)
-      os << "  attributes: parsed once per node by " << d->parseName << "\n";
+      os << "  attributes: parsed once per node by " << d->parseName << " ("
+         << definedAtText(d->parseWhere) << ")\n";
     else if (d->runByExecutor())
       os << "  attributes: read by the executor\n";
     else
@@ -435,10 +522,16 @@ static int describeOp(llvm::StringRef name, bool json) {
        << ", " << join(dtypeNames(k->dtypes), ",") << " (" << k->where.text() << ")\n";
   if (cudaKernels.empty())
     os << "cuda kernel: none\n";
-  for (const cuda::CudaKernel *k : cudaKernels)
+  for (const cuda::CudaKernel *k : cudaKernels) {
+    CudaLauncher l = cudaLauncherOf(k->kind);
     os << "cuda kernel: opsets " << opsetText(k->minOpset, k->maxOpset) << ", "
        << cudaKindName(k->kind) << ", " << join(dtypeNames(k->dtypes), ",") << " ("
-       << kCudaTableFile << ")\n";
+       << kCudaTableFile << "), prepared by "
+       << (l.function ? std::string(l.function) + " (" + l.file + ")"
+                      : std::string("an unknown function: the kind is missing from "
+                                    "cudaLauncherOf in tools/mpc/Ops.cpp"))
+       << "\n";
+  }
   return Ok;
 }
 

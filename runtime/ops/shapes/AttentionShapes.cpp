@@ -104,6 +104,7 @@ llvm::Expected<AttnLayout> shapes::attnLayout(const Node &n, const AttentionPara
   return l;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeAttention)
 llvm::Error shapes::shapeAttention(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto p = attentionParamsOf(q.node);
   if (!p)
@@ -165,6 +166,7 @@ llvm::Expected<Rotary> shapes::rotaryLayout(const Node &n, const RotaryParams &p
   return r;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeRotaryEmbedding)
 llvm::Error shapes::shapeRotaryEmbedding(const ShapeQuery &q, std::vector<ShapedType> &out) {
   bool positions = q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined;
   if (q.inputs[1].shape != q.inputs[2].shape)

@@ -80,6 +80,7 @@ static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int6
   return sizes;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeReshape)
 llvm::Error shapes::shapeReshape(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto target = knownInts(q, 1, "the target shape");
   if (!target)
@@ -120,6 +121,7 @@ llvm::Error shapes::shapeReshape(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeFlatten)
 llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", 1);
@@ -141,6 +143,7 @@ static llvm::Expected<std::vector<int64_t>> squeezeAxes(const ShapeQuery &q) {
   return intsAttr(q.node, "axes", {});
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSqueeze)
 llvm::Error shapes::shapeSqueeze(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   auto axesOrError = squeezeAxes(q);
@@ -165,6 +168,7 @@ llvm::Error shapes::shapeSqueeze(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeUnsqueeze)
 llvm::Error shapes::shapeUnsqueeze(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   auto axesOrError = squeezeAxes(q);
@@ -186,6 +190,7 @@ llvm::Error shapes::shapeUnsqueeze(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeTranspose)
 llvm::Error shapes::shapeTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   std::vector<int64_t> perm = transposePerm(q.node, x.size());
@@ -203,6 +208,7 @@ llvm::Error shapes::shapeTranspose(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeShape)
 llvm::Error shapes::shapeShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t s, e;
   shapeOpRange(q.node, q.inputs[0].shape.size(), s, e);
@@ -210,11 +216,13 @@ llvm::Error shapes::shapeShape(const ShapeQuery &q, std::vector<ShapedType> &out
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSize)
 llvm::Error shapes::shapeSize(const ShapeQuery &q, std::vector<ShapedType> &out) {
   out.assign(1, ShapedType{DType::I64, {}});
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGather)
 llvm::Error shapes::shapeGather(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
   int64_t axis = q.node.intAttr("axis", 0);
@@ -229,6 +237,7 @@ llvm::Error shapes::shapeGather(const ShapeQuery &q, std::vector<ShapedType> &ou
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConcat)
 llvm::Error shapes::shapeConcat(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> shape = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", 0);
@@ -248,6 +257,7 @@ llvm::Error shapes::shapeConcat(const ShapeQuery &q, std::vector<ShapedType> &ou
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSlice)
 llvm::Error shapes::shapeSlice(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> v[4];
   for (unsigned i = 1; i < 5; ++i) {
@@ -265,6 +275,7 @@ llvm::Error shapes::shapeSlice(const ShapeQuery &q, std::vector<ShapedType> &out
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeExpand)
 llvm::Error shapes::shapeExpand(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = knownInts(q, 1, "the target shape");
   if (!s)
@@ -279,6 +290,7 @@ llvm::Error shapes::shapeExpand(const ShapeQuery &q, std::vector<ShapedType> &ou
 
 /// NonZero's output shape depends on the data: the executor runs graphs
 /// with it in dynamic mode and passes the input's host copy.
+MPC_DEFINED_BELOW(shapes::shapeNonZero)
 llvm::Error shapes::shapeNonZero(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const HostTensor *x = q.values.empty() ? nullptr : q.values[0];
   if (!x)
@@ -290,6 +302,7 @@ llvm::Error shapes::shapeNonZero(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeDropout)
 llvm::Error shapes::shapeDropout(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkDropoutInference(q))
     return e;
@@ -302,6 +315,7 @@ llvm::Error shapes::shapeDropout(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeVariadicBroadcast)
 llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.inputs.empty())
     return nodeError(q.node, "needs at least one input");
@@ -319,6 +333,7 @@ llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLRN)
 llvm::Error shapes::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.inputs[0].shape.size() < 3)
     return nodeError(q.node, "input " + formatShape(q.inputs[0].shape) +
@@ -330,6 +345,7 @@ llvm::Error shapes::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSplit)
 llvm::Error shapes::shapeSplit(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", 0);
@@ -347,6 +363,7 @@ llvm::Error shapes::shapeSplit(const ShapeQuery &q, std::vector<ShapedType> &out
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeTile)
 llvm::Error shapes::shapeTile(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   auto r = knownInts(q, 1, "repeats");
@@ -385,14 +402,17 @@ static llvm::Error shapeBlocks(const ShapeQuery &q, std::vector<ShapedType> &out
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeDepthToSpace)
 llvm::Error shapes::shapeDepthToSpace(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeBlocks(q, out, true);
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSpaceToDepth)
 llvm::Error shapes::shapeSpaceToDepth(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeBlocks(q, out, false);
 }
 
+MPC_DEFINED_BELOW(shapes::shapeTrilu)
 llvm::Error shapes::shapeTrilu(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.inputs[0].shape.size() < 2)
     return nodeError(q.node, "input must have rank >= 2");
@@ -400,6 +420,7 @@ llvm::Error shapes::shapeTrilu(const ShapeQuery &q, std::vector<ShapedType> &out
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeRangeOp)
 llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
   for (unsigned i = 0; i < 3; ++i)
     if (i >= q.values.size() || !q.values[i])
@@ -449,6 +470,7 @@ llvm::Expected<HostTensor> shapes::constantValue(const Node &n) {
   return nodeError(n, "unsupported Constant attribute");
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConstant)
 llvm::Error shapes::shapeConstant(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto t = constantValue(q.node);
   if (!t)
@@ -471,6 +493,7 @@ llvm::Expected<HostTensor> shapes::fillValue(const Node &n) {
   return t;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConstantOfShape)
 llvm::Error shapes::shapeConstantOfShape(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto shape = knownInts(q, 0, "the shape");
   if (!shape)
@@ -523,6 +546,7 @@ static llvm::Expected<PadMode> padModeAttr(const Node &n) {
   return padMode(n, n.stringAttr("mode", "constant"));
 }
 
+MPC_DEFINED_BELOW(shapes::shapePad)
 llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   std::vector<int64_t> pads, axes, begin, end;

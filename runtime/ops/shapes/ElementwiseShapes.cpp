@@ -18,6 +18,7 @@
 using namespace mpc;
 using namespace mpc::shapes;
 
+MPC_DEFINED_BELOW(shapes::shapeCastLike)
 llvm::Error shapes::shapeCastLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
   DType to = q.inputs[1].dtype;
   if (runtimeElementSize(to) == 0)
@@ -26,11 +27,13 @@ llvm::Error shapes::shapeCastLike(const ShapeQuery &q, std::vector<ShapedType> &
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSameAsInput0)
 llvm::Error shapes::shapeSameAsInput0(const ShapeQuery &q, std::vector<ShapedType> &out) {
   out.assign(q.node.numOutputs(), q.inputs[0]);
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeBroadcast)
 llvm::Error shapes::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> shape;
   DType dt = DType::Undefined;
@@ -53,6 +56,7 @@ llvm::Error shapes::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeCompare)
 llvm::Error shapes::shapeCompare(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = shapeBroadcast(q, out))
     return e;
@@ -60,11 +64,13 @@ llvm::Error shapes::shapeCompare(const ShapeQuery &q, std::vector<ShapedType> &o
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapePredicate)
 llvm::Error shapes::shapePredicate(const ShapeQuery &q, std::vector<ShapedType> &out) {
   out.assign(1, ShapedType{DType::Bool, q.inputs[0].shape});
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeCast)
 llvm::Error shapes::shapeCast(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t to = q.node.intAttr("to", 0);
   if (!isKnownDType(to) || runtimeElementSize(DType(to)) == 0)

@@ -20,6 +20,7 @@
 using namespace mpc;
 using namespace mpc::shapes;
 
+MPC_DEFINED_BELOW(shapes::shapeArgReduce)
 llvm::Error shapes::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> shape = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", 0);
@@ -35,6 +36,7 @@ llvm::Error shapes::shapeArgReduce(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeTopK)
 llvm::Error shapes::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> shape = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", -1), kk;
@@ -58,6 +60,7 @@ llvm::Error shapes::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out)
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGatherElements)
 llvm::Error shapes::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
   int64_t axis = q.node.intAttr("axis", 0);
@@ -68,6 +71,7 @@ llvm::Error shapes::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedT
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGatherND)
 llvm::Error shapes::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
   int64_t b = q.node.intAttr("batch_dims", 0);
@@ -83,6 +87,7 @@ llvm::Error shapes::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeOneHot)
 llvm::Error shapes::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.values.size() < 2 || !q.values[1])
     return nodeError(q.node, "depth must be known before running");
@@ -98,6 +103,7 @@ llvm::Error shapes::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &ou
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeCompress)
 llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const HostTensor *cond = q.values.size() > 1 ? q.values[1] : nullptr;
   if (!cond)
@@ -127,6 +133,7 @@ llvm::Error shapes::shapeCompress(const ShapeQuery &q, std::vector<ShapedType> &
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeReverseSequence)
 llvm::Error shapes::shapeReverseSequence(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   auto p = reverseSequenceParamsOf(q.node);
@@ -141,6 +148,7 @@ llvm::Error shapes::shapeReverseSequence(const ShapeQuery &q, std::vector<Shaped
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeEyeLike)
 llvm::Error shapes::shapeEyeLike(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const ShapedType &x = q.inputs[0];
   if (x.shape.size() != 2)
@@ -225,6 +233,7 @@ llvm::Expected<EinsumPlan> shapes::einsumPlan(const Node &n, llvm::StringRef equ
   return p;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeEinsum)
 llvm::Error shapes::shapeEinsum(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<std::vector<int64_t>> shapes;
   for (const ShapedType &t : q.inputs)

@@ -20,6 +20,7 @@
 using namespace mpc;
 using namespace mpc::shapes;
 
+MPC_DEFINED_BELOW(shapes::shapeGemm)
 llvm::Error shapes::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &a = q.inputs[0].shape, &b = q.inputs[1].shape;
   if (a.size() != 2 || b.size() != 2)
@@ -42,6 +43,7 @@ llvm::Error shapes::shapeGemm(const ShapeQuery &q, std::vector<ShapedType> &out)
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGlobalPool)
 llvm::Error shapes::shapeGlobalPool(const ShapeQuery &q, std::vector<ShapedType> &out) {
   std::vector<int64_t> shape = q.inputs[0].shape;
   if (shape.size() < 2)
@@ -52,12 +54,14 @@ llvm::Error shapes::shapeGlobalPool(const ShapeQuery &q, std::vector<ShapedType>
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeBatchNorm)
 llvm::Error shapes::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (isTrainingBatchNorm(q.node))
     return shapeBatchNormTraining(q, out);
   return shapeSameAsInput0(q, out);
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLayerNorm)
 llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t axis = q.node.intAttr("axis", -1);
   std::vector<int64_t> x = q.inputs[0].shape;
@@ -73,6 +77,7 @@ llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeMatMul)
 llvm::Error shapes::shapeMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
   llvm::SmallVector<int64_t, 6> shape;
   if (!matmulShape(q.inputs[0].shape, q.inputs[1].shape, shape))
@@ -110,6 +115,7 @@ shapes::reduceAxes(const Node &n, std::vector<int64_t> axes, bool noopWithEmptyA
   return axes;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeReduce)
 llvm::Error shapes::shapeReduce(const ShapeQuery &q, std::vector<ShapedType> &out) {
   bool hasAxes = q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined;
   auto axes = reduceAxes(q.node, q.inputs[0].shape.size(),
@@ -164,6 +170,7 @@ shapes::fusedOperands(const FusedMatMulParams &p, llvm::ArrayRef<int64_t> a,
           fusedOperand(b, p.transB, p.transBatchB, /*isB=*/true)};
 }
 
+MPC_DEFINED_BELOW(shapes::shapeFusedMatMul)
 llvm::Error shapes::shapeFusedMatMul(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const ShapedType &a = q.inputs[0], &b = q.inputs[1];
   if (a.shape.empty() || b.shape.empty())

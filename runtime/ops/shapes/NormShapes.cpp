@@ -18,6 +18,7 @@
 using namespace mpc;
 using namespace mpc::shapes;
 
+MPC_DEFINED_BELOW(shapes::shapeInstanceNorm)
 llvm::Error shapes::shapeInstanceNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   if (x.size() < 3 || q.inputs[1].shape != std::vector<int64_t>{x[1]} ||
@@ -29,6 +30,7 @@ llvm::Error shapes::shapeInstanceNorm(const ShapeQuery &q, std::vector<ShapedTyp
 }
 
 /// GroupNormalization-18 takes [G] scale/bias; 21 takes [C].
+MPC_DEFINED_BELOW(shapes::shapeGroupNorm)
 llvm::Error shapes::shapeGroupNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   int64_t g = q.node.intAttr("num_groups", 0);
@@ -43,6 +45,7 @@ llvm::Error shapes::shapeGroupNorm(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLpNorm)
 llvm::Error shapes::shapeLpNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t axis = q.node.intAttr("axis", -1), p = q.node.intAttr("p", 2);
   if (!normalizeAxis(axis, q.inputs[0].shape.size()))
@@ -72,6 +75,7 @@ static bool broadcastsTo(const std::vector<int64_t> &scale, llvm::ArrayRef<int64
   return true;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeRMSNorm)
 llvm::Error shapes::shapeRMSNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const std::vector<int64_t> &x = q.inputs[0].shape, &scale = q.inputs[1].shape;
   llvm::Expected<int64_t> axis = rmsAxis(q.node, x);

@@ -45,6 +45,7 @@ llvm::Error shapes::checkLstmAttrs(const Node &n) {
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLSTM)
 llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLstmAttrs(q.node))
     return e;
@@ -177,10 +178,12 @@ static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &
 const char *const shapes::kGruActs[2] = {"Sigmoid", "Tanh"};
 const char *const shapes::kRnnActs[1] = {"Tanh"};
 
+MPC_DEFINED_BELOW(shapes::shapeGRU)
 llvm::Error shapes::shapeGRU(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 3, kGruActs);
 }
 
+MPC_DEFINED_BELOW(shapes::shapeRNN)
 llvm::Error shapes::shapeRNN(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeRecurrent(q, out, 1, kRnnActs);
 }

@@ -100,6 +100,7 @@ void shapes::resizing::operandIndices(const Node &n, int &roi, int &scales, int 
   }
 }
 
+MPC_DEFINED_BELOW(shapes::shapeResize)
 llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto a = resizeParamsOf(q.node);
   if (!a)

@@ -20,6 +20,7 @@ using namespace mpc;
 using namespace mpc::shapes;
 
 /// dX: dtype of dY, shape of input 1 (which dY must match).
+MPC_DEFINED_BELOW(shapes::shapeUnaryGrad)
 llvm::Error shapes::shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
@@ -29,6 +30,7 @@ llvm::Error shapes::shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeBiasGrad)
 llvm::Error shapes::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto shape = knownInts(q, 1, "the shape input");
   if (!shape)
@@ -46,6 +48,7 @@ llvm::Error shapes::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSoftmaxGrad)
 llvm::Error shapes::shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   int64_t axis = q.node.intAttr("axis", -1);
   if (!normalizeAxis(axis, std::max<int64_t>(q.inputs[1].shape.size(), 1)))
@@ -53,6 +56,7 @@ llvm::Error shapes::shapeSoftmaxGrad(const ShapeQuery &q, std::vector<ShapedType
   return shapeUnaryGrad(q, out);
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLayerNormGrad)
 llvm::Error shapes::shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
@@ -78,6 +82,7 @@ llvm::Error shapes::shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedTy
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeBatchNormGrad)
 llvm::Error shapes::shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 0, 1))
     return e;
@@ -95,6 +100,7 @@ llvm::Error shapes::shapeBatchNormGrad(const ShapeQuery &q, std::vector<ShapedTy
 
 /// Training-mode BatchNormalization (opset 14+, training_mode = 1): Y and
 /// the optional running_mean and running_var, typed like input_mean.
+MPC_DEFINED_BELOW(shapes::shapeBatchNormTraining)
 llvm::Error shapes::shapeBatchNormTraining(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   if (x.size() < 2)
@@ -112,6 +118,7 @@ llvm::Error shapes::shapeBatchNormTraining(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGlobalAveragePoolGrad)
 llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[1].shape, &dy = q.inputs[0].shape;
   bool ok = x.size() >= 2 && dy.size() == x.size() && dy[0] == x[0] && dy[1] == x[1];
@@ -125,6 +132,7 @@ llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q, std::vector<
 }
 
 /// The forward data shape (input 1) and the checked dY shape of GatherGrad.
+MPC_DEFINED_BELOW(shapes::shapeGatherGrad)
 llvm::Error shapes::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto x = knownInts(q, 1, "the shape input");
   if (!x)
@@ -145,6 +153,7 @@ llvm::Error shapes::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType>
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSliceGrad)
 llvm::Error shapes::shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto x = knownInts(q, 1, "the shape input");
   if (!x)
@@ -201,6 +210,7 @@ static llvm::Error checkLabels(const ShapeQuery &q, unsigned scores, unsigned la
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeClassificationLoss)
 llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 0, 1))
     return e;
@@ -220,6 +230,7 @@ llvm::Error shapes::shapeClassificationLoss(const ShapeQuery &q, std::vector<Sha
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeSoftmaxCrossEntropyLossGrad)
 llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
                                                      std::vector<ShapedType> &out) {
   if (auto e = checkLabels(q, 1, 2))
@@ -238,6 +249,7 @@ llvm::Error shapes::shapeSoftmaxCrossEntropyLossGrad(const ShapeQuery &q,
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeMSELossGrad)
 llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = requireSameShape(q, 1, 2))
     return e;
@@ -358,6 +370,7 @@ static void recurrentGradOutputs(const ShapeQuery &q, const RecurrentGradPorts &
   out.resize(std::min<size_t>(out.size(), q.node.numOutputs()));
 }
 
+MPC_DEFINED_BELOW(shapes::shapeLstmGrad)
 llvm::Error shapes::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kLstmPorts, checkLstmAttrs);
   if (!s)
@@ -366,6 +379,7 @@ llvm::Error shapes::shapeLstmGrad(const ShapeQuery &q, std::vector<ShapedType> &
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeGruGrad)
 llvm::Error shapes::shapeGruGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto s = recurrentGradShape(q, kGruPorts, checkGruGradAttrs);
   if (!s)

@@ -157,6 +157,7 @@ static llvm::Error shapeConvOutput(const ShapeQuery &q, std::vector<ShapedType> 
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConv)
 llvm::Error shapes::shapeConv(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeConvOutput(q, out, convGeometry);
 }
@@ -177,6 +178,7 @@ llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowPar
   return g;
 }
 
+MPC_DEFINED_BELOW(shapes::shapePool)
 llvm::Error shapes::shapePool(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto wp = windowParamsOf(q.node);
   if (!wp)
@@ -244,6 +246,7 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
   return g;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConvTranspose)
 llvm::Error shapes::shapeConvTranspose(const ShapeQuery &q, std::vector<ShapedType> &out) {
   return shapeConvOutput(q, out, deconvGeometry);
 }
@@ -286,6 +289,7 @@ llvm::Expected<ConvGeometry> shapes::convGradGeometry(const Node &n, const Windo
   return g;
 }
 
+MPC_DEFINED_BELOW(shapes::shapeConvGrad)
 llvm::Error shapes::shapeConvGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto wp = windowParamsOf(q.node);
   if (!wp)
@@ -320,6 +324,7 @@ llvm::Expected<PoolGeometry> shapes::poolGradGeometry(const Node &n, const Windo
   return g;
 }
 
+MPC_DEFINED_BELOW(shapes::shapePoolGrad)
 llvm::Error shapes::shapePoolGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
   auto wp = windowParamsOf(q.node);
   if (!wp)

@@ -84,6 +84,12 @@ struct SourceLocation {
   std::string text() const;
 };
 #define MPC_SOURCE_LOCATION ::mpc::SourceLocation{__FILE__, unsigned(__LINE__)}
+/// Written on the line above a function's definition (a shape function, an
+/// attribute parser): defines `Fn##Where`, declared beside the function in
+/// its list (ShapeFunctions.h, runtime/ops/Parsers.h), as the location of the
+/// definition's first line.
+#define MPC_DEFINED_BELOW(Fn)                                                  \
+  const ::mpc::SourceLocation Fn##Where{__FILE__, unsigned(__LINE__) + 1};
 
 /// `file` (an absolute __FILE__ of this build) relative to the source tree.
 std::string sourceRelativePath(const char *file);
@@ -123,6 +129,9 @@ struct OpDef {
   /// The shape function's and the parser's names (for `mpc ops --op`).
   const char *shapeName = nullptr;
   const char *parseName = nullptr;
+  /// Where the shape function and the parser are defined (file null when
+  /// the row has none, or the function is missing from its list).
+  SourceLocation shapeWhere, parseWhere;
 
   /// True for the ops the executor runs itself (no backend kernel).
   bool runByExecutor() const { return shape == nullptr; }
