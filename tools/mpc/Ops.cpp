@@ -284,6 +284,24 @@ static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
   case K::Fill:
   case K::OneHot:
     return {"prepareIndexOp", "runtime/cuda/IndexOps.cpp"};
+  case K::GruGrad:
+    return {"prepareGruGradOp", "runtime/cuda/RnnOps.cpp"};
+  case K::BlockMove:
+  case K::GatherND:
+  case K::Scatter:
+  case K::ReverseSequence:
+  case K::EyeLike:
+  case K::Compress:
+  case K::NonZero:
+    return {"prepareMoveOp", "runtime/cuda/MoveOps.cpp"};
+  case K::Rotary:
+    return {"prepareRotaryOp", "runtime/cuda/RotaryOps.cpp"};
+  case K::Einsum:
+    return {"prepareEinsumOp", "runtime/cuda/EinsumOps.cpp"};
+  case K::Attention:
+    return {"prepareAttentionOp", "runtime/cuda/AttentionOps.cpp"};
+  case K::Image: // Pad's edge/reflect/wrap modes are DataMove rows prepared here too
+    return {"prepareImageOp", "runtime/cuda/ImageOps.cpp"};
   }
   return {};
 }
