@@ -1064,6 +1064,73 @@ TEST(OnnxWireImport, UnknownFieldsAreKept) {
   EXPECT_FALSE(withAttr.getPrevNode()->unknownFields.empty());
 }
 
+// The wire reader reuses its views of nested graphs from one body to the
+// next at each nesting level: a body rich in fields (doc string, an
+// initializer, value infos, nested If nodes) followed by bare
+// ones, at two levels, must import as the parsed model does, every body with
+// only what it holds.
+TEST(OnnxWireImport, BodiesReadOneAfterAnotherKeepNothingOfTheLast) {
+  onnx::ModelProto p = tinyModel(); // Relu(x) -> y
+  onnx::GraphProto &g = *p.mutable_graph();
+  addValue(g.mutable_input(), "c", TensorProto::BOOL, {});
+  auto richBody = [&](onnx::GraphProto &b, const std::string &prefix) {
+    b.set_name(prefix + "rich");
+    b.set_doc_string("a documented body");
+    *b.add_initializer() = floatTensor(prefix + "k", {4}, {1, 2, 3, 4});
+    addNode(b, "Mul", {"y", prefix + "k"}, {prefix + "m"}, prefix + "mul");
+    addValue(b.mutable_value_info(), prefix + "m", TensorProto::FLOAT, {"4"});
+    addNode(b, "Neg", {prefix + "m"}, {prefix + "r"});
+    addValue(b.mutable_output(), prefix + "r", TensorProto::FLOAT, {"N"})
+        ->set_doc_string("the rich body's output");
+  };
+  auto bareBody = [&](onnx::GraphProto &b, const std::string &prefix) {
+    addNode(b, "Relu", {"y"}, {prefix + "r"});
+    addValue(b.mutable_output(), prefix + "r", TensorProto::FLOAT, {});
+  };
+  auto addIf = [&](onnx::GraphProto &into, const std::string &prefix, bool thenRich,
+                   bool elseRich) {
+    auto *n = addNode(into, "If", {"c"}, {prefix + "out"}, prefix + "if");
+    onnx::GraphProto *t = addAttr(*n, "then_branch", AttributeProto::GRAPH)->mutable_g();
+    onnx::GraphProto *e = addAttr(*n, "else_branch", AttributeProto::GRAPH)->mutable_g();
+    thenRich ? richBody(*t, prefix + "t_") : bareBody(*t, prefix + "t_");
+    elseRich ? richBody(*e, prefix + "e_") : bareBody(*e, prefix + "e_");
+    return t;
+  };
+  onnx::GraphProto *outerThen = addIf(g, "a_", true, false);
+  // Inside the first body, If nodes of their own (the next level's views).
+  addIf(*outerThen, "a_in1_", true, false);
+  addIf(*outerThen, "a_in2_", false, false);
+  addIf(g, "b_", false, true);
+  addIf(g, "c_", false, false);
+  // A Loop whose body (bare) follows a rich one at the same level.
+  auto *loop = addNode(g, "Loop", {"", "c", "y"}, {"loop_out"}, "loop");
+  onnx::GraphProto *body = addAttr(*loop, "body", AttributeProto::GRAPH)->mutable_g();
+  addValue(body->mutable_input(), "i", TensorProto::INT64, {});
+  addValue(body->mutable_input(), "cond_in", TensorProto::BOOL, {});
+  addValue(body->mutable_input(), "v", TensorProto::FLOAT, {"4"});
+  addNode(*body, "Identity", {"cond_in"}, {"cond_out"});
+  addNode(*body, "Relu", {"v"}, {"v_out"});
+  addValue(body->mutable_output(), "cond_out", TensorProto::BOOL, {});
+  addValue(body->mutable_output(), "v_out", TensorProto::FLOAT, {"4"});
+  addIf(g, "d_", false, false);
+  addValue(g.mutable_output(), "d_out", TensorProto::FLOAT, {});
+  std::string bytes = serialize(p);
+  expectSameAsParsed(bytes);
+  auto m = importOnnxBytes(bytes, ".");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  // Only the rich bodies carry a doc string and an initializer.
+  unsigned rich = 0, graphs = 0;
+  forEachGraph(*(*m)->graph, [&](Graph &body) {
+    ++graphs;
+    bool isRich = llvm::StringRef(body.name).endswith("rich");
+    rich += isRich;
+    EXPECT_EQ(body.docString == "a documented body", isRich) << body.name;
+    EXPECT_EQ(body.initializers().size(), isRich ? 1u : 0u) << body.name;
+  });
+  EXPECT_EQ(rich, 3u);
+  EXPECT_EQ(graphs, 1u + 2 * 6 + 1);
+}
+
 TEST(OnnxWireImport, TensorTypesAsParsed) {
   auto dim = [](const std::string &fields) { return lenField(1, fields); };
   std::string shape = dim(intField(1, 3)) + dim(lenField(2, "N")) +
