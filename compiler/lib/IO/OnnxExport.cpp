@@ -409,14 +409,15 @@ static void putTag(WireBuf &out, unsigned field, unsigned wire) {
 /// A length-delimited field: tag, length and bytes, appended with one
 /// capacity check.
 static void putBytes(WireBuf &out, unsigned field, llvm::StringRef s) {
-  char head[20];
-  char *end = encodeVarint(head, (static_cast<uint64_t>(field) << 3) | kLen);
-  end = encodeVarint(end, s.size());
-  size_t headSize = static_cast<size_t>(end - head), at = out.size();
-  out.resize_for_overwrite(at + headSize + s.size());
-  std::memcpy(out.data() + at, head, headSize);
+  // Room for the longest head (two 10-byte varints), the head encoded in
+  // place, then the size cut back: one copy per field, the name's.
+  size_t at = out.size();
+  out.resize_for_overwrite(at + 20 + s.size());
+  char *p = encodeVarint(out.data() + at, (static_cast<uint64_t>(field) << 3) | kLen);
+  p = encodeVarint(p, s.size());
   if (!s.empty())
-    std::memcpy(out.data() + at + headSize, s.data(), s.size());
+    std::memcpy(p, s.data(), s.size());
+  out.resize(static_cast<size_t>(p - out.data()) + s.size());
 }
 
 static void putFixed32(WireBuf &out, unsigned field, float f) {
