@@ -61,6 +61,16 @@ static llvm::StringRef typeSuffix(DType t) {
   }
 }
 
+/// `base` + "/" + `suffix`, or that with "_N" appended when it is taken
+/// (Model::freshName); the name is reserved. Built in one buffer: a cast's
+/// name is made for nearly every cast the rewrite inserts.
+static std::string freshSuffixedName(Model &m, llvm::StringRef base, llvm::StringRef suffix) {
+  llvm::SmallString<128> name(base);
+  name += '/';
+  name += suffix;
+  return m.freshName(name);
+}
+
 /// Converts an f32 tensor to `to` (f16/bf16), rounding to nearest even; finite
 /// values beyond the target's range saturate to its largest finite value
 /// (attention masks like -1e9 keep their meaning), inf and NaN stay.
@@ -363,16 +373,20 @@ Value *CastInserter::insertCast(Value *v, DType want, llvm::StringRef resultName
   // (a fresh name is none: the scan of the outputs, O(outputs) per cast, is
   // only for the names keepGraphOutputs passes).
   // Either way the name is reserved: the node borrows the name table's copy.
+  // Names are hashed once: both are reserved already, so reserveTableName
+  // finds them and borrows the table's copy (as tableName would).
+  llvm::CachedHashStringRef resultKey = Model::nameKey(resultName);
   if (resultName == v->name() || v->isGraphOutput() ||
       (!freshResultName && isOutputName(g, resultName)))
-    cast->name = m.tableName(m.freshName((v->name() + "/" + castSuffix(want)).str()));
+    cast->name = m.reserveTableName(
+        Model::nameKey(freshSuffixedName(m, v->name(), castSuffix(want))));
   else
-    cast->name = m.tableName(resultName);
+    cast->name = m.reserveTableName(resultKey);
   cast->addInput(v);
   cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(want)));
   Type t = v->type;
   t.setTensorElemType(want);
-  Value *out = cast->setOutput(0, resultName, std::move(t));
+  Value *out = cast->setOutput(0, resultKey, std::move(t));
   out->hasValueInfo = v->hasValueInfo || v->type.hasShape;
   bool ofConstant = v->kind() == ValueKind::Initializer ||
                     (v->producer() && llvm::StringRef(v->producer()->opType) == "Constant");
@@ -428,7 +442,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
         v->type.setTensorElemType(want);
         res = v;
       } else {
-        std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
+        std::string name = freshSuffixedName(m, v->name(), typeSuffix(want));
         res = g.addInitializer(name, std::move(conv));
       }
     }
@@ -448,7 +462,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
         res = v;
       } else {
         Node *c = g.createNode("Constant", "", std::next(p->getIterator()), p);
-        std::string name = m.freshName((v->name() + "/" + typeSuffix(want)).str());
+        std::string name = freshSuffixedName(m, v->name(), typeSuffix(want));
         c->name = m.tableName(name);
         c->setAttr(Attribute::makeTensor("value", std::move(conv)));
         Type t = v->type;
@@ -458,7 +472,7 @@ Value *CastInserter::convertTo(Value *v, DType want, bool allUsesWant) {
     }
   }
   if (!res)
-    res = insertCast(v, want, m.freshName((v->name() + "/" + castSuffix(want)).str()));
+    res = insertCast(v, want, freshSuffixedName(m, v->name(), castSuffix(want)));
   setCached(v, want, res);
   return res;
 }
@@ -487,7 +501,7 @@ void CastInserter::fixValue(Value *v) {
       Value *&repl = stageCache[{v, static_cast<unsigned>(want), stage}];
       if (!repl) {
         castHome = stage;
-        repl = insertCast(v, want, m.freshName((v->name() + "/" + castSuffix(want)).str()));
+        repl = insertCast(v, want, freshSuffixedName(m, v->name(), castSuffix(want)));
         castHome = nullptr;
       }
       mv.first.user->setInput(mv.first.operand, repl);
@@ -514,7 +528,7 @@ void CastInserter::keepGraphOutputs(Graph &g) {
     std::string name = v->name();
     Value *out = cached(v, orig);
     if (!out || out->name() != name) {
-      Graph::renameValue(v, m.freshName((name + "/" + typeSuffix(have)).str()));
+      Graph::renameValue(v, freshSuffixedName(m, name, typeSuffix(have)));
       out = insertCast(v, orig, name, /*freshResultName=*/false);
       setCached(v, orig, out);
     }

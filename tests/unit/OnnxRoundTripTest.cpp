@@ -630,6 +630,20 @@ TEST(OnnxRoundTrip, WritesExternalDataFile) {
   EXPECT_EQ(*b1, *b2);
 }
 
+/// Writes `m` to `path` and expects the file to hold protobuf's own
+/// serialization of it; returns those bytes (empty on failure).
+static std::string expectWrittenAsProtobufWould(Model &m, const std::string &path) {
+  EXPECT_FALSE(bool(writeOnnxFile(m, path, ExportOptions())));
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(bool(buf));
+  auto want = exportOnnxBytes(m); // protobuf's own serializer
+  EXPECT_TRUE(bool(want)) << (want ? "" : llvm::toString(want.takeError()));
+  if (!buf || !want)
+    return {};
+  EXPECT_TRUE((*buf)->getBuffer() == *want);
+  return *want;
+}
+
 /// Relu(x) -> y, then a chain of `n` Relu and Neg nodes (about 40 bytes
 /// each) whose end is the graph's output; returns the last result's name.
 static std::string appendChain(onnx::ModelProto &p, int n) {
@@ -659,13 +673,7 @@ TEST(OnnxRoundTrip, LargeFilesAreWrittenAsProtobufSerializesThem) {
   *g.add_initializer() = floatTensor("small", {2}, {1, 2});
   auto m = importOk(p);
   ASSERT_TRUE(m);
-  ASSERT_FALSE(bool(writeOnnxFile(*m, dir.file("big.onnx"), ExportOptions())));
-  auto buf = llvm::MemoryBuffer::getFile(dir.file("big.onnx"));
-  ASSERT_TRUE(bool(buf));
-  auto want = exportOnnxBytes(*m); // protobuf's own serializer
-  ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
-  EXPECT_GT(want->size(), size_t(3) << 20);
-  EXPECT_TRUE((*buf)->getBuffer() == *want);
+  EXPECT_GT(expectWrittenAsProtobufWould(*m, dir.file("big.onnx")).size(), size_t(3) << 20);
 }
 
 // Once ExportOptions::streamNodesAfter bytes of the main graph's nodes are
@@ -825,6 +833,57 @@ TEST(OnnxRoundTrip, WrittenFilesAreWhatProtobufSerializes) {
     ASSERT_TRUE(bool(want)) << llvm::toString(want.takeError());
     EXPECT_TRUE((*buf)->getBuffer() == *want) << p.graph().name();
   }
+}
+
+// Tensor types are written with their lengths counted in advance: dimensions
+// and names long enough for two- and three-byte lengths, dimension
+// denotations with and without a type denotation, scalars and unknown shapes,
+// in a body and in the main graph, must still be protobuf's bytes.
+TEST(OnnxRoundTrip, WrittenTensorTypesWithLongFieldsAreWhatProtobufSerializes) {
+  onnx::ModelProto p = tinyModel();
+  onnx::GraphProto &g = *p.mutable_graph();
+  addValue(g.mutable_input(), "c", TensorProto::BOOL, {});
+  auto *ifNode = addNode(g, "If", {"c"}, {"z"}, "if");
+  std::string longParam(200, 'P'), longerParam(20000, 'Q');
+  std::vector<std::string> dims = {"300", "1099511627776", "0", longParam, "?", "16383", "16384"};
+  for (const char *branch : {"then_branch", "else_branch"}) {
+    onnx::GraphProto *b = addAttr(*ifNode, branch, AttributeProto::GRAPH)->mutable_g();
+    b->set_name(branch);
+    std::string out = std::string(branch) + "_out";
+    addNode(*b, "Identity", {"y"}, {out});
+    onnx::ValueInfoProto *o = addValue(b->mutable_output(), out, TensorProto::FLOAT, dims);
+    auto *shape = o->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->mutable_dim(0)->set_denotation(std::string(150, 'D'));
+    shape->mutable_dim(3)->set_denotation("DATA_CHANNEL");
+    if (std::string(branch) == "else_branch")
+      o->mutable_type()->set_denotation("TENSOR");
+    // A value info with a shape of 2,000 dimensions (a long shape field) and
+    // one whose only dimension has a long symbol.
+    addNode(*b, "Identity", {"y"}, {out + "_wide"});
+    addValue(b->mutable_value_info(), out + "_wide", TensorProto::FLOAT,
+             std::vector<std::string>(2000, "7"));
+    addNode(*b, "Identity", {"y"}, {out + "_sym"});
+    addValue(b->mutable_value_info(), out + "_sym", TensorProto::FLOAT, {longerParam});
+    addNode(*b, "Identity", {"y"}, {out + "_scalar"});
+    addValue(b->mutable_value_info(), out + "_scalar", TensorProto::FLOAT, {});
+    addNode(*b, "Identity", {"y"}, {out + "_unranked"});
+    b->add_value_info()->set_name(out + "_unranked");
+    b->mutable_value_info()->rbegin()->mutable_type()->mutable_tensor_type()->set_elem_type(
+        TensorProto::FLOAT);
+  }
+  addValue(g.mutable_output(), "z", TensorProto::FLOAT, dims);
+  addValue(g.mutable_value_info(), "y", TensorProto::FLOAT, {longParam, "128"});
+  TempDir dir;
+  auto m = importOk(p);
+  ASSERT_TRUE(m);
+  std::string want = expectWrittenAsProtobufWould(*m, dir.file("out.onnx"));
+  ASSERT_FALSE(want.empty());
+  // And the types read back as they were written.
+  auto back = importOnnxFile(dir.file("out.onnx"));
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  auto again = exportOnnxBytes(**back);
+  ASSERT_TRUE(bool(again));
+  EXPECT_TRUE(*again == want);
 }
 
 // Tensors of nested graphs go to the external data file in the order the
@@ -1003,6 +1062,73 @@ TEST(OnnxWireImport, UnknownFieldsAreKept) {
   const Node &withAttr = (*m)->graph->nodes().back();
   EXPECT_FALSE(withAttr.attrs[0].unknownFields.empty());
   EXPECT_FALSE(withAttr.getPrevNode()->unknownFields.empty());
+}
+
+// The wire reader reuses its views of nested graphs from one body to the
+// next at each nesting level: a body rich in fields (doc string, an
+// initializer, value infos, nested If nodes) followed by bare
+// ones, at two levels, must import as the parsed model does, every body with
+// only what it holds.
+TEST(OnnxWireImport, BodiesReadOneAfterAnotherKeepNothingOfTheLast) {
+  onnx::ModelProto p = tinyModel(); // Relu(x) -> y
+  onnx::GraphProto &g = *p.mutable_graph();
+  addValue(g.mutable_input(), "c", TensorProto::BOOL, {});
+  auto richBody = [&](onnx::GraphProto &b, const std::string &prefix) {
+    b.set_name(prefix + "rich");
+    b.set_doc_string("a documented body");
+    *b.add_initializer() = floatTensor(prefix + "k", {4}, {1, 2, 3, 4});
+    addNode(b, "Mul", {"y", prefix + "k"}, {prefix + "m"}, prefix + "mul");
+    addValue(b.mutable_value_info(), prefix + "m", TensorProto::FLOAT, {"4"});
+    addNode(b, "Neg", {prefix + "m"}, {prefix + "r"});
+    addValue(b.mutable_output(), prefix + "r", TensorProto::FLOAT, {"N"})
+        ->set_doc_string("the rich body's output");
+  };
+  auto bareBody = [&](onnx::GraphProto &b, const std::string &prefix) {
+    addNode(b, "Relu", {"y"}, {prefix + "r"});
+    addValue(b.mutable_output(), prefix + "r", TensorProto::FLOAT, {});
+  };
+  auto addIf = [&](onnx::GraphProto &into, const std::string &prefix, bool thenRich,
+                   bool elseRich) {
+    auto *n = addNode(into, "If", {"c"}, {prefix + "out"}, prefix + "if");
+    onnx::GraphProto *t = addAttr(*n, "then_branch", AttributeProto::GRAPH)->mutable_g();
+    onnx::GraphProto *e = addAttr(*n, "else_branch", AttributeProto::GRAPH)->mutable_g();
+    thenRich ? richBody(*t, prefix + "t_") : bareBody(*t, prefix + "t_");
+    elseRich ? richBody(*e, prefix + "e_") : bareBody(*e, prefix + "e_");
+    return t;
+  };
+  onnx::GraphProto *outerThen = addIf(g, "a_", true, false);
+  // Inside the first body, If nodes of their own (the next level's views).
+  addIf(*outerThen, "a_in1_", true, false);
+  addIf(*outerThen, "a_in2_", false, false);
+  addIf(g, "b_", false, true);
+  addIf(g, "c_", false, false);
+  // A Loop whose body (bare) follows a rich one at the same level.
+  auto *loop = addNode(g, "Loop", {"", "c", "y"}, {"loop_out"}, "loop");
+  onnx::GraphProto *body = addAttr(*loop, "body", AttributeProto::GRAPH)->mutable_g();
+  addValue(body->mutable_input(), "i", TensorProto::INT64, {});
+  addValue(body->mutable_input(), "cond_in", TensorProto::BOOL, {});
+  addValue(body->mutable_input(), "v", TensorProto::FLOAT, {"4"});
+  addNode(*body, "Identity", {"cond_in"}, {"cond_out"});
+  addNode(*body, "Relu", {"v"}, {"v_out"});
+  addValue(body->mutable_output(), "cond_out", TensorProto::BOOL, {});
+  addValue(body->mutable_output(), "v_out", TensorProto::FLOAT, {"4"});
+  addIf(g, "d_", false, false);
+  addValue(g.mutable_output(), "d_out", TensorProto::FLOAT, {});
+  std::string bytes = serialize(p);
+  expectSameAsParsed(bytes);
+  auto m = importOnnxBytes(bytes, ".");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  // Only the rich bodies carry a doc string and an initializer.
+  unsigned rich = 0, graphs = 0;
+  forEachGraph(*(*m)->graph, [&](Graph &body) {
+    ++graphs;
+    bool isRich = llvm::StringRef(body.name).endswith("rich");
+    rich += isRich;
+    EXPECT_EQ(body.docString == "a documented body", isRich) << body.name;
+    EXPECT_EQ(body.initializers().size(), isRich ? 1u : 0u) << body.name;
+  });
+  EXPECT_EQ(rich, 3u);
+  EXPECT_EQ(graphs, 1u + 2 * 6 + 1);
 }
 
 TEST(OnnxWireImport, TensorTypesAsParsed) {

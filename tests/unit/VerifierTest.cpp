@@ -5,8 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Verify/Verifier.h"
+#include "mpc/Ops/OpSignature.h"
 #include "mpc/Text/Text.h"
 #include "gtest/gtest.h"
+#include <random>
 
 using namespace mpc;
 
@@ -222,4 +224,37 @@ TEST(Verifier, BodyValuesDoNotLeakIntoTheEnclosingGraph) {
   llvm::Error err = verifyModel(*m);
   ASSERT_TRUE(bool(err));
   EXPECT_NE(llvm::toString(std::move(err)).find("uses 'e'"), std::string::npos);
+}
+
+// OpIndex (the verifier's, type inference's and the painting's signature
+// table) caches op types in a small table where some common ones share a
+// slot (Cast and MatMul, Exp and Identity, Concat and Sum): in any order of
+// lookups each op type keeps the index it got first, and its signature.
+TEST(OpIndexTest, OpTypesSharingACacheSlotKeepTheirIndexInAnyOrder) {
+  auto m = parse(R"(graph @g(%x: f32[4]) -> (%y: f32[4]) {
+  %y = Relu(%x) : f32[4]
+  return %y
+})");
+  ASSERT_TRUE(m);
+  Graph &g = *m->graph;
+  const char *types[] = {"Cast",   "MatMul", "Exp", "Identity", "Concat",
+                         "Sum",    "Relu",   "If",  "Loop",     "LayerNormalization",
+                         "Custom", "Add"};
+  std::vector<Node *> nodes;
+  for (const char *t : types)
+    nodes.push_back(g.createNode(t));
+  OpIndex index;
+  std::vector<unsigned> first;
+  for (Node *n : nodes)
+    first.push_back(index.indexOf(*n));
+  for (unsigned k = 0; k < first.size(); ++k)
+    EXPECT_EQ(first[k], k) << types[k]; // new op types take the next index
+  // Lookups in a random order, many times over.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    unsigned k = rng() % nodes.size();
+    ASSERT_EQ(index.indexOf(*nodes[k]), first[k]) << types[k] << " in round " << round;
+    ASSERT_EQ(index.signatureOf(*nodes[k]).sig, lookupSignature(*nodes[k]).sig) << types[k];
+  }
+  EXPECT_EQ(index.size(), nodes.size());
 }

@@ -408,15 +408,19 @@ static void putTag(WireBuf &out, unsigned field, unsigned wire) {
 
 /// A length-delimited field: tag, length and bytes, appended with one
 /// capacity check.
-static void putBytes(WireBuf &out, unsigned field, llvm::StringRef s) {
-  char head[20];
-  char *end = encodeVarint(head, (static_cast<uint64_t>(field) << 3) | kLen);
-  end = encodeVarint(end, s.size());
-  size_t headSize = static_cast<size_t>(end - head), at = out.size();
-  out.resize_for_overwrite(at + headSize + s.size());
-  std::memcpy(out.data() + at, head, headSize);
+/// (Always inlined: it is most of the node writer's work, and an out-of-line
+/// call per field costs more than the copy it saves.)
+LLVM_ATTRIBUTE_ALWAYS_INLINE static void putBytes(WireBuf &out, unsigned field,
+                                                  llvm::StringRef s) {
+  // Room for the longest head (two 10-byte varints), the head encoded in
+  // place, then the size cut back: one copy per field, the name's.
+  size_t at = out.size();
+  out.resize_for_overwrite(at + 20 + s.size());
+  char *p = encodeVarint(out.data() + at, (static_cast<uint64_t>(field) << 3) | kLen);
+  p = encodeVarint(p, s.size());
   if (!s.empty())
-    std::memcpy(out.data() + at + headSize, s.data(), s.size());
+    std::memcpy(p, s.data(), s.size());
+  out.truncate(static_cast<size_t>(p - out.data()) + s.size());
 }
 
 static void putFixed32(WireBuf &out, unsigned field, float f) {
@@ -447,34 +451,98 @@ static bool isDirectAttribute(const Attribute &a) {
   }
 }
 
+/// Bytes of a varint.
+static unsigned varintSize(uint64_t v) {
+  unsigned n = 1;
+  for (; v >= 0x80; v >>= 7)
+    ++n;
+  return n;
+}
+
+/// Bytes of a length-delimited field of `n` bytes whose number is below 16
+/// (a one-byte tag).
+static size_t lenFieldSize(size_t n) { return 1 + varintSize(n) + n; }
+
+/// Writes a length-delimited field of number < 16 at `p`; returns the end.
+static char *encodeBytes(char *p, unsigned field, llvm::StringRef s) {
+  *p++ = static_cast<char>((field << 3) | kLen);
+  p = encodeVarint(p, s.size());
+  if (!s.empty())
+    std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+/// A TypeProto.Tensor (or .SparseTensor): elem_type 1, shape 2
+/// (TensorShapeProto: dim 1; Dimension: dim_value 1 or dim_param 2,
+/// denotation 3). Its bytes are counted first and then written in place:
+/// every length prefix is known before the bytes it counts, so nothing is
+/// built in a temporary and copied (value infos of small bodies are a large
+/// part of the export of a model of many If/Loop nodes).
+namespace {
+struct TensorTypeWriter {
+  const Type &t;
+  uint64_t elem;
+  size_t shape = 0, body = 0;
+
+  static size_t dimSize(const Dim &d) {
+    size_t n = 0;
+    if (d.isKnown())
+      n += 1 + varintSize(static_cast<uint64_t>(d.value));
+    else if (!d.param.empty())
+      n += lenFieldSize(d.param.size());
+    if (!d.denotation.empty())
+      n += lenFieldSize(d.denotation.size());
+    return n;
+  }
+
+  explicit TensorTypeWriter(const Type &t)
+      : t(t), elem(static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(t.elem)))) {
+    if (t.hasShape)
+      for (const Dim &d : t.dims)
+        shape += lenFieldSize(dimSize(d));
+    body = 1 + varintSize(elem) + (t.hasShape ? lenFieldSize(shape) : 0);
+  }
+
+  /// Writes the message as field `field` (< 16) at `p`; returns the end.
+  char *write(char *p, unsigned field) const {
+    *p++ = static_cast<char>((field << 3) | kLen);
+    p = encodeVarint(p, body);
+    *p++ = static_cast<char>((1 << 3) | kVarint);
+    p = encodeVarint(p, elem);
+    if (!t.hasShape)
+      return p;
+    *p++ = static_cast<char>((2 << 3) | kLen);
+    p = encodeVarint(p, shape);
+    for (const Dim &d : t.dims) {
+      *p++ = static_cast<char>((1 << 3) | kLen);
+      p = encodeVarint(p, dimSize(d));
+      if (d.isKnown()) {
+        *p++ = static_cast<char>((1 << 3) | kVarint);
+        p = encodeVarint(p, static_cast<uint64_t>(d.value));
+      } else if (!d.param.empty()) {
+        p = encodeBytes(p, 2, d.param.ref());
+      }
+      if (!d.denotation.empty())
+        p = encodeBytes(p, 3, d.denotation.ref());
+    }
+    return p;
+  }
+
+  /// Appends the message as field `field` (< 16) to `out`.
+  void append(WireBuf &out, unsigned field) const {
+    size_t at = out.size(), size = lenFieldSize(body);
+    out.resize_for_overwrite(at + size);
+    char *end = write(out.data() + at, field);
+    (void)end;
+    assert(end == out.data() + at + size && "tensor type size mismatch");
+  }
+};
+} // namespace
+
 /// A TypeProto's fields, as exportType sets them. Fields go in number order:
 /// tensor_type 1, sequence_type 4, map_type 5, denotation 6,
 /// sparse_tensor_type 8, optional_type 9 (the types are a oneof).
 static void writeType(const Type &t, WireBuf &out) {
-  // TypeProto.Tensor and .SparseTensor: elem_type 1, shape 2
-  // (TensorShapeProto: dim 1; Dimension: dim_value 1 or dim_param 2,
-  // denotation 3).
-  auto tensorType = [&](unsigned field) {
-    llvm::SmallString<64> body, shape, dim;
-    putTag(body, 1, kVarint);
-    putVarint(body, static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(t.elem))));
-    if (t.hasShape) {
-      for (const Dim &d : t.dims) {
-        dim.clear();
-        if (d.isKnown()) {
-          putTag(dim, 1, kVarint);
-          putVarint(dim, static_cast<uint64_t>(d.value));
-        } else if (!d.param.empty()) {
-          putBytes(dim, 2, d.param.ref());
-        }
-        if (!d.denotation.empty())
-          putBytes(dim, 3, d.denotation.ref());
-        putBytes(shape, 1, dim);
-      }
-      putBytes(body, 2, shape);
-    }
-    putBytes(out, field, body);
-  };
   // Sequence and Optional: elem_type 1; Map: key_type 1, value_type 2.
   auto wrapped = [&](unsigned field) {
     llvm::SmallString<64> body, inner;
@@ -497,7 +565,7 @@ static void writeType(const Type &t, WireBuf &out) {
     denotation();
     return;
   case TypeKind::Tensor:
-    tensorType(1);
+    TensorTypeWriter(t).append(out, 1);
     denotation();
     return;
   case TypeKind::Sequence:
@@ -510,7 +578,7 @@ static void writeType(const Type &t, WireBuf &out) {
     return;
   case TypeKind::SparseTensor:
     denotation();
-    tensorType(8);
+    TensorTypeWriter(t).append(out, 8);
     return;
   case TypeKind::Optional:
     denotation();
@@ -523,7 +591,19 @@ static void writeType(const Type &t, WireBuf &out) {
 /// doc_string 3.
 static void writeValueInfo(const Value &v, WireBuf &out) {
   putBytes(out, 1, v.name());
-  if (v.type.isKnown()) {
+  if (v.type.kind == TypeKind::Tensor && v.type.denotation.empty()) {
+    // The common case, written in place: TypeProto { tensor_type 1 }.
+    TensorTypeWriter tt(v.type);
+    size_t typeSize = lenFieldSize(tt.body);
+    size_t at = out.size(), size = lenFieldSize(typeSize);
+    out.resize_for_overwrite(at + size);
+    char *p = out.data() + at;
+    *p++ = static_cast<char>((2 << 3) | kLen);
+    p = encodeVarint(p, typeSize);
+    p = tt.write(p, 1);
+    (void)p;
+    assert(p == out.data() + at + size && "value info size mismatch");
+  } else if (v.type.isKnown()) {
     llvm::SmallString<64> type;
     writeType(v.type, type);
     putBytes(out, 2, type);
@@ -983,13 +1063,6 @@ static void writeFromNodes(llvm::raw_ostream &os, const ModelBytes &b) {
   os.write(b.graphName.data(), b.graphName.size());
   b.inits.writeTo(os);
   os << b.graphRest << b.tail;
-}
-
-static unsigned varintSize(uint64_t v) {
-  unsigned n = 1;
-  for (; v >= 0x80; v >>= 7)
-    ++n;
-  return n;
 }
 
 /// Writes a model without external data. The main graph's nodes (GraphProto

@@ -49,8 +49,10 @@ namespace {
 /// value's name is reserved there anyway, so one probe serves both.
 struct Scope {
   /// Keys are the values' own names, with their hashes: a probe compares
-  /// hashes before it reads a name. Unused when `shared` is set.
-  llvm::DenseMap<llvm::CachedHashStringRef, Value *> names;
+  /// hashes before it reads a name. Unused when `shared` is set. A small
+  /// body (an If branch, a Loop body of a few nodes) fits in the inline
+  /// buckets: no allocation per body.
+  llvm::SmallDenseMap<llvm::CachedHashStringRef, Value *, 16> names;
   /// The model whose name table holds this scope's bindings, or null.
   Model *shared = nullptr;
   const Scope *parent = nullptr;
@@ -186,6 +188,27 @@ private:
     bool *inOrder;
   };
   llvm::SmallVector<Enclosing, 4> enclosing;
+  /// Views of the nested graphs of the attribute being imported, one list
+  /// per nesting level (an attribute's bodies are imported before the next
+  /// attribute at their level is read): a model of many small If/Loop
+  /// bodies reuses their lists instead of allocating and freeing them per
+  /// body. unique_ptr: a deeper level's list may be added while a
+  /// shallower one is in use.
+  std::vector<std::unique_ptr<std::vector<GraphView>>> bodyViews;
+  /// `count` cleared views for the attribute at nesting `depth`.
+  llvm::MutableArrayRef<GraphView> viewsAt(int depth, size_t count) {
+    size_t level = static_cast<size_t>(std::max(depth, 0));
+    if (bodyViews.size() <= level)
+      bodyViews.resize(level + 1);
+    if (!bodyViews[level])
+      bodyViews[level] = std::make_unique<std::vector<GraphView>>();
+    std::vector<GraphView> &views = *bodyViews[level];
+    if (views.size() < count)
+      views.resize(count);
+    for (size_t k = 0; k < count; ++k)
+      views[k].clear();
+    return llvm::MutableArrayRef<GraphView>(views).take_front(count);
+  }
   /// Notes a use of `v` from graph `g` that may be a capture.
   void noteCapture(const Value *v, const Graph &g) {
     if (!v || v->graph() == &g || v->kind() != ValueKind::NodeResult)
@@ -596,7 +619,7 @@ llvm::Error Importer::importAttribute(const AttrRef &ar, Attribute &a, Node &own
       return llvm::Error::success();
     // Every graph is decoded before any is imported, so that a graph the
     // wire reader refuses leaves nothing behind for the parse below.
-    llvm::SmallVector<GraphView, 1> views(graphs.hasG + graphs.list.size());
+    llvm::MutableArrayRef<GraphView> views = viewsAt(depth, graphs.hasG + graphs.list.size());
     bool decoded = !graphs.hasG || decodeGraph(graphs.g, depth + 1, views[0], fallbackArena);
     for (size_t k = 0; decoded && k < graphs.list.size(); ++k)
       decoded = decodeGraph(graphs.list[k], depth + 1, views[graphs.hasG + k], fallbackArena);
@@ -657,11 +680,12 @@ llvm::Error Importer::importGraph(GraphView &gv, Graph &g, Scope &scope) {
   // firstResultId[k] on, so an input with a smaller id (of a node result of
   // this graph) comes from an earlier node. The hashes of the results' names
   // are kept for phase 2 (the names need not be read and hashed again).
-  std::vector<Node *> nodes;
+  // (Inline room for a small body: no allocation per If/Loop body.)
+  llvm::SmallVector<Node *, 8> nodes;
   nodes.reserve(gv.nodes.size());
-  std::vector<unsigned> firstResultId;
+  llvm::SmallVector<unsigned, 8> firstResultId;
   firstResultId.reserve(gv.nodes.size());
-  std::vector<unsigned> resultHashes;
+  llvm::SmallVector<unsigned, 16> resultHashes;
   resultHashes.reserve(gv.names.size());
   KeyWindow resultKeys(gv, scope, /*inputs=*/false);
   for (size_t k = 0; k < gv.nodes.size(); ++k) {

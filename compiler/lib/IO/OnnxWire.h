@@ -98,6 +98,22 @@ struct GraphView {
   llvm::ArrayRef<AttrRef> attrsOf(const NodeView &n) const {
     return llvm::ArrayRef<AttrRef>(attrs).slice(n.firstAttr, n.numAttrs);
   }
+  /// Back to a default-constructed view, keeping the lists' capacity (for
+  /// the next graph read into it).
+  void clear() {
+    depth = 1;
+    name = docString = llvm::StringRef();
+    unknownFields.clear();
+    sparseInitializers.clear();
+    quantizationAnnotations.clear();
+    inputs.clear();
+    outputs.clear();
+    valueInfo.clear();
+    initializers.clear();
+    nodes.clear();
+    names.clear();
+    attrs.clear();
+  }
 };
 
 /// Serialized unknown fields of a parsed message ("" when it has none).

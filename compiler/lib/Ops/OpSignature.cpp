@@ -473,9 +473,14 @@ unsigned OpIndex::indexOf(const Node &n) {
   uint64_t w[2] = {0, 0};
   std::memcpy(w, type.data(), type.size());
   size_t h = ((w[0] * 0x9E3779B97F4A7C15ull) ^ (w[1] * 0xC2B2AE3D27D4EB4Full)) >> 58;
-  CacheEntry &e = cache[h];
-  if (e.len == type.size() && e.lo == w[0] && e.hi == w[1])
-    return e.index;
+  // An op type may sit in its slot or the next: common pairs share a slot
+  // (Cast and MatMul, Exp and Identity), and with one slot each a graph
+  // alternating between them would miss on every node.
+  CacheEntry &first = cache[h], &second = cache[(h + 1) % cache.size()];
+  for (CacheEntry *e : {&first, &second})
+    if (e->len == type.size() && e->lo == w[0] && e->hi == w[1])
+      return e->index;
+  CacheEntry &e = first.len == ~size_t(0) || second.len != ~size_t(0) ? first : second;
   e.lo = w[0];
   e.hi = w[1];
   e.len = type.size();

@@ -106,8 +106,8 @@ public:
 private:
   llvm::StringMap<unsigned> defaultOps;                    ///< op type -> index
   llvm::StringMap<llvm::StringMap<unsigned>> otherDomains; ///< domain -> op type -> index
-  /// Direct-mapped cache in front of defaultOps for op types of up to 16
-  /// bytes (all but a few): two words compared instead of a string hashed.
+  /// Cache (an op type's slot or the next) in front of defaultOps for op types
+  /// of up to 16 bytes (all but a few): two words compared, no string hashed.
   struct CacheEntry {
     uint64_t lo = 0, hi = 0;
     size_t len = ~size_t(0);
