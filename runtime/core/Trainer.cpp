@@ -80,7 +80,14 @@ Trainer::Trainer(Model &m, Backend &b, int64_t batch) : model(m), backend(b), ba
 
 Trainer::~Trainer() {
   ring.reset(); // waits for copies still landing in its host memory
+  staging.reset(); // waits for uploads still reading its host memory
   clearBuffers();
+}
+
+unsigned Trainer::stagingCapacity(size_t batchBytes) {
+  size_t want = readbackCapacity() + 1;
+  size_t fit = batchBytes ? kStagingBudget / batchBytes : want;
+  return unsigned(std::max<size_t>(std::min(want, fit), 2));
 }
 
 void Trainer::clearBuffers() {
@@ -94,6 +101,9 @@ void Trainer::clearBuffers() {
     backend.release(f.buffer);
     f.buffer = DeviceBuffer();
   }
+  for (DeviceBuffer &b : batchBuffers)
+    backend.release(b);
+  batchBuffers.clear();
 }
 
 TensorRef Trainer::StateBuffer::ref(const DeviceBuffer &b) const {
@@ -774,10 +784,50 @@ llvm::Error Trainer::bindState() {
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::prepareStaging() {
+  size_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor &t = feeds[i].tensor;
+    auto buf = backend.allocate(std::max<size_t>(t.byteSize(), 1), BufferKind::Persistent);
+    if (!buf)
+      return buf.takeError();
+    batchBuffers.push_back(*buf);
+    TensorRef ref;
+    ref.dtype = t.dtype;
+    ref.shape.assign(t.shape.begin(), t.shape.end());
+    ref.data = buf->data;
+    if (auto e = algorithm->bindInput(feeds[i].name, ref))
+      return e;
+    batchOffsets.push_back(total);
+    total += (t.byteSize() + 63) / 64 * 64;
+  }
+  stagingChannel = backend.createReadback();
+  staging = std::make_unique<StagingRing>(*stagingChannel, total, stagingCapacity(total));
+  return llvm::Error::success();
+}
+
+void Trainer::stageBatch() {
+  Stream stream = algorithm->executionStream();
+  uint8_t *slot = staging->acquire();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor &t = feeds[i].tensor;
+    std::memcpy(slot + batchOffsets[i], t.bytes.data(), t.byteSize());
+    staging->upload(batchBuffers[i].data, batchOffsets[i], t.byteSize(), stream);
+    xfer.stepHostToDevice += t.byteSize();
+  }
+  staging->commit(stream);
+}
+
 llvm::Error Trainer::prepareDeviceStep() {
   if (auto e = bindState())
     return e;
-  if (auto e = algorithm->plan(feeds))
+  // On a device the batch is bound too (staged through pinned memory, not
+  // passed to run()); on the CPU it is read where it is.
+  if (!backend.isHostMemory())
+    if (auto e = prepareStaging())
+      return e;
+  if (auto e = algorithm->plan(staging ? llvm::ArrayRef<NamedTensor>()
+                                       : llvm::ArrayRef<NamedTensor>(feeds)))
     return e;
   // The logged outputs: those update_binding writes are read from the
   // state's new buffer, the others are written into buffers of their own.
@@ -870,7 +920,10 @@ llvm::Error Trainer::runStepDeviceState(StepResult &) {
     if (failed())
       return llvm::Error::success();
   }
-  auto outs = algorithm->run(feeds);
+  if (staging)
+    stageBatch();
+  auto outs = algorithm->run(staging ? llvm::ArrayRef<NamedTensor>()
+                                     : llvm::ArrayRef<NamedTensor>(feeds));
   if (!outs)
     return outs.takeError();
   // Queued behind the step on its stream: the logged values and the error

@@ -438,6 +438,15 @@ public:
     if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(s)))
       fatal("readback copy of " + bytesText(bytes) + ": " + cudaText(e));
   }
+  /// From pinned staging memory (StagingRing: the trainer's batch), so the
+  /// copy is asynchronous; the ring's markers keep the source unchanged
+  /// until it has run.
+  void uploadAsync(void *dst, const void *src, size_t bytes, Stream s) override {
+    if (!bytes)
+      return;
+    if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streamOf(s)))
+      fatal("staged upload of " + bytesText(bytes) + ": " + cudaText(e));
+  }
   uint64_t mark(Stream s) override {
     assert((!stream || stream == streamOf(s)) && "one stream per readback channel");
     stream = streamOf(s);

@@ -42,6 +42,7 @@ public:
   }
   const BackendCaps &caps() const override { return cudaCaps; }
   size_t peakAllocatedBytes() const override { return cpu.peakAllocatedBytes(); }
+  bool isHostMemory() const override { return true; }
 
 private:
   CpuBackend cpu;

@@ -369,3 +369,26 @@ TEST(DeviceTraining, ACheckpointOfTheDeviceRunResumesOnTheCpu) {
   EXPECT_EQ(bitsOf(step->loss), bitsOf(next->loss)) << step->loss << " vs " << next->loss;
   EXPECT_EQ(bitsOf(step->lossScaleAfter), bitsOf(next->lossScaleAfter));
 }
+
+// On a device the batch is staged (pinned slots, uploaded on the step's
+// stream into buffers bound to the step): the step executor copies nothing
+// itself, the trainer counts the same batch bytes per step as the CPU's, and
+// the losses are the CPU's bit for bit (StepsDoNotWait... checks that
+// staging adds no wait).
+TEST(DeviceTraining, TheBatchIsStagedAndCountedAsOnTheCpu) {
+  auto onCpu = digitsModel(true), onDevice = digitsModel(true);
+  ASSERT_TRUE(onCpu && onDevice);
+  CpuBackend cpu(1);
+  QueueBackend q;
+  auto a = trainerFor(*onCpu, cpu, 3, 0), b = trainerFor(*onDevice, q, 3, 0);
+  ASSERT_TRUE(a && b);
+  for (int i = 0; i < 20; ++i) {
+    auto ra = a->step(), rb = b->step();
+    ASSERT_TRUE(bool(ra) && bool(rb));
+    EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i;
+  }
+  EXPECT_EQ(b->transfers().stepHostToDevice, a->transfers().stepHostToDevice);
+  EXPECT_GT(a->transfers().stepHostToDevice, 0u);
+  EXPECT_EQ(a->stepExecutor().transferStats().hostToDevice, a->transfers().stepHostToDevice);
+  EXPECT_EQ(b->stepExecutor().transferStats().hostToDevice, 0u);
+}

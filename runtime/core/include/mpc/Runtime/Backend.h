@@ -301,6 +301,11 @@ public:
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).
   virtual size_t peakAllocatedBytes() const = 0;
+  /// True when backend memory is ordinary host memory the CPU reads and
+  /// writes directly, copies being plain memcpy done when they return (the
+  /// CPU backend): the trainer then hands each batch to the step as it is,
+  /// without staging it in a StagingRing (Readback.h).
+  virtual bool isHostMemory() const { return false; }
   /// One line saying which nodes ran where, for a backend that splits a model
   /// between devices (FallbackBackend); empty for one that runs it all.
   virtual std::string placementLine() const { return ""; }
