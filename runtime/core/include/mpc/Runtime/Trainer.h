@@ -49,6 +49,7 @@
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/Readback.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
@@ -276,6 +277,20 @@ private:
   /// buffers (read in place, nothing copied). A graph that runs in dynamic
   /// mode cannot bind: it gets a fresh executor over syncModel()'s copy.
   llvm::Expected<Executor *> inferenceExecutor();
+  /// evaluate() on a device backend with a static inference plan: every
+  /// chunk of `chunk` samples (`chunkInputs(begin)`) is queued without waiting, its outputs
+  /// bound to device buffers, its first output and error record read back
+  /// through a ring of host records (pinned on a GPU) that the host takes
+  /// oldest first, calling `score(begin, y)`; the host waits only for a
+  /// full ring and at the end. The chunks are scored in order, as on the CPU.
+  llvm::Error evaluateQueued(
+      Executor &ex, int64_t chunk,
+      llvm::function_ref<std::vector<NamedTensor>(int64_t)> chunkInputs,
+      llvm::function_ref<llvm::Error(int64_t, const NamedTensor &)> score);
+  /// Records of evaluateQueued's ring: chunks in flight at once.
+  static constexpr unsigned kEvalRing = 4;
+  std::vector<DeviceBuffer> evalOutputs;
+  std::unique_ptr<ReadbackChannel> evalChannel;
   std::unique_ptr<Executor> inference;
 
   Model &model;
