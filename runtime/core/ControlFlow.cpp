@@ -686,7 +686,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
                           describeNode(n), dts.empty() ? "none" : dtypeName(dts[0]));
       llvm::SmallVector<TensorDesc, 4> signature;
       for (const ShapedType &t : inTypes)
-        signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}});
+        signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}, false, {}});
       if (auto e = prepareFor(n, signature))
         return std::move(e);
       if (auto e = reserveWorkspace(prepared.find(&n)->second.kernel.workspaceBytes))

@@ -440,6 +440,18 @@ static void addHostRef(llvm::SmallVectorImpl<TensorRef> &refs, const ShapedType 
   refs.push_back(r);
 }
 
+/// A static plan's known integer operand (an initializer's or a folded
+/// value) carried in the signature, so that a device backend takes it as a
+/// constant of the node (TensorDesc::values).
+static void addKnownInts(TensorDesc &d, const HostTensor *h) {
+  if (!h || (h->dtype != DType::I64 && h->dtype != DType::I32) ||
+      h->numElements() > TensorDesc::kMaxKnownInts)
+    return;
+  d.hasValues = true;
+  for (int64_t k = 0; k < h->numElements(); ++k)
+    d.values.push_back(h->getAsInt64(k));
+}
+
 llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   std::vector<const HostTensor *> bound;
   if (auto e = checkInputs(inputs, bound))
@@ -624,9 +636,11 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     }
     llvm::SmallVector<DType, 4> dts;
     llvm::SmallVector<TensorDesc, 4> signature;
-    for (const ShapedType &t : inTypes) {
+    for (size_t i = 0; i < inTypes.size(); ++i) {
+      const ShapedType &t = inTypes[i];
       dts.push_back(t.dtype);
-      signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}});
+      signature.push_back(TensorDesc{t.dtype, {t.shape.begin(), t.shape.end()}, false, {}});
+      addKnownInts(signature.back(), values[i]);
     }
     if (!backend.supportsOp(n, dts))
       return unsupportedAt(n, signature, backend.name());

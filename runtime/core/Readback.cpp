@@ -24,6 +24,9 @@ public:
   void copyAsync(void *dst, const void *src, size_t bytes, Stream stream) override {
     backend.copyToHost(dst, src, bytes, stream);
   }
+  void uploadAsync(void *dst, const void *src, size_t bytes, Stream stream) override {
+    backend.copyToDevice(dst, src, bytes, stream);
+  }
   /// The marker is the stream itself: everything queued on it so far is
   /// done once it was synchronized.
   uint64_t mark(Stream stream) override { return uint64_t(uintptr_t(stream.handle)); }
@@ -114,4 +117,45 @@ void ReadbackRing::take() {
   assert(count);
   head = (head + 1) % slots.size();
   --count;
+}
+
+StagingRing::StagingRing(ReadbackChannel &ch, size_t slotBytes, unsigned capacity)
+    : channel(ch), bytesPerSlot(std::max<size_t>((slotBytes + 63) / 64 * 64, 64)),
+      slots(std::max(capacity, 1u)) {
+  host = static_cast<uint8_t *>(channel.allocateHost(bytesPerSlot * slots.size()));
+}
+
+StagingRing::~StagingRing() {
+  // Copies still in flight read this memory: wait for them first.
+  for (const Slot &s : slots)
+    if (s.inFlight)
+      channel.wait(s.marker);
+  channel.releaseHost(host);
+}
+
+uint8_t *StagingRing::acquire() {
+  assert(current < 0 && "commit() the slot acquired before");
+  Slot &s = slots[next];
+  if (s.inFlight && !channel.reached(s.marker)) {
+    ++waitCount;
+    channel.wait(s.marker);
+  }
+  s.inFlight = false;
+  current = int(next);
+  next = (next + 1) % unsigned(slots.size());
+  return host + size_t(current) * bytesPerSlot;
+}
+
+void StagingRing::upload(void *dst, size_t offset, size_t bytes, Stream stream) {
+  assert(current >= 0 && offset + bytes <= bytesPerSlot);
+  if (bytes)
+    channel.uploadAsync(dst, host + size_t(current) * bytesPerSlot + offset, bytes, stream);
+}
+
+void StagingRing::commit(Stream stream) {
+  assert(current >= 0);
+  Slot &s = slots[size_t(current)];
+  s.marker = channel.mark(stream);
+  s.inFlight = true;
+  current = -1;
 }

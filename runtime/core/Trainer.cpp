@@ -80,7 +80,14 @@ Trainer::Trainer(Model &m, Backend &b, int64_t batch) : model(m), backend(b), ba
 
 Trainer::~Trainer() {
   ring.reset(); // waits for copies still landing in its host memory
+  staging.reset(); // waits for uploads still reading its host memory
   clearBuffers();
+}
+
+unsigned Trainer::stagingCapacity(size_t batchBytes) {
+  size_t want = readbackCapacity() + 1;
+  size_t fit = batchBytes ? kStagingBudget / batchBytes : want;
+  return unsigned(std::max<size_t>(std::min(want, fit), 2));
 }
 
 void Trainer::clearBuffers() {
@@ -94,6 +101,12 @@ void Trainer::clearBuffers() {
     backend.release(f.buffer);
     f.buffer = DeviceBuffer();
   }
+  for (DeviceBuffer &b : batchBuffers)
+    backend.release(b);
+  batchBuffers.clear();
+  for (DeviceBuffer &b : evalOutputs)
+    backend.release(b);
+  evalOutputs.clear();
 }
 
 TensorRef Trainer::StateBuffer::ref(const DeviceBuffer &b) const {
@@ -774,10 +787,50 @@ llvm::Error Trainer::bindState() {
   return llvm::Error::success();
 }
 
+llvm::Error Trainer::prepareStaging() {
+  size_t total = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor &t = feeds[i].tensor;
+    auto buf = backend.allocate(std::max<size_t>(t.byteSize(), 1), BufferKind::Persistent);
+    if (!buf)
+      return buf.takeError();
+    batchBuffers.push_back(*buf);
+    TensorRef ref;
+    ref.dtype = t.dtype;
+    ref.shape.assign(t.shape.begin(), t.shape.end());
+    ref.data = buf->data;
+    if (auto e = algorithm->bindInput(feeds[i].name, ref))
+      return e;
+    batchOffsets.push_back(total);
+    total += (t.byteSize() + 63) / 64 * 64;
+  }
+  stagingChannel = backend.createReadback();
+  staging = std::make_unique<StagingRing>(*stagingChannel, total, stagingCapacity(total));
+  return llvm::Error::success();
+}
+
+void Trainer::stageBatch() {
+  Stream stream = algorithm->executionStream();
+  uint8_t *slot = staging->acquire();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor &t = feeds[i].tensor;
+    std::memcpy(slot + batchOffsets[i], t.bytes.data(), t.byteSize());
+    staging->upload(batchBuffers[i].data, batchOffsets[i], t.byteSize(), stream);
+    xfer.stepHostToDevice += t.byteSize();
+  }
+  staging->commit(stream);
+}
+
 llvm::Error Trainer::prepareDeviceStep() {
   if (auto e = bindState())
     return e;
-  if (auto e = algorithm->plan(feeds))
+  // On a device the batch is bound too (staged through pinned memory, not
+  // passed to run()); on the CPU it is read where it is.
+  if (!backend.isHostMemory())
+    if (auto e = prepareStaging())
+      return e;
+  if (auto e = algorithm->plan(staging ? llvm::ArrayRef<NamedTensor>()
+                                       : llvm::ArrayRef<NamedTensor>(feeds)))
     return e;
   // The logged outputs: those update_binding writes are read from the
   // state's new buffer, the others are written into buffers of their own.
@@ -870,7 +923,10 @@ llvm::Error Trainer::runStepDeviceState(StepResult &) {
     if (failed())
       return llvm::Error::success();
   }
-  auto outs = algorithm->run(feeds);
+  if (staging)
+    stageBatch();
+  auto outs = algorithm->run(staging ? llvm::ArrayRef<NamedTensor>()
+                                     : llvm::ArrayRef<NamedTensor>(feeds));
   if (!outs)
     return outs.takeError();
   // Queued behind the step on its stream: the logged values and the error
@@ -998,6 +1054,88 @@ llvm::Expected<Executor *> Trainer::inferenceExecutor() {
   return inference.get();
 }
 
+/// Bytes of a planned value.
+static size_t plannedBytes(const ShapedType &t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape)
+    n *= d;
+  return size_t(n) * runtimeElementSize(t.dtype);
+}
+
+llvm::Error Trainer::evaluateQueued(
+    Executor &ex, int64_t chunk,
+    llvm::function_ref<std::vector<NamedTensor>(int64_t)> chunkInputs,
+    llvm::function_ref<llvm::Error(int64_t, const NamedTensor &)> score) {
+  // Every chunk has the first chunk's shapes: one plan, outputs bound to
+  // device buffers of their own (made once per shape).
+  if (auto e = ex.plan(chunkInputs(0)))
+    return inputError("evaluation: {0}", llvm::toString(std::move(e)));
+  const Graph &g = *model.graph;
+  evalOutputs.resize(g.outputs().size());
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    const ShapedType &t = ex.plannedOutputType(k);
+    size_t bytes = plannedBytes(t);
+    if (!evalOutputs[k].data || evalOutputs[k].size < std::max<size_t>(bytes, 1)) {
+      if (evalOutputs[k].data) {
+        backend.synchronize(Stream()); // an earlier evaluation may still write it
+        backend.release(evalOutputs[k]);
+        evalOutputs[k] = DeviceBuffer();
+      }
+      auto buf = backend.allocate(std::max<size_t>(bytes, 1), BufferKind::Persistent);
+      if (!buf)
+        return buf.takeError();
+      evalOutputs[k] = *buf;
+    }
+    TensorRef ref;
+    ref.dtype = t.dtype;
+    ref.shape.assign(t.shape.begin(), t.shape.end());
+    ref.data = evalOutputs[k].data;
+    if (auto e = ex.bindOutput(g.outputs()[k]->name(), ref))
+      return e;
+  }
+  const ShapedType yType = ex.plannedOutputType(0);
+  size_t yBytes = plannedBytes(yType);
+  // Each chunk is queued without waiting; its first output and its error
+  // record are copied behind it into a ring of host records, which the host
+  // takes oldest first (waiting only when the ring is full, and at the end).
+  ex.setDeferredErrors(true);
+  if (!evalChannel)
+    evalChannel = backend.createReadback();
+  ReadbackRing ring(*evalChannel, {yBytes, sizeof(KernelErrorRecord)}, kEvalRing);
+  std::deque<uint64_t> generations;
+  Stream stream = ex.executionStream();
+  auto takeOldest = [&]() -> llvm::Error {
+    ring.ready(true);
+    KernelErrorRecord rec = ring.fieldAs<KernelErrorRecord>(1);
+    uint64_t gen = generations.front();
+    generations.pop_front();
+    int64_t begin = int64_t(ring.tag());
+    NamedTensor y{g.outputs()[0]->name(), HostTensor(yType.dtype, yType.shape)};
+    std::memcpy(y.tensor.bytes.data(), ring.field(0), yBytes);
+    ring.take();
+    if (auto e = ex.recordError(rec, gen))
+      return inputError("evaluation: {0}", llvm::toString(std::move(e)));
+    return score(begin, y);
+  };
+  for (int64_t begin = 0; begin < numTest; begin += chunk) {
+    if (ring.full())
+      if (auto e = takeOldest())
+        return e;
+    auto outs = ex.run(chunkInputs(begin));
+    if (!outs)
+      return inputError("evaluation: {0}", llvm::toString(outs.takeError()));
+    ring.begin(uint64_t(begin));
+    generations.push_back(ex.callsGeneration());
+    ring.copy(0, evalOutputs[0].data, stream);
+    ring.copy(1, ex.errorRecord(), stream);
+    ring.commit(stream);
+  }
+  while (ring.size())
+    if (auto e = takeOldest())
+      return e;
+  return llvm::Error::success();
+}
+
 llvm::Expected<EvalResult> Trainer::evaluate() {
   EvalResult r;
   // The state evaluated is that of the last step launched: it must have run
@@ -1026,17 +1164,9 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
   int64_t labelsPerSample = numTest ? labelData->numElements() / numTest : 0;
   double correct = 0, lossSum = 0;
   int64_t counted = 0, lossTerms = 0;
-  for (int64_t begin = 0; begin < numTest; begin += chunk) {
+  // Scores the chunk of samples [begin, begin + rows) with its first output.
+  auto score = [&](int64_t begin, const NamedTensor &y) -> llvm::Error {
     int64_t rowsUsed = std::min(chunk, numTest - begin);
-    std::vector<int64_t> idx(static_cast<size_t>(rowsUsed));
-    std::iota(idx.begin(), idx.end(), begin);
-    std::vector<NamedTensor> in;
-    for (const auto &[v, src] : evalInputs)
-      in.push_back(NamedTensor{v->name(), gatherRows(testData[src], idx, chunk)});
-    auto outs = (*ex)->run(in);
-    if (!outs)
-      return inputError("evaluation: {0}", llvm::toString(outs.takeError()));
-    const NamedTensor &y = outs->front();
     const std::vector<int64_t> &ys = y.tensor.shape;
     int64_t perSample = y.tensor.numElements() / chunk;
     // Classes on axis `axis` of y: a label at position (o, i) of the other
@@ -1094,6 +1224,28 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
           ++lossTerms;
         }
       }
+    }
+    return llvm::Error::success();
+  };
+  auto chunkInputs = [&](int64_t begin) {
+    int64_t rowsUsed = std::min(chunk, numTest - begin);
+    std::vector<int64_t> idx(static_cast<size_t>(rowsUsed));
+    std::iota(idx.begin(), idx.end(), begin);
+    std::vector<NamedTensor> in;
+    for (const auto &[v, src] : evalInputs)
+      in.push_back(NamedTensor{v->name(), gatherRows(testData[src], idx, chunk)});
+    return in;
+  };
+  if (!backend.isHostMemory() && !(*ex)->isDynamic()) {
+    if (auto e = evaluateQueued(**ex, chunk, chunkInputs, score))
+      return std::move(e);
+  } else {
+    for (int64_t begin = 0; begin < numTest; begin += chunk) {
+      auto outs = (*ex)->run(chunkInputs(begin));
+      if (!outs)
+        return inputError("evaluation: {0}", llvm::toString(outs.takeError()));
+      if (auto e = score(begin, outs->front()))
+        return e;
     }
   }
   r.samples = numTest;

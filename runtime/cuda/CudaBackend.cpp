@@ -85,7 +85,7 @@ public:
   void destroyStream(Stream s) override;
   bool hasKernel(const Node &node) const override { return findCudaKernel(node) != nullptr; }
   bool supportsOp(const Node &node, llvm::ArrayRef<DType> dts) const override {
-    return cudaRuns(node, dts);
+    return cudaRunsIfKnown(node, dts);
   }
   PreparedKernel prepare(const Node &node, llvm::ArrayRef<TensorDesc> inputs) override;
   void unprepare(KernelHandle h) override;
@@ -265,11 +265,8 @@ PreparedKernel CudaBackend::prepare(const Node &n, llvm::ArrayRef<TensorDesc> in
     ++it->second->refs;
     return it->second->result;
   }
-  llvm::SmallVector<DType, 4> dts;
-  for (const TensorDesc &d : inputs)
-    dts.push_back(d.dtype);
   const CudaKernel *row = findCudaKernel(n);
-  if (!row || !cudaRuns(n, dts) || inputs.empty())
+  if (!row || !cudaRunsShaped(n, inputs) || inputs.empty())
     return PreparedKernel();
   ensureReady();
   auto p = std::make_unique<Prepared>();
@@ -440,6 +437,15 @@ public:
       return;
     if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, streamOf(s)))
       fatal("readback copy of " + bytesText(bytes) + ": " + cudaText(e));
+  }
+  /// From pinned staging memory (StagingRing: the trainer's batch), so the
+  /// copy is asynchronous; the ring's markers keep the source unchanged
+  /// until it has run.
+  void uploadAsync(void *dst, const void *src, size_t bytes, Stream s) override {
+    if (!bytes)
+      return;
+    if (cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, streamOf(s)))
+      fatal("staged upload of " + bytesText(bytes) + ": " + cudaText(e));
   }
   uint64_t mark(Stream s) override {
     assert((!stream || stream == streamOf(s)) && "one stream per readback channel");

@@ -336,6 +336,15 @@ static bool resizeRowTakes(const Node &n) {
   return (!crop || known(roi)) && known(scales) && known(sizes);
 }
 
+bool cuda::knownInputInts(const Node &n, llvm::ArrayRef<TensorDesc> inputs, unsigned i,
+                          std::vector<int64_t> &out) {
+  if (i < inputs.size() && inputs[i].hasValues) {
+    out.assign(inputs[i].values.begin(), inputs[i].values.end());
+    return true;
+  }
+  return constantInputInts(n, i, out);
+}
+
 /// The dtype a row's mask is checked against: input 0, else output 0.
 static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   if (!inputDTypes.empty())
@@ -404,10 +413,42 @@ static bool scatterRowTakes(const Node &n, DType key, llvm::ArrayRef<DType> dts)
   }
   return p->reduction == ScatterReduction::None || (kCudaBinaryTypes & dtypeBit(key)) != 0;
 }
+/// The operands a data-movement kernel takes as constants of the node:
+/// Slice's bounds (1..4), SliceGrad's (2..5), constant Pad's pads and axes
+/// (1 and 3, from opset 11). Each absent or known.
+static bool dataValuesKnown(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
+  llvm::SmallVector<unsigned, 4> ports;
+  if (n.opType == "Slice" && n.domain.empty())
+    ports = {1, 2, 3, 4};
+  else if (n.opType == "SliceGrad")
+    ports = {2, 3, 4, 5};
+  else if (n.opType == "Pad" && n.opsetVersion() >= 11)
+    ports = {1, 3};
+  std::vector<int64_t> ints;
+  for (unsigned i : ports)
+    if (i < n.numInputs() && n.input(i) && !knownInputInts(n, inputs, i, ints))
+      return false;
+  return true;
+}
+
+/// Where rowTakes finds the operands a kernel takes as constants (a Slice's
+/// bounds, a reduction's axes): in the node alone (constantInputInts: what
+/// the painting asks), assumed known (what supportsOp answers before any
+/// value is: prepare checks them), or in the signature (knownInputInts).
+enum class ValuesFrom { Node, Assumed, Signature };
 
 /// True when the row takes these dtypes: its mask lists the key dtype, and
-/// what its launcher cannot take is absent.
-static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts) {
+/// what its launcher cannot take is absent, the operands it takes as
+/// constants included (`from`; `shaped` is the signature).
+static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> dts,
+                     ValuesFrom from = ValuesFrom::Node,
+                     llvm::ArrayRef<TensorDesc> shaped = {}) {
+  auto constantInts = [&](unsigned i, std::vector<int64_t> &out) {
+    if (from == ValuesFrom::Assumed)
+      return true;
+    return from == ValuesFrom::Signature ? knownInputInts(n, shaped, i, out)
+                                         : constantInputInts(n, i, out);
+  };
   DType key = keyDType(n, dts);
   // LSTMGrad and GRUGrad are keyed by X (dY may be absent): checked in their case.
   bool recurrentGrad = k.kind == CudaKernelKind::LstmGrad || k.kind == CudaKernelKind::GruGrad;
@@ -425,7 +466,8 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::Compare:
     return n.numInputs() == 2; // variadic Max/Min: not yet
   case CudaKernelKind::DataMove:
-    return dataRowTakes(n, dts);
+    return dataRowTakes(n, dts) &&
+           (from != ValuesFrom::Signature || dataValuesKnown(n, shaped));
   case CudaKernelKind::Loss:
     return lossRowTakes(n, key, dts);
   case CudaKernelKind::StatNorm:
@@ -446,11 +488,11 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   // Index family: a k or axis input known before running; i32/i64 indices.
   case CudaKernelKind::Trilu: {
     std::vector<int64_t> ints;
-    return n.numInputs() < 2 || !n.input(1) || constantInputInts(n, 1, ints);
+    return n.numInputs() < 2 || !n.input(1) || constantInts(1, ints);
   }
   case CudaKernelKind::Scan: {
     std::vector<int64_t> ints;
-    return constantInputInts(n, 1, ints);
+    return constantInts(1, ints);
   }
   case CudaKernelKind::GatherElements:
     return dts.size() < 2 || dts[1] == DType::Undefined || dts[1] == DType::I32 ||
@@ -528,7 +570,7 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     std::vector<int64_t> ints;
     bool second = n.numInputs() > 1 && n.input(1);
     if (k.kind == CudaKernelKind::Reduce)
-      return !second || constantInputInts(n, 1, ints);
+      return !second || constantInts(1, ints);
     return second;
   }
   // Transformer ops. RotaryEmbedding: caches of X's type, i32/i64
@@ -579,7 +621,7 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
         return false;
     std::vector<int64_t> lens;
     return n.numInputs() <= lensPort || !n.input(lensPort) ||
-           constantInputInts(n, lensPort, lens);
+           constantInts(lensPort, lens);
   }
   // Image ops: Resize's operands known before running.
   case CudaKernelKind::Image:
@@ -592,6 +634,21 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
 bool cuda::cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
   const CudaKernel *k = findCudaKernel(n);
   return k && rowTakes(n, *k, inputDTypes);
+}
+
+bool cuda::cudaRunsShaped(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
+  const CudaKernel *k = findCudaKernel(n);
+  if (!k)
+    return false;
+  llvm::SmallVector<DType, 4> dts;
+  for (const TensorDesc &d : inputs)
+    dts.push_back(d.dtype);
+  return rowTakes(n, *k, dts, ValuesFrom::Signature, inputs);
+}
+
+bool cuda::cudaRunsIfKnown(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
+  const CudaKernel *k = findCudaKernel(n);
+  return k && rowTakes(n, *k, inputDTypes, ValuesFrom::Assumed);
 }
 
 bool CudaCaps::supportsLowPrecision(const Node &n, DType t) const {
@@ -609,6 +666,8 @@ std::string cuda::shapeSignature(llvm::ArrayRef<TensorDesc> inputs) {
     }
     s += dtypeName(d.dtype).str();
     s += formatShape(d.shape);
+    if (d.hasValues)
+      s += "=" + formatShape(d.values);
   }
   return s;
 }

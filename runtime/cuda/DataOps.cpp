@@ -16,9 +16,10 @@
 // the host when it inferred shapes, so their plans are made at launch from
 // the call's output shapes (host arithmetic on a few small vectors, no
 // device work). Slice's, SliceGrad's and Pad's bounds are values too, but the
-// shapes do not determine them: they must be initializers of the graph,
-// read here at prepare; anything else makes prepare refuse the node, which
-// then runs on the CPU.
+// shapes do not determine them: they must be known at prepare (initializers,
+// Constant nodes' values, or values the static plan folded on the host and
+// carries in the signature, TensorDesc::values); anything else makes prepare
+// refuse the node, which then runs on the CPU.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
@@ -26,7 +27,6 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
-#include "mpc/Runtime/HostTensor.h"
 #include "../ops/NodeGeometry.h"
 #include "../ops/ShapeHelpers.h"
 
@@ -290,26 +290,16 @@ private:
   bool mean;
 };
 
-/// The integer values of input `i` when it is absent (empty, true) or an
-/// initializer of the graph (true); false when only the device has them.
-bool initializerInts(const Node &n, unsigned i, std::vector<int64_t> &out) {
+/// The integer values of input `i` when it is absent (empty, true) or known
+/// before the node runs (knownInputInts: an initializer, a Constant node's
+/// value, or a value the static plan folded, such as a bound computed from
+/// Shape); false when only the device has them.
+bool boundInts(const Node &n, llvm::ArrayRef<TensorDesc> inputs, unsigned i,
+               std::vector<int64_t> &out) {
   out.clear();
-  const Value *v = i < n.numInputs() ? n.input(i) : nullptr;
-  if (!v)
+  if (i >= n.numInputs() || !n.input(i))
     return true;
-  const Tensor *t = v->initializer();
-  if (!t)
-    return false;
-  auto h = hostTensorFromIR(*t);
-  if (!h) {
-    llvm::consumeError(h.takeError());
-    return false;
-  }
-  if (h->dtype != DType::I32 && h->dtype != DType::I64)
-    return false;
-  for (int64_t k = 0; k < h->numElements(); ++k)
-    out.push_back(h->getAsInt64(k));
-  return true;
+  return knownInputInts(n, inputs, i, out);
 }
 
 /// Transpose's plan.
@@ -321,12 +311,12 @@ CudaOpOrError prepareTranspose(const Node &n, llvm::ArrayRef<TensorDesc> inputs)
   return std::make_unique<PlannedCopyOp>(p);
 }
 
-/// Slice (bounds at inputs 1..4) and SliceGrad (at 2..5), from initializers.
+/// Slice (bounds at inputs 1..4) and SliceGrad (at 2..5), known at prepare.
 CudaOpOrError prepareSlice(const Node &n, llvm::ArrayRef<TensorDesc> inputs, bool grad) {
   std::vector<int64_t> v[4];
   unsigned first = grad ? 2 : 1;
   for (unsigned i = 0; i < 4; ++i)
-    if (!initializerInts(n, first + i, v[i]))
+    if (!boundInts(n, inputs, first + i, v[i]))
       return refuse();
   if (grad)
     return std::make_unique<SliceGradOp>(n, v);
@@ -365,8 +355,8 @@ CudaOpOrError prepareConcat(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
   return std::make_unique<ConcatOp>(std::move(plans));
 }
 
-/// Constant Pad: the pads (attribute before opset 11, else an initializer
-/// input with optional initializer axes) and the value (a zero attribute
+/// Constant Pad: the pads (attribute before opset 11, else a known input
+/// with optional known axes) and the value (a zero attribute
 /// before opset 11, else input 2 on the device).
 CudaOpOrError preparePad(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
   std::vector<int64_t> pads, axes, begin, end;
@@ -378,7 +368,7 @@ CudaOpOrError preparePad(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
     if (n.floatAttr("value", 0.0f) != 0.0f)
       return refuse(); // a non-zero attribute value: not carried yet
   } else {
-    if (!initializerInts(n, 1, pads) || !initializerInts(n, 3, axes))
+    if (!boundInts(n, inputs, 1, pads) || !boundInts(n, inputs, 3, axes))
       return refuse();
     valueInput = inputs.size() > 2 && inputs[2].dtype != DType::Undefined &&
                  kernels::numElements(inputs[2].shape) > 0;

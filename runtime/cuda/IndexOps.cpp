@@ -269,7 +269,7 @@ CudaOpOrError prepareTrilu(const Node &n, llvm::ArrayRef<TensorDesc> in) {
   int64_t k = 0;
   if (in.size() > 1 && in[1].dtype != DType::Undefined) {
     std::vector<int64_t> ints;
-    if (!constantInputInts(n, 1, ints) || ints.size() != 1)
+    if (!knownInputInts(n, in, 1, ints) || ints.size() != 1)
       return none();
     k = ints[0];
   }
@@ -286,7 +286,7 @@ CudaOpOrError prepareScan(const Node &n, llvm::ArrayRef<TensorDesc> in) {
   if (!params)
     return params.takeError();
   std::vector<int64_t> ints;
-  if (in.size() < 2 || !constantInputInts(n, 1, ints) || ints.size() != 1)
+  if (in.size() < 2 || !knownInputInts(n, in, 1, ints) || ints.size() != 1)
     return none();
   int64_t axis = ints[0];
   if (!shapes::normalizeAxis(axis, int64_t(in[0].shape.size())))

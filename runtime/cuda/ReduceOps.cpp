@@ -84,7 +84,7 @@ CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
   HostTensor axesValue;
   if (hasAxes) {
     std::vector<int64_t> v;
-    if (!constantInputInts(n, 1, v))
+    if (!knownInputInts(n, in, 1, v))
       return none();
     axesValue = HostTensor(DType::I64, {int64_t(v.size())});
     std::copy(v.begin(), v.end(), axesValue.data<int64_t>());
@@ -108,7 +108,7 @@ CudaOpOrError prepareBiasGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
                               const CudaContext &ctx) {
   const TensorDesc &dy = in[0];
   std::vector<int64_t> b;
-  if (!constantInputInts(n, 1, b)) {
+  if (!knownInputInts(n, in, 1, b)) {
     const Value *out = n.numOutputs() ? n.output(0) : nullptr;
     if (!out || !out->type.hasShape)
       return none();

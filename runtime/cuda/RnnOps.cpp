@@ -112,7 +112,7 @@ llvm::Expected<int32_t> lensTypeOf(const Node &n, llvm::ArrayRef<TensorDesc> inp
   if (inputs.size() <= port || inputs[port].dtype == DType::Undefined)
     return 0;
   std::vector<int64_t> lens;
-  if (!constantInputInts(n, port, lens))
+  if (!knownInputInts(n, inputs, port, lens))
     return refused(n, "sequence_lens is not a constant of the graph");
   if (int64_t(lens.size()) != s.batch)
     return refused(n, "sequence_lens does not have one value per batch entry");

@@ -205,6 +205,11 @@ public:
   void copyAsync(void *dst, const void *src, size_t bytes, Stream st) override {
     q.copyToHost(dst, src, bytes, st);
   }
+  /// Read when the queue runs it, as a DMA from pinned memory would.
+  void uploadAsync(void *dst, const void *src, size_t bytes, Stream st) override {
+    q.checkStream(st);
+    q.queue.push_back([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  }
   uint64_t mark(Stream) override { return q.markNow(); }
   bool reached(uint64_t marker) override { return q.ran >= marker; }
   void wait(uint64_t marker) override {

@@ -382,3 +382,65 @@ TEST(DeviceTraining, ACheckpointOfTheDeviceRunResumesOnTheCpu) {
   EXPECT_EQ(bitsOf(step->loss), bitsOf(next->loss)) << step->loss << " vs " << next->loss;
   EXPECT_EQ(bitsOf(step->lossScaleAfter), bitsOf(next->lossScaleAfter));
 }
+
+// Evaluation on a device queues every chunk without waiting for it (its
+// outputs bound to device buffers, read back through a ring of host records):
+// no chunk synchronizes the stream, and the accuracy and loss are the CPU
+// backend's bit for bit, at two points of training.
+TEST(DeviceTraining, EvaluationQueuesItsChunksAndMatchesTheCpu) {
+  auto onCpu = digitsModel(false), onDevice = digitsModel(false);
+  ASSERT_TRUE(onCpu && onDevice);
+  CpuBackend cpu(1);
+  QueueBackend q;
+  auto a = trainerFor(*onCpu, cpu, 7, 0), b = trainerFor(*onDevice, q, 7, 0);
+  ASSERT_TRUE(a && b);
+  for (int point = 0; point < 2; ++point) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(bool(a->step()));
+      ASSERT_TRUE(bool(b->step()));
+    }
+    auto ea = a->evaluate();
+    ASSERT_TRUE(bool(ea)) << llvm::toString(ea.takeError());
+    uint64_t s0 = q.syncCalls, w0 = q.waits;
+    auto eb = b->evaluate();
+    ASSERT_TRUE(bool(eb)) << llvm::toString(eb.takeError());
+    EXPECT_GT(ea->samples, 4 * kBatch) << "several chunks";
+    EXPECT_EQ(eb->samples, ea->samples);
+    ASSERT_TRUE(ea->hasAccuracy && eb->hasAccuracy && ea->hasLoss && eb->hasLoss);
+    EXPECT_EQ(bitsOf(eb->accuracy), bitsOf(ea->accuracy)) << point;
+    EXPECT_EQ(bitsOf(eb->loss), bitsOf(ea->loss)) << point;
+    // No chunk synchronizes the stream (each used to, at the end of its
+    // run): only planning does, once per evaluation (the first one also
+    // makes the executor and plans again once its outputs are bound). Each
+    // chunk's record is waited for at most once, besides the records of the
+    // steps still pending (observePending).
+    uint64_t chunks = uint64_t((eb->samples + kBatch - 1) / kBatch);
+    uint64_t syncs = q.syncCalls - s0;
+    EXPECT_GT(chunks, 8u);
+    EXPECT_LE(syncs, point == 0 ? 4u : 1u);
+    EXPECT_LE(q.waits - w0, chunks + syncs + Trainer::readbackCapacity());
+  }
+}
+
+// On a device the batch is staged (pinned slots, uploaded on the step's
+// stream into buffers bound to the step): the step executor copies nothing
+// itself, the trainer counts the same batch bytes per step as the CPU's, and
+// the losses are the CPU's bit for bit (StepsDoNotWait... checks that
+// staging adds no wait).
+TEST(DeviceTraining, TheBatchIsStagedAndCountedAsOnTheCpu) {
+  auto onCpu = digitsModel(true), onDevice = digitsModel(true);
+  ASSERT_TRUE(onCpu && onDevice);
+  CpuBackend cpu(1);
+  QueueBackend q;
+  auto a = trainerFor(*onCpu, cpu, 3, 0), b = trainerFor(*onDevice, q, 3, 0);
+  ASSERT_TRUE(a && b);
+  for (int i = 0; i < 20; ++i) {
+    auto ra = a->step(), rb = b->step();
+    ASSERT_TRUE(bool(ra) && bool(rb));
+    EXPECT_EQ(bitsOf(ra->loss), bitsOf(rb->loss)) << "step " << i;
+  }
+  EXPECT_EQ(b->transfers().stepHostToDevice, a->transfers().stepHostToDevice);
+  EXPECT_GT(a->transfers().stepHostToDevice, 0u);
+  EXPECT_EQ(a->stepExecutor().transferStats().hostToDevice, a->transfers().stepHostToDevice);
+  EXPECT_EQ(b->stepExecutor().transferStats().hostToDevice, 0u);
+}

@@ -13,6 +13,7 @@
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
+#include "mpc/Runtime/Cuda/HostPlacement.h"
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/FallbackBackend.h"
 #include "mpc/Runtime/NpyIO.h"
@@ -71,6 +72,10 @@ options:
                         with copies around it (the default; a line
                         'cuda: N nodes; cpu fallback: M nodes (...)' says
                         what ran where)
+  --placement-only      with --device cuda: print that line and nothing
+                        else, decided by the CUDA kernel table on this
+                        machine (no GPU needed, nothing runs): the model is
+                        planned for the inputs given or drawn
   --outputs DIR         write each output as DIR/NAME.npy (atomically;
                         bfloat16 outputs are written as float32), a
                         sequence output as DIR/NAME.pb (ONNX SequenceProto),
@@ -105,6 +110,7 @@ struct RunArgs {
   unsigned repeat = 1;
   BackendChoice backend;
   bool profile = false;
+  bool placementOnly = false;
 };
 } // namespace
 
@@ -134,6 +140,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         return v;
     } else if (s.flag("--profile")) {
       a.profile = true;
+    } else if (s.flag("--placement-only")) {
+      a.placementOnly = true;
     } else if (s.flag("--random-inputs")) {
       a.randomInputs = true;
     } else if (s.value("--seed", v, missing)) {
@@ -163,6 +171,16 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
     return "no model given";
   if (std::string err = checkBackendChoice(a.backend); !err.empty())
     return err;
+  if (a.placementOnly) {
+    if (a.backend.device != "cuda")
+      return "--placement-only applies to --device cuda only";
+    if (!a.backend.fallback)
+      return "--placement-only prints the CPU fallback's placement: not with --no-fallback";
+    if (!a.compare.empty() || !a.compareDevice.empty() || !a.outputs.empty() || a.profile ||
+        a.repeat != 1)
+      return "--placement-only runs nothing: not with --compare, --compare-device, "
+             "--outputs, --profile or --repeat";
+  }
   if (!a.compareDevice.empty() && a.compare.empty())
     a.compare = a.model; // the same model on the other backend
   return "";
@@ -738,10 +756,17 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   if (!usage.empty())
     return usageError("run", usage);
 
-  auto created = createBackend(a.backend);
-  if (!created)
-    return fail(created.takeError());
-  std::unique_ptr<Backend> backend = std::move(*created);
+  std::unique_ptr<Backend> backend;
+  if (a.placementOnly) {
+    // The CUDA table's decisions on the host: no plugin, no GPU.
+    backend = std::make_unique<FallbackBackend>(cuda::createHostPlacementBackend(),
+                                                std::make_unique<CpuBackend>());
+  } else {
+    auto created = createBackend(a.backend);
+    if (!created)
+      return fail(created.takeError());
+    backend = std::move(*created);
+  }
 
   FilePlan files;
   files.read(a.model, "model");
@@ -777,6 +802,15 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       return fail(std::move(err));
   if (llvm::Error err = main->exec->plan(inputs, seqInputs))
     return fail(std::move(err));
+  if (a.placementOnly) {
+    // A dynamic plan prepares while it runs: there is no placement to print.
+    if (main->exec->isDynamic())
+      return fail(inputError("--placement-only: {0} runs in dynamic mode (control flow or "
+                             "data-dependent shapes), which places nodes as it runs them",
+                             quoteName(a.model)));
+    llvm::outs() << backend->placementLine() << "\n";
+    return Ok;
+  }
 
   // The compared model gets its own backend so that the memory figures
   // printed are those of MODEL alone.

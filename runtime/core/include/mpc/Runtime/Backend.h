@@ -40,9 +40,23 @@ using KernelHandle = const void *;
 
 /// An operand's dtype and dense shape: one entry of a shape signature.
 struct TensorDesc {
+  /// Most elements of an integer operand whose value a signature carries.
+  static constexpr int64_t kMaxKnownInts = 64;
   DType dtype = DType::Undefined;
   llvm::SmallVector<int64_t, 6> shape;
-  bool operator==(const TensorDesc &o) const { return dtype == o.dtype && shape == o.shape; }
+  /// The operand's values, when a static plan knows them on the host before
+  /// anything runs (an initializer, or a value folded while planning, such
+  /// as a Slice bound computed from Shape, Gather and Concat): only for i32
+  /// and i64 operands of at most kMaxKnownInts elements, widened exactly to
+  /// int64. A device backend takes such operands as constants of the node
+  /// (its kernel then needs no host read); since they are part of the
+  /// signature, a new value means a new prepare. Dynamic mode never sets it.
+  bool hasValues = false;
+  llvm::SmallVector<int64_t, 4> values;
+  bool operator==(const TensorDesc &o) const {
+    return dtype == o.dtype && shape == o.shape && hasValues == o.hasValues &&
+           values == o.values;
+  }
   bool operator!=(const TensorDesc &o) const { return !(*this == o); }
 };
 
@@ -287,6 +301,11 @@ public:
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).
   virtual size_t peakAllocatedBytes() const = 0;
+  /// True when backend memory is ordinary host memory the CPU reads and
+  /// writes directly, copies being plain memcpy done when they return (the
+  /// CPU backend): the trainer then hands each batch to the step as it is,
+  /// without staging it in a StagingRing (Readback.h).
+  virtual bool isHostMemory() const { return false; }
   /// One line saying which nodes ran where, for a backend that splits a model
   /// between devices (FallbackBackend); empty for one that runs it all.
   virtual std::string placementLine() const { return ""; }

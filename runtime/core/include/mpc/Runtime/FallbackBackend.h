@@ -76,6 +76,7 @@ public:
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return device->caps(); }
   size_t peakAllocatedBytes() const override { return device->peakAllocatedBytes(); }
+  bool isHostMemory() const override { return device->isHostMemory(); }
 
   /// The nodes prepared so far on each side (a node counts once, on the side
   /// of its last preparation), and the host nodes per op type.

@@ -41,6 +41,11 @@ public:
   /// Queues a copy of `bytes` from device memory `src` to host memory `dst`,
   /// ordered on `stream` after the work queued on it before.
   virtual void copyAsync(void *dst, const void *src, size_t bytes, Stream stream) = 0;
+  /// The other direction, for StagingRing: queues a copy of `bytes` from
+  /// host memory `src` (allocateHost's) to device memory `dst`, ordered on
+  /// `stream`. `src` is read when the copy runs: it must stay unchanged until
+  /// a marker made after the copy is reached.
+  virtual void uploadAsync(void *dst, const void *src, size_t bytes, Stream stream) = 0;
   /// A marker for the point after everything queued on `stream` so far.
   virtual uint64_t mark(Stream stream) = 0;
   /// Whether the work before `marker` has finished; never blocks.
@@ -105,6 +110,50 @@ private:
   std::vector<Slot> slots;
   unsigned head = 0, count = 0;
   uint8_t *recordData(unsigned slot) const { return host + size_t(slot) * recordBytes; }
+};
+
+/// Host memory for the host-to-device copies made every step (the trainer's
+/// batch on a device backend): `capacity` slots of `slotBytes` of the
+/// channel's host memory (page-locked on a GPU, so that the copy is a true
+/// asynchronous transfer instead of one the driver stages synchronously
+/// from pageable memory). The host fills the slot acquire() hands out,
+/// queues copies from it (upload) and commits it; a slot is handed out
+/// again only once the copies queued from it have finished (its marker is
+/// reached), so the host never overwrites bytes a queued copy still reads.
+/// That is the only place the host may wait.
+class StagingRing {
+public:
+  StagingRing(ReadbackChannel &channel, size_t slotBytes, unsigned capacity);
+  ~StagingRing();
+  StagingRing(const StagingRing &) = delete;
+  StagingRing &operator=(const StagingRing &) = delete;
+  unsigned capacity() const { return unsigned(slots.size()); }
+  size_t slotBytes() const { return bytesPerSlot; }
+  /// The next slot's memory (64-byte aligned), after the copies queued from
+  /// it before have finished; waits for them when they have not (counted by
+  /// waits()). The slot acquired before must have been committed.
+  uint8_t *acquire();
+  /// Queues a copy of `bytes` at `offset` of the slot acquired last to
+  /// device memory `dst`, on `stream`.
+  void upload(void *dst, size_t offset, size_t bytes, Stream stream);
+  /// Closes the slot acquired last: free again once the work queued on
+  /// `stream` so far has finished.
+  void commit(Stream stream);
+  /// How many acquire() calls had to wait for a copy still in flight.
+  uint64_t waits() const { return waitCount; }
+
+private:
+  struct Slot {
+    uint64_t marker = 0;
+    bool inFlight = false;
+  };
+  ReadbackChannel &channel;
+  size_t bytesPerSlot = 0;
+  uint8_t *host = nullptr;
+  std::vector<Slot> slots;
+  unsigned next = 0;
+  int current = -1; ///< the slot acquired and not yet committed
+  uint64_t waitCount = 0;
 };
 
 } // namespace mpc

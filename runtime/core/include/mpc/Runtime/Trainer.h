@@ -49,6 +49,7 @@
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/Readback.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
@@ -188,6 +189,15 @@ public:
   /// Steps launched whose result nextResult() has not returned.
   uint64_t pendingResults() const { return launched - delivered; }
   static constexpr unsigned readbackCapacity() { return 8; }
+  /// Slots of the pinned ring a device backend's batch is staged through
+  /// (StagingRing) for a batch of `batchBytes`: one more than the readback
+  /// ring, so that staging never waits where the readback ring does not (a
+  /// step waits for step k - readbackCapacity() when that ring is full,
+  /// which frees every older slot), unless that would pin more than
+  /// kStagingBudget bytes: then as many slots as fit, at least two (the host
+  /// may then wait for the upload of an older step before staging a batch).
+  static constexpr size_t kStagingBudget = size_t(64) << 20;
+  static unsigned stagingCapacity(size_t batchBytes);
   const TrainerTransfers &transfers() const { return xfer; }
   /// Runs the inference graph with the current state on the held-out split
   /// (chunks of --batch, or of the inference graph's fixed batch dim). Each
@@ -239,6 +249,12 @@ private:
   /// update_binding sources to the next ones.
   llvm::Error bindState();
   llvm::Error prepareDeviceStep();
+  /// On a device backend: a device buffer per algorithm input (the batch),
+  /// bound to the step, and the pinned ring the batch is staged through.
+  llvm::Error prepareStaging();
+  /// Copies the step's batch (feeds) into the next staging slot and queues
+  /// its uploads on the step's stream, ahead of the step.
+  void stageBatch();
   llvm::Error runStepDeviceState(StepResult &r);
   llvm::Error runStepHostState(StepResult &r);
   /// Fills `r`'s logged values from host copies of the algorithm's outputs
@@ -261,6 +277,20 @@ private:
   /// buffers (read in place, nothing copied). A graph that runs in dynamic
   /// mode cannot bind: it gets a fresh executor over syncModel()'s copy.
   llvm::Expected<Executor *> inferenceExecutor();
+  /// evaluate() on a device backend with a static inference plan: every
+  /// chunk of `chunk` samples (`chunkInputs(begin)`) is queued without waiting, its outputs
+  /// bound to device buffers, its first output and error record read back
+  /// through a ring of host records (pinned on a GPU) that the host takes
+  /// oldest first, calling `score(begin, y)`; the host waits only for a
+  /// full ring and at the end. The chunks are scored in order, as on the CPU.
+  llvm::Error evaluateQueued(
+      Executor &ex, int64_t chunk,
+      llvm::function_ref<std::vector<NamedTensor>(int64_t)> chunkInputs,
+      llvm::function_ref<llvm::Error(int64_t, const NamedTensor &)> score);
+  /// Records of evaluateQueued's ring: chunks in flight at once.
+  static constexpr unsigned kEvalRing = 4;
+  std::vector<DeviceBuffer> evalOutputs;
+  std::unique_ptr<ReadbackChannel> evalChannel;
   std::unique_ptr<Executor> inference;
 
   Model &model;
@@ -283,6 +313,13 @@ private:
   std::vector<LogField> logFields;
   std::unique_ptr<ReadbackChannel> channel;
   std::unique_ptr<ReadbackRing> ring;
+  /// The batch on a device backend (prepareStaging): its device buffers, one
+  /// per algorithm input, each input's offset in a staging slot, and the
+  /// ring (over a channel of its own, on the step's stream).
+  std::vector<DeviceBuffer> batchBuffers;
+  std::vector<size_t> batchOffsets;
+  std::unique_ptr<ReadbackChannel> stagingChannel;
+  std::unique_ptr<StagingRing> staging;
   /// Per ring record, oldest first: the step executor's callsGeneration()
   /// when the step ran (to name the node of its error record).
   std::deque<uint64_t> ringGenerations;

@@ -165,6 +165,27 @@ bool constantInputInts(const Node &n, unsigned i, std::vector<int64_t> &out);
 /// The values of input `i` of `n` as double (float or integer data), when
 /// known before anything runs as constantInputInts's are. False otherwise.
 bool constantInputDoubles(const Node &n, unsigned i, std::vector<double> &out);
+/// The int64 values of input `i` of `n` in a static plan: those the
+/// signature carries (TensorDesc::values: an initializer's, or a value the
+/// executor folded while planning, such as a Slice bound computed from
+/// Shape), else constantInputInts. False when only the device has them.
+bool knownInputInts(const Node &n, llvm::ArrayRef<TensorDesc> inputs, unsigned i,
+                    std::vector<int64_t> &out);
+
+/// What prepare decides from the table for a node and its shape signature:
+/// cudaRuns, and every operand a kernel must know before it runs is known
+/// (knownInputInts: a Slice's or SliceGrad's bounds, Pad's pads and axes, a
+/// reduction's axes, BiasGrad's shape, Trilu's k, CumSum's axis, the
+/// recurrent ops' sequence_lens). A node refused here runs on the CPU under
+/// FallbackBackend. The families' prepare functions may still refuse shapes
+/// (a convolution's asymmetric pads): this is the table's part only.
+bool cudaRunsShaped(const Node &n, llvm::ArrayRef<TensorDesc> inputs);
+
+/// cudaRuns with every operand a kernel takes as a constant assumed known:
+/// what the backend's supportsOp answers before any value is (prepare then
+/// asks cudaRunsShaped, and a node whose constants are not known runs on the
+/// CPU under FallbackBackend, or is refused with --no-fallback).
+bool cudaRunsIfKnown(const Node &n, llvm::ArrayRef<DType> inputDTypes);
 
 /// The bytes of a functor, as a launcher takes them.
 template <typename Op> OpBlob blobOf(const Op &op) {
@@ -196,7 +217,8 @@ public:
 
 /// The backend's prepare cache is keyed by node and shape signature; the
 /// signature is the dtypes and shapes of the inputs, "-" for an absent
-/// optional one: "f16[2, 3] f16[3] -".
+/// optional one, and the values a static plan knows (TensorDesc::values)
+/// after "=": "f16[2, 3] f16[3] - i64[1]=[2]".
 std::string shapeSignature(llvm::ArrayRef<TensorDesc> inputs);
 
 struct PrepareKey {

@@ -25,7 +25,7 @@ struct CudaBackendOptions;
 
 /// Raised whenever what crosses the boundary changes: the entry points, the
 /// layout of CudaBackendOptions, or the Backend interface.
-constexpr uint32_t kCudaPluginAbi = 1;
+constexpr uint32_t kCudaPluginAbi = 2;
 /// The file, in the folder `lib` next to the folder of the mpc binary
 /// (build/tools/mpc -> build/lib; a bundle's libexec/mpc -> lib).
 constexpr const char *kCudaPluginFile = "libmpc_cuda_backend.so";
