@@ -356,8 +356,8 @@ static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
 
 /// What a data-movement row cannot take, known from the node alone (the
 /// rest, such as bounds that are not initializers, is refused by
-/// prepareDataOp, and the node then runs on the CPU): Dropout in training
-/// mode or before opset 10 (its mask was not bool), Pad modes other than
+/// prepareDataOp, and the node then runs on the CPU): Dropout with a
+/// training_mode input (opset 12 and later), Pad modes other than
 /// constant, Where values of other sizes, Gather indices other than i32/i64,
 /// Sum and Mean of more than kMaxNaryInputs operands.
 static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
@@ -371,7 +371,7 @@ static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
   if (n.opType == "GatherGrad")
     return !given(2) || dts[2] == DType::I32 || dts[2] == DType::I64;
   if (n.opType == "Dropout")
-    return n.opsetVersion() >= 10 && (n.numInputs() < 3 || !n.input(2));
+    return n.numInputs() < 3 || !n.input(2);
   if (n.opType == "Pad") { // edge, reflect, wrap: the image family's
     llvm::StringRef mode = n.stringAttr("mode", "constant");
     return mode == "constant" || mode == "edge" || mode == "reflect" || mode == "wrap";

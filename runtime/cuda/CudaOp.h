@@ -163,6 +163,9 @@ CudaOpOrError prepareImageOp(const Node &n, const CudaKernel &row,
 std::string cudaText(cudaError_t e);
 /// "" for cudaSuccess, else "kernel launch failed: <cudaText>".
 std::string launchText(cudaError_t e);
+/// The bits of the value 1 in `t`, in the low bytes (EyeLike's diagonal,
+/// Dropout's mask); false for a type the data launchers do not move.
+bool oneBits(DType t, uint64_t &bits);
 
 } // namespace cuda
 } // namespace mpc

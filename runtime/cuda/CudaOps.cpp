@@ -7,6 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
+#include "mpc/Runtime/Kernels/Storage.h"
+
+#include <cstring>
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -19,6 +22,26 @@ std::string cuda::cudaText(cudaError_t e) {
 
 std::string cuda::launchText(cudaError_t e) {
   return e == cudaSuccess ? std::string() : "kernel launch failed: " + cudaText(e);
+}
+
+bool cuda::oneBits(DType t, uint64_t &bits) {
+  auto put = [&](auto v) {
+    bits = 0;
+    std::memcpy(&bits, &v, sizeof(v));
+    return true;
+  };
+  switch (t) {
+  case DType::F32: return put(1.0f);
+  case DType::F64: return put(1.0);
+  case DType::F16: return put(kernels::castValue<Half>(1.0f));
+  case DType::BF16: return put(kernels::castValue<BFloat16>(1.0f));
+  case DType::Bool: return put(true);
+  case DType::I8: case DType::U8: return put(uint8_t(1));
+  case DType::I16: case DType::U16: return put(uint16_t(1));
+  case DType::I32: case DType::U32: return put(uint32_t(1));
+  case DType::I64: case DType::U64: return put(uint64_t(1));
+  default: return false;
+  }
 }
 
 CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,

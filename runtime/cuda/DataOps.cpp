@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
 #include "DataLaunch.h"
+#include "IndexLaunch.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
@@ -62,21 +63,25 @@ std::string copy(const CopyPlan &p, DType t, const void *src, void *dst, cudaStr
 
 /// Identity, Reshape, Flatten, Squeeze, Unsqueeze, inference Dropout: the
 /// bytes, unless the executor aliased the output to the input; Dropout's
-/// mask (bool) all true.
+/// mask all ones (true, or 1 of the data's type before opset 10).
 class ByteCopyOp final : public CudaOp {
 public:
   std::string launch(const KernelCall &call, cudaStream_t s,
-                     const CudaContext &) const override {
+                     const CudaContext &ctx) const override {
     const TensorRef &x = call.inputs[0], &y = call.outputs[0];
     size_t bytes = size_t(x.numElements()) * runtimeElementSize(x.dtype);
     if (bytes && x.data != y.data)
       if (cudaError_t e = cudaMemcpyAsync(y.data, x.data, bytes, cudaMemcpyDeviceToDevice, s))
         return "device copy failed: " + cudaText(e);
-    if (call.outputs.size() > 1 && call.outputs[1].data && call.outputs[1].numElements())
-      if (cudaError_t e = cudaMemsetAsync(call.outputs[1].data, 1,
-                                          size_t(call.outputs[1].numElements()), s))
-        return "device fill failed: " + cudaText(e);
-    return "";
+    if (call.outputs.size() < 2 || !call.outputs[1].data || !call.outputs[1].numElements())
+      return "";
+    const TensorRef &mask = call.outputs[1];
+    int64_t n = mask.numElements();
+    uint64_t one = 0;
+    if (!oneBits(mask.dtype, one))
+      return "Dropout's mask of type " + dtypeName(mask.dtype).str() + " has no device fill";
+    return launchText(
+        launchFillBits(elementBytes(mask.dtype), one, mask.data, n, ctx.geometry(n), s));
   }
 };
 

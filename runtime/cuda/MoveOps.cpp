@@ -228,28 +228,6 @@ CudaOpOrError prepareReverseSequence(const Node &n, llvm::ArrayRef<TensorDesc> i
   return std::make_unique<ReverseSequenceOp>(plan);
 }
 
-/// The bits of 1 in `t`, for EyeLike's kernel; false for a type the data
-/// launchers do not move.
-bool oneBits(DType t, uint64_t &bits) {
-  auto put = [&](auto v) {
-    bits = 0;
-    std::memcpy(&bits, &v, sizeof(v));
-    return true;
-  };
-  switch (t) {
-  case DType::F32: return put(1.0f);
-  case DType::F64: return put(1.0);
-  case DType::F16: return put(kernels::castValue<Half>(1.0f));
-  case DType::BF16: return put(kernels::castValue<BFloat16>(1.0f));
-  case DType::Bool: return put(true);
-  case DType::I8: case DType::U8: return put(uint8_t(1));
-  case DType::I16: case DType::U16: return put(uint16_t(1));
-  case DType::I32: case DType::U32: return put(uint32_t(1));
-  case DType::I64: case DType::U64: return put(uint64_t(1));
-  default: return false;
-  }
-}
-
 class EyeLikeOp final : public CudaOp {
 public:
   EyeLikeOp(uint64_t one, int64_t k) : one(one), k(k) {}

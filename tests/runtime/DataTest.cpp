@@ -191,6 +191,23 @@ TEST_P(DataTest, InferenceDropoutIsTheIdentityWithATrueMask) {
   }
 }
 
+/// Before opset 10 the mask has the data's type (the opset 9 exports of the
+/// ONNX light models): ones of that type.
+TEST_P(DataTest, OpsetNineDropoutMaskIsOnesOfTheDataType) {
+  for (DType dt : {DType::F32, DType::F16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    HostTensor x = numbered(dt, {2, 1029});
+    OpTester t("Dropout", 9);
+    t.attrFloat("ratio", 0.5f).input(x).outputs(2);
+    std::vector<HostTensor> out = runOrFail(t, device());
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_TRUE(sameBytes(out[0], x));
+    ASSERT_EQ(out[1].dtype, dt);
+    std::vector<double> ones(size_t(x.numElements()), 1.0);
+    EXPECT_TRUE(allCloseTensor(out[1], ones));
+  }
+}
+
 TEST_P(DataTest, TransposeMatchesThePermutedIndex) {
   std::mt19937 rng(3);
   std::vector<std::pair<Shape, Shape>> cases = {
