@@ -166,6 +166,10 @@ step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --
 step resize_models 120 python3 "$SRC/tests/runtime_exec/test_attribute_defaults.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 4. End to end: each shipped model and its AMP rewrite on cuda against cpu.
 step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*.onnx
+# 4'. The real architectures (tests/train/torch_fixtures: ResNet-18, MobileNetV2, EfficientNet,
+#     BERT, GPT, T5, ViT, LSTM, GRU, ...; the ONNX light models from the onnx wheel) and their
+#     AMP rewrites on cuda against cpu, every node on the GPU (--no-fallback-expected).
+step family_models 180 bash -c "python3 '$SRC/tools/gpu_e2e.py' --mpc '$MPC' --no-fallback-expected \$(ls '$SRC'/tests/train/torch_fixtures/*.onnx | grep -v -e '\.f64\.onnx' -e embedding_bag) \$(python3 -c 'import onnx, os; print(os.path.dirname(onnx.__file__))')/backend/test/data/light/*.onnx"
 # 4a. The README's digits training, fp32 and AMP, 400 steps, on cuda against cpu.
 step digits_train 180 python3 "$SRC/tools/gpu_train_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4a'. Recurrent training (models/lstm.onnx and a bidirectional GRU, fp32 and AMP, 100 steps)
