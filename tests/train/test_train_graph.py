@@ -321,6 +321,61 @@ def gradcheck_cases():
     add("LayerNormalization",
         [n("LayerNormalization", ["X", "scale", "bias"], ["Y"], axis=-1, epsilon=1e-5)],
         {"X": f64(rng, 2, 3, 4), "scale": f64(rng, 4), "bias": f64(rng, 4)}, [2, 3, 4])
+    # Element-wise rules composed of existing ops (Sqrt, Reciprocal, Pow, Exp, Log, Abs, ...).
+    pos = lambda *shape: f64(rng, *shape, low=0.5, high=2.0)
+    const = lambda name, v: n("Constant", [], [name], value=numpy_helper.from_array(v))
+    add("Sqrt", [n("Sqrt", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Reciprocal", [n("Reciprocal", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Exp", [n("Exp", ["A"], ["Y"])], {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Log", [n("Log", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Abs", [n("Abs", ["A"], ["Y"])], {"A": f64(rng, 2, 3, away=0.05)}, [2, 3])
+    add("Softplus", [n("Softplus", ["A"], ["Y"])], {"A": f64(rng, 2, 3, low=-3, high=3)}, [2, 3])
+    # x.pow(2) as exported: a constant exponent; an integer one is cast.
+    add("Pow_constant_exponent", [const("e", np.array(2.0)), n("Pow", ["A", "e"], ["Y"])],
+        {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Pow_int_exponent", [const("e", np.array(3, np.int64)), n("Pow", ["A", "e"], ["Y"])],
+        {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Pow_tensor_exponent", [n("Pow", ["A", "B"], ["Y"])],
+        {"A": pos(2, 3), "B": f64(rng, 3, low=-1.5, high=2.5)}, [2, 3])
+    # A base of 0 with B > 0: dB is 0 there (PyTorch; 0^B stays 0 around B).
+    add("Pow_zero_base", [const("base", np.array([0.0, 1.5, 0.0, 0.7])),
+                          n("Pow", ["base", "B"], ["Y"])],
+        {"B": pos(4)}, [4])
+    add("Expand", [n("Expand", ["A", "shape"], ["Y"])],
+        {"A": f64(rng, 3, 1), "shape": i64(2, 3, 4)}, [2, 3, 4])
+    add("Sum_variadic", [n("Sum", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    add("Mean_variadic", [n("Mean", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    # Ties: both inputs get dY/2 (PyTorch's maximum/minimum), which central differences see.
+    tie_a = np.array([[0.25, -0.5, 0.75], [1.0, 0.125, -0.25]])
+    tie_b = np.array([[0.25, 0.5, -0.75], [1.0, -0.125, -0.25]])
+    add("Max_ties", [n("Max", ["A", "B"], ["Y"])], {"A": tie_a, "B": tie_b}, [2, 3])
+    add("Min_ties", [n("Min", ["A", "B"], ["Y"])], {"A": tie_a, "B": tie_b}, [2, 3])
+    add("Max_three_broadcast", [n("Max", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    add("LeakyRelu", [n("LeakyRelu", ["A"], ["Y"], alpha=0.1)],
+        {"A": f64(rng, 3, 4, away=0.05)}, [3, 4])
+    # Both saturated regions and the slope, away from the kinks.
+    hard_x = np.array([[-4.5, -3.2, -2.0, -0.7], [0.3, 1.1, 2.6, 3.4], [5.0, -0.1, 2.9, -2.9]])
+    add("HardSigmoid", [n("HardSigmoid", ["X"], ["Y"], alpha=0.25, beta=0.4)], {"X": hard_x},
+        [3, 4])
+    add("HardSwish", [n("HardSwish", ["X"], ["Y"])], {"X": hard_x}, [3, 4])
+    add("Tile", [n("Tile", ["A", "reps"], ["Y"])], {"A": f64(rng, 2, 3), "reps": i64(2, 3)},
+        [4, 9])
+    add("Tile_rank3", [n("Tile", ["A", "reps"], ["Y"])],
+        {"A": f64(rng, 1, 2, 2), "reps": i64(3, 1, 2)}, [3, 2, 4])
+    # The fill value, an initializer here, takes no gradient (a number in PyTorch).
+    add("Pad_constant", [n("Pad", ["A", "pads", "buf_value"], ["Y"])],
+        {"A": f64(rng, 2, 3), "pads": i64(1, 0, 2, 1), "buf_value": np.array(0.5)}, [5, 4])
+    add("Pad_axes", [n("Pad", ["A", "pads", "", "axes"], ["Y"])],
+        {"A": f64(rng, 2, 3, 2), "pads": i64(2, 1), "axes": i64(-2)}, [2, 6, 2], opset=18)
+    # A float64 -> float32 -> float64 round trip: the gradient is cast back at each Cast
+    # (PyTorch's rule); the finite differences differentiate the identity it stands for.
+    add("Cast_float_types",
+        [n("Cast", ["A"], ["A32"], to=TensorProto.FLOAT), n("Cast", ["A32"], ["Y"],
+                                                             to=TensorProto.DOUBLE)],
+        {"A": f64(rng, 2, 3)}, [2, 3], [n("Identity", ["A"], ["Y"])])
     return C
 
 
@@ -564,6 +619,14 @@ class Options(unittest.TestCase):
             self.assertEqual(len(names), len(alg.node), "node names are unique")
 
 
+def save_opset17(graph, path):
+    """Saves `graph` as an opset-17 model at `path`; returns the model."""
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return m
+
+
 class BadInput(unittest.TestCase):
     def check_error(self, args, *expect, src=None):
         with tempfile.TemporaryDirectory() as tmp:
@@ -607,6 +670,31 @@ class BadInput(unittest.TestCase):
             onnx.save(m, src)
             self.check_error(["--loss", "mse"], "'the_sin' (Sin)", "no gradient rule",
                              "'y' <- 's'", src=src)
+
+    def pad_model(self, tmp, **pad):
+        """x [2, 3] -> MatMul(w) -> Pad(**pad) -> y."""
+        src = os.path.join(tmp, "pad.onnx")
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        inits = [numpy_helper.from_array(np.ones((3, 3), np.float32), "w"),
+                 numpy_helper.from_array(np.array(pad.pop("pads"), np.int64), "pads")]
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("Pad", ["h", "pads"], ["y"], name="the_pad",
+                                                **pad)], "g", [x], [y], inits)
+        save_opset17(g, src)
+        return src
+
+    def test_pad_reflect(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = self.pad_model(tmp, pads=[0, 1, 0, 1], mode="reflect")
+            self.check_error(["--loss", "mse"], "'the_pad' (Pad): gradient not supported",
+                             "mode 'reflect' (only constant)", src=src)
+
+    def test_pad_negative(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = self.pad_model(tmp, pads=[0, 1, 0, -1])
+            self.check_error(["--loss", "mse"], "'the_pad' (Pad): gradient not supported",
+                             "negative amounts", src=src)
 
     def test_freeze_everything(self):
         self.check_error(["--loss", "cross-entropy", "--freeze", "."], "--freeze", "all")
