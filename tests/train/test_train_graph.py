@@ -719,6 +719,98 @@ class BadInput(unittest.TestCase):
         self.assertIn("--loss is required", r.stderr)
 
 
+class ShapeInference(unittest.TestCase):
+    """The shapes train-graph infers for the rules that need a rank, and what --verbose says."""
+
+    @staticmethod
+    def patch_tokens_model(path, shape_input=False):
+        """A ViT's front as torch.onnx.export writes it: x [N, 2, 4] flattened by a Reshape to
+        a computed shape (libonnx loses the rank there), transposed to tokens, a class token
+        expanded to the batch (x.shape[0], -1, -1 through ConstantOfShape, Mul, Equal and
+        Where) and concatenated in front, MatMul(w), L = ReduceSum(Y * Y). With shape_input the
+        Reshape's target is a graph input: no rank can be known."""
+        n = helper.make_node
+        c = lambda name, v: n("Constant", [], [name], value=numpy_helper.from_array(
+            np.array(v, np.int64)))
+        nodes = [n("Shape", ["x"], ["sx"]), c("z", [0]), c("two", [2]), c("minus1", [-1]),
+                 n("Slice", ["sx", "z", "two"], ["lead"]),
+                 n("Concat", ["lead", "minus1"], ["target"], axis=0),
+                 n("Reshape", ["x", "shape_in" if shape_input else "target"], ["flat"]),
+                 n("Transpose", ["flat"], ["tokens"], perm=[0, 2, 1]),
+                 c("zero", 0), n("Gather", ["sx", "zero"], ["batch"]), c("ax0", [0]),
+                 n("Unsqueeze", ["batch", "ax0"], ["batch1"]),
+                 n("Concat", ["batch1", "minus1", "minus1"], ["want"], axis=0),
+                 c("three", [3]),
+                 n("ConstantOfShape", ["three"], ["ones"],
+                   value=numpy_helper.from_array(np.array([1], np.int64))),
+                 n("Mul", ["ones", "minus1"], ["negs"]), n("Equal", ["want", "negs"], ["keep"]),
+                 n("Where", ["keep", "ones", "want"], ["eshape"]),
+                 n("Expand", ["cls", "eshape"], ["clsN"]),
+                 n("Concat", ["clsN", "tokens"], ["seq"], axis=1),
+                 n("MatMul", ["seq", "w"], ["Y"], name="proj"),
+                 n("Mul", ["Y", "Y"], ["YY"]), n("ReduceSum", ["YY"], ["L"], keepdims=0)]
+        rng = np.random.default_rng(3)
+        inits = [numpy_helper.from_array(rng.standard_normal((1, 1, 2)), "cls"),
+                 numpy_helper.from_array(rng.standard_normal((2, 3)), "w")]
+        ins = [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 2, 2, 2])]
+        if shape_input:
+            ins.append(helper.make_tensor_value_info("shape_in", TensorProto.INT64, [None]))
+        g = helper.make_graph(nodes, "patches", ins,
+                              [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])],
+                              inits)
+        return save_opset17(g, path)
+
+    def test_vit_front_gradients(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            model = self.patch_tokens_model(src)
+            r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", "--verbose",
+                        "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("train-graph: shape inference: every floating-point value has a "
+                          "rank\n", r.stdout)
+            # The gradients against float64 finite differences at a batch of 3.
+            x = np.random.default_rng(5).standard_normal((3, 2, 2, 2))
+            alg = tl.algorithm_as_model(onnx.load(dst))
+            import mpc_training_ref
+            outs = ReferenceEvaluator(alg, new_ops=list(mpc_training_ref.OPS)).run(None,
+                                                                                   {"x": x})
+            by_name = dict(zip([o.name for o in alg.graph.output], outs))
+            params = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+            def loss(p):
+                m = onnx.ModelProto()
+                m.CopyFrom(model)
+                for t in m.graph.initializer:
+                    t.CopyFrom(numpy_helper.from_array(p.get(t.name, params[t.name]), t.name))
+                return float(ReferenceEvaluator(m).run(None, {"x": x})[0])
+            for name, grad in tl.gradient_pairs(onnx.load(dst)):
+                fd = np.zeros_like(params[name])
+                for i in range(fd.size):
+                    step = np.zeros(fd.size)
+                    step[i] = FD_STEP
+                    step = step.reshape(fd.shape)
+                    fd.reshape(-1)[i] = (loss({name: params[name] + step}) -
+                                         loss({name: params[name] - step})) / (2 * FD_STEP)
+                self.assertLess(rel_error(by_name[grad], fd), REL_TOL, name)
+
+    def test_rank_unknown_is_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            self.patch_tokens_model(src, shape_input=True)
+            r = run_mpc("train-graph", src, "--loss", "L", "--verbose", "-o", dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("'proj' (MatMul): gradient not supported: MatMul operands need a "
+                          "known rank", r.stderr)
+            self.assertRegex(r.stdout, r"train-graph: shape inference: \d+ floating-point "
+                             r"value\(s\) without a rank: 'flat', 'tokens', ")
+            self.assertFalse(os.path.exists(dst))
+            # Without --verbose: the error alone.
+            r = run_mpc("train-graph", src, "--loss", "L", "-o", dst)
+            self.assertEqual((r.returncode, r.stdout), (1, ""))
+
+
 def embedding_classifier(V, D, T, C, seed):
     """tokens [N, T] -> Gather(E) -> ReduceMean over T -> Gemm(W, b, transB) -> logits [N, C]
     (an nn.Embedding + mean-pool classifier, batch dimension symbolic)."""
@@ -1321,7 +1413,7 @@ def main():
         global ARGS
         ARGS = args
     return tl.test_main((BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss,
-                         GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck),
+                         GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck, ShapeInference),
                         set_args)
 
 
