@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mpc;
 using namespace mpc::train;
@@ -609,6 +610,233 @@ static llvm::Error gradClip(Ctx &c) {
   return llvm::Error::success();
 }
 
+/// Element-wise ops whose gradient is dY times a factor made of X, Y and
+/// constants (existing ops only, so every backend runs it):
+///   Sqrt dY/(2Y), Reciprocal -dY*Y*Y, Exp dY*Y, Log dY/X, Abs dY*Sign(X)
+///   (0 at 0, as PyTorch), Softplus dY*Sigmoid(X), Cast dY cast back.
+static llvm::Error gradPointwise(Ctx &c) {
+  llvm::StringRef op = c.n().opType;
+  Emitter &e = c.e;
+  Value *x = c.in(0), *y = c.out(0), *dy = c.dY();
+  DType t = elemOf(x);
+  Value *g = nullptr;
+  if (op == "Sqrt") {
+    Value *twoY = e.op("Add", {y, y}, t, c.h("two_y"));
+    g = e.op("Div", {dy, twoY}, t, c.h("dX"));
+  } else if (op == "Reciprocal") {
+    Value *yy = e.op("Mul", {y, y}, t, c.h("y_sq"));
+    g = e.op("Neg", {e.op("Mul", {dy, yy}, t, c.h("dy_y_sq"))}, t, c.h("dX"));
+  } else if (op == "Exp") {
+    g = e.op("Mul", {dy, y}, t, c.h("dX"));
+  } else if (op == "Log") {
+    g = e.op("Div", {dy, x}, t, c.h("dX"));
+  } else if (op == "Abs") {
+    g = e.op("Mul", {dy, e.op("Sign", {x}, t, c.h("sign"))}, t, c.h("dX"));
+  } else if (op == "Softplus") {
+    g = e.op("Mul", {dy, e.op("Sigmoid", {x}, t, c.h("sigmoid"))}, t, c.h("dX"));
+  } else {
+    assert(op == "Cast" && "a pointwise rule per op");
+    g = e.op("Cast", {dy}, t, c.h("dX"));
+    g->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+  }
+  c.dIn[0] = g;
+  return llvm::Error::success();
+}
+
+/// Pow(A, B), as PyTorch differentiates it: dA = dY*B*A^(B-1), 0 where
+/// B == 0; dB = dY*Y*ln(A), 0 where A == 0 and B >= 0. An exponent of
+/// another type (an integer constant) is cast to A's type for dA.
+static llvm::Error gradPow(Ctx &c) {
+  Emitter &e = c.e;
+  Value *a = c.in(0), *b = c.in(1), *y = c.out(0), *dy = c.dY();
+  DType ta = elemOf(a);
+  if (c.want(0)) {
+    Value *bf = b;
+    if (elemOf(b) != ta) {
+      bf = e.op("Cast", {b}, ta, c.h("b_cast"));
+      bf->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(ta)));
+    }
+    Value *zero = e.scalar(0.0, ta, c.h("zero"));
+    Value *bm1 = e.op("Sub", {bf, e.scalar(1.0, ta, c.h("one"))}, ta, c.h("b_minus_1"));
+    Value *pw = e.op("Pow", {a, bm1}, ta, c.h("a_pow"));
+    Value *g = e.op("Mul", {dy, e.op("Mul", {bf, pw}, ta, c.h("b_a_pow"))}, ta, c.h("dA_mul"));
+    Value *b0 = e.op("Equal", {bf, zero}, DType::Bool, c.h("b_is_0"));
+    g = e.op("Where", {b0, zero, g}, ta, c.h("dA_sel"));
+    c.dIn[0] = unbroadcast(e, g, a, y, c.h("dA"));
+  }
+  if (c.want(1)) {
+    DType tb = elemOf(b);
+    Value *zero = e.scalar(0.0, tb, c.h("zero_b"));
+    Value *af = a, *yf = y;
+    if (ta != tb) {
+      af = e.op("Cast", {a}, tb, c.h("a_cast"));
+      af->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(tb)));
+      yf = e.op("Cast", {y}, tb, c.h("y_cast"));
+      yf->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(tb)));
+    }
+    Value *g = e.op("Mul", {dy, e.op("Mul", {yf, e.op("Log", {af}, tb, c.h("log_a"))}, tb,
+                                     c.h("y_log_a"))},
+                    tb, c.h("dB_mul"));
+    Value *a0 = e.op("Equal", {af, zero}, DType::Bool, c.h("a_is_0"));
+    Value *bNonNeg = e.op("GreaterOrEqual", {b, zero}, DType::Bool, c.h("b_non_negative"));
+    Value *none = e.op("And", {a0, bNonNeg}, DType::Bool, c.h("no_grad"));
+    g = e.op("Where", {none, zero, g}, tb, c.h("dB_sel"));
+    c.dIn[1] = unbroadcast(e, g, b, y, c.h("dB"));
+  }
+  return llvm::Error::success();
+}
+
+/// Sum, Mean (variadic, broadcasting) and Expand: each input takes dY (over
+/// the count for Mean) summed back to its shape (BiasGrad).
+static llvm::Error gradBroadcastSum(Ctx &c) {
+  Node &n = c.n();
+  Emitter &e = c.e;
+  bool expand = n.opType == "Expand";
+  unsigned num = expand ? 1 : n.numInputs();
+  for (unsigned i = 0; i < num; ++i) {
+    if (!c.want(i))
+      continue;
+    Value *x = c.in(i), *g = c.dY();
+    if (n.opType == "Mean" && num > 1)
+      g = e.op("Div", {g, e.scalar(num, elemOf(x), c.h("count"))}, elemOf(x), c.h("mean"));
+    c.dIn[i] = unbroadcast(e, g, x, c.out(0), c.h("dX" + std::to_string(i)));
+  }
+  return llvm::Error::success();
+}
+
+/// Max/Min: dY goes to the inputs equal to Y, split evenly among ties
+/// (PyTorch's maximum/minimum give each of two tied inputs dY/2).
+static llvm::Error gradMaxMin(Ctx &c) {
+  Node &n = c.n();
+  Emitter &e = c.e;
+  Value *y = c.out(0), *dy = c.dY();
+  DType t = elemOf(y);
+  std::vector<Value *> hits;
+  Value *count = nullptr;
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    Value *hit = e.op("Equal", {n.input(i), y}, DType::Bool, c.h("is_" + std::to_string(i)));
+    hits.push_back(hit);
+    Value *hf = e.op("Cast", {hit}, t, c.h("hit_" + std::to_string(i)));
+    hf->producer()->setAttr(Attribute::makeInt("to", static_cast<int64_t>(t)));
+    count = count ? e.op("Add", {count, hf}, t, c.h("ties")) : hf;
+  }
+  Value *share = n.numInputs() > 1 ? e.op("Div", {dy, count}, t, c.h("share")) : dy;
+  Value *zero = e.scalar(0.0, t, c.h("zero"));
+  for (unsigned i = 0; i < n.numInputs(); ++i) {
+    if (!c.want(i))
+      continue;
+    Value *g = e.op("Where", {hits[i], share, zero}, t, c.h("sel_" + std::to_string(i)));
+    c.dIn[i] = unbroadcast(e, g, n.input(i), y, c.h("dX" + std::to_string(i)));
+  }
+  return llvm::Error::success();
+}
+
+/// Activations whose gradient is dY times a piecewise factor of X, with
+/// PyTorch's choice at the kinks:
+///   LeakyRelu   dY where X > 0, alpha*dY elsewhere;
+///   HardSigmoid alpha*dY where 0 < alpha*X+beta < 1 strictly, else 0;
+///   HardSwish   0 where X < -3, dY*(X/3 + 1/2) where X <= 3, dY above.
+static llvm::Error gradPiecewise(Ctx &c) {
+  llvm::StringRef op = c.n().opType;
+  Emitter &e = c.e;
+  Value *x = c.in(0), *dy = c.dY();
+  DType t = elemOf(x);
+  auto k = [&](double v, const char *name) { return e.scalar(v, t, c.h(name)); };
+  if (op == "LeakyRelu") {
+    Value *pos = e.op("Greater", {x, k(0.0, "zero")}, DType::Bool, c.h("positive"));
+    Value *neg =
+        e.op("Mul", {dy, k(c.n().floatAttr("alpha", 0.01f), "alpha")}, t, c.h("dy_alpha"));
+    c.dIn[0] = e.op("Where", {pos, dy, neg}, t, c.h("dX"));
+  } else if (op == "HardSigmoid") {
+    Value *alpha = k(c.n().floatAttr("alpha", 0.2f), "alpha");
+    Value *lin = e.op("Add", {e.op("Mul", {x, alpha}, t, c.h("ax")),
+                              k(c.n().floatAttr("beta", 0.5f), "beta")},
+                      t, c.h("ax_b"));
+    Value *inside = e.op("And", {e.op("Greater", {lin, k(0.0, "zero")}, DType::Bool, c.h("above")),
+                                 e.op("Less", {lin, k(1.0, "one")}, DType::Bool, c.h("below"))},
+                         DType::Bool, c.h("inside"));
+    c.dIn[0] = e.op("Where", {inside, e.op("Mul", {dy, alpha}, t, c.h("dy_alpha")),
+                              k(0.0, "zero_out")},
+                    t, c.h("dX"));
+  } else {
+    assert(op == "HardSwish" && "a piecewise rule per op");
+    Value *slope = e.op("Add", {e.op("Div", {x, k(3.0, "three")}, t, c.h("x_3")), k(0.5, "half")},
+                        t, c.h("slope"));
+    Value *mid = e.op("Where", {e.op("LessOrEqual", {x, k(3.0, "hi")}, DType::Bool, c.h("le_3")),
+                                e.op("Mul", {dy, slope}, t, c.h("dy_slope")), dy},
+                      t, c.h("upper"));
+    c.dIn[0] = e.op("Where", {e.op("Less", {x, k(-3.0, "lo")}, DType::Bool, c.h("lt_minus_3")),
+                              k(0.0, "zero"), mid},
+                    t, c.h("dX"));
+  }
+  return llvm::Error::success();
+}
+
+/// Tile: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeat axes
+/// (BiasGrad to [1, d0, 1, d1, ...]), then shaped like X.
+static llvm::Error gradTile(Ctx &c) {
+  Emitter &e = c.e;
+  Value *x = c.in(0), *reps = c.in(1);
+  DType t = elemOf(x);
+  auto column = [&](Value *v, const char *name) {
+    return e.op("Unsqueeze", {v, e.ints({1}, c.h("axis1"))}, DType::I64, c.h(name));
+  };
+  auto interleave = [&](Value *first, const char *name) {
+    Value *pairs = e.op("Concat", {column(first, "outer"), column(e.shapeOf(x), "inner")},
+                        DType::I64, c.h("pairs"));
+    pairs->producer()->setAttr(Attribute::makeInt("axis", 1));
+    return e.op("Reshape", {pairs, e.ints({-1}, c.h("flat"))}, DType::I64, c.h(name));
+  };
+  Value *ones = e.op("Expand", {e.scalar(1, DType::I64, c.h("one")),
+                                e.op("Shape", {reps}, DType::I64, c.h("rank"))},
+                     DType::I64, c.h("ones"));
+  Value *view = e.op("Reshape", {c.dY(), interleave(reps, "split_shape")}, t, c.h("split"));
+  Value *sum = e.op("BiasGrad", {view, interleave(ones, "kept_shape")}, t, c.h("summed"),
+                    kTrainingDomain);
+  c.dIn[0] = e.op("Reshape", {sum, e.shapeOf(x)}, t, c.h("dX"));
+  return llvm::Error::success();
+}
+
+/// Pad (constant mode, constant amounts): dX is dY with the padding sliced
+/// off.
+static llvm::Error gradPad(Ctx &c) {
+  Node &n = c.n();
+  llvm::StringRef mode = n.stringAttr("mode", "constant");
+  if (mode != "constant")
+    return unsupported(n, "Pad mode " + quoteName(mode) + " (only constant)");
+  std::vector<int64_t> pads, axes;
+  if (n.numInputs() < 2 || !n.input(1) || !constantInts(n.input(1), pads))
+    return unsupported(n, "Pad amounts must be a constant input");
+  size_t r = pads.size() / 2;
+  if (n.numInputs() > 3 && n.input(3)) {
+    if (!constantInts(n.input(3), axes))
+      return unsupported(n, "Pad axes must be a constant");
+  } else {
+    for (size_t i = 0; i < r; ++i)
+      axes.push_back(static_cast<int64_t>(i));
+  }
+  if (axes.size() != r)
+    return unsupported(n, "Pad amounts do not match its axes");
+  std::vector<int64_t> starts, ends, sliced;
+  for (size_t i = 0; i < r; ++i) {
+    int64_t lo = pads[i], hi = pads[r + i];
+    if (lo < 0 || hi < 0)
+      return unsupported(n, "Pad with negative amounts (cropping)");
+    if (lo > 0 || hi > 0) {
+      starts.push_back(lo);
+      ends.push_back(hi > 0 ? -hi : std::numeric_limits<int64_t>::max());
+      sliced.push_back(axes[i]);
+    }
+  }
+  Emitter &e = c.e;
+  c.dIn[0] = sliced.empty() ? c.dY()
+                            : e.op("Slice",
+                                   {c.dY(), e.ints(starts, c.h("starts")),
+                                    e.ints(ends, c.h("ends")), e.ints(sliced, c.h("axes"))},
+                                   elemOf(c.in(0)), c.h("dX"));
+  return llvm::Error::success();
+}
+
 namespace {
 struct RuleRow {
   const char *op;
@@ -618,28 +846,42 @@ struct RuleRow {
 
 // Sorted by op name.
 static const RuleRow kRules[] = {
+    {"Abs", gradPointwise},
     {"Add", gradElementwise},
     {"AveragePool", gradWithAttrs},
     {"BatchNormalization", gradBatchNorm},
+    {"Cast", gradPointwise},
     {"Clip", gradClip},
     {"Concat", gradConcat},
     {"Conv", gradWithAttrs},
     {"Div", gradElementwise},
     {"Erf", gradUnary},
+    {"Exp", gradPointwise},
+    {"Expand", gradBroadcastSum},
     {"Flatten", gradReshapeLike},
     {"Gather", gradGather},
     {"Gelu", gradUnary},
     {"Gemm", gradGemm},
     {"GRU", gradGru},
     {"GlobalAveragePool", gradWithAttrs},
+    {"HardSigmoid", gradPiecewise},
+    {"HardSwish", gradPiecewise},
     {"Identity", gradIdentity},
     {"LayerNormalization", gradLayerNorm},
+    {"LeakyRelu", gradPiecewise},
+    {"Log", gradPointwise},
     {"LSTM", gradLstm},
     {"LogSoftmax", gradUnary},
     {"MatMul", gradMatMul},
+    {"Max", gradMaxMin},
     {"MaxPool", gradWithAttrs},
+    {"Mean", gradBroadcastSum},
+    {"Min", gradMaxMin},
     {"Mul", gradElementwise},
     {"Neg", gradNeg},
+    {"Pad", gradPad},
+    {"Pow", gradPow},
+    {"Reciprocal", gradPointwise},
     {"ReduceMean", gradReduce},
     {"ReduceSum", gradReduce},
     {"Relu", gradUnary},
@@ -647,10 +889,14 @@ static const RuleRow kRules[] = {
     {"Sigmoid", gradUnary},
     {"Slice", gradSlice},
     {"Softmax", gradUnary},
+    {"Softplus", gradPointwise},
     {"Split", gradSplit},
+    {"Sqrt", gradPointwise},
     {"Squeeze", gradReshapeLike},
     {"Sub", gradElementwise},
+    {"Sum", gradBroadcastSum},
     {"Tanh", gradUnary},
+    {"Tile", gradTile},
     {"Transpose", gradTranspose},
     {"Unsqueeze", gradReshapeLike},
     {"Where", gradWhere},
@@ -669,7 +915,8 @@ bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
 
 bool train::carriesGradient(const Node &n, unsigned input) {
   bool standard = n.domain.empty() || n.domain == "ai.onnx";
-  return !(standard && n.opType == "Clip" && input > 0);
+  // Clip's bounds, Pad's amounts and fill value: PyTorch's are numbers.
+  return !(standard && (n.opType == "Clip" || n.opType == "Pad") && input > 0);
 }
 
 std::vector<std::string> mpc::gradientRuleOps() {

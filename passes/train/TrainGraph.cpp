@@ -21,6 +21,7 @@
 #include "onnx/shape_inference/implementation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -778,26 +779,59 @@ static void estimateShapes(Model &m) {
   }
 }
 
+/// The symbolic dimension names the model itself declares (graph inputs,
+/// outputs, value_info): ONNX's inference invents others ("unk__4") for
+/// dimensions it cannot name, each standing for a fresh unknown size.
+static llvm::StringSet<> declaredSymbols(const Model &m) {
+  llvm::StringSet<> names;
+  for (const Value *v : m.graph->values())
+    if (v->type.isTensor() && v->type.hasShape)
+      for (const Dim &d : v->type.dims)
+        if (d.isSymbolic())
+          names.insert(d.param.str());
+  return names;
+}
+
 /// Fills in the types and shapes of inference-graph values the file did not
-/// record, with ONNX's own shape inference and then mpc's estimator (gradient
-/// rules need ranks). Only the in-memory types change: value_info written on
-/// export is unchanged.
-static void inferShapesWithOnnx(Model &m) {
+/// record with ONNX's own shape inference; with `hints`, the shapes already
+/// known in memory go to ONNX as value_info (a later round, after mpc's
+/// estimator filled in what ONNX lost). Values with a shape keep it. Returns
+/// how many dimensions ONNX named itself; what failed goes to `details`.
+static unsigned inferShapesWithOnnx(Model &m, const llvm::StringSet<> &declared, bool hints,
+                                    std::vector<std::string> &details) {
   onnx::ModelProto proto;
-  if (llvm::Error err = exportOnnx(m, proto)) {
-    llvm::consumeError(std::move(err));
-    return;
+  std::vector<Value *> hinted;
+  if (hints)
+    for (Value *v : m.graph->values())
+      if (!v->hasValueInfo && v->type.isTensor() && v->type.hasShape && v->producer()) {
+        v->hasValueInfo = true;
+        hinted.push_back(v);
+      }
+  llvm::Error exported = exportOnnx(m, proto);
+  for (Value *v : hinted)
+    v->hasValueInfo = false;
+  if (exported) {
+    details.push_back("shape inference: ONNX's inference not run (the model does not export: " +
+                      llvm::toString(std::move(exported)) + ")");
+    return 0;
   }
   try {
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance());
-  } catch (const std::exception &) {
-    return; // best effort: rules that need a rank report it
+  } catch (const std::exception &ex) {
+    // mpc's estimator still runs on the types known so far.
+    details.push_back(std::string("shape inference: ONNX's inference stopped (") + ex.what() +
+                      "); mpc's estimator alone fills in shapes");
+    return 0;
   }
   llvm::StringMap<const onnx::TypeProto *> inferred;
   for (const auto &vi : proto.graph().value_info())
     inferred[vi.name()] = &vi.type();
   for (const auto &vi : proto.graph().output())
     inferred[vi.name()] = &vi.type();
+  // A symbol ONNX invented is an unknown size: taken as a symbol it would
+  // name a dimension of its own, distinct from every declared one, and the
+  // estimator would find the batch axes of a Concat's inputs unequal.
+  unsigned invented = 0;
   for (const auto &uv : m.graph->values()) {
     Value *v = uv;
     if (v->type.isTensor() && v->type.hasShape)
@@ -809,27 +843,90 @@ static void inferShapesWithOnnx(Model &m) {
     Type t = Type::tensor(tt.elem_type() ? static_cast<DType>(tt.elem_type()) : v->type.elem);
     if (tt.has_shape()) {
       t.hasShape = true;
-      for (const auto &d : tt.shape().dim())
-        t.dims.push_back(d.has_dim_value() ? Dim::known(d.dim_value())
-                                           : d.has_dim_param() ? Dim::symbolic(d.dim_param())
-                                                               : Dim{});
+      for (const auto &d : tt.shape().dim()) {
+        if (d.has_dim_value()) {
+          t.dims.push_back(Dim::known(d.dim_value()));
+        } else if (d.has_dim_param() && declared.count(d.dim_param())) {
+          t.dims.push_back(Dim::symbolic(d.dim_param()));
+        } else {
+          invented += d.has_dim_param();
+          t.dims.push_back(Dim{});
+        }
+      }
     }
-    if (v->type.isTensor() && v->type.elem != DType::Undefined && v->type.elem != t.elem)
+    if (v->type.isTensor() && v->type.elem != DType::Undefined && v->type.elem != t.elem) {
+      details.push_back("shape inference: ONNX infers element type " + dtypeName(t.elem).str() +
+                        " for " + quoteName(v->name()) + ", declared " +
+                        dtypeName(v->type.elem).str() + ": its shape is not taken");
       continue;
+    }
     v->type = std::move(t);
   }
+  return invented;
 }
 
-static void inferShapes(Model &m) {
+/// The floating-point values of the main graph without a rank.
+static std::vector<const Value *> unrankedFloats(const Model &m) {
+  std::vector<const Value *> out;
+  for (const Value *v : m.graph->values())
+    if (v->type.isTensor() && isFloatingPoint(v->type.elem) && !v->type.hasShape)
+      out.push_back(v);
+  return out;
+}
+
+/// Says which floating-point values are still without a rank (a gradient
+/// rule that needs one names the value if it meets it).
+static void reportUnranked(const Model &m, std::vector<std::string> &details) {
+  std::vector<const Value *> left = unrankedFloats(m);
+  if (left.empty()) {
+    details.push_back("shape inference: every floating-point value has a rank");
+    return;
+  }
+  std::string text =
+      llvm::formatv("shape inference: {0} floating-point value(s) without a rank:", left.size())
+          .str();
+  const size_t shown = 8;
+  for (size_t i = 0; i < left.size() && i < shown; ++i)
+    text += (i ? ", " : " ") + quoteName(left[i]->name());
+  if (left.size() > shown)
+    text += ", ...";
+  details.push_back(text);
+}
+
+/// ONNX's inference and mpc's estimator in turn, each filling in what the
+/// other lost (libonnx 1.12 loses the rank at a Reshape to a computed shape,
+/// the estimator at ops it cannot fold), while a round adds ranks.
+static void inferShapes(Model &m, std::vector<std::string> &details) {
   inferTypes(m);
-  inferShapesWithOnnx(m);
-  estimateShapes(m);
+  llvm::StringSet<> declared = declaredSymbols(m);
+  size_t left = unrankedFloats(m).size();
+  unsigned invented = 0;
+  const unsigned maxRounds = 4;
+  for (unsigned round = 0; round < maxRounds; ++round) {
+    std::vector<std::string> failures;
+    invented += inferShapesWithOnnx(m, declared, round > 0, failures);
+    estimateShapes(m);
+    for (std::string &f : failures)
+      if (std::find(details.begin(), details.end(), f) == details.end())
+        details.push_back(std::move(f));
+    size_t now = unrankedFloats(m).size();
+    if (now == 0 || now == left)
+      break;
+    left = now;
+  }
+  if (invented)
+    details.push_back(llvm::formatv("shape inference: {0} dimension(s) ONNX named itself "
+                                    "(unk__N) taken as unknown sizes",
+                                    invented)
+                          .str());
+  reportUnranked(m, details);
 }
 
 llvm::Error Builder::run() {
   if (llvm::Error err = checkInput())
     return err;
-  inferShapes(m);
+  std::vector<std::string> details;
+  inferShapes(m, opts.details ? *opts.details : details);
   res.untied = untieMergedInitializers(m);
   if (llvm::Error err = collectParameters())
     return err;

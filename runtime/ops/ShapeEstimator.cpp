@@ -297,6 +297,51 @@ static bool foldNode(const Node &n, ShapeRefs in, ConstRefs cv, ConstValues &out
       appendElement(out, a, static_cast<size_t>(r.start + k * step));
     return true;
   }
+  // PyTorch's expand(n, -1, -1) builds its target shape with ConstantOfShape,
+  // Mul, Equal and Where ("-1 keeps the input's size").
+  if (op == "ConstantOfShape") {
+    ConstValues fill;
+    fill.floating = true;
+    fill.reals = {0.0};
+    if (const Attribute *v = n.attr("value"); v && !v->tensors.empty())
+      if (!tensorValues(v->tensors[0], fill) || fill.size() != 1)
+        return false;
+    int64_t count = 1;
+    for (size_t i = 0; i < a.size(); ++i) {
+      int64_t d = a.integer(i);
+      if (d < 0 || d > kMaxConstElements || (count *= d) > kMaxConstElements)
+        return false;
+    }
+    for (int64_t i = 0; i < count; ++i)
+      appendElement(out, fill, 0);
+    out.floating = fill.floating;
+    return true;
+  }
+  if (op == "Equal" || op == "Where") {
+    unsigned num = op == "Where" ? 3 : 2;
+    size_t len = 1;
+    for (unsigned i = 0; i < num; ++i) {
+      if (!c(i))
+        return false;
+      len = std::max(len, c(i)->size());
+    }
+    for (unsigned i = 0; i < num; ++i)
+      if (c(i)->size() != 1 && c(i)->size() != len)
+        return false;
+    auto at = [&](unsigned i, size_t k) { return c(i)->size() == 1 ? 0 : k; };
+    if (op == "Equal") {
+      for (size_t k = 0; k < len; ++k)
+        out.ints.push_back(a.real(at(0, k)) == c(1)->real(at(1, k)));
+      return true;
+    }
+    if (c(1)->floating != c(2)->floating)
+      return false;
+    out.floating = c(1)->floating;
+    for (size_t k = 0; k < len; ++k)
+      appendElement(out, a.integer(at(0, k)) ? *c(1) : *c(2), a.integer(at(0, k)) ? at(1, k)
+                                                                                 : at(2, k));
+    return true;
+  }
   // Integer Mod too: exporters split a dimension with Div and Mod
   // (PyTorch's unflatten of packed q/k/v).
   bool intMod = op == "Mod" && n.intAttr("fmod", 0) == 0;

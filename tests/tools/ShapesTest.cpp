@@ -313,3 +313,41 @@ TEST(Shapes, SymbolValuesThroughShapeComputations) {
   ShapeEstimator ones(*m);
   EXPECT_EQ(shapeOf(ones, *m, "y"), "[1,2,4]");
 }
+
+TEST(Shapes, TorchExpandTargetFolds) {
+  // cls.expand(x.shape[0], -1, -1) as torch.onnx.export writes it: the target
+  // [N, -1, -1] becomes [N, 1, 1] through ConstantOfShape, Mul, Equal and
+  // Where ("-1 keeps the size"), then Concat with x along the tokens.
+  auto m = parse(R"(graph @e(%x: f32[batch,4,8], %cls: f32[1,1,8]) -> (%y: f32) {
+  init %i0: i64[] = [0]
+  init %ax: i64[1] = [0]
+  init %m1: i64[1] = [-1]
+  init %three: i64[1] = [3]
+  %s = Shape(%x)
+  %b = Gather(%s, %i0) {axis = 0}
+  %bu = Unsqueeze(%b, %ax)
+  %want = Concat(%bu, %m1, %m1) {axis = 0}
+  %ones = ConstantOfShape(%three) {value = dense<i64[1]: [1]>}
+  %negs = Mul(%ones, %m1)
+  %keep = Equal(%want, %negs)
+  %target = Where(%keep, %ones, %want)
+  %e = Expand(%cls, %target)
+  %y = Concat(%e, %x) {axis = 1}
+  return %y
+}
+)");
+  ASSERT_TRUE(m);
+  ShapeEstimator s(*m, [](llvm::StringRef) -> int64_t { return 5; });
+  const ConstValues *ones = s.constValues(valueNamed(*m, "ones"));
+  ASSERT_NE(ones, nullptr);
+  EXPECT_EQ(ones->ints, (std::vector<int64_t>{1, 1, 1}));
+  const ConstValues *keep = s.constValues(valueNamed(*m, "keep"));
+  ASSERT_NE(keep, nullptr);
+  EXPECT_EQ(keep->ints, (std::vector<int64_t>{0, 1, 1}));
+  const ConstValues *target = s.constValues(valueNamed(*m, "target"));
+  ASSERT_NE(target, nullptr);
+  EXPECT_FALSE(target->floating);
+  EXPECT_EQ(target->ints, (std::vector<int64_t>{5, 1, 1}));
+  EXPECT_EQ(shapeOf(s, *m, "e"), "[5,1,8]");
+  EXPECT_EQ(shapeOf(s, *m, "y"), "[5,5,8]");
+}

@@ -98,6 +98,9 @@ TASKS = {
     "bn_cnn": (templates("bn_cnn", 2.0), 0.01),
     "resnet18": (templates("resnet18", 3.5), 0.003),
     "mobilenet_v2": (templates("mobilenet_v2", 1.5), 0.01),
+    "efficientnet_block": (templates("efficientnet_block", 1.5), 0.01),
+    "vit": (templates("vit", 1.5), 0.01),
+    "t5_encoder": (leaning_tokens(["tokens"], 6, 12, 3, 0.5), 0.01),
 }
 
 

@@ -86,7 +86,7 @@ SPREAD_FACTOR = 2
 # rounding noise into steps of about 1e-11.
 RTOL64, ATOL64 = 1e-10, 1e-9
 RTOL64_PART32, ATOL64_PART32 = 1e-6, 1e-8
-PART32 = {"lstm_last", "gru_last", "transformer_encoder", "gpt", "bert_encoder"}
+PART32 = {"lstm_last", "gru_last", "transformer_encoder", "gpt", "bert_encoder", "vit"}
 
 
 def run_mpc(*args, timeout=120):

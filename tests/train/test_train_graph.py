@@ -321,6 +321,61 @@ def gradcheck_cases():
     add("LayerNormalization",
         [n("LayerNormalization", ["X", "scale", "bias"], ["Y"], axis=-1, epsilon=1e-5)],
         {"X": f64(rng, 2, 3, 4), "scale": f64(rng, 4), "bias": f64(rng, 4)}, [2, 3, 4])
+    # Element-wise rules composed of existing ops (Sqrt, Reciprocal, Pow, Exp, Log, Abs, ...).
+    pos = lambda *shape: f64(rng, *shape, low=0.5, high=2.0)
+    const = lambda name, v: n("Constant", [], [name], value=numpy_helper.from_array(v))
+    add("Sqrt", [n("Sqrt", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Reciprocal", [n("Reciprocal", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Exp", [n("Exp", ["A"], ["Y"])], {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Log", [n("Log", ["A"], ["Y"])], {"A": pos(2, 3)}, [2, 3])
+    add("Abs", [n("Abs", ["A"], ["Y"])], {"A": f64(rng, 2, 3, away=0.05)}, [2, 3])
+    add("Softplus", [n("Softplus", ["A"], ["Y"])], {"A": f64(rng, 2, 3, low=-3, high=3)}, [2, 3])
+    # x.pow(2) as exported: a constant exponent; an integer one is cast.
+    add("Pow_constant_exponent", [const("e", np.array(2.0)), n("Pow", ["A", "e"], ["Y"])],
+        {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Pow_int_exponent", [const("e", np.array(3, np.int64)), n("Pow", ["A", "e"], ["Y"])],
+        {"A": f64(rng, 2, 3)}, [2, 3])
+    add("Pow_tensor_exponent", [n("Pow", ["A", "B"], ["Y"])],
+        {"A": pos(2, 3), "B": f64(rng, 3, low=-1.5, high=2.5)}, [2, 3])
+    # A base of 0 with B > 0: dB is 0 there (PyTorch; 0^B stays 0 around B).
+    add("Pow_zero_base", [const("base", np.array([0.0, 1.5, 0.0, 0.7])),
+                          n("Pow", ["base", "B"], ["Y"])],
+        {"B": pos(4)}, [4])
+    add("Expand", [n("Expand", ["A", "shape"], ["Y"])],
+        {"A": f64(rng, 3, 1), "shape": i64(2, 3, 4)}, [2, 3, 4])
+    add("Sum_variadic", [n("Sum", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    add("Mean_variadic", [n("Mean", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    # Ties: both inputs get dY/2 (PyTorch's maximum/minimum), which central differences see.
+    tie_a = np.array([[0.25, -0.5, 0.75], [1.0, 0.125, -0.25]])
+    tie_b = np.array([[0.25, 0.5, -0.75], [1.0, -0.125, -0.25]])
+    add("Max_ties", [n("Max", ["A", "B"], ["Y"])], {"A": tie_a, "B": tie_b}, [2, 3])
+    add("Min_ties", [n("Min", ["A", "B"], ["Y"])], {"A": tie_a, "B": tie_b}, [2, 3])
+    add("Max_three_broadcast", [n("Max", ["A", "B", "C"], ["Y"])],
+        {"A": f64(rng, 2, 3), "B": f64(rng, 3), "C": f64(rng, 2, 1)}, [2, 3])
+    add("LeakyRelu", [n("LeakyRelu", ["A"], ["Y"], alpha=0.1)],
+        {"A": f64(rng, 3, 4, away=0.05)}, [3, 4])
+    # Both saturated regions and the slope, away from the kinks.
+    hard_x = np.array([[-4.5, -3.2, -2.0, -0.7], [0.3, 1.1, 2.6, 3.4], [5.0, -0.1, 2.9, -2.9]])
+    add("HardSigmoid", [n("HardSigmoid", ["X"], ["Y"], alpha=0.25, beta=0.4)], {"X": hard_x},
+        [3, 4])
+    add("HardSwish", [n("HardSwish", ["X"], ["Y"])], {"X": hard_x}, [3, 4])
+    add("Tile", [n("Tile", ["A", "reps"], ["Y"])], {"A": f64(rng, 2, 3), "reps": i64(2, 3)},
+        [4, 9])
+    add("Tile_rank3", [n("Tile", ["A", "reps"], ["Y"])],
+        {"A": f64(rng, 1, 2, 2), "reps": i64(3, 1, 2)}, [3, 2, 4])
+    # The fill value, an initializer here, takes no gradient (a number in PyTorch).
+    add("Pad_constant", [n("Pad", ["A", "pads", "buf_value"], ["Y"])],
+        {"A": f64(rng, 2, 3), "pads": i64(1, 0, 2, 1), "buf_value": np.array(0.5)}, [5, 4])
+    add("Pad_axes", [n("Pad", ["A", "pads", "", "axes"], ["Y"])],
+        {"A": f64(rng, 2, 3, 2), "pads": i64(2, 1), "axes": i64(-2)}, [2, 6, 2], opset=18)
+    # A float64 -> float32 -> float64 round trip: the gradient is cast back at each Cast
+    # (PyTorch's rule); the finite differences differentiate the identity it stands for.
+    add("Cast_float_types",
+        [n("Cast", ["A"], ["A32"], to=TensorProto.FLOAT), n("Cast", ["A32"], ["Y"],
+                                                             to=TensorProto.DOUBLE)],
+        {"A": f64(rng, 2, 3)}, [2, 3], [n("Identity", ["A"], ["Y"])])
     return C
 
 
@@ -564,6 +619,14 @@ class Options(unittest.TestCase):
             self.assertEqual(len(names), len(alg.node), "node names are unique")
 
 
+def save_opset17(graph, path):
+    """Saves `graph` as an opset-17 model at `path`; returns the model."""
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return m
+
+
 class BadInput(unittest.TestCase):
     def check_error(self, args, *expect, src=None):
         with tempfile.TemporaryDirectory() as tmp:
@@ -608,6 +671,31 @@ class BadInput(unittest.TestCase):
             self.check_error(["--loss", "mse"], "'the_sin' (Sin)", "no gradient rule",
                              "'y' <- 's'", src=src)
 
+    def pad_model(self, tmp, **pad):
+        """x [2, 3] -> MatMul(w) -> Pad(**pad) -> y."""
+        src = os.path.join(tmp, "pad.onnx")
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        inits = [numpy_helper.from_array(np.ones((3, 3), np.float32), "w"),
+                 numpy_helper.from_array(np.array(pad.pop("pads"), np.int64), "pads")]
+        g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                               helper.make_node("Pad", ["h", "pads"], ["y"], name="the_pad",
+                                                **pad)], "g", [x], [y], inits)
+        save_opset17(g, src)
+        return src
+
+    def test_pad_reflect(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = self.pad_model(tmp, pads=[0, 1, 0, 1], mode="reflect")
+            self.check_error(["--loss", "mse"], "'the_pad' (Pad): gradient not supported",
+                             "mode 'reflect' (only constant)", src=src)
+
+    def test_pad_negative(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = self.pad_model(tmp, pads=[0, 1, 0, -1])
+            self.check_error(["--loss", "mse"], "'the_pad' (Pad): gradient not supported",
+                             "negative amounts", src=src)
+
     def test_freeze_everything(self):
         self.check_error(["--loss", "cross-entropy", "--freeze", "."], "--freeze", "all")
 
@@ -629,6 +717,98 @@ class BadInput(unittest.TestCase):
                     os.path.join(tempfile.gettempdir(), "never-written.onnx"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("--loss is required", r.stderr)
+
+
+class ShapeInference(unittest.TestCase):
+    """The shapes train-graph infers for the rules that need a rank, and what --verbose says."""
+
+    @staticmethod
+    def patch_tokens_model(path, shape_input=False):
+        """A ViT's front as torch.onnx.export writes it: x [N, 2, 4] flattened by a Reshape to
+        a computed shape (libonnx loses the rank there), transposed to tokens, a class token
+        expanded to the batch (x.shape[0], -1, -1 through ConstantOfShape, Mul, Equal and
+        Where) and concatenated in front, MatMul(w), L = ReduceSum(Y * Y). With shape_input the
+        Reshape's target is a graph input: no rank can be known."""
+        n = helper.make_node
+        c = lambda name, v: n("Constant", [], [name], value=numpy_helper.from_array(
+            np.array(v, np.int64)))
+        nodes = [n("Shape", ["x"], ["sx"]), c("z", [0]), c("two", [2]), c("minus1", [-1]),
+                 n("Slice", ["sx", "z", "two"], ["lead"]),
+                 n("Concat", ["lead", "minus1"], ["target"], axis=0),
+                 n("Reshape", ["x", "shape_in" if shape_input else "target"], ["flat"]),
+                 n("Transpose", ["flat"], ["tokens"], perm=[0, 2, 1]),
+                 c("zero", 0), n("Gather", ["sx", "zero"], ["batch"]), c("ax0", [0]),
+                 n("Unsqueeze", ["batch", "ax0"], ["batch1"]),
+                 n("Concat", ["batch1", "minus1", "minus1"], ["want"], axis=0),
+                 c("three", [3]),
+                 n("ConstantOfShape", ["three"], ["ones"],
+                   value=numpy_helper.from_array(np.array([1], np.int64))),
+                 n("Mul", ["ones", "minus1"], ["negs"]), n("Equal", ["want", "negs"], ["keep"]),
+                 n("Where", ["keep", "ones", "want"], ["eshape"]),
+                 n("Expand", ["cls", "eshape"], ["clsN"]),
+                 n("Concat", ["clsN", "tokens"], ["seq"], axis=1),
+                 n("MatMul", ["seq", "w"], ["Y"], name="proj"),
+                 n("Mul", ["Y", "Y"], ["YY"]), n("ReduceSum", ["YY"], ["L"], keepdims=0)]
+        rng = np.random.default_rng(3)
+        inits = [numpy_helper.from_array(rng.standard_normal((1, 1, 2)), "cls"),
+                 numpy_helper.from_array(rng.standard_normal((2, 3)), "w")]
+        ins = [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 2, 2, 2])]
+        if shape_input:
+            ins.append(helper.make_tensor_value_info("shape_in", TensorProto.INT64, [None]))
+        g = helper.make_graph(nodes, "patches", ins,
+                              [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])],
+                              inits)
+        return save_opset17(g, path)
+
+    def test_vit_front_gradients(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            model = self.patch_tokens_model(src)
+            r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", "--verbose",
+                        "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("train-graph: shape inference: every floating-point value has a "
+                          "rank\n", r.stdout)
+            # The gradients against float64 finite differences at a batch of 3.
+            x = np.random.default_rng(5).standard_normal((3, 2, 2, 2))
+            alg = tl.algorithm_as_model(onnx.load(dst))
+            import mpc_training_ref
+            outs = ReferenceEvaluator(alg, new_ops=list(mpc_training_ref.OPS)).run(None,
+                                                                                   {"x": x})
+            by_name = dict(zip([o.name for o in alg.graph.output], outs))
+            params = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+            def loss(p):
+                m = onnx.ModelProto()
+                m.CopyFrom(model)
+                for t in m.graph.initializer:
+                    t.CopyFrom(numpy_helper.from_array(p.get(t.name, params[t.name]), t.name))
+                return float(ReferenceEvaluator(m).run(None, {"x": x})[0])
+            for name, grad in tl.gradient_pairs(onnx.load(dst)):
+                fd = np.zeros_like(params[name])
+                for i in range(fd.size):
+                    step = np.zeros(fd.size)
+                    step[i] = FD_STEP
+                    step = step.reshape(fd.shape)
+                    fd.reshape(-1)[i] = (loss({name: params[name] + step}) -
+                                         loss({name: params[name] - step})) / (2 * FD_STEP)
+                self.assertLess(rel_error(by_name[grad], fd), REL_TOL, name)
+
+    def test_rank_unknown_is_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            self.patch_tokens_model(src, shape_input=True)
+            r = run_mpc("train-graph", src, "--loss", "L", "--verbose", "-o", dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn("'proj' (MatMul): gradient not supported: MatMul operands need a "
+                          "known rank", r.stderr)
+            self.assertRegex(r.stdout, r"train-graph: shape inference: \d+ floating-point "
+                             r"value\(s\) without a rank: 'flat', 'tokens', ")
+            self.assertFalse(os.path.exists(dst))
+            # Without --verbose: the error alone.
+            r = run_mpc("train-graph", src, "--loss", "L", "-o", dst)
+            self.assertEqual((r.returncode, r.stdout), (1, ""))
 
 
 def embedding_classifier(V, D, T, C, seed):
@@ -1233,7 +1413,7 @@ def main():
         global ARGS
         ARGS = args
     return tl.test_main((BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss,
-                         GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck),
+                         GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck, ShapeInference),
                         set_args)
 
 

@@ -55,6 +55,8 @@ options:
                            (masks holding inf/NaN, Clip bounds and BatchNorm running
                            statistics never are; the output lists what is trained)
   --expose-gradients       add every gradient as an algorithm-graph output
+  --verbose                also say what the best-effort shape inference could
+                           not do (values left without a rank, ...)
   --bn-variance biased|unbiased
                            BatchNormalization's running variance takes the
                            biased batch variance (ONNX, default) or the
@@ -72,6 +74,7 @@ namespace {
 struct TrainGraphArgs {
   std::string input, output;
   bool lossGiven = false;
+  bool verbose = false;
   TrainGraphOptions opts;
 };
 } // namespace
@@ -140,6 +143,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         return "--bn-variance must be biased or unbiased, not " + quoteName(v);
     } else if (s.flag("--expose-gradients")) {
       a.opts.exposeGradients = true;
+    } else if (s.flag("--verbose")) {
+      a.verbose = true;
     } else if (s.value("--loss-weight", v, missing)) {
       float w = 0;
       if (!missing && (!parseFloat(v, w) || !(w > 0)))
@@ -251,7 +256,13 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   if (!a.lossGiven)
     return usageError("train-graph",
                       "--loss is required (cross-entropy, mse or the name of a scalar output)");
+  std::vector<std::string> details;
+  if (a.verbose)
+    a.opts.details = &details;
   llvm::Expected<TrainGraphResult> res = buildTrainingGraph(m, a.opts);
+  // Said first, also when building fails: they may explain the failure.
+  for (const std::string &line : details)
+    llvm::outs() << "train-graph: " << line << "\n";
   if (!res)
     return fail(llvm::Twine(a.input) + ": " + llvm::toString(res.takeError()));
   if (llvm::Error err = verifyModel(m))

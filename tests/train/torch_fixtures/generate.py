@@ -41,6 +41,7 @@ PyTorch (`--bn-variance unbiased`). Everything is seeded: two runs write the sam
 """
 import io
 import json
+import math
 import os
 import sys
 
@@ -389,6 +390,122 @@ class MobileNetV2(nn.Module):
         return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+class SqueezeExcite(nn.Module):
+    def __init__(self, c, r):
+        super().__init__()
+        self.reduce = nn.Conv2d(c, r, 1)
+        self.expand = nn.Conv2d(r, c, 1)
+
+    def forward(self, x):
+        s = F.silu(self.reduce(F.adaptive_avg_pool2d(x, 1)))
+        return x * torch.sigmoid(self.expand(s))
+
+
+class EfficientBlock(nn.Module):
+    """An EfficientNet stem and MBConv block: stride-2 Conv-BN-SiLU, expand 1x1 Conv-BN-SiLU,
+    depthwise 3x3 Conv-BN-SiLU, squeeze-and-excitation (pool, 1x1 Conv, SiLU, 1x1 Conv,
+    sigmoid gate), project 1x1 Conv-BN, residual add, head 1x1 Conv-BN-SiLU, pool, Linear."""
+
+    def __init__(self, c=4, expand=4, head=8, classes=3):
+        super().__init__()
+        h = c * expand
+        self.stem = nn.Sequential(nn.Conv2d(1, c, 3, stride=2, padding=1, bias=False),
+                                  bn2d(c), nn.SiLU())
+        self.block = nn.Sequential(
+            nn.Conv2d(c, h, 1, bias=False), bn2d(h), nn.SiLU(),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), bn2d(h), nn.SiLU(),
+            SqueezeExcite(h, max(1, c // 4)),
+            nn.Conv2d(h, c, 1, bias=False), bn2d(c))
+        self.head = nn.Sequential(nn.Conv2d(c, head, 1, bias=False), bn2d(head), nn.SiLU())
+        self.fc = nn.Linear(head, classes)
+
+    def forward(self, x):
+        s = self.stem(x)
+        return self.fc(F.adaptive_avg_pool2d(self.head(s + self.block(s)), 1).flatten(1))
+
+
+class Vit(nn.Module):
+    """A ViT: patches by a strided Conv, flattened and transposed to tokens, a learned class
+    token expanded to the batch and concatenated in front, learned position embeddings, one
+    pre-norm nn.TransformerEncoderLayer (GELU), a final LayerNorm, the class token's logits."""
+
+    def __init__(self, hw=8, patch=4, dim=8, heads=2, ff=16, classes=3):
+        super().__init__()
+        self.patch = nn.Conv2d(1, dim, patch, stride=patch)
+        self.cls = nn.Parameter(0.5 * torch.randn(1, 1, dim))
+        self.pos = nn.Parameter(0.5 * torch.randn(1, (hw // patch) ** 2 + 1, dim))
+        layer = nn.TransformerEncoderLayer(dim, heads, ff, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True,
+                                           layer_norm_eps=EPS)
+        self.enc = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(dim, eps=EPS)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        p = self.patch(x).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), p], dim=1) + self.pos
+        return self.head(self.ln(self.enc(h))[:, 0])
+
+
+class T5RmsNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.25 * torch.randn(dim))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS))
+
+
+class T5(nn.Module):
+    """A T5 encoder block: RMS norm (no mean, no bias), self-attention without biases or
+    1/sqrt(d) scaling whose scores add a learned bias per head and relative-position bucket
+    (buckets computed in the graph from the sequence length: exact for small distances,
+    logarithmic beyond, with Log, Cast to int64, Min and Where), a gated-GELU feed-forward
+    (tanh GELU), residual adds, a final RMS norm, mean over T, a classifier."""
+
+    def __init__(self, vocab=12, dim=8, heads=2, ff=16, buckets=8, max_distance=16, classes=3):
+        super().__init__()
+        self.heads, self.buckets, self.max_distance = heads, buckets, max_distance
+        self.emb = nn.Embedding(vocab, dim)
+        self.ln1 = T5RmsNorm(dim)
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.k = nn.Linear(dim, dim, bias=False)
+        self.v = nn.Linear(dim, dim, bias=False)
+        self.o = nn.Linear(dim, dim, bias=False)
+        self.rel = nn.Embedding(buckets, heads)
+        self.ln2 = T5RmsNorm(dim)
+        self.wi0 = nn.Linear(dim, ff, bias=False)
+        self.wi1 = nn.Linear(dim, ff, bias=False)
+        self.wo = nn.Linear(ff, dim, bias=False)
+        self.ln_f = T5RmsNorm(dim)
+        self.fc = nn.Linear(dim, classes)
+
+    def bucket(self, rel):
+        half = self.buckets // 2
+        exact = half // 2
+        out = (rel > 0).long() * half
+        n = rel.abs()
+        large = exact + (torch.log(n.float() / exact) / math.log(self.max_distance / exact) *
+                         (half - exact)).long()
+        large = torch.min(large, torch.full_like(large, half - 1))
+        return out + torch.where(n < exact, n, large)
+
+    def forward(self, tokens):
+        n, t = tokens.shape
+        x = self.emb(tokens)
+        pos = torch.arange(t, dtype=torch.long, device=tokens.device)
+        bias = self.rel(self.bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1).unsqueeze(0)
+        h = self.ln1(x)
+        d = h.size(-1) // self.heads
+        split = lambda a: a.view(n, t, self.heads, d).transpose(1, 2)
+        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
+        att = F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)
+        x = x + self.o((att @ v).transpose(1, 2).contiguous().view(n, t, -1))
+        h = self.ln2(x)
+        x = x + self.wo(F.gelu(self.wi0(h), approximate="tanh") * self.wi1(h))
+        return self.fc(self.ln_f(x).mean(dim=1))
+
+
 class Bag(nn.Module):
     """nn.EmbeddingBag (mean) -> Linear: exported with a Loop, refused by train-graph."""
 
@@ -467,6 +584,12 @@ MODELS = {
     "mobilenet_v2": (MobileNetV2, lambda r: image_data(r, N_SAMPLES, 32, 3), {0: "N"},
                      {0: "N"}, {"do_constant_folding": False}, ["--bn-variance", "unbiased"],
                      13),
+    "efficientnet_block": (EfficientBlock, lambda r: image_data(r, N_SAMPLES, 8, 3), {0: "N"},
+                           {0: "N"}, {"do_constant_folding": False},
+                           ["--bn-variance", "unbiased"], 14),
+    "vit": (Vit, lambda r: image_data(r, N_SAMPLES, 8, 3), {0: "N"}, {0: "N"}, {}, [], 15),
+    "t5_encoder": (T5, lambda r: tokens_data(r, N_SAMPLES, 6, 12, 3), {0: "N", 1: "T"},
+                   {0: "N"}, {}, [], 16),
 }
 # Models whose float32 training is chaotic: PyTorch's own float32 and float64 runs part far
 # beyond the float32 tolerance within the 10 steps. For them the manifest also holds

@@ -43,6 +43,9 @@ struct TrainGraphOptions {
   std::string freezeRegex;
   /// Adds every gradient as an extra algorithm-graph output.
   bool exposeGradients = false;
+  /// When set, receives what the best-effort steps (shape inference) could
+  /// not do, also when building fails (`train-graph --verbose`).
+  std::vector<std::string> *details = nullptr;
   /// cross-entropy: the axis of the logits holding the classes, 1 (ONNX's
   /// SoftmaxCrossEntropyLoss layout [N, C, d...]) or -1 (the last: [N, d...,
   /// C]); 0 = decide (the last after a Softmax over it, else 1).
