@@ -55,6 +55,10 @@ options:
                            (masks holding inf/NaN, Clip bounds and BatchNorm running
                            statistics never are; the output lists what is trained)
   --expose-gradients       add every gradient as an algorithm-graph output
+  --fused-optimizer        one ai.mpc.training SGDStep/MomentumStep/AdamStep
+                           node per parameter (float or double) instead of
+                           the element-wise update nodes; the same results bit
+                           for bit (opt-in until measured on a GPU)
   --bn-variance biased|unbiased
                            BatchNormalization's running variance takes the
                            biased batch variance (ONNX, default) or the
@@ -140,6 +144,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
         return "--bn-variance must be biased or unbiased, not " + quoteName(v);
     } else if (s.flag("--expose-gradients")) {
       a.opts.exposeGradients = true;
+    } else if (s.flag("--fused-optimizer")) {
+      a.opts.fusedOptimizer = true;
     } else if (s.value("--loss-weight", v, missing)) {
       float w = 0;
       if (!missing && (!parseFloat(v, w) || !(w > 0)))
