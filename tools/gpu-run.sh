@@ -192,6 +192,9 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 # 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
 #     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
+# 5c. The fused optimizer step (train-graph --fused-optimizer, one AdamStep per parameter)
+#     against the element-wise update, BERT-base-like, every mpc precision in one run.
+step step_bench_fused 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")

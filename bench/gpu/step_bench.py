@@ -3,6 +3,7 @@
 
     python3 bench/gpu/step_bench.py --mpc MPC [--device cuda] [--scale full|tiny]
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
+        [--fused-optimizer]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
 below from PyTorch code with a fixed seed:
@@ -28,6 +29,11 @@ peak device memory per variant: the backend's peak from `--stats` for mpc,
 `torch.cuda.max_memory_allocated` for PyTorch; each mpc variant against mpc fp32 and
 against PyTorch's of the same precision) and writes it with a JSON of every figure to --out.
 A variant that fails prints its one-line reason in the table instead of a figure.
+
+With --fused-optimizer every mpc variant is also timed on the training graph built with
+`mpc train-graph --fused-optimizer` (one AdamStep node per parameter instead of the
+element-wise update; docs/training.md): rows "mpc fp32 fused", "mpc fp16 fused", ... next to
+the primitive graph's rows of the same run.
 """
 
 import argparse
@@ -215,6 +221,31 @@ def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
     return float(np.median(times)), peak
 
 
+def build_variants(a, path, base, flags, suffix, row, variants):
+    """train-graph (Adam; --fused-optimizer when suffix is " fused") and the fp16/bf16
+    rewrites of the exported model `path`: adds {variant + suffix: model path} to `variants`,
+    or the failing step's one line to `row`."""
+    train = base + ".train.onnx"
+    p = subprocess.run([a.mpc, "train-graph", path, "--loss", "cross-entropy",
+                        "--optimizer", "adam", "--lr", "1e-4", *flags,
+                        *(["--fused-optimizer"] if suffix else []), "-o", train],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        row["mpc" + suffix] = f"train-graph: {p.stderr.strip().splitlines()[-1][:200]}"
+        return
+    variants["fp32" + suffix] = train
+    if a.device == "cuda":
+        variants["tf32" + suffix] = train  # the fp32 graph, its products in TF32
+    for target in ("fp16", "bf16"):
+        out = f"{base}.{target}.onnx"
+        r = subprocess.run([a.mpc, "rewrite", train, "--target", target, "-o", out],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            variants[target + suffix] = out
+        else:
+            row[f"mpc {target}{suffix}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
@@ -225,6 +256,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fused-optimizer", action="store_true",
+                    help="also time the graphs of `mpc train-graph --fused-optimizer`")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
     a = ap.parse_args()
@@ -251,31 +284,16 @@ def main():
                               dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}})
             data = os.path.join(tmp, f"{name}.npz")
             np.savez(data, **{in_name: x, "labels": y})
-            train = os.path.join(tmp, f"{name}.train.onnx")
             row = results.setdefault(name, {})
-            p = subprocess.run([a.mpc, "train-graph", path, "--loss", "cross-entropy",
-                                "--optimizer", "adam", "--lr", "1e-4", *flags, "-o", train],
-                               capture_output=True, text=True)
             variants = {}
-            if p.returncode != 0:
-                row["mpc"] = f"train-graph: {p.stderr.strip().splitlines()[-1][:200]}"
-            else:
-                variants["fp32"] = train
-                if a.device == "cuda":
-                    variants["tf32"] = train  # the fp32 graph, its products in TF32
-                for target in ("fp16", "bf16"):
-                    out = os.path.join(tmp, f"{name}.{target}.onnx")
-                    r = subprocess.run([a.mpc, "rewrite", train, "--target", target, "-o", out],
-                                       capture_output=True, text=True)
-                    if r.returncode == 0:
-                        variants[target] = out
-                    else:
-                        row[f"mpc {target}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+            for fused in ([False, True] if a.fused_optimizer else [False]):
+                build_variants(a, path, os.path.join(tmp, name + (".fused" if fused else "")),
+                               flags, " fused" if fused else "", row, variants)
             for target, model in variants.items():
                 ms, what, peak = mpc_step_time(
                     a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
                             "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none",
-                            "--stats", *(["--tf32"] if target == "tf32" else [])],
+                            "--stats", *(["--tf32"] if target.startswith("tf32") else [])],
                     f"{name} mpc {target}")
                 row[f"mpc {target}"] = ms if ms is not None else what
                 if peak is not None:

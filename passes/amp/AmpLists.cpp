@@ -106,6 +106,9 @@ static const DefaultRow kDefaultLists[] = {
   {"NegativeLogLikelihoodLoss", AmpClass::Deny, "loss needs fp32"},
   {"ai.mpc.training::SoftmaxCrossEntropyLossGrad", AmpClass::Deny, "gradient of a loss"},
   {"ai.mpc.training::MSELossGrad", AmpClass::Deny, "gradient of a loss"},
+  {"ai.mpc.training::SGDStep", AmpClass::Deny, "fp32 master weights and state"},
+  {"ai.mpc.training::MomentumStep", AmpClass::Deny, "fp32 master weights and state"},
+  {"ai.mpc.training::AdamStep", AmpClass::Deny, "fp32 master weights and state"},
 
   // Clear: value-preserving layout, indexing, selection and comparison.
   {"Reshape", AmpClass::Clear, "layout"},

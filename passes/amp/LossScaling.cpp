@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/LossScaling.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -204,9 +205,13 @@ std::string LossScalingResult::summaryLine() const {
   std::string head = "Loss scaling: " + config;
   if (mode == LossScaleMode::None)
     head += " (no scaling; overflow check and skipped update kept)";
+  std::string steps;
+  if (skippedInStep)
+    steps = llvm::formatv(", {0} update(s) skipped by their fused optimizer step", skippedInStep);
   return llvm::formatv("{0}: {1} gradient(s) unscaled in fp32 and checked ({2} cast(s) to fp32 "
-                       "inserted, {3} reused), {4} update(s) guarded, {5} node(s) inserted",
-                       head, gradients, castsToFp32, castsReused, guardedUpdates, nodesInserted)
+                       "inserted, {3} reused), {4} update(s) guarded{6}, {5} node(s) inserted",
+                       head, gradients, castsToFp32, castsReused, guardedUpdates, nodesInserted,
+                       steps)
       .str();
 }
 
@@ -359,6 +364,20 @@ void LossScaler::localizeParameterCasts() {
                                     "per step)",
                                     res.castsLocalized)
                           .str());
+}
+
+/// The fused optimizer step (mpc/Ops/OptimizerStep.h) of the algorithm graph
+/// `alg` that produces `out`, when its skip input is free or reads `found`
+/// already; else null (the output is guarded by a Where).
+static Node *skippableStep(Value *out, Value *found) {
+  Node *p = out->producer();
+  if (!p || p->getParent() != out->graph())
+    return nullptr;
+  const OptimizerStepLayout *l = findOptimizerStep(p->opType, p->domain);
+  if (!l)
+    return nullptr;
+  unsigned skip = l->skipInput();
+  return skip >= p->numInputs() || !p->input(skip) || p->input(skip) == found ? p : nullptr;
 }
 
 /// True when every node input produced in `g` comes from an earlier node.
@@ -639,9 +658,24 @@ llvm::Error LossScaler::run() {
                                       "'{1}' = Concat of the {2} check(s)",
                                       found->name(), nonfinite->name(), checks.size()));
 
-  // 4. Every update is conditional.
+  // 4. Every update is conditional. An output of a fused optimizer step
+  // (SGDStep, MomentumStep, AdamStep) is: its skip input reads found_inf.
+  llvm::DenseSet<const Node *> stepsSkipping;
   for (const Update &u : updates) {
     Value *out = alg.outputs()[u.output];
+    if (Node *step = skippableStep(out, found)) {
+      if (stepsSkipping.insert(step).second) {
+        const OptimizerStepLayout *l = findOptimizerStep(step->opType, step->domain);
+        while (step->numInputs() <= l->skipInput())
+          step->addInput(nullptr);
+        step->setInput(l->skipInput(), found);
+      }
+      ++res.skippedInStep;
+      res.detailLog.push_back(mpc::formatQuoted("Loss scaling: update of '{0}' skipped by its "
+                                                "fused step '{1}' (skip input '{2}')",
+                                                u.old->name(), step->name, found->name()));
+      continue;
+    }
     std::string name = out->name();
     if (out->graph() == &alg && out->kind() != ValueKind::GraphInput)
       Graph::renameValue(out, m.freshName(name + "/Unguarded"));
@@ -669,6 +703,11 @@ llvm::Error LossScaler::run() {
       mpc::formatQuoted("Loss scaling: {0} update_binding output(s) guarded by "
                         "Where('{1}', old, new): a skipped step keeps them bit for bit",
                         res.guardedUpdates, found->name()));
+  if (res.skippedInStep)
+    res.log.push_back(mpc::formatQuoted(
+        "Loss scaling: {0} update_binding output(s) of {1} fused optimizer step(s) skipped "
+        "through their skip input '{2}': a skipped step copies them bit for bit",
+        res.skippedInStep, stepsSkipping.size(), found->name()));
 
   // 5. Dynamic scale update as graph state.
   if (mode == LossScaleMode::Dynamic) {

@@ -14,6 +14,7 @@
 #include "mpc/Passes/TrainGraph.h"
 #include "TrainGraphImpl.h"
 #include "mpc/IO/Onnx.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
@@ -119,8 +120,8 @@ private:
   llvm::Error copyForward();
   llvm::Error buildLoss();
   llvm::Error buildBackward();
-  void buildOptimizer(std::vector<Value *> &outs,
-                      std::vector<std::pair<std::string, std::string>> &binding);
+  llvm::Error buildOptimizer(std::vector<Value *> &outs,
+                             std::vector<std::pair<std::string, std::string>> &binding);
   Value *sumOf(Value *v, const std::string &hint);
   std::string displayName(const Value *v) const {
     auto it = origOf.find(v);
@@ -582,8 +583,14 @@ static Tensor zerosLike(const Tensor &like) {
   return t;
 }
 
-void Builder::buildOptimizer(std::vector<Value *> &outs,
-                             std::vector<std::pair<std::string, std::string>> &binding) {
+llvm::Error Builder::buildOptimizer(std::vector<Value *> &outs,
+                                    std::vector<std::pair<std::string, std::string>> &binding) {
+  if (opts.fusedOptimizer)
+    for (auto &[p, grad] : grads)
+      if (p->type.elem != DType::F32 && p->type.elem != DType::F64)
+        return inputError("--fused-optimizer: parameter '{0}' is {1}; the fused optimizer "
+                          "steps take float and double parameters",
+                          p->name(), dtypeName(p->type.elem));
   size_t first = e->created.size();
   Graph &g = *m.graph;
   // The step counter: an int64 scalar, incremented by every step.
@@ -638,10 +645,47 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
     v->hasValueInfo = false;
     return v;
   };
+  // --fused-optimizer: one SGDStep/MomentumStep/AdamStep node reading the
+  // same scalars as the primitive update (mpc/Ops/OptimizerStep.h's order).
+  auto fusedStep = [&](Value *p, Value *grad, const PerType &c) {
+    const OptimizerStepLayout &l = optimizerStepLayouts()[size_t(opts.optimizer)];
+    std::vector<Value *> ins{p, grad};
+    std::vector<Value *> states;
+    for (const char *st : l.states) { // the primitive update's state names
+      std::string suffix = opts.optimizer == OptimizerKind::Momentum
+                               ? std::string(".momentum")
+                               : ".adam_" + std::string(st);
+      states.push_back(addState(p, suffix));
+    }
+    ins.insert(ins.end(), states.begin(), states.end());
+    if (opts.optimizer == OptimizerKind::Adam)
+      ins.insert(ins.end(), {c.lr, c.b1, c.b2, c.omb1, c.omb2, c.eps, c.bc1, c.bc2});
+    else if (opts.optimizer == OptimizerKind::Momentum)
+      ins.insert(ins.end(), {c.lr, c.mu});
+    else
+      ins.push_back(c.lr);
+    if (c.wd)
+      ins.push_back(c.wd);
+    std::vector<DType> outTypes(l.numOutputs(), p->type.elem);
+    Node *n = e->node(l.opType, kOptimizerStepDomain, ins, outTypes, "update/" + p->name());
+    for (unsigned i = 0; i < l.numOutputs(); ++i) {
+      Value *init = i == 0 ? p : states[i - 1];
+      Value *nv = n->output(i);
+      if (i > 0)
+        Graph::renameValue(nv, m.freshName("update/" + init->name()));
+      nv->type = init->type;
+      outs.push_back(nv);
+      binding.emplace_back(init->name(), nv->name());
+    }
+  };
   for (auto &[p, grad] : grads) {
     DType t = p->type.elem;
     PerType &c = consts(t);
     std::string s = "opt/" + p->name() + "/";
+    if (opts.fusedOptimizer) {
+      fusedStep(p, grad, c);
+      continue;
+    }
     Value *gr = grad;
     if (c.wd)
       gr = e->op("Add", {gr, e->op("Mul", {c.wd, p}, t, s + "decay")}, t, s + "grad_decayed");
@@ -693,6 +737,7 @@ void Builder::buildOptimizer(std::vector<Value *> &outs,
   markFp32Since(first);
   res.numParameters = static_cast<unsigned>(grads.size());
   stepCounterName = step->name();
+  return llvm::Error::success();
 }
 
 /// PyTorch's running variance from ONNX's: with momentum m, old value v and
@@ -952,7 +997,8 @@ llvm::Error Builder::run() {
 
   std::vector<Value *> outs{loss};
   std::vector<std::pair<std::string, std::string>> binding;
-  buildOptimizer(outs, binding);
+  if (llvm::Error err = buildOptimizer(outs, binding))
+    return err;
   if (opts.exposeGradients) {
     llvm::DenseSet<const Value *> listed(outs.begin(), outs.end());
     for (auto &[p, g] : grads)

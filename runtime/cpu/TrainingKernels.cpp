@@ -10,7 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "mpc/Runtime/Kernels/OptimizerBodies.h"
 #include "mpc/Runtime/LossErrors.h"
 #include <algorithm>
 #include <cstring>
@@ -19,6 +21,7 @@ using namespace mpc;
 using namespace mpc::cpuk;
 
 static const char *const kDomain = "ai.mpc.training";
+static constexpr DTypeSet kOptimizerStepTypes = dtypeBit(DType::F32) | dtypeBit(DType::F64);
 
 //===----------------------------------------------------------------------===//
 // Helpers
@@ -438,6 +441,78 @@ static llvm::Error runMSELossGrad(const KernelCall &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused optimizer steps
+//===----------------------------------------------------------------------===//
+
+/// Whether the optional skip input of a fused step is present and true
+/// (nonzero for a float flag).
+static bool optimizerStepSkipped(const KernelCall &c, unsigned skipInput) {
+  if (!c.hasInput(skipInput))
+    return false;
+  const TensorRef &f = c.inputs[skipInput];
+  return f.dtype == DType::Bool ? f.as<bool>()[0] : f.as<float>()[0] != 0.0f;
+}
+
+/// The scalar inputs of a fused step of `kind` in `l`'s order.
+template <typename T>
+static kernels::OptimizerScalars<T> optimizerScalars(const KernelCall &c,
+                                                     const OptimizerStepLayout &l,
+                                                     kernels::OptimizerStepKind kind) {
+  const T *scalars[kernels::kMaxOptimizerScalars] = {};
+  for (unsigned i = 0; i < l.scalars.size() && i < kernels::kMaxOptimizerScalars; ++i)
+    scalars[i] = c.inputs[l.firstScalar() + i].as<T>();
+  const T *decay = c.hasInput(l.decayInput()) ? c.inputs[l.decayInput()].as<T>() : nullptr;
+  return kernels::optimizerScalarsFrom(kind, scalars, decay);
+}
+
+/// SGDStep, MomentumStep, AdamStep: one pass over the parameter with the
+/// bodies of OptimizerBodies.h; a skipped step copies param and states.
+static llvm::Error runOptimizerStep(const KernelCall &c) {
+  const OptimizerStepLayout *l = findOptimizerStep(c.node->opType, c.node->domain);
+  if (!l)
+    return nodeError(*c.node, "not a fused optimizer step");
+  auto kind = kernels::OptimizerStepKind(l - optimizerStepLayouts().data());
+  unsigned states = unsigned(l->states.size());
+  if (optimizerStepSkipped(c, l->skipInput())) {
+    for (unsigned o = 0; o < l->numOutputs(); ++o) {
+      const TensorRef &in = c.inputs[o == 0 ? 0 : o + 1];
+      if (c.outputs[o].data != in.data)
+        std::memcpy(c.outputs[o].data, in.data,
+                    size_t(in.numElements()) * runtimeElementSize(in.dtype));
+    }
+    return llvm::Error::success();
+  }
+  bool ok = false;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    kernels::OptimizerScalars<T> s = optimizerScalars<T>(c, *l, kind);
+    const T *p = c.inputs[0].as<T>(), *g = c.inputs[1].as<T>();
+    const T *s1 = states > 0 ? c.inputs[2].as<T>() : nullptr;
+    const T *s2 = states > 1 ? c.inputs[3].as<T>() : nullptr;
+    T *po = c.outputs[0].as<T>();
+    T *s1o = states > 0 ? c.outputs[1].as<T>() : nullptr;
+    T *s2o = states > 1 ? c.outputs[2].as<T>() : nullptr;
+    for (int64_t i = 0, n = c.inputs[0].numElements(); i < n; ++i) {
+      T param = p[i], a = s1 ? s1[i] : T(0), b = s2 ? s2[i] : T(0);
+      kernels::optimizerStepElement(kind, s, g[i], param, a, b);
+      po[i] = param;
+      if (s1o)
+        s1o[i] = a;
+      if (s2o)
+        s2o[i] = b;
+    }
+    ok = true;
+  };
+  if (c.inputs[0].dtype == DType::F32)
+    run(float());
+  else if (c.inputs[0].dtype == DType::F64)
+    run(double());
+  if (!ok)
+    return nodeError(*c.node, "param must be float or double");
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
 // Rows
 //===----------------------------------------------------------------------===//
 
@@ -468,6 +543,10 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       MPC_CPU_KERNEL("SliceGrad", kDomain, 1, kFloatTypes, runSliceGrad),
       MPC_CPU_KERNEL("SoftmaxGrad", kDomain, 1, kFloatTypes, runSoftmaxGrad<false>),
       MPC_CPU_KERNEL("TanhGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Tanh>),
+      // Fused optimizer steps: f32 and f64 params (the skip flag is not the key).
+      MPC_CPU_KERNEL("SGDStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
+      MPC_CPU_KERNEL("MomentumStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
+      MPC_CPU_KERNEL("AdamStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
       // Default-domain losses used by training graphs.
       MPC_CPU_KERNEL("NegativeLogLikelihoodLoss", "", 12, kFloatTypes, runClassificationLoss<true>),
       MPC_CPU_KERNEL("SoftmaxCrossEntropyLoss", "", 12, kFloatTypes, runClassificationLoss<false>),

@@ -8,6 +8,7 @@
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/CudaOps.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/ElementwiseFunctors.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
@@ -186,6 +187,10 @@ std::vector<CudaKernel> buildTable() {
   // Image ops (ImageOps.cpp).
   rows.push_back(MPC_CUDA_ROW(Resize, kCudaFloatTypes, Image, 0));
   rows.push_back(MPC_CUDA_ROW(LRN, kCudaFloatTypes, Image, 0));
+  // Fused optimizer steps (OptimizerOps.cpp).
+  for (const char *op : {"SGDStep", "MomentumStep", "AdamStep"})
+    rows.push_back(CudaKernel{op, "ai.mpc.training", 1, kMaxOpsetVersion, dtypeBit(DType::F32),
+                              CudaKernelKind::OptimizerStep});
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
   // ElementwiseOps.def leave it out below.
   std::vector<CudaKernel> out{
@@ -431,6 +436,20 @@ static bool dataValuesKnown(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
   return true;
 }
 
+/// A fused optimizer step: f32 operands, the skip flag (last of the
+/// layout) bool or f32, absent optional inputs allowed.
+static bool optimizerStepRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
+  const OptimizerStepLayout *l = findOptimizerStep(n.opType, n.domain);
+  if (!l)
+    return false;
+  for (unsigned i = 0; i < dts.size(); ++i) {
+    bool skip = i == l->skipInput();
+    if (dts[i] != DType::Undefined && dts[i] != DType::F32 && !(skip && dts[i] == DType::Bool))
+      return false;
+  }
+  return true;
+}
+
 /// Where rowTakes finds the operands a kernel takes as constants (a Slice's
 /// bounds, a reduction's axes): in the node alone (constantInputInts: what
 /// the painting asks), assumed known (what supportsOp answers before any
@@ -626,6 +645,9 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   // Image ops: Resize's operands known before running.
   case CudaKernelKind::Image:
     return n.opType != "Resize" || resizeRowTakes(n);
+  // Fused optimizer steps: every operand f32 but the skip flag (bool or f32).
+  case CudaKernelKind::OptimizerStep:
+    return optimizerStepRowTakes(n, dts);
   default:
     return true;
   }

@@ -103,6 +103,10 @@ CudaOpOrError prepareDataOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareLossOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// Fused optimizer steps, skip flag read on the device (OptimizerOps.cpp).
+CudaOpOrError prepareOptimizerStepOp(const Node &n, const CudaKernel &row,
+                                     llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 // Clip with its bounds read on the device (ClipOps.cpp).
 CudaOpOrError prepareClipOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);

@@ -144,6 +144,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Image ops.
   case CudaKernelKind::Image:
     return prepareImageOp(n, row, inputs, ctx);
+  // Fused optimizer steps.
+  case CudaKernelKind::OptimizerStep:
+    return prepareOptimizerStepOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

@@ -33,6 +33,10 @@ std::vector<OpDef> mpc::ops::trainingOps() {
       MPC_OP("SliceGrad", kTraining, 1, shapeSliceGrad, Data),
       withParams(MPC_OP("SoftmaxGrad", kTraining, 1, shapeSoftmaxGrad, Elementwise), parseAxisMinus1),
       MPC_OP("TanhGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      // Fused optimizer steps (mpc/Ops/OptimizerStep.h).
+      MPC_OP("SGDStep", kTraining, 1, shapeOptimizerStep, Elementwise),
+      MPC_OP("MomentumStep", kTraining, 1, shapeOptimizerStep, Elementwise),
+      MPC_OP("AdamStep", kTraining, 1, shapeOptimizerStep, Elementwise),
       withParams(MPC_OP("SoftmaxCrossEntropyLossGrad", kTraining, 1, shapeSoftmaxCrossEntropyLossGrad, Elementwise), parseLoss),
   };
   for (OpDef &d : rows) {

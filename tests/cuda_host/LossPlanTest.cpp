@@ -178,4 +178,33 @@ TEST_F(LossRows, InstanceGroupAndLpNormalizationTakeTheirParameterTypes) {
   EXPECT_FALSE(cudaRuns(*lp, {DType::F64}));
 }
 
+// The fused optimizer steps: f32 operands, the skip flag (last input) bool or
+// f32, absent weight decay and skip allowed; f64 parameters stay on the CPU.
+TEST_F(LossRows, FusedOptimizerStepsTakeF32AndABoolOrFloatSkipFlag) {
+  const DType f = DType::F32, u = DType::Undefined;
+  Node *adam = node("AdamStep", "ai.mpc.training", std::vector<DType>(12, f));
+  ASSERT_NE(findCudaKernel(*adam), nullptr);
+  std::vector<DType> ins(12, f);
+  EXPECT_TRUE(cudaRuns(*adam, ins));
+  ins.push_back(u); // no weight decay
+  ins.push_back(DType::Bool);
+  EXPECT_TRUE(cudaRuns(*adam, ins));
+  ins.back() = f;
+  EXPECT_TRUE(cudaRuns(*adam, ins));
+  ins.back() = DType::I64;
+  EXPECT_FALSE(cudaRuns(*adam, ins));
+  ins.back() = DType::Bool;
+  ins[3] = DType::Bool; // only the skip flag may be bool
+  EXPECT_FALSE(cudaRuns(*adam, ins));
+  Node *sgd = node("SGDStep", "ai.mpc.training", {f, f, f});
+  ASSERT_NE(findCudaKernel(*sgd), nullptr);
+  EXPECT_TRUE(cudaRuns(*sgd, {f, f, f, f, DType::Bool}));
+  EXPECT_FALSE(cudaRuns(*sgd, {DType::F64, DType::F64, DType::F64}));
+  EXPECT_FALSE(cudaRuns(*sgd, {DType::F16, DType::F16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*sgd, {f, f, f, DType::F16}));
+  Node *momentum = node("MomentumStep", "ai.mpc.training", {f, f, f, f, f});
+  ASSERT_NE(findCudaKernel(*momentum), nullptr);
+  EXPECT_TRUE(cudaRuns(*momentum, {f, f, f, f, f, f, DType::Bool}));
+}
+
 } // namespace

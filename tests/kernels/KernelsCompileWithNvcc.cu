@@ -25,6 +25,7 @@
 #include "mpc/Runtime/Kernels/MathFunctions.h"
 #include "mpc/Runtime/Kernels/MoveBodies.h"
 #include "mpc/Runtime/Kernels/NormBodies.h"
+#include "mpc/Runtime/Kernels/OptimizerBodies.h"
 #include "mpc/Runtime/Kernels/RecurrentBodies.h"
 #include "mpc/Runtime/Kernels/ReduceBodies.h"
 #include "mpc/Runtime/Kernels/RotaryBodies.h"

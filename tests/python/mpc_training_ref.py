@@ -572,7 +572,59 @@ class MSELossGrad(_GradOp):
         return (g.astype(pred.dtype),)
 
 
+# ------------------------------------------------------------ optimizer steps
+# SGDStep, MomentumStep, AdamStep: param, grad, states, scalars, then the
+# optional weight_decay and skip inputs; the new param and states out.
+
+
+def _skipped(skip):
+    return skip is not None and bool(np.asarray(skip).reshape(-1)[0])
+
+
+def optimizer_step(kind, param, grad, states, scalars, weight_decay=None):
+    """One step in float64: the new param and states (docs/training.md)."""
+    p, g = _f64(param), _f64(grad)
+    if weight_decay is not None:
+        g = g + _f64(weight_decay).reshape(()) * p
+    sc = [_f64(s).reshape(()) for s in scalars]
+    lr = sc[0]
+    if kind == "sgd":
+        return [p - lr * g]
+    if kind == "momentum":
+        v = sc[1] * _f64(states[0]) + g
+        return [p - lr * v, v]
+    b1, b2, omb1, omb2, eps, bc1, bc2 = sc[1:]
+    m = b1 * _f64(states[0]) + omb1 * g
+    v = b2 * _f64(states[1]) + omb2 * g * g
+    return [p - lr * (m / bc1) / (np.sqrt(v / bc2) + eps), m, v]
+
+
+def _step_op(kind, n_states, n_scalars):
+    def _run(self, param, grad, *rest):
+        rest = list(rest) + [None] * (n_states + n_scalars + 2 - len(rest))
+        states = rest[:n_states]
+        scalars = rest[n_states:n_states + n_scalars]
+        decay, skip = rest[n_states + n_scalars:]
+        if _skipped(skip):
+            return tuple(np.array(t, copy=True) for t in [param] + states)
+        out = optimizer_step(kind, param, grad, states, scalars, decay)
+        return tuple(o.astype(param.dtype) for o in out)
+    return _run
+
+
+class SGDStep(_GradOp):
+    _run = _step_op("sgd", 0, 1)
+
+
+class MomentumStep(_GradOp):
+    _run = _step_op("momentum", 1, 2)
+
+
+class AdamStep(_GradOp):
+    _run = _step_op("adam", 2, 8)
+
+
 OPS = [BiasGrad, ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad, SoftmaxGrad,
        LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad, ConvGrad, MaxPoolGrad,
        AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, GRUGrad, SoftmaxCrossEntropyLossGrad,
-       MSELossGrad, GatherGrad, SliceGrad]
+       MSELossGrad, GatherGrad, SliceGrad, SGDStep, MomentumStep, AdamStep]

@@ -294,6 +294,8 @@ class OpsOneOpTest(unittest.TestCase):
         expected |= {"RotaryEmbedding", "Einsum", "Attention"}
         # Image ops (ImageOps.cpp; Pad's other modes are the Pad row's).
         expected |= {"Resize", "LRN"}
+        # Fused optimizer steps (OptimizerOps.cpp).
+        expected |= {training + "SGDStep", training + "MomentumStep", training + "AdamStep"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}

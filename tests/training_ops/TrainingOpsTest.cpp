@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 using namespace mpc;
@@ -953,6 +955,71 @@ OPTEST_TYPED_P(TrainingOpsTest, BadLabelsNameTheFirstOneOnEveryDevice) {
     EXPECT_NE(msg.find("label 9 at index 2 is not a class index below 4"), std::string::npos)
         << msg;
   }
+}
+
+// SGDStep, MomentumStep, AdamStep (f32 parameters only): on every device the
+// same bits as the CPU (the body is shared, -fmad=false on CUDA), within
+// float64's reach of the definition; a true skip flag copies param and states.
+OPTEST_TYPED_P(TrainingOpsTest, FusedOptimizerStepsMatchTheCpuBitForBit) {
+  if (!std::is_same<T, float>::value)
+    GTEST_SKIP() << "f32 only here (CUDA's type); f64 on the CPU: test_fused_optimizer.py";
+  std::mt19937 rng(43);
+  const std::vector<int64_t> shape = {1030, 3};
+  size_t n = size_t(product(shape));
+  auto param = randomVector<float>(n, rng), grad = randomVector<float>(n, rng);
+  auto s1 = randomVector<float>(n, rng, -0.5, 0.5), s2 = randomVector<float>(n, rng, 0.01, 0.5);
+  const float lr = 0.01f, mu = 0.9f, b1 = 0.9f, b2 = 0.999f, wd = 0.05f;
+  const float bc1 = 1 - 0.9f * 0.9f, bc2 = 1 - 0.999f * 0.999f, eps = 1e-8f;
+  struct Case {
+    const char *op;
+    unsigned states;
+    std::vector<float> scalars;
+  };
+  const Case cases[] = {{"SGDStep", 0, {lr}},
+                        {"MomentumStep", 1, {lr, mu}},
+                        {"AdamStep", 2, {lr, b1, b2, 1 - b1, 1 - b2, eps, bc1, bc2}}};
+  for (const Case &c : cases)
+    for (int skip : {-1, 0, 1}) { // absent, false, true
+      SCOPED_TRACE(std::string(c.op) + " skip " + std::to_string(skip));
+      OpTester t(c.op, 1, kTraining);
+      t.input(shape, param).input(shape, grad);
+      if (c.states > 0)
+        t.input(shape, s1);
+      if (c.states > 1)
+        t.input(shape, s2);
+      for (float v : c.scalars)
+        t.input<float>({}, {v});
+      t.input<float>({}, {wd});
+      if (skip >= 0)
+        t.input<bool>({}, {skip == 1});
+      t.outputs(1 + c.states);
+      std::vector<HostTensor> got = runOrFail(t, device), cpu = runOrFail(t, "cpu");
+      ASSERT_EQ(got.size(), 1u + c.states);
+      const std::vector<float> *ins[] = {&param, &s1, &s2};
+      for (unsigned o = 0; o <= c.states; ++o) {
+        std::vector<float> g = valuesOf<float>(got[o]), want = valuesOf<float>(cpu[o]);
+        EXPECT_EQ(0, std::memcmp(g.data(), want.data(), n * sizeof(float))) << "output " << o;
+        if (skip == 1)
+          EXPECT_EQ(0, std::memcmp(g.data(), ins[o]->data(), n * sizeof(float)));
+      }
+      if (skip == 1)
+        continue;
+      // The parameter against float64 (Adam's direction is O(1): the step is ~lr).
+      std::vector<double> ref(n), scale(n, 1.0);
+      for (size_t i = 0; i < n; ++i) {
+        double p = param[i], gg = double(grad[i]) + double(wd) * p, d = gg;
+        if (c.states == 1)
+          d = double(mu) * s1[i] + gg;
+        if (c.states == 2) {
+          double m = double(b1) * s1[i] + double(1 - b1) * gg;
+          double v = double(b2) * s2[i] + double(1 - b2) * gg * gg;
+          d = (m / double(bc1)) / (std::sqrt(v / double(bc2)) + double(eps));
+        }
+        ref[i] = p - double(lr) * d;
+        scale[i] = std::fabs(p) + std::fabs(double(lr) * d);
+      }
+      EXPECT_TRUE(allClose(valuesOf<float>(got[0]), ref, scale));
+    }
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Ops/OpSignature.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "onnx/checker.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
@@ -76,6 +77,38 @@ TEST(TrainingSchemas, LookupReluGrad) {
     EXPECT_TRUE(t->admitsTensor(d)) << dtypeName(d).str();
   EXPECT_FALSE(t->admitsTensor(DType::I32));
   EXPECT_EQ(newestKnownOpset(kDomain), 1);
+}
+
+// The fused optimizer steps: the schema's inputs and outputs are the layout's
+// (param, grad, states, scalars, optional weight_decay and skip), T is float or
+// double, the skip flag bool or float.
+TEST(TrainingSchemas, FusedOptimizerSteps) {
+  const int want[][3] = {{3, 5, 1}, {5, 7, 2}, {12, 14, 3}}; // min, max inputs; outputs
+  ASSERT_EQ(optimizerStepLayouts().size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const OptimizerStepLayout &l = optimizerStepLayouts()[k];
+    SCOPED_TRACE(l.opType);
+    EXPECT_EQ(findOptimizerStep(l.opType, kDomain), &l);
+    EXPECT_EQ(findOptimizerStep(l.opType, ""), nullptr);
+    const OpSignature *sig = lookupSignature(kDomain, l.opType, 1).sig;
+    ASSERT_NE(sig, nullptr);
+    EXPECT_EQ(sig->minInputs, want[k][0]);
+    EXPECT_EQ(sig->maxInputs, want[k][1]);
+    EXPECT_EQ(int(l.minInputs()), want[k][0]);
+    EXPECT_EQ(int(l.maxInputs()), want[k][1]);
+    EXPECT_EQ(sig->minOutputs, want[k][2]);
+    EXPECT_EQ(sig->maxOutputs, want[k][2]);
+    const TypeConstraint *t = sig->constraint("T");
+    ASSERT_NE(t, nullptr);
+    EXPECT_TRUE(t->admitsTensor(DType::F32));
+    EXPECT_TRUE(t->admitsTensor(DType::F64));
+    EXPECT_FALSE(t->admitsTensor(DType::F16));
+    const TypeConstraint *b = sig->constraint("B");
+    ASSERT_NE(b, nullptr);
+    EXPECT_TRUE(b->admitsTensor(DType::Bool));
+    EXPECT_TRUE(b->admitsTensor(DType::F32));
+    EXPECT_FALSE(b->admitsTensor(DType::I64));
+  }
 }
 
 TEST(TrainingSchemas, EveryOpOfTheContract) {

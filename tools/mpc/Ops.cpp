@@ -208,6 +208,9 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Image ops (Resize, LRN).
   case cuda::CudaKernelKind::Image:
     return "image launcher";
+  // Fused optimizer steps.
+  case cuda::CudaKernelKind::OptimizerStep:
+    return "optimizer-step launcher";
   }
   return "?";
 }
@@ -302,6 +305,8 @@ static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
     return {"prepareAttentionOp", "runtime/cuda/AttentionOps.cpp"};
   case K::Image: // Pad's edge/reflect/wrap modes are DataMove rows prepared here too
     return {"prepareImageOp", "runtime/cuda/ImageOps.cpp"};
+  case K::OptimizerStep:
+    return {"prepareOptimizerStepOp", "runtime/cuda/OptimizerOps.cpp"};
   }
   return {};
 }

@@ -57,6 +57,10 @@ options:
   --expose-gradients       add every gradient as an algorithm-graph output
   --verbose                also say what the best-effort shape inference could
                            not do (values left without a rank, ...)
+  --fused-optimizer        one ai.mpc.training SGDStep/MomentumStep/AdamStep
+                           node per parameter (float or double) instead of
+                           the element-wise update nodes; the same results bit
+                           for bit (opt-in until measured on a GPU)
   --bn-variance biased|unbiased
                            BatchNormalization's running variance takes the
                            biased batch variance (ONNX, default) or the
@@ -145,6 +149,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainGraphArgs &
       a.opts.exposeGradients = true;
     } else if (s.flag("--verbose")) {
       a.verbose = true;
+    } else if (s.flag("--fused-optimizer")) {
+      a.opts.fusedOptimizer = true;
     } else if (s.value("--loss-weight", v, missing)) {
       float w = 0;
       if (!missing && (!parseFloat(v, w) || !(w > 0)))

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "SchemaRegistry.h"
 #include "mpc/Ops/OpSignature.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/shape_inference.h"
 #include "onnx/defs/tensor_proto_util.h"
@@ -144,6 +145,34 @@ static void convAttrs(OpSchema &s) {
       .Attr("kernel_shape", "as Conv", AttributeProto::INTS, false)
       .Attr("pads", "as Conv", AttributeProto::INTS, false)
       .Attr("strides", "as Conv", AttributeProto::INTS, false);
+}
+
+/// SGDStep, MomentumStep or AdamStep (mpc/Ops/OptimizerStep.h): param, grad
+/// and states of T (f32 or f64), scalars of T, optional weight_decay and skip.
+static OpSchema optimizerStep(const mpc::OptimizerStepLayout &l, const char *doc, int line) {
+  OpSchema s = base(l.opType, line);
+  s.SetDoc(doc)
+      .Input(0, "param", "the parameter", "T")
+      .Input(1, "grad", "its gradient, shaped like param", "T")
+      .Output(0, "param_out", "the updated parameter", "T");
+  int i = 2;
+  for (const char *st : l.states) {
+    s.Input(i++, st, "optimizer state, shaped like param", "T");
+    s.Output(i - 2, std::string(st) + "_out", "the updated state", "T");
+  }
+  for (const char *sc : l.scalars)
+    s.Input(i++, sc, "scalar hyper-parameter", "T");
+  s.Input(i++, "weight_decay", "scalar; absent: no weight decay", "T", OpSchema::Optional)
+      .Input(i++, "skip", "scalar; true or nonzero: every output equals its input",
+             "B", OpSchema::Optional)
+      .TypeConstraint("T", {"tensor(float)", "tensor(double)"}, "parameter types")
+      .TypeConstraint("B", {"tensor(bool)", "tensor(float)"}, "skip flag types")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        sameAs(ctx, 0, 0);
+        for (size_t out = 1; out < ctx.getNumOutputs(); ++out)
+          sameAs(ctx, out + 1, out);
+      });
+  return s;
 }
 
 static std::vector<OpSchema> trainingSchemas() {
@@ -376,6 +405,16 @@ static std::vector<OpSchema> trainingSchemas() {
         .TypeConstraint("T", floatTypes(), "float types")
         .TypeAndShapeInferenceFunction([](InferenceContext &ctx) { sameAs(ctx, 1, 0); });
     v.push_back(std::move(s));
+  }
+  {
+    auto steps = mpc::optimizerStepLayouts();
+    v.push_back(optimizerStep(steps[0], "fused SGD step: p - lr*(g + wd*p)", __LINE__));
+    v.push_back(optimizerStep(steps[1], "fused momentum step: v' = momentum*v + (g + wd*p); "
+                                        "p - lr*v'", __LINE__));
+    v.push_back(optimizerStep(steps[2], "fused Adam step: m' = beta1*m + one_minus_beta1*g; "
+                                        "v' = beta2*v + one_minus_beta2*g*g; p - lr*((m'/"
+                                        "bias_correction1) / (sqrt(v'/bias_correction2) + "
+                                        "epsilon)), g = grad + wd*p", __LINE__));
   }
   return v;
 }

@@ -10,6 +10,7 @@
 #include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Support/Diagnostics.h"
@@ -264,6 +265,55 @@ llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType
   if (q.inputs[0].dtype != q.inputs[1].dtype || q.inputs[1].dtype != q.inputs[2].dtype)
     return nodeError(q.node, "dLoss, pred and target must have one dtype");
   out.assign(1, q.inputs[1]);
+  return llvm::Error::success();
+}
+
+/// SGDStep, MomentumStep, AdamStep (mpc/Ops/OptimizerStep.h): param, grad and
+/// the states of one shape and dtype (f32 or f64), one-element scalars of
+/// that dtype, a bool or f32 skip flag; every output typed like param.
+MPC_DEFINED_BELOW(shapes::shapeOptimizerStep)
+llvm::Error shapes::shapeOptimizerStep(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const OptimizerStepLayout *l = findOptimizerStep(q.node.opType, q.node.domain);
+  if (!l)
+    return nodeError(q.node, "not a fused optimizer step");
+  unsigned n = unsigned(q.inputs.size());
+  if (n < l->minInputs() || n > l->maxInputs())
+    return nodeError(q.node, "takes " + std::to_string(l->minInputs()) + " to " +
+                                 std::to_string(l->maxInputs()) + " inputs, not " +
+                                 std::to_string(n));
+  auto name = [&](unsigned i) -> std::string {
+    if (i < 2)
+      return i == 0 ? "param" : "grad";
+    if (i < l->firstScalar())
+      return l->states[i - 2];
+    if (i < l->decayInput())
+      return l->scalars[i - l->firstScalar()];
+    return i == l->decayInput() ? "weight_decay" : "skip";
+  };
+  DType t = q.inputs[0].dtype;
+  if (t != DType::F32 && t != DType::F64)
+    return nodeError(q.node, "param must be float or double, not " + dtypeName(t).str());
+  for (unsigned i = 0; i < n; ++i) {
+    const ShapedType &in = q.inputs[i];
+    bool optional = i >= l->decayInput();
+    if (in.dtype == DType::Undefined) {
+      if (optional)
+        continue;
+      return nodeError(q.node, "input " + quoteName(name(i)) + " is required");
+    }
+    bool isSkip = i == l->skipInput();
+    if (isSkip ? in.dtype != DType::Bool && in.dtype != DType::F32 : in.dtype != t)
+      return nodeError(q.node, "input " + quoteName(name(i)) + " is " +
+                                   dtypeName(in.dtype).str() + "; it must be " +
+                                   (isSkip ? std::string("bool or float")
+                                           : dtypeName(t).str() + " like param"));
+    if (i < l->firstScalar() ? in.shape != q.inputs[0].shape : numel(in.shape) != 1)
+      return nodeError(q.node, "input " + quoteName(name(i)) + " has shape " +
+                                   formatShape(in.shape) + "; it must be " +
+                                   (i < l->firstScalar() ? "param's " + formatShape(q.inputs[0].shape)
+                                                         : std::string("a one-element scalar")));
+  }
+  out.assign(l->numOutputs(), q.inputs[0]);
   return llvm::Error::success();
 }
 

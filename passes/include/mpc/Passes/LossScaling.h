@@ -79,6 +79,9 @@ struct LossScalingResult {
   unsigned castsToFp32 = 0;    ///< casts of 16-bit gradients inserted
   unsigned castsReused = 0;    ///< existing Cast(to=float) of gradients read instead
   unsigned guardedUpdates = 0; ///< update_binding outputs wrapped in Where
+  /// update_binding outputs of fused optimizer steps, which read found_inf
+  /// at their skip input instead (not counted in guardedUpdates).
+  unsigned skippedInStep = 0;
   unsigned castsLocalized = 0; ///< parameter casts copied into the algorithm graph
   unsigned nodesInserted = 0;
   /// Decision-log lines: one per inserted subgraph (verbose 1), plus one per

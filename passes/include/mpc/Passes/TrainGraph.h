@@ -53,6 +53,10 @@ struct TrainGraphOptions {
   /// BatchNormalization's running variance takes the unbiased batch variance
   /// (PyTorch) instead of ONNX's biased one (docs/training.md).
   bool bnUnbiasedVariance = false;
+  /// One fused ai.mpc.training SGDStep/MomentumStep/AdamStep node per
+  /// parameter (float or double) instead of the primitive update; the same
+  /// float operations in the same order (docs/training.md).
+  bool fusedOptimizer = false;
 };
 
 struct TrainGraphResult {

@@ -101,6 +101,8 @@ enum class CudaKernelKind : uint8_t {
   // Image ops (ImageOps.cpp): ImageBodies.h; Pad's edge, reflect and wrap
   // modes are the DataMove row's, routed there by prepareCudaOp.
   Image, ///< Resize (constant scales/sizes/roi), LRN (by op type)
+  // Fused optimizer steps (OptimizerOps.cpp): f32, skip flag bool or f32.
+  OptimizerStep, ///< SGDStep, MomentumStep, AdamStep (ai.mpc.training)
 };
 
 /// The element-wise types the launchers are instantiated for.

@@ -1,0 +1,43 @@
+//===- OptimizerLaunch.h - Host entry point of the fused optimizer step -*- C++ -*-===//
+//
+// What OptimizerOps.cpp (the C++ compiler) calls in OptimizerKernels.cu
+// (nvcc): SGDStep, MomentumStep and AdamStep over f32 tensors as one
+// grid-stride kernel with the MPC_HD body the CPU loop calls
+// (Kernels/OptimizerBodies.h). The scalars and the skip flag stay on the
+// device: every thread reads them, nothing is read on the host.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_RUNTIME_CUDA_OPTIMIZERLAUNCH_H
+#define MPC_RUNTIME_CUDA_OPTIMIZERLAUNCH_H
+
+#include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include "mpc/Runtime/Kernels/OptimizerBodies.h"
+#include <cuda_runtime_api.h>
+#include <cstdint>
+
+namespace mpc {
+namespace cuda {
+
+/// The device operands of one fused step over n f32 elements: param, grad
+/// and the states of the kind in; param and states out (state pointers of
+/// another kind null); the kind's scalars in OptimizerStep.h's order; the
+/// optional weight decay and skip flag (null: absent; skipIsBool: a bool
+/// flag, else an f32 one, true when nonzero).
+struct OptimizerStepArgs {
+  kernels::OptimizerStepKind kind = kernels::OptimizerStepKind::Sgd;
+  const float *param = nullptr, *grad = nullptr, *state1 = nullptr, *state2 = nullptr;
+  float *paramOut = nullptr, *state1Out = nullptr, *state2Out = nullptr;
+  const float *scalars[kernels::kMaxOptimizerScalars] = {};
+  const float *decay = nullptr;
+  const void *skip = nullptr;
+  bool skipIsBool = false;
+  int64_t n = 0;
+};
+
+cudaError_t launchOptimizerStep(const OptimizerStepArgs &args, const LaunchGeometry &g,
+                                cudaStream_t stream);
+
+} // namespace cuda
+} // namespace mpc
+
+#endif // MPC_RUNTIME_CUDA_OPTIMIZERLAUNCH_H
