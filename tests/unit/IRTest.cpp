@@ -914,6 +914,31 @@ TEST_F(IRTest, OpTypesAreInternedAndNamesBorrowTheNameTable) {
   EXPECT_TRUE(a->name.isBorrowed());
 }
 
+TEST_F(IRTest, OpStringsSharingARecentSlotKeepTheirOwnCopy) {
+  // "Add", "And" and "Aid" (one length, first and last characters) take one
+  // slot of the model's recent op strings, and "Cast", "MatMul" and "" are
+  // others: in any order each node gets its own string, one copy per model.
+  const char *ops[] = {"Add", "And", "Aid", "Cast", "MatMul", "Add", "", "And", "Add", "Aid"};
+  std::map<std::string, const char *> copy;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const char *op = ops[rng() % std::size(ops)];
+    // Each node's strings come from a buffer that is overwritten afterwards.
+    std::string opBuf = op, domainBuf = round % 3 ? "" : "com.example";
+    Node *n = g->createNode(opBuf, domainBuf);
+    opBuf.assign(opBuf.size(), '#');
+    domainBuf.assign(domainBuf.size(), '#');
+    ASSERT_EQ(n->opType, op) << "round " << round;
+    ASSERT_EQ(n->domain, round % 3 ? "" : "com.example");
+    if (!*op)
+      continue;
+    EXPECT_TRUE(n->opType.isBorrowed());
+    auto [it, first] = copy.try_emplace(op, n->opType.data());
+    EXPECT_EQ(it->second, n->opType.data()) << op;
+  }
+  EXPECT_EQ(copy.size(), 5u);
+}
+
 TEST_F(IRTest, InputAndOutputArraysGrowInTheArenaKeepingOrderAndUses) {
   Value *x = input("x"), *y = input("y");
   Node *sum = g->createNode("Sum");
