@@ -159,23 +159,45 @@ private:
   /// Nodes with ids from here on are casts and constant copies this rewrite
   /// created; their uses are correct by construction and they were not painted.
   unsigned firstInsertedNode = 0;
-  /// (value, type) -> the value holding it in that type.
+  /// (value, type) -> the value holding it in that type, for the entries
+  /// the two lists below do not hold.
   llvm::DenseMap<std::pair<const Value *, unsigned>, Value *> cache;
   /// The (value, target type) entries of the cache for values that existed
   /// before the rewrite, by value id: nearly every lookup (weights, results
   /// feeding allow ops).
   std::vector<Value *> inTarget;
+  /// One entry for each value the rewrite created, by id from
+  /// inTarget.size(): a cast's result is recorded once, with its source as
+  /// the holder in the source's type (one per cast, so a list rather than a
+  /// hash table). Further types of such a value go to `cache`.
+  std::vector<std::pair<DType, Value *>> created;
   Value *cached(const Value *v, DType t) const {
-    if (t == target && v->id() < inTarget.size())
+    if (v->id() >= inTarget.size()) {
+      size_t at = v->id() - inTarget.size();
+      if (at < created.size() && created[at].second && created[at].first == t)
+        return created[at].second;
+    } else if (t == target) {
       return inTarget[v->id()];
+    }
+    if (cache.empty())
+      return nullptr;
     auto it = cache.find({v, static_cast<unsigned>(t)});
     return it == cache.end() ? nullptr : it->second;
   }
   void setCached(const Value *v, DType t, Value *holder) {
-    if (t == target && v->id() < inTarget.size())
+    if (v->id() >= inTarget.size()) {
+      size_t at = v->id() - inTarget.size();
+      if (at >= created.size())
+        created.resize(std::max(at + 1, created.size() * 2));
+      if (!created[at].second || created[at].first == t) {
+        created[at] = {t, holder};
+        return;
+      }
+    } else if (t == target) {
       inTarget[v->id()] = holder;
-    else
-      cache[{v, static_cast<unsigned>(t)}] = holder;
+      return;
+    }
+    cache[{v, static_cast<unsigned>(t)}] = holder;
   }
   std::vector<Node *> allNodes;
   /// Every graph of the model, outer first (the rewrite adds none).

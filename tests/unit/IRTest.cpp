@@ -569,6 +569,35 @@ TEST(NameTableTest, InsertsFindsAndKeepsBindingsAcrossGrowth) {
 // Names with one hash (the table's and so the slot tag's) are still told
 // apart by their length and characters; bindings stay where they were across
 // growth (the table hands out references to them).
+TEST(NameTableTest, KeysDependOnEveryByteAndSpreadOverSlots) {
+  // A change of any one byte, at any length (each of the hash's length
+  // classes: 0-3, 4-7, 8-16, longer), gives another hash.
+  for (size_t len = 0; len <= 40; ++len) {
+    std::string base(len, 'a');
+    std::set<uint32_t> seen = {NameTable::key(base).hash()};
+    for (size_t at = 0; at < len; ++at)
+      for (char c : {'b', '0', '/', char(0x80), char(0)}) {
+        std::string s = base;
+        s[at] = c;
+        EXPECT_TRUE(seen.insert(NameTable::key(s).hash()).second) << "length " << len << " byte " << at;
+      }
+    EXPECT_TRUE(seen.insert(NameTable::key(base + 'a').hash()).second) << "length " << len;
+  }
+  // Names that differ in a counter fill the low bits (the slot) and the
+  // high bits (the tag) as random ones would: 2^16 names into 2^16 buckets
+  // leave about 1/e of them empty.
+  std::vector<bool> low(1 << 16), high(1 << 16);
+  for (unsigned i = 0; i < (1u << 16); ++i) {
+    uint32_t h = NameTable::key("/layer." + std::to_string(i) + "/MatMul_output_0").hash();
+    low[h & 0xffff] = true;
+    high[h >> 16] = true;
+  }
+  size_t lowUsed = std::count(low.begin(), low.end(), true);
+  size_t highUsed = std::count(high.begin(), high.end(), true);
+  EXPECT_GT(lowUsed, 40000u);  // random: ~41,400
+  EXPECT_GT(highUsed, 40000u);
+}
+
 TEST(NameTableTest, NamesSharingAHashAreDistinct) {
   NameTable t;
   const char *names[] = {"", "a", "b", "ab", "ba", "abc", "a much longer name than the others"};
@@ -912,6 +941,31 @@ TEST_F(IRTest, OpTypesAreInternedAndNamesBorrowTheNameTable) {
   EXPECT_FALSE(a->name.isBorrowed());
   a->name = m.tableName("mm");
   EXPECT_TRUE(a->name.isBorrowed());
+}
+
+TEST_F(IRTest, OpStringsSharingARecentSlotKeepTheirOwnCopy) {
+  // "Add", "And" and "Aid" (one length, first and last characters) take one
+  // slot of the model's recent op strings, and "Cast", "MatMul" and "" are
+  // others: in any order each node gets its own string, one copy per model.
+  const char *ops[] = {"Add", "And", "Aid", "Cast", "MatMul", "Add", "", "And", "Add", "Aid"};
+  std::map<std::string, const char *> copy;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const char *op = ops[rng() % std::size(ops)];
+    // Each node's strings come from a buffer that is overwritten afterwards.
+    std::string opBuf = op, domainBuf = round % 3 ? "" : "com.example";
+    Node *n = g->createNode(opBuf, domainBuf);
+    opBuf.assign(opBuf.size(), '#');
+    domainBuf.assign(domainBuf.size(), '#');
+    ASSERT_EQ(n->opType, op) << "round " << round;
+    ASSERT_EQ(n->domain, round % 3 ? "" : "com.example");
+    if (!*op)
+      continue;
+    EXPECT_TRUE(n->opType.isBorrowed());
+    auto [it, first] = copy.try_emplace(op, n->opType.data());
+    EXPECT_EQ(it->second, n->opType.data()) << op;
+  }
+  EXPECT_EQ(copy.size(), 5u);
 }
 
 TEST_F(IRTest, InputAndOutputArraysGrowInTheArenaKeepingOrderAndUses) {

@@ -57,7 +57,7 @@ struct Scope {
   Model *shared = nullptr;
   const Scope *parent = nullptr;
 
-  /// The model's hash (xxHash64, eight bytes a step), so keys are shared.
+  /// The model's hash (NameTable::key), so keys are shared.
   static llvm::CachedHashStringRef key(llvm::StringRef name) { return Model::nameKey(name); }
 
   /// Sizes the table for the names `gv` defines (no rehashing on import).

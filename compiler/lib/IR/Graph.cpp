@@ -12,6 +12,7 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <cstring>
 #include <queue>
 
 using namespace mpc;
@@ -570,8 +571,16 @@ IRString Model::reserveTableName(llvm::CachedHashStringRef k) {
 IRString Model::internOpString(llvm::StringRef s) {
   if (s.empty())
     return IRString();
+  InternedOpString &recent =
+      recentOpStrings[(s.size() * 5 + static_cast<unsigned char>(s.front()) * 3 +
+                       static_cast<unsigned char>(s.back())) %
+                      std::size(recentOpStrings)];
+  if (recent.size == s.size() && recent.chars && std::memcmp(recent.chars, s.data(), s.size()) == 0)
+    return IRString::borrow(recent.chars);
   bool inserted;
-  return IRString::borrow(NameTable::charsOf(opStrings.insert(NameTable::key(s), inserted)));
+  recent.chars = NameTable::charsOf(opStrings.insert(NameTable::key(s), inserted));
+  recent.size = s.size();
+  return IRString::borrow(recent.chars);
 }
 
 std::string Model::freshName(llvm::StringRef base) {

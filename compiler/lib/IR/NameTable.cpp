@@ -2,14 +2,67 @@
 #include "mpc/IR/NameTable.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/Support/xxhash.h"
 #include <algorithm>
 #include <cstring>
 
 using namespace mpc;
 
+/// Eight bytes of `p`, in the host's order.
+static uint64_t load64(const char *p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+static uint64_t load32(const char *p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+/// Multiplies and folds the 128-bit product: every input bit reaches many
+/// output bits in one step.
+static uint64_t mix(uint64_t a, uint64_t b) {
+  __uint128_t r = static_cast<__uint128_t>(a) * b;
+  return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+}
+
+/// The table's hash. Most names are short ("loop7/v", "/layer.3/MatMul_output_0"),
+/// and each is hashed once or twice per run on its way into the table: a name
+/// of up to 16 bytes is read as two (possibly overlapping) words and mixed
+/// once, a longer one eight bytes a step. Both the low bits (the slot) and the
+/// high bits (the tag, see tagOf) depend on every byte.
+static uint32_t hashName(llvm::StringRef name) {
+  constexpr uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull,
+                     k2 = 0x8ebc6af09c88c6e3ull;
+  const char *p = name.data();
+  size_t n = name.size();
+  uint64_t a, b, h = k0 ^ n;
+  if (n <= 16) {
+    if (n >= 8) {
+      a = load64(p);
+      b = load64(p + n - 8);
+    } else if (n >= 4) {
+      a = load32(p);
+      b = load32(p + n - 4);
+    } else if (n > 0) {
+      a = (uint64_t(uint8_t(p[0])) << 16) | (uint64_t(uint8_t(p[n / 2])) << 8) | uint8_t(p[n - 1]);
+      b = 0;
+    } else {
+      a = b = 0;
+    }
+  } else {
+    size_t i = 0;
+    for (; i + 16 < n; i += 16)
+      h = mix(load64(p + i) ^ k1, load64(p + i + 8) ^ h);
+    a = load64(p + n - 16);
+    b = load64(p + n - 8);
+  }
+  h = mix(a ^ k1, b ^ h);
+  return static_cast<uint32_t>(mix(h ^ k2, k1 ^ n) >> 7);
+}
+
 llvm::CachedHashStringRef NameTable::key(llvm::StringRef name) {
-  return llvm::CachedHashStringRef(name, static_cast<uint32_t>(llvm::xxHash64(name)));
+  return llvm::CachedHashStringRef(name, hashName(name));
 }
 
 Value **NameTable::find(llvm::CachedHashStringRef k) const {

@@ -460,6 +460,14 @@ private:
   llvm::StringMap<unsigned> nextSuffix;
   /// Op types and domains of the model's nodes (bindings unused).
   NameTable opStrings;
+  /// The last op strings interned, by a slot from their length and end
+  /// characters: a node is created for each of a million nodes, from a dozen
+  /// op types, and a hit costs a compare instead of a hash and a probe.
+  struct InternedOpString {
+    const char *chars = nullptr; ///< the table's copy
+    size_t size = 0;
+  };
+  InternedOpString recentOpStrings[16];
 
   /// Inserts `k`; false when it was taken already.
   bool reserveKey(llvm::CachedHashStringRef k) {

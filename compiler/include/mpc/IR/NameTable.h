@@ -29,7 +29,7 @@ class Value;
 
 class NameTable {
 public:
-  /// A name with the hash the table uses (xxHash64, eight bytes a step).
+  /// A name with the hash the table uses (see hashName in NameTable.cpp).
   static llvm::CachedHashStringRef key(llvm::StringRef name);
 
   /// The binding of `k`, null when the name is not in the table.
