@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/LossErrors.h"
+#include "mpc/Runtime/Readback.h"
 #include "ExecutorSlot.h"
 #include "LaunchAttrCheck.h"
 #include "mpc/IR/Limits.h"
@@ -35,6 +36,8 @@ Executor::Executor(const Graph &g, Backend &b)
 
 Executor::~Executor() {
   backend.synchronize(stream);
+  if (clearRecord)
+    clearChannel->releaseHost(clearRecord);
   releaseFolded();
   for (DeviceBuffer &buf : persistentBuffers)
     backend.release(buf);
@@ -219,7 +222,16 @@ llvm::Error Executor::reserveWorkspace(size_t bytes) {
 
 void Executor::clearErrors() {
   static const KernelErrorRecord kClear;
-  backend.copyToDevice(errorBuffer.data, &kClear, sizeof(kClear), stream);
+  if (backend.isHostMemory()) {
+    backend.copyToDevice(errorBuffer.data, &kClear, sizeof(kClear), stream);
+    return;
+  }
+  if (!clearRecord) {
+    clearChannel = backend.createReadback();
+    clearRecord = clearChannel->allocateHost(sizeof(kClear));
+    std::memcpy(clearRecord, &kClear, sizeof(kClear));
+  }
+  clearChannel->uploadAsync(errorBuffer.data, clearRecord, sizeof(kClear), stream);
 }
 
 llvm::Error Executor::readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf) {

@@ -241,6 +241,28 @@ TEST(AsyncBackend, ARunAfterAnErrorStartsWithAClearRecord) {
   EXPECT_EQ(values((*good)[1].tensor), (std::vector<float>{5, 6, 1, 2}));
 }
 
+// The record is cleared before each run by a copy queued from the readback
+// channel's host memory (page-locked on a GPU, so queued without staging),
+// always the same cleared record, which nothing writes again.
+TEST(AsyncBackend, TheRecordIsClearedFromTheChannelsHostMemory) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  for (int run = 1; run <= 3; ++run) {
+    auto bad = (*ex)->run({{"i", ints({2}, {run == 2 ? 9 : 1, 0})}});
+    EXPECT_EQ(bool(bad), run != 2) << "run " << run;
+    if (!bad)
+      llvm::consumeError(bad.takeError());
+    EXPECT_EQ(b.uploads, uint64_t(run));
+  }
+  ASSERT_EQ(b.uploadSources.size(), 3u);
+  EXPECT_EQ(b.uploadSources[0], b.uploadSources[2]);
+  KernelErrorRecord cleared;
+  EXPECT_EQ(std::memcmp(b.uploadSources[0], &cleared, sizeof(cleared)), 0);
+}
+
 // A run that returns its outputs to the host waits for the device once, at
 // its end: the error record travels with the outputs.
 TEST(AsyncBackend, ARunWaitsOnceAtItsEnd) {

@@ -325,6 +325,12 @@ private:
   Stream stream;
   /// The per-run error record (one KernelErrorRecord of backend memory).
   DeviceBuffer errorBuffer;
+  /// A backend whose memory is not the host's clears the record from a
+  /// cleared one in its readback channel's host memory (page-locked on a
+  /// GPU), made on the first clear and never written again, so the upload
+  /// is queued without the host staging or waiting (clearErrors).
+  std::unique_ptr<ReadbackChannel> clearChannel;
+  void *clearRecord = nullptr;
   /// setDeferredErrors(); callsGeneration().
   bool deferredErrors = false;
   uint64_t generation = 0;
