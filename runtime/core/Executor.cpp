@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/Executor.h"
 #include "mpc/Runtime/LossErrors.h"
+#include "mpc/Runtime/Readback.h"
 #include "ExecutorSlot.h"
 #include "LaunchAttrCheck.h"
 #include "mpc/IR/Limits.h"
@@ -35,6 +36,9 @@ Executor::Executor(const Graph &g, Backend &b)
 
 Executor::~Executor() {
   backend.synchronize(stream);
+  inputStaging.reset();
+  if (clearRecord)
+    channel->releaseHost(clearRecord);
   releaseFolded();
   for (DeviceBuffer &buf : persistentBuffers)
     backend.release(buf);
@@ -217,9 +221,53 @@ llvm::Error Executor::reserveWorkspace(size_t bytes) {
   return llvm::Error::success();
 }
 
+ReadbackChannel &Executor::hostChannel() {
+  if (!channel)
+    channel = backend.createReadback();
+  return *channel;
+}
+
 void Executor::clearErrors() {
   static const KernelErrorRecord kClear;
-  backend.copyToDevice(errorBuffer.data, &kClear, sizeof(kClear), stream);
+  if (backend.isHostMemory()) {
+    backend.copyToDevice(errorBuffer.data, &kClear, sizeof(kClear), stream);
+    return;
+  }
+  if (!clearRecord) {
+    clearRecord = hostChannel().allocateHost(sizeof(kClear));
+    std::memcpy(clearRecord, &kClear, sizeof(kClear));
+  }
+  hostChannel().uploadAsync(errorBuffer.data, clearRecord, sizeof(kClear), stream);
+}
+
+unsigned Executor::inputStagingCapacity(size_t bytes) {
+  size_t fit = bytes ? kInputStagingBudget / bytes : kInputStagingSlots;
+  return unsigned(std::max<size_t>(std::min<size_t>(kInputStagingSlots, fit), 2));
+}
+
+void Executor::copyInputs(llvm::ArrayRef<InputCopy> copies) {
+  auto padded = [](size_t n) { return (n + 63) / 64 * 64; };
+  size_t total = 0;
+  for (const InputCopy &c : copies)
+    total += padded(c.src->byteSize());
+  if (backend.isHostMemory() || total == 0) {
+    for (const InputCopy &c : copies)
+      backend.copyToDevice(c.dst, c.src->bytes.data(), c.src->byteSize(), stream);
+    return;
+  }
+  // A larger set of inputs gets a larger ring; the old one waits for the
+  // copies still reading it before its memory goes.
+  if (!inputStaging || inputStaging->slotBytes() < total)
+    inputStaging =
+        std::make_unique<StagingRing>(hostChannel(), total, inputStagingCapacity(total));
+  uint8_t *slot = inputStaging->acquire();
+  size_t offset = 0;
+  for (const InputCopy &c : copies) {
+    std::memcpy(slot + offset, c.src->bytes.data(), c.src->byteSize());
+    inputStaging->upload(c.dst, offset, c.src->byteSize(), stream);
+    offset += padded(c.src->byteSize());
+  }
+  inputStaging->commit(stream);
 }
 
 llvm::Error Executor::readErrors(llvm::function_ref<const KernelCall *(int32_t)> callOf) {
@@ -819,23 +867,24 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   }
   if (auto e = reserveWorkspace(plannedWorkspace))
     return std::move(e);
+  std::vector<InputCopy> copies;
+  std::vector<std::unique_ptr<HostTensor>> defaults; // read by the copies below
   for (unsigned i = 0; i < bound.size(); ++i) {
     const Slot &s = slots[slotOf[formals[i]]];
     if (s.firstStep < 0)
       continue;
-    std::unique_ptr<HostTensor> dflt;
     const HostTensor *t = bound[i];
     if (!t) {
       auto d = hostTensorFromIR(*formals[i]->initializer());
       if (!d)
         return d.takeError();
-      dflt = std::make_unique<HostTensor>(std::move(*d));
-      t = dflt.get();
+      defaults.push_back(std::make_unique<HostTensor>(std::move(*d)));
+      t = defaults.back().get();
     }
-    backend.copyToDevice(static_cast<char *>(arena.data) + s.offset, t->bytes.data(),
-                         t->byteSize(), stream);
+    copies.push_back(InputCopy{static_cast<char *>(arena.data) + s.offset, t});
     transfers.hostToDevice += t->byteSize();
   }
+  copyInputs(copies);
   ++transfers.runs;
   for (size_t k = 0; k < boundOutputs.size(); ++k) {
     const TensorRef &b = boundOutputs[k];

@@ -685,6 +685,17 @@ llvm::Expected<uint64_t> Trainer::launchStep() {
   return ++done;
 }
 
+llvm::Error Trainer::planStep() {
+  assert(numTrain >= batchSize && "setData() first");
+  std::vector<int64_t> rows(static_cast<size_t>(batchSize));
+  std::iota(rows.begin(), rows.end(), int64_t(0));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    feeds[i].tensor = gatherRows(trainData[i], rows, batchSize);
+  if (deviceState)
+    return devicePrepared ? llvm::Error::success() : prepareDeviceStep();
+  return algorithm->plan(feeds);
+}
+
 llvm::Expected<std::optional<StepResult>> Trainer::nextResult(bool wait) {
   if (finished.empty() && !failed())
     takeFromRing(wait);

@@ -4,10 +4,12 @@
 // rows of ElementwiseOps.def that the CUDA table lists (the bitwise ones over
 // the integer types) and the logical And/Or/Xor over bool, walking the host's
 // broadcast plan (BroadcastPlan.h) and calling the same MPC_HD body as the
-// CPU loops (runtime/kernels).
+// CPU loops (runtime/kernels); variadic Max and Min fold the same bodies over
+// an n-operand plan (CopyPlan.h's naryFold).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaLaunch.h"
+#include "DataLaunch.h"
 #include "GridStride.cuh"
 #include "mpc/Runtime/Kernels/BinaryOps.h"
 #include "mpc/Runtime/Kernels/Storage.h"
@@ -48,6 +50,27 @@ cudaError_t binaryFor(const OpBlob &blob, int32_t type, const void *a, const voi
     return dispatchBinary(type, run);
 }
 
+template <typename Op, typename T>
+__global__ void variadicKernel(Op op, NaryInputs in, T *out, kernels::NaryPlan plan) {
+  const T *ptr[kernels::kMaxNaryInputs];
+  for (int k = 0; k < plan.inputs; ++k)
+    ptr[k] = static_cast<const T *>(in.data[k]);
+  for (int64_t i = gridStart(); i < plan.numElements; i += gridStride())
+    out[i] = kernels::naryFold(plan, ptr, i, op);
+}
+
+template <typename Op>
+cudaError_t variadicFor(const OpBlob &blob, int32_t type, const NaryInputs &in, void *out,
+                        const kernels::NaryPlan &plan, const LaunchGeometry &g,
+                        cudaStream_t stream) {
+  Op op;
+  std::memcpy(static_cast<void *>(&op), blob.bytes, sizeof(Op));
+  return dispatchBinary(type, [&](auto tag) {
+    using T = decltype(tag);
+    return queue(variadicKernel<Op, T>, g, stream, op, in, static_cast<T *>(out), plan);
+  });
+}
+
 template <typename T>
 __global__ void broadcastCopyKernel(const T *src, T *dst, kernels::BroadcastPlan plan) {
   for (int64_t i = gridStart(); i < plan.numElements; i += gridStride()) {
@@ -82,6 +105,19 @@ cudaError_t launchBinary(BinaryOpId op, const OpBlob &functor, int32_t type,
     return binaryFor<kernels::Op, false, true>(functor, type, a, b, out, plan, g, stream);
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
 #undef MPC_CUDA_BINARY
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launchVariadic(BinaryOpId op, const OpBlob &functor, int32_t type,
+                           const NaryInputs &in, void *out, const kernels::NaryPlan &plan,
+                           const LaunchGeometry &g, cudaStream_t stream) {
+  switch (op) {
+  case BinaryOpId::Max:
+    return variadicFor<kernels::Max>(functor, type, in, out, plan, g, stream);
+  case BinaryOpId::Min:
+    return variadicFor<kernels::Min>(functor, type, in, out, plan, g, stream);
   default:
     return cudaErrorInvalidValue;
   }

@@ -18,7 +18,11 @@
 // - A Conv whose end pads cuDNN's symmetric pad cannot express (SAME_UPPER
 //   with an odd total pad, say) runs on a zero-padded copy of X made in the
 //   workspace (cudaMemsetAsync, then the data family's launchCopyPlan) with
-//   pad 0 (ConvPlan.h: explicitlyPadded).
+//   pad 0 (ConvPlan.h: explicitlyPadded). A ConvTranspose or ConvGrad with
+//   such pads runs over their symmetric part (ConvPlan.h: repadForDnn):
+//   ConvTranspose's output is computed grown in the workspace, the bias
+//   added there, and its crop copied out; ConvGrad copies X into a zeroed
+//   grown buffer for dW and computes dX grown, then copies out its crop.
 //
 // What cuDNN cannot run (ConvPlan.h's refusals, no deterministic algorithm)
 // is an error from prepare: the backend prints it as a note and the node
@@ -113,14 +117,21 @@ public:
   Pass<cudnnConvolutionBwdDataAlgo_t> backwardData;
   Pass<cudnnConvolutionBwdFilterAlgo_t> backwardFilter;
   bool hasBias = false, biasGrad = false;
-  /// Asymmetric pads (forward only): X is copied by `padCopy` into the first
-  /// `paddedBytes` of the workspace (zeroed first), cuDNN's workspace after.
+  /// Asymmetric pads: X is copied by `padCopy` into the first `paddedBytes`
+  /// of the workspace (zeroed first; Conv, and ConvGrad's dW); cuDNN's
+  /// workspace after.
   bool padX = false;
   kernels::CopyPlan padCopy;
   size_t paddedBytes = 0;
+  /// Asymmetric pads (ConvTranspose's output, ConvGrad's dX): backward data
+  /// writes the grown tensor into `croppedBytes` of the workspace (after
+  /// `paddedBytes`), `crop` copies the node's output out of it.
+  bool cropOut = false;
+  kernels::CopyPlan crop;
+  size_t croppedBytes = 0;
 
   size_t workspaceBytes() const override {
-    return paddedBytes +
+    return paddedBytes + croppedBytes +
            std::max({forward.workspace, backwardData.workspace, backwardFilter.workspace});
   }
   std::string launch(const KernelCall &call, cudaStream_t s,
@@ -225,7 +236,39 @@ CudaOpOrError cuda::prepareConvOp(const Node &n, const CudaKernel &row,
   auto geo = geometry();
   if (!geo)
     return geo.takeError();
+  auto wants = [&](unsigned i) { return i < n.numOutputs() && n.output(i) != nullptr; };
   auto plan = planDnnConv(*geo);
+  if (!plan && c.role != ConvRole::Forward && dnnNeedsExplicitPad(*geo)) {
+    // ConvTranspose, ConvGrad: cuDNN over the symmetric part of the pads.
+    llvm::consumeError(plan.takeError());
+    auto repad = repadForDnn(*geo);
+    if (!repad)
+      return inputError("{0}: {1}; the node runs on the CPU", describeNode(n),
+                        llvm::toString(repad.takeError()));
+    plan = planDnnConv(repad->dnn);
+    std::vector<int64_t> node = {geo->batch, geo->inChannels}, cropAt;
+    node.insert(node.end(), geo->inSpatial.begin(), geo->inSpatial.end());
+    for (int64_t o : repad->offset)
+      cropAt.push_back(-o);
+    size_t grownBytes =
+        (size_t(kernels::numElements(repad->grown)) * runtimeElementSize(inputs[0].dtype) + 255) /
+        256 * 256;
+    bool ok = true;
+    if (c.role == ConvRole::Transpose || wants(0)) { // the output or dX, grown then cropped
+      ok = kernels::padInteriorPlan(repad->grown, node, cropAt, c.crop);
+      c.cropOut = true;
+      c.croppedBytes = grownBytes;
+    }
+    if (c.role == ConvRole::Grad && wants(1)) { // dW reads X grown
+      ok = ok && kernels::padInteriorPlan(node, repad->grown, repad->offset, c.padCopy);
+      c.padX = true;
+      c.paddedBytes = grownBytes;
+    }
+    if (!ok)
+      return inputError("{0}: cannot plan the copies around cuDNN's symmetric pads; the node "
+                        "runs on the CPU",
+                        describeNode(n));
+  }
   if (!plan && c.role == ConvRole::Forward && dnnNeedsExplicitPad(*geo)) {
     // End pads cuDNN's symmetric pad cannot express: pad X explicitly.
     llvm::consumeError(plan.takeError());
@@ -246,7 +289,6 @@ CudaOpOrError cuda::prepareConvOp(const Node &n, const CudaKernel &row,
                       llvm::toString(plan.takeError()));
   c.plan = *plan;
   c.type = inputs[0].dtype;
-  auto wants = [&](unsigned i) { return i < n.numOutputs() && n.output(i) != nullptr; };
   if (c.role == ConvRole::Grad)
     c.biasGrad = wants(2);
   else
@@ -361,54 +403,78 @@ std::string ConvOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
     return failed("cudnnAddTensor (bias)",
                   cudnnAddTensor(h, &one, bias, call.inputs[2].data, &one, to, data));
   };
+  unsigned elementBytes = unsigned(runtimeElementSize(type));
+  // Asymmetric pads: X copied into zeros at the front of the workspace, and
+  // the grown result (ConvTranspose's output, ConvGrad's dX) after it;
+  // cuDNN's own workspace follows both.
+  void *paddedX = nullptr, *grown = nullptr;
+  if (padX || cropOut) {
+    if (!ws || wsBytes < paddedBytes + croppedBytes)
+      return "no workspace for the copies around cuDNN's pads";
+    char *base = static_cast<char *>(ws);
+    paddedX = padX ? base : nullptr;
+    grown = cropOut ? base + paddedBytes : nullptr;
+    ws = base + paddedBytes + croppedBytes;
+    wsBytes -= paddedBytes + croppedBytes;
+    if (!wsBytes)
+      ws = nullptr;
+  }
+  const void *xIn = call.inputs[role == ConvRole::Grad ? 1 : 0].data;
+  if (padX) { // zeros, then X inside them
+    cudaError_t e = cudaMemsetAsync(paddedX, 0, paddedBytes, s);
+    if (e == cudaSuccess)
+      e = launchCopyPlan(elementBytes, xIn, paddedX, padCopy, ctx.geometry(padCopy.numElements),
+                         s);
+    if (e != cudaSuccess)
+      return "padded copy of X: " + launchText(e);
+    xIn = paddedX;
+  }
+  auto cropTo = [&](void *to) -> std::string {
+    cudaError_t e =
+        launchCopyPlan(elementBytes, grown, to, crop, ctx.geometry(crop.numElements), s);
+    return e == cudaSuccess ? std::string() : "cropped copy: " + launchText(e);
+  };
   switch (role) {
   case ConvRole::Forward: {
     void *out = call.outputs[0].data;
-    const void *in = call.inputs[0].data;
-    if (padX) { // zeros, then X inside them; cuDNN's workspace follows
-      if (!ws || wsBytes < paddedBytes)
-        return "no workspace for the padded copy of X";
-      cudaError_t e = cudaMemsetAsync(ws, 0, paddedBytes, s);
-      if (e == cudaSuccess)
-        e = launchCopyPlan(unsigned(runtimeElementSize(type)), in, ws, padCopy,
-                           ctx.geometry(padCopy.numElements), s);
-      if (e != cudaSuccess)
-        return "padded copy of X: " + launchText(e);
-      in = ws;
-      ws = static_cast<char *>(ws) + paddedBytes;
-      wsBytes -= paddedBytes;
-      if (!wsBytes)
-        ws = nullptr;
-    }
     std::string what = failed(
         "cudnnConvolutionForward",
-        cudnnConvolutionForward(h, &one, x, in, w, call.inputs[1].data,
+        cudnnConvolutionForward(h, &one, x, xIn, w, call.inputs[1].data,
                                 forward.conv, forward.algo, ws, wsBytes, &zero, y, out));
     return what.empty() ? addBias(y, out) : what;
   }
   case ConvRole::Transpose: {
-    // ConvTranspose's X is the forward convolution's Y, its output the X.
-    void *out = call.outputs[0].data;
+    // ConvTranspose's X is the forward convolution's Y, its output the X
+    // (grown, then cropped, where cuDNN cannot take its pads).
+    void *out = cropOut ? grown : call.outputs[0].data;
     std::string what = failed(
         "cudnnConvolutionBackwardData",
         cudnnConvolutionBackwardData(h, &one, w, call.inputs[1].data, y, call.inputs[0].data,
                                      backwardData.conv, backwardData.algo, ws, wsBytes, &zero,
                                      x, out));
-    return what.empty() ? addBias(x, out) : what;
+    if (what.empty())
+      what = addBias(x, out);
+    return what.empty() && cropOut ? cropTo(call.outputs[0].data) : what;
   }
   case ConvRole::Grad: {
     // Inputs dY, X, W; outputs dX, dW, dB (each optional).
     const void *dy = call.inputs[0].data;
     auto out = [&](unsigned i) { return i < call.outputs.size() ? call.outputs[i].data : nullptr; };
-    if (backwardData.on && out(0))
+    if (backwardData.on && out(0)) {
       if (cudnnStatus_t st = cudnnConvolutionBackwardData(
               h, &one, w, call.inputs[2].data, y, dy, backwardData.conv, backwardData.algo, ws,
-              wsBytes, &zero, x, out(0)))
+              wsBytes, &zero, x, cropOut ? grown : out(0)))
         return failed("cudnnConvolutionBackwardData", st);
+      if (cropOut) {
+        std::string what = cropTo(out(0));
+        if (!what.empty())
+          return what;
+      }
+    }
     if (backwardFilter.on && out(1))
       if (cudnnStatus_t st = cudnnConvolutionBackwardFilter(
-              h, &one, x, call.inputs[1].data, y, dy, backwardFilter.conv, backwardFilter.algo,
-              ws, wsBytes, &zero, w, out(1)))
+              h, &one, x, xIn, y, dy, backwardFilter.conv, backwardFilter.algo, ws, wsBytes,
+              &zero, w, out(1)))
         return failed("cudnnConvolutionBackwardFilter", st);
     if (biasGrad && out(2)) {
       int64_t inner = 1;

@@ -7,6 +7,7 @@
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Support/Diagnostics.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -95,6 +96,28 @@ ConvGeometry cuda::explicitlyPadded(const ConvGeometry &g) {
     p.padsBegin[i] = p.padsEnd[i] = 0;
   }
   return p;
+}
+
+llvm::Expected<DnnRepad> cuda::repadForDnn(const ConvGeometry &g) {
+  DnnRepad r;
+  r.dnn = g;
+  r.grown = {g.batch, g.inChannels};
+  r.offset = {0, 0};
+  for (size_t i = 0; i < g.inSpatial.size(); ++i) {
+    int64_t b = g.padsBegin[i], e = g.padsEnd[i];
+    if (b < 0 || e < 0)
+      return inputError("pads {0} and {1} on spatial axis {2}: cuDNN takes no negative pad", b,
+                        e, i);
+    int64_t p = std::min(b, e);
+    r.dnn.inSpatial[i] = g.inSpatial[i] + (b - p) + (e - p);
+    r.dnn.padsBegin[i] = r.dnn.padsEnd[i] = p;
+    r.grown.push_back(r.dnn.inSpatial[i]);
+    r.offset.push_back(b - p);
+  }
+  auto plan = planDnnConv(r.dnn);
+  if (!plan)
+    return plan.takeError();
+  return r;
 }
 
 DnnMath cuda::dnnRequestedMath(DType t, bool tf32) {

@@ -450,6 +450,12 @@ static bool optimizerStepRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
   return true;
 }
 
+bool cuda::cudaVariadicRow(const CudaKernel &row, size_t numInputs) {
+  bool maxMin = row.kind == CudaKernelKind::Binary &&
+                (BinaryOpId(row.op) == BinaryOpId::Max || BinaryOpId(row.op) == BinaryOpId::Min);
+  return maxMin && numInputs >= 1 && numInputs <= size_t(kernels::kMaxNaryInputs);
+}
+
 /// Where rowTakes finds the operands a kernel takes as constants (a Slice's
 /// bounds, a reduction's axes): in the node alone (constantInputInts: what
 /// the painting asks), assumed known (what supportsOp answers before any
@@ -483,7 +489,7 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return dts.size() < 2 || dts[1] == DType::Undefined || castable(dts[1]);
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare:
-    return n.numInputs() == 2; // variadic Max/Min: not yet
+    return n.numInputs() == 2 || cudaVariadicRow(k, n.numInputs());
   case CudaKernelKind::DataMove:
     return dataRowTakes(n, dts) &&
            (from != ValuesFrom::Signature || dataValuesKnown(n, shaped));

@@ -11,6 +11,7 @@
 #ifndef MPC_RUNTIME_CUDA_DATALAUNCH_H
 #define MPC_RUNTIME_CUDA_DATALAUNCH_H
 
+#include "mpc/Runtime/Cuda/CudaOps.h"
 #include "mpc/Runtime/Cuda/LaunchGeometry.h"
 #include "mpc/Runtime/Kernels/CopyPlan.h"
 #include <cuda_runtime_api.h>
@@ -62,11 +63,28 @@ struct NaryInputs {
   const void *data[kernels::kMaxNaryInputs] = {};
 };
 
+/// The first `plan.inputs` operands of a KernelCall (a template: device code
+/// does not include Backend.h).
+template <typename Call>
+NaryInputs naryInputsOf(const Call &call, const kernels::NaryPlan &plan) {
+  NaryInputs in;
+  for (int k = 0; k < plan.inputs; ++k)
+    in.data[k] = call.inputs[size_t(k)].data;
+  return in;
+}
+
 /// Sum (or Mean) of the plan's operands per output element
 /// (kernels::naryAccumulate); `type` f32, f16, bf16 or f64.
 cudaError_t launchNary(int32_t type, bool mean, const NaryInputs &in, void *out,
                        const kernels::NaryPlan &plan, const LaunchGeometry &g,
                        cudaStream_t stream);
+
+/// Variadic Max or Min (`op`, with its functor bytes) of the plan's operands
+/// per output element (kernels::naryFold); `type` a binary row's type
+/// (BinaryKernels.cu). Not declared in CudaLaunch.h: it takes NaryInputs.
+cudaError_t launchVariadic(BinaryOpId op, const OpBlob &functor, int32_t type,
+                           const NaryInputs &in, void *out, const kernels::NaryPlan &plan,
+                           const LaunchGeometry &g, cudaStream_t stream);
 
 /// GatherGrad's scratch: the indices sorted stably by value (their
 /// positions, then their values), 2 * count int64.

@@ -282,11 +282,8 @@ public:
                      const CudaContext &ctx) const override {
     if (plan.numElements == 0)
       return "";
-    NaryInputs in;
-    for (int k = 0; k < plan.inputs; ++k)
-      in.data[k] = call.inputs[size_t(k)].data;
     const TensorRef &y = call.outputs[0];
-    return launchText(launchNary(int32_t(y.dtype), mean, in, y.data, plan,
+    return launchText(launchNary(int32_t(y.dtype), mean, naryInputsOf(call, plan), y.data, plan,
                                  ctx.geometry(plan.numElements), s));
   }
 

@@ -7,8 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "CudaLaunch.h"
 #include "CudaOp.h"
+#include "DataLaunch.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -48,6 +50,29 @@ private:
   kernels::BroadcastPlan plan;
 };
 
+/// Max or Min of one or of three to kMaxNaryInputs operands: one kernel
+/// folding the binary body over every operand per output element, so no
+/// operand is read after the output (which may share its buffer) is written.
+class VariadicOp final : public CudaOp {
+public:
+  VariadicOp(BinaryOpId op, OpBlob functor, const kernels::NaryPlan &plan)
+      : op(op), functor(functor), plan(plan) {}
+  std::string launch(const KernelCall &call, cudaStream_t s,
+                     const CudaContext &ctx) const override {
+    if (plan.numElements == 0)
+      return "";
+    return launchText(launchVariadic(op, functor, int32_t(call.inputs[0].dtype),
+                                     naryInputsOf(call, plan),
+                                     call.outputs[0].data, plan,
+                                     ctx.geometry(plan.numElements), s));
+  }
+
+private:
+  BinaryOpId op;
+  OpBlob functor;
+  kernels::NaryPlan plan;
+};
+
 class CastOp final : public CudaOp {
 public:
   explicit CastOp(int32_t to) : to(to) {}
@@ -64,6 +89,30 @@ private:
 
 } // namespace
 
+/// Variadic Max/Min (cudaVariadicRow): every operand of the first one's
+/// type, broadcast together; otherwise no op (the node runs on the CPU).
+static CudaOpOrError prepareVariadic(const Node &n, const CudaKernel &row,
+                                     llvm::ArrayRef<TensorDesc> inputs) {
+  if (!cudaVariadicRow(row, inputs.size()))
+    return std::unique_ptr<CudaOp>();
+  std::vector<std::vector<int64_t>> shapes;
+  llvm::SmallVector<int64_t, 6> out;
+  for (const TensorDesc &d : inputs) {
+    llvm::SmallVector<int64_t, 6> next;
+    if (d.dtype != inputs[0].dtype || !kernels::broadcastShapes(out, d.shape, next))
+      return std::unique_ptr<CudaOp>();
+    out = next;
+    shapes.emplace_back(d.shape.begin(), d.shape.end());
+  }
+  kernels::NaryPlan plan;
+  if (!kernels::naryPlan(shapes, out, plan))
+    return std::unique_ptr<CudaOp>();
+  llvm::Expected<OpBlob> blob = makeOpBlob(n, row);
+  if (!blob)
+    return blob.takeError();
+  return std::make_unique<VariadicOp>(BinaryOpId(row.op), *blob, plan);
+}
+
 CudaOpOrError cuda::prepareElementwiseOp(const Node &n, const CudaKernel &row,
                                          llvm::ArrayRef<TensorDesc> inputs,
                                          const CudaContext &) {
@@ -78,7 +127,9 @@ CudaOpOrError cuda::prepareElementwiseOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare: {
     llvm::SmallVector<int64_t, 6> out;
-    if (inputs.size() != 2 || !kernels::broadcastShapes(inputs[0].shape, inputs[1].shape, out))
+    if (inputs.size() != 2)
+      return prepareVariadic(n, row, inputs);
+    if (!kernels::broadcastShapes(inputs[0].shape, inputs[1].shape, out))
       return std::unique_ptr<CudaOp>();
     llvm::Expected<OpBlob> blob = makeOpBlob(n, row);
     if (!blob)

@@ -642,6 +642,46 @@ OPTEST_TYPED_P(BinaryTest, NaNPropagatesThroughMaxMin) {
   EXPECT_EQ(toDouble(out[2]), -kInf);
 }
 
+// Max and Min of one, three and eight operands (a variadic kernel on CUDA,
+// a fold of binary steps on the CPU): numpy broadcasting of all of them,
+// against a float64 fold of std::max / std::min, exact.
+OPTEST_TYPED_P(BinaryTest, VariadicMaxMin) {
+  const std::vector<std::vector<std::vector<int64_t>>> cases = {
+      {{4, 3}},
+      {{2, 3, 4}, {4}, {3, 1}},
+      {{1}, {2, 1, 5}, {5}, {3, 1}, {1, 1, 1}, {2, 3, 5}, {1, 3, 1}, {}},
+      {{600, 1}, {1, 3}, {600, 3}},
+  };
+  std::mt19937 rng(17);
+  for (const char *op : {"Max", "Min"})
+    for (const auto &shapes : cases) {
+      SCOPED_TRACE(std::string(op) + " of " + std::to_string(shapes.size()) + " operands");
+      std::vector<int64_t> outShape;
+      std::vector<std::vector<T>> data;
+      std::vector<HostTensor> ins;
+      for (const auto &s : shapes) {
+        outShape = refBroadcastShape(outShape, s);
+        data.push_back(randomVector<T>(size_t(product(s)), rng, -10, 10));
+        ins.push_back(tensorOf<T>(s, data.back()));
+      }
+      int64_t n = product(outShape);
+      std::vector<double> expected(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> idx = unravel(i, outShape);
+        double r = toDouble(data[0][size_t(operandIndex(idx, shapes[0]))]);
+        for (size_t k = 1; k < shapes.size(); ++k) {
+          double v = toDouble(data[k][size_t(operandIndex(idx, shapes[k]))]);
+          r = std::string(op) == "Max" ? std::max(r, v) : std::min(r, v);
+        }
+        expected[size_t(i)] = r;
+      }
+      std::vector<HostTensor> out = runOrFail(nodeOf({op, 13}, ins), device);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].shape, outShape);
+      EXPECT_TRUE(allClose(valuesOf<T>(out[0]), expected, {}, Tolerance{0, 0, 0}));
+    }
+}
+
 TEST_P(NativeTest, IntegerSemantics) {
   std::vector<int32_t> a = {
       7, -7, 7, -7, 5, std::numeric_limits<int32_t>::min(), 3};

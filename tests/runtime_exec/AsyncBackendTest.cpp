@@ -194,6 +194,35 @@ graph @g(%i: i64[2]) -> (%y: f32[2,2], %z: f32[2,2]) {
   return %y, %z
 })";
 
+/// kGathers on `q` as the trainer runs its steps: deferred errors, both
+/// outputs bound to buffers of q, planned by a first run, drained.
+struct DeferredGathers {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Executor> ex;
+  DeviceBuffer y, z; ///< the bound outputs
+  void setUp(QueueBackend &q) {
+    model = parse(kGathers);
+    ASSERT_TRUE(model);
+    auto created = Executor::create(*model, q);
+    ASSERT_TRUE(bool(created)) << llvm::toString(created.takeError());
+    Executor &e = **created;
+    e.setDeferredErrors(true);
+    for (DeviceBuffer *out : {&y, &z}) {
+      auto buf = q.allocate(16, BufferKind::Persistent);
+      ASSERT_TRUE(bool(buf));
+      *out = *buf;
+      TensorRef r;
+      r.dtype = DType::F32;
+      r.shape = {2, 2};
+      r.data = buf->data;
+      ASSERT_FALSE(bool(e.bindOutput(out == &y ? "y" : "z", r)));
+    }
+    ASSERT_TRUE(bool(e.run({{"i", ints({2}, {1, 0})}}))); // plans
+    q.drain();
+    ex = std::move(*created);
+  }
+};
+
 /// The message of a run of kGathers with indices `idx` on `backend`.
 std::string gatherError(Backend &backend, std::vector<int64_t> idx) {
   auto m = parse(kGathers);
@@ -241,6 +270,72 @@ TEST(AsyncBackend, ARunAfterAnErrorStartsWithAClearRecord) {
   EXPECT_EQ(values((*good)[1].tensor), (std::vector<float>{5, 6, 1, 2}));
 }
 
+// The record is cleared before each run by a copy queued from the readback
+// channel's host memory (page-locked on a GPU, so queued without staging),
+// always the same cleared record, which nothing writes again.
+TEST(AsyncBackend, TheRecordIsClearedFromTheChannelsHostMemory) {
+  auto m = parse(kGathers);
+  ASSERT_TRUE(m);
+  QueueBackend b;
+  auto ex = Executor::create(*m, b);
+  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+  for (int run = 1; run <= 3; ++run) {
+    auto bad = (*ex)->run({{"i", ints({2}, {run == 2 ? 9 : 1, 0})}});
+    EXPECT_EQ(bool(bad), run != 2) << "run " << run;
+    if (!bad)
+      llvm::consumeError(bad.takeError());
+    EXPECT_EQ(b.uploads, uint64_t(2 * run)); // the input, then the record
+  }
+  ASSERT_EQ(b.uploadSources.size(), 6u);
+  EXPECT_EQ(b.uploadSources[1], b.uploadSources[3]);
+  EXPECT_EQ(b.uploadSources[1], b.uploadSources[5]);
+  KernelErrorRecord cleared;
+  EXPECT_EQ(std::memcmp(b.uploadSources[1], &cleared, sizeof(cleared)), 0);
+}
+
+// The inputs a run copies go through a ring of slots in the channel's host
+// memory (page-locked on a GPU): queued runs keep their own inputs, five slots
+// let five runs be queued ahead without waiting, and a sixth waits for the
+// oldest slot's copies, not for the whole queue.
+TEST(AsyncBackend, InputsAreStagedThroughARingOfTheChannelsHostMemory) {
+  QueueBackend q;
+  DeferredGathers d;
+  d.setUp(q);
+  ASSERT_TRUE(d.ex);
+  Executor &e = *d.ex;
+  // Seven runs queued; only the sixth reads an index the second Gather
+  // ([3, 2]) does not have.
+  const size_t runs = 7;
+  std::vector<KernelErrorRecord> records(runs);
+  std::vector<uint64_t> waited;
+  size_t sourcesBefore = q.uploadSources.size();
+  for (size_t r = 0; r < runs; ++r) {
+    uint64_t w = q.waits;
+    auto out = e.run({{"i", ints({2}, {r == 5 ? 3 : int64_t(r % 3), 0})}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    waited.push_back(q.waits - w);
+    q.copyToHost(&records[r], e.errorRecord(), sizeof(KernelErrorRecord), e.executionStream());
+  }
+  // The planning run took slot 0 (reached: drained); runs 0-4 take slots
+  // 1-4 and 0 without waiting; runs 5 and 6 take slots 1 and 2 again, each
+  // after the copies of the run that used it (runs 0 and 1) were done.
+  EXPECT_EQ(waited, (std::vector<uint64_t>{0, 0, 0, 0, 0, 1, 1}));
+  q.drain();
+  for (size_t r = 0; r < runs; ++r)
+    EXPECT_EQ(records[r].code != 0, r == 5) << "run " << r;
+  // Each run uploads its input (from the ring's five slots in turn), then the
+  // cleared record (always the same).
+  ASSERT_EQ(q.uploadSources.size() - sourcesBefore, 2 * runs);
+  std::set<const void *> slotsUsed;
+  for (size_t r = 0; r < runs; ++r) {
+    slotsUsed.insert(q.uploadSources[sourcesBefore + 2 * r]);
+    EXPECT_EQ(q.uploadSources[sourcesBefore + 2 * r + 1], q.uploadSources[sourcesBefore + 1]);
+  }
+  EXPECT_EQ(slotsUsed.size(), 5u);
+  q.release(d.y);
+  q.release(d.z);
+}
+
 // A run that returns its outputs to the host waits for the device once, at
 // its end: the error record travels with the outputs.
 TEST(AsyncBackend, ARunWaitsOnceAtItsEnd) {
@@ -270,24 +365,11 @@ TEST(AsyncBackend, ARunWaitsOnceAtItsEnd) {
 // backend memory returns without waiting; the record copied behind each run
 // names the failing node of that run, whichever runs came after it.
 TEST(AsyncBackend, DeferredErrorsAreReadFromACopyBehindTheRun) {
-  auto m = parse(kGathers);
-  ASSERT_TRUE(m);
   QueueBackend q;
-  auto ex = Executor::create(*m, q);
-  ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
-  Executor &e = **ex;
-  e.setDeferredErrors(true);
-  auto y = q.allocate(16, BufferKind::Persistent), z = q.allocate(16, BufferKind::Persistent);
-  ASSERT_TRUE(y && z);
-  TensorRef ry, rz;
-  ry.dtype = rz.dtype = DType::F32;
-  ry.shape = rz.shape = {2, 2};
-  ry.data = y->data;
-  rz.data = z->data;
-  ASSERT_FALSE(bool(e.bindOutput("y", ry)));
-  ASSERT_FALSE(bool(e.bindOutput("z", rz)));
-  ASSERT_TRUE(bool(e.run({{"i", ints({2}, {1, 0})}}))); // plans
-  q.drain();
+  DeferredGathers d;
+  d.setUp(q);
+  ASSERT_TRUE(d.ex);
+  Executor &e = *d.ex;
   // Three runs queued back to back, the second one failing; a copy of the
   // record behind each.
   std::vector<std::vector<int64_t>> idx = {{2, 1}, {0, 3}, {1, 1}};
@@ -311,7 +393,7 @@ TEST(AsyncBackend, DeferredErrorsAreReadFromACopyBehindTheRun) {
   EXPECT_FALSE(bool(e.recordError(copies[2], gen)));
   // The last run computed its outputs from a clear record.
   float got[4];
-  std::memcpy(got, z->data, sizeof(got));
+  std::memcpy(got, d.z.data, sizeof(got));
   EXPECT_EQ(std::vector<float>(got, got + 4), (std::vector<float>{3, 4, 3, 4}));
   // A record of an earlier plan no longer names a node.
   ASSERT_FALSE(bool(e.plan({{"i", ints({2}, {0, 0})}})));
@@ -321,8 +403,8 @@ TEST(AsyncBackend, DeferredErrorsAreReadFromACopyBehindTheRun) {
   ASSERT_TRUE(bool(err));
   EXPECT_EQ(llvm::toString(std::move(err)),
             "a kernel of an earlier plan failed (error code 1)");
-  q.release(*y);
-  q.release(*z);
+  q.release(d.y);
+  q.release(d.z);
 }
 
 TEST(AsyncBackend, DynamicModeReportsTheFailingNode) {

@@ -191,6 +191,10 @@ public:
   unsigned prepares = 0, launches = 0, captures = 0, replays = 0;
   /// Host waits of any kind, synchronize() calls, items run.
   uint64_t waits = 0, syncCalls = 0, ran = 0;
+  /// Copies queued from the readback channel's host memory (uploadAsync),
+  /// and the host addresses they read.
+  uint64_t uploads = 0;
+  std::vector<const void *> uploadSources;
   int live = 0, streams = 0;
   size_t queuedAfterRunPlan = 0;
 };
@@ -208,6 +212,8 @@ public:
   /// Read when the queue runs it, as a DMA from pinned memory would.
   void uploadAsync(void *dst, const void *src, size_t bytes, Stream st) override {
     q.checkStream(st);
+    ++q.uploads;
+    q.uploadSources.push_back(src);
     q.queue.push_back([dst, src, bytes] { std::memcpy(dst, src, bytes); });
   }
   uint64_t mark(Stream) override { return q.markNow(); }

@@ -172,10 +172,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
   if (std::string err = checkBackendChoice(a.backend); !err.empty())
     return err;
   if (a.placementOnly) {
-    if (a.backend.device != "cuda")
-      return "--placement-only applies to --device cuda only";
-    if (!a.backend.fallback)
-      return "--placement-only prints the CPU fallback's placement: not with --no-fallback";
+    if (std::string err = checkPlacementOnly(a.backend); !err.empty())
+      return err;
     if (!a.compare.empty() || !a.compareDevice.empty() || !a.outputs.empty() || a.profile ||
         a.repeat != 1)
       return "--placement-only runs nothing: not with --compare, --compare-device, "
@@ -719,6 +717,19 @@ std::string tool::checkBackendChoice(const BackendChoice &c) {
   return "";
 }
 
+std::string tool::checkPlacementOnly(const BackendChoice &c) {
+  if (c.device != "cuda")
+    return "--placement-only applies to --device cuda only";
+  if (!c.fallback)
+    return "--placement-only prints the CPU fallback's placement: not with --no-fallback";
+  return "";
+}
+
+std::unique_ptr<Backend> tool::createPlacementBackend() {
+  return std::make_unique<FallbackBackend>(cuda::createHostPlacementBackend(),
+                                           std::make_unique<CpuBackend>());
+}
+
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(const BackendChoice &c,
                                                             llvm::StringRef option) {
   llvm::StringRef device = c.device;
@@ -759,8 +770,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   std::unique_ptr<Backend> backend;
   if (a.placementOnly) {
     // The CUDA table's decisions on the host: no plugin, no GPU.
-    backend = std::make_unique<FallbackBackend>(cuda::createHostPlacementBackend(),
-                                                std::make_unique<CpuBackend>());
+    backend = createPlacementBackend();
   } else {
     auto created = createBackend(a.backend);
     if (!created)

@@ -114,6 +114,14 @@ std::string checkBackendChoice(const BackendChoice &c);
 llvm::Expected<std::unique_ptr<Backend>> createBackend(const BackendChoice &c,
                                                        llvm::StringRef option = "--device");
 
+/// `--placement-only` (Run.cpp): the CUDA kernel table's decisions made on the
+/// host (HostPlacement.h: no plugin, no GPU) under the CPU fallback, so that
+/// placementLine() is the line a GPU run prints once the plan is made.
+std::unique_ptr<Backend> createPlacementBackend();
+/// "" or what is wrong with --placement-only beside `c`: it needs --device
+/// cuda and the fallback.
+std::string checkPlacementOnly(const BackendChoice &c);
+
 /// The CUDA backend (CudaLoader.cpp): in a build with CUDA, from the plugin
 /// libmpc_cuda_backend.so, opened on the first call; its absence, a library
 /// it needs that is missing, or a plugin of another build is one error line

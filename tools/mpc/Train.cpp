@@ -94,6 +94,11 @@ options:
                       memory per step (batch, state, logged values) and
                       outside steps (setup, checkpoints, evaluation), and
                       the step plan's and the backend's peak memory
+  --placement-only    with --device cuda: print the training step's line
+                      'cuda: N nodes; cpu fallback: ...' and nothing else,
+                      decided by the CUDA kernel table on this machine (no
+                      GPU needed, no step runs): the step is planned for
+                      --batch rows of --data
 
 exit status: 0 success, 1 bad input (one line on stderr, nothing written),
 2 bad usage.
@@ -109,7 +114,7 @@ struct TrainArgs {
   /// --shuffle: "" (not given: seeded, or the checkpoint's), "seeded" or "none".
   std::string shuffle;
   double holdout = 0.1;
-  bool profile = false, stats = false;
+  bool profile = false, stats = false, placementOnly = false;
 };
 
 /// One row of the CSV log.
@@ -134,6 +139,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
       a.profile = true;
     } else if (s.flag("--stats")) {
       a.stats = true;
+    } else if (s.flag("--placement-only")) {
+      a.placementOnly = true;
     } else if (s.flag("--train")) {
       continue;
     } else if (s.value("--data", v, missing)) {
@@ -194,6 +201,13 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     return "give --steps or --epochs, not both";
   if (a.seedGiven && a.shuffle == "none")
     return "--seed has no effect with --shuffle none";
+  if (a.placementOnly) {
+    if (std::string err = checkPlacementOnly(a.backend); !err.empty())
+      return err;
+    if (!a.checkpoint.empty() || !a.log.empty() || !a.plot.empty() || a.profile || a.stats)
+      return "--placement-only runs no step: not with --checkpoint, --log, --plot, --profile "
+             "or --stats";
+  }
   return checkBackendChoice(a.backend);
 }
 
@@ -348,10 +362,15 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   if (!llvm::sys::fs::exists(a.data))
     return fail("--data: file " + quoteName(a.data) + " does not exist");
 
-  auto created = createBackend(a.backend);
-  if (!created)
-    return fail(created.takeError());
-  std::unique_ptr<Backend> backend = std::move(*created);
+  std::unique_ptr<Backend> backend;
+  if (a.placementOnly) {
+    backend = createPlacementBackend(); // the CUDA table's decisions on the host
+  } else {
+    auto created = createBackend(a.backend);
+    if (!created)
+      return fail(created.takeError());
+    backend = std::move(*created);
+  }
 
   auto loaded = loadModel(a.model);
   if (!loaded)
@@ -415,6 +434,18 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
                     .str());
   t.setPosition(at.seed, at.step);
   t.setShuffle(at.shuffle);
+  if (a.placementOnly) {
+    // The step planned (every node prepared), not run.
+    if (llvm::Error err = t.planStep())
+      return fail(llvm::Twine(a.model) + ": " + llvm::toString(std::move(err)));
+    if (t.stepExecutor().isDynamic())
+      return fail(inputError("--placement-only: the training step of {0} runs in dynamic mode "
+                             "(control flow or data-dependent shapes), which places nodes as "
+                             "it runs them",
+                             quoteName(a.model)));
+    llvm::outs() << backend->placementLine() << "\n";
+    return Ok;
+  }
   files.removeStaleTemporaries();
   // --steps and --epochs count from the start of training, so that the same
   // command line, resumed, ends where an uninterrupted run ends.

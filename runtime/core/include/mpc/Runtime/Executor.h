@@ -68,6 +68,7 @@
 namespace mpc {
 
 struct SequenceValue; // runtime/core (ExecutorSlot.h)
+class StagingRing;    // Readback.h
 
 /// A named host tensor: a model input or output.
 struct NamedTensor {
@@ -325,6 +326,31 @@ private:
   Stream stream;
   /// The per-run error record (one KernelErrorRecord of backend memory).
   DeviceBuffer errorBuffer;
+  /// On a backend whose memory is not the host's: the executor's readback
+  /// channel (hostChannel(), made on first use), whose host memory is
+  /// page-locked on a GPU. The error record is cleared from a cleared record
+  /// there, written once (clearErrors); the inputs a run copies go through a
+  /// ring of slots there (copyInputs), as the trainer stages its batches.
+  std::unique_ptr<ReadbackChannel> channel;
+  void *clearRecord = nullptr;
+  std::unique_ptr<StagingRing> inputStaging;
+  ReadbackChannel &hostChannel();
+  /// One input copied into the arena by a run.
+  struct InputCopy {
+    void *dst;
+    const HostTensor *src;
+  };
+  /// Queues the copies: copyToDevice on a host-memory backend; otherwise
+  /// through the next slot of inputStaging, which waits only for a slot
+  /// whose earlier copies are still queued (more than its capacity of runs
+  /// in flight).
+  void copyInputs(llvm::ArrayRef<InputCopy> copies);
+  /// Slots of the input ring: runs queued ahead of the host without waiting
+  /// (the trainer's evaluation keeps 4 chunks in flight), fewer, at least
+  /// two, where that would pin more than kInputStagingBudget bytes.
+  static constexpr size_t kInputStagingSlots = 5;
+  static constexpr size_t kInputStagingBudget = size_t(64) << 20;
+  static unsigned inputStagingCapacity(size_t bytes);
   /// setDeferredErrors(); callsGeneration().
   bool deferredErrors = false;
   uint64_t generation = 0;

@@ -177,6 +177,10 @@ public:
   /// readbackCapacity() results are pending, the oldest one is waited for
   /// first (kept for nextResult()).
   llvm::Expected<uint64_t> launchStep();
+  /// Plans the step for a batch of the first rows (every batch has its
+  /// shapes), preparing each node on the backend, and runs nothing: what
+  /// `mpc run --train --placement-only` prints the placement of.
+  llvm::Error planStep();
   /// The oldest pending step's result: waits for it when `wait`, else
   /// nothing when its values have not reached the host yet (or none is
   /// pending). An error when that step failed (a kernel's data-dependent

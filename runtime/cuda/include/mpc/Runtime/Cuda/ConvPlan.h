@@ -16,8 +16,8 @@
 // way, so the plan gives cuDNN padBegin and is valid exactly when cuDNN's
 // output size with it equals the ONNX output size on every axis (the end
 // padding then only holds zeros no window of cuDNN's reads differently);
-// otherwise a forward convolution pads X explicitly (below) and other
-// directions are refused. A 1-D convolution is planned as 2-D with a
+// otherwise a forward convolution pads X explicitly and ConvTranspose and
+// ConvGrad run over the symmetric part of the pads (below). A 1-D convolution is planned as 2-D with a
 // leading spatial axis of 1.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mpc {
 namespace cuda {
@@ -69,6 +70,26 @@ bool dnnNeedsExplicitPad(const ConvGeometry &g);
 /// `g` over X padded explicitly: every spatial length grown by its begin
 /// and end pads, the pads 0 (the output is unchanged).
 ConvGeometry explicitlyPadded(const ConvGeometry &g);
+
+// ConvTranspose and ConvGrad with such pads run over the symmetric part of
+// the pads instead: on each axis cuDNN gets p = min(begin, end), and the
+// forward convolution's input is grown by the rest, begin - p before it and
+// end - p after it, so that cuDNN's windows over the grown input read the
+// positions the ONNX windows read. ConvTranspose computes its output grown
+// (into the workspace) and copies out the crop at `offset`; ConvGrad copies
+// X into a zeroed grown buffer at `offset` (for dW) and computes dX grown,
+// then copies out its crop. The copies are the CPU's padInteriorPlan over
+// `grown` and the node's shape (a negative begin crops).
+struct DnnRepad {
+  /// What cuDNN runs: `g` with the grown input and the symmetric pads.
+  ConvGeometry dnn;
+  /// The grown input [N, C, spatial...] and where the original input lies
+  /// in it (0 for N and C).
+  std::vector<int64_t> grown, offset;
+};
+/// The repadding of the forward convolution `g`, or why it cannot run on
+/// cuDNN (a negative pad, or what planDnnConv refuses in the result).
+llvm::Expected<DnnRepad> repadForDnn(const ConvGeometry &g);
 
 /// ConvTranspose as cuDNN's backward-data pass of the forward convolution
 /// from its output Y (channels outChannels, spatial `out`) to its input X

@@ -154,9 +154,14 @@ const CudaKernel *findCudaKernel(const Node &n);
 
 /// True when a CUDA kernel runs `n` with these input dtypes: its row lists
 /// the type-determining operand's dtype, and what the row cannot take is
-/// absent (a Cast target outside kCudaCastTypes, variadic Max/Min, operands
-/// of different float types in a GEMM).
+/// absent (a Cast target outside kCudaCastTypes, Max/Min with more than
+/// kMaxNaryInputs operands, operands of different float types in a GEMM).
 bool cudaRuns(const Node &n, llvm::ArrayRef<DType> inputDTypes);
+
+/// True when `row` is Max's or Min's and takes a node of `numInputs`
+/// operands other than two through the variadic launcher (one to
+/// kernels::kMaxNaryInputs operands; ElementwiseOps.cpp).
+bool cudaVariadicRow(const CudaKernel &row, size_t numInputs);
 
 /// The int64 values of input `i` of `n` when they are known before
 /// anything runs (an in-memory integer initializer, or a Constant node's

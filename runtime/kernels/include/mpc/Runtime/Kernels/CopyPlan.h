@@ -84,7 +84,7 @@ MPC_HD inline void selectOffsets(const SelectPlan &p, int64_t i, int64_t off[3])
   off[2] = y;
 }
 
-/// The most inputs a variadic plan (Sum, Mean) carries.
+/// The most inputs a variadic plan (Sum, Mean, Max, Min) carries.
 constexpr int kMaxNaryInputs = 8;
 
 /// Sum and Mean: up to kMaxNaryInputs operands broadcast to the output,
@@ -123,6 +123,21 @@ MPC_HD inline ComputeType<T> naryAccumulate(const NaryPlan &p, const T *const *i
   for (int k = 1; k < p.inputs; ++k)
     acc = C(acc + load(in[k][off[k]]));
   return mean ? C(acc / C(p.inputs)) : acc;
+}
+
+/// Output element `i` of variadic Max or Min: the binary body `op` folded
+/// over the operands left to right, the running result stored as T after
+/// each step, as the CPU's pairwise fold over broadcast temporaries stores
+/// it (same values, same NaN and signed-zero choices). One operand is a
+/// copy of its element.
+template <typename T, typename Op>
+MPC_HD inline T naryFold(const NaryPlan &p, const T *const *in, int64_t i, const Op &op) {
+  int64_t off[kMaxNaryInputs];
+  naryOffsets(p, i, off);
+  T acc = in[0][off[0]];
+  for (int k = 1; k < p.inputs; ++k)
+    acc = store<T>(op(load(acc), load(in[k][off[k]])));
+  return acc;
 }
 
 /// Gather along one axis: data viewed as [outer, dim, inner], `count`
