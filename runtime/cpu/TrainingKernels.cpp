@@ -11,9 +11,11 @@
 #include "CpuKernels.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
+#include "mpc/Runtime/Kernels/UnscaleBody.h"
 #include "mpc/Runtime/LossErrors.h"
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -437,6 +439,29 @@ static llvm::Error runMSELossGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// MultiTensorUnscale: every gradient through kernels::unscaleElement, in
+/// order; a gradient's flag is NaN when any of its elements was not finite.
+static llvm::Error runMultiTensorUnscale(const KernelCall &c) {
+  const float inv = *c.inputs[0].as<float>();
+  float *flags = c.outputs[1].as<float>();
+  bool any = false;
+  for (size_t g = 1; g < c.inputs.size(); ++g) {
+    const TensorRef &in = c.inputs[g];
+    float *u = c.outputs[g + 1].as<float>();
+    bool bad = false;
+    dispatchFloat(in.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *x = in.as<T>();
+      for (int64_t i = 0, n = in.numElements(); i < n; ++i)
+        bad |= kernels::unscaleElement(x[i], inv, u[i]);
+    });
+    flags[g - 1] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    any |= bad;
+  }
+  *c.outputs[0].as<bool>() = any;
+  return llvm::Error::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Rows
 //===----------------------------------------------------------------------===//
@@ -461,6 +486,7 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       MPC_CPU_KERNEL("LSTMGrad", kDomain, 1, kFloatTypes | dtypeBit(DType::Undefined), runLstmGrad),
       MPC_CPU_KERNEL("MaxPoolGrad", kDomain, 1, kFloatTypes, runPoolGrad<true>),
       MPC_CPU_KERNEL("MSELossGrad", kDomain, 1, kFloatTypes, runMSELossGrad),
+      MPC_CPU_KERNEL("MultiTensorUnscale", kDomain, 1, dtypeBit(DType::F32), runMultiTensorUnscale),
       MPC_CPU_KERNEL("ReluGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Relu>),
       MPC_CPU_KERNEL("SigmoidGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Sigmoid>),
       MPC_CPU_KERNEL("SoftmaxCrossEntropyLossGrad", kDomain, 1, kFloatTypes,

@@ -96,7 +96,8 @@ namespace shapes {
   X(shapeGruGrad) \
   X(shapeClassificationLoss) \
   X(shapeSoftmaxCrossEntropyLossGrad) \
-  X(shapeMSELossGrad)
+  X(shapeMSELossGrad) \
+  X(shapeMultiTensorUnscale)
 
 #define MPC_DECLARE_SHAPE_FUNCTION(Fn)                                         \
   llvm::Error Fn(const ShapeQuery &, std::vector<ShapedType> &);               \

@@ -749,6 +749,16 @@ class Builder(Base):
         self.assertTrue(all(g in outputs for _, g in new_pairs))
         self.check_step(orig, r)
 
+    def test_digits_mlp_fused_unscale(self):
+        """--fused-unscale: the same step and the same skipped step, judged by onnx.reference
+        with the ai.mpc.training reference ops (MultiTensorUnscale's included)."""
+        orig = rename_algorithm_inputs(self.build("digits_mlp", "--loss", "cross-entropy",
+                                                  "--optimizer", "adam"))
+        r = self.rw("--fused-unscale", model=orig, name="tg-fused")
+        ops = [n.op_type for n in r.model.training_info[0].algorithm.node]
+        self.assertEqual(ops.count("MultiTensorUnscale"), 1)
+        self.check_step(orig, r)
+
     def test_digits_mlp_contract_names(self):
         orig = self.build("digits_mlp", "--loss", "cross-entropy", "--optimizer", "momentum")
         r = self.rw(model=orig, name="tg")

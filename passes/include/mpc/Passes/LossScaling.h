@@ -81,6 +81,7 @@ struct LossScalingResult {
   unsigned guardedUpdates = 0; ///< update_binding outputs wrapped in Where
   unsigned castsLocalized = 0; ///< parameter casts copied into the algorithm graph
   unsigned nodesInserted = 0;
+  bool fusedUnscale = false; ///< one MultiTensorUnscale node did steps 2-3
   /// Decision-log lines: one per inserted subgraph (verbose 1), plus one per
   /// gradient and guarded update (verbose 2).
   std::vector<std::string> log, detailLog;
