@@ -3,6 +3,7 @@
 
     python3 bench/gpu/step_bench.py --mpc MPC [--device cuda] [--scale full|tiny]
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
+        [--fused-unscale]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
 below from PyTorch code with a fixed seed:
@@ -28,6 +29,9 @@ peak device memory per variant: the backend's peak from `--stats` for mpc,
 `torch.cuda.max_memory_allocated` for PyTorch; each mpc variant against mpc fp32 and
 against PyTorch's of the same precision) and writes it with a JSON of every figure to --out.
 A variant that fails prints its one-line reason in the table instead of a figure.
+--fused-unscale adds the variant fp16-fused: fp16 rewritten with `mpc rewrite
+--fused-unscale` (one MultiTensorUnscale launch for the unscale and overflow check of every
+gradient), to compare with the fp16 row (issue 15: kept only if it pays).
 """
 
 import argparse
@@ -225,6 +229,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--fused-unscale", action="store_true",
+                    help="also time fp16 rewritten with --fused-unscale (variant fp16-fused)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
     a = ap.parse_args()
@@ -271,6 +277,14 @@ def main():
                         variants[target] = out
                     else:
                         row[f"mpc {target}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+                if a.fused_unscale:  # issue 15: one MultiTensorUnscale launch vs per-gradient nodes
+                    out = os.path.join(tmp, f"{name}.fp16-fused.onnx")
+                    r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16",
+                                        "--fused-unscale", "-o", out], capture_output=True, text=True)
+                    if r.returncode == 0:
+                        variants["fp16-fused"] = out
+                    else:
+                        row["mpc fp16-fused"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
             for target, model in variants.items():
                 ms, what, peak = mpc_step_time(
                     a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
@@ -303,7 +317,7 @@ def main():
                 mib = f"{peak / (1 << 20):.0f}" if peak is not None else ""
                 if isinstance(v, float):
                     rel = f"{base / v:.2f}x" if isinstance(base, float) and key.startswith("mpc") else ""
-                    prec = key.split()[1]
+                    prec = key.split()[1].split("-")[0]  # fp16-fused: against torch fp16
                     tv = row.get(f"torch {prec}")
                     vs = f"{tv / v:.2f}x" if key.startswith("mpc") and isinstance(tv, float) else ""
                     print(f"| {name} | {key} | {v:.2f} | {1000 / v:.1f} | {mib} | {rel} | {vs} |")

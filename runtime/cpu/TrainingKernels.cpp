@@ -441,6 +441,8 @@ static llvm::Error runMSELossGrad(const KernelCall &c) {
 
 /// MultiTensorUnscale: every gradient through kernels::unscaleElement, in
 /// order; a gradient's flag is NaN when any of its elements was not finite.
+/// An output the executor left without a buffer (a repeated gradient line
+/// whose copy nobody reads) is only checked.
 static llvm::Error runMultiTensorUnscale(const KernelCall &c) {
   const float inv = *c.inputs[0].as<float>();
   float *flags = c.outputs[1].as<float>();
@@ -452,8 +454,9 @@ static llvm::Error runMultiTensorUnscale(const KernelCall &c) {
     dispatchFloat(in.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T *x = in.as<T>();
+      float scratch = 0;
       for (int64_t i = 0, n = in.numElements(); i < n; ++i)
-        bad |= kernels::unscaleElement(x[i], inv, u[i]);
+        bad |= kernels::unscaleElement(x[i], inv, u ? u[i] : scratch);
     });
     flags[g - 1] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
     any |= bad;

@@ -103,6 +103,10 @@ CudaOpOrError prepareDataOp(const Node &n, const CudaKernel &row,
 CudaOpOrError prepareLossOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
+// ai.mpc.training MultiTensorUnscale, one launch over every gradient (UnscaleOps.cpp).
+CudaOpOrError prepareUnscaleOp(const Node &n, const CudaKernel &row,
+                               llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+
 // Clip with its bounds read on the device (ClipOps.cpp).
 CudaOpOrError prepareClipOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);

@@ -121,6 +121,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Image ops.
   case CudaKernelKind::Image:
     return prepareImageOp(n, row, inputs, ctx);
+  // Loss scaling's multi-tensor unscale.
+  case CudaKernelKind::MultiTensorUnscale:
+    return prepareUnscaleOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

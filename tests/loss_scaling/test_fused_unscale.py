@@ -19,7 +19,9 @@ Checked:
 - the rewritten algorithm's node count: exactly the primitive form's minus the nodes
   the one fused node replaces;
 - misuse: one line naming what is wrong, non-zero exit, no output file.
-Prints "N passed, N failed"; exit status 77 (no onnx/numpy/ml_dtypes) is a skip.
+With --device cuda (a GPU machine) the kernel cases run the one-launch CUDA kernel and the
+training cases train on the GPU. Prints "N passed, N failed"; exit status 77 (no
+onnx/numpy/ml_dtypes) is a skip.
 """
 import argparse
 import csv
@@ -42,6 +44,7 @@ except ImportError as e:  # pragma: no cover
 
 MPC = None
 SOURCE_DIR = None
+DEVICE = "cpu"  # --device cuda on a GPU machine: the one-launch kernel against the same oracle
 TIMEOUT_S = 600
 ELEM = {"f32": (TensorProto.FLOAT, np.float32), "f16": (TensorProto.FLOAT16, np.float16),
         "bf16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16)}
@@ -123,7 +126,7 @@ class Kernel(unittest.TestCase):
                                                                             1)])
         path = os.path.join(d, "m.onnx")
         onnx.save(model, path)
-        args = ["run", path]
+        args = ["run", path, "--device", DEVICE]
         for n, a in feeds.items():
             f = os.path.join(d, f"{n}.npy")
             np.save(f, a)
@@ -210,8 +213,9 @@ class Training(unittest.TestCase):
     def train(self, model, tag):
         ck = self.path(f"{tag}.ck")
         log = self.path(f"{tag}.csv")
-        r = mpc("run", model, "--train", "--data", self.data, "--batch", 32, "--steps",
-                self.STEPS, "--seed", 7, "--eval-every", 40, "--log", log, "--checkpoint", ck)
+        r = mpc("run", model, "--train", "--device", DEVICE, "--data", self.data, "--batch", 32,
+                "--steps", self.STEPS, "--seed", 7, "--eval-every", 40, "--log", log,
+                "--checkpoint", ck)
         with open(log, "rb") as f:
             log_bytes = f.read()
         skipped = [line for line in r.stderr.splitlines() if "skipped" in line]
@@ -328,13 +332,15 @@ class Misuse(unittest.TestCase):
 
 
 def main():
-    global MPC, SOURCE_DIR
+    global MPC, SOURCE_DIR, DEVICE
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
     ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     ap.add_argument("-k", help="run only tests whose name contains this")
     args = ap.parse_args()
     MPC, SOURCE_DIR = os.path.abspath(args.mpc), os.path.abspath(args.source_dir)
+    DEVICE = args.device
     loader = unittest.TestLoader()
     if args.k:
         loader.testNamePatterns = [f"*{args.k}*"]

@@ -208,6 +208,8 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Image ops (Resize, LRN).
   case cuda::CudaKernelKind::Image:
     return "image launcher";
+  case cuda::CudaKernelKind::MultiTensorUnscale:
+    return "multi-tensor launcher";
   }
   return "?";
 }
@@ -302,6 +304,8 @@ static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
     return {"prepareAttentionOp", "runtime/cuda/AttentionOps.cpp"};
   case K::Image: // Pad's edge/reflect/wrap modes are DataMove rows prepared here too
     return {"prepareImageOp", "runtime/cuda/ImageOps.cpp"};
+  case K::MultiTensorUnscale:
+    return {"prepareUnscaleOp", "runtime/cuda/UnscaleOps.cpp"};
   }
   return {};
 }

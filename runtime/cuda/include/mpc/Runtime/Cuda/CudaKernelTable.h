@@ -101,6 +101,8 @@ enum class CudaKernelKind : uint8_t {
   // Image ops (ImageOps.cpp): ImageBodies.h; Pad's edge, reflect and wrap
   // modes are the DataMove row's, routed there by prepareCudaOp.
   Image, ///< Resize (constant scales/sizes/roi), LRN (by op type)
+  // Loss scaling (UnscaleOps.cpp): one launch over every gradient.
+  MultiTensorUnscale, ///< ai.mpc.training MultiTensorUnscale: f32/f16/bf16 gradients
 };
 
 /// The element-wise types the launchers are instantiated for.
