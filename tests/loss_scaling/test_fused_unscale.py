@@ -25,6 +25,7 @@ onnx/numpy/ml_dtypes) is a skip.
 """
 import argparse
 import csv
+import json
 import os
 import re
 import subprocess
@@ -288,6 +289,13 @@ class Training(unittest.TestCase):
             self.assertEqual(fa.read(), fb.read())
         plain, _ = self.rewrite(train, "det.plain.onnx")
         self.assertNotIn("MultiTensorUnscale", self.algorithm_ops(plain))
+        # --report counts the node under its own role, and no per-gradient check.
+        report = self.path("det.report.json")
+        self.rewrite(train, "det.r.onnx", "--fused-unscale", "--report", report)
+        with open(report) as f:
+            roles = json.load(f)["loss_scaling"]["inserted_nodes"]
+        self.assertEqual(roles.get("multi-tensor unscale and check"), 1)
+        self.assertNotIn("check", roles)
 
 
 class Misuse(unittest.TestCase):
