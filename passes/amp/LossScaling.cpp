@@ -601,12 +601,11 @@ std::pair<Value *, Value *> LossScaler::unscaleFused(Value *invScale) {
             (cast ? mpc::formatQuoted(", its Cast '{0}' folded in", g32->name())
                   : std::string(", widened in the node"));
     }
-    if (g32) {
+    if (g32) // the optimizer reads u where it read the fp32 gradient
       for (const Use &use : g32->uses().copy())
         if (use.user != fused)
           use.user->setInput(use.operand, u);
-      exposeUnscaled(gv, g32, u);
-    }
+    exposeUnscaled(gv, g32 ? g32 : gv, u);
     ++res.gradients;
     res.detailLog.push_back(mpc::formatQuoted(
         "Loss scaling: gradient '{0}' of '{1}' ({2}) unscaled into '{3}' by '{4}'", gv->name(),

@@ -775,8 +775,14 @@ class Builder(Base):
         self.check_step(orig, self.rw(model=orig, name="tg-renamed"))
 
     def test_exposed_gradients_are_unscaled(self):
+        self.check_exposed()
+
+    def test_exposed_gradients_are_unscaled_fused(self):
+        self.check_exposed("--fused-unscale")
+
+    def check_exposed(self, *flags):
         orig = rename_algorithm_inputs(self.build("mlp", "--loss", "mse", "--expose-gradients"))
-        r = self.rw(model=orig, name="tg-exposed")
+        r = self.rw(*flags, model=orig, name="tg-exposed")
         self.assertEqual(r.rc, 0, r.stderr)
         feeds = random_feeds(orig.training_info[0].algorithm)
         ref_out, _ = step(orig, feeds)
