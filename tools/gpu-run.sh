@@ -159,6 +159,9 @@ done
 step cuda_parity 180 python3 "$SRC/tests/cuda_host/test_cuda_parity.py" --mpc "$MPC" --source-dir "$SRC"
 # 3. The gradient kernels on the CUDA backend.
 step training_kernels 120 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# 3a. The multi-tensor unscale (mpc rewrite --fused-unscale) on the device: the kernel bit for
+#     bit against float64 numpy, and digits training with and without the flag byte-identical.
+step fused_unscale 180 python3 "$SRC/tests/loss_scaling/test_fused_unscale.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3b. The contrib ops (FusedMatMul, ConvGrad) on the CUDA backend against onnxruntime.
 step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3c. The Resize models of every opset (and their defaults) on the CUDA image kernels
@@ -194,7 +197,7 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
 # 5c. The fused optimizer step (train-graph --fused-optimizer, one AdamStep per parameter)
 #     against the element-wise update, BERT-base-like, every mpc precision in one run.
-step step_bench_fused 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
+step step_bench_fused 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")

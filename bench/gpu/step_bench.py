@@ -4,6 +4,7 @@
     python3 bench/gpu/step_bench.py --mpc MPC [--device cuda] [--scale full|tiny]
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
         [--fused-optimizer]
+        [--fused-unscale]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
 below from PyTorch code with a fixed seed:
@@ -34,6 +35,11 @@ With --fused-optimizer every mpc variant is also timed on the training graph bui
 `mpc train-graph --fused-optimizer` (one AdamStep node per parameter instead of the
 element-wise update; docs/training.md): rows "mpc fp32 fused", "mpc fp16 fused", ... next to
 the primitive graph's rows of the same run.
+
+--fused-unscale adds the variant fp16-fusedunscale (with --fused-optimizer also
+"fp16-fusedunscale fused"): fp16 rewritten with `mpc rewrite --fused-unscale` (one
+MultiTensorUnscale launch for the unscale and overflow check of every gradient), to compare
+with the fp16 row (issue 15: kept only if it pays).
 """
 
 import argparse
@@ -244,6 +250,15 @@ def build_variants(a, path, base, flags, suffix, row, variants):
             variants[target + suffix] = out
         else:
             row[f"mpc {target}{suffix}"] = f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+    if a.fused_unscale:  # issue 15: one MultiTensorUnscale launch vs per-gradient nodes
+        out = f"{base}.fp16-fusedunscale.onnx"
+        r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16", "--fused-unscale",
+                            "-o", out], capture_output=True, text=True)
+        if r.returncode == 0:
+            variants["fp16-fusedunscale" + suffix] = out
+        else:
+            row[f"mpc fp16-fusedunscale{suffix}"] = \
+                f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
 
 
 def main():
@@ -258,6 +273,8 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--fused-optimizer", action="store_true",
                     help="also time the graphs of `mpc train-graph --fused-optimizer`")
+    ap.add_argument("--fused-unscale", action="store_true",
+                    help="also time fp16 rewritten with --fused-unscale (variant fp16-fusedunscale)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
     a = ap.parse_args()
@@ -321,7 +338,7 @@ def main():
                 mib = f"{peak / (1 << 20):.0f}" if peak is not None else ""
                 if isinstance(v, float):
                     rel = f"{base / v:.2f}x" if isinstance(base, float) and key.startswith("mpc") else ""
-                    prec = key.split()[1]
+                    prec = key.split()[1].split("-")[0]  # fp16-fusedunscale: against torch fp16
                     tv = row.get(f"torch {prec}")
                     vs = f"{tv / v:.2f}x" if key.startswith("mpc") and isinstance(tv, float) else ""
                     print(f"| {name} | {key} | {v:.2f} | {1000 / v:.1f} | {mib} | {rel} | {vs} |")

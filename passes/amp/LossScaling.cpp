@@ -14,6 +14,10 @@
 //   dynamic: S' = found ? max(S*backoff, min) : (T+1 < interval ? S : min(S*growth, max))
 //            T' = found ? 0 : (T+1 < interval ? T+1 : 0)
 //
+// --fused-unscale (scaled modes) emits the middle four lines as one node:
+//   found_inf, grad_nonfinite, u_1..u_n = ai.mpc.training::MultiTensorUnscale(
+//                                           Reciprocal(S), g_1..g_n)
+// with the same per-element float operations (runtime/kernels/.../UnscaleBody.h).
 // Mode none keeps everything but S (no seed scaling, no unscale). Everything
 // is standard ONNX at opset >= 9, so the algorithm runs in onnx.reference.
 // Inserted nodes carry the doc string "mpc loss scaling: <role>", which the
@@ -34,6 +38,8 @@
 #include <cstring>
 
 using namespace mpc;
+
+static const char *const kTrainingDomain = "ai.mpc.training";
 
 //===----------------------------------------------------------------------===//
 // Options
@@ -208,6 +214,12 @@ std::string LossScalingResult::summaryLine() const {
   std::string steps;
   if (skippedInStep)
     steps = llvm::formatv(", {0} update(s) skipped by their fused optimizer step", skippedInStep);
+  if (fusedUnscale)
+    return llvm::formatv("{0}: {1} gradient(s) unscaled in fp32 and checked by one "
+                         "MultiTensorUnscale node ({2} cast(s) to fp32 folded in), {3} update(s) "
+                         "guarded{5}, {4} node(s) inserted",
+                         head, gradients, castsReused, guardedUpdates, nodesInserted, steps)
+        .str();
   return llvm::formatv("{0}: {1} gradient(s) unscaled in fp32 and checked ({2} cast(s) to fp32 "
                        "inserted, {3} reused), {4} update(s) guarded{6}, {5} node(s) inserted",
                        head, gradients, castsToFp32, castsReused, guardedUpdates, nodesInserted,
@@ -259,6 +271,18 @@ private:
   }
   void localizeParameterCasts();
   llvm::Expected<Value *> lookupAlg(llvm::StringRef key, llvm::StringRef name);
+
+  /// The mpc.training.gradients lines, in order.
+  struct Grad {
+    std::string param;
+    Value *value;
+  };
+  std::vector<Grad> grads;
+  Node *castToFp32Of(Value *gv);
+  void exposeUnscaled(Value *gv, Value *g32, Value *u);
+  /// Steps 2-3, primitive or fused: returns found_inf and grad_nonfinite.
+  std::pair<Value *, Value *> unscaleEach(Value *invScale);
+  std::pair<Value *, Value *> unscaleFused(Value *invScale);
 };
 } // namespace
 
@@ -392,6 +416,234 @@ static bool isTopological(const Graph &g) {
   return true;
 }
 
+/// The algorithm's existing Cast(to=float) of `gv`, or null.
+Node *LossScaler::castToFp32Of(Value *gv) {
+  for (const Use &u : gv->uses()) {
+    Node *user = u.user;
+    const Attribute *to = user->attr("to");
+    if (user->opType == "Cast" && user->domain.empty() && user->getParent() == &alg && to &&
+        to->kind == AttrKind::Int && to->i == static_cast<int64_t>(DType::F32))
+      return user;
+  }
+  return nullptr;
+}
+
+/// An exposed gradient (an algorithm output, `gv` or its fp32 form `g32`)
+/// shows the true gradient: the output keeps its name and holds u; the scaled
+/// value is renamed `<name>/Scaled`. mpc.training.gradients keeps naming the
+/// output, which now holds the true gradient (what the trainer's
+/// zero-fraction reads).
+void LossScaler::exposeUnscaled(Value *gv, Value *g32, Value *u) {
+  for (unsigned i = 0; i < alg.outputs().size(); ++i) {
+    Value *out = alg.outputs()[i];
+    if (out != gv && out != g32)
+      continue;
+    std::string name = out->name();
+    Graph::renameValue(out, m.freshName(name + "/Scaled"));
+    Graph::renameValue(u, name);
+    u->hasValueInfo = true;
+    alg.setOutput(i, u);
+    res.detailLog.push_back(mpc::formatQuoted("Loss scaling: output '{0}' now holds the "
+                                              "unscaled gradient; the scaled one is '{1}'",
+                                              name, out->name()));
+  }
+}
+
+/// The primitive form: per gradient Cast (16-bit), Mul by 1/S and the
+/// ReduceSum(Mul(u, 0)) check; found_inf = IsNaN(ReduceSum(Concat(checks))).
+/// Returns found_inf and the concatenated checks.
+std::pair<Value *, Value *> LossScaler::unscaleEach(Value *invScale) {
+  Value *zero = constF32(0.0f, "mpc.loss_scale/zero");
+  Value *flat = constI64({-1}, false, "mpc.loss_scale/flat_shape");
+  llvm::DenseMap<Value *, Value *> checked; // gradient -> its check (shared by repeated lines)
+  std::vector<Value *> checks;
+  Node *lastCheck = nullptr;
+  for (const Grad &g : grads) {
+    auto done = checked.find(g.value);
+    if (done != checked.end()) {
+      checks.push_back(done->second);
+      continue;
+    }
+    Value *gv = g.value;
+    const Node *orderFrom = gv->producer() ? gv->producer() : headNode();
+    DType e = gv->type.tensorElemType();
+    Value *g32 = gv;
+    std::string how = "float32";
+    if (e != DType::F32) {
+      Node *cast = castToFp32Of(gv);
+      if (cast) {
+        g32 = cast->output(0);
+        ++res.castsReused;
+        how = mpc::formatQuoted("{0}, read through the existing Cast '{1}'", dtypeName(e),
+                                g32->name());
+      } else {
+        cast = newNode("Cast", after(gv), orderFrom, "unscale");
+        cast->addInput(gv);
+        cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(DType::F32)));
+        Type t = gv->type;
+        t.setTensorElemType(DType::F32);
+        g32 = result(cast, gv->name() + "/CastToFp32", std::move(t));
+        ++res.castsToFp32;
+        how = mpc::formatQuoted("{0}, read through the inserted Cast '{1}'", dtypeName(e),
+                                g32->name());
+      }
+      orderFrom = cast;
+    }
+    NodeList::iterator at = after(g32);
+    Value *u = g32;
+    if (scaled()) {
+      std::vector<Use> uses = g32->uses().copy();
+      Node *mul = newNode("Mul", at, orderFrom, "unscale");
+      mul->addInput(g32);
+      mul->addInput(invScale);
+      u = result(mul, gv->name() + "/Unscaled", g32->type);
+      for (const Use &use : uses)
+        use.user->setInput(use.operand, u);
+      exposeUnscaled(gv, g32, u);
+    }
+    Node *z = newNode("Mul", at, orderFrom, "check");
+    z->addInput(u);
+    z->addInput(zero);
+    Value *zv = result(z, gv->name() + "/TimesZero", u->type);
+    Node *rs = newNode("Reshape", at, orderFrom, "check");
+    rs->addInput(zv);
+    rs->addInput(flat);
+    int64_t ne = u->type.numElements();
+    Value *rv = result(rs, gv->name() + "/Flat",
+                       ne >= 0 ? Type::tensor(DType::F32, {ne}) : Type::tensor(DType::F32));
+    Node *sum = newNode("ReduceSum", at, orderFrom, "check");
+    sum->addInput(rv);
+    sum->setAttr(Attribute::makeInt("keepdims", 1));
+    Value *cv = result(sum, gv->name() + "/NonFinite", Type::tensor(DType::F32, {1}));
+    lastCheck = sum;
+    checked[gv] = cv;
+    checks.push_back(cv);
+    ++res.gradients;
+    res.detailLog.push_back(
+        mpc::formatQuoted("Loss scaling: gradient '{0}' of '{1}' ({2}){3}; check '{4}' = "
+                          "ReduceSum(Mul(u, 0))",
+                          gv->name(), g.param, how,
+                          scaled() ? ", unscaled: Mul(., " + quoteName(invScale->name()) + ") -> " +
+                                         quoteName(u->name()) + ", read by the optimizer"
+                                   : std::string(),
+                          cv->name()));
+  }
+  res.log.push_back(llvm::formatv("Loss scaling: {0} gradient(s) {1}checked in fp32 ({2} "
+                                  "cast(s) of 16-bit "
+                                  "gradients inserted, {3} reused){4}",
+                                  res.gradients, scaled() ? "unscaled and " : "", res.castsToFp32,
+                                  res.castsReused,
+                                  scaled() ? "; 1/S computed once: " + quoteName(invScale->name())
+                                           : std::string())
+                        .str());
+
+  // The checks, once all are computed: after the last of them in list order.
+  NodeList::iterator at = alg.nodes().end();
+  const Node *orderFrom = nullptr;
+  {
+    llvm::DenseSet<const Node *> checkNodes;
+    for (Value *c : checks)
+      checkNodes.insert(c->producer());
+    for (Node &n : alg.nodes())
+      if (checkNodes.count(&n))
+        lastCheck = &n;
+    at = std::next(lastCheck->getIterator());
+    orderFrom = lastCheck;
+  }
+  Node *cat = newNode("Concat", at, orderFrom, "found_inf");
+  for (Value *c : checks)
+    cat->addInput(c);
+  cat->setAttr(Attribute::makeInt("axis", 0));
+  Value *nonfinite = result(cat, "mpc.grad_nonfinite",
+                            Type::tensor(DType::F32, {static_cast<int64_t>(checks.size())}));
+  Node *total = newNode("ReduceSum", at, orderFrom, "found_inf");
+  total->addInput(nonfinite);
+  total->setAttr(Attribute::makeInt("keepdims", 0));
+  Value *totalV = result(total, "mpc.grad_nonfinite/Sum", Type::tensor(DType::F32, {}));
+  Node *isnan = newNode("IsNaN", at, orderFrom, "found_inf");
+  isnan->addInput(totalV);
+  Value *found = result(isnan, "mpc.found_inf", Type::tensor(DType::Bool, {}));
+  res.log.push_back(mpc::formatQuoted("Loss scaling: found_inf '{0}' = IsNaN(ReduceSum('{1}')), "
+                                      "'{1}' = Concat of the {2} check(s)",
+                                      found->name(), nonfinite->name(), checks.size()));
+  return {found, nonfinite};
+}
+
+/// --fused-unscale: one ai.mpc.training MultiTensorUnscale node reads 1/S
+/// and every gradient (one input per mpc.training.gradients line, in order)
+/// and gives found_inf, the per-line flags (NaN where that gradient had an
+/// inf or NaN, as the primitive checks) and the fp32 unscaled gradients. An
+/// existing Cast(to=float) of a 16-bit gradient is folded in: its readers
+/// read the unscaled gradient and the Cast goes when nothing else reads it.
+std::pair<Value *, Value *> LossScaler::unscaleFused(Value *invScale) {
+  if (m.opsetVersion(kTrainingDomain) < 0)
+    m.opsets.push_back({kTrainingDomain, 1});
+  // After the last node that makes a gradient, so every input is computed.
+  llvm::DenseSet<const Node *> producers;
+  for (const Grad &g : grads)
+    if (Node *p = g.value->producer(); p && p->getParent() == &alg)
+      producers.insert(p);
+  Node *last = nullptr;
+  for (Node &n : alg.nodes())
+    if (producers.count(&n))
+      last = &n;
+  NodeList::iterator at = last ? std::next(last->getIterator()) : front();
+  Node *fused = newNode("MultiTensorUnscale", at, last ? last : headNode(),
+                        "multi-tensor unscale and check");
+  fused->domain = kTrainingDomain;
+  fused->addInput(invScale);
+  Value *found = result(fused, "mpc.found_inf", Type::tensor(DType::Bool, {}), 0);
+  Value *nonfinite = result(fused, "mpc.grad_nonfinite",
+                            Type::tensor(DType::F32, {static_cast<int64_t>(grads.size())}), 1);
+  fused->name = m.freshName("mpc.loss_scale/MultiTensorUnscale");
+  llvm::DenseSet<Value *> seen;
+  std::vector<Node *> folded;
+  for (const Grad &g : grads) {
+    Value *gv = g.value;
+    Type t = gv->type;
+    t.setTensorElemType(DType::F32);
+    unsigned i = fused->numInputs();
+    fused->addInput(gv);
+    Value *u = result(fused, gv->name() + "/Unscaled", std::move(t), i + 1);
+    if (!seen.insert(gv).second)
+      continue; // a repeated line: its flag counts, its copy has no reader
+    Value *g32 = gv;
+    std::string how = "float32";
+    if (gv->type.tensorElemType() != DType::F32) {
+      Node *cast = castToFp32Of(gv);
+      g32 = cast ? cast->output(0) : nullptr;
+      if (cast) {
+        folded.push_back(cast);
+        ++res.castsReused;
+      }
+      how = dtypeName(gv->type.tensorElemType()).str() +
+            (cast ? mpc::formatQuoted(", its Cast '{0}' folded in", g32->name())
+                  : std::string(", widened in the node"));
+    }
+    if (g32) // the optimizer reads u where it read the fp32 gradient
+      for (const Use &use : g32->uses().copy())
+        if (use.user != fused)
+          use.user->setInput(use.operand, u);
+    exposeUnscaled(gv, g32 ? g32 : gv, u);
+    ++res.gradients;
+    res.detailLog.push_back(mpc::formatQuoted(
+        "Loss scaling: gradient '{0}' of '{1}' ({2}) unscaled into '{3}' by '{4}'", gv->name(),
+        g.param, how, u->name(), fused->name));
+  }
+  for (Node *c : folded)
+    if (!c->output(0)->hasUses() && !c->output(0)->isGraphOutput()) {
+      c->dropAllInputs();
+      alg.eraseNode(c);
+    }
+  res.fusedUnscale = true;
+  res.log.push_back(mpc::formatQuoted(
+      "Loss scaling: {0} gradient(s) unscaled and checked in fp32 by one "
+      "ai.mpc.training.MultiTensorUnscale '{1}' ({2} Cast(s) to fp32 folded in): found_inf "
+      "'{3}', per-gradient flags '{4}'",
+      res.gradients, fused->name, res.castsReused, found->name(), nonfinite->name()));
+  return {found, nonfinite};
+}
+
 llvm::Error LossScaler::run() {
   if (m.opsetVersion("") >= 0 && m.opsetVersion("") < 9)
     return inputError("loss scaling needs opset 9 or newer for the default domain (the model "
@@ -414,11 +666,6 @@ llvm::Error LossScaler::run() {
   if (!seedOr)
     return seedOr.takeError();
   Value *seed = *seedOr;
-  struct Grad {
-    std::string param;
-    Value *value;
-  };
-  std::vector<Grad> grads;
   for (llvm::StringRef line : metadataLines(*m.findMetadata(trainkeys::kGradients))) {
     auto [param, grad] = line.split('=');
     if (grad.empty())
@@ -519,144 +766,9 @@ llvm::Error LossScaler::run() {
     r->addInput(scale);
     invScale = result(r, scale->name() + "/Reciprocal", Type::tensor(DType::F32, {}));
   }
-  Value *zero = constF32(0.0f, "mpc.loss_scale/zero");
-  Value *flat = constI64({-1}, false, "mpc.loss_scale/flat_shape");
-  llvm::DenseMap<Value *, Value *> checked; // gradient -> its check (shared by repeated lines)
-  std::vector<Value *> checks;
-  Node *lastCheck = nullptr;
-  for (const Grad &g : grads) {
-    auto done = checked.find(g.value);
-    if (done != checked.end()) {
-      checks.push_back(done->second);
-      continue;
-    }
-    Value *gv = g.value;
-    const Node *orderFrom = gv->producer() ? gv->producer() : headNode();
-    DType e = gv->type.tensorElemType();
-    Value *g32 = gv;
-    std::string how = "float32";
-    if (e != DType::F32) {
-      Node *cast = nullptr;
-      for (const Use &u : gv->uses()) {
-        Node *user = u.user;
-        const Attribute *to = user->attr("to");
-        if (user->opType == "Cast" && user->domain.empty() && user->getParent() == &alg && to &&
-            to->kind == AttrKind::Int && to->i == static_cast<int64_t>(DType::F32)) {
-          cast = user;
-          break;
-        }
-      }
-      if (cast) {
-        g32 = cast->output(0);
-        ++res.castsReused;
-        how = mpc::formatQuoted("{0}, read through the existing Cast '{1}'", dtypeName(e),
-                                g32->name());
-      } else {
-        cast = newNode("Cast", after(gv), orderFrom, "unscale");
-        cast->addInput(gv);
-        cast->setAttr(Attribute::makeInt("to", static_cast<int64_t>(DType::F32)));
-        Type t = gv->type;
-        t.setTensorElemType(DType::F32);
-        g32 = result(cast, gv->name() + "/CastToFp32", std::move(t));
-        ++res.castsToFp32;
-        how = mpc::formatQuoted("{0}, read through the inserted Cast '{1}'", dtypeName(e),
-                                g32->name());
-      }
-      orderFrom = cast;
-    }
-    NodeList::iterator at = after(g32);
-    Value *u = g32;
-    if (scaled()) {
-      std::vector<Use> uses = g32->uses().copy();
-      Node *mul = newNode("Mul", at, orderFrom, "unscale");
-      mul->addInput(g32);
-      mul->addInput(invScale);
-      u = result(mul, gv->name() + "/Unscaled", g32->type);
-      for (const Use &use : uses)
-        use.user->setInput(use.operand, u);
-      // An exposed gradient (an algorithm output) shows the true gradient:
-      // the output keeps its name and holds u; the scaled value is renamed
-      // `<name>/Scaled`. mpc.training.gradients keeps naming the output, which
-      // now holds the true gradient (what the trainer's zero-fraction reads).
-      for (unsigned i = 0; i < alg.outputs().size(); ++i) {
-        Value *out = alg.outputs()[i];
-        if (out != gv && out != g32)
-          continue;
-        std::string name = out->name();
-        Graph::renameValue(out, m.freshName(name + "/Scaled"));
-        Graph::renameValue(u, name);
-        u->hasValueInfo = true;
-        alg.setOutput(i, u);
-        res.detailLog.push_back(mpc::formatQuoted("Loss scaling: output '{0}' now holds the "
-                                                  "unscaled gradient; the scaled one is '{1}'",
-                                                  name, out->name()));
-      }
-    }
-    Node *z = newNode("Mul", at, orderFrom, "check");
-    z->addInput(u);
-    z->addInput(zero);
-    Value *zv = result(z, gv->name() + "/TimesZero", u->type);
-    Node *rs = newNode("Reshape", at, orderFrom, "check");
-    rs->addInput(zv);
-    rs->addInput(flat);
-    int64_t ne = u->type.numElements();
-    Value *rv = result(rs, gv->name() + "/Flat",
-                       ne >= 0 ? Type::tensor(DType::F32, {ne}) : Type::tensor(DType::F32));
-    Node *sum = newNode("ReduceSum", at, orderFrom, "check");
-    sum->addInput(rv);
-    sum->setAttr(Attribute::makeInt("keepdims", 1));
-    Value *cv = result(sum, gv->name() + "/NonFinite", Type::tensor(DType::F32, {1}));
-    lastCheck = sum;
-    checked[gv] = cv;
-    checks.push_back(cv);
-    ++res.gradients;
-    res.detailLog.push_back(
-        mpc::formatQuoted("Loss scaling: gradient '{0}' of '{1}' ({2}){3}; check '{4}' = "
-                          "ReduceSum(Mul(u, 0))",
-                          gv->name(), g.param, how,
-                          scaled() ? ", unscaled: Mul(., " + quoteName(invScale->name()) + ") -> " +
-                                         quoteName(u->name()) + ", read by the optimizer"
-                                   : std::string(),
-                          cv->name()));
-  }
-  res.log.push_back(llvm::formatv("Loss scaling: {0} gradient(s) {1}checked in fp32 ({2} "
-                                  "cast(s) of 16-bit "
-                                  "gradients inserted, {3} reused){4}",
-                                  res.gradients, scaled() ? "unscaled and " : "", res.castsToFp32,
-                                  res.castsReused,
-                                  scaled() ? "; 1/S computed once: " + quoteName(invScale->name())
-                                           : std::string())
-                        .str());
-
-  // The checks, once all are computed: after the last of them in list order.
-  NodeList::iterator at = alg.nodes().end();
-  const Node *orderFrom = nullptr;
-  {
-    llvm::DenseSet<const Node *> checkNodes;
-    for (Value *c : checks)
-      checkNodes.insert(c->producer());
-    for (Node &n : alg.nodes())
-      if (checkNodes.count(&n))
-        lastCheck = &n;
-    at = std::next(lastCheck->getIterator());
-    orderFrom = lastCheck;
-  }
-  Node *cat = newNode("Concat", at, orderFrom, "found_inf");
-  for (Value *c : checks)
-    cat->addInput(c);
-  cat->setAttr(Attribute::makeInt("axis", 0));
-  Value *nonfinite = result(cat, "mpc.grad_nonfinite",
-                            Type::tensor(DType::F32, {static_cast<int64_t>(checks.size())}));
-  Node *total = newNode("ReduceSum", at, orderFrom, "found_inf");
-  total->addInput(nonfinite);
-  total->setAttr(Attribute::makeInt("keepdims", 0));
-  Value *totalV = result(total, "mpc.grad_nonfinite/Sum", Type::tensor(DType::F32, {}));
-  Node *isnan = newNode("IsNaN", at, orderFrom, "found_inf");
-  isnan->addInput(totalV);
-  Value *found = result(isnan, "mpc.found_inf", Type::tensor(DType::Bool, {}));
-  res.log.push_back(mpc::formatQuoted("Loss scaling: found_inf '{0}' = IsNaN(ReduceSum('{1}')), "
-                                      "'{1}' = Concat of the {2} check(s)",
-                                      found->name(), nonfinite->name(), checks.size()));
+  std::pair<Value *, Value *> flags =
+      opts.fusedUnscale ? unscaleFused(invScale) : unscaleEach(invScale);
+  Value *found = flags.first, *nonfinite = flags.second;
 
   // 4. Every update is conditional. An output of a fused optimizer step
   // (SGDStep, MomentumStep, AdamStep) is: its skip input reads found_inf.
@@ -773,7 +885,14 @@ llvm::Expected<LossScalingResult> mpc::insertLossScaling(Model &m, const LossSca
                                                          DType target) {
   LossScalingResult res;
   res.mode = effectiveLossScaleMode(opts, target);
+  if (opts.fusedUnscale && res.mode != LossScaleMode::Dynamic &&
+      res.mode != LossScaleMode::Static)
+    return inputError("--fused-unscale needs a scaled loss (--loss-scale dynamic or a number); "
+                      "loss scaling {0} has no unscale to fuse",
+                      lossScaleModeName(res.mode));
   if (const std::string *prev = m.findMetadata(trainkeys::kLossScale)) {
+    if (opts.fusedUnscale)
+      return inputError("--fused-unscale: the model carries loss scaling already ({0})", *prev);
     res.status = LossScalingResult::Status::AlreadyScaled;
     res.config = *prev;
     return res;

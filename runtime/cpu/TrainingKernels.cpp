@@ -13,9 +13,11 @@
 #include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
 #include "mpc/Runtime/Kernels/OptimizerBodies.h"
+#include "mpc/Runtime/Kernels/UnscaleBody.h"
 #include "mpc/Runtime/LossErrors.h"
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -440,6 +442,45 @@ static llvm::Error runMSELossGrad(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+/// n elements of one gradient through kernels::unscaleElement; true when one
+/// of the results is not finite. A plain loop over restrict pointers, so the
+/// compiler may vectorize it as it does the element-wise kernels.
+template <typename T>
+static bool unscaleSpan(const T *__restrict x, int64_t n, float inv, float *__restrict u) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i)
+    bad |= kernels::unscaleElement(x[i], inv, u[i]);
+  return bad;
+}
+
+/// MultiTensorUnscale: every gradient in order; a gradient's flag is NaN when
+/// any of its elements was not finite. An output the executor left without a
+/// buffer (a repeated gradient line whose copy nobody reads) is only checked.
+static llvm::Error runMultiTensorUnscale(const KernelCall &c) {
+  const float inv = *c.inputs[0].as<float>();
+  float *flags = c.outputs[1].as<float>();
+  bool any = false;
+  std::vector<float> scratch;
+  for (size_t g = 1; g < c.inputs.size(); ++g) {
+    const TensorRef &in = c.inputs[g];
+    float *u = c.outputs[g + 1].as<float>();
+    int64_t n = in.numElements();
+    if (!u) {
+      scratch.resize(size_t(n));
+      u = scratch.data();
+    }
+    bool bad = false;
+    dispatchFloat(in.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      bad = unscaleSpan(in.as<T>(), n, inv, u);
+    });
+    flags[g - 1] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    any |= bad;
+  }
+  *c.outputs[0].as<bool>() = any;
+  return llvm::Error::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Fused optimizer steps
 //===----------------------------------------------------------------------===//
@@ -536,6 +577,7 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       MPC_CPU_KERNEL("LSTMGrad", kDomain, 1, kFloatTypes | dtypeBit(DType::Undefined), runLstmGrad),
       MPC_CPU_KERNEL("MaxPoolGrad", kDomain, 1, kFloatTypes, runPoolGrad<true>),
       MPC_CPU_KERNEL("MSELossGrad", kDomain, 1, kFloatTypes, runMSELossGrad),
+      MPC_CPU_KERNEL("MultiTensorUnscale", kDomain, 1, dtypeBit(DType::F32), runMultiTensorUnscale),
       MPC_CPU_KERNEL("ReluGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Relu>),
       MPC_CPU_KERNEL("SigmoidGrad", kDomain, 1, kFloatTypes, runActivationGrad<ActivationGrad::Sigmoid>),
       MPC_CPU_KERNEL("SoftmaxCrossEntropyLossGrad", kDomain, 1, kFloatTypes,

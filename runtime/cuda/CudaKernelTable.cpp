@@ -151,6 +151,9 @@ std::vector<CudaKernel> buildTable() {
   for (const char *op : {"SoftmaxCrossEntropyLossGrad", "MSELossGrad"})
     rows.push_back(CudaKernel{op, "ai.mpc.training", 1, kMaxOpsetVersion, kCudaFloatTypes,
                               CudaKernelKind::Loss});
+  // Loss scaling's unscale and check, keyed by inv_scale (UnscaleOps.cpp).
+  rows.push_back(CudaKernel{"MultiTensorUnscale", "ai.mpc.training", 1, kMaxOpsetVersion,
+                            dtypeBit(DType::F32), CudaKernelKind::MultiTensorUnscale});
   // Index, logic and shape ops (IndexOps.cpp).
   rows.push_back(MPC_CUDA_ROW(And, dtypeBit(DType::Bool), Logical, LogicalOpId::And));
   rows.push_back(MPC_CUDA_ROW(Or, dtypeBit(DType::Bool), Logical, LogicalOpId::Or));
@@ -654,6 +657,12 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   // Fused optimizer steps: every operand f32 but the skip flag (bool or f32).
   case CudaKernelKind::OptimizerStep:
     return optimizerStepRowTakes(n, dts);
+  // MultiTensorUnscale: gradients of the float launcher types.
+  case CudaKernelKind::MultiTensorUnscale:
+    for (size_t i = 1; i < dts.size(); ++i)
+      if (dts[i] != DType::Undefined && !(kCudaFloatTypes & dtypeBit(dts[i])))
+        return false;
+    return dts.size() >= 2;
   default:
     return true;
   }

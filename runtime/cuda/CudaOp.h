@@ -106,6 +106,9 @@ CudaOpOrError prepareLossOp(const Node &n, const CudaKernel &row,
 // Fused optimizer steps, skip flag read on the device (OptimizerOps.cpp).
 CudaOpOrError prepareOptimizerStepOp(const Node &n, const CudaKernel &row,
                                      llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+// ai.mpc.training MultiTensorUnscale, one launch over every gradient (UnscaleOps.cpp).
+CudaOpOrError prepareUnscaleOp(const Node &n, const CudaKernel &row,
+                               llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
 
 // Clip with its bounds read on the device (ClipOps.cpp).
 CudaOpOrError prepareClipOp(const Node &n, const CudaKernel &row,

@@ -147,6 +147,9 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   // Fused optimizer steps.
   case CudaKernelKind::OptimizerStep:
     return prepareOptimizerStepOp(n, row, inputs, ctx);
+  // Loss scaling's multi-tensor unscale.
+  case CudaKernelKind::MultiTensorUnscale:
+    return prepareUnscaleOp(n, row, inputs, ctx);
   }
   return std::unique_ptr<CudaOp>();
 }

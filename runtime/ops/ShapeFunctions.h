@@ -98,6 +98,7 @@ namespace shapes {
   X(shapeSoftmaxCrossEntropyLossGrad) \
   X(shapeMSELossGrad) \
   X(shapeOptimizerStep)
+  X(shapeMultiTensorUnscale)
 
 #define MPC_DECLARE_SHAPE_FUNCTION(Fn)                                         \
   llvm::Error Fn(const ShapeQuery &, std::vector<ShapedType> &);               \

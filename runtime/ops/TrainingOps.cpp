@@ -28,6 +28,7 @@ std::vector<OpDef> mpc::ops::trainingOps() {
       withParams(MPC_OP("LSTMGrad", kTraining, 1, shapeLstmGrad, Gemm), parseRecurrent),
       withParams(MPC_OP("MaxPoolGrad", kTraining, 1, shapePoolGrad, Elementwise), parseWindow),
       withParams(MPC_OP("MSELossGrad", kTraining, 1, shapeMSELossGrad, Elementwise), parseLoss),
+      MPC_OP("MultiTensorUnscale", kTraining, 1, shapeMultiTensorUnscale, Elementwise),
       MPC_OP("ReluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       MPC_OP("SigmoidGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       MPC_OP("SliceGrad", kTraining, 1, shapeSliceGrad, Data),

@@ -200,6 +200,9 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::Image: // Resize, LRN
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
+    case CudaKernelKind::MultiTensorUnscale: // keyed by inv_scale, as the CPU row
+      EXPECT_EQ(k.dtypes, cpu->dtypes);
+      break;
     case CudaKernelKind::DataMove:
       // Every 1/2/4/8-byte dtype the CPU row runs (Where: its bool condition).
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);

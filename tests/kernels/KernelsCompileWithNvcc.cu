@@ -34,6 +34,7 @@
 #include "mpc/Runtime/Kernels/StorageTypes.h"
 #include "mpc/Runtime/Kernels/TopKBodies.h"
 #include "mpc/Runtime/Kernels/UnaryOps.h"
+#include "mpc/Runtime/Kernels/UnscaleBody.h"
 #include "mpc/Runtime/Kernels/WindowBodies.h"
 
 namespace mpc {

@@ -616,6 +616,53 @@ class Modes(Base):
         self.assertIn("no/such/value", r.stderr)
 
 
+class Fused(Base):
+    """--fused-unscale against the per-gradient form, both run by `mpc run` (the algorithm
+    graph as a model): every output bit for bit, a repeated mpc.training.gradients line
+    (whose second unscaled copy nobody reads) and an injected inf included."""
+
+    def run_alg(self, model, feeds, tag):
+        alg = mpc_trainlib.algorithm_as_model(model)
+        path = os.path.join(self.tmp, f"{tag}.alg.onnx")
+        onnx.save(alg, path)
+        npz = os.path.join(self.tmp, f"{tag}.feeds.npz")
+        np.savez(npz, **feeds)
+        outdir = os.path.join(self.tmp, f"{tag}-out")
+        p = subprocess.run([ARGS.mpc, "run", path, "--input", npz, "--outputs", outdir],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = {}
+        for o in alg.graph.output:
+            fname = "".join(c if c.isalnum() or c in "_-." else "_" for c in o.name)
+            got[o.name] = np.load(os.path.join(outdir, fname + ".npy"))
+        return got
+
+    def test_same_outputs_with_a_repeated_gradient_line(self):
+        m = onnx.ModelProto()
+        m.CopyFrom(self.orig)
+        for p in m.metadata_props:
+            if p.key == "mpc.training.gradients":
+                first = p.value.splitlines()[0]
+                p.value = p.value + "\nagain_" + first
+        each = self.ok(model=m, name="rep-each")
+        fused = self.ok("--fused-unscale", model=m, name="rep-fused")
+        self.assertIn("by one MultiTensorUnscale node", fused.stderr)
+        bad = dict(self.feeds)
+        bad[DATA] = bad[DATA].copy()
+        bad[DATA].flat[0] = np.inf
+        for tag, feeds in (("clean", self.feeds), ("inf", bad)):
+            want = self.run_alg(each.model, feeds, f"each-{tag}")
+            got = self.run_alg(fused.model, feeds, f"fused-{tag}")
+            self.assertEqual(sorted(want), sorted(got))
+            nf = got["mpc.grad_nonfinite"]
+            self.assertEqual(nf.shape, (len(lines(md(m)["mpc.training.gradients"])),))
+            self.assertEqual(bool(got["mpc.found_inf"]), tag == "inf")
+            self.assertEqual(np.isnan(nf).tolist(), np.isnan(want["mpc.grad_nonfinite"]).tolist())
+            for name in want:
+                if name != "mpc.grad_nonfinite":  # NaN payloads may differ; checked above
+                    self.assertTrue(same_bits(want[name], got[name]), f"{tag}: {name}")
+
+
 class Idempotence(Base):
     def test_twice_same_bytes(self):
         for flags in ([], ["--loss-scale", "128"], ["--loss-scale", "none"],
@@ -728,8 +775,14 @@ class Builder(Base):
         self.check_step(orig, self.rw(model=orig, name="tg-renamed"))
 
     def test_exposed_gradients_are_unscaled(self):
+        self.check_exposed()
+
+    def test_exposed_gradients_are_unscaled_fused(self):
+        self.check_exposed("--fused-unscale")
+
+    def check_exposed(self, *flags):
         orig = rename_algorithm_inputs(self.build("mlp", "--loss", "mse", "--expose-gradients"))
-        r = self.rw(model=orig, name="tg-exposed")
+        r = self.rw(*flags, model=orig, name="tg-exposed")
         self.assertEqual(r.rc, 0, r.stderr)
         feeds = random_feeds(orig.training_info[0].algorithm)
         ref_out, _ = step(orig, feeds)
@@ -747,6 +800,16 @@ class Builder(Base):
         self.assertEqual(new_pairs, pairs)
         outputs = {o.name for o in r.model.training_info[0].algorithm.output}
         self.assertTrue(all(g in outputs for _, g in new_pairs))
+        self.check_step(orig, r)
+
+    def test_digits_mlp_fused_unscale(self):
+        """--fused-unscale: the same step and the same skipped step, judged by onnx.reference
+        with the ai.mpc.training reference ops (MultiTensorUnscale's included)."""
+        orig = rename_algorithm_inputs(self.build("digits_mlp", "--loss", "cross-entropy",
+                                                  "--optimizer", "adam"))
+        r = self.rw("--fused-unscale", model=orig, name="tg-fused")
+        ops = [n.op_type for n in r.model.training_info[0].algorithm.node]
+        self.assertEqual(ops.count("MultiTensorUnscale"), 1)
         self.check_step(orig, r)
 
     def test_digits_mlp_contract_names(self):
@@ -816,8 +879,8 @@ def main():
     ARGS = ap.parse_args()
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
-    for cls in (Structure, Numerics, Overflow, Growth, Modes, Idempotence, Contract, Builder,
-                Inference):
+    for cls in (Structure, Numerics, Overflow, Growth, Modes, Fused, Idempotence, Contract,
+                Builder, Inference):
         for t in loader.loadTestsFromTestCase(cls):
             if ARGS.k in t.id():
                 suite.addTest(t)

@@ -624,7 +624,20 @@ class AdamStep(_GradOp):
     _run = _step_op("adam", 2, 8)
 
 
+class MultiTensorUnscale(_GradOp):
+    """inv_scale, g_1..g_N -> found_inf, flags[N], u_1..u_N (docs/training.md, "Loss
+    scaling"): u = float32(float64(g) * inv_scale), one rounding as a float32 multiply."""
+    def _run(self, inv_scale, *grads):
+        inv = _f64(inv_scale).reshape(())
+        with np.errstate(over="ignore", invalid="ignore"):
+            us = [(_f64(g) * inv).astype(np.float32) for g in grads]
+        flags = np.array([np.nan if not np.all(np.isfinite(u)) else 0.0 for u in us],
+                         np.float32)
+        return (np.array(bool(np.isnan(flags).any())), flags, *us)
+
+
 OPS = [BiasGrad, ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad, SoftmaxGrad,
        LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad, ConvGrad, MaxPoolGrad,
        AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, GRUGrad, SoftmaxCrossEntropyLossGrad,
-       MSELossGrad, GatherGrad, SliceGrad, SGDStep, MomentumStep, AdamStep]
+       MSELossGrad, GatherGrad, SliceGrad, SGDStep, MomentumStep, AdamStep,
+       MultiTensorUnscale]

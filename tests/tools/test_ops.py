@@ -281,6 +281,8 @@ class OpsOneOpTest(unittest.TestCase):
                      "Transpose", "Expand", "Concat", "Split", "Slice", "Tile", "Pad", "Where",
                      "Gather", "Sum", "Mean", "ai.mpc.training::SliceGrad",
                      "ai.mpc.training::GatherGrad"}
+        # Loss scaling: one launch over every gradient (UnscaleOps.cpp).
+        expected |= {training + "MultiTensorUnscale"}
         # Recurrent ops (cuBLASLt products and gate kernels).
         expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad", training + "GRUGrad"}
         # Index, logic and shape ops.

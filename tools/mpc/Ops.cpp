@@ -211,6 +211,8 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   // Fused optimizer steps.
   case cuda::CudaKernelKind::OptimizerStep:
     return "optimizer-step launcher";
+  case cuda::CudaKernelKind::MultiTensorUnscale:
+    return "multi-tensor launcher";
   }
   return "?";
 }
@@ -307,6 +309,8 @@ static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
     return {"prepareImageOp", "runtime/cuda/ImageOps.cpp"};
   case K::OptimizerStep:
     return {"prepareOptimizerStepOp", "runtime/cuda/OptimizerOps.cpp"};
+  case K::MultiTensorUnscale:
+    return {"prepareUnscaleOp", "runtime/cuda/UnscaleOps.cpp"};
   }
   return {};
 }

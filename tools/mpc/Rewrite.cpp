@@ -73,6 +73,10 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
   --loss-scale-interval N  clean steps before growing (default 2000)
   --loss-scale-min S       lower clamp of the dynamic scale (default 1)
   --loss-scale-max S       upper clamp of the dynamic scale (default 16777216)
+  --fused-unscale          unscale and check every gradient in one
+                           ai.mpc.training MultiTensorUnscale node (one
+                           multi-tensor kernel on CUDA) instead of a Cast, Mul
+                           and check per gradient; scaled modes only
 
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
@@ -165,6 +169,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
         if (llvm::Error err = parseLossScaleSetting(flag.substr(strlen("--loss-scale-")), v,
                                                     flag, a.amp.lossScale))
           a.lossScaleError = llvm::toString(std::move(err));
+    } else if (s.flag("--fused-unscale")) {
+      a.amp.lossScale.fusedUnscale = true;
     } else if (s.flag("--verify-each")) {
       a.verifyEach = true;
     } else if (s.flag("--time")) {
@@ -319,6 +325,9 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     a.amp.fp32Nodes = trainingFp32Nodes(m);
     noLossScaling = lossScalingUnsupportedReason(m);
   }
+  if (a.amp.lossScale.fusedUnscale && (!m.isTraining() || !noLossScaling.empty()))
+    return fail("--fused-unscale: no loss scaling can be inserted into " + quoteName(a.input) +
+                ": " + (m.isTraining() ? noLossScaling : std::string("not a training model")));
   AmpRunOptions ro;
   ro.amp = a.amp;
   ro.verifyEach = a.verifyEach;

@@ -175,6 +175,43 @@ static OpSchema optimizerStep(const mpc::OptimizerStepLayout &l, const char *doc
   return s;
 }
 
+/// MultiTensorUnscale: inv_scale, g_1..g_N -> found_inf, nonfinite[N],
+/// u_1..u_N (docs/training.md, "Loss scaling").
+static OpSchema multiTensorUnscaleSchema(int line) {
+  OpSchema s = base("MultiTensorUnscale", line);
+  s.SetDoc("loss-scaling unscale and overflow check of N gradients in one node: "
+           "u_i = float(g_i) * inv_scale; nonfinite[i] = NaN where g_i holds an inf or NaN, "
+           "else 0; found_inf = any of them")
+      .Input(0, "inv_scale", "1 / loss scale, a float32 scalar", "tensor(float)")
+      .Input(1, "gradients", "the scaled gradients", "T", OpSchema::Variadic,
+             /*is_homogeneous=*/false, /*min_arity=*/1)
+      .Output(0, "found_inf", "true when any gradient holds an inf or NaN", "tensor(bool)")
+      .Output(1, "nonfinite", "one float32 entry per gradient: NaN where it holds an inf "
+                              "or NaN, else 0",
+              "tensor(float)")
+      .Output(2, "unscaled", "the gradients widened to float32 times inv_scale",
+              "tensor(float)", OpSchema::Variadic, /*is_homogeneous=*/true,
+              /*min_arity=*/1)
+      .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
+                      "gradient types")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        size_t grads = ctx.getNumInputs() - 1;
+        if (ctx.getNumOutputs() != grads + 2)
+          fail_shape_inference("MultiTensorUnscale: ", grads, " gradient(s) need ", grads + 2,
+                               " outputs, not ", ctx.getNumOutputs());
+        onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::BOOL);
+        onnx::getOutputShape(ctx, 0);
+        onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::FLOAT);
+        onnx::getOutputShape(ctx, 1)->add_dim()->set_dim_value(int64_t(grads));
+        for (size_t i = 0; i < grads; ++i) {
+          onnx::updateOutputElemType(ctx, 2 + i, onnx::TensorProto::FLOAT);
+          if (onnx::hasInputShape(ctx, 1 + i))
+            onnx::propagateShapeFromInputToOutput(ctx, 1 + i, 2 + i);
+        }
+      });
+  return s;
+}
+
 static std::vector<OpSchema> trainingSchemas() {
   std::vector<OpSchema> v;
 
@@ -416,6 +453,7 @@ static std::vector<OpSchema> trainingSchemas() {
                                         "bias_correction1) / (sqrt(v'/bias_correction2) + "
                                         "epsilon)), g = grad + wd*p", __LINE__));
   }
+  v.push_back(multiTensorUnscaleSchema(__LINE__));
   return v;
 }
 

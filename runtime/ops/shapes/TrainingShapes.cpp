@@ -317,6 +317,29 @@ llvm::Error shapes::shapeOptimizerStep(const ShapeQuery &q, std::vector<ShapedTy
   return llvm::Error::success();
 }
 
+/// found_inf: bool scalar; nonfinite: f32 [N]; u_i: f32 shaped like g_i.
+MPC_DEFINED_BELOW(shapes::shapeMultiTensorUnscale)
+llvm::Error shapes::shapeMultiTensorUnscale(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs.size() < 2)
+    return nodeError(q.node, "needs inv_scale and at least one gradient");
+  if (q.inputs[0].dtype != DType::F32 || numel(q.inputs[0].shape) != 1)
+    return nodeError(q.node, "inv_scale must be one float32 value, not " +
+                                 dtypeName(q.inputs[0].dtype).str() + " " +
+                                 formatShape(q.inputs[0].shape));
+  out.assign(1, ShapedType{DType::Bool, {}});
+  out.push_back(ShapedType{DType::F32, {int64_t(q.inputs.size() - 1)}});
+  for (size_t i = 1; i < q.inputs.size(); ++i) {
+    DType t = q.inputs[i].dtype;
+    const Value *g = q.node.input(unsigned(i));
+    if (t != DType::F32 && t != DType::F16 && t != DType::BF16)
+      return nodeError(q.node, "gradient " + quoteName(g ? g->name() : "") + " is " +
+                                   dtypeName(t).str() +
+                                   "; float32, float16 and bfloat16 are supported");
+    out.push_back(ShapedType{DType::F32, q.inputs[i].shape});
+  }
+  return llvm::Error::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Recurrent gradients
 //===----------------------------------------------------------------------===//

@@ -102,6 +102,9 @@ struct LossScaleOptions {
   int64_t interval = 2000;
   double min = 1;
   double max = 16777216; ///< 2^24
+  /// --fused-unscale: one ai.mpc.training MultiTensorUnscale node instead of
+  /// the per-gradient Cast, Mul and check nodes (scaled modes only).
+  bool fusedUnscale = false;
 };
 
 /// Parses "dynamic|none|off|N" into `o` (mode and static scale).

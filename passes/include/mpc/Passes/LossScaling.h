@@ -11,6 +11,8 @@
 //    result every former reader of the gradient now reads, and the check
 //    ReduceSum(Mul(u, 0)), NaN exactly when u holds an inf or a NaN;
 //  - grad_nonfinite = Concat(checks), found_inf = IsNaN(ReduceSum(...));
+//    with LossScaleOptions::fusedUnscale the last two items are one
+//    ai.mpc.training MultiTensorUnscale node instead (same values);
 //  - every update_binding output wrapped in Where(found_inf, old, new), so a
 //    skipped step keeps every state tensor bit for bit (the output keeps its
 //    name: the computed value is renamed `<name>/Unguarded`);
@@ -84,6 +86,7 @@ struct LossScalingResult {
   unsigned skippedInStep = 0;
   unsigned castsLocalized = 0; ///< parameter casts copied into the algorithm graph
   unsigned nodesInserted = 0;
+  bool fusedUnscale = false; ///< one MultiTensorUnscale node did steps 2-3
   /// Decision-log lines: one per inserted subgraph (verbose 1), plus one per
   /// gradient and guarded update (verbose 2).
   std::vector<std::string> log, detailLog;

@@ -103,6 +103,8 @@ enum class CudaKernelKind : uint8_t {
   Image, ///< Resize (constant scales/sizes/roi), LRN (by op type)
   // Fused optimizer steps (OptimizerOps.cpp): f32, skip flag bool or f32.
   OptimizerStep, ///< SGDStep, MomentumStep, AdamStep (ai.mpc.training)
+  // Loss scaling (UnscaleOps.cpp): one launch over every gradient.
+  MultiTensorUnscale, ///< ai.mpc.training MultiTensorUnscale: f32/f16/bf16 gradients
 };
 
 /// The element-wise types the launchers are instantiated for.

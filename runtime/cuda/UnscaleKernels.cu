@@ -1,0 +1,79 @@
+//===- UnscaleKernels.cu - Multi-tensor unscale and non-finite check -------===//
+//
+// One launch for every gradient of a loss-scaled step (UnscalePlan.h): block
+// b walks chunks b, b + gridDim.x, ...; within a chunk, thread t takes
+// elements t, t + blockDim.x, ... (coalesced), widens each to float, applies
+// kernels::unscaleElement (the CPU loop's body) and writes the fp32 result.
+// __syncthreads_or folds the block's "not finite" bits, and thread 0 of a
+// block that saw one stores the flags. The flags are zeroed by two memsets
+// queued before the launch on the same stream.
+//
+//===----------------------------------------------------------------------===//
+#include "GridStride.cuh"
+#include "UnscaleLaunch.h"
+#include "mpc/Runtime/Kernels/UnscaleBody.h"
+
+namespace mpc {
+namespace cuda {
+namespace {
+
+template <typename T>
+__device__ bool unscaleRun(const T *g, int32_t n, float inv, float *u) {
+  bool bad = false;
+  float scratch = 0; // an output without a buffer (a copy nobody reads): only checked
+  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x)) {
+    bool notFinite = kernels::unscaleElement(g[i], inv, u ? u[i] : scratch);
+    bad = bad || notFinite;
+  }
+  return bad;
+}
+
+__global__ void multiTensorUnscaleKernel(const UnscaleChunk *chunks, int32_t numChunks,
+                                         void *const *pointers, int32_t tensors,
+                                         const float *invScale, bool *found, float *flags) {
+  const float inv = *invScale;
+  for (int32_t c = int32_t(blockIdx.x); c < numChunks; c += int32_t(gridDim.x)) {
+    const UnscaleChunk ch = chunks[c];
+    const void *g = pointers[ch.tensor];
+    float *u = static_cast<float *>(pointers[tensors + ch.tensor]);
+    u = u ? u + ch.begin : nullptr;
+    bool bad = false;
+    switch (ch.type) {
+    case kOnnxF32:
+      bad = unscaleRun(static_cast<const float *>(g) + ch.begin, ch.length, inv, u);
+      break;
+    case kOnnxF16:
+      bad = unscaleRun(static_cast<const Half *>(g) + ch.begin, ch.length, inv, u);
+      break;
+    case kOnnxBF16:
+      bad = unscaleRun(static_cast<const BFloat16 *>(g) + ch.begin, ch.length, inv, u);
+      break;
+    default:
+      break;
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) {
+      flags[ch.tensor] = __int_as_float(0x7fc00000); // the CPU's quiet NaN
+      *found = true;
+    }
+  }
+}
+
+} // namespace
+
+cudaError_t launchMultiTensorUnscale(const UnscaleChunk *chunks, int32_t numChunks,
+                                     void *const *pointers, int32_t tensors,
+                                     const float *invScale, bool *found, float *flags,
+                                     unsigned blocks, unsigned threads, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemsetAsync(found, 0, sizeof(bool), stream))
+    return e;
+  if (cudaError_t e = cudaMemsetAsync(flags, 0, sizeof(float) * size_t(tensors), stream))
+    return e;
+  LaunchGeometry g;
+  g.blocks = numChunks > 0 ? blocks : 0;
+  g.threads = threads;
+  return queue(multiTensorUnscaleKernel, g, stream, chunks, numChunks, pointers, tensors,
+               invScale, found, flags);
+}
+
+} // namespace cuda
+} // namespace mpc
