@@ -97,7 +97,7 @@ namespace shapes {
   X(shapeClassificationLoss) \
   X(shapeSoftmaxCrossEntropyLossGrad) \
   X(shapeMSELossGrad) \
-  X(shapeOptimizerStep)
+  X(shapeOptimizerStep) \
   X(shapeMultiTensorUnscale)
 
 #define MPC_DECLARE_SHAPE_FUNCTION(Fn)                                         \
