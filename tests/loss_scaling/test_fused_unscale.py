@@ -279,6 +279,40 @@ class Training(unittest.TestCase):
     def test_digits_cnn(self):
         self.check_model("digits_cnn")
 
+    def test_with_fused_optimizer_steps(self):
+        # Both fused forms together (train-graph --fused-optimizer, rewrite --fused-unscale):
+        # the unscale node's found_inf feeds every AdamStep's skip input, and training is
+        # byte-identical to the default element-wise graph with per-gradient checks.
+        src = os.path.join(SOURCE_DIR, "models", "digits_cnn.onnx")
+        flags = ["--loss", "cross-entropy", "--labels", "labels", "--optimizer", "adam",
+                 "--lr", 0.01]
+        plain, fused = self.path("both.plain.train.onnx"), self.path("both.fused.train.onnx")
+        mpc("train-graph", src, *flags, "-o", plain)
+        mpc("train-graph", src, *flags, "--fused-optimizer", "-o", fused)
+        each, _ = self.rewrite(plain, "both.each.onnx")
+        both, r = self.rewrite(fused, "both.fused.onnx", "--fused-unscale")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"checked by one MultiTensorUnscale node .* \d+ update\(s\) "
+                                   r"guarded, \d+ update\(s\) skipped by their fused optimizer "
+                                   r"step")
+        m = onnx.load(both)
+        alg = m.training_info[0].algorithm.node
+        unscale = [n for n in alg if n.op_type == "MultiTensorUnscale"]
+        steps = [n for n in alg if n.op_type == "AdamStep"]
+        self.assertEqual(len(unscale), 1)
+        self.assertGreater(len(steps), 0)
+        for n in steps:
+            self.assertEqual(n.input[-1], unscale[0].output[0], n.name)
+        log_e, out_e, skip_e, state_e = self.train(each, "both.each")
+        log_f, out_f, skip_f, state_f = self.train(both, "both.fused")
+        self.assertGreater(len(skip_e), 0)
+        self.assertEqual(log_e, log_f)
+        self.assertEqual(out_e, out_f)
+        self.assertEqual(skip_e, skip_f)
+        self.assertEqual(sorted(state_e), sorted(state_f))
+        for name in state_e:
+            self.assertEqual(state_e[name], state_f[name], f"checkpoint tensor {name}")
+
     def test_rewrite_is_deterministic_and_default_unchanged(self):
         train = self.path("det.train.onnx")
         mpc("train-graph", os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"), "--loss",
