@@ -259,12 +259,17 @@ class Training(unittest.TestCase):
         self.assertNotIn("IsNaN", ops_fused)
 
         # Training: byte-identical logs, skipped steps and final state.
-        log_e, out_e, skip_e, state_e = self.train(each, f"{model}.each")
-        log_f, out_f, skip_f, state_f = self.train(fused, f"{model}.fused")
+        log_e = self.train_alike(each, fused, model)
         rows = list(csv.DictReader(log_e.decode().splitlines()))
         self.assertEqual(len(rows), self.STEPS)
         self.assertGreater(sum(int(r["skipped"]) for r in rows), 0,
                            "the 2^24 start scale should overflow the first steps")
+
+    def train_alike(self, each, fused, tag):
+        """Trains both models; asserts byte-identical logs, final lines, skipped-step lines
+        (some) and checkpoint tensors; returns the log."""
+        log_e, out_e, skip_e, state_e = self.train(each, f"{tag}.each")
+        log_f, out_f, skip_f, state_f = self.train(fused, f"{tag}.fused")
         self.assertGreater(len(skip_e), 0)
         self.assertEqual(log_e, log_f)
         self.assertEqual(out_e, out_f)
@@ -272,6 +277,7 @@ class Training(unittest.TestCase):
         self.assertEqual(sorted(state_e), sorted(state_f))
         for name in state_e:
             self.assertEqual(state_e[name], state_f[name], f"checkpoint tensor {name}")
+        return log_e
 
     def test_digits_mlp(self):
         self.check_model("digits_mlp")
@@ -303,15 +309,7 @@ class Training(unittest.TestCase):
         self.assertGreater(len(steps), 0)
         for n in steps:
             self.assertEqual(n.input[-1], unscale[0].output[0], n.name)
-        log_e, out_e, skip_e, state_e = self.train(each, "both.each")
-        log_f, out_f, skip_f, state_f = self.train(both, "both.fused")
-        self.assertGreater(len(skip_e), 0)
-        self.assertEqual(log_e, log_f)
-        self.assertEqual(out_e, out_f)
-        self.assertEqual(skip_e, skip_f)
-        self.assertEqual(sorted(state_e), sorted(state_f))
-        for name in state_e:
-            self.assertEqual(state_e[name], state_f[name], f"checkpoint tensor {name}")
+        self.train_alike(each, both, "both")
 
     def test_rewrite_is_deterministic_and_default_unchanged(self):
         train = self.path("det.train.onnx")
