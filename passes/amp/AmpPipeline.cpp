@@ -59,17 +59,21 @@ llvm::Expected<AmpResult> mpc::runAmpRewrite(Model &m, const AmpRunOptions &opts
       return std::move(err);
   if (result.changed) {
     result.castsFolded = foldCasts(m);
-    // Casts the cleanup removed are not part of the result (nor of K).
-    std::vector<InsertedCast> kept;
+    // Casts the cleanup removed are not part of the result (nor of K). The
+    // list is compacted in place: a second list of every cast would be as
+    // much fresh memory again.
+    size_t kept = 0;
     result.castsToTarget = result.castsToFp32 = 0;
     for (InsertedCast &c : result.casts) {
       if (!c.result->producer())
         continue;
       result.castsToTarget += c.toType == opts.amp.target && !c.ofConstant;
       result.castsToFp32 += c.toType == DType::F32;
-      kept.push_back(std::move(c));
+      if (&result.casts[kept] != &c)
+        result.casts[kept] = std::move(c);
+      ++kept;
     }
-    result.casts = std::move(kept);
+    result.casts.erase(result.casts.begin() + kept, result.casts.end());
     if (opts.verifyEach)
       if (llvm::Error err = verifyAfter(m, "cleanup-fold-casts"))
         return std::move(err);

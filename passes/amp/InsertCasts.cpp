@@ -599,7 +599,8 @@ AmpResult CastInserter::run() {
       fixValue(v);
   }
   result.changed = result.slotsConverted || result.castsReused || !result.casts.empty();
-  return result;
+  // A member: without the move the whole list of casts would be copied.
+  return std::move(result);
 }
 
 AmpResult mpc::insertAmpCasts(Model &m, const AmpColoring &coloring, const AmpOptions &opts) {
