@@ -145,6 +145,26 @@ static llvm::Error unsupported(const Node &n, llvm::StringRef why) {
   return inputError("{0}: gradient not supported: {1}", describeNode(n), why);
 }
 
+/// The data of an initializer (or Constant node) input held in memory, or null.
+static const Tensor *constantTensorOf(const Value *v) {
+  const Tensor *t = v ? v->initializer() : nullptr;
+  if (!t && v && v->producer() && v->producer()->opType == "Constant")
+    if (const Attribute *a = v->producer()->attr("value"))
+      if (!a->tensors.empty())
+        t = &a->tensors[0];
+  return t && !t->isExternal() ? t : nullptr;
+}
+
+/// Reads constant int64 axes from an initializer (or Constant node) input.
+static bool constantInts(const Value *v, std::vector<int64_t> &out) {
+  const Tensor *t = constantTensorOf(v);
+  if (!t)
+    return false;
+  for (int64_t i = 0; i < t->numElements(); ++i)
+    out.push_back(t->getAsInt64(i));
+  return true;
+}
+
 /// Copies the plain (non-graph) attributes named in `names` from `from`.
 static void copyAttrs(const Node &from, Node &to, llvm::ArrayRef<llvm::StringRef> names) {
   for (const Attribute &a : from.attrs) {
@@ -220,6 +240,37 @@ static llvm::Error gradNeg(Ctx &c) {
 }
 
 static llvm::Error gradIdentity(Ctx &c) {
+  c.dIn[0] = c.dY();
+  return llvm::Error::success();
+}
+
+/// Dropout in inference mode is the identity, and so is its gradient. In
+/// training mode it is random; train-graph refuses it rather than train
+/// through a mask it does not model (docs/training.md). The mode: opsets 1-6
+/// read `is_test` (default 0, training); 7-11 have no training mode; from 12
+/// the optional `training_mode` input, absent or a constant false in
+/// inference (a constant true with a constant ratio of 0 is the identity too).
+static llvm::Error gradDropout(Ctx &c) {
+  const Node &n = c.n();
+  int64_t opset = n.opsetVersion();
+  llvm::StringRef why;
+  if (opset >= 1 && opset < 7) {
+    if (n.intAttr("is_test", 0) == 0)
+      why = "is_test = 0";
+  } else if (opset >= 12 && n.numInputs() > 2 && n.input(2)) {
+    std::vector<int64_t> mode;
+    const Tensor *rt = constantTensorOf(n.numInputs() > 1 ? n.input(1) : nullptr);
+    bool zeroRatio = rt && rt->numElements() == 1 && rt->getAsDouble(0) == 0;
+    if (!constantInts(n.input(2), mode) || mode.size() != 1)
+      why = "its training_mode input is not a constant";
+    else if (mode[0] != 0 && !zeroRatio)
+      why = "training_mode = true";
+  }
+  if (!why.empty())
+    return unsupported(n, (llvm::Twine("Dropout in training mode (") + why +
+                           ") is random; train-graph differentiates Dropout in inference "
+                           "mode only (the identity): export the model in eval mode")
+                              .str());
   c.dIn[0] = c.dY();
   return llvm::Error::success();
 }
@@ -416,20 +467,6 @@ static llvm::Error gradConcat(Ctx &c) {
     if (c.want(i))
       c.dIn[i] = s->output(i);
   return llvm::Error::success();
-}
-
-/// Reads constant int64 axes from an initializer (or Constant node) input.
-static bool constantInts(const Value *v, std::vector<int64_t> &out) {
-  const Tensor *t = v ? v->initializer() : nullptr;
-  if (!t && v && v->producer() && v->producer()->opType == "Constant")
-    if (const Attribute *a = v->producer()->attr("value"))
-      if (!a->tensors.empty())
-        t = &a->tensors[0];
-  if (!t || t->isExternal())
-    return false;
-  for (int64_t i = 0; i < t->numElements(); ++i)
-    out.push_back(t->getAsInt64(i));
-  return true;
 }
 
 /// The forward input i of a recurrent node, or null.
@@ -855,6 +892,7 @@ static const RuleRow kRules[] = {
     {"Concat", gradConcat},
     {"Conv", gradWithAttrs},
     {"Div", gradElementwise},
+    {"Dropout", gradDropout},
     {"Erf", gradUnary},
     {"Exp", gradPointwise},
     {"Expand", gradBroadcastSum},
@@ -915,8 +953,10 @@ bool train::hasGradientRule(const Node &n) { return findRule(n) != nullptr; }
 
 bool train::carriesGradient(const Node &n, unsigned input) {
   bool standard = n.domain.empty() || n.domain == "ai.onnx";
-  // Clip's bounds, Pad's amounts and fill value: PyTorch's are numbers.
-  return !(standard && (n.opType == "Clip" || n.opType == "Pad") && input > 0);
+  // Clip's bounds, Pad's amounts and fill value: PyTorch's are numbers;
+  // Dropout's ratio.
+  return !(standard && (n.opType == "Clip" || n.opType == "Pad" || n.opType == "Dropout") &&
+           input > 0);
 }
 
 std::vector<std::string> mpc::gradientRuleOps() {

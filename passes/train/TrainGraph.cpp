@@ -233,6 +233,8 @@ llvm::Error Builder::collectParameters() {
 }
 
 llvm::Error Builder::copyForward() {
+  unsigned dropouts = 0;
+  std::string firstDropout;
   for (Value *in : m.graph->inputs()) {
     if (in->initializer())
       continue; // IR < 4 default: an initializer, read by name
@@ -297,6 +299,10 @@ llvm::Error Builder::copyForward() {
         bnStats.push_back({stat->name(), o, c, i == 2});
       }
     }
+    // The gradient rule refuses training mode; say that the step runs
+    // without dropout (once, naming the first node).
+    if (isDefault && n.opType == "Dropout" && ++dropouts == 1)
+      firstDropout = describeNode(n);
     if (isDefault && n.opType == "LayerNormalization") {
       DType stash = static_cast<DType>(n.intAttr("stash_type", 1));
       for (unsigned i = 1; i < 3; ++i)
@@ -306,6 +312,11 @@ llvm::Error Builder::copyForward() {
     }
     forward.push_back(c);
   }
+  if (dropouts)
+    res.notes.push_back(llvm::formatv("{0} Dropout node(s) ({1}{2}) in inference mode, the "
+                                      "identity: the training step applies no dropout",
+                                      dropouts, firstDropout, dropouts > 1 ? ", ..." : "")
+                            .str());
   return llvm::Error::success();
 }
 
@@ -1056,5 +1067,9 @@ llvm::Expected<TrainGraphResult> mpc::buildTrainingGraph(Model &m,
   Builder b(m, opts, res);
   if (llvm::Error err = b.run())
     return std::move(err);
+  // training_info is an IR version 7 field, and the step's new initializers
+  // (the step counter, optimizer state) are not graph inputs, which IR
+  // versions before 4 require of every initializer.
+  m.irVersion = std::max<int64_t>(m.irVersion, 7);
   return res;
 }

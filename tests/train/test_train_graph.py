@@ -1408,11 +1408,111 @@ class GradientOp(unittest.TestCase):
             self.assertFalse(os.path.exists(dst))
 
 
+def dropout_model(path, dropout=None, opset=OPSET, ir=8, training_input=False):
+    """x [8, 3] -> MatMul(w) -> [Dropout(h, *dropout)] -> Relu -> y, w and b initializers;
+    `dropout`: None (no Dropout), or the extra inputs after h as (name, array or None)
+    pairs; `training_input`: training_mode is a graph input. IR < 4: every initializer is
+    also a graph input (as exporters of that time wrote)."""
+    rng = np.random.default_rng(5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])
+    inits = [numpy_helper.from_array(rng.standard_normal((3, 4)).astype(np.float32), "w")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm")]
+    inputs = [x]
+    act_in = "h"
+    if dropout is not None:
+        names = ["h"]
+        for name, arr in dropout:
+            names.append(name)
+            if arr is not None:
+                inits.append(numpy_helper.from_array(arr, name))
+        if training_input:
+            inputs.append(helper.make_tensor_value_info("train", TensorProto.BOOL, []))
+            names.append("train")
+        nodes.append(helper.make_node("Dropout", names, ["d"], name="drop"))
+        act_in = "d"
+    nodes.append(helper.make_node("Relu", [act_in], ["y"], name="act"))
+    if ir < 4:
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in inits]
+    g = helper.make_graph(nodes, "g", inputs, [y], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    onnx.save(m, path)
+
+
+class Dropout(unittest.TestCase):
+    """Dropout in inference mode is the identity in the step; training mode is refused."""
+
+    def train_log(self, tmp, src, expect_note):
+        dst, log = os.path.join(tmp, "t.onnx"), os.path.join(tmp, "log.csv")
+        r = run_mpc("train-graph", src, "--loss", "mse", "--optimizer", "adam", "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        note = "1 Dropout node(s) (node 'drop' (Dropout)) in inference mode, the identity: " \
+               "the training step applies no dropout"
+        self.assertEqual(note in r.stderr, expect_note, r.stderr)
+        train = onnx.load(dst)
+        onnx.checker.check_model(train)
+        self.assertGreaterEqual(train.ir_version, 7)
+        rng = np.random.default_rng(1)
+        data = os.path.join(tmp, "d.npz")
+        np.savez(data, x=rng.standard_normal((32, 3)).astype(np.float32),
+                 **{tl.metadata(train)["mpc.training.labels"]:
+                    rng.standard_normal((32, 4)).astype(np.float32)})
+        r = run_mpc("run", dst, "--train", "--data", data, "--batch", "8", "--steps", "6",
+                    "--shuffle", "none", "--holdout", "0", "--log", log)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(log) as f:
+            return f.read()
+
+    def test_inference_mode_trains_as_without_it(self):
+        half = np.array(0.5, np.float32)
+        cases = {
+            "ratio, no training_mode": [("ratio", half)],
+            "no ratio": [],
+            "training_mode false": [("ratio", half), ("mode", np.array(False))],
+            "training_mode true, ratio 0": [("ratio", np.array(0.0, np.float32)),
+                                            ("mode", np.array(True))],
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "plain.onnx")
+            dropout_model(src)
+            want = self.train_log(tmp, src, expect_note=False)
+            for what, extra in cases.items():
+                dropout_model(src, extra)
+                self.assertEqual(self.train_log(tmp, src, expect_note=True), want, what)
+
+    def test_training_mode_is_refused(self):
+        half = np.array(0.5, np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "m.onnx")
+            for extra, training_input, why in (
+                    ([("ratio", half), ("mode", np.array(True))], False, "training_mode = true"),
+                    ([("ratio", half)], True, "its training_mode input is not a constant")):
+                dropout_model(src, extra, training_input=training_input)
+                BadInput.check_error(self, ["--loss", "mse"],
+                                     "node 'drop' (Dropout): gradient not supported: Dropout "
+                                     f"in training mode ({why}) is random; train-graph "
+                                     "differentiates Dropout in inference mode only (the "
+                                     "identity): export the model in eval mode", src=src)
+
+    def test_ir_version_3_model(self):
+        """Initializers listed as graph inputs (IR < 4): the training model is IR 7 (its
+        training_info needs it; its new initializers are no graph inputs) and trains as the
+        IR 8 model does."""
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "m.onnx")
+            dropout_model(src, opset=13)
+            want = self.train_log(tmp, src, expect_note=False)
+            dropout_model(src, opset=13, ir=3)
+            self.assertEqual(self.train_log(tmp, src, expect_note=False), want)
+
+
 def main():
     def set_args(args):
         global ARGS
         ARGS = args
-    return tl.test_main((BadInput, Options, Buffers, BatchNormVariance, PerTokenLoss,
+    return tl.test_main((BadInput, Dropout, Options, Buffers, BatchNormVariance, PerTokenLoss,
                          GradientOp, DocsList, EndToEnd, ShippedModels, GradientCheck, ShapeInference),
                         set_args)
 
