@@ -25,8 +25,11 @@ instead of a per-step Cast. The way a user runs it:
 (e) Node counts: exactly the parameter Casts are gone, nothing is added; the summary line;
     the same rewrite twice gives the same bytes.
 (f) The checkpoint still runs as an inference model (`mpc run`), like the one without.
-(g) Misuse: one line, exit 1, no output: no fused step, not a training model, no cast
-    parameter, copies already present.
+(g) The CUDA kernel table places every node of the step with the copies on the GPU
+    (`--placement-only`, no GPU needed).
+(h) Misuse: one line, exit 1, no output: no fused step, not a training model, no cast
+    parameter, copies already present; `mpc run` of a step whose param_copy has no copy_to
+    or a double param.
 
 --device cuda (on a GPU machine) runs the kernel cases and the training on the GPU: the
 CUDA kernel against the same oracles, and CUDA training with and without the flag.
@@ -108,13 +111,14 @@ def bits_of(a):
 # -------------------------------------------------------------------------- kernel
 
 
-def step_model(kind, dt, decay=False, skip=False, shape=(3, 5)):
+def step_model(kind, dt, decay=False, skip=False, shape=(3, 5), ptype=TensorProto.FLOAT,
+               copy_to=True):
     names = ["param", "grad"] + STATES[kind] + SCALARS[kind]
     shapes = [list(shape)] * (2 + len(STATES[kind])) + [[]] * len(SCALARS[kind])
-    types = [TensorProto.FLOAT] * len(names)
+    types = [ptype] * len(names)
     if decay or skip:
         names.append("weight_decay" if decay else "")
-        types.append(TensorProto.FLOAT)
+        types.append(ptype)
         shapes.append([])
     if skip:
         names.append("skip")
@@ -122,11 +126,10 @@ def step_model(kind, dt, decay=False, skip=False, shape=(3, 5)):
         shapes.append([])
     outs = ["param_out"] + [s + "_out" for s in STATES[kind]] + ["param_copy"]
     node = helper.make_node(OP[kind], names, outs, name="step", domain=DOMAIN,
-                            copy_to=COPY[dt])
+                            **({"copy_to": COPY[dt]} if copy_to else {}))
     inputs = [helper.make_tensor_value_info(n, t, s)
               for n, t, s in zip(names, types, shapes) if n]
-    outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, list(shape))
-               for o in outs[:-1]]
+    outputs = [helper.make_tensor_value_info(o, ptype, list(shape)) for o in outs[:-1]]
     outputs.append(helper.make_tensor_value_info("param_copy", COPY[dt], list(shape)))
     g = helper.make_graph([node], "step_with_copy", inputs, outputs)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
@@ -389,6 +392,23 @@ class NodeCounts(TrainRunner, unittest.TestCase):
                     self.assertEqual(x.read(), y.read(), "the rewrite is not deterministic")
 
 
+    def test_cuda_placement_of_the_steps(self):
+        """`--placement-only` (the CUDA kernel table, no GPU): every node of the step with
+        the copies is placed on the GPU, the AdamSteps with param_copy included."""
+        for target in ("fp16", "bf16"):
+            with self.subTest(target=target):
+                path, _ = self.build("digits_mlp", target, True)
+                r = run_mpc("run", path, "--train", "--device", "cuda", "--placement-only",
+                            "--data", source("models", "data", "digits.npz"), "--batch", 32)
+                if r.returncode != 0 and "CUDA backend" in r.stderr:
+                    self.skipTest("this build has no CUDA backend")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                launched = [n for n in onnx.load(path).training_info[0].algorithm.node
+                            if n.op_type not in ("Constant", "Shape", "Size")]
+                self.assertEqual(r.stdout.strip().splitlines()[-1],
+                                 f"cuda: {len(launched)} nodes; cpu fallback: none")
+
+
 class BadInput(TrainRunner, unittest.TestCase):
     def refused(self, model, *needles, flags=()):
         out = self.path("out.onnx")
@@ -413,6 +433,27 @@ class BadInput(TrainRunner, unittest.TestCase):
         self.ok("train-graph", source("models", "digits_mlp.onnx"), "--loss", "cross-entropy",
                 "--fused-optimizer", "-o", self.path("f.onnx"))
         self.refused(self.path("f.onnx"), "is cast to float16", flags=("--deny-nodes", ".*"))
+
+    def run_refused(self, model, feeds, *needles):
+        """`mpc run` of a one-node step: exit 1, one line naming the node, no outputs."""
+        path, npz, outdir = self.path("bad.onnx"), self.path("bad.npz"), self.path("bad_out")
+        onnx.save(model, path)
+        np.savez(npz, **feeds)
+        r = run_mpc("run", path, "--input", npz, "--outputs", outdir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for n in ("'step'", "param_copy") + needles:
+            self.assertIn(n, lines[0])
+        self.assertFalse(os.path.exists(outdir))
+
+    def test_param_copy_without_copy_to(self):
+        f = feeds_for("sgd", np.float32, np.random.default_rng(0), False)
+        self.run_refused(step_model("sgd", "f16", copy_to=False), f, "copy_to")
+
+    def test_param_copy_of_a_double_param(self):
+        f = feeds_for("sgd", np.float64, np.random.default_rng(0), False)
+        self.run_refused(step_model("sgd", "f16", ptype=TensorProto.DOUBLE), f, "float param")
 
     def test_copies_already_present(self):
         path, _ = self.build("digits_mlp", "fp16", True)
