@@ -24,7 +24,8 @@ instead of a per-step Cast. The way a user runs it:
 (d) Resume from a mid-run checkpoint gives the straight run's checkpoint byte for byte.
 (e) Node counts: exactly the parameter Casts are gone, nothing is added; the summary line;
     the same rewrite twice gives the same bytes.
-(f) The checkpoint still runs as an inference model (`mpc run`), like the one without.
+(f) The checkpoint still runs as an inference model (`mpc run`), like the one without; one
+    step in onnx.reference gives the Casts' loss and updates, and the copies rounded.
 (g) The CUDA kernel table places every node of the step with the copies on the GPU
     (`--placement-only`, no GPU needed).
 (h) Misuse: one line, exit 1, no output: no fused step, not a training model, no cast
@@ -337,6 +338,32 @@ class Training(TrainRunner, unittest.TestCase):
         self.train(path, "resumed", 60, extra=("--resume", first))
         with open(straight, "rb") as a, open(self.path("resumed_ck/checkpoint.onnx"), "rb") as c:
             self.assertEqual(a.read(), c.read(), "straight and resumed checkpoints differ")
+
+    def test_onnx_reference_step(self):
+        """One step of the algorithm in onnx.reference (mpc_training_ref's ops): the same
+        loss and updates as the graph with the Casts, each copy the new param rounded."""
+        from onnx.reference import ReferenceEvaluator
+        d = np.load(source("models", "data", "digits.npz"))
+        feeds = {"x": d["x"][:32].astype(np.float32), "labels": d["labels"][:32]}
+        results = []
+        for copy in (False, True):
+            path, _ = self.build("digits_mlp", "fp16", copy)
+            m = onnx.load(path)
+            alg = m.training_info[0].algorithm
+            g = helper.make_graph(alg.node, "step", alg.input, alg.output,
+                                  list(m.graph.initializer))
+            ev = ReferenceEvaluator(helper.make_model(g, opset_imports=m.opset_import),
+                                    new_ops=ref.OPS)
+            out = dict(zip([o.name for o in alg.output], ev.run(None, feeds)))
+            bound = {e.key: out[e.value] for e in m.training_info[0].update_binding}
+            results.append((out[alg.output[0].name], bound, m))
+        (loss_a, new_a, _), (loss_b, new_b, mb) = results
+        self.assertEqual(loss_a.tobytes(), loss_b.tobytes())
+        for name, v in new_a.items():
+            self.assertEqual(v.tobytes(), new_b[name].tobytes(), name)
+        for line in metadata(mb)[COPIES_KEY].splitlines():
+            param, copy = line.split("=")
+            self.assertEqual(bits_of(new_b[copy]).tobytes(), f16_bits(new_b[param]).tobytes())
 
     def test_checkpoint_runs_for_inference(self):
         x = np.load(source("models", "data", "digits.npz"))["x"][:16].astype(np.float32)
