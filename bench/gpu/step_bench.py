@@ -5,6 +5,7 @@
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
         [--fused-optimizer]
         [--fused-unscale]
+        [--weight-copy]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
 below from PyTorch code with a fixed seed:
@@ -40,6 +41,11 @@ the primitive graph's rows of the same run.
 "fp16-fusedunscale fused"): fp16 rewritten with `mpc rewrite --fused-unscale` (one
 MultiTensorUnscale launch for the unscale and overflow check of every gradient), to compare
 with the fp16 row (issue 15: kept only if it pays).
+
+--weight-copy (implies --fused-optimizer) adds the variants "fp16-weightcopy fused" and
+"bf16-weightcopy fused": the fused graph rewritten with `mpc rewrite --optimizer-weight-copy`
+(the AdamStep writes each parameter's 16-bit copy, no per-step Cast of the master weights),
+to compare with "fp16 fused" and "bf16 fused".
 """
 
 import argparse
@@ -259,6 +265,13 @@ def build_variants(a, path, base, flags, suffix, row, variants):
         else:
             row[f"mpc fp16-fusedunscale{suffix}"] = \
                 f"rewrite: {r.stderr.strip().splitlines()[-1][:200]}"
+    for target in (("fp16", "bf16") if a.weight_copy and suffix else ()):  # issue 15
+        key, out = f"{target}-weightcopy{suffix}", f"{base}.{target}-weightcopy.onnx"
+        r = subprocess.run([a.mpc, "rewrite", train, "--target", target,
+                            "--optimizer-weight-copy", "-o", out], capture_output=True, text=True)
+        variants.update({key: out} if r.returncode == 0 else {})
+        row.update({} if r.returncode == 0 else {f"mpc {key}": "rewrite: " + (
+            r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
 
 
 def main():
@@ -275,9 +288,13 @@ def main():
                     help="also time the graphs of `mpc train-graph --fused-optimizer`")
     ap.add_argument("--fused-unscale", action="store_true",
                     help="also time fp16 rewritten with --fused-unscale (variant fp16-fusedunscale)")
+    ap.add_argument("--weight-copy", action="store_true",
+                    help="also time the fused graph rewritten with --optimizer-weight-copy "
+                         "(variants fp16-weightcopy fused, bf16-weightcopy fused)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
     a = ap.parse_args()
+    a.fused_optimizer |= a.weight_copy  # the copies are written by the fused steps
     global RUN_TIMEOUT
     RUN_TIMEOUT = a.run_timeout
     s = SCALES[a.scale]

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "mpc/Runtime/Cpu/Cast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/Cpu/TrainingOps.h"
@@ -506,14 +507,38 @@ static kernels::OptimizerScalars<T> optimizerScalars(const KernelCall &c,
   return kernels::optimizerScalarsFrom(kind, scalars, decay);
 }
 
+/// The optional param_copy output of a fused step (f16 or bf16), or null.
+static const TensorRef *optimizerStepCopy(const KernelCall &c, const OptimizerStepLayout &l) {
+  unsigned o = l.copyOutput();
+  if (o >= c.outputs.size() || !c.outputs[o].data)
+    return nullptr;
+  return &c.outputs[o];
+}
+
+/// The 16-bit weight copy of the n params at `p`, rounded by the Cast
+/// kernel's own converter (cpu::castArray): the copy equals what a Cast of
+/// the param gives, bit for bit.
+static void writeWeightCopy(const TensorRef &copy, const float *p, int64_t n) {
+  if (copy.dtype == DType::BF16)
+    cpu::castArray(p, copy.as<BFloat16>(), n);
+  else
+    cpu::castArray(p, copy.as<Half>(), n);
+}
+
 /// SGDStep, MomentumStep, AdamStep: one pass over the parameter with the
 /// bodies of OptimizerBodies.h; a skipped step copies param and states.
+/// The optional 16-bit copy is the new param rounded (a skipped step's is
+/// the unchanged param rounded), written right after the update.
 static llvm::Error runOptimizerStep(const KernelCall &c) {
   const OptimizerStepLayout *l = findOptimizerStep(c.node->opType, c.node->domain);
   if (!l)
     return nodeError(*c.node, "not a fused optimizer step");
   auto kind = kernels::OptimizerStepKind(l - optimizerStepLayouts().data());
   unsigned states = unsigned(l->states.size());
+  const TensorRef *copy = optimizerStepCopy(c, *l);
+  if (copy && (c.inputs[0].dtype != DType::F32 ||
+               (copy->dtype != DType::F16 && copy->dtype != DType::BF16)))
+    return nodeError(*c.node, "param_copy needs a float param and a float16 or bfloat16 copy");
   if (optimizerStepSkipped(c, l->skipInput())) {
     for (unsigned o = 0; o < l->numOutputs(); ++o) {
       const TensorRef &in = c.inputs[o == 0 ? 0 : o + 1];
@@ -521,6 +546,8 @@ static llvm::Error runOptimizerStep(const KernelCall &c) {
         std::memcpy(c.outputs[o].data, in.data,
                     size_t(in.numElements()) * runtimeElementSize(in.dtype));
     }
+    if (copy)
+      writeWeightCopy(*copy, c.inputs[0].as<float>(), c.inputs[0].numElements());
     return llvm::Error::success();
   }
   bool ok = false;
@@ -542,6 +569,9 @@ static llvm::Error runOptimizerStep(const KernelCall &c) {
       if (s2o)
         s2o[i] = b;
     }
+    if constexpr (std::is_same<T, float>::value)
+      if (copy)
+        writeWeightCopy(*copy, po, c.inputs[0].numElements());
     ok = true;
   };
   if (c.inputs[0].dtype == DType::F32)

@@ -31,6 +31,10 @@ struct OptimizerStepArgs {
   const float *decay = nullptr;
   const void *skip = nullptr;
   bool skipIsBool = false;
+  /// The optional 16-bit weight copy (param_copy): the new param rounded to
+  /// fp16 (or bf16 when copyIsBf16) as Cast rounds; null: absent.
+  void *copyOut = nullptr;
+  bool copyIsBf16 = false;
   int64_t n = 0;
 };
 

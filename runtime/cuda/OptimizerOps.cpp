@@ -3,8 +3,8 @@
 // SGDStep, MomentumStep and AdamStep (ai.mpc.training; the layout of
 // mpc/Ops/OptimizerStep.h) over f32 parameters: one kernel per node
 // (OptimizerKernels.cu) reads grad, param and the states once and writes
-// param and the states once, with the skip flag and the scalars read on
-// the device. The row (CudaKernelTable.cpp) takes f32 operands and a bool
+// param and the states once (and the optional 16-bit weight copy), with the
+// skip flag and the scalars read on the device. The row (CudaKernelTable.cpp) takes f32 operands and a bool
 // or f32 skip flag; other shapes are the CPU's to report.
 //
 //===----------------------------------------------------------------------===//
@@ -46,6 +46,11 @@ public:
     if (call.hasInput(layout.skipInput())) {
       a.skip = call.inputs[layout.skipInput()].data;
       a.skipIsBool = call.inputs[layout.skipInput()].dtype == DType::Bool;
+    }
+    unsigned copy = layout.copyOutput();
+    if (copy < call.outputs.size() && call.outputs[copy].data) {
+      a.copyOut = call.outputs[copy].data;
+      a.copyIsBf16 = call.outputs[copy].dtype == DType::BF16;
     }
     a.n = call.inputs[0].numElements();
     return launchText(launchOptimizerStep(a, ctx.geometry(a.n), s));

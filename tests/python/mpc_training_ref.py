@@ -599,16 +599,29 @@ def optimizer_step(kind, param, grad, states, scalars, weight_decay=None):
     return [p - lr * (m / bc1) / (np.sqrt(v / bc2) + eps), m, v]
 
 
+def weight_copy(param, copy_to):
+    """The optional param_copy output: the new float32 param rounded to nearest even to
+    float16 (copy_to 10) or bfloat16 (copy_to 16, as ml_dtypes rounds)."""
+    if int(copy_to) == 16:
+        import ml_dtypes
+        return np.asarray(param, np.float32).astype(ml_dtypes.bfloat16)
+    return np.asarray(param, np.float32).astype(np.float16)
+
+
 def _step_op(kind, n_states, n_scalars):
-    def _run(self, param, grad, *rest):
+    def _run(self, param, grad, *rest, copy_to=None):
         rest = list(rest) + [None] * (n_states + n_scalars + 2 - len(rest))
         states = rest[:n_states]
         scalars = rest[n_states:n_states + n_scalars]
         decay, skip = rest[n_states + n_scalars:]
         if _skipped(skip):
-            return tuple(np.array(t, copy=True) for t in [param] + states)
-        out = optimizer_step(kind, param, grad, states, scalars, decay)
-        return tuple(o.astype(param.dtype) for o in out)
+            out = [np.array(t, copy=True) for t in [param] + states]
+        else:
+            out = [o.astype(param.dtype)
+                   for o in optimizer_step(kind, param, grad, states, scalars, decay)]
+        if copy_to is not None:
+            out.append(weight_copy(out[0], copy_to))
+        return tuple(out)
     return _run
 
 

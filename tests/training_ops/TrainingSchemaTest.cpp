@@ -80,8 +80,9 @@ TEST(TrainingSchemas, LookupReluGrad) {
 }
 
 // The fused optimizer steps: the schema's inputs and outputs are the layout's
-// (param, grad, states, scalars, optional weight_decay and skip), T is float or
-// double, the skip flag bool or float.
+// (param, grad, states, scalars, optional weight_decay and skip; outputs param
+// and states, then the optional param_copy), T is float or double, the skip
+// flag bool or float, the copy float16 or bfloat16.
 TEST(TrainingSchemas, FusedOptimizerSteps) {
   const int want[][3] = {{3, 5, 1}, {5, 7, 2}, {12, 14, 3}}; // min, max inputs; outputs
   ASSERT_EQ(optimizerStepLayouts().size(), 3u);
@@ -97,7 +98,9 @@ TEST(TrainingSchemas, FusedOptimizerSteps) {
     EXPECT_EQ(int(l.minInputs()), want[k][0]);
     EXPECT_EQ(int(l.maxInputs()), want[k][1]);
     EXPECT_EQ(sig->minOutputs, want[k][2]);
-    EXPECT_EQ(sig->maxOutputs, want[k][2]);
+    EXPECT_EQ(sig->maxOutputs, want[k][2] + 1);
+    EXPECT_EQ(int(l.copyOutput()), want[k][2]);
+    EXPECT_EQ(int(l.maxOutputs()), want[k][2] + 1);
     const TypeConstraint *t = sig->constraint("T");
     ASSERT_NE(t, nullptr);
     EXPECT_TRUE(t->admitsTensor(DType::F32));
@@ -108,6 +111,11 @@ TEST(TrainingSchemas, FusedOptimizerSteps) {
     EXPECT_TRUE(b->admitsTensor(DType::Bool));
     EXPECT_TRUE(b->admitsTensor(DType::F32));
     EXPECT_FALSE(b->admitsTensor(DType::I64));
+    const TypeConstraint *c = sig->constraint("C");
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(c->admitsTensor(DType::F16));
+    EXPECT_TRUE(c->admitsTensor(DType::BF16));
+    EXPECT_FALSE(c->admitsTensor(DType::F32));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/Amp.h"
 #include "mpc/Passes/LossScaling.h"
+#include "mpc/Passes/WeightCopy.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
 #include "mpc/Support/Diagnostics.h"
@@ -77,6 +78,11 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
                            ai.mpc.training MultiTensorUnscale node (one
                            multi-tensor kernel on CUDA) instead of a Cast, Mul
                            and check per gradient; scaled modes only
+  --optimizer-weight-copy  each parameter updated by a fused optimizer step
+                           (train-graph --fused-optimizer) and cast to the
+                           16-bit type gets a persistent 16-bit copy that the
+                           step writes in the same pass; the forward reads it
+                           instead of casting the master weight every step
 
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
@@ -97,6 +103,8 @@ struct RewriteArgs {
   bool verifyEach = false;
   bool time = false;
   bool strictCheck = false;
+  /// --optimizer-weight-copy (docs/training.md, "The 16-bit weight copy").
+  bool weightCopy = false;
   AmpOptions amp;
   /// A bad --loss-scale* value: reported as a bad-input error (exit 1), like
   /// the matching MPC_AMP_LOSS_SCALE* variable.
@@ -171,6 +179,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
           a.lossScaleError = llvm::toString(std::move(err));
     } else if (s.flag("--fused-unscale")) {
       a.amp.lossScale.fusedUnscale = true;
+    } else if (s.flag("--optimizer-weight-copy")) {
+      a.weightCopy = true;
     } else if (s.flag("--verify-each")) {
       a.verifyEach = true;
     } else if (s.flag("--time")) {
@@ -328,6 +338,13 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   if (a.amp.lossScale.fusedUnscale && (!m.isTraining() || !noLossScaling.empty()))
     return fail("--fused-unscale: no loss scaling can be inserted into " + quoteName(a.input) +
                 ": " + (m.isTraining() ? noLossScaling : std::string("not a training model")));
+  if (a.weightCopy && !m.isTraining())
+    return fail("--optimizer-weight-copy: " + quoteName(a.input) +
+                " is not a training model (the copies are written by its fused optimizer "
+                "steps)");
+  if (a.weightCopy && m.findMetadata(trainkeys::kWeightCopies))
+    return fail("--optimizer-weight-copy: " + quoteName(a.input) + " carries weight copies "
+                "already (" + trainkeys::kWeightCopies + ")");
   AmpRunOptions ro;
   ro.amp = a.amp;
   ro.verifyEach = a.verifyEach;
@@ -372,6 +389,19 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
                                 "scaling: ") +
                     llvm::toString(std::move(err)));
     }
+  }
+  if (a.weightCopy) {
+    llvm::Expected<WeightCopyResult> wc = insertOptimizerWeightCopies(m, a.amp.target);
+    if (!wc)
+      return fail(wc.takeError());
+    if (a.amp.verbose >= 1)
+      for (const std::string &line : wc->log)
+        llvm::errs() << line << "\n";
+    llvm::errs() << wc->summaryLine() << "\n";
+    if (llvm::Error err = verifyModel(m))
+      return fail(llvm::Twine("internal error: the model does not verify after the weight "
+                              "copies: ") +
+                  llvm::toString(std::move(err)));
   }
   phase("rewrite");
   if (m.graph->size() <= kStrictCheckNodeLimit || a.strictCheck)

@@ -165,12 +165,27 @@ static OpSchema optimizerStep(const mpc::OptimizerStepLayout &l, const char *doc
   s.Input(i++, "weight_decay", "scalar; absent: no weight decay", "T", OpSchema::Optional)
       .Input(i++, "skip", "scalar; true or nonzero: every output equals its input",
              "B", OpSchema::Optional)
+      .Output(int(l.copyOutput()), "param_copy",
+              "the new param rounded to the copy_to type (nearest even, as Cast); with skip "
+              "set, the input param rounded: the unchanged copy",
+              "C", OpSchema::Optional)
+      .Attr(mpc::kOptimizerCopyToAttr, "the data type of param_copy: float16 or bfloat16",
+            AttributeProto::INT, false)
       .TypeConstraint("T", {"tensor(float)", "tensor(double)"}, "parameter types")
       .TypeConstraint("B", {"tensor(bool)", "tensor(float)"}, "skip flag types")
-      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+      .TypeConstraint("C", {"tensor(float16)", "tensor(bfloat16)"}, "weight copy types")
+      .TypeAndShapeInferenceFunction([copy = l.copyOutput()](InferenceContext &ctx) {
         sameAs(ctx, 0, 0);
-        for (size_t out = 1; out < ctx.getNumOutputs(); ++out)
+        for (size_t out = 1; out < ctx.getNumOutputs() && out < copy; ++out)
           sameAs(ctx, out + 1, out);
+        if (ctx.getNumOutputs() <= copy)
+          return;
+        const AttributeProto *to = ctx.getAttribute(mpc::kOptimizerCopyToAttr);
+        if (!to || (to->i() != onnx::TensorProto::FLOAT16 && to->i() != onnx::TensorProto::BFLOAT16))
+          fail_type_inference("param_copy needs copy_to = float16 (10) or bfloat16 (16)");
+        onnx::updateOutputElemType(ctx, copy, int32_t(to->i()));
+        if (onnx::hasInputShape(ctx, 0))
+          onnx::propagateShapeFromInputToOutput(ctx, 0, copy);
       });
   return s;
 }

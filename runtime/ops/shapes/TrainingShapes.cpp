@@ -270,7 +270,8 @@ llvm::Error shapes::shapeMSELossGrad(const ShapeQuery &q, std::vector<ShapedType
 
 /// SGDStep, MomentumStep, AdamStep (mpc/Ops/OptimizerStep.h): param, grad and
 /// the states of one shape and dtype (f32 or f64), one-element scalars of
-/// that dtype, a bool or f32 skip flag; every output typed like param.
+/// that dtype, a bool or f32 skip flag; every output typed like param but
+/// the optional param_copy (f32 param only), typed by copy_to.
 MPC_DEFINED_BELOW(shapes::shapeOptimizerStep)
 llvm::Error shapes::shapeOptimizerStep(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const OptimizerStepLayout *l = findOptimizerStep(q.node.opType, q.node.domain);
@@ -314,6 +315,22 @@ llvm::Error shapes::shapeOptimizerStep(const ShapeQuery &q, std::vector<ShapedTy
                                                          : std::string("a one-element scalar")));
   }
   out.assign(l->numOutputs(), q.inputs[0]);
+  // The optional 16-bit copy of the new param, typed by copy_to.
+  unsigned copy = l->copyOutput();
+  if (q.node.numOutputs() > l->maxOutputs())
+    return nodeError(q.node, "has " + std::to_string(q.node.numOutputs()) + " outputs; at most " +
+                                 std::to_string(l->maxOutputs()));
+  if (q.node.numOutputs() > copy && q.node.output(copy)) {
+    int64_t to = q.node.intAttr(kOptimizerCopyToAttr, 0);
+    if (to != int64_t(DType::F16) && to != int64_t(DType::BF16))
+      return nodeError(q.node, "output " + quoteName("param_copy") + " needs " +
+                                   quoteName(kOptimizerCopyToAttr) +
+                                   " = 10 (float16) or 16 (bfloat16)");
+    if (t != DType::F32)
+      return nodeError(q.node, "output " + quoteName("param_copy") +
+                                   " needs a float param, not " + dtypeName(t).str());
+    out.push_back(ShapedType{DType(to), q.inputs[0].shape});
+  }
   return llvm::Error::success();
 }
 

@@ -5,7 +5,9 @@
 // Their inputs are, in order: param, grad, the state tensors of the kind,
 // the scalar hyper-parameters of the kind, then two optional scalars,
 // weight_decay and skip. Their outputs are the new param and the new
-// states, in input order. The schemas, the registry's shape function, the
+// states, in input order, then one optional output: the new param rounded
+// to the 16-bit type named by the `copy_to` attribute (the persistent
+// weight copy of `mpc rewrite --optimizer-weight-copy`). The schemas, the registry's shape function, the
 // kernels, `mpc train-graph --fused-optimizer` and loss scaling all read the
 // layout from here.
 //
@@ -37,7 +39,14 @@ struct OptimizerStepLayout {
   unsigned minInputs() const { return decayInput(); }
   unsigned maxInputs() const { return skipInput() + 1; }
   unsigned numOutputs() const { return 1 + unsigned(states.size()); }
+  /// The optional 16-bit copy of the new param, after the states.
+  unsigned copyOutput() const { return numOutputs(); }
+  unsigned maxOutputs() const { return copyOutput() + 1; }
 };
+
+/// The attribute naming the copy's element type (an ONNX data type:
+/// float16 or bfloat16); required with the copy output.
+constexpr const char *kOptimizerCopyToAttr = "copy_to";
 
 namespace detail {
 inline constexpr const char *kMomentumStates[] = {"velocity"};
