@@ -6,6 +6,7 @@
         [--fused-optimizer]
         [--fused-unscale]
         [--weight-copy]
+        [--max-batch [--max-memory SIZE] [--max-batch-limit N] [--max-batch-start B]]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
 below from PyTorch code with a fixed seed:
@@ -46,6 +47,16 @@ with the fp16 row (issue 15: kept only if it pays).
 "bf16-weightcopy fused": the fused graph rewritten with `mpc rewrite --optimizer-weight-copy`
 (the AdamStep writes each parameter's 16-bit copy, no per-step Cast of the master weights),
 to compare with "fp16 fused" and "bf16 fused".
+--max-batch (issue 15: "the largest batch that fits, fp32 against AMP") also searches, per
+model, the largest batch whose training step runs for mpc fp32, fp16 and bf16
+(bench/gpu/max_batch.py: doubling from --max-batch-start, then bisection, each run 2 steps
+bounded by --run-timeout, up to --max-batch-limit; with --max-memory SIZE every run is held to SIZE,
+`mpc run --max-memory`, which on the CPU is the only limit) and, on cuda, for PyTorch eager
+fp32, fp16 and bf16 (autocast + GradScaler; a batch fits unless CUDA runs out of memory). At
+the model's bench batch it reads each mpc step's activation memory (the step plan peak of
+`--stats`, persistent state excluded) and PyTorch's (peak minus what is allocated before the
+step), and prints AMP's against fp32's (the goal: <= 0.55x). A second table gives the
+figures; --out adds max_batch.json.
 """
 
 import argparse
@@ -60,6 +71,7 @@ import warnings
 
 import numpy as np
 import onnx
+from max_batch import largest_batch, search_mpc, activation_memory
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -274,6 +286,113 @@ def build_variants(a, path, base, flags, suffix, row, variants):
             r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
 
 
+def torch_try_batch(name, s, module, x, y, loss_fn, device, precision, batch):
+    """Two training steps of a copy of `module` at `batch` (rows cut cyclically from x, y):
+    (True, activation bytes: the second step's peak above what was allocated before it) or
+    (False, None) when CUDA ran out of memory; an exception's line otherwise."""
+    m2 = None
+    try:
+        m2 = make(name, s, np.random.default_rng(0), 1)[0]
+        m2.load_state_dict(module.state_dict())
+        m2 = m2.to(device).train()
+        opt = torch.optim.Adam(m2.parameters(), lr=1e-4)
+        dt = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+        scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
+        idx = np.arange(batch) % x.shape[0]
+        xb, yb = torch.from_numpy(x[idx]).to(device), torch.from_numpy(y[idx]).to(device)
+        act = None
+        for i in range(2):
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=dt or torch.float32, enabled=dt is not None):
+                loss = loss_fn(m2(xb), yb)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            if device == "cuda":
+                torch.cuda.synchronize()
+                act = torch.cuda.max_memory_allocated() - before
+        return True, act
+    except torch.OutOfMemoryError:
+        return False, None
+    except Exception as e:  # reported, not fatal
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", None
+    finally:
+        del m2
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def max_batch_rows(a, name, s, variants, data, batch, module, loss_fn):
+    """--max-batch for one model: {variant: {"largest", "runs", "error", "activation", ...}}
+    for mpc fp32/fp16/bf16 (and, on cuda without --no-torch, PyTorch's)."""
+    out = {}
+    for target in ("fp32", "fp16", "bf16"):
+        if target not in variants:
+            continue
+        r = search_mpc(a.mpc, variants[target], data, a.device, a.max_memory,
+                       a.max_batch_start, a.max_batch_limit, a.run_timeout,
+                       label=f"{name} mpc {target}")
+        r["activation"] = activation_memory(a.mpc, variants[target], data, batch, a.device,
+                                            a.run_timeout)
+        if isinstance(r["activation"], dict):
+            r["activation"] = r["activation"]["step_peak"]
+        out[f"mpc {target}"] = r
+    if a.device == "cuda" and not a.no_torch:
+        x, y = data[next(k for k in data if k != "labels")], data["labels"]
+        for precision in ("fp32", "fp16", "bf16"):
+            t0 = time.perf_counter()
+            tries = {}
+
+            def fits(b):
+                tries[b] = torch_try_batch(name, s, module, x, y, loss_fn, a.device, precision, b)
+                return tries[b][0]
+
+            best, runs, err = largest_batch(fits, a.max_batch_start, a.max_batch_limit)
+            at = torch_try_batch(name, s, module, x, y, loss_fn, a.device, precision, batch)
+            out[f"torch {precision}"] = {
+                "largest": best, "runs": [[b, r] for b, r in runs], "error": err,
+                "activation": at[1] if at[0] is True else (at[0] or "out of memory"),
+                "seconds": round(time.perf_counter() - t0, 2)}
+    else:
+        out["torch"] = {"skipped": "PyTorch's search needs --device cuda (no device memory "
+                                   "to fill on the CPU)" if not a.no_torch else "--no-torch"}
+    return out
+
+
+def print_max_batch(all_rows, a):
+    """The --max-batch table: returns the number of searches that failed."""
+    failures = 0
+    print()
+    print(f"largest batch that fits (--max-memory {a.max_memory or 'not set'}, limit "
+          f"{a.max_batch_limit}); activation memory at the model's bench batch, against fp32 of "
+          f"the same framework (issue 15's goal for AMP: <= 0.55x)")
+    print()
+    print("| model | variant | largest batch | runs | activation MiB | vs fp32 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, rows in all_rows.items():
+        for key, r in rows.items():
+            if "skipped" in r:
+                print(f"| {name} | {key} | skipped: {r['skipped']} | | | |")
+                continue
+            act = r["activation"]
+            ref = rows.get(key.split()[0] + " fp32", {}).get("activation")
+            vs = (f"{act / ref:.2f}x" if isinstance(act, int) and isinstance(ref, int) and ref
+                  else "")
+            largest = str(r["largest"])
+            if r["error"]:
+                largest += f" (stopped: {r['error']})"
+            elif r["largest"] == a.max_batch_limit:
+                largest += " (the limit: more may fit)"
+            mib = f"{act / (1 << 20):.2f}" if isinstance(act, int) else str(act)
+            failures += bool(r["error"]) or not isinstance(act, int)
+            print(f"| {name} | {key} | {largest} | {len(r['runs'])} | {mib} | {vs} |")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
@@ -293,6 +412,14 @@ def main():
                          "(variants fp16-weightcopy fused, bf16-weightcopy fused)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
+    ap.add_argument("--max-batch", action="store_true",
+                    help="also search the largest batch that fits (see the module help)")
+    ap.add_argument("--max-memory", default=None,
+                    help="with --max-batch: mpc run --max-memory SIZE for every search run")
+    ap.add_argument("--max-batch-limit", type=int, default=4096,
+                    help="with --max-batch: the largest batch tried")
+    ap.add_argument("--max-batch-start", type=int, default=1,
+                    help="with --max-batch: the first batch tried (doubled from there)")
     a = ap.parse_args()
     a.fused_optimizer |= a.weight_copy  # the copies are written by the fused steps
     global RUN_TIMEOUT
@@ -302,6 +429,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results, failures = {}, 0
+    max_batch = {}  # --max-batch: per model, per variant
     print("| model | variant | ms/step | steps/s | peak device MiB | vs mpc fp32 "
           "| vs PyTorch same precision |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -366,6 +494,18 @@ def main():
                 if key.endswith("placement"):
                     print(f"| {name} | {key} | {v} | | | | |")
             sys.stdout.flush()
+            if a.max_batch:  # issue 15: the largest batch that fits, fp32 against AMP
+                max_batch[name] = max_batch_rows(a, name, s, variants,
+                                                 {in_name: x, "labels": y}, batch, module,
+                                                 loss_fn)
+    if a.max_batch:
+        failures += print_max_batch(max_batch, a)
+        if a.out:
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "max_batch.json"), "w") as f:
+                json.dump({"scale": a.scale, "device": a.device, "max_memory": a.max_memory,
+                           "limit": a.max_batch_limit, "results": max_batch}, f, indent=1,
+                          sort_keys=True)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "step_bench.json"), "w") as f:

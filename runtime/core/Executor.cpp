@@ -797,6 +797,7 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         boundAliases[k].push_back(i);
   }
   stats.plannedPeak = arenaPlan.peak;
+  stats.workspace = plannedWorkspace;
   stats.noReuseSum = allSizes;
   stats.numInPlace = 0;
   for (unsigned i = 0; i < slots.size(); ++i)

@@ -691,9 +691,15 @@ llvm::Error Trainer::planStep() {
   std::iota(rows.begin(), rows.end(), int64_t(0));
   for (size_t i = 0; i < inputs.size(); ++i)
     feeds[i].tensor = gatherRows(trainData[i], rows, batchSize);
-  if (deviceState)
-    return devicePrepared ? llvm::Error::success() : prepareDeviceStep();
-  return algorithm->plan(feeds);
+  if (!deviceState)
+    return algorithm->plan(feeds);
+  if (!devicePrepared)
+    if (auto e = prepareDeviceStep())
+      return e;
+  // Binding the logged outputs dropped that plan: the one the first step
+  // runs (what memoryStats() reports).
+  return algorithm->plan(staging ? llvm::ArrayRef<NamedTensor>()
+                                 : llvm::ArrayRef<NamedTensor>(feeds));
 }
 
 llvm::Expected<std::optional<StepResult>> Trainer::nextResult(bool wait) {

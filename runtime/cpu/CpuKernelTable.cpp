@@ -155,7 +155,9 @@ CpuBackend::CpuBackend(int numThreads) {
 CpuBackend::~CpuBackend() = default;
 
 llvm::Expected<DeviceBuffer> CpuBackend::allocate(size_t bytes, BufferKind kind) {
-  size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  size_t size = allocationSize(bytes);
+  if (llvm::Error e = checkBudget(bytes))
+    return std::move(e);
   void *p = std::aligned_alloc(256, size);
   if (!p)
     return inputError("cannot allocate {0} bytes of host memory", size);

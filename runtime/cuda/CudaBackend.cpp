@@ -99,6 +99,9 @@ public:
   std::unique_ptr<ReadbackChannel> createReadback() override;
   const BackendCaps &caps() const override { return cudaCaps; }
   size_t peakAllocatedBytes() const override { return peakBytes; }
+  size_t allocatedBytes() const override { return currentBytes; }
+  /// cudaMemGetInfo of device 0 (the context made first).
+  bool deviceMemoryInfo(uint64_t &used, uint64_t &total) override;
 
 private:
   /// Selects the device and makes the cuBLASLt handle, once.
@@ -189,7 +192,9 @@ llvm::Expected<DeviceBuffer> CudaBackend::allocate(size_t bytes, BufferKind kind
   ensureReady();
   // cudaMalloc returns 256-byte aligned memory; sizes are rounded to match
   // so that every buffer may be addressed in 256-byte steps.
-  size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  size_t size = allocationSize(bytes);
+  if (llvm::Error e = checkBudget(bytes))
+    return std::move(e);
   void *p = nullptr;
   if (cudaError_t e = cudaMalloc(&p, size)) {
     cudaGetLastError(); // an allocation failure is not sticky
@@ -202,6 +207,18 @@ llvm::Expected<DeviceBuffer> CudaBackend::allocate(size_t bytes, BufferKind kind
   currentBytes += size;
   peakBytes = std::max(peakBytes, currentBytes);
   return DeviceBuffer{p, size, kind};
+}
+
+bool CudaBackend::deviceMemoryInfo(uint64_t &used, uint64_t &total) {
+  ensureReady();
+  size_t freeBytes = 0, all = 0;
+  if (cudaMemGetInfo(&freeBytes, &all) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  used = all - freeBytes;
+  total = all;
+  return true;
 }
 
 void CudaBackend::release(DeviceBuffer b) {

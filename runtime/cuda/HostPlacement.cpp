@@ -42,6 +42,9 @@ public:
   }
   const BackendCaps &caps() const override { return cudaCaps; }
   size_t peakAllocatedBytes() const override { return cpu.peakAllocatedBytes(); }
+  size_t allocatedBytes() const override { return cpu.allocatedBytes(); }
+  void setMemoryBudget(uint64_t bytes) override { cpu.setMemoryBudget(bytes); }
+  uint64_t memoryBudget() const override { return cpu.memoryBudget(); }
   bool isHostMemory() const override { return true; }
 
 private:

@@ -161,6 +161,7 @@ public:
   }
   const BackendCaps &caps() const override { return cpu.caps(); }
   size_t peakAllocatedBytes() const override { return cpu.peakAllocatedBytes(); }
+  size_t allocatedBytes() const override { return cpu.allocatedBytes(); }
 
   void drain() { runUntil(~uint64_t(0)); }
   /// Runs queued work until `count` items have run since the start (a host

@@ -9,6 +9,7 @@
 // inputs. All input problems are found before anything is run or written.
 //
 //===----------------------------------------------------------------------===//
+#include "MemoryBudget.h"
 #include "Plot.h"
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
@@ -72,6 +73,15 @@ options:
                         with copies around it (the default; a line
                         'cuda: N nodes; cpu fallback: M nodes (...)' says
                         what ran where)
+  --max-memory SIZE     the backend holds at most SIZE bytes at once (a number
+                        with an optional unit B, KiB, MiB, GiB or TiB: 12GiB,
+                        1.5MiB, 4096): a plan that does not fit stops before
+                        the run with one line giving its bytes (persistent +
+                        plan peak + workspace) against SIZE
+  --stats               print the planned bytes exactly ('memory bytes:
+                        ...'), and with --device cuda the device memory in
+                        use (cudaMemGetInfo) before the model and after the
+                        first run
   --placement-only      with --device cuda: print that line and nothing
                         else, decided by the CUDA kernel table on this
                         machine (no GPU needed, nothing runs): the model is
@@ -111,6 +121,7 @@ struct RunArgs {
   BackendChoice backend;
   bool profile = false;
   bool placementOnly = false;
+  bool stats = false;
 };
 } // namespace
 
@@ -142,6 +153,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
       a.profile = true;
     } else if (s.flag("--placement-only")) {
       a.placementOnly = true;
+    } else if (s.flag("--stats")) {
+      a.stats = true;
     } else if (s.flag("--random-inputs")) {
       a.randomInputs = true;
     } else if (s.value("--seed", v, missing)) {
@@ -178,6 +191,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RunArgs &a) {
         a.repeat != 1)
       return "--placement-only runs nothing: not with --compare, --compare-device, "
              "--outputs, --profile or --repeat";
+    if (a.stats || a.backend.maxMemory)
+      return "--placement-only runs nothing: not with --stats or --max-memory";
   }
   if (!a.compareDevice.empty() && a.compare.empty())
     a.compare = a.model; // the same model on the other backend
@@ -699,6 +714,9 @@ bool tool::scanBackendOption(ArgScanner &s, BackendChoice &c, std::string &err,
     c.tf32 = true;
   } else if (s.flag("--no-fallback")) {
     c.fallback = false;
+  } else if (s.value("--max-memory", v, missing)) {
+    if (!missing)
+      err = parseByteSize(v, c.maxMemory);
   } else {
     return false;
   }
@@ -777,6 +795,10 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       return fail(created.takeError());
     backend = std::move(*created);
   }
+  // --stats on a GPU: the device memory in use before anything of the model.
+  DeviceMemorySample memBefore, memAfter;
+  if (a.stats)
+    memBefore = sampleDeviceMemory(*backend);
 
   FilePlan files;
   files.read(a.model, "model");
@@ -856,6 +878,16 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     if (llvm::Error err = other.exec->plan(otherInputs, otherSeqInputs))
       return fail(llvm::Twine(a.compare) + ": " + llvm::toString(std::move(err)));
   }
+  // Both plans fit --max-memory, or nothing runs.
+  PlannedMemory need = plannedMemory(*backend, *main->exec);
+  if (llvm::Error err = applyMemoryBudget(*backend, need, a.backend.maxMemory,
+                                          "the run of", a.model, "plan peak"))
+    return fail(std::move(err));
+  if (otherBackend)
+    if (llvm::Error err = applyMemoryBudget(
+            *otherBackend, plannedMemory(*otherBackend, *other.exec), a.backend.maxMemory,
+            "the run of", a.compare, "plan peak"))
+      return fail(std::move(err));
   // Made before the run, so that a folder that cannot be made is said before
   // any work; removed again (the folders this run made, while still empty)
   // when the run fails, so that a failed run leaves nothing behind.
@@ -880,6 +912,8 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
       return fail(outs.takeError());
     times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     outputs = std::move(*outs);
+    if (a.stats && r == 0)
+      memAfter = sampleDeviceMemory(*backend);
   }
   std::sort(times.begin(), times.end());
   llvm::raw_ostream &os = llvm::outs();
@@ -908,6 +942,12 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
                       formatBytes(ms.plannedPeak), formatBytes(ms.noReuseSum),
                       formatBytes(ms.lowerBound), formatBytes(ms.persistent),
                         formatBytes(backend->peakAllocatedBytes()));
+  if (a.stats) {
+    os << plannedMemoryLine(*backend, need, "plan peak") << "\n";
+    std::string device = deviceMemoryLine(*backend, memBefore, memAfter, need, "the first run");
+    if (!device.empty())
+      os << device << "\n";
+  }
 
   int status = Ok;
   if (!a.compare.empty()) {

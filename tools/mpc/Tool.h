@@ -96,6 +96,7 @@ struct BackendChoice {
   bool tf32 = false;          ///< --tf32: fp32 matrix products on the GPU in TF32
   bool fallback = true;       ///< off with --no-fallback
   bool cudaGraph = true;      ///< --cuda-graph on|off
+  uint64_t maxMemory = 0;     ///< --max-memory: the backend's memory budget (0: none)
 };
 
 /// If the current argument is one of the options of BackendChoice, consumes

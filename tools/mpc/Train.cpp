@@ -12,6 +12,7 @@
 // K + (N-K) steps across a resume give the same bytes.
 //
 //===----------------------------------------------------------------------===//
+#include "MemoryBudget.h"
 #include "Plot.h"
 #include "Tool.h"
 #include "mpc/IO/Onnx.h"
@@ -88,12 +89,20 @@ options:
                       step once as a CUDA graph and replay it (default on;
                       steps with a CPU fallback node always run eagerly)
   --threads N         threads for the CPU backend's matrix products
+  --max-memory SIZE   the backend holds at most SIZE bytes at once (a number
+                      with an optional unit B, KiB, MiB, GiB or TiB: 12GiB,
+                      1.5MiB, 4096): a training step that does not fit stops
+                      before the first step with one line giving its bytes
+                      (persistent + step plan peak + workspace) against SIZE
   --profile           time every node of the step and print the share of the
                       step spent in the inserted loss-scaling subgraphs
   --stats             print the bytes copied between host and backend
                       memory per step (batch, state, logged values) and
                       outside steps (setup, checkpoints, evaluation), and
-                      the step plan's and the backend's peak memory
+                      the step plan's and the backend's peak memory (also
+                      exactly: 'memory bytes: ...'; with --device cuda also
+                      the device memory in use, from cudaMemGetInfo, before
+                      the model and after the first step)
   --placement-only    with --device cuda: print the training step's line
                       'cuda: N nodes; cpu fallback: ...' and nothing else,
                       decided by the CUDA kernel table on this machine (no
@@ -207,6 +216,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, TrainArgs &a) {
     if (!a.checkpoint.empty() || !a.log.empty() || !a.plot.empty() || a.profile || a.stats)
       return "--placement-only runs no step: not with --checkpoint, --log, --plot, --profile "
              "or --stats";
+    if (a.backend.maxMemory)
+      return "--placement-only runs no step: not with --max-memory";
   }
   return checkBackendChoice(a.backend);
 }
@@ -371,6 +382,10 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       return fail(created.takeError());
     backend = std::move(*created);
   }
+  // --stats on a GPU: the device memory in use before anything of the model.
+  DeviceMemorySample memBefore, memAfter;
+  if (a.stats)
+    memBefore = sampleDeviceMemory(*backend);
 
   auto loaded = loadModel(a.model);
   if (!loaded)
@@ -445,6 +460,18 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
                              quoteName(a.model)));
     llvm::outs() << backend->placementLine() << "\n";
     return Ok;
+  }
+  // The step planned (everything but its arena and workspace allocated),
+  // and refused when it cannot fit --max-memory: before any step or file.
+  PlannedMemory need;
+  if (a.stats || a.backend.maxMemory) {
+    if (llvm::Error err = t.planStep())
+      return fail(llvm::Twine(a.model) + ": " + llvm::toString(std::move(err)));
+    need = plannedMemory(*backend, t.stepExecutor());
+    if (llvm::Error err =
+            applyMemoryBudget(*backend, need, a.backend.maxMemory,
+                              "the training step of", a.model, "step plan peak"))
+      return fail(std::move(err));
   }
   files.removeStaleTemporaries();
   // --steps and --epochs count from the start of training, so that the same
@@ -559,6 +586,8 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     auto k = t.launchStep();
     stepMs.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
+    if (a.stats && i == 0)
+      memAfter = sampleDeviceMemory(*backend);
     if (!k) {
       closeLine();
       return fail(k.takeError());
@@ -607,6 +636,10 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     err << "memory: step plan peak " << formatBytes(ms.plannedPeak) << ", persistent "
         << formatBytes(ms.persistent) << ", backend peak "
         << formatBytes(backend->peakAllocatedBytes()) << "\n";
+    err << plannedMemoryLine(*backend, need, "step plan peak") << "\n";
+    std::string device = deviceMemoryLine(*backend, memBefore, memAfter, need, "the first step");
+    if (!device.empty())
+      err << device << "\n";
   }
   if (a.profile) {
     // Nodes the rewrite inserted for loss scaling carry this doc string.

@@ -18,6 +18,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -215,6 +216,12 @@ struct LaunchPlan {
 /// per-run activation arena.
 enum class BufferKind { Persistent, Transient };
 
+/// What the CPU and CUDA backends allocate for a request of `bytes`: a
+/// multiple of 256 bytes, at least 256 (what the memory budget counts).
+inline size_t allocationSize(size_t bytes) {
+  return (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+}
+
 /// A block of backend memory.
 struct DeviceBuffer {
   void *data = nullptr;
@@ -301,6 +308,23 @@ public:
   virtual const BackendCaps &caps() const = 0;
   /// Most bytes allocated at once so far (persistent + transient + dynamic).
   virtual size_t peakAllocatedBytes() const = 0;
+  /// Bytes allocated now: what allocate() gave and release() has not taken
+  /// back (what the memory budget counts).
+  virtual size_t allocatedBytes() const { return 0; }
+  /// Caps the bytes allocated at once (`mpc run --max-memory`; 0: no cap):
+  /// an allocate() that would go past it allocates nothing and fails with
+  /// one line naming the request, the bytes held and the cap. A backend
+  /// that lends another's memory (FallbackBackend) passes the cap on.
+  virtual void setMemoryBudget(uint64_t bytes) { budget = bytes; }
+  virtual uint64_t memoryBudget() const { return budget; }
+  /// The device memory in use (by every process) and its size, as the
+  /// device's driver reports them (cudaMemGetInfo), for a backend whose
+  /// memory is its own device's; false where there is none (the CPU).
+  virtual bool deviceMemoryInfo(uint64_t &used, uint64_t &total) {
+    (void)used;
+    (void)total;
+    return false;
+  }
   /// True when backend memory is ordinary host memory the CPU reads and
   /// writes directly, copies being plain memcpy done when they return (the
   /// CPU backend): the trainer then hands each batch to the step as it is,
@@ -309,6 +333,14 @@ public:
   /// One line saying which nodes ran where, for a backend that splits a model
   /// between devices (FallbackBackend); empty for one that runs it all.
   virtual std::string placementLine() const { return ""; }
+
+protected:
+  /// Success when a request of `bytes` (allocationSize) fits the memory
+  /// budget beside allocatedBytes(); else the error allocate() returns.
+  llvm::Error checkBudget(size_t bytes) const;
+
+private:
+  uint64_t budget = 0;
 };
 
 /// A CUDA backend when this build has one; otherwise an error that says why.

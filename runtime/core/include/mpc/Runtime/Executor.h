@@ -113,6 +113,9 @@ struct MemoryStats {
   uint64_t lowerBound = 0;
   /// Persistent pool: initializers and folded values.
   uint64_t persistent = 0;
+  /// Launch scratch of the plan: the most any prepared node asks for
+  /// (allocated with the arena by the first run).
+  uint64_t workspace = 0;
   /// Number of arena buffers.
   size_t numBuffers = 0;
   /// Values computed in place over an operand's buffer.

@@ -76,6 +76,13 @@ public:
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return device->caps(); }
   size_t peakAllocatedBytes() const override { return device->peakAllocatedBytes(); }
+  /// The device's memory and budget (the host's staging is host memory).
+  size_t allocatedBytes() const override { return device->allocatedBytes(); }
+  void setMemoryBudget(uint64_t bytes) override { device->setMemoryBudget(bytes); }
+  uint64_t memoryBudget() const override { return device->memoryBudget(); }
+  bool deviceMemoryInfo(uint64_t &used, uint64_t &total) override {
+    return device->deviceMemoryInfo(used, total);
+  }
   bool isHostMemory() const override { return device->isHostMemory(); }
 
   /// The nodes prepared so far on each side (a node counts once, on the side

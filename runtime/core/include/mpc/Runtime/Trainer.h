@@ -179,7 +179,9 @@ public:
   llvm::Expected<uint64_t> launchStep();
   /// Plans the step for a batch of the first rows (every batch has its
   /// shapes), preparing each node on the backend, and runs nothing: what
-  /// `mpc run --train --placement-only` prints the placement of.
+  /// `mpc run --train --placement-only` prints the placement of. Everything
+  /// the step holds is then allocated but its arena and workspace, which
+  /// stepExecutor().memoryStats() gives (`--max-memory`).
   llvm::Error planStep();
   /// The oldest pending step's result: waits for it when `wait`, else
   /// nothing when its values have not reached the host yet (or none is

@@ -103,6 +103,7 @@ public:
   llvm::Error takeMessageError(const KernelErrorRecord *record) override;
   const BackendCaps &caps() const override { return cpuCaps; }
   size_t peakAllocatedBytes() const override { return peakBytes; }
+  size_t allocatedBytes() const override { return currentBytes; }
   bool isHostMemory() const override { return true; }
 
 private:

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""`mpc run --max-memory` and the exact memory figures of `--stats` (issue 15), through the CLI.
+
+    python3 tests/trainer/test_max_memory.py --mpc build/tools/mpc --source-dir . [-v]
+
+On the CPU backend, for inference (models/mlp.onnx) and for training (models/digits_mlp.onnx
+through `mpc train-graph`, Adam, fp32 and the fp16 rewrite):
+
+- the 'memory bytes:' line of --stats adds up (planned = persistent + peak + workspace), its
+  peak is the planner's own figure (the 'memory:' line, in KiB or MiB), the backend's peak
+  is at least the planned total and, for inference, exactly it;
+- a budget of exactly the planned total runs, with results identical to a run without one;
+  one byte less stops before the first run or step with the exact line, exit 1, and writes
+  none of the --outputs, --log or --checkpoint files;
+- with an evaluation, a budget that fits the step but not the evaluation's own plan is
+  refused by the backend itself at the first evaluation (one line naming the budget),
+  again writing nothing, and the backend peak of an unbudgeted run is enough;
+- sizes with units (B, KiB, MiB, GiB, decimals) parse to the bytes the 'budget' field shows,
+  and bad sizes are one usage line (exit 2).
+
+The last line printed is 'N passed, N failed'; exit 1 on any failure, 77 without numpy.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print(f"numpy is required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed")
+    sys.exit(77)
+
+MPC = SOURCE_DIR = None
+TIMEOUT_S = 300
+BYTES_LINE = re.compile(
+    r"^memory bytes: persistent (\d+), (step plan peak|plan peak) (\d+), workspace (\d+), "
+    r"planned (\d+), backend peak (\d+), budget (\d+|none)$", re.M)
+
+
+def mpc(*args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    return subprocess.run([MPC, *map(str, args)], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, env=env)
+
+
+def figures(text):
+    m = BYTES_LINE.search(text)
+    assert m, f"no 'memory bytes:' line in:\n{text}"
+    keys = ("persistent", "peak_name", "peak", "workspace", "planned", "backend_peak", "budget")
+    return dict(zip(keys, (g if i == 1 or g == "none" else int(g)
+                           for i, g in enumerate(m.groups()))))
+
+
+def refusal(f, budget, what, model):
+    """The exact stderr of a plan refused by --max-memory `budget`."""
+    peak = "step plan peak" if what == "training step" else "plan peak"
+    return (f"mpc: error: --max-memory {budget} bytes: the {what} of '{model}' needs "
+            f"{f['planned']} bytes (persistent {f['persistent']} + {peak} {f['peak']} + "
+            f"workspace {f['workspace']})\n")
+
+
+def mib_of(text, name):
+    """A figure of the 'memory:' line ("planned peak 1.25 MiB") in bytes, and its rounding."""
+    m = re.search(name + r" ([0-9.]+) (B|KiB|MiB)", text)
+    assert m, f"no {name!r} in:\n{text}"
+    unit = {"B": 1, "KiB": 1024, "MiB": 1 << 20}[m.group(2)]
+    step = {"B": 1, "KiB": 0.1, "MiB": 0.01}[m.group(2)]
+    return float(m.group(1)) * unit, step * unit
+
+
+class Inference(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = os.path.join(SOURCE_DIR, "models", "mlp.onnx")
+
+    def run_mlp(self, *flags):
+        return mpc("run", self.model, "--random-inputs", "--seed", 3, *flags)
+
+    def test_figures_and_budget(self):
+        r = self.run_mlp("--stats")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        f = figures(r.stdout)
+        self.assertEqual(f["peak_name"], "plan peak")
+        self.assertEqual(f["budget"], "none")
+        self.assertEqual(f["planned"], f["persistent"] + f["peak"] + f["workspace"])
+        # The planner's arena is the one the 'memory:' line reports, rounded to 256 bytes.
+        planned_peak, tol = mib_of(r.stdout, "planned peak")
+        self.assertLessEqual(abs(f["peak"] - planned_peak), tol + 256)
+        self.assertEqual(f["peak"] % 256, 0)
+        # A static plan allocates nothing beyond what was planned.
+        self.assertEqual(f["backend_peak"], f["planned"])
+        self.assertNotIn("device memory", r.stdout)  # the CPU has no device of its own
+        outputs = [l for l in r.stdout.splitlines() if l.startswith("output ")]
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "outs")
+            fits = self.run_mlp("--max-memory", f["planned"], "--stats", "--outputs", out)
+            self.assertEqual(fits.returncode, 0, fits.stderr)
+            self.assertEqual([l for l in fits.stdout.splitlines() if l.startswith("output ")],
+                             outputs)
+            self.assertEqual(figures(fits.stdout)["budget"], f["planned"])
+            self.assertTrue(os.listdir(out))
+            out2 = os.path.join(tmp, "outs2")
+            short = self.run_mlp("--max-memory", f["planned"] - 1, "--outputs", out2)
+            self.assertEqual((short.returncode, short.stdout), (1, ""))
+            self.assertEqual(short.stderr, refusal(f, f["planned"] - 1, "run", self.model))
+            self.assertFalse(os.path.exists(out2))
+
+    def test_compared_model_has_its_own_budget(self):
+        # --compare runs MODEL again on a backend of its own, under the same budget.
+        r = self.run_mlp("--stats")
+        f = figures(r.stdout)
+        both = self.run_mlp("--max-memory", f["planned"], "--compare", self.model)
+        self.assertEqual(both.returncode, 0, both.stderr)
+        self.assertIn("compare 'probs': max abs error 0.000000e+00", both.stdout)
+
+
+class Training(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        # The digits without their held-out arrays: with --holdout 0 nothing is evaluated.
+        cls.with_test = os.path.join(SOURCE_DIR, "models", "data", "digits.npz")
+        cls.data = os.path.join(cls.tmp.name, "train.npz")
+        d = np.load(cls.with_test)
+        np.savez(cls.data, x=d["x"], labels=d["labels"])
+        cls.fp32 = os.path.join(cls.tmp.name, "mlp.train.onnx")
+        r = mpc("train-graph", os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"), "--loss",
+                "cross-entropy", "--labels", "labels", "--optimizer", "adam", "--lr", "0.01",
+                "-o", cls.fp32)
+        assert r.returncode == 0, r.stderr
+        cls.fp16 = os.path.join(cls.tmp.name, "mlp.fp16.onnx")
+        r = mpc("rewrite", cls.fp32, "--target", "fp16", "-o", cls.fp16)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def train(self, model, *flags, batch=32, evaluate=False):
+        data = self.with_test if evaluate else self.data
+        return mpc("run", model, "--train", "--data", data, "--batch", batch, "--steps", 6,
+                   "--holdout", 0, "--seed", 1, *flags)
+
+    @staticmethod
+    def final(r):
+        return [l for l in r.stdout.splitlines() if l.startswith("final:")]
+
+    def check_step_budget(self, model):
+        r = self.train(model, "--stats")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        f = figures(r.stderr)
+        self.assertEqual(f["peak_name"], "step plan peak")
+        self.assertEqual(f["planned"], f["persistent"] + f["peak"] + f["workspace"])
+        step_peak, tol = mib_of(r.stderr, "step plan peak")
+        self.assertLessEqual(abs(f["peak"] - step_peak), tol + 256)
+        # Everything planned is held at once during the first step (setup may have held
+        # more for a moment: the inference graph's check, before the budget applies).
+        self.assertGreaterEqual(f["backend_peak"], f["planned"])
+        with tempfile.TemporaryDirectory() as tmp:
+            log, ck = os.path.join(tmp, "log.csv"), os.path.join(tmp, "ck")
+            fits = self.train(model, "--max-memory", f["planned"], "--log", log)
+            self.assertEqual(fits.returncode, 0, fits.stderr)
+            self.assertEqual(self.final(fits), self.final(r))
+            # The same training, bit for bit, as a run with neither --stats nor a budget.
+            plain_log = os.path.join(tmp, "plain.csv")
+            plain = self.train(model, "--log", plain_log)
+            self.assertEqual(plain.returncode, 0, plain.stderr)
+            with open(log, "rb") as a, open(plain_log, "rb") as b:
+                self.assertEqual(a.read(), b.read())
+            os.remove(log)
+            os.remove(plain_log)
+            short = self.train(model, "--max-memory", f"{f['planned'] - 1}B", "--log", log,
+                               "--checkpoint", ck)
+            self.assertEqual((short.returncode, short.stdout), (1, ""))
+            self.assertEqual(short.stderr, refusal(f, f["planned"] - 1, "training step", model))
+            self.assertEqual(os.listdir(tmp), [])
+        return f
+
+    def test_fp32(self):
+        self.check_step_budget(self.fp32)
+
+    def test_fp16(self):
+        # The AMP step: fp32 master weights and fp16 copies, loss-scale state, casts.
+        self.check_step_budget(self.fp16)
+
+    def test_peak_grows_with_the_batch(self):
+        small = figures(self.train(self.fp32, "--stats", batch=16).stderr)
+        large = figures(self.train(self.fp32, "--stats", batch=64).stderr)
+        self.assertLess(small["peak"], large["peak"])
+        # A budget that fits batch 16 refuses batch 64 before its first step.
+        r = self.train(self.fp32, "--max-memory", small["planned"], batch=64)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"needs {large['planned']} bytes", r.stderr)
+
+    def test_evaluation_is_held_to_the_budget(self):
+        # The evaluation's executor is made at the first evaluation; its allocations are
+        # refused by the backend when they pass the budget.
+        alone = figures(self.train(self.fp32, "--stats").stderr)
+        full = self.train(self.fp32, "--stats", evaluate=True)
+        self.assertEqual(full.returncode, 0, full.stderr)
+        f = figures(full.stderr)
+        self.assertGreater(f["backend_peak"], alone["planned"])
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "log.csv")
+            short = self.train(self.fp32, "--max-memory", alone["planned"], "--log", log,
+                               evaluate=True)
+            # The steps ran (their progress lines); the evaluation stops the run with one
+            # error line before any file is written.
+            self.assertEqual(short.returncode, 1)
+            self.assertEqual(short.stdout, "")
+            self.assertRegex(short.stderr, r"\nmpc: error: .*memory budget: \d+ more bytes on top "
+                             rf"of the \d+ held would exceed the budget of {alone['planned']} "
+                             r"bytes\n$")
+            self.assertEqual(os.listdir(tmp), [])
+            ok = self.train(self.fp32, "--max-memory", f["backend_peak"], "--log", log,
+                            evaluate=True)
+            self.assertEqual(ok.returncode, 0, ok.stderr)
+            self.assertEqual(self.final(ok), self.final(full))
+
+    def test_units(self):
+        for text, want in (("4096", 4096), ("4096B", 4096), ("1.5KiB", 1536), ("2MiB", 2 << 20),
+                           ("0.25MiB", 1 << 18), ("1GiB", 1 << 30), ("3TiB", 3 << 40)):
+            r = self.train(self.fp32, "--max-memory", text, "--stats", "--steps", 1)
+            got = figures(r.stderr)["budget"] if r.returncode == 0 else None
+            if r.returncode == 1:  # too small: the refusal names the parsed budget
+                self.assertIn(f"--max-memory {want} bytes:", r.stderr)
+            else:
+                self.assertEqual(got, want, r.stderr)
+
+    def test_bad_sizes(self):
+        for bad in ("0", "0B", "12GB", "12gib", "abc", "-1", "1.5.2MiB", "1.", ".5KiB", "MiB",
+                    "12 GiB", "", "99999999999TiB"):
+            for cmd in (("run", os.path.join(SOURCE_DIR, "models", "mlp.onnx"),
+                         "--random-inputs"),
+                        ("run", self.fp32, "--train", "--data", self.data, "--batch", 8)):
+                r = mpc(*cmd, "--max-memory", bad)
+                sub = "run --train" if "--train" in cmd else "run"
+                self.assertEqual(r.returncode, 2, (bad, r.stderr))
+                self.assertEqual(
+                    r.stderr,
+                    f"mpc {sub}: --max-memory takes a positive size in bytes with an optional "
+                    f"unit B, KiB, MiB, GiB or TiB (such as 12GiB, 1.5MiB or 4096), not "
+                    f"'{bad}' (see 'mpc {sub} --help')\n")
+        r = mpc("run", self.fp32, "--train", "--data", self.data, "--batch", 8, "--max-memory")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("option '--max-memory' needs a value", r.stderr)
+
+    def test_help_names_the_option(self):
+        for cmd in (("run", "--help"), ("run", "--train", "--help")):
+            self.assertIn("--max-memory SIZE", mpc(*cmd).stdout)
+
+
+def main():
+    global MPC, SOURCE_DIR
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpc", required=True)
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("-v", action="store_true")
+    ap.add_argument("-k", default=None)
+    a = ap.parse_args()
+    MPC, SOURCE_DIR = os.path.abspath(a.mpc), os.path.abspath(a.source_dir)
+    loader = unittest.TestLoader()
+    if a.k:
+        loader.testNamePatterns = [f"*{a.k}*"]
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(c) for c in (Inference, Training)])
+    res = unittest.TextTestRunner(verbosity=2 if a.v else 1).run(suite)
+    bad = len(res.failures) + len(res.errors)
+    print(f"{res.testsRun - bad} passed, {bad} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
