@@ -542,11 +542,7 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     int64_t to = n.intAttr("dtype", int64_t(key));
     return isKnownDType(to) && (kCudaDataTypes & dtypeBit(DType(to))) != 0;
   }
-  case CudaKernelKind::FusedMatMul:
-    // transBatchA/B move a batch axis among the matrix axes: not planned.
-    if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))
-      return false;
-    [[fallthrough]];
+  case CudaKernelKind::FusedMatMul: // transBatchA/B too (planFusedMatmul)
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
   case CudaKernelKind::Conv:

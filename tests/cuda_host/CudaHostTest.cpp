@@ -327,7 +327,8 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*mm, {DType::BF16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::F64, DType::F64}));
 
-  // FusedMatMul: alpha and transA/transB are planned, transBatchA/B are not.
+  // FusedMatMul: alpha, transA/transB and transBatchA/B are planned
+  // (planFusedMatmul), in the GEMM types.
   Node *fm = node("FusedMatMul", {DType::F16, DType::F16}, DType::F16, "fm");
   fm->domain = "com.microsoft";
   m.opsets.push_back({"com.microsoft", 1});
@@ -337,7 +338,8 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*fm, {DType::F16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
   fm->setAttr(Attribute::makeInt("transBatchB", 1));
-  EXPECT_FALSE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
   // Convolutions (cuDNN): X, W and B of one float type.
   Node *conv = node("Conv", {DType::F16, DType::F16, DType::F16}, DType::F16, "conv");
   EXPECT_TRUE(cudaRuns(*conv, {DType::F16, DType::F16, DType::F16}));
