@@ -78,6 +78,8 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(AveragePool, kCudaFloatTypes, Pool, 0),
       MPC_CUDA_ROW(GlobalMaxPool, kCudaFloatTypes, GlobalPool, 0),
       MPC_CUDA_ROW(GlobalAveragePool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_ROW(LpPool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(GlobalLpPool, kCudaFloatTypes, GlobalPool, 0),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", MaxPoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", AveragePoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),

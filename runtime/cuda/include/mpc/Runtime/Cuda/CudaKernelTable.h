@@ -40,9 +40,9 @@ enum class CudaKernelKind : uint8_t {
   ConvTranspose, ///< cuDNN's backward data of the forward convolution
   ConvGrad,      ///< dX, dW (cuDNN), dB (a channel sum)
   // Pooling: the window bodies of Kernels/WindowBodies.h (PoolOps.cpp).
-  Pool,           ///< MaxPool (and Indices), AveragePool
+  Pool,           ///< MaxPool (and Indices), AveragePool, LpPool
   PoolGrad,       ///< MaxPoolGrad, AveragePoolGrad
-  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
+  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool, GlobalLpPool
   GlobalPoolGrad, ///< GlobalAveragePoolGrad
   // BatchNormalization with running statistics (BatchNormOps.cpp).
   BatchNorm, ///< either training_mode; parameters of X's type or f32
