@@ -52,12 +52,12 @@ std::vector<CudaKernel> buildTable() {
   std::vector<CudaKernel> rows = {
   // Unary bodies over the float types. Clip reads its bounds from inputs
   // (device values), so it has no row yet.
-#define MPC_UNARY_FLOAT(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Predicate, UnaryOpId::Op),
-#define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Binary, BinaryOpId::Op),
-#define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Compare, BinaryOpId::Op),
+#define MPC_UNARY_FLOAT(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Predicate, UnaryOpId::Op),
+#define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaElementwiseBinaryTypes, Binary, BinaryOpId::Op),
+#define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaElementwiseBinaryTypes, Compare, BinaryOpId::Op),
   // The bitwise rows over the integer types (index/logic family).
 #define MPC_UNARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Unary, UnaryOpId::Op),
 #define MPC_BINARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Binary, BinaryOpId::Op),
@@ -494,6 +494,10 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return dts.size() < 2 || dts[1] == DType::Undefined || castable(dts[1]);
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare:
+    // The launchers read every operand as the key type (Pow's exponent too).
+    for (DType t : dts)
+      if (t != DType::Undefined && t != key)
+        return false;
     return n.numInputs() == 2 || cudaVariadicRow(k, n.numInputs());
   case CudaKernelKind::DataMove:
     return dataRowTakes(n, dts) &&
