@@ -102,6 +102,8 @@ static const DefaultRow kDefaultLists[] = {
   {"ReduceProd", AmpClass::Deny, "products overflow or underflow fp16"},
   {"CumSum", AmpClass::Deny, "running sums overflow fp16"},
   {"LpNormalization", AmpClass::Deny, "norm overflows fp16"},
+  {"LpPool", AmpClass::Deny, "p-th power sums overflow fp16"},
+  {"GlobalLpPool", AmpClass::Deny, "p-th power sums overflow fp16"},
   {"SoftmaxCrossEntropyLoss", AmpClass::Deny, "loss needs fp32"},
   {"NegativeLogLikelihoodLoss", AmpClass::Deny, "loss needs fp32"},
   {"ai.mpc.training::SoftmaxCrossEntropyLossGrad", AmpClass::Deny, "gradient of a loss"},

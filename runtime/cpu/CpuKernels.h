@@ -63,6 +63,8 @@ llvm::Error runMaxPool(const KernelCall &);
 llvm::Error runAveragePool(const KernelCall &);
 llvm::Error runGlobalAveragePool(const KernelCall &);
 llvm::Error runGlobalMaxPool(const KernelCall &);
+llvm::Error runLpPool(const KernelCall &);
+llvm::Error runGlobalLpPool(const KernelCall &);
 llvm::Error runBatchNorm(const KernelCall &);
 llvm::Error runLayerNorm(const KernelCall &);
 llvm::Error runSoftmax(const KernelCall &);

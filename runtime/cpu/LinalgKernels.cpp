@@ -107,9 +107,38 @@ llvm::Error cpuk::runAveragePool(const KernelCall &c) {
   return llvm::Error::success();
 }
 
+llvm::Error cpuk::runLpPool(const KernelCall &c) {
+  const WindowParams &p = paramsOf<WindowParams>(c);
+  auto g = poolGeometry(*c.node, p, c.inputs[0].shape);
+  if (!g)
+    return g.takeError();
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::lpPool<T>(*g, p.p, c.inputs[0].as<T>(), c.outputs[0].as<T>());
+  });
+  return llvm::Error::success();
+}
+
+/// N x C planes and the size of each, for the global pools.
+static void globalPlanes(const TensorRef &x, int64_t &planes, int64_t &planeSize) {
+  planes = x.shape[0] * x.shape[1];
+  planeSize = x.numElements() / std::max<int64_t>(planes, 1);
+}
+
+llvm::Error cpuk::runGlobalLpPool(const KernelCall &c) {
+  int64_t planes, planeSize;
+  globalPlanes(c.inputs[0], planes, planeSize);
+  double order = paramsOf<WindowParams>(c).p;
+  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::globalLpPool<T>(c.inputs[0].as<T>(), c.outputs[0].as<T>(), planes, planeSize, order);
+  });
+  return llvm::Error::success();
+}
+
 template <bool Max> static llvm::Error runGlobalPool(const KernelCall &c) {
-  const auto &x = c.inputs[0].shape;
-  int64_t planes = x[0] * x[1], planeSize = c.inputs[0].numElements() / std::max<int64_t>(planes, 1);
+  int64_t planes, planeSize;
+  globalPlanes(c.inputs[0], planes, planeSize);
   dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     if (Max)

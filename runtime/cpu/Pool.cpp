@@ -1,4 +1,4 @@
-//===- Pool.cpp - Max and average pooling ---------------------------------===//
+//===- Pool.cpp - Max, average and Lp pooling ------------------------------===//
 //
 // Window bounds are tabulated once per spatial dimension and output
 // coordinate; each plane is widened to fp32 once (16-bit storage), then every
@@ -124,6 +124,15 @@ forEachTap(const PoolGeometry &g, llvm::ArrayRef<const WindowTable::Entry *> e,
     if (d == size_t(-1))
       return;
   }
+}
+
+/// The row-major strides of an input plane, per spatial dimension.
+static llvm::SmallVector<int64_t, 4> rowMajorStrides(const PoolGeometry &g) {
+  size_t rank = g.inSpatial.size();
+  llvm::SmallVector<int64_t, 4> stride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;)
+    stride[d] = stride[d + 1] * g.inSpatial[d + 1];
+  return stride;
 }
 
 /// The plane in the compute type: the original for fp32/fp64, else widened.
@@ -252,9 +261,7 @@ void maxPool(const PoolGeometry &g, const T *x, T *y, int64_t *indices,
   if (outSize == 0)
     return;
   WindowTable table(g);
-  llvm::SmallVector<int64_t, 4> inStride(rank, 1), colStride(rank, 1);
-  for (size_t d = rank - 1; d-- > 0;)
-    inStride[d] = inStride[d + 1] * g.inSpatial[d + 1];
+  llvm::SmallVector<int64_t, 4> inStride = rowMajorStrides(g), colStride(rank, 1);
   for (size_t d = 1; d < rank; ++d)
     colStride[d] = colStride[d - 1] * g.inSpatial[d - 1];
   S *out = scratch<S>(ScratchSlot::Accum, size_t(outSize));
@@ -309,47 +316,94 @@ void maxPool(const PoolGeometry &g, const T *x, T *y, int64_t *indices,
   }
 }
 
+namespace {
+/// What the plane loops of a window pool share: the window table, the
+/// plane's strides and, for 1 to 3 spatial axes, the shared bodies' form.
+struct PoolPass {
+  WindowTable table;
+  llvm::SmallVector<int64_t, 4> inStride;
+  WindowShape shape;
+  bool shared;
+  explicit PoolPass(const PoolGeometry &g) : table(g), inStride(rowMajorStrides(g)) {
+    shared = windowShapeOf(g, shape);
+  }
+};
+} // namespace
+
+/// Calls fill(pass, plane, out) for every plane of x, widened to the compute
+/// type, and narrows the out it filled into y.
+template <typename T, typename Fill>
+static void forEachPlane(const PoolGeometry &g, const T *x, T *y, Fill fill) {
+  using S = AccumType<T>;
+  assert(!g.inSpatial.empty() && "pooling needs a spatial dimension");
+  int64_t inSize = product(g.inSpatial), outSize = product(g.outSpatial);
+  if (outSize == 0)
+    return;
+  PoolPass pass(g);
+  S *out = scratch<S>(ScratchSlot::Accum, size_t(outSize));
+  for (int64_t p = 0; p < g.batch * g.channels; ++p) {
+    fill(pass, planeOf<T, S>(x + p * inSize, inSize), out);
+    narrowBlock(out, y + p * outSize, outSize);
+  }
+}
+
 template <typename T>
 void averagePool(const PoolGeometry &g, bool countIncludePad, const T *x,
                  T *y) {
   using S = AccumType<T>;
   size_t rank = g.inSpatial.size();
-  assert(rank >= 1 && "pooling needs a spatial dimension");
-  int64_t inSize = product(g.inSpatial), outSize = product(g.outSpatial);
-  if (outSize == 0)
-    return;
-  WindowTable table(g);
-  llvm::SmallVector<int64_t, 4> inStride(rank, 1);
-  for (size_t d = rank - 1; d-- > 0;)
-    inStride[d] = inStride[d + 1] * g.inSpatial[d + 1];
-  S *out = scratch<S>(ScratchSlot::Accum, size_t(outSize));
-  S *rowBuf = scratch<S>(ScratchSlot::Extra, size_t(g.inSpatial.back()));
-  WindowShape shape;
-  bool shared = windowShapeOf(g, shape);
-
-  for (int64_t p = 0; p < g.batch * g.channels; ++p) {
-    const S *plane = planeOf<T, S>(x + p * inSize, inSize);
+  int64_t outSize = product(g.outSpatial);
+  S *rowBuf = rank == 2 ? scratch<S>(ScratchSlot::Extra, size_t(g.inSpatial.back())) : nullptr;
+  forEachPlane(g, x, y, [&](const PoolPass &pass, const S *plane, S *out) {
     if (rank == 2) {
-      averagePlane2d(g, table, countIncludePad, plane, out, rowBuf);
-      narrowBlock(out, y + p * outSize, outSize);
-      continue;
+      averagePlane2d(g, pass.table, countIncludePad, plane, out, rowBuf);
+      return;
     }
-    if (shared) {
+    if (pass.shared) {
       for (int64_t o = 0; o < outSize; ++o)
-        out[o] = windowAverage(shape, plane, o, countIncludePad);
-      narrowBlock(out, y + p * outSize, outSize);
-      continue;
+        out[o] = windowAverage(pass.shape, plane, o, countIncludePad);
+      return;
     }
-    forEachOutput(
-        g, table, [&](int64_t o, llvm::ArrayRef<const WindowTable::Entry *> e) {
-          S sum = S(0);
-          forEachTap(g, e, inStride, plane, [&](S v, int64_t) { sum += v; });
-          int64_t count = 1;
-          for (size_t d = 0; d < rank; ++d)
-            count *= countIncludePad ? e[d]->padded : e[d]->hi - e[d]->lo;
-          out[o] = sum / S(count);
-        });
-    narrowBlock(out, y + p * outSize, outSize);
+    forEachOutput(g, pass.table, [&](int64_t o, llvm::ArrayRef<const WindowTable::Entry *> e) {
+      S sum = S(0);
+      forEachTap(g, e, pass.inStride, plane, [&](S v, int64_t) { sum += v; });
+      int64_t count = 1;
+      for (size_t d = 0; d < rank; ++d)
+        count *= countIncludePad ? e[d]->padded : e[d]->hi - e[d]->lo;
+      out[o] = sum / S(count);
+    });
+  });
+}
+
+template <typename T>
+void lpPool(const PoolGeometry &g, double p, const T *x, T *y) {
+  using S = AccumType<T>;
+  int64_t outSize = product(g.outSpatial);
+  S order = S(p);
+  forEachPlane(g, x, y, [&](const PoolPass &pass, const S *plane, S *out) {
+    if (pass.shared) {
+      for (int64_t o = 0; o < outSize; ++o)
+        out[o] = windowLpPool(pass.shape, plane, o, order);
+      return;
+    }
+    forEachOutput(g, pass.table, [&](int64_t o, llvm::ArrayRef<const WindowTable::Entry *> e) {
+      S sum = S(0);
+      forEachTap(g, e, pass.inStride, plane, [&](S v, int64_t) { sum += lpTerm(v, order); });
+      out[o] = lpRoot(sum, order);
+    });
+  });
+}
+
+template <typename T>
+void globalLpPool(const T *x, T *y, int64_t planes, int64_t planeSize, double p) {
+  using S = AccumType<T>;
+  S order = S(p);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const S *plane = planeOf<T, S>(x + pl * planeSize, planeSize);
+    S sum = S(0);
+    for (int64_t i = 0; i < planeSize; ++i)
+      sum += lpTerm(plane[i], order);
+    y[pl] = store<T>(lpRoot(sum, order));
   }
 }
 
@@ -377,7 +431,9 @@ void globalMaxPool(const T *x, T *y, int64_t planes, int64_t planeSize) {
                            bool);                                              \
   template void averagePool<T>(const PoolGeometry &, bool, const T *, T *);    \
   template void globalAveragePool<T>(const T *, T *, int64_t, int64_t);        \
-  template void globalMaxPool<T>(const T *, T *, int64_t, int64_t);
+  template void globalMaxPool<T>(const T *, T *, int64_t, int64_t);          \
+  template void lpPool<T>(const PoolGeometry &, double, const T *, T *);     \
+  template void globalLpPool<T>(const T *, T *, int64_t, int64_t, double);
 MPC_INSTANTIATE_POOL(float)
 MPC_INSTANTIATE_POOL(double)
 MPC_INSTANTIATE_POOL(Half)

@@ -1,7 +1,7 @@
 //===- BinaryKernels.cu - Launchers of the binary op bodies ---------------===//
 //
 // One grid-stride kernel per (op, storage type) of the binary and comparison
-// rows of ElementwiseOps.def that the CUDA table lists (the bitwise ones over
+// rows of ElementwiseOps.def that the CUDA table lists (f64 too; the bitwise ones over
 // the integer types) and the logical And/Or/Xor over bool, walking the host's
 // broadcast plan (BroadcastPlan.h) and calling the same MPC_HD body as the
 // CPU loops (runtime/kernels); variadic Max and Min fold the same bodies over
@@ -47,7 +47,7 @@ cudaError_t binaryFor(const OpBlob &blob, int32_t type, const void *a, const voi
   if constexpr (Integer)
     return dispatchInteger(type, run);
   else
-    return dispatchBinary(type, run);
+    return dispatchBinaryOrDouble(type, run);
 }
 
 template <typename Op, typename T>
@@ -65,7 +65,7 @@ cudaError_t variadicFor(const OpBlob &blob, int32_t type, const NaryInputs &in, 
                         cudaStream_t stream) {
   Op op;
   std::memcpy(static_cast<void *>(&op), blob.bytes, sizeof(Op));
-  return dispatchBinary(type, [&](auto tag) {
+  return dispatchBinaryOrDouble(type, [&](auto tag) {
     using T = decltype(tag);
     return queue(variadicKernel<Op, T>, g, stream, op, in, static_cast<T *>(out), plan);
   });

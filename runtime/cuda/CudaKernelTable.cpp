@@ -52,12 +52,12 @@ std::vector<CudaKernel> buildTable() {
   std::vector<CudaKernel> rows = {
   // Unary bodies over the float types. Clip reads its bounds from inputs
   // (device values), so it has no row yet.
-#define MPC_UNARY_FLOAT(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Unary, UnaryOpId::Op),
-#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaFloatTypes, Predicate, UnaryOpId::Op),
-#define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Binary, BinaryOpId::Op),
-#define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaBinaryTypes, Compare, BinaryOpId::Op),
+#define MPC_UNARY_FLOAT(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_ARITHMETIC(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Unary, UnaryOpId::Op),
+#define MPC_UNARY_PREDICATE(Op) MPC_CUDA_ROW(Op, kCudaElementwiseFloatTypes, Predicate, UnaryOpId::Op),
+#define MPC_BINARY_SIGNED(Op) MPC_CUDA_ROW(Op, kCudaElementwiseBinaryTypes, Binary, BinaryOpId::Op),
+#define MPC_BINARY_COMPARE(Op) MPC_CUDA_ROW(Op, kCudaElementwiseBinaryTypes, Compare, BinaryOpId::Op),
   // The bitwise rows over the integer types (index/logic family).
 #define MPC_UNARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Unary, UnaryOpId::Op),
 #define MPC_BINARY_INTEGER(Op) MPC_CUDA_ROW(Op, kCudaIntegerTypes, Binary, BinaryOpId::Op),
@@ -78,6 +78,8 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(AveragePool, kCudaFloatTypes, Pool, 0),
       MPC_CUDA_ROW(GlobalMaxPool, kCudaFloatTypes, GlobalPool, 0),
       MPC_CUDA_ROW(GlobalAveragePool, kCudaFloatTypes, GlobalPool, 0),
+      MPC_CUDA_ROW(LpPool, kCudaFloatTypes, Pool, 0),
+      MPC_CUDA_ROW(GlobalLpPool, kCudaFloatTypes, GlobalPool, 0),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", MaxPoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", AveragePoolGrad, PoolGrad),
       MPC_CUDA_DOMAIN_ROW("ai.mpc.training", GlobalAveragePoolGrad, GlobalPoolGrad),
@@ -492,6 +494,10 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return dts.size() < 2 || dts[1] == DType::Undefined || castable(dts[1]);
   case CudaKernelKind::Binary:
   case CudaKernelKind::Compare:
+    // The launchers read every operand as the key type (Pow's exponent too).
+    for (DType t : dts)
+      if (t != DType::Undefined && t != key)
+        return false;
     return n.numInputs() == 2 || cudaVariadicRow(k, n.numInputs());
   case CudaKernelKind::DataMove:
     return dataRowTakes(n, dts) &&
@@ -542,11 +548,7 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     int64_t to = n.intAttr("dtype", int64_t(key));
     return isKnownDType(to) && (kCudaDataTypes & dtypeBit(DType(to))) != 0;
   }
-  case CudaKernelKind::FusedMatMul:
-    // transBatchA/B move a batch axis among the matrix axes: not planned.
-    if (n.intAttr("transBatchA", 0) || n.intAttr("transBatchB", 0))
-      return false;
-    [[fallthrough]];
+  case CudaKernelKind::FusedMatMul: // transBatchA/B too (planFusedMatmul)
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
   case CudaKernelKind::Conv:

@@ -13,6 +13,7 @@
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cuda/GemmPlan.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/OpParams.h"
 #include "mpc/Support/Diagnostics.h"
 
 using namespace mpc;
@@ -69,12 +70,15 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   problem.bShape = inputs[1].shape;
   problem.elementBytes = g->elementBytes;
   bool gemm = row.kind == CudaKernelKind::Gemm;
-  if (row.kind == CudaKernelKind::FusedMatMul) {
-    // alpha * op(A) @ op(B) with MatMul's batching; a vector is not
-    // transposed (as the CPU kernel: transA/transB change nothing there).
-    problem.transA = n.intAttr("transA", 0) != 0 && problem.aShape.size() > 1;
-    problem.transB = n.intAttr("transB", 0) != 0 && problem.bShape.size() > 1;
-    g->alpha = n.floatAttr("alpha", 1.0f);
+  bool fused = row.kind == CudaKernelKind::FusedMatMul;
+  FusedMatmulProblem fusedProblem;
+  if (fused) {
+    // alpha * op(A) @ op(B) with MatMul's batching and transBatchA/B
+    // (planFusedMatmul; a vector is not transposed, as on the CPU).
+    FusedMatMulParams fp = fusedMatMulParamsOf(n);
+    fusedProblem = {problem.aShape, problem.bShape, fp.transA,      fp.transB,
+                    fp.transBatchA, fp.transBatchB, g->elementBytes};
+    g->alpha = fp.alpha;
   }
   if (gemm) {
     problem.transA = n.intAttr("transA", 0) != 0;
@@ -82,7 +86,7 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     g->alpha = n.floatAttr("alpha", 1.0f);
     g->beta = n.floatAttr("beta", 1.0f);
   }
-  auto plan = planMatmul(problem);
+  auto plan = fused ? planFusedMatmul(fusedProblem) : planMatmul(problem);
   if (!plan)
     return inputError("{0}: {1}", describeNode(n), llvm::toString(plan.takeError()));
   g->plan = std::move(*plan);

@@ -216,6 +216,90 @@ llvm::Expected<MatmulPlan> mpc::cuda::planMatmul(const MatmulProblem &p) {
   return plan;
 }
 
+/// Stored X [R, b..., C] as transBatch reads it: [b..., R, C].
+static std::vector<int64_t> transBatchView(llvm::ArrayRef<int64_t> x) {
+  std::vector<int64_t> v(x.begin() + 1, x.end() - 1);
+  v.push_back(x.front());
+  v.push_back(x.back());
+  return v;
+}
+
+/// Points cuBLASLt operand `o` (the user's X, whose call offsets are
+/// `offsets`) at X stored [R, b..., C] for transBatch: the matrices planned
+/// dense (R * C apart) are C apart, rows numel(b) * C apart.
+static void useTransBatchLayout(llvm::ArrayRef<int64_t> stored, LtOperand &o,
+                                llvm::MutableArrayRef<int64_t *> offsets) {
+  int64_t rows = stored.front(), cols = stored.back(), batch = 1;
+  for (size_t i = 1; i + 1 < stored.size(); ++i)
+    batch *= stored[i];
+  // Dense offsets are multiples of R * C; with R = 0 nothing is read.
+  int64_t per = rows > 0 ? rows : 1;
+  o.batchStride /= per;
+  for (int64_t *off : offsets)
+    *off /= per;
+  o.ld = std::max<int64_t>(batch * cols, 1);
+}
+
+llvm::Expected<MatmulPlan> mpc::cuda::planFusedMatmul(const FusedMatmulProblem &p) {
+  MatmulProblem q;
+  q.elementBytes = p.elementBytes;
+  q.transA = p.transA && p.aShape.size() > 1;
+  q.transB = p.transB && p.bShape.size() > 1;
+  if (!p.transBatchA && !p.transBatchB) {
+    q.aShape = p.aShape;
+    q.bShape = p.bShape;
+    return planMatmul(q);
+  }
+  auto fail = [&](const llvm::Twine &why) -> llvm::Error {
+    return llvm::createStringError(
+        std::errc::invalid_argument, "FusedMatMul of %s and %s (transA %d, transB %d, "
+        "transBatchA %d, transBatchB %d): %s", shapeText(p.aShape).c_str(),
+        shapeText(p.bShape).c_str(), int(p.transA), int(p.transB), int(p.transBatchA),
+        int(p.transBatchB), why.str().c_str());
+  };
+  if (p.aShape.size() < 3 || p.aShape.size() != p.bShape.size())
+    return fail("transBatchA/transBatchB need A and B of one rank, 3 or more");
+  std::vector<int64_t> a = p.transBatchA ? transBatchView(p.aShape) : p.aShape.vec();
+  std::vector<int64_t> b = p.transBatchB ? transBatchView(p.bShape) : p.bShape.vec();
+  // planMatmul folds an untransposed A's batch into rows; the transBatch A's
+  // rows are not evenly spaced, so it is planned as the transpose of its
+  // transpose (the layout is set below either way).
+  if (p.transBatchA && !q.transA) {
+    std::swap(a[a.size() - 2], a[a.size() - 1]);
+    q.transA = true;
+  }
+  q.aShape = a;
+  q.bShape = b;
+  llvm::Expected<MatmulPlan> plan = planMatmul(q);
+  if (!plan) // planMatmul's reason, without the shapes of the view
+    return fail(llvm::StringRef(llvm::toString(plan.takeError())).split(": ").second);
+  LtGemm &g = plan->gemm;
+  llvm::SmallVector<int64_t *, 8> offA, offB;
+  for (LtGemm::Offsets &o : g.offsets) {
+    offA.push_back(&o.userA);
+    offB.push_back(&o.userB);
+  }
+  if (p.transBatchA) {
+    // cuBLASLt's B: the stored R x C rows are the column-major C x R matrix.
+    useTransBatchLayout(p.aShape, g.b, offA);
+    g.b.rows = p.aShape.back();
+    g.b.cols = p.aShape.front();
+    g.b.trans = p.transA;
+  }
+  if (p.transBatchB)
+    useTransBatchLayout(p.bShape, g.a, offB);
+  llvm::SmallVector<int64_t, 8> userA, userB;
+  for (const LtGemm::Offsets &o : g.offsets) {
+    userA.push_back(o.userA);
+    userB.push_back(o.userB);
+  }
+  userA.push_back(g.b.batchStride);
+  userB.push_back(g.a.batchStride);
+  g.b.alignment = alignmentOf(userA, p.elementBytes);
+  g.a.alignment = alignmentOf(userB, p.elementBytes);
+  return plan;
+}
+
 llvm::Expected<GemmBias> mpc::cuda::planGemmBias(int64_t m, int64_t n, bool hasC,
                                                  llvm::ArrayRef<int64_t> cShape, float beta) {
   if (!hasC || beta == 0.0f)

@@ -46,6 +46,12 @@ template <typename Fn> cudaError_t dispatchFloat(int32_t type, Fn &&fn) {
   }
 }
 
+/// dispatchFloat, and double for f64 (the element-wise rows,
+/// kCudaElementwiseFloatTypes).
+template <typename Fn> cudaError_t dispatchFloatOrDouble(int32_t type, Fn &&fn) {
+  return type == kOnnxF64 ? fn(double()) : dispatchFloat(type, fn);
+}
+
 /// The same over the binary rows' types (kCudaBinaryTypes).
 template <typename Fn> cudaError_t dispatchBinary(int32_t type, Fn &&fn) {
   switch (type) {
@@ -53,6 +59,11 @@ template <typename Fn> cudaError_t dispatchBinary(int32_t type, Fn &&fn) {
   case kOnnxI64: return fn(int64_t());
   default: return dispatchFloat(type, fn);
   }
+}
+
+/// dispatchBinary, and double for f64 (kCudaElementwiseBinaryTypes).
+template <typename Fn> cudaError_t dispatchBinaryOrDouble(int32_t type, Fn &&fn) {
+  return type == kOnnxF64 ? fn(double()) : dispatchBinary(type, fn);
 }
 
 /// The same over the integer types of the bitwise rows (kCudaIntegerTypes).

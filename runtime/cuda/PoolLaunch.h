@@ -25,6 +25,12 @@ cudaError_t launchWindowPool(int32_t type, bool max, const kernels::WindowShape 
                              void *y, int64_t *indices, int64_t planes, const LaunchGeometry &g,
                              cudaStream_t stream);
 
+/// LpPool of order p over `planes` planes of x: one thread per output
+/// element, the window body windowLpPool. `g` covers planes x outputs.
+cudaError_t launchWindowLpPool(int32_t type, const kernels::WindowShape &w, float p,
+                               const void *x, void *y, int64_t planes, const LaunchGeometry &g,
+                               cudaStream_t stream);
+
 /// MaxPoolGrad (`max`: dy, x) or AveragePoolGrad (dy) into dx: one thread
 /// per input element gathering what the CPU scatters (maxPoolGradAt /
 /// averagePoolGradAt, the same order, so the same sums). `g` covers planes x
@@ -37,6 +43,11 @@ cudaError_t launchWindowPoolGrad(int32_t type, bool max, const kernels::WindowSh
 /// one block per plane of planeSize elements, a fixed reduction tree in fp32.
 cudaError_t launchGlobalPool(int32_t type, bool max, const void *x, void *y, int64_t planes,
                              int64_t planeSize, cudaStream_t stream);
+
+/// GlobalLpPool of order p: as launchGlobalPool, summing lpTerm and taking
+/// lpRoot of the sum (WindowBodies.h).
+cudaError_t launchGlobalLpPool(int32_t type, float p, const void *x, void *y, int64_t planes,
+                               int64_t planeSize, cudaStream_t stream);
 
 /// GlobalAveragePoolGrad: dx[p, i] = dy[p] / planeSize. `g` covers
 /// planes x planeSize.

@@ -1,7 +1,7 @@
 //===- PoolOps.cpp - Pooling and its gradients -------------------------------===//
 //
-// The pooling family: MaxPool (with its Indices output), AveragePool,
-// GlobalMaxPool, GlobalAveragePool and the ai.mpc.training gradients
+// The pooling family: MaxPool (with its Indices output), AveragePool, LpPool,
+// GlobalMaxPool, GlobalAveragePool, GlobalLpPool and the ai.mpc.training gradients
 // MaxPoolGrad, AveragePoolGrad and GlobalAveragePoolGrad. prepare resolves
 // the window geometry with the shape rule's helpers (what the CPU kernels
 // run) into the shared window bodies' form (WindowBodies.h, up to 3 spatial
@@ -27,6 +27,9 @@ public:
   CudaKernelKind kind = CudaKernelKind::Pool;
   DType type = DType::F32;
   bool max = false, countIncludePad = false, columnMajor = false;
+  /// LpPool or GlobalLpPool, of order p.
+  bool lp = false;
+  float p = 2;
   kernels::WindowShape shape;
   /// Planes (N x C) and, for the global pools, their size.
   int64_t planes = 0, planeSize = 0;
@@ -54,15 +57,17 @@ CudaOpOrError cuda::preparePoolOp(const Node &n, const CudaKernel &row,
   p.type = inputs[0].dtype;
   llvm::StringRef type = n.opType;
   p.max = type == "MaxPool" || type == "GlobalMaxPool" || type == "MaxPoolGrad";
+  p.lp = type == "LpPool" || type == "GlobalLpPool";
+  auto parsed = windowParamsOf(n);
+  if (!parsed)
+    return parsed.takeError();
+  const WindowParams &params = *parsed;
+  p.p = float(params.p);
   if (p.kind == CudaKernelKind::GlobalPool || p.kind == CudaKernelKind::GlobalPoolGrad) {
     // GlobalAveragePoolGrad's X (input 1) has the planes.
     planesOf(inputs[p.kind == CudaKernelKind::GlobalPool ? 0 : 1].shape, p.planes, p.planeSize);
     return std::unique_ptr<CudaOp>(std::move(op));
   }
-  auto parsed = windowParamsOf(n);
-  if (!parsed)
-    return parsed.takeError();
-  const WindowParams &params = *parsed;
   p.countIncludePad = params.countIncludePad;
   p.columnMajor = params.storageColumnMajor;
   auto geo = p.kind == CudaKernelKind::Pool
@@ -87,8 +92,10 @@ std::string PoolOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
   case CudaKernelKind::Pool: {
     int64_t *indices =
         call.outputs.size() > 1 ? static_cast<int64_t *>(call.outputs[1].data) : nullptr;
-    e = launchWindowPool(t, max, shape, countIncludePad, columnMajor, in0, out, indices, planes,
-                         ctx.geometry(planes * kernels::windowOutSize(shape)), s);
+    LaunchGeometry g = ctx.geometry(planes * kernels::windowOutSize(shape));
+    e = lp ? launchWindowLpPool(t, shape, p, in0, out, planes, g, s)
+           : launchWindowPool(t, max, shape, countIncludePad, columnMajor, in0, out, indices,
+                              planes, g, s);
     break;
   }
   case CudaKernelKind::PoolGrad:
@@ -97,7 +104,8 @@ std::string PoolOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
                              planes, ctx.geometry(planes * kernels::windowInSize(shape)), s);
     break;
   case CudaKernelKind::GlobalPool:
-    e = launchGlobalPool(t, max, in0, out, planes, planeSize, s);
+    e = lp ? launchGlobalLpPool(t, p, in0, out, planes, planeSize, s)
+           : launchGlobalPool(t, max, in0, out, planes, planeSize, s);
     break;
   case CudaKernelKind::GlobalPoolGrad:
     e = launchGlobalAveragePoolGrad(t, in0, out, planes, planeSize,

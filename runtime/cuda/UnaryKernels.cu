@@ -1,7 +1,7 @@
 //===- UnaryKernels.cu - Launchers of the unary op bodies -----------------===//
 //
 // One grid-stride kernel per (op, storage type) of the unary rows of
-// ElementwiseOps.def that the CUDA table lists (float, Half, BFloat16;
+// ElementwiseOps.def that the CUDA table lists (float, Half, BFloat16, double;
 // BitwiseNot over the integer types) and logical Not over bool, each calling
 // the same MPC_HD body the CPU loops call (runtime/kernels).
 //
@@ -39,7 +39,7 @@ cudaError_t unaryFor(const OpBlob &blob, int32_t type, const void *in, void *out
   if constexpr (Integer)
     return dispatchInteger(type, run);
   else
-    return dispatchFloat(type, run);
+    return dispatchFloatOrDouble(type, run);
 }
 
 } // namespace

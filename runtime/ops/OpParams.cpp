@@ -11,7 +11,9 @@
 #include "Parsers.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Support/Diagnostics.h"
+#include <cmath>
 #include <limits>
+#include <sstream>
 
 using namespace mpc;
 
@@ -99,6 +101,25 @@ static IntList intList(const Node &n, llvm::StringRef name) {
   return l;
 }
 
+/// LpPool's and GlobalLpPool's p into `p` when present: an int from opset 2,
+/// a float in the first versions (any positive value; the kernels raise to
+/// a real power).
+static llvm::Error readLpOrder(const Node &n, double &p) {
+  const Attribute *a = n.attr("p");
+  if (!a)
+    return llvm::Error::success();
+  bool isFloat = a->kind == AttrKind::Float;
+  p = isFloat ? double(a->f) : double(a->i);
+  if (p > 0 && std::isfinite(p))
+    return llvm::Error::success();
+  std::ostringstream value; // a float as written: -1.5
+  if (isFloat)
+    value << a->f;
+  else
+    value << a->i;
+  return attributeError(n, "p", value.str(), "it must be positive");
+}
+
 llvm::Expected<WindowParams> mpc::windowParamsOf(const Node &n) {
   if (auto e = checkOneOf(n, "auto_pad", {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"},
                           "it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID"))
@@ -129,6 +150,8 @@ llvm::Expected<WindowParams> mpc::windowParamsOf(const Node &n) {
   p.ceilMode = n.intAttr("ceil_mode", 0) != 0;
   p.storageColumnMajor = n.intAttr("storage_order", 0) != 0;
   p.countIncludePad = n.intAttr("count_include_pad", 0) != 0;
+  if (auto e = readLpOrder(n, p.p))
+    return std::move(e);
   return p;
 }
 

@@ -5,7 +5,9 @@
         [--device cpu|cuda]
 
   * FusedMatMul (alpha, transA, transB, transBatchA, transBatchB, batch broadcasting, vectors,
-    2-D to 4-D) in float32, float16, bfloat16 and float64 on single-node models. The oracle is
+    2-D to 4-D) in float32, float16, bfloat16 and float64 on single-node models (with
+    --device cuda, the 16- and 32-bit cases with --no-fallback: they must run on the GPU,
+    transBatch layouts included). The oracle is
     onnxruntime's own CPU kernel in float32 on the inputs rounded to the type (16-bit results
     within one rounding of that); float64 is checked against a NumPy float64 product, which is
     itself checked against onnxruntime;
@@ -65,12 +67,13 @@ def run_mpc(args, env_extra=None):
                           env=env)
 
 
-def mpc_run(model, feeds, out_names, workdir, env_extra=None, stderr_out=None):
+def mpc_run(model, feeds, out_names, workdir, env_extra=None, stderr_out=None, extra=()):
     """Runs `mpc run`; returns the outputs as arrays, or raises with mpc's stderr. env_extra:
-    more environment variables; stderr_out: a list that gets mpc's stderr."""
+    more environment variables; stderr_out: a list that gets mpc's stderr; extra: more
+    arguments."""
     path = os.path.join(workdir, "model.onnx")
     onnx.save(model, path)
-    args = ["run", path]
+    args = ["run", path, *extra]
     for name, arr in feeds.items():
         f = os.path.join(workdir, f"in_{name}.npy")
         np.save(f, arr)
@@ -181,6 +184,9 @@ FUSED_CASES = [
     ((3, 1, 4), (2, 4, 5), {"transBatchA": 1}),      # transBatch with broadcasting
     ((5, 2, 3, 4), (2, 3, 6, 4), {"transBatchA": 1, "transB": 1, "transA": 0}),
     ((2, 3, 4), (5, 2, 4), {"transBatchB": 1, "transB": 1}),  # B is [N, batch, K]
+    ((3, 2, 1, 4), (2, 5, 4, 6), {"transBatchA": 1}),  # A broadcast on an inner batch axis
+    ((2, 1, 3, 4), (4, 2, 5, 6), {"transBatchB": 1}),  # B is [K, batch..., N], A broadcast
+    ((2, 4, 3, 5), (6, 4, 3, 5), {"transBatchA": 1, "transBatchB": 1, "transB": 1}),
     ((2, 65, 40), (40, 33), {"transB": 0}),          # larger than one SIMD panel
     ((40, 3, 65), (3, 33, 40), {"transBatchA": 1, "transA": 1, "transB": 1}),
 ]
@@ -199,7 +205,10 @@ class FusedMatMulTest(unittest.TestCase):
 
     def run_fused(self, a, b, attrs, dt):
         model, feeds, outs = single_node("FusedMatMul", MS, [("a", a), ("b", b)], 1, attrs, dt)
-        return mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name))[0]
+        # On cuda every case of a type the CUDA row takes (transBatchA/B included) must run
+        # there: --no-fallback makes a CPU fallback an error.
+        extra = ["--no-fallback"] if DEVICE == "cuda" and dt != "f64" else []
+        return mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name), extra=extra)[0]
 
     def test_reference_matches_onnxruntime(self):
         # The float64 oracle means what onnxruntime means.

@@ -144,14 +144,14 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::Unary:
     case CudaKernelKind::Predicate:
       EXPECT_LT(k.op, int32_t(UnaryOpId::Count));
-      // Float bodies, or the bitwise ones over the CPU row's integer types.
-      if (k.dtypes != kCudaFloatTypes)
+      // Float bodies (f64 too), or the bitwise ones over the CPU row's integer types.
+      if (k.dtypes != kCudaElementwiseFloatTypes)
         EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaIntegerTypes);
       break;
     case CudaKernelKind::Binary:
     case CudaKernelKind::Compare:
       EXPECT_LT(k.op, int32_t(BinaryOpId::Count));
-      if (k.dtypes != kCudaBinaryTypes)
+      if (k.dtypes != kCudaElementwiseBinaryTypes)
         EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaIntegerTypes);
       break;
     case CudaKernelKind::MatMul:
@@ -290,7 +290,20 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   Node *add = node("Add", {DType::F16, DType::F16}, DType::F16, "add");
   EXPECT_TRUE(cudaRuns(*add, {DType::F16, DType::F16}));
   EXPECT_TRUE(cudaRuns(*add, {DType::I64, DType::I64}));
-  EXPECT_FALSE(cudaRuns(*add, {DType::F64, DType::F64}));
+  // f64: the element-wise bodies in double (kCudaElementwiseBinaryTypes).
+  EXPECT_TRUE(cudaRuns(*add, {DType::F64, DType::F64}));
+  Node *sin = node("Sin", {DType::F64}, DType::F64, "sin");
+  EXPECT_TRUE(cudaRuns(*sin, {DType::F64}));
+  Node *isnan = node("IsNaN", {DType::F64}, DType::Bool, "isnan");
+  EXPECT_TRUE(cudaRuns(*isnan, {DType::F64}));
+  Node *less = node("Less", {DType::F64, DType::F64}, DType::Bool, "less");
+  EXPECT_TRUE(cudaRuns(*less, {DType::F64, DType::F64}));
+  // The launchers read both operands as the key type: a Pow whose exponent
+  // has another type runs on the CPU.
+  Node *pow = node("Pow", {DType::F64, DType::F32}, DType::F64, "pow");
+  EXPECT_TRUE(cudaRuns(*pow, {DType::F64, DType::F64}));
+  EXPECT_FALSE(cudaRuns(*pow, {DType::F64, DType::F32}));
+  EXPECT_FALSE(cudaRuns(*pow, {DType::F16, DType::F32}));
 
   Node *nms = node("NonMaxSuppression", {DType::F32, DType::F32}, DType::I64, "nms");
   EXPECT_EQ(findCudaKernel(*nms), nullptr);
@@ -302,6 +315,7 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*mx, {DType::F32, DType::F32, DType::F32}));
   Node *mx2 = node("Max", {DType::F32, DType::F32}, DType::F32, "mx2");
   EXPECT_TRUE(cudaRuns(*mx2, {DType::F32, DType::F32}));
+  EXPECT_TRUE(cudaRuns(*mx, {DType::F64, DType::F64, DType::F64}));
 
   // Recurrent ops: every float operand of X's type; sequence_lens (input 4)
   // only as a graph constant (here a graph input: the CPU runs the node).
@@ -327,7 +341,8 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_FALSE(cudaRuns(*mm, {DType::BF16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*mm, {DType::F64, DType::F64}));
 
-  // FusedMatMul: alpha and transA/transB are planned, transBatchA/B are not.
+  // FusedMatMul: alpha, transA/transB and transBatchA/B are planned
+  // (planFusedMatmul), in the GEMM types.
   Node *fm = node("FusedMatMul", {DType::F16, DType::F16}, DType::F16, "fm");
   fm->domain = "com.microsoft";
   m.opsets.push_back({"com.microsoft", 1});
@@ -337,7 +352,8 @@ TEST_F(OneNode, RunsWhatTheRowLists) {
   EXPECT_TRUE(cudaRuns(*fm, {DType::F16, DType::F16}));
   EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
   fm->setAttr(Attribute::makeInt("transBatchB", 1));
-  EXPECT_FALSE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  EXPECT_TRUE(cudaRuns(*fm, {DType::F16, DType::F16}));
+  EXPECT_FALSE(cudaRuns(*fm, {DType::F64, DType::F64}));
   // Convolutions (cuDNN): X, W and B of one float type.
   Node *conv = node("Conv", {DType::F16, DType::F16, DType::F16}, DType::F16, "conv");
   EXPECT_TRUE(cudaRuns(*conv, {DType::F16, DType::F16, DType::F16}));

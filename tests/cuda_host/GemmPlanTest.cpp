@@ -280,3 +280,123 @@ TEST(GemmPlan, GemmBiasChoices) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// FusedMatMul's transBatchA/transBatchB (planFusedMatmul)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Stored X [R, b..., C] rearranged, element by element, into the dense
+/// [b..., R, C] tensor whose batch entry i is the matrix transBatch reads:
+/// entry (i, r, c) is stored at r * (numel(b) * C) + i * C + c.
+std::vector<double> denseFromTransBatch(const std::vector<double> &x,
+                                        const std::vector<int64_t> &stored,
+                                        std::vector<int64_t> &dense) {
+  int64_t rows = stored.front(), cols = stored.back();
+  int64_t batch = product(stored, 1, stored.size() - 1);
+  dense.assign(stored.begin() + 1, stored.end() - 1);
+  dense.push_back(rows);
+  dense.push_back(cols);
+  std::vector<double> out(x.size());
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        out[(i * rows + r) * cols + c] = x[r * batch * cols + i * cols + c];
+  return out;
+}
+
+/// Plans, emulates and compares one FusedMatMul product with the reference
+/// of its operands rearranged by denseFromTransBatch.
+MatmulPlan checkFused(const std::vector<int64_t> &as, bool ta, bool tba,
+                      const std::vector<int64_t> &bs, bool tb, bool tbb, unsigned bytes,
+                      std::mt19937 &rng) {
+  llvm::Expected<MatmulPlan> plan = planFusedMatmul({as, bs, ta, tb, tba, tbb, bytes});
+  if (!plan) {
+    ADD_FAILURE() << llvm::toString(plan.takeError());
+    return {};
+  }
+  std::vector<double> a = randomData(product(as), rng), b = randomData(product(bs), rng);
+  std::vector<int64_t> da = as, db = bs, shape;
+  std::vector<double> ad = tba ? denseFromTransBatch(a, as, da) : a;
+  std::vector<double> bd = tbb ? denseFromTransBatch(b, bs, db) : b;
+  std::vector<double> want = referenceMatmul(ad, da, ta, bd, db, tb, shape);
+  EXPECT_EQ(plan->outShape, shape);
+  EXPECT_EQ(emulate(plan->gemm, a, b, want.size()), want);
+  return std::move(*plan);
+}
+
+} // namespace
+
+TEST(GemmPlan, TransBatchIsAStridedBatchWithoutACopy) {
+  std::mt19937 rng(11);
+  // A [M=3, b=4, K=5] with transBatchA: matrix i starts i * K elements in,
+  // its rows b * K apart; B [4, 5, 2] dense.
+  MatmulPlan p = checkFused({3, 4, 5}, false, true, {4, 5, 2}, false, false, 4, rng);
+  EXPECT_EQ(p.gemm.batchCount, 4);
+  ASSERT_EQ(p.gemm.offsets.size(), 1u);
+  EXPECT_EQ(p.gemm.b.ld, 20);
+  EXPECT_EQ(p.gemm.b.batchStride, 5);
+  EXPECT_FALSE(p.gemm.b.trans);
+  EXPECT_EQ(p.gemm.b.alignment, 4u); // 20 bytes apart in fp32
+  // B [N=6, b=4, K=5] with transBatchB and transB: matrix i is [6, 5]
+  // transposed; A [4, 3, 5].
+  p = checkFused({4, 3, 5}, false, false, {6, 4, 5}, true, true, 2, rng);
+  EXPECT_EQ(p.gemm.a.ld, 20);
+  EXPECT_EQ(p.gemm.a.batchStride, 5);
+  EXPECT_TRUE(p.gemm.a.trans);
+  // A shared by the batch (b = 1 ... broadcast against B's) with transBatchA:
+  // never folded into the rows of one GEMM.
+  p = checkFused({3, 1, 5}, false, true, {4, 5, 2}, false, false, 2, rng);
+  EXPECT_EQ(p.gemm.b.batchStride, 0);
+  checkFused({3, 2, 5}, false, true, {1, 5, 2}, false, false, 2, rng);
+}
+
+TEST(GemmPlan, TransBatchRandomShapesMatchTheIndexMapping) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> rankDist(3, 5), dimDist(1, 4), coin(0, 3);
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    int rank = rankDist(rng);
+    int64_t m = dimDist(rng), n = dimDist(rng), k = dimDist(rng);
+    std::vector<int64_t> batch;
+    for (int i = 0; i < rank - 2; ++i)
+      batch.push_back(dimDist(rng));
+    bool ta = coin(rng) < 2, tb = coin(rng) < 2, tba = coin(rng) < 2, tbb = coin(rng) < 2;
+    if (!tba && !tbb)
+      (coin(rng) < 2 ? tba : tbb) = true;
+    // op(X) is rows x cols after the transpose; stored before it, with the
+    // rows axis first under transBatch.
+    auto operand = [&](int64_t rows, int64_t cols, bool trans, bool transBatch) {
+      if (trans)
+        std::swap(rows, cols);
+      std::vector<int64_t> s;
+      for (int64_t d : batch)
+        s.push_back(coin(rng) == 0 ? 1 : d); // sometimes broadcast
+      if (transBatch)
+        s.insert(s.begin(), rows);
+      else
+        s.push_back(rows);
+      s.push_back(cols);
+      return s;
+    };
+    std::vector<int64_t> as = operand(m, k, ta, tba), bs = operand(k, n, tb, tbb);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    checkFused(as, ta, tba, bs, tb, tbb, 2, rng);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 400);
+}
+
+TEST(GemmPlan, TransBatchNeedsOneRankOfThreeOrMore) {
+  llvm::Expected<MatmulPlan> p = planFusedMatmul({{3, 4}, {4, 2}, false, false, true, false, 2});
+  ASSERT_FALSE(bool(p));
+  EXPECT_EQ(llvm::toString(p.takeError()),
+            "FusedMatMul of [3, 4] and [4, 2] (transA 0, transB 0, transBatchA 1, "
+            "transBatchB 0): transBatchA/transBatchB need A and B of one rank, 3 or more");
+  p = planFusedMatmul({{3, 2, 4}, {2, 5, 2}, false, false, true, false, 2});
+  ASSERT_FALSE(bool(p));
+  EXPECT_EQ(llvm::toString(p.takeError()),
+            "FusedMatMul of [3, 2, 4] and [2, 5, 2] (transA 0, transB 0, transBatchA 1, "
+            "transBatchB 0): inner sizes differ (4 and 5)");
+}

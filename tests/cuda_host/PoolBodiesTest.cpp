@@ -8,7 +8,7 @@
 // ceil_mode, count_include_pad, 1-3 spatial axes), and compared with the CPU
 // backend's kernels (tested against naive loops in tests/runtime/PoolTest
 // and tests/training_ops): bit for bit where both sum in the same order
-// (max, indices, the gradients, 1-D and 3-D averages), within fp32 rounding
+// (max, indices, LpPool, the gradients, 1-D and 3-D averages), within fp32 rounding
 // for 2-D averages (the CPU's 2-D path sums rows first).
 //
 //===----------------------------------------------------------------------===//
@@ -128,6 +128,17 @@ template <typename T> void checkCase(const PoolGeometry &geo, const char *name) 
                     1e-6 + 1e-2 * std::fabs(double(load(cpuY[i]))))
             << "AveragePool " << i;
     }
+  }
+
+  // LpPool of integer and real orders: one "thread" per output, as
+  // windowLpPoolKernel; the CPU runs the same body, so the same bits.
+  for (float order : {1.0f, 2.0f, 2.5f, 3.0f}) {
+    std::vector<T> cpuY(size_t(planes * outSize)), gpuY(cpuY.size());
+    cpu::lpPool<T>(geo, order, x.data(), cpuY.data());
+    for (int64_t i = 0; i < planes * outSize; ++i)
+      gpuY[size_t(i)] =
+          store<T>(windowLpPool(w, x.data() + (i / outSize) * inSize, i % outSize, order));
+    EXPECT_TRUE(sameBits(cpuY, gpuY)) << "LpPool, p " << order;
   }
 
   // The gradients: one "thread" per input element, as windowPoolGradKernel.

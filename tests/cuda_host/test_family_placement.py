@@ -15,7 +15,8 @@ This suite asserts `cpu fallback: none` for
     ShuffleNet, SqueezeNet, VGG-19, ZFNet-512: opset 9 exports whose Dropout predates the
     boolean mask), when the onnx wheel ships them,
 
-each as exported (fp32) and after `mpc rewrite` to fp16 and to bf16; and, for every fixture,
+and a model of LpPool, GlobalLpPool and FusedMatMul with transBatchA/B (the kernels added
+last), each as exported (fp32) and after `mpc rewrite` to fp16 and to bf16; and, for every fixture,
 its training step (`mpc train-graph` with cross-entropy, Adam and the manifest's flags, then
 fp32, the fp16 rewrite with dynamic loss scaling and the bf16 rewrite) through
 `mpc run --train --data NAME.data.npz --batch 8 --device cuda --placement-only`. A model
@@ -95,7 +96,41 @@ class FamilyPlacement(unittest.TestCase):
             self.check(step, ["--train", "--data", data, "--batch", "8"])
 
 
+def gap_ops_model(path):
+    """A model of the ops the CUDA backend took last (runtime/cuda/README.md's kernel list):
+    LpPool (p 2, padded, strided; opset 18 with dilations), GlobalLpPool (p 3) and
+    com.microsoft FusedMatMul with transBatchA and transBatchB."""
+    from onnx import TensorProto, helper
+    ms = "com.microsoft"
+    nodes = [
+        helper.make_node("LpPool", ["x"], ["p1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         strides=[2, 2]),
+        helper.make_node("LpPool", ["p1"], ["p2"], kernel_shape=[2, 2], dilations=[2, 1],
+                         ceil_mode=1, p=1),
+        helper.make_node("GlobalLpPool", ["p2"], ["g"], p=3),
+        helper.make_node("FusedMatMul", ["a", "b"], ["m"], domain=ms, transBatchA=1,
+                         transBatchB=1, transB=1, alpha=0.5),
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "gaps",
+        [helper.make_tensor_value_info("x", f, [2, 3, 9, 9]),
+         helper.make_tensor_value_info("a", f, [4, 2, 3, 8]),
+         helper.make_tensor_value_info("b", f, [5, 2, 3, 8])],
+        [helper.make_tensor_value_info("g", f, None), helper.make_tensor_value_info("m", f, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                    helper.make_opsetid(ms, 1)])
+    model.ir_version = 9
+    onnx.save(model, path)
+
+
 def _add_tests():
+    def gap_ops(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gaps.onnx")
+            gap_ops_model(path)
+            self.check(path, ["--random-inputs"])
+    FamilyPlacement.test_gap_ops = gap_ops
     fixtures = fixture_models()
     for name, path, flags in fixtures:  # (embedding_bag, exported with a Loop, is not listed)
         setattr(FamilyPlacement, f"test_fixture_{name}",

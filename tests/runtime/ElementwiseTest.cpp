@@ -1,6 +1,6 @@
 //===- ElementwiseTest.cpp - Element-wise op bodies and loops -------------===//
 //
-// Every unary and binary element-wise node for f32, f16 and bf16 against
+// Every unary and binary element-wise node for f32, f16, bf16 and f64 against
 // double-precision formulas written here (rounded to the storage type), on
 // every selected device through the op tester (OpTester.h), over sizes
 // around the block length and with edge values; numpy broadcasting against
@@ -56,7 +56,7 @@ class NativeTest : public DeviceTest {};
 #define INSTANTIATE_STORAGE_TYPES(Suite)                                                \
   INSTANTIATE_TEST_SUITE_P(                                                            \
       Devices, Suite,                                                                  \
-      ::testing::ValuesIn(deviceTypeParams({DType::F32, DType::F16, DType::BF16})),      \
+      ::testing::ValuesIn(deviceTypeParams({DType::F32, DType::F16, DType::BF16, DType::F64})), \
       DeviceName())
 INSTANTIATE_STORAGE_TYPES(UnaryTest);
 INSTANTIATE_STORAGE_TYPES(BinaryTest);

@@ -1,10 +1,11 @@
-//===- PoolTest.cpp - MaxPool, AveragePool and global pools ---------------===//
+//===- PoolTest.cpp - MaxPool, AveragePool, LpPool and global pools -------===//
 //
 // Pooling nodes against naive double-precision window loops written here,
 // for f32, f16, bf16 and f64, on every selected device through the op tester
 // (OpTester.h): strides, asymmetric pads, dilations, ceil_mode,
 // count_include_pad, 1-3 spatial dims, MaxPool indices in both storage
-// orders, NaN propagation and empty/size-1 inputs.
+// orders, LpPool and GlobalLpPool of orders 1, 2 and 3, NaN propagation and
+// empty/size-1 inputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +103,8 @@ OpTester poolNode(const PoolCase &pc, bool max, const HostTensor &x) {
 /// row-major plane coordinates), sum, and the two divisors.
 struct WindowResult {
   double max = -std::numeric_limits<double>::infinity(), sum = 0, absSum = 0;
+  /// The sums of |v|^q for q = 1, 2, 3 (LpPool).
+  double powSum[4] = {0, 0, 0, 0};
   int64_t arg = -1, inside = 0, padded = 0;
 };
 
@@ -126,6 +129,8 @@ WindowResult window(const std::vector<double> &plane, const PoolCase &pc,
     double v = plane[size_t(flat)];
     r.sum += v;
     r.absSum += std::fabs(v);
+    for (int q = 1; q <= 3; ++q)
+      r.powSum[q] += std::pow(std::fabs(v), double(q));
     if (r.arg < 0 || v > r.max || (std::isnan(v) && !std::isnan(r.max))) {
       r.max = v;
       r.arg = flat;
@@ -183,6 +188,63 @@ OPTEST_TYPED_P(PoolTest, MaxAndAverageMatchNaiveLoops) {
   }
 }
 
+/// The LpPool (opset 18: dilations, ceil_mode) node of a case.
+OpTester lpPoolNode(const PoolCase &pc, int64_t p, const HostTensor &x) {
+  OpTester t("LpPool", 18);
+  std::vector<int64_t> pads = pc.pb;
+  pads.insert(pads.end(), pc.pe.begin(), pc.pe.end());
+  t.attrInts("kernel_shape", pc.k).attrInts("strides", pc.s).attrInts("dilations", pc.d);
+  t.attrInts("pads", pads).attrInt("ceil_mode", pc.ceil).attrInt("p", p);
+  t.input(x);
+  return t;
+}
+
+OPTEST_TYPED_P(PoolTest, LpPoolMatchesNaiveLoops) {
+  std::mt19937 rng(10);
+  for (const PoolCase &pc : kPoolCases) {
+    SCOPED_TRACE(pc.name);
+    std::vector<int64_t> outDims = outDimsOf(pc);
+    int64_t inSize = product(pc.in), outSize = product(outDims), planes = pc.n * pc.c;
+    std::vector<T> x = randomVector<T>(size_t(planes * inSize), rng);
+    std::vector<double> xd = toDoubles(x);
+    std::vector<double> ref[4];
+    for (int64_t p = 0; p < planes; ++p) {
+      std::vector<double> plane(xd.begin() + p * inSize, xd.begin() + (p + 1) * inSize);
+      for (int64_t o = 0; o < outSize; ++o) {
+        WindowResult r = window(plane, pc, unravel(o, outDims));
+        for (int q = 1; q <= 3; ++q)
+          ref[q].push_back(std::pow(r.powSum[q], 1.0 / double(q)));
+      }
+    }
+    std::vector<int64_t> shape{pc.n, pc.c};
+    shape.insert(shape.end(), pc.in.begin(), pc.in.end());
+    HostTensor xt = tensorOf(shape, x);
+    for (int q = 1; q <= 3; ++q)
+      EXPECT_TRUE(allClose(runOutput<T>(lpPoolNode(pc, q, xt), device), ref[q], ref[q]))
+          << "p = " << q;
+  }
+}
+
+// p defaults to 2, and LpPool-1's p is a float: 2.5 raises to that power.
+OPTEST_TYPED_P(PoolTest, LpPoolOrderAttribute) {
+  std::vector<T> x = {fromDouble<T>(1.0), fromDouble<T>(-2.0), fromDouble<T>(0.5),
+                      fromDouble<T>(3.0)};
+  OpTester byDefault("LpPool", 11);
+  byDefault.attrInts("kernel_shape", {2}).attrInts("strides", {2}).input<T>({1, 1, 4}, x);
+  std::vector<double> l2 = {std::sqrt(5.0), std::sqrt(9.25)};
+  EXPECT_TRUE(allClose(runOutput<T>(byDefault, device), l2, l2));
+  OpTester real("LpPool", 1);
+  real.attrInts("kernel_shape", {4}).attrFloat("p", 2.5f).input<T>({1, 1, 4}, x);
+  double s = 0;
+  for (T v : x)
+    s += std::pow(std::fabs(toDouble(v)), 2.5);
+  std::vector<double> ref = {std::pow(s, 1 / 2.5)};
+  EXPECT_TRUE(allClose(runOutput<T>(real, device), ref, ref));
+  OpTester global("GlobalLpPool", 1);
+  global.attrFloat("p", 2.5f).input<T>({1, 1, 4}, x);
+  EXPECT_TRUE(allClose(runOutput<T>(global, device), ref, ref));
+}
+
 OPTEST_TYPED_P(PoolTest, MaxPoolPropagatesNaN) {
   PoolCase pc = {"nan",  1,      1,      {4, 4}, {2, 2},
                  {2, 2}, {1, 1}, {0, 0}, {0, 0}, false};
@@ -216,24 +278,33 @@ OPTEST_TYPED_P(PoolTest, GlobalPools) {
     SCOPED_TRACE("spatial = " + std::to_string(spatial));
     int64_t planes = 6;
     std::vector<T> x = randomVector<T>(size_t(planes * spatial), rng, -4, 4);
-    std::vector<double> meanRef, maxRef, scale;
+    std::vector<double> meanRef, maxRef, scale, l2Ref, l3Ref;
     for (int64_t p = 0; p < planes; ++p) {
-      double sum = 0, abs = 0, mx = -std::numeric_limits<double>::infinity();
+      double sum = 0, abs = 0, sq = 0, cube = 0, mx = -std::numeric_limits<double>::infinity();
       for (int64_t i = 0; i < spatial; ++i) {
         double v = toDouble(x[size_t(p * spatial + i)]);
         sum += v;
         abs += std::fabs(v);
+        sq += v * v;
+        cube += std::fabs(v * v * v);
         mx = std::max(mx, v);
       }
       meanRef.push_back(sum / double(spatial));
       maxRef.push_back(mx);
       scale.push_back(abs / double(spatial));
+      l2Ref.push_back(std::sqrt(sq));
+      l3Ref.push_back(std::cbrt(cube));
     }
     OpTester avg("GlobalAveragePool", 1), max("GlobalMaxPool", 1);
     avg.input<T>({1, planes, spatial}, x);
     max.input<T>({1, planes, spatial}, x);
     EXPECT_TRUE(allClose(runOutput<T>(avg, device), meanRef, scale));
     EXPECT_TRUE(allClose(runOutput<T>(max, device), maxRef, {}, {0, 0, 0}));
+    OpTester l2("GlobalLpPool", 2), l3("GlobalLpPool", 22);
+    l2.input<T>({1, planes, spatial}, x); // p defaults to 2
+    l3.attrInt("p", 3).input<T>({1, planes, spatial}, x);
+    EXPECT_TRUE(allClose(runOutput<T>(l2, device), l2Ref, l2Ref));
+    EXPECT_TRUE(allClose(runOutput<T>(l3, device), l3Ref, l3Ref));
   }
   // No planes: nothing to do, an empty [0, 1, 1] result.
   OpTester empty("GlobalAveragePool", 1);

@@ -15,10 +15,18 @@ elementwise.
     adds keep_aspect_ratio_policy (stretch) and axes (all). Nearest, linear and cubic, up-
     and downscaling, by scales and (opset 11 on) by sizes.
   * ReverseSequence (batch_axis 1, time_axis 0) and Compress without an axis (flattened).
+  * LpPool at opsets 1, 2, 11, 18 and 22 and GlobalLpPool at opsets 1, 2 and 22: p defaults
+    to 2, is a float in the first version (2.5 raises to that power), and opset 18 adds
+    dilations and ceil_mode; against onnx.reference, and against onnxruntime too where it
+    implements the version (not LpPool-1, GlobalLpPool-1 or GlobalLpPool-22); GlobalLpPool,
+    which onnx.reference lacks, against a float64 numpy norm instead, and ceil_mode windows
+    that run past the end padding against onnxruntime only (onnx.reference counts their
+    missing taps).
 
 With `--device cuda` (tools/gpu-run.sh) every model runs on the CUDA backend, the Resize ones
 with `--no-fallback`: their scales and sizes are initializers, so the CUDA image kernels must
-take them (runtime/cuda/README.md, "Image ops").
+take them (runtime/cuda/README.md, "Image ops"); the LpPool and GlobalLpPool ones too (the
+pooling kernels take every case here).
 
 Prints "N passed, N failed"; exit 1 on failure, 77 when onnx, numpy or onnxruntime is missing.
 """
@@ -34,6 +42,7 @@ try:
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
 except ImportError as e:  # pragma: no cover
     print(f"onnx, numpy and onnxruntime are required: {e}", file=sys.stderr)
     print("0 passed, 0 failed, 1 skipped")
@@ -44,6 +53,8 @@ from mpc_testlib import run_mpc_outputs  # noqa: E402
 
 MPC = None
 DEVICE = "cpu"
+# The ops whose models must run wholly on a --device other than cpu.
+NO_FALLBACK = ("Resize", "LpPool", "GlobalLpPool")
 
 
 def model_of(op, inputs, consts, attrs, opset):
@@ -66,7 +77,7 @@ def model_of(op, inputs, consts, attrs, opset):
 def run_mpc(model, feeds, tmp, op):
     extra = []
     if DEVICE != "cpu":
-        extra = ["--device", DEVICE] + (["--no-fallback"] if op == "Resize" else [])
+        extra = ["--device", DEVICE] + (["--no-fallback"] if op in NO_FALLBACK else [])
     code, got = run_mpc_outputs(MPC, model, feeds, ["y"], tmp, extra_args=extra)
     if code != 0:
         raise AssertionError(f"mpc run failed: {got.strip()}")
@@ -92,6 +103,58 @@ class AttributeDefaultsTest(unittest.TestCase):
         got = run_mpc(model, inputs, self.tmp.name, op)
         self.assertEqual(got.shape, want.shape)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def same_as_reference(self, op, x, attrs, opset, ort_too, numpy_oracle=None,
+                          reference=True):
+        """`mpc run` against onnx.reference (unless not `reference`; or `numpy_oracle`, a
+        float64 result, for an op it does not implement) and, with ort_too, against
+        onnxruntime."""
+        model = model_of(op, {"x": x}, {}, attrs, opset)
+        got = run_mpc(model, {"x": x}, self.tmp.name, op)
+        oracles = [] if not reference else [ReferenceEvaluator(model).run(None, {"x": x})[0]
+                                            if numpy_oracle is None else numpy_oracle]
+        if ort_too:
+            oracles.append(run_ort(model, {"x": x}))
+        for want in oracles:
+            self.assertEqual(got.shape, want.shape)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    def test_lppool_per_opset(self):
+        x = self.rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+        window = {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}
+        checked = 0
+        for opset in (2, 11, 18, 22):
+            for p in (None, 1, 3):
+                attrs = dict(window, **({} if p is None else {"p": p}))
+                with self.subTest(opset=opset, p=p):
+                    self.same_as_reference("LpPool", x, attrs, opset, True)
+                    checked += 1
+                if opset >= 18:
+                    # onnx.reference scales a window's mean by the whole kernel size, which
+                    # counts the taps of a ceil_mode window beyond the end padding: only
+                    # onnxruntime here (which sums the taps inside the input, as ONNX says).
+                    attrs.update(dilations=[2, 1], ceil_mode=1)
+                    with self.subTest(opset=opset, p=p, dilations=True):
+                        self.same_as_reference("LpPool", x, attrs, opset, True, reference=False)
+                        checked += 1
+        with self.subTest(opset=1):
+            self.same_as_reference("LpPool", x, dict(window, p=2.5), 1, False)
+        x1 = self.rng.standard_normal((2, 3, 9)).astype(np.float32)
+        with self.subTest(rank=1):
+            self.same_as_reference("LpPool", x1, {"kernel_shape": [4], "pads": [2, 1]}, 18, True)
+        x3 = self.rng.standard_normal((1, 2, 4, 5, 3)).astype(np.float32)
+        with self.subTest(rank=3):
+            self.same_as_reference("LpPool", x3, {"kernel_shape": [2, 3, 2], "p": 1}, 18, True)
+        self.assertEqual(checked, 4 * 3 + 2 * 3)
+
+    def test_globallppool_per_opset(self):
+        x = self.rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+        for opset, attrs, ort_too in ((1, {"p": 2.5}, False), (1, {}, False), (2, {}, True),
+                                      (2, {"p": 3}, True), (22, {"p": 1}, False)):
+            p = attrs.get("p", 2)
+            norm = (np.abs(x.astype(np.float64)) ** p).sum(axis=(2, 3), keepdims=True) ** (1 / p)
+            with self.subTest(opset=opset, attrs=attrs):
+                self.same_as_reference("GlobalLpPool", x, attrs, opset, ort_too, norm)
 
     def test_resize_defaults_per_opset(self):
         x = self.rng.standard_normal((1, 2, 5, 5)).astype(np.float32)

@@ -270,6 +270,7 @@ class OpsOneOpTest(unittest.TestCase):
                      "GlobalMaxPool", "GlobalAveragePool", training + "MaxPoolGrad",
                      training + "AveragePoolGrad", training + "GlobalAveragePoolGrad",
                      "BatchNormalization"}
+        expected |= {"LpPool", "GlobalLpPool"}  # the pooling launchers' Lp bodies
         # Losses, training batch norm, instance/group/Lp normalization, TopK (Clip is in
         # `launched`).
         expected |= {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",

@@ -59,8 +59,8 @@ struct IntList {
 /// auto_pad of the window ops (an unknown string reads as NOTSET).
 enum class AutoPadMode : uint8_t { NotSet, SameUpper, SameLower, Valid };
 
-/// Conv, ConvTranspose, MaxPool, AveragePool and their gradients
-/// (ConvGrad, MaxPoolGrad, AveragePoolGrad): the window attributes. The
+/// Conv, ConvTranspose, MaxPool, AveragePool, LpPool and GlobalLpPool and
+/// the gradients (ConvGrad, MaxPoolGrad, AveragePoolGrad): the window attributes. The
 /// geometry (resolved pads, output sizes) depends on shapes too, so kernels
 /// derive it from these and the input shapes.
 struct WindowParams final : OpParams {
@@ -70,6 +70,7 @@ struct WindowParams final : OpParams {
   bool ceilMode = false;
   bool storageColumnMajor = false; ///< MaxPool storage_order = 1
   bool countIncludePad = false;    ///< AveragePool(Grad)
+  double p = 2;                    ///< LpPool, GlobalLpPool: the norm's order
 };
 ParsedParams parseWindow(const Node &n);
 /// The same struct, filled from a node (shape functions that parse per call),

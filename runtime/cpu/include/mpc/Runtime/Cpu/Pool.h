@@ -1,7 +1,7 @@
 //===- Pool.h - Max and average pooling -------------------------*- C++ -*-===//
 //
 // N-d MaxPool (optional Indices output), AveragePool (count_include_pad,
-// ceil_mode through the output size, dilations) and the global pools over
+// ceil_mode through the output size, dilations), LpPool and the global pools over
 // NC<spatial> tensors. Averages accumulate in fp32 (fp64 for double).
 //
 //===----------------------------------------------------------------------===//
@@ -41,6 +41,15 @@ void maxPool(const PoolGeometry &g, const T *x, T *y,
 /// overhang beyond the end padding).
 template <typename T>
 void averagePool(const PoolGeometry &g, bool countIncludePad, const T *x, T *y);
+
+/// ONNX LpPool: per window, (sum of |x|^p over the taps inside the input)^(1/p),
+/// accumulated in fp32 (fp64 for double); padding adds nothing.
+template <typename T>
+void lpPool(const PoolGeometry &g, double p, const T *x, T *y);
+
+/// GlobalLpPool over planes of planeSize elements: each plane's Lp norm.
+template <typename T>
+void globalLpPool(const T *x, T *y, int64_t planes, int64_t planeSize, double p);
 
 /// GlobalAveragePool over planes of planeSize elements (planes = N * C).
 template <typename T>

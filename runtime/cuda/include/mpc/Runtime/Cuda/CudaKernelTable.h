@@ -40,9 +40,9 @@ enum class CudaKernelKind : uint8_t {
   ConvTranspose, ///< cuDNN's backward data of the forward convolution
   ConvGrad,      ///< dX, dW (cuDNN), dB (a channel sum)
   // Pooling: the window bodies of Kernels/WindowBodies.h (PoolOps.cpp).
-  Pool,           ///< MaxPool (and Indices), AveragePool
+  Pool,           ///< MaxPool (and Indices), AveragePool, LpPool
   PoolGrad,       ///< MaxPoolGrad, AveragePoolGrad
-  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool
+  GlobalPool,     ///< GlobalMaxPool, GlobalAveragePool, GlobalLpPool
   GlobalPoolGrad, ///< GlobalAveragePoolGrad
   // BatchNormalization with running statistics (BatchNormOps.cpp).
   BatchNorm, ///< either training_mode; parameters of X's type or f32
@@ -112,6 +112,10 @@ constexpr DTypeSet kCudaFloatTypes =
     dtypeBit(DType::F32) | dtypeBit(DType::F16) | dtypeBit(DType::BF16);
 constexpr DTypeSet kCudaBinaryTypes =
     kCudaFloatTypes | dtypeBit(DType::I32) | dtypeBit(DType::I64);
+/// The unary, predicate, binary and compare rows of ElementwiseOps.def also
+/// take f64 (the same bodies in double, as on the CPU).
+constexpr DTypeSet kCudaElementwiseFloatTypes = kCudaFloatTypes | dtypeBit(DType::F64);
+constexpr DTypeSet kCudaElementwiseBinaryTypes = kCudaBinaryTypes | dtypeBit(DType::F64);
 /// Cast and CastLike convert between any two of these.
 constexpr DTypeSet kCudaCastTypes = kCudaBinaryTypes | dtypeBit(DType::F64) |
                                     dtypeBit(DType::Bool) | dtypeBit(DType::I8) |

@@ -81,6 +81,28 @@ struct MatmulPlan {
 /// batch count.
 llvm::Expected<MatmulPlan> planMatmul(const MatmulProblem &p);
 
+/// com.microsoft FusedMatMul's product: MatMul's with transA/transB (a 1-D
+/// operand is never transposed) and transBatchA/transBatchB. With
+/// transBatchX the stored X is [R, b..., C] (rank 3 or more, the other
+/// operand of the same rank) and batch entry i of op's batch b... is the
+/// R x C matrix whose element (r, c) lies at r * (numel(b) * C) + i * C + c:
+/// a strided batch with leading dimension numel(b) * C and batch stride C,
+/// which cuBLASLt expresses directly (no copy).
+struct FusedMatmulProblem {
+  llvm::ArrayRef<int64_t> aShape, bShape;
+  bool transA = false, transB = false, transBatchA = false, transBatchB = false;
+  unsigned elementBytes = 2;
+};
+
+/// Plans FusedMatMul: planMatmul's plan of the operands as transBatch reads
+/// them ([b..., R, C]), with a transBatch operand's leading dimension, batch
+/// stride and call offsets those of its stored layout, and its alignment
+/// preference recomputed from them. A transBatchA product never folds A's
+/// batch into rows (its rows are not evenly spaced). Fails, naming the
+/// stored shapes and flags, as planMatmul does, and when a transBatch
+/// operand has rank below 3 or the ranks differ.
+llvm::Expected<MatmulPlan> planFusedMatmul(const FusedMatmulProblem &p);
+
 /// How ONNX Gemm's C input (Y = alpha * op(A) * op(B) + beta * C) reaches the
 /// product. cuBLASLt's bias epilogue adds a vector with one element per row of
 /// its column-major D, which is one element per column of the row-major

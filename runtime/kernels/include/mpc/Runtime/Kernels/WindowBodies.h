@@ -1,11 +1,12 @@
 //===- WindowBodies.h - Pooling windows, host and device --------*- C++ -*-===//
 //
-// The per-window math of MaxPool, AveragePool and their gradients, written
+// The per-window math of MaxPool, AveragePool, LpPool and the gradients, written
 // once for the CPU backend (runtime/cpu/Pool.cpp, TrainingOps.cpp) and the
 // CUDA launchers (runtime/cuda/PoolKernels.cu): which taps of a window lie
 // inside the input and inside the padded input (ceil_mode windows clipped,
 // dilations), the max with its position, the average with or without the
-// padding in the count, and the gradient of each at one input position.
+// padding in the count, the Lp norm, and the gradients of max and average
+// at one input position.
 //
 // A window geometry always has three spatial axes: a 1-D or 2-D pool gets
 // leading axes of size 1 (one tap, no padding), which change no position,
@@ -164,6 +165,31 @@ MPC_HD inline AccumType<T> windowAverage(const WindowShape &w, const T *plane, i
   A sum = A(0);
   forEachWindowTap(w, spans, [&](int64_t pos) { sum += A(load(plane[pos])); });
   return sum / A(windowCount(spans, countIncludePad));
+}
+
+/// |v|^p, one term of an Lp norm (p = 1 and 2 without a call to pow).
+template <typename A> MPC_HD inline A lpTerm(A v, A p) {
+  A a = math::abs(v);
+  return p == A(1) ? a : p == A(2) ? a * a : math::pow(a, p);
+}
+
+/// sum^(1/p), the Lp norm of the terms summed in `sum`.
+template <typename A> MPC_HD inline A lpRoot(A sum, A p) {
+  return p == A(1) ? sum : p == A(2) ? math::sqrt(sum) : math::pow(sum, A(1) / p);
+}
+
+/// LpPool of output `o` of one plane: (sum of |x|^p over the taps inside
+/// the input)^(1/p) in T's accumulation type. Padding taps are zeros, so
+/// they add nothing; a window with no tap inside the input gives 0.
+template <typename T>
+MPC_HD inline AccumType<T> windowLpPool(const WindowShape &w, const T *plane, int64_t o,
+                                        AccumType<T> p) {
+  using A = AccumType<T>;
+  WindowSpan spans[kWindowAxes];
+  windowSpans(w, o, spans);
+  A sum = A(0);
+  forEachWindowTap(w, spans, [&](int64_t pos) { sum += lpTerm(A(load(plane[pos])), p); });
+  return lpRoot(sum, p);
 }
 
 /// The input position MaxPoolGrad routes output `o`'s gradient to: the
