@@ -71,20 +71,11 @@ struct Scope {
       names.reserve(static_cast<unsigned>(n));
   }
 
-  /// The model whose name table holds every value and node name, this
-  /// scope's too: an inner scope binds its names in `names`, yet creating
-  /// its values and nodes still reserves their names in the table.
-  Model *table = nullptr;
-
   /// Starts loading what a probe for `k` reads (the model's table is large
-  /// and every probe a cache miss; import looks a few nodes ahead). A name
-  /// the scope `defines` probes the table in every scope; a use probes it
-  /// only where the table is the scope's own bindings.
-  void prefetch(llvm::CachedHashStringRef k, bool defines) const {
+  /// and every probe a cache miss; import looks a few nodes ahead).
+  void prefetch(llvm::CachedHashStringRef k) const {
     if (shared)
       shared->prefetchName(k);
-    else if (defines && table)
-      table->prefetchName(k);
   }
   static constexpr size_t kPrefetchAhead = 8;
 
@@ -163,7 +154,7 @@ private:
     for (llvm::StringRef name : inputs ? gv.inputsOf(gv.nodes[k]) : gv.outputsOf(gv.nodes[k])) {
       keys.push_back(Scope::key(name));
       if (!name.empty())
-        scope.prefetch(keys.back(), /*defines=*/!inputs);
+        scope.prefetch(keys.back());
     }
   }
 };
@@ -564,7 +555,6 @@ llvm::Error Importer::importAttrGraph(GraphView &gv, Attribute &a, Node &owner,
     return err;
   Scope inner;
   inner.parent = &scope;
-  inner.table = &model;
   if (auto err = importGraph(gv, *g, inner))
     return err;
   a.graphs.push_back(std::move(g));
@@ -829,7 +819,7 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p, GraphView *mainGrap
 
   model.graph = std::make_unique<Graph>(model);
   Scope mainScope;
-  mainScope.shared = mainScope.table = &model;
+  mainScope.shared = &model;
   if (auto err = importGraph(*mainGraph, *model.graph, mainScope))
     return err;
 
@@ -845,7 +835,6 @@ llvm::Error Importer::importModel(const onnx::ModelProto &p, GraphView *mainGrap
       out = std::make_unique<Graph>(model, model.graph.get());
       Scope s;
       s.parent = &initScope;
-      s.table = &model;
       return importGraph(gp, *out, s);
     };
     if (tip.has_initialization())

@@ -149,32 +149,10 @@ void NameTable::grow(size_t minCapacity) {
   slots = decltype(slots)(static_cast<Slot *>(allocateLarge(bytes, /*zeroed=*/true)),
                           LargeBlockDeleter{bytes});
   mask = static_cast<uint32_t>(cap - 1);
-  // The entries are read in order, but each one's slot is a cache miss in a
-  // large table: a second cursor runs kAhead entries ahead and starts
-  // loading the slot each will probe first.
-  constexpr unsigned kAhead = 16;
-  struct Cursor {
-    const std::vector<Chunk> &chunks;
-    size_t chunk = 0, at = 0;
-    Entry *next() {
-      while (chunk < chunks.size() && at >= chunks[chunk].used) {
-        ++chunk;
-        at = 0;
-      }
-      if (chunk == chunks.size())
-        return nullptr;
-      auto *e = reinterpret_cast<Entry *>(chunks[chunk].data.get() + at);
+  for (const Chunk &c : chunks)
+    for (size_t at = 0; at < c.used;) {
+      auto *e = reinterpret_cast<Entry *>(c.data.get() + at);
+      place(e);
       at += entryBytes(e->size);
-      return e;
     }
-  };
-  Cursor placing{chunks}, loading{chunks};
-  for (unsigned k = 0; k < kAhead; ++k)
-    if (Entry *e = loading.next())
-      __builtin_prefetch(&slots[e->hash & mask], /*rw=*/1);
-  while (Entry *e = placing.next()) {
-    if (Entry *ahead = loading.next())
-      __builtin_prefetch(&slots[ahead->hash & mask], /*rw=*/1);
-    place(e);
-  }
 }
