@@ -11,6 +11,7 @@
 #include "mpc/IO/Onnx.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/Amp.h"
+#include "mpc/Passes/GemmEpilogues.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
@@ -78,6 +79,13 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
                            multi-tensor kernel on CUDA) instead of a Cast, Mul
                            and check per gradient; scaled modes only
 
+GEMM epilogues (docs/user-guide.md, "GEMM epilogues"; after the AMP rewrite):
+  --fuse-gemm-epilogues    fold each MatMul/Gemm with a constant 2-D weight,
+                           its bias Add, a following Relu or Gelu and a
+                           following Cast into one ai.mpc.training
+                           GemmBiasAct node (cuBLASLt epilogues on CUDA) where
+                           no value inside the chain has another reader
+
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
   MPC_AMP_LOG_PATH (like --dump-dir), MPC_AMP_VERBOSE, MPC_AMP_TARGET,
@@ -97,6 +105,7 @@ struct RewriteArgs {
   bool verifyEach = false;
   bool time = false;
   bool strictCheck = false;
+  bool fuseGemmEpilogues = false;
   AmpOptions amp;
   /// A bad --loss-scale* value: reported as a bad-input error (exit 1), like
   /// the matching MPC_AMP_LOSS_SCALE* variable.
@@ -171,6 +180,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
           a.lossScaleError = llvm::toString(std::move(err));
     } else if (s.flag("--fused-unscale")) {
       a.amp.lossScale.fusedUnscale = true;
+    } else if (s.flag("--fuse-gemm-epilogues")) {
+      a.fuseGemmEpilogues = true;
     } else if (s.flag("--verify-each")) {
       a.verifyEach = true;
     } else if (s.flag("--time")) {
@@ -372,6 +383,17 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
                                 "scaling: ") +
                     llvm::toString(std::move(err)));
     }
+  }
+  if (a.fuseGemmEpilogues) {
+    GemmEpilogueResult fused = fuseGemmEpilogues(m);
+    if (a.amp.verbose >= 1)
+      for (const std::string &line : fused.decisions)
+        llvm::errs() << line << "\n";
+    llvm::errs() << fused.summaryLine() << "\n";
+    if (llvm::Error err = verifyModel(m))
+      return fail(llvm::Twine("internal error: the model does not verify after fusing GEMM "
+                              "epilogues: ") +
+                  llvm::toString(std::move(err)));
   }
   phase("rewrite");
   if (m.graph->size() <= kStrictCheckNodeLimit || a.strictCheck)
