@@ -81,7 +81,7 @@ struct GemmView {
 GemmView gemmViewOf(const KernelCall &c) {
   const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
   GemmView v;
-  v.at = gemmBiasActAttrsOf(*c.node);
+  v.at = paramsOf<GemmBiasActParams>(c).attrs;
   v.n = y.shape.back();
   v.m = v.n == 0 ? 0 : y.numElements() / v.n;
   v.k = v.at.transA ? a.shape[0] : a.shape.back();
