@@ -334,6 +334,7 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
     if (Node *r = soleReader(cur, stop))
       if (isOnnxOp(*r, "Cast") && castFolds(t, DType(r->intAttr("to", 0)))) {
         c.at.to = DType(r->intAttr("to", 0));
+        c.at.biasAfterRounding = false; // the fp32 sum is rounded once, into Y's type
         c.absorbed.push_back(r);
         cur = r->output(0);
       }
