@@ -383,6 +383,26 @@ class Decisions(unittest.TestCase):
             self.assertEqual(op_types(out), [f"{DOMAIN}::GemmBiasAct", "Div", "Erf", "Add",
                                              "Mul", "Mul"])
 
+    def test_training_graph_left_alone(self):
+        """A training model: the weights are read through AMP's casts of the fp32 master
+        weights (not constants) and the backward reads every pre-activation, so nothing is
+        fused and the file equals the rewrite without the flag."""
+        with tempfile.TemporaryDirectory() as tmp:
+            train = os.path.join(tmp, "m.train.onnx")
+            mpc("train-graph", os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"), "--loss",
+                "cross-entropy", "--labels", "labels", "--optimizer", "adam", "-o", train)
+            plain, fused = os.path.join(tmp, "plain.onnx"), os.path.join(tmp, "fused.onnx")
+            mpc("rewrite", train, "-o", plain)
+            r = mpc("rewrite", train, "-o", fused, "--fuse-gemm-epilogues", "-v", "1")
+            lines = [l for l in r.stderr.splitlines() if l.startswith("GEMM ")]
+            self.assertEqual(len(lines), 7)
+            self.assertTrue(all(": not fused: " in l for l in lines), lines)
+            self.assertIn("GEMM 'fc0/Gemm': not fused: weight 'fc0/W/CastToFp16' is not a "
+                          "constant 2-D initializer", lines)
+            self.assertIn("Fused GEMM epilogues: 0 of 7 GEMMs", r.stderr)
+            with open(plain, "rb") as f1, open(fused, "rb") as f2:
+                self.assertEqual(f1.read(), f2.read())
+
     def test_deterministic(self):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(SOURCE_DIR, "models", "transformer.onnx")
