@@ -249,7 +249,7 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
     why = formatQuoted("weight '{0}' is not a constant 2-D initializer", c.b->name());
     return false;
   }
-  int rankA = rankOf(c.a);
+  int rankA = gemmOp ? 2 : rankOf(c.a); // Gemm's A is 2-D by definition
   if (rankA == 0) {
     why = formatQuoted("'{0}' is a scalar", c.a->name());
     return false;

@@ -129,8 +129,13 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     ep.yType = int32_t(epilogueAttrs.outputType(t));
     ep.biasType = int32_t(inputs[2].dtype);
     ep.act = EpilogueAct(uint8_t(epilogueAttrs.act));
-    ep.m = lg.n;
+    // Y's element count from the result shape: an empty batch leaves the
+    // plan's M unfolded, and nothing may be written then.
+    int64_t count = 1;
+    for (int64_t d : g->plan.outShape)
+      count *= d;
     ep.n = lg.m;
+    ep.m = ep.n ? count / ep.n : 0;
     ep.biasElements = 1;
     for (int64_t d : inputs[2].shape)
       ep.biasElements *= d;
@@ -272,6 +277,8 @@ std::string GemmOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
 std::string GemmOp::launchEpilogue(const KernelCall &call, cudaStream_t s,
                                    const CudaContext &ctx) const {
   const LtGemm &lg = plan.gemm;
+  if (count == 0)
+    return std::string(); // an empty Y: nothing to write
   char *extra = static_cast<char *>(call.workspace) + (ltWorkspace + 255) / 256 * 256;
   const void *bias = call.inputs[2].data;
   if (epi.castBias) {

@@ -143,14 +143,14 @@ def fused_node_model(a, w, b, dt_in, dt_bias, dt_out, act, trans_b=False, after=
                     extra_opsets=[helper.make_opsetid(DOMAIN, 1)])
 
 
-def chain_model(dt, act, gemm=False, cast_to=None, rank3=False, opset=17):
+def chain_model(dt, act, gemm=False, cast_to=None, rank3=False, opset=17, vector=False):
     """x -> MatMul (or Gemm with C) -> [Add bias] -> act -> [Cast]; returns the model."""
     rng = np.random.default_rng(7)
     k, n = 24, 40
     w = rng.standard_normal((k, n)) / math.sqrt(k)
     b = rng.standard_normal(n) * 0.5
     inits = [const("W", w, dt), const("B", b, dt)]
-    xshape = [2, 5, k] if rank3 else [6, k]
+    xshape = [2, 5, k] if rank3 else [k] if vector else [6, k]
     nodes = []
     if gemm:
         nodes.append(helper.make_node("Gemm", ["x", "W", "B"], ["h"], name="fc/Gemm"))
@@ -448,6 +448,24 @@ class Kernel(unittest.TestCase):
                                 got = run_model(out, feeds, tmp, "f")["y"]
                                 ref = run_model(plain, feeds, tmp, "p")["y"]
                                 assert_as_unfused(self, got, ref, dt)
+
+    def test_vector_input(self):
+        """A 1-D A (MatMul's row vector, its axis dropped): Y is [N], bit for bit the unfused
+        MatMul + Add + Relu."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for dt in ("f32", "f16"):
+                with self.subTest(dt=dt):
+                    m, xshape = chain_model(dt, "relu", vector=True)
+                    path = save(m, tmp, f"v_{dt}.onnx")
+                    plain = path.replace(".onnx", ".plain.onnx")
+                    mpc("rewrite", path, "-o", plain, *no_amp(dt))
+                    out, lines, _ = fuse(path, tmp, no_amp(dt))
+                    self.assertEqual(op_types(out), [f"{DOMAIN}::GemmBiasAct"])
+                    feeds = inputs_for(xshape, dt)
+                    got = run_model(out, feeds, tmp, "f")["y"]
+                    ref = run_model(plain, feeds, tmp, "p")["y"]
+                    self.assertEqual(got.shape, (40,))
+                    assert_as_unfused(self, got, ref, dt)
 
     def test_folded_cast_rounds_once(self):
         """16-bit GEMM -> Cast(float) and float GEMM -> Cast(float16): against float64 numpy

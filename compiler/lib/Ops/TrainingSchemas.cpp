@@ -230,7 +230,7 @@ static OpSchema gemmBiasActSchema(int line) {
       .Attr("bias_after_rounding",
             "1: the product is rounded to A's type before the bias is added (MatMul + Add)",
             AttributeProto::INT, static_cast<int64_t>(0))
-      .Input(0, "A", "[..., M, K] (or [K, M] with transA)", "T")
+      .Input(0, "A", "[..., M, K], [K], or [K, M] with transA", "T")
       .Input(1, "B", "[K, N] (or [N, K] with transB)", "T")
       .Input(2, "bias", "[N], typed like A or like Y", "TB")
       .Output(0, "Y", "[..., M, N]", "TY")
@@ -253,8 +253,8 @@ static OpSchema gemmBiasActSchema(int line) {
         };
         const auto &a = onnx::getInputShape(ctx, 0), &b = onnx::getInputShape(ctx, 1);
         int ra = a.dim_size();
-        if (ra < 2 || b.dim_size() != 2)
-          fail_shape_inference("GemmBiasAct: A needs rank 2 or more and B rank 2");
+        if (ra < 1 || b.dim_size() != 2)
+          fail_shape_inference("GemmBiasAct: A needs rank 1 or more and B rank 2");
         if (flag("transA") && ra != 2)
           fail_shape_inference("GemmBiasAct: transA needs a 2-D A");
         bool ta = flag("transA"), tb = flag("transB");
@@ -265,7 +265,8 @@ static OpSchema gemmBiasActSchema(int line) {
         y->clear_dim();
         for (int i = 0; i + 2 < ra; ++i)
           *y->add_dim() = a.dim(i);
-        *y->add_dim() = a.dim(ta ? ra - 1 : ra - 2);
+        if (ra > 1) // a 1-D A is a row vector whose axis is dropped, as MatMul's
+          *y->add_dim() = a.dim(ta ? ra - 1 : ra - 2);
         *y->add_dim() = b.dim(tb ? 0 : 1);
       });
   return s;

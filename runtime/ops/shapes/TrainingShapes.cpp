@@ -360,11 +360,11 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
   if (!typeError.empty())
     return nodeError(q.node, typeError);
   size_t ra = a.shape.size();
-  if (ra < 2 || b.shape.size() != 2 || (at.transA && ra != 2))
+  if (ra < 1 || b.shape.size() != 2 || (at.transA && ra != 2))
     return nodeError(q.node, "A " + formatShape(a.shape) + " and B " + formatShape(b.shape) +
-                                 ": A needs rank 2 or more (exactly 2 with transA) and B "
+                                 ": A needs rank 1 or more (exactly 2 with transA) and B "
                                  "rank 2");
-  int64_t m = a.shape[at.transA ? ra - 1 : ra - 2], k = a.shape[at.transA ? ra - 2 : ra - 1];
+  int64_t k = a.shape[at.transA ? ra - 2 : ra - 1];
   int64_t kb = b.shape[at.transB ? 1 : 0], n = b.shape[at.transB ? 0 : 1];
   if (k != kb)
     return nodeError(q.node, "op(A) and op(B) do not multiply (A " + formatShape(a.shape) +
@@ -375,8 +375,10 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
   if (!biasOk)
     return nodeError(q.node, "bias " + formatShape(bias.shape) + " is not a vector of N = " +
                                  std::to_string(n) + " (leading axes of size 1 allowed)");
-  ShapedType r{y, {a.shape.begin(), a.shape.end() - 2}};
-  r.shape.push_back(m);
+  // A 1-D A is a row vector whose axis is dropped, as MatMul's.
+  ShapedType r{y, {a.shape.begin(), a.shape.end() - std::min<size_t>(ra, 2)}};
+  if (ra > 1)
+    r.shape.push_back(a.shape[at.transA ? ra - 1 : ra - 2]);
   r.shape.push_back(n);
   out.assign(1, std::move(r));
   return llvm::Error::success();

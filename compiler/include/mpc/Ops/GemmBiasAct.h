@@ -3,8 +3,8 @@
 // ai.mpc.training::GemmBiasAct (version 1; docs/training.md "Fused GEMM
 // epilogues"): Y = act(op(A) @ op(B) + bias), written by
 // `mpc rewrite --fuse-gemm-epilogues` in place of a MatMul/Gemm, its bias
-// Add, an optional Relu/Gelu and an optional Cast. Inputs A [..., M, K]
-// (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and bias [N]
+// Add, an optional Relu/Gelu and an optional Cast. Inputs A [..., M, K] or
+// [K] (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and bias [N]
 // (leading axes of size 1 allowed); attributes transA, transB, activation,
 // to (the output element type, absent: A's) and bias_after_rounding. The
 // schema, the registry's shape function, the CPU and CUDA kernels and the
