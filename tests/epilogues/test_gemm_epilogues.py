@@ -24,6 +24,7 @@ Checked:
 Prints "N passed, N failed"; exit status 77 (no onnx/numpy/ml_dtypes) is a skip.
 """
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -403,6 +404,30 @@ class Decisions(unittest.TestCase):
             self.assertIn("Fused GEMM epilogues: 0 of 7 GEMMs", r.stderr)
             with open(plain, "rb") as f1, open(fused, "rb") as f2:
                 self.assertEqual(f1.read(), f2.read())
+
+    def test_report_counts_the_fused_gemms(self):
+        """--report: a GemmBiasAct is GEMM work (2*M*N*K plus the bias) running in its
+        operands' type, so the transformer's tensor-core rows and fp16 FLOP fraction stay
+        those of the unfused rewrite (8 GEMMs, all 16-bit), and the GEMM FLOPs are the
+        unfused MatMuls' plus one per biased output element."""
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(SOURCE_DIR, "models", "transformer.onnx")
+            reports = {}
+            for tag, extra in (("p", ()), ("f", ("--fuse-gemm-epilogues",))):
+                rep = os.path.join(tmp, f"{tag}.json")
+                mpc("rewrite", src, "-o", os.path.join(tmp, f"{tag}.onnx"), "--report", rep,
+                    *extra)
+                with open(rep) as f:
+                    reports[tag] = json.load(f)
+            p, f = reports["p"], reports["f"]
+            self.assertEqual(f["tensor_cores"]["gemm_nodes"], 8)
+            self.assertEqual(f["tensor_cores"]["half_gemm_nodes"], 8)
+            self.assertGreater(f["fp16_flops_fraction"], 0.998)
+            by_op = lambda r: {o["op"]: o["flops"] for o in r["flops"]["by_op"]}  # noqa: E731
+            # q, k, v, out: [2, 16, 64] outputs; ffn/up [2, 16, 256]; ffn/down [2, 16, 64].
+            bias_elements = 5 * 2 * 16 * 64 + 2 * 16 * 256
+            self.assertEqual(by_op(f)[f"{DOMAIN}::GemmBiasAct"] + by_op(f)["MatMul"],
+                             by_op(p)["MatMul"] + bias_elements)
 
     def test_deterministic(self):
         with tempfile.TemporaryDirectory() as tmp:
