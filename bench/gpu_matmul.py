@@ -21,6 +21,13 @@ TF32 off), timed the way mpc's profile times a node (the call plus a synchroniza
 median of R calls after 3 warm-up calls). The last column is the node's time over the bare
 call's: 1.00 means mpc's node costs what the library call costs.
 
+Linear layers (`--linear TxD,...`, issue 15's GEMM epilogues; default 8192x1024,512x1024,
+`--linear none` skips them): Y = act(X @ W + b) with X [T, D] a graph input, W [D, 4D] and b
+[4D] initializers, act Relu or Gelu (opset 20, erf and tanh forms), in f16 and bf16, each as the
+unfused MatMul, Add and activation nodes and as the `mpc rewrite --fuse-gemm-epilogues` output
+(one GemmBiasAct node: cuBLASLt's BIAS / RELU_BIAS / GELU_BIAS epilogue). The row gives the
+median run and the sum of the nodes' profiled times of both, and unfused over fused.
+
 `--device cpu` runs the same (but the tf32 rows) on the CPU backend and torch's CPU kernels:
 a smoke test of the script where there is no GPU. `--json FILE` writes every figure. Exit status 1 when any
 mpc run fails.
@@ -57,6 +64,92 @@ def one_node_model(op, inputs, out_shape, elem, opset=17, **attrs):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return m
+
+
+def linear_model(t, d, elem, act, seed=0):
+    """X [t, d] -> MatMul W [d, 4d] -> Add b -> Relu | Gelu (approximate none/tanh)."""
+    import numpy as np
+    from onnx import numpy_helper
+    np_type = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32}
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((d, 4 * d)) / np.sqrt(d)
+    b = rng.standard_normal(4 * d) * 0.1
+
+    def init(name, arr):
+        if elem == TensorProto.BFLOAT16:  # through float32: make_tensor rounds to bfloat16
+            return helper.make_tensor(name, elem, arr.shape, arr.astype(np.float32).ravel())
+        return numpy_helper.from_array(arr.astype(np_type[elem]), name)
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["m"], name="fc/MatMul"),
+             helper.make_node("Add", ["m", "b"], ["h"], name="fc/Add")]
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["h"], ["y"], name="fc/Relu"))
+    else:
+        nodes.append(helper.make_node("Gelu", ["h"], ["y"], name="fc/Gelu",
+                                      approximate="tanh" if act == "gelu_tanh" else "none"))
+    g = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", elem, [t, d])],
+                          [helper.make_tensor_value_info("y", elem, [t, 4 * d])],
+                          [init("W", w), init("b", b)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    m.ir_version = 8
+    return m
+
+
+def node_sum(stdout):
+    """The sum of the profiled node times of one run (the ten slowest: every node here)."""
+    return sum(float(t) for t in re.findall(r"^ +([0-9.]+) ms +[0-9.]+%  node ", stdout, re.M))
+
+
+def run_linear(mpc, path, device, repeat):
+    """(median run ms, node-time sum ms) or (None, reason)."""
+    p = subprocess.run([mpc, "run", path, "--device", device, "--random-inputs",
+                        "--repeat", str(repeat), "--profile"],
+                       capture_output=True, text=True, timeout=600)
+    m = re.search(r"median ([0-9.]+) ms", p.stdout)
+    if p.returncode != 0 or not m:
+        return None, (p.stderr.strip().splitlines() or ["no time in output"])[-1]
+    return float(m.group(1)), node_sum(p.stdout)
+
+
+def bench_linear(a, tmp):
+    """The Linear-layer rows: unfused nodes against one GemmBiasAct node; returns (rows,
+    failures)."""
+    rows, failed = [], 0
+    sizes = [] if a.linear == "none" else [tuple(map(int, s.split("x")))
+                                           for s in a.linear.split(",")]
+    if not sizes:
+        return rows, failed
+    print()
+    print("| linear T x D -> 4D | type | act | unfused run (ms) | fused run (ms) | unfused nodes "
+          "(ms) | fused node (ms) | unfused / fused nodes |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (t, d) in sizes:
+        for name, elem in (("f16", TensorProto.FLOAT16), ("bf16", TensorProto.BFLOAT16)):
+            for act in ("relu", "gelu", "gelu_tanh"):
+                plain = os.path.join(tmp, f"linear_{t}_{d}_{name}_{act}.onnx")
+                save(linear_model(t, d, elem, act), plain)
+                fused = plain.replace(".onnx", ".fused.onnx")
+                r = subprocess.run([a.mpc, "rewrite", plain, "-o", fused,
+                                    "--fuse-gemm-epilogues"], capture_output=True, text=True,
+                                   timeout=600)
+                label = f"{t} x {d} -> {4 * d}"
+                if r.returncode != 0:
+                    failed += 1
+                    print(f"| {label} | {name} | {act} | FAIL | {r.stderr.strip()[-200:]} |")
+                    continue
+                pu = run_linear(a.mpc, plain, a.device, a.repeat)
+                pf = run_linear(a.mpc, fused, a.device, a.repeat)
+                if pu[0] is None or pf[0] is None:
+                    failed += 1
+                    print(f"| {label} | {name} | {act} | FAIL | {pu[1] if pu[0] is None else pf[1]} |")
+                    continue
+                ratio = pu[1] / pf[1] if pf[1] else float("nan")
+                print(f"| {label} | {name} | {act} | {pu[0]:.3f} | {pf[0]:.3f} | {pu[1]:.3f} | "
+                      f"{pf[1]:.3f} | {ratio:.2f} |")
+                rows.append({"case": f"linear {label}", "type": name, "act": act,
+                             "unfused_run_ms": pu[0], "fused_run_ms": pf[0],
+                             "unfused_nodes_ms": pu[1], "fused_node_ms": pf[1]})
+    return rows, failed
 
 
 def run_mpc(mpc, path, device, repeat, extra, op):
@@ -117,19 +210,21 @@ def torch_timer(device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
-    ap.add_argument("--sizes", default="1024,4096,8192")
+    ap.add_argument("--sizes", default="1024,4096,8192", help="N,... or none")
     ap.add_argument("--convs", default="resnet50", choices=sorted(CONVS))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--linear", default="8192x1024,512x1024",
+                    help="Linear-layer epilogue cases TxD,... or none")
     a = ap.parse_args()
     bare = None if a.no_torch else torch_timer(a.device)
     if bare is None:
         print("(no bare-call column: PyTorch " +
               ("not used" if a.no_torch else f"with device {a.device} not available") + ")")
     cases = []  # (label, type name, elem, extra, model, op, flops, shapes, call)
-    for n in (map(int, a.sizes.split(",")) if a.sizes else []):
+    for n in (map(int, a.sizes.split(",")) if a.sizes and a.sizes != "none" else []):
         for name, elem, extra in TYPES:
             if extra and a.device != "cuda":
                 continue  # --tf32 is a CUDA option
@@ -167,6 +262,9 @@ def main():
                   f"{node_ms / bare_ms:.2f} |")
             rows.append({"case": label, "type": name, "run_ms": run_ms, "node_ms": node_ms,
                          "bare_ms": bare_ms, "flops": flops})
+        linear_rows, linear_failed = bench_linear(a, tmp)
+        rows += linear_rows
+        failed += linear_failed
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": a.device, "repeat": a.repeat, "rows": rows}, f, indent=1)

@@ -226,6 +226,7 @@ static const AmpUnlistedOp kUnlisted[] = {
   {"Optional", "optional container: outside the sequence cluster, holds what it is given"},
   {"OptionalGetElement", "optional container: outside the sequence cluster, holds what it is given"},
   {"OptionalHasElement", "returns a bool: no floating-point output"},
+  {"ai.mpc.training::GemmBiasAct", "--fuse-gemm-epilogues writes it after AMP: its output type is its `to` attribute, which the painting does not change"},
   {"ai.mpc.training::MultiTensorUnscale", "loss scaling inserts it after AMP: reads each gradient in its own type, writes fp32"},
 };
 // clang-format on

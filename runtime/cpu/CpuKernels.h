@@ -58,6 +58,7 @@ llvm::Error runNot(const KernelCall &);
 llvm::Error runLogical(const KernelCall &);
 llvm::Error runGemm(const KernelCall &);
 llvm::Error runMatMul(const KernelCall &);
+llvm::Error runGemmBiasAct(const KernelCall &);
 llvm::Error runConv(const KernelCall &);
 llvm::Error runMaxPool(const KernelCall &);
 llvm::Error runAveragePool(const KernelCall &);

@@ -9,7 +9,10 @@
 #include "../ops/ShapeHelpers.h"
 #include "mpc/Runtime/OpParams.h"
 #include <cstring>
+#include "Scratch.h"
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Runtime/Cpu/Conv.h"
+#include "mpc/Runtime/Cpu/Elementwise.h"
 #include "mpc/Runtime/Cpu/Gemm.h"
 #include "mpc/Runtime/Cpu/Normalization.h"
 #include "mpc/Runtime/Cpu/Pool.h"
@@ -60,6 +63,123 @@ llvm::Error cpuk::runMatMul(const KernelCall &c) {
     cpu::matmul<T>(c.inputs[0].as<T>(), c.inputs[0].shape, c.inputs[1].as<T>(),
                    c.inputs[1].shape, c.outputs[0].as<T>());
   });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// GemmBiasAct (mpc/Ops/GemmBiasAct.h)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One GemmBiasAct call's matrix view: Y [M, N] = op(A) [M, K] @ op(B) [K, N],
+/// A's batch folded into M (B is 2-D and a batched A is never transposed).
+struct GemmView {
+  GemmBiasActAttrs at;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0;
+};
+
+GemmView gemmViewOf(const KernelCall &c) {
+  const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
+  GemmView v;
+  v.at = paramsOf<GemmBiasActParams>(c).attrs;
+  v.n = y.shape.back();
+  v.m = v.n == 0 ? 0 : y.numElements() / v.n;
+  v.k = v.at.transA ? a.shape[0] : a.shape.back();
+  v.lda = a.shape.back();
+  v.ldb = b.shape[1];
+  return v;
+}
+
+/// The activation over y in place, through the bodies the Relu and Gelu
+/// kernels run.
+template <typename T> void activateInPlace(GemmActivation act, T *y, int64_t count) {
+  switch (act) {
+  case GemmActivation::None:
+    return;
+  case GemmActivation::Relu:
+    kernels::applyUnary(kernels::Relu(), y, y, count);
+    return;
+  case GemmActivation::Gelu:
+    kernels::applyUnary(kernels::Gelu{false}, y, y, count);
+    return;
+  case GemmActivation::GeluTanh:
+    kernels::applyUnary(kernels::Gelu{true}, y, y, count);
+    return;
+  }
+}
+
+/// Y = act(A @ B + bias) with A, B, bias and Y of one type T, in the unfused
+/// nodes' order: the product rounded to T then an Add in T (MatMul + Add),
+/// or the bias in the accumulator (Gemm's C); then the activation in T.
+template <typename T>
+void gemmBiasActSameType(const GemmView &v, const T *a, const T *b, const T *bias,
+                         llvm::ArrayRef<int64_t> biasShape, llvm::ArrayRef<int64_t> yShape,
+                         T *y) {
+  if (v.at.biasAfterRounding) {
+    cpu::gemm<T, T>(v.at.transA, v.at.transB, v.m, v.n, v.k, cpu::GemmScalar<T>(1), a, v.lda, b,
+                    v.ldb, cpu::GemmScalar<T>(0), y, v.n);
+    kernels::applyBinary(kernels::Add(), y, yShape, bias, biasShape, y);
+  } else {
+    cpu::gemmWithBias<T>(v.at.transA, v.at.transB, v.m, v.n, v.k, cpu::GemmScalar<T>(1), a, v.lda, b,
+                         v.ldb, cpu::GemmScalar<T>(1), bias, 0, 1, y, v.n);
+  }
+  activateInPlace(v.at.act, y, v.m * v.n);
+}
+
+/// The bias widened to float (a float32 bias is used in place).
+const float *floatBias(const TensorRef &bias, std::vector<float> &widened) {
+  if (bias.dtype == DType::F32)
+    return bias.as<float>();
+  widened.resize(size_t(bias.numElements()));
+  dispatchFloat(bias.dtype, [&](auto tag) {
+    using B = decltype(tag);
+    if constexpr (kernels::kIsFloat16<B>)
+      kernels::widenBlock(bias.as<B>(), widened.data(), bias.numElements());
+  });
+  return widened.data();
+}
+} // namespace
+
+llvm::Error cpuk::runGemmBiasAct(const KernelCall &c) {
+  const TensorRef &a = c.inputs[0], &b = c.inputs[1], &bias = c.inputs[2], &y = c.outputs[0];
+  GemmView v = gemmViewOf(c);
+  if (v.m == 0 || v.n == 0)
+    return llvm::Error::success();
+  if (y.dtype == a.dtype && bias.dtype == a.dtype) {
+    dispatchFloat(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      gemmBiasActSameType<T>(v, a.as<T>(), b.as<T>(), bias.as<T>(), bias.shape, y.shape,
+                             y.as<T>());
+    });
+    return llvm::Error::success();
+  }
+  // A folded Cast: the fp32 result, rounded once into Y's type.
+  std::vector<float> widenedBias;
+  const float *biasF = floatBias(bias, widenedBias);
+  float *acc = y.dtype == DType::F32 ? y.as<float>()
+                                     : cpu::scratch<float>(cpu::ScratchSlot::Accum,
+                                                           size_t(v.m * v.n));
+  if (a.dtype == DType::F32) {
+    // float32 operands: the float32 nodes' own computation, then the Cast.
+    gemmBiasActSameType<float>(v, a.as<float>(), b.as<float>(), biasF, bias.shape, y.shape, acc);
+  } else {
+    // 16-bit operands: the fp32 accumulator plus the bias, the activation
+    // in fp32, no rounding before Y.
+    dispatchFloat(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kernels::kIsFloat16<T>)
+        cpu::gemm<T, float>(v.at.transA, v.at.transB, v.m, v.n, v.k, 1.0f, a.as<T>(), v.lda,
+                            b.as<T>(), v.ldb, 0.0f, acc, v.n);
+    });
+    kernels::applyBinary(kernels::Add(), acc, y.shape, biasF, bias.shape, acc);
+    activateInPlace(v.at.act, acc, v.m * v.n);
+  }
+  if (y.dtype != DType::F32)
+    dispatchFloat(y.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (kernels::kIsFloat16<T>)
+        kernels::narrowBlock(acc, y.as<T>(), v.m * v.n);
+    });
   return llvm::Error::success();
 }
 

@@ -605,6 +605,7 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       // Input 0 (dY) is optional: the mask admits an absent one (Undefined) and
       // shapeLstmGrad checks X's dtype instead.
       MPC_CPU_KERNEL("LSTMGrad", kDomain, 1, kFloatTypes | dtypeBit(DType::Undefined), runLstmGrad),
+      MPC_CPU_KERNEL("GemmBiasAct", kDomain, 1, dtypeBit(DType::F32) | dtypeBit(DType::F16) | dtypeBit(DType::BF16), runGemmBiasAct),
       MPC_CPU_KERNEL("MaxPoolGrad", kDomain, 1, kFloatTypes, runPoolGrad<true>),
       MPC_CPU_KERNEL("MSELossGrad", kDomain, 1, kFloatTypes, runMSELossGrad),
       MPC_CPU_KERNEL("MultiTensorUnscale", kDomain, 1, dtypeBit(DType::F32), runMultiTensorUnscale),

@@ -8,6 +8,7 @@
 #include "mpc/Runtime/Cuda/CudaKernelTable.h"
 #include "mpc/Runtime/Cuda/CudaOps.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/ElementwiseFunctors.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -68,6 +69,7 @@ std::vector<CudaKernel> buildTable() {
       MPC_CUDA_ROW(Gemm, kCudaFloatTypes, Gemm, 0),
       CudaKernel{"FusedMatMul", "com.microsoft", 1, kMaxOpsetVersion, kCudaFloatTypes,
                  CudaKernelKind::FusedMatMul, 0},
+      MPC_CUDA_TRAINING_ROW(GemmBiasAct, kCudaFloatTypes, GemmBiasAct),
       // Convolutions (cuDNN; ConvOps.cpp).
       MPC_CUDA_ROW(Conv, kCudaFloatTypes, Conv, 0),
       MPC_CUDA_ROW(ConvTranspose, kCudaFloatTypes, ConvTranspose, 0),
@@ -547,6 +549,14 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
   case CudaKernelKind::EyeLike: {
     int64_t to = n.intAttr("dtype", int64_t(key));
     return isKnownDType(to) && (kCudaDataTypes & dtypeBit(DType(to))) != 0;
+  }
+  case CudaKernelKind::GemmBiasAct: {
+    // The op's type rule (mixed bias and output types: GemmPlan.h).
+    GemmBiasActAttrs at = gemmBiasActAttrsOf(n);
+    DType bias = dts.size() > 2 ? dts[2] : DType::Undefined;
+    DType b = dts.size() > 1 ? dts[1] : DType::Undefined;
+    return at.actKnown && (b == DType::Undefined || bias == DType::Undefined ||
+                           gemmBiasActTypeError(key, b, bias, at.outputType(key)).empty());
   }
   case CudaKernelKind::FusedMatMul: // transBatchA/B too (planFusedMatmul)
   case CudaKernelKind::MatMul:

@@ -56,6 +56,7 @@ CudaOpOrError cuda::prepareCudaOp(const Node &n, const CudaKernel &row,
   case CudaKernelKind::MatMul:
   case CudaKernelKind::Gemm:
   case CudaKernelKind::FusedMatMul:
+  case CudaKernelKind::GemmBiasAct:
     return prepareGemmOp(n, row, inputs, ctx);
   // Convolutions (cuDNN).
   case CudaKernelKind::Conv:

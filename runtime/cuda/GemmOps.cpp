@@ -10,6 +10,8 @@
 #include "CudaLaunch.h"
 #include "CudaOp.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Ops/GemmBiasAct.h"
+#include "mpc/Runtime/Kernels/UnaryOps.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cuda/GemmPlan.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -44,10 +46,23 @@ public:
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo = {};
   size_t workspace = 0;
+  /// GemmBiasAct: its epilogue plan, cuBLASLt's part of the workspace (the
+  /// plan's regions follow it), Y's and the bias's ONNX types, D's element
+  /// size and Y's element count.
+  bool fusedEpilogue = false;
+  EpiloguePlan epi;
+  size_t ltWorkspace = 0;
+  int32_t yType = 1, biasType = 1;
+  unsigned dElementBytes = 4;
+  int64_t count = 0;
 
   size_t workspaceBytes() const override { return workspace; }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override;
+  /// GemmBiasAct: the bias cast (when planned), the product with its
+  /// epilogue, then the planned Gelu and Y casts.
+  std::string launchEpilogue(const KernelCall &call, cudaStream_t s,
+                             const CudaContext &ctx) const;
 
   ~GemmOp() override {
     for (cublasLtMatrixLayout_t l : {a, b, c, d})
@@ -70,6 +85,13 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   problem.bShape = inputs[1].shape;
   problem.elementBytes = g->elementBytes;
   bool gemm = row.kind == CudaKernelKind::Gemm;
+  g->fusedEpilogue = row.kind == CudaKernelKind::GemmBiasAct;
+  GemmBiasActAttrs epilogueAttrs;
+  if (g->fusedEpilogue) {
+    epilogueAttrs = gemmBiasActAttrsOf(n);
+    problem.transA = epilogueAttrs.transA;
+    problem.transB = epilogueAttrs.transB;
+  }
   bool fused = row.kind == CudaKernelKind::FusedMatMul;
   FusedMatmulProblem fusedProblem;
   if (fused) {
@@ -104,6 +126,33 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   } else {
     g->beta = 0;
   }
+  cudaDataType_t dDataType = cudaTypeOf(t);
+  if (g->fusedEpilogue) {
+    EpilogueProblem ep;
+    ep.aType = int32_t(t);
+    ep.yType = int32_t(epilogueAttrs.outputType(t));
+    ep.biasType = int32_t(inputs[2].dtype);
+    ep.act = EpilogueAct(uint8_t(epilogueAttrs.act));
+    // Y's element count from the result shape: an empty batch leaves the
+    // plan's M unfolded, and nothing may be written then.
+    int64_t count = 1;
+    for (int64_t d : g->plan.outShape)
+      count *= d;
+    ep.n = lg.m;
+    ep.m = ep.n ? count / ep.n : 0;
+    ep.biasElements = 1;
+    for (int64_t d : inputs[2].shape)
+      ep.biasElements *= d;
+    auto epi = planGemmEpilogue(ep);
+    if (!epi)
+      return inputError("{0}: {1}", describeNode(n), llvm::toString(epi.takeError()));
+    g->epi = *epi;
+    g->yType = ep.yType;
+    g->biasType = ep.biasType;
+    g->dElementBytes = unsigned(runtimeElementSize(DType(g->epi.dType)));
+    g->count = ep.m * ep.n;
+    dDataType = cudaTypeOf(DType(g->epi.dType));
+  }
 
   auto check = [&](cublasStatus_t s, const char *what) -> llvm::Error {
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -119,12 +168,17 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   cublasOperation_t tb = lg.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
   cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
-  if (g->bias == GemmBias::Epilogue) {
+  if (g->bias == GemmBias::Epilogue || g->fusedEpilogue) {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (g->fusedEpilogue && g->epi.epilogue == LtEpilogue::ReluBias)
+      epi = CUBLASLT_EPILOGUE_RELU_BIAS;
+    if (g->fusedEpilogue && g->epi.epilogue == LtEpilogue::GeluBias)
+      epi = CUBLASLT_EPILOGUE_GELU_BIAS;
     cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
   }
-  cudaDataType_t type = cudaTypeOf(t);
-  auto layout = [&](const LtOperand &o, cublasLtMatrixLayout_t &l) -> llvm::Error {
+  cudaDataType_t operandType = cudaTypeOf(t);
+  auto layout = [&](const LtOperand &o, cublasLtMatrixLayout_t &l,
+                    cudaDataType_t type) -> llvm::Error {
     if (auto e = check(cublasLtMatrixLayoutCreate(&l, type, uint64_t(o.rows), uint64_t(o.cols),
                                                   o.ld),
                        "cublasLtMatrixLayoutCreate"))
@@ -139,13 +193,13 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     }
     return llvm::Error::success();
   };
-  if (auto e = layout(lg.a, g->a))
+  if (auto e = layout(lg.a, g->a, operandType))
     return e;
-  if (auto e = layout(lg.b, g->b))
+  if (auto e = layout(lg.b, g->b, operandType))
     return e;
-  if (auto e = layout(lg.d, g->c))
+  if (auto e = layout(lg.d, g->c, dDataType))
     return e;
-  if (auto e = layout(lg.d, g->d))
+  if (auto e = layout(lg.d, g->d, dDataType))
     return e;
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -180,6 +234,12 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
                       formatShape(inputs[0].shape), formatShape(inputs[1].shape), dtypeName(t));
   g->algo = result.algo;
   g->workspace = result.workspaceSize;
+  if (g->fusedEpilogue && g->epi.extraBytes) {
+    g->ltWorkspace = g->workspace;
+    g->workspace = (g->ltWorkspace + 255) / 256 * 256 + g->epi.extraBytes;
+  } else {
+    g->ltWorkspace = g->workspace;
+  }
   return std::unique_ptr<CudaOp>(std::move(g));
 }
 
@@ -190,6 +250,8 @@ std::string GemmOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
   char *userB = static_cast<char *>(call.inputs[1].data);
   char *out = static_cast<char *>(call.outputs[0].data);
   const void *userC = call.hasInput(2) ? call.inputs[2].data : nullptr;
+  if (g.fusedEpilogue)
+    return g.launchEpilogue(call, s, ctx);
   float beta = 0;
   if (g.bias == GemmBias::Epilogue) {
     cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &userC,
@@ -213,5 +275,42 @@ std::string GemmOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
     if (st != CUBLAS_STATUS_SUCCESS)
       return "cublasLtMatmul failed: " + cublasText(st);
   }
+  return std::string();
+}
+
+std::string GemmOp::launchEpilogue(const KernelCall &call, cudaStream_t s,
+                                   const CudaContext &ctx) const {
+  const LtGemm &lg = plan.gemm;
+  if (count == 0)
+    return std::string(); // an empty Y: nothing to write
+  char *extra = static_cast<char *>(call.workspace) + (ltWorkspace + 255) / 256 * 256;
+  const void *bias = call.inputs[2].data;
+  if (epi.castBias) {
+    if (cudaError_t e = launchCast(biasType, epi.dType, bias, extra + epi.biasOffset, lg.m,
+                                   ctx.geometry(lg.m), s))
+      return "casting the bias: " + cudaText(e);
+    bias = extra + epi.biasOffset;
+  }
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  char *userA = static_cast<char *>(call.inputs[0].data);
+  char *userB = static_cast<char *>(call.inputs[1].data);
+  char *d = epi.stageD ? extra + epi.dOffset : static_cast<char *>(call.outputs[0].data);
+  float beta = 0;
+  for (const LtGemm::Offsets &o : lg.offsets) {
+    char *dm = d + o.d * dElementBytes;
+    cublasStatus_t st = cublasLtMatmul(ctx.lt, desc, &alpha, userB + o.userB * elementBytes, a,
+                                       userA + o.userA * elementBytes, b, &beta, dm, c, dm, this->d,
+                                       &algo, call.workspace, ltWorkspace, s);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return "cublasLtMatmul failed: " + cublasText(st);
+  }
+  if (epi.separateGelu)
+    if (cudaError_t e = launchUnary(UnaryOpId::Gelu, blobOf(kernels::Gelu{false}), epi.dType, d, d,
+                                    count, ctx.geometry(count), s))
+      return "the GELU pass: " + cudaText(e);
+  if (epi.stageD)
+    if (cudaError_t e = launchCast(epi.dType, yType, d, call.outputs[0].data, count,
+                                   ctx.geometry(count), s))
+      return "casting Y: " + cudaText(e);
   return std::string();
 }

@@ -321,3 +321,64 @@ llvm::Expected<GemmBias> mpc::cuda::planGemmBias(int64_t m, int64_t n, bool hasC
     return GemmBias::Matrix;
   return GemmBias::ExpandToD;
 }
+
+namespace {
+constexpr int32_t kOnnxFloat = 1, kOnnxFloat16 = 10, kOnnxBFloat16 = 16;
+
+bool isHalfType(int32_t t) { return t == kOnnxFloat16 || t == kOnnxBFloat16; }
+
+const char *typeText(int32_t t) {
+  switch (t) {
+  case kOnnxFloat: return "float32";
+  case kOnnxFloat16: return "float16";
+  case kOnnxBFloat16: return "bfloat16";
+  default: return "an unsupported type";
+  }
+}
+
+uint64_t roundUp256(uint64_t b) { return (b + 255) / 256 * 256; }
+} // namespace
+
+llvm::Expected<EpiloguePlan> mpc::cuda::planGemmEpilogue(const EpilogueProblem &p) {
+  auto fail = [](const llvm::Twine &why) {
+    return llvm::createStringError(std::errc::invalid_argument, "%s", why.str().c_str());
+  };
+  if (p.aType != kOnnxFloat && !isHalfType(p.aType))
+    return fail(llvm::Twine("GemmBiasAct operands of ") + typeText(p.aType));
+  bool yOk = p.yType == p.aType || (isHalfType(p.aType) && p.yType == kOnnxFloat) ||
+             (p.aType == kOnnxFloat && isHalfType(p.yType));
+  if (!yOk)
+    return fail(llvm::Twine("GemmBiasAct output of ") + typeText(p.yType) + " for " +
+                typeText(p.aType) + " operands");
+  if (p.biasType != p.aType && p.biasType != p.yType)
+    return fail(llvm::Twine("GemmBiasAct bias of ") + typeText(p.biasType) + " for " +
+                typeText(p.aType) + " operands and a " + typeText(p.yType) + " output");
+  if (p.biasElements != p.n)
+    return fail(llvm::formatv("GemmBiasAct bias of {0} elements for N = {1}", p.biasElements,
+                              p.n));
+  EpiloguePlan plan;
+  plan.stageD = p.aType == kOnnxFloat && p.yType != kOnnxFloat;
+  plan.dType = plan.stageD ? kOnnxFloat : p.yType;
+  switch (p.act) {
+  case EpilogueAct::None: plan.epilogue = LtEpilogue::Bias; break;
+  case EpilogueAct::Relu: plan.epilogue = LtEpilogue::ReluBias; break;
+  case EpilogueAct::GeluTanh: plan.epilogue = LtEpilogue::GeluBias; break;
+  case EpilogueAct::Gelu:
+    plan.epilogue = LtEpilogue::Bias;
+    plan.separateGelu = true;
+    break;
+  }
+  plan.castBias = p.biasType != plan.dType;
+  uint64_t dBytes = plan.dType == kOnnxFloat ? 4 : 2;
+  uint64_t at = 0;
+  if (plan.castBias) {
+    plan.biasOffset = at;
+    at += roundUp256(uint64_t(p.n) * dBytes);
+  }
+  if (plan.stageD) {
+    plan.dOffset = at;
+    at += roundUp256(uint64_t(p.m) * uint64_t(p.n) * 4);
+  }
+  plan.extraBytes = at;
+  return plan;
+}

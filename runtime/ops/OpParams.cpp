@@ -178,6 +178,19 @@ ParsedParams mpc::parseFusedMatMul(const Node &n) {
   return std::make_unique<FusedMatMulParams>(fusedMatMulParamsOf(n));
 }
 
+MPC_DEFINED_BELOW(mpc::parseGemmBiasAct)
+ParsedParams mpc::parseGemmBiasAct(const Node &n) {
+  auto p = std::make_unique<GemmBiasActParams>();
+  p->attrs = gemmBiasActAttrsOf(n);
+  if (!p->attrs.actKnown)
+    return inputError("{0}: activation '{1}' is not none, relu, gelu or gelu_tanh",
+                      describeNode(n), n.stringAttr("activation", ""));
+  if (n.attr("to") && p->attrs.to == DType::Undefined)
+    return inputError("{0}: to {1} is not an element type", describeNode(n),
+                      n.intAttr("to", 0));
+  return std::unique_ptr<OpParams>(std::move(p));
+}
+
 MPC_DEFINED_BELOW(mpc::parseRecurrent)
 ParsedParams mpc::parseRecurrent(const Node &n) {
   if (auto e = checkOneOf(n, "direction", {"forward", "reverse", "bidirectional"},

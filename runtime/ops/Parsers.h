@@ -22,6 +22,7 @@ namespace mpc {
   X(parseLayerNorm) \
   X(parseWindow) \
   X(parseFusedMatMul) \
+  X(parseGemmBiasAct) \
   X(parseRecurrent) \
   X(parseReduce) \
   X(parseTranspose) \

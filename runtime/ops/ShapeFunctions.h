@@ -98,7 +98,8 @@ namespace shapes {
   X(shapeSoftmaxCrossEntropyLossGrad) \
   X(shapeMSELossGrad) \
   X(shapeOptimizerStep) \
-  X(shapeMultiTensorUnscale)
+  X(shapeMultiTensorUnscale) \
+  X(shapeGemmBiasAct)
 
 #define MPC_DECLARE_SHAPE_FUNCTION(Fn)                                         \
   llvm::Error Fn(const ShapeQuery &, std::vector<ShapedType> &);               \

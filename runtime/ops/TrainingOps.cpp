@@ -21,6 +21,7 @@ std::vector<OpDef> mpc::ops::trainingOps() {
       MPC_OP("ErfGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
       withParams(MPC_OP("GatherGrad", kTraining, 1, shapeGatherGrad, Elementwise), parseAxis0),
       MPC_OP("GeluGrad", kTraining, 1, shapeUnaryGrad, Elementwise),
+      withParams(MPC_OP("GemmBiasAct", kTraining, 1, shapeGemmBiasAct, Gemm), parseGemmBiasAct),
       MPC_OP("GlobalAveragePoolGrad", kTraining, 1, shapeGlobalAveragePoolGrad, Elementwise),
       withParams(MPC_OP("GRUGrad", kTraining, 1, shapeGruGrad, Gemm), parseRecurrent),
       withParams(MPC_OP("LayerNormalizationGrad", kTraining, 1, shapeLayerNormGrad, Elementwise), parseAxisMinus1),

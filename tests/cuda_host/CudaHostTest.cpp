@@ -157,6 +157,7 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::MatMul:
     case CudaKernelKind::Gemm:
     case CudaKernelKind::FusedMatMul:
+    case CudaKernelKind::GemmBiasAct:
       EXPECT_EQ(k.dtypes, kCudaFloatTypes);
       break;
     case CudaKernelKind::Cast:

@@ -400,3 +400,65 @@ TEST(GemmPlan, TransBatchNeedsOneRankOfThreeOrMore) {
             "FusedMatMul of [3, 2, 4] and [2, 5, 2] (transA 0, transB 0, transBatchA 1, "
             "transBatchB 0): inner sizes differ (4 and 5)");
 }
+namespace {
+
+/// A GemmBiasAct plan in words: the epilogue, D's type, the extra passes and
+/// the workspace regions, or the planner's error.
+std::string epilogue(int32_t a, int32_t y, int32_t bias, EpilogueAct act, int64_t m, int64_t n,
+                     int64_t biasElements) {
+  EpilogueProblem p;
+  p.aType = a;
+  p.yType = y;
+  p.biasType = bias;
+  p.act = act;
+  p.m = m;
+  p.n = n;
+  p.biasElements = biasElements;
+  llvm::Expected<EpiloguePlan> plan = planGemmEpilogue(p);
+  if (!plan)
+    return llvm::toString(plan.takeError());
+  const char *names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS"};
+  std::string s = std::string(names[int(plan->epilogue)]) + " D=" + std::to_string(plan->dType);
+  if (plan->separateGelu)
+    s += " +gelu";
+  if (plan->castBias)
+    s += " castBias@" + std::to_string(plan->biasOffset);
+  if (plan->stageD)
+    s += " stageD@" + std::to_string(plan->dOffset);
+  return s + " extra=" + std::to_string(plan->extraBytes);
+}
+
+TEST(GemmPlan, EpilogueChoices) {
+  const int32_t F32 = 1, F16 = 10, BF16 = 16;
+  // Same types: the epilogue alone; ReLU and GELU's tanh form are cuBLASLt's.
+  EXPECT_EQ(epilogue(F16, F16, F16, EpilogueAct::None, 8, 64, 64), "BIAS D=10 extra=0");
+  EXPECT_EQ(epilogue(F16, F16, F16, EpilogueAct::Relu, 8, 64, 64), "RELU_BIAS D=10 extra=0");
+  EXPECT_EQ(epilogue(BF16, BF16, BF16, EpilogueAct::GeluTanh, 8, 64, 64),
+            "GELU_BIAS D=16 extra=0");
+  // The erf form: the bias epilogue, then the element-wise Gelu over D.
+  EXPECT_EQ(epilogue(F16, F16, F16, EpilogueAct::Gelu, 8, 64, 64), "BIAS D=10 +gelu extra=0");
+  EXPECT_EQ(epilogue(F32, F32, F32, EpilogueAct::Relu, 8, 64, 64), "RELU_BIAS D=1 extra=0");
+  // A folded Cast to float32: D is float32 (the free output conversion); a
+  // bias of the operands' type is cast once to D's type (64 floats: 256 B).
+  EXPECT_EQ(epilogue(F16, F32, F32, EpilogueAct::None, 8, 64, 64), "BIAS D=1 extra=0");
+  EXPECT_EQ(epilogue(F16, F32, F16, EpilogueAct::Relu, 8, 64, 64),
+            "RELU_BIAS D=1 castBias@0 extra=256");
+  EXPECT_EQ(epilogue(BF16, F32, BF16, EpilogueAct::None, 3, 65, 65),
+            "BIAS D=1 castBias@0 extra=512");
+  // float32 operands with a 16-bit Y: D staged in float32, one cast pass;
+  // a float32 bias is D's type, a 16-bit one is cast first.
+  EXPECT_EQ(epilogue(F32, F16, F32, EpilogueAct::None, 8, 64, 64), "BIAS D=1 stageD@0 extra=2048");
+  EXPECT_EQ(epilogue(F32, BF16, BF16, EpilogueAct::Gelu, 3, 10, 10),
+            "BIAS D=1 +gelu castBias@0 stageD@256 extra=512");
+  // Refusals name what is wrong.
+  EXPECT_EQ(epilogue(F16, BF16, F16, EpilogueAct::None, 8, 64, 64),
+            "GemmBiasAct output of bfloat16 for float16 operands");
+  EXPECT_EQ(epilogue(F16, F16, BF16, EpilogueAct::None, 8, 64, 64),
+            "GemmBiasAct bias of bfloat16 for float16 operands and a float16 output");
+  EXPECT_EQ(epilogue(11, 11, 11, EpilogueAct::None, 8, 64, 64),
+            "GemmBiasAct operands of an unsupported type");
+  EXPECT_EQ(epilogue(F16, F16, F16, EpilogueAct::None, 8, 64, 63),
+            "GemmBiasAct bias of 63 elements for N = 64");
+}
+
+} // namespace

@@ -284,6 +284,8 @@ class OpsOneOpTest(unittest.TestCase):
                      "ai.mpc.training::GatherGrad"}
         # Loss scaling: one launch over every gradient (UnscaleOps.cpp).
         expected |= {training + "MultiTensorUnscale"}
+        # GEMM epilogues: cuBLASLt with a bias/ReLU/GELU epilogue (GemmOps.cpp).
+        expected |= {training + "GemmBiasAct"}
         # Recurrent ops (cuBLASLt products and gate kernels).
         expected |= {"LSTM", "GRU", "RNN", training + "LSTMGrad", training + "GRUGrad"}
         # Index, logic and shape ops.

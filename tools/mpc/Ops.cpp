@@ -137,6 +137,8 @@ static llvm::StringRef cudaKindName(cuda::CudaKernelKind k) {
   case cuda::CudaKernelKind::Gemm:
   case cuda::CudaKernelKind::FusedMatMul:
     return "cuBLASLt";
+  case cuda::CudaKernelKind::GemmBiasAct:
+    return "cuBLASLt epilogue";
   case cuda::CudaKernelKind::Conv:
   case cuda::CudaKernelKind::ConvTranspose:
   case cuda::CudaKernelKind::ConvGrad:
@@ -240,6 +242,7 @@ static CudaLauncher cudaLauncherOf(cuda::CudaKernelKind k) {
   case K::MatMul:
   case K::Gemm:
   case K::FusedMatMul:
+  case K::GemmBiasAct:
     return {"prepareGemmOp", "runtime/cuda/GemmOps.cpp"};
   case K::Conv:
   case K::ConvTranspose:

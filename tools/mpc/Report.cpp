@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "Dump.h"
 #include "FilePlan.h"
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Runtime/OpRegistry.h"
@@ -64,9 +65,10 @@ static const OpDef *defaultDomainRow(const Node &n) {
 }
 
 /// GEMM-like nodes: the default domain's rows of cost class gemm (MatMul,
-/// Gemm, Conv, ConvTranspose, Einsum, LSTM, GRU, RNN) and FusedMatMul.
+/// Gemm, Conv, ConvTranspose, Einsum, LSTM, GRU, RNN), FusedMatMul and
+/// GemmBiasAct (--fuse-gemm-epilogues).
 static bool isGemmLike(const Node &n) {
-  if (isFusedMatMul(n))
+  if (isFusedMatMul(n) || isGemmBiasAct(n))
     return true;
   const OpDef *d = isDefaultDomain(n) ? defaultDomainRow(n) : nullptr;
   return d && d->cost == CostClass::Gemm;
@@ -125,6 +127,18 @@ static llvm::Optional<GemmShape> gemmShape(const Node &n, const ShapeEstimator &
     fusedB = fusedMatMulOperand(*b, n.intAttr("transB", 0), n.intAttr("transBatchB", 0));
     a = &fusedA;
     b = &fusedB;
+  }
+  if (isGemmBiasAct(n)) {
+    // op(A) [..., M, K] (or [K]) times op(B) [K, N]; A's batch is the batch.
+    bool ta = n.intAttr("transA", 0) != 0, tb = n.intAttr("transB", 0) != 0;
+    if (a->rank() == 0 || b->rank() != 2)
+      return llvm::None;
+    g.k = ta ? a->dims[0] : a->dims.back();
+    g.m = a->rank() < 2 ? 1 : ta ? a->dims[1] : a->dims[a->rank() - 2];
+    g.n = b->dims[tb ? 0 : 1];
+    int64_t mn = g.m * g.n;
+    g.batch = mn > 0 ? out->numElements() / mn : 0;
+    return g;
   }
   if (n.opType == "MatMul" || isFusedMatMul(n)) {
     if (a->rank() == 0 || b->rank() == 0)
@@ -244,6 +258,8 @@ static llvm::Optional<double> estimateFlops(const Node &n, const ShapeEstimator 
     double flops = 2.0 * g->batch * g->m * g->n * g->k;
     if (op == "Gemm" && n.numInputs() > 2 && n.input(2))
       flops += static_cast<double>(g->m) * g->n;
+    if (isGemmBiasAct(n)) // the bias, once per output element
+      flops += static_cast<double>(g->batch) * g->m * g->n;
     if (op == "Conv" && n.numInputs() > 2 && n.input(2) && out)
       flops += static_cast<double>(out->numElements());
     return flops;
@@ -270,6 +286,9 @@ static llvm::StringRef colorName(SlotColor c) {
 /// Does the node compute in 16-bit? Its float results are 16-bit, or it has
 /// no float results and reads 16-bit inputs (comparisons, ArgMax).
 static bool runsInHalf(const Node &n) {
+  // GemmBiasAct's product runs in its operands' type (a folded Cast types Y).
+  if (isGemmBiasAct(n) && n.numInputs() && n.input(0))
+    return isHalfPrecision(n.input(0)->type.tensorElemType());
   bool floatResult = false;
   for (const Value *v : n.outputs()) {
     if (!v)

@@ -11,6 +11,7 @@
 #include "mpc/IO/Onnx.h"
 #include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/Amp.h"
+#include "mpc/Passes/GemmEpilogues.h"
 #include "mpc/Passes/LossScaling.h"
 #include "mpc/Passes/WeightCopy.h"
 #include "mpc/Runtime/CpuBackend.h"
@@ -84,6 +85,13 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
                            step writes in the same pass; the forward reads it
                            instead of casting the master weight every step
 
+GEMM epilogues (docs/user-guide.md, "GEMM epilogues"; after the AMP rewrite):
+  --fuse-gemm-epilogues    fold each MatMul/Gemm with a constant 2-D weight,
+                           its bias Add, a following Relu or Gelu and a
+                           following Cast into one ai.mpc.training
+                           GemmBiasAct node (cuBLASLt epilogues on CUDA) where
+                           no value inside the chain has another reader
+
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
   MPC_AMP_LOG_PATH (like --dump-dir), MPC_AMP_VERBOSE, MPC_AMP_TARGET,
@@ -105,6 +113,7 @@ struct RewriteArgs {
   bool strictCheck = false;
   /// --optimizer-weight-copy (docs/training.md, "The 16-bit weight copy").
   bool weightCopy = false;
+  bool fuseGemmEpilogues = false;
   AmpOptions amp;
   /// A bad --loss-scale* value: reported as a bad-input error (exit 1), like
   /// the matching MPC_AMP_LOSS_SCALE* variable.
@@ -181,6 +190,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
       a.amp.lossScale.fusedUnscale = true;
     } else if (s.flag("--optimizer-weight-copy")) {
       a.weightCopy = true;
+    } else if (s.flag("--fuse-gemm-epilogues")) {
+      a.fuseGemmEpilogues = true;
     } else if (s.flag("--verify-each")) {
       a.verifyEach = true;
     } else if (s.flag("--time")) {
@@ -401,6 +412,17 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (llvm::Error err = verifyModel(m))
       return fail(llvm::Twine("internal error: the model does not verify after the weight "
                               "copies: ") +
+                  llvm::toString(std::move(err)));
+  }
+  if (a.fuseGemmEpilogues) {
+    GemmEpilogueResult fused = fuseGemmEpilogues(m);
+    if (a.amp.verbose >= 1)
+      for (const std::string &line : fused.decisions)
+        llvm::errs() << line << "\n";
+    llvm::errs() << fused.summaryLine() << "\n";
+    if (llvm::Error err = verifyModel(m))
+      return fail(llvm::Twine("internal error: the model does not verify after fusing GEMM "
+                              "epilogues: ") +
                   llvm::toString(std::move(err)));
   }
   phase("rewrite");

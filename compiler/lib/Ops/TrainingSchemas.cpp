@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "SchemaRegistry.h"
 #include "mpc/Ops/OpSignature.h"
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Ops/OptimizerStep.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/shape_inference.h"
@@ -223,6 +224,65 @@ static OpSchema multiTensorUnscaleSchema(int line) {
           if (onnx::hasInputShape(ctx, 1 + i))
             onnx::propagateShapeFromInputToOutput(ctx, 1 + i, 2 + i);
         }
+      });
+  return s;
+}
+
+/// GemmBiasAct (mpc/Ops/GemmBiasAct.h): Y = act(op(A) @ op(B) + bias), Y
+/// typed by `to` (absent: like A), shaped [A's batch..., M, N].
+static OpSchema gemmBiasActSchema(int line) {
+  OpSchema s = base(mpc::kGemmBiasActOp, line);
+  s.SetDoc("fused GEMM epilogue: Y = act(op(A) @ op(B) + bias), fp32 accumulation; "
+           "act is none, relu, gelu (erf form) or gelu_tanh; Y in the type `to` "
+           "(a folded Cast) or A's")
+      .Attr("transA", "A is stored transposed (2-D A only)", AttributeProto::INT,
+            static_cast<int64_t>(0))
+      .Attr("transB", "B is stored transposed ([N, K])", AttributeProto::INT,
+            static_cast<int64_t>(0))
+      .Attr("activation", "none, relu, gelu or gelu_tanh", AttributeProto::STRING,
+            std::string("none"))
+      .Attr("to", "element type of Y (absent: A's)", AttributeProto::INT, false)
+      .Attr("bias_after_rounding",
+            "1: the product is rounded to A's type before the bias is added (MatMul + Add)",
+            AttributeProto::INT, static_cast<int64_t>(0))
+      .Input(0, "A", "[..., M, K], [K], or [K, M] with transA", "T")
+      .Input(1, "B", "[K, N] (or [N, K] with transB)", "T")
+      .Input(2, "bias", "[N], typed like A or like Y", "TB")
+      .Output(0, "Y", "[..., M, N]", "TY")
+      .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
+                      "operand types")
+      .TypeConstraint("TB", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
+                      "bias type")
+      .TypeConstraint("TY", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
+                      "output type")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        if (const AttributeProto *to = ctx.getAttribute("to"))
+          onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(to->i()));
+        else
+          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1))
+          return;
+        auto flag = [&](const char *name) {
+          const AttributeProto *a = ctx.getAttribute(name);
+          return a && a->i() != 0;
+        };
+        const auto &a = onnx::getInputShape(ctx, 0), &b = onnx::getInputShape(ctx, 1);
+        int ra = a.dim_size();
+        if (ra < 1 || b.dim_size() != 2)
+          fail_shape_inference("GemmBiasAct: A needs rank 1 or more and B rank 2");
+        if (flag("transA") && ra != 2)
+          fail_shape_inference("GemmBiasAct: transA needs a 2-D A");
+        bool ta = flag("transA"), tb = flag("transB");
+        const auto &ka = a.dim(ta ? ra - 2 : ra - 1), &kb = b.dim(tb ? 1 : 0);
+        if (ka.has_dim_value() && kb.has_dim_value() && ka.dim_value() != kb.dim_value())
+          fail_shape_inference("GemmBiasAct: op(A) and op(B) do not multiply");
+        auto *y = onnx::getOutputShape(ctx, 0);
+        y->clear_dim();
+        for (int i = 0; i + 2 < ra; ++i)
+          *y->add_dim() = a.dim(i);
+        if (ra > 1) // a 1-D A is a row vector whose axis is dropped, as MatMul's
+          *y->add_dim() = a.dim(ta ? ra - 1 : ra - 2);
+        *y->add_dim() = b.dim(tb ? 0 : 1);
       });
   return s;
 }
@@ -469,6 +529,7 @@ static std::vector<OpSchema> trainingSchemas() {
                                         "epsilon)), g = grad + wd*p", __LINE__));
   }
   v.push_back(multiTensorUnscaleSchema(__LINE__));
+  v.push_back(gemmBiasActSchema(__LINE__));
   return v;
 }
 

@@ -9,6 +9,7 @@
 #include "../ShapeFunctions.h"
 #include "../NodeGeometry.h"
 #include "mpc/IR/Graph.h"
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Runtime/HostTensor.h"
@@ -354,6 +355,49 @@ llvm::Error shapes::shapeMultiTensorUnscale(const ShapeQuery &q, std::vector<Sha
                                    "; float32, float16 and bfloat16 are supported");
     out.push_back(ShapedType{DType::F32, q.inputs[i].shape});
   }
+  return llvm::Error::success();
+}
+
+/// GemmBiasAct (mpc/Ops/GemmBiasAct.h): Y [A's batch..., M, N] in the type
+/// the attributes and gemmBiasActTypeError allow.
+MPC_DEFINED_BELOW(shapes::shapeGemmBiasAct)
+llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (q.inputs.size() != 3)
+    return nodeError(q.node, "needs A, B and bias");
+  GemmBiasActAttrs at = gemmBiasActAttrsOf(q.node);
+  if (!at.actKnown)
+    return nodeError(q.node, "activation " + quoteName(q.node.stringAttr("activation", "")) +
+                                 " is not none, relu, gelu or gelu_tanh");
+  if (q.node.attr("to") && at.to == DType::Undefined)
+    return nodeError(q.node, "to " + std::to_string(q.node.intAttr("to", 0)) +
+                                 " is not an element type");
+  const ShapedType &a = q.inputs[0], &b = q.inputs[1], &bias = q.inputs[2];
+  DType y = at.outputType(a.dtype);
+  std::string typeError = gemmBiasActTypeError(a.dtype, b.dtype, bias.dtype, y);
+  if (!typeError.empty())
+    return nodeError(q.node, typeError);
+  size_t ra = a.shape.size();
+  if (ra < 1 || b.shape.size() != 2 || (at.transA && ra != 2))
+    return nodeError(q.node, "A " + formatShape(a.shape) + " and B " + formatShape(b.shape) +
+                                 ": A needs rank 1 or more (exactly 2 with transA) and B "
+                                 "rank 2");
+  int64_t k = a.shape[at.transA ? ra - 2 : ra - 1];
+  int64_t kb = b.shape[at.transB ? 1 : 0], n = b.shape[at.transB ? 0 : 1];
+  if (k != kb)
+    return nodeError(q.node, "op(A) and op(B) do not multiply (A " + formatShape(a.shape) +
+                                 ", B " + formatShape(b.shape) + ")");
+  bool biasOk = !bias.shape.empty() && bias.shape.size() <= ra && bias.shape.back() == n;
+  for (size_t i = 0; biasOk && i + 1 < bias.shape.size(); ++i)
+    biasOk = bias.shape[i] == 1;
+  if (!biasOk)
+    return nodeError(q.node, "bias " + formatShape(bias.shape) + " is not a vector of N = " +
+                                 std::to_string(n) + " (leading axes of size 1 allowed)");
+  // A 1-D A is a row vector whose axis is dropped, as MatMul's.
+  ShapedType r{y, {a.shape.begin(), a.shape.end() - std::min<size_t>(ra, 2)}};
+  if (ra > 1)
+    r.shape.push_back(a.shape[at.transA ? ra - 1 : ra - 2]);
+  r.shape.push_back(n);
+  out.assign(1, std::move(r));
   return llvm::Error::success();
 }
 

@@ -10,6 +10,7 @@
 #ifndef MPC_RUNTIME_OPPARAMS_H
 #define MPC_RUNTIME_OPPARAMS_H
 
+#include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Runtime/Backend.h"
 #include "mpc/Runtime/OpRegistry.h"
 #include <cassert>
@@ -106,6 +107,13 @@ struct FusedMatMulParams final : OpParams {
 ParsedParams parseFusedMatMul(const Node &n);
 /// The same struct, filled from a node (the shape function, per call).
 FusedMatMulParams fusedMatMulParamsOf(const Node &n);
+
+/// ai.mpc.training GemmBiasAct (mpc/Ops/GemmBiasAct.h): its attributes,
+/// checked (a known activation, a known `to`).
+struct GemmBiasActParams final : OpParams {
+  GemmBiasActAttrs attrs;
+};
+ParsedParams parseGemmBiasAct(const Node &n);
 
 /// The Reduce* ops: axes from the attribute (opsets before axes became an
 /// input), keepdims and noop_with_empty_axes.

@@ -35,6 +35,7 @@ enum class CudaKernelKind : uint8_t {
   MatMul,    ///< cuBLASLt
   Gemm,      ///< cuBLASLt, C through planGemmBias
   FusedMatMul, ///< cuBLASLt: com.microsoft FusedMatMul (alpha, transA/B)
+  GemmBiasAct, ///< cuBLASLt with a bias/ReLU/GELU epilogue: ai.mpc.training GemmBiasAct
   // Convolutions: cuDNN (ConvOps.cpp), every operand of one float type.
   Conv,          ///< forward, bias added after
   ConvTranspose, ///< cuDNN's backward data of the forward convolution

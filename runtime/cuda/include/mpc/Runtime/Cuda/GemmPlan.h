@@ -120,6 +120,52 @@ enum class GemmBias : uint8_t {
 llvm::Expected<GemmBias> planGemmBias(int64_t m, int64_t n, bool hasC,
                                       llvm::ArrayRef<int64_t> cShape, float beta);
 
+/// The activation of a GemmBiasAct node (mpc/Ops/GemmBiasAct.h's
+/// GemmActivation, in the same order).
+enum class EpilogueAct : uint8_t { None, Relu, Gelu, GeluTanh };
+
+/// The cuBLASLt epilogue a GemmBiasAct node runs with.
+enum class LtEpilogue : uint8_t {
+  Bias,     ///< CUBLASLT_EPILOGUE_BIAS
+  ReluBias, ///< CUBLASLT_EPILOGUE_RELU_BIAS
+  GeluBias, ///< CUBLASLT_EPILOGUE_GELU_BIAS (cuBLASLt's GELU is the tanh form)
+};
+
+/// One GemmBiasAct node: element types as ONNX numbers (1 float32, 10
+/// float16, 16 bfloat16), the activation, the result's M x N (rows of the
+/// row-major Y, A's batch folded in) and the bias's element count.
+struct EpilogueProblem {
+  int32_t aType = 1, yType = 1, biasType = 1;
+  EpilogueAct act = EpilogueAct::None;
+  int64_t m = 0, n = 0, biasElements = 0;
+};
+
+/// How the node runs: one cublasLtMatmul with `epilogue` writing D of
+/// `dType`, then at most two element-wise passes. Bytes past cuBLASLt's own
+/// workspace (each region 256-byte aligned, offsets from the end of that
+/// workspace rounded up to 256) hold a converted bias and a staged D.
+struct EpiloguePlan {
+  LtEpilogue epilogue = LtEpilogue::Bias;
+  int32_t dType = 1;
+  /// The erf form of GELU: cuBLASLt has only the tanh form, so the bias
+  /// epilogue runs and the element-wise Gelu then rewrites D in place (one
+  /// extra pass over Y; the values are those of the bias-in-accumulator form
+  /// followed by Gelu in D's type).
+  bool separateGelu = false;
+  /// The bias is not of D's type: one cast of its N elements into the
+  /// workspace (at biasOffset) before the product; cuBLASLt reads that copy.
+  bool castBias = false;
+  /// float32 operands with a 16-bit Y: cuBLASLt's float32-operand kernels
+  /// write a float32 D, so D is staged in the workspace (at dOffset) and one
+  /// cast pass writes Y (the rounding happens once, there).
+  bool stageD = false;
+  uint64_t biasOffset = 0, dOffset = 0, extraBytes = 0;
+};
+
+/// Plans a GemmBiasAct node; fails, naming what is wrong, for types outside
+/// the op's rule or a bias that is not N long.
+llvm::Expected<EpiloguePlan> planGemmEpilogue(const EpilogueProblem &p);
+
 } // namespace cuda
 } // namespace mpc
 

@@ -1,0 +1,110 @@
+//===- GemmBiasAct.h - The fused GEMM + bias + activation op ----*- C++ -*-===//
+//
+// ai.mpc.training::GemmBiasAct (version 1; docs/training.md "Fused GEMM
+// epilogues"): Y = act(op(A) @ op(B) + bias), written by
+// `mpc rewrite --fuse-gemm-epilogues` in place of a MatMul/Gemm, its bias
+// Add, an optional Relu/Gelu and an optional Cast. Inputs A [..., M, K] or
+// [K] (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and bias [N]
+// (leading axes of size 1 allowed); attributes transA, transB, activation,
+// to (the output element type, absent: A's) and bias_after_rounding. The
+// schema, the registry's shape function, the CPU and CUDA kernels and the
+// pass all read the attributes through gemmBiasActAttrsOf.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_OPS_GEMMBIASACT_H
+#define MPC_OPS_GEMMBIASACT_H
+
+#include "mpc/IR/DType.h"
+#include "mpc/IR/Graph.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mpc {
+
+constexpr const char *kGemmBiasActDomain = "ai.mpc.training";
+constexpr const char *kGemmBiasActOp = "GemmBiasAct";
+
+/// The activation after the bias; the names are the attribute's values.
+enum class GemmActivation : uint8_t { None, Relu, Gelu, GeluTanh };
+
+inline const char *gemmActivationName(GemmActivation a) {
+  switch (a) {
+  case GemmActivation::None: return "none";
+  case GemmActivation::Relu: return "relu";
+  case GemmActivation::Gelu: return "gelu";
+  case GemmActivation::GeluTanh: return "gelu_tanh";
+  }
+  return "none";
+}
+
+/// False for a name that is not one of gemmActivationName's.
+inline bool parseGemmActivation(llvm::StringRef s, GemmActivation &out) {
+  for (GemmActivation a : {GemmActivation::None, GemmActivation::Relu, GemmActivation::Gelu,
+                           GemmActivation::GeluTanh})
+    if (s == gemmActivationName(a)) {
+      out = a;
+      return true;
+    }
+  return false;
+}
+
+struct GemmBiasActAttrs {
+  bool transA = false, transB = false;
+  GemmActivation act = GemmActivation::None;
+  bool actKnown = true; ///< false: the activation attribute names no activation
+  /// The `to` attribute (an ONNX element type); Undefined: Y is typed like A.
+  DType to = DType::Undefined;
+  /// 1: the product is rounded to A's type before the bias is added in that
+  /// type, as a MatMul followed by an Add computes it (the CPU kernel then
+  /// matches the unfused nodes bit for bit). 0: the bias joins the fp32
+  /// accumulator and the sum is rounded once (ONNX Gemm's C, cuBLASLt's bias
+  /// epilogue). Only meaningful when Y is typed like A.
+  bool biasAfterRounding = false;
+
+  /// Y's element type for an A of type `a`.
+  DType outputType(DType a) const { return to == DType::Undefined ? a : to; }
+};
+
+inline bool isGemmBiasAct(const Node &n) {
+  return n.opType == kGemmBiasActOp && n.domain == kGemmBiasActDomain;
+}
+
+inline GemmBiasActAttrs gemmBiasActAttrsOf(const Node &n) {
+  GemmBiasActAttrs a;
+  a.transA = n.intAttr("transA", 0) != 0;
+  a.transB = n.intAttr("transB", 0) != 0;
+  a.actKnown = parseGemmActivation(n.stringAttr("activation", "none"), a.act);
+  int64_t to = n.intAttr("to", 0);
+  a.to = isKnownDType(to) ? DType(to) : DType::Undefined;
+  a.biasAfterRounding = n.intAttr("bias_after_rounding", 0) != 0;
+  return a;
+}
+
+/// The type rule: A and B share a float type T (float32, float16 or
+/// bfloat16); Y is T, or float32 for a 16-bit T, or 16-bit for a float32 T
+/// (a folded Cast); the bias is typed like A or like Y. Returns an empty
+/// string when the types fit, else what is wrong.
+inline std::string gemmBiasActTypeError(DType a, DType b, DType bias, DType y) {
+  auto name = [](DType t) { return dtypeName(t).str(); };
+  bool floatA = a == DType::F32 || isHalfPrecision(a);
+  if (!floatA)
+    return "A is " + name(a) + "; float32, float16 and bfloat16 are supported";
+  if (b != a)
+    return "B is " + name(b) + ", A is " + name(a) + ": they must match";
+  bool yOk = y == a || (isHalfPrecision(a) && y == DType::F32) ||
+             (a == DType::F32 && isHalfPrecision(y));
+  if (!yOk)
+    return "output type " + name(y) + " for " + name(a) +
+           " operands: the output is their type, or float32 for 16-bit operands, or "
+           "16-bit for float32 operands";
+  if (bias != a && bias != y)
+    return "bias is " + name(bias) + "; it must be typed like A (" + name(a) + ") or like Y (" +
+           name(y) + ")";
+  return std::string();
+}
+
+} // namespace mpc
+
+#endif // MPC_OPS_GEMMBIASACT_H

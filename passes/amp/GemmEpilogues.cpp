@@ -1,0 +1,466 @@
+//===- GemmEpilogues.cpp - Fold bias, activation and cast into GEMMs -------===//
+//
+// See mpc/Passes/GemmEpilogues.h. Each MatMul/Gemm is a root; its chain is
+// followed forward through single readers (Value::uses), so every node is
+// looked at a bounded number of times. The fused node takes the place (and
+// order key) of the chain's last node and the name of its result.
+//
+//===----------------------------------------------------------------------===//
+#include "mpc/Passes/GemmEpilogues.h"
+#include "mpc/Ops/GemmBiasAct.h"
+#include "mpc/Runtime/Float16.h"
+#include "mpc/Support/Diagnostics.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace mpc;
+
+namespace {
+
+bool isOnnxOp(const Node &n, llvm::StringRef op) {
+  return n.opType == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+/// The one node that reads `v`, reading it once; null when `v` is a graph
+/// output or has another reader (then `why` says which).
+Node *soleReader(const Value *v, std::string &why) {
+  if (v->isGraphOutput()) {
+    why = formatQuoted("'{0}' is a graph output", v->name());
+    return nullptr;
+  }
+  if (v->numUses() != 1) {
+    why = formatQuoted("'{0}' has {1} readers", v->name(), v->numUses());
+    return nullptr;
+  }
+  Node *r = v->uses().front().user;
+  unsigned reads = 0;
+  for (Value *in : r->inputs())
+    reads += in == v;
+  if (reads != 1) {
+    why = formatQuoted("'{0}' is read twice by '{1}'", v->name(), r->name);
+    return nullptr;
+  }
+  return r;
+}
+
+/// The static shape of `v` (initializer dims or a fully known type), or false.
+bool staticShape(const Value *v, std::vector<int64_t> &out) {
+  if (const Tensor *t = v->initializer()) {
+    out = t->dims;
+    return true;
+  }
+  if (!v->type.hasShape)
+    return false;
+  out.clear();
+  for (const Dim &d : v->type.dims) {
+    if (!d.isKnown())
+      return false;
+    out.push_back(d.value);
+  }
+  return true;
+}
+
+/// The rank of `v`, or -1 when unknown.
+int rankOf(const Value *v) {
+  if (const Tensor *t = v->initializer())
+    return int(t->dims.size());
+  return v->type.hasShape ? int(v->type.dims.size()) : -1;
+}
+
+/// The one value of a one-element float initializer (or Constant node), or
+/// false.
+bool scalarConstant(const Value *v, double &out) {
+  const Tensor *t = v->initializer();
+  if (!t && v->producer() && isOnnxOp(*v->producer(), "Constant")) {
+    const Attribute *a = v->producer()->attr("value");
+    t = a && a->tensors.size() == 1 ? &a->tensors[0] : nullptr;
+  }
+  if (!t || t->isExternal() || t->numElements() != 1)
+    return false;
+  llvm::ArrayRef<uint8_t> b = t->bytes();
+  switch (t->dtype) {
+  case DType::F32: {
+    float f;
+    if (b.size() < 4)
+      return false;
+    std::memcpy(&f, b.data(), 4);
+    out = f;
+    return true;
+  }
+  case DType::F64:
+    if (b.size() < 8)
+      return false;
+    std::memcpy(&out, b.data(), 8);
+    return true;
+  case DType::F16:
+  case DType::BF16: {
+    uint16_t bits;
+    if (b.size() < 2)
+      return false;
+    std::memcpy(&bits, b.data(), 2);
+    out = t->dtype == DType::F16 ? halfToFloat(Half::fromBits(bits))
+                                 : bfloat16ToFloat(BFloat16::fromBits(bits));
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+/// `v` is a constant within `rel` (relative) of `want`.
+bool isConstantNear(const Value *v, double want, double rel) {
+  double got;
+  return v && scalarConstant(v, got) && std::fabs(got - want) <= rel * std::fabs(want);
+}
+
+/// The operand of binary node `n` other than `v` (null when `v` is not one).
+Value *otherOperand(const Node &n, const Value *v) {
+  if (n.numInputs() != 2)
+    return nullptr;
+  if (n.input(0) == v)
+    return n.input(1);
+  if (n.input(1) == v)
+    return n.input(0);
+  return nullptr;
+}
+
+/// A matched chain: the root GEMM, the nodes folded after it, in order.
+struct Chain {
+  Node *gemm = nullptr;
+  Value *a = nullptr, *b = nullptr, *bias = nullptr;
+  GemmBiasActAttrs at;
+  std::vector<Node *> absorbed;
+  Value *result = nullptr;
+  /// Constants only the absorbed nodes read (erased with them when unused).
+  std::vector<Value *> constants;
+};
+
+// Tolerances for the erf pattern's constants: they may have been rounded to
+// a 16-bit type (bf16 keeps 8 bits).
+constexpr double kConstantTolerance = 1.0 / 256;
+
+/// The erf form of GELU from `x` (which has exactly two readers):
+///   Div(x, sqrt2) | Mul(x, 1/sqrt2) -> Erf -> Add(., 1) -> e1
+///   then Mul(Mul(x, e1), 0.5), Mul(Mul(x, 0.5), e1) or Mul(x, Mul(e1, 0.5))
+/// (operands of Add and Mul in either order). On success appends the nodes
+/// to `c.absorbed` and returns the result value.
+Value *matchErfGelu(Value *x, Chain &c) {
+  if (x->isGraphOutput() || x->numUses() != 2)
+    return nullptr;
+  Node *scale = nullptr, *mulX = nullptr;
+  for (const Use &u : x->uses()) {
+    Node *r = u.user;
+    Value *other = otherOperand(*r, x);
+    if (!other)
+      return nullptr;
+    if (isOnnxOp(*r, "Div") && r->input(0) == x && isConstantNear(other, M_SQRT2, kConstantTolerance))
+      scale = r;
+    else if (isOnnxOp(*r, "Mul") && isConstantNear(other, M_SQRT1_2, kConstantTolerance) && !scale)
+      scale = r;
+    else if (isOnnxOp(*r, "Mul"))
+      mulX = r;
+  }
+  if (!scale || !mulX || scale == mulX)
+    return nullptr;
+  std::string why;
+  Node *erf = soleReader(scale->output(0), why);
+  if (!erf || !isOnnxOp(*erf, "Erf"))
+    return nullptr;
+  Node *plusOne = soleReader(erf->output(0), why);
+  if (!plusOne || !isOnnxOp(*plusOne, "Add") ||
+      !isConstantNear(otherOperand(*plusOne, erf->output(0)), 1.0, 0))
+    return nullptr;
+  Value *e1 = plusOne->output(0);
+  Node *next = soleReader(e1, why);
+  if (!next || !isOnnxOp(*next, "Mul"))
+    return nullptr;
+  std::vector<Node *> tail;
+  Node *last = nullptr;
+  Value *half = nullptr;
+  if (next == mulX) {
+    // Mul(x, e1), then Mul(., 0.5)
+    last = soleReader(mulX->output(0), why);
+    if (!last || !isOnnxOp(*last, "Mul"))
+      return nullptr;
+    half = otherOperand(*last, mulX->output(0));
+    tail = {mulX, last};
+  } else {
+    Value *other = otherOperand(*next, e1);
+    if (other && isConstantNear(other, 0.5, 0)) {
+      // Mul(e1, 0.5), then Mul(x, .)
+      if (soleReader(next->output(0), why) != mulX ||
+          otherOperand(*mulX, x) != next->output(0))
+        return nullptr;
+      half = other;
+      tail = {next, mulX};
+      last = mulX;
+    } else {
+      // Mul(x, 0.5), then Mul(., e1)
+      Value *hx = mulX->output(0);
+      if (!isConstantNear(otherOperand(*mulX, x), 0.5, 0) || other != hx ||
+          soleReader(hx, why) != next)
+        return nullptr;
+      half = otherOperand(*mulX, x);
+      tail = {mulX, next};
+      last = next;
+    }
+  }
+  if (!half || !isConstantNear(half, 0.5, 0))
+    return nullptr;
+  for (Node *n : {scale, erf, plusOne})
+    c.absorbed.push_back(n);
+  for (Node *n : tail)
+    c.absorbed.push_back(n);
+  for (Node *n : c.absorbed)
+    for (Value *in : n->inputs())
+      if (in && (in->isConstant() || (in->producer() && isOnnxOp(*in->producer(), "Constant"))))
+        c.constants.push_back(in);
+  std::sort(c.constants.begin(), c.constants.end(),
+            [](const Value *l, const Value *r) { return l->id() < r->id(); });
+  c.constants.erase(std::unique(c.constants.begin(), c.constants.end()), c.constants.end());
+  return last->output(0);
+}
+
+/// Y's element type may become `to` (a folded Cast) for operands of type `t`.
+bool castFolds(DType t, DType to) {
+  return (isHalfPrecision(t) && to == DType::F32) || (t == DType::F32 && isHalfPrecision(to));
+}
+
+/// Matches the chain from GEMM `g`; on failure `why` says what stopped it.
+bool matchChain(Node *g, Chain &c, std::string &why) {
+  c.gemm = g;
+  bool gemmOp = isOnnxOp(*g, "Gemm");
+  if (g->numInputs() < 2 || !g->input(0) || !g->input(1) || !g->output(0)) {
+    why = "operands missing";
+    return false;
+  }
+  c.a = g->input(0);
+  c.b = g->input(1);
+  DType t = g->output(0)->type.elem;
+  if (t != DType::F32 && !isHalfPrecision(t)) {
+    why = "its type is " + dtypeName(t).str() + ", not float32, float16 or bfloat16";
+    return false;
+  }
+  const Tensor *w = c.b->initializer();
+  if (!c.b->isConstant() || !w || w->dims.size() != 2) {
+    why = formatQuoted("weight '{0}' is not a constant 2-D initializer", c.b->name());
+    return false;
+  }
+  int rankA = gemmOp ? 2 : rankOf(c.a); // Gemm's A is 2-D by definition
+  if (rankA == 0) {
+    why = formatQuoted("'{0}' is a scalar", c.a->name());
+    return false;
+  }
+  if (gemmOp) {
+    c.at.transA = g->intAttr("transA", 0) != 0;
+    c.at.transB = g->intAttr("transB", 0) != 0;
+    if (g->floatAttr("alpha", 1.0f) != 1.0f) {
+      why = "alpha is not 1";
+      return false;
+    }
+  }
+  int64_t n = w->dims[c.at.transB ? 0 : 1];
+  // The bias: a vector of N, or [1, ..., 1, N] no longer than Y's rank.
+  auto isBias = [&](const Value *v) {
+    std::vector<int64_t> s;
+    if (!v || v->type.elem == DType::Undefined || !staticShape(v, s) || s.empty() ||
+        s.back() != n)
+      return false;
+    for (size_t i = 0; i + 1 < s.size(); ++i)
+      if (s[i] != 1)
+        return false;
+    int rankY = rankA < 0 ? -1 : std::max(rankA, 1);
+    return s.size() == 1 || (rankY >= 0 && int(s.size()) <= rankY);
+  };
+  if (gemmOp && g->numInputs() > 2 && g->input(2)) {
+    if (g->floatAttr("beta", 1.0f) != 1.0f || !isBias(g->input(2))) {
+      why = formatQuoted("C '{0}' is not a bias of {1} with beta 1", g->input(2)->name(), n);
+      return false;
+    }
+    c.bias = g->input(2);
+  }
+  Value *cur = g->output(0);
+  if (!c.bias) {
+    Node *r = soleReader(cur, why);
+    if (r && isOnnxOp(*r, "Cast") && castFolds(t, DType(r->intAttr("to", 0))) &&
+        isHalfPrecision(t)) {
+      // MatMul -> Cast(to float) -> Add(float bias): the cast becomes Y's type.
+      Node *add = soleReader(r->output(0), why);
+      if (!add || !isOnnxOp(*add, "Add")) {
+        if (add)
+          why = formatQuoted("'{0}' is not a bias Add", add->name);
+        return false;
+      }
+      c.at.to = DType::F32;
+      c.absorbed.push_back(r);
+      cur = r->output(0);
+      r = add;
+    }
+    if (!r)
+      return false;
+    Value *bias = isOnnxOp(*r, "Add") ? otherOperand(*r, cur) : nullptr;
+    if (!bias || bias->type.elem != cur->type.elem || !isBias(bias)) {
+      why = formatQuoted("'{0}' is not the Add of a bias of {1} broadcast over the last axis",
+                         r->name, n);
+      return false;
+    }
+    c.bias = bias;
+    c.at.biasAfterRounding = c.at.to == DType::Undefined;
+    c.absorbed.push_back(r);
+    cur = r->output(0);
+  }
+  // The activation.
+  std::string stop;
+  if (Node *r = soleReader(cur, stop)) {
+    if (isOnnxOp(*r, "Relu")) {
+      c.at.act = GemmActivation::Relu;
+    } else if (isOnnxOp(*r, "Gelu")) {
+      llvm::StringRef approx = r->stringAttr("approximate", "none");
+      c.at.act = approx == "tanh" ? GemmActivation::GeluTanh : GemmActivation::Gelu;
+    }
+    if (c.at.act != GemmActivation::None) {
+      c.absorbed.push_back(r);
+      cur = r->output(0);
+    }
+  } else if (Value *v = matchErfGelu(cur, c)) {
+    c.at.act = GemmActivation::Gelu;
+    cur = v;
+  }
+  // The cast.
+  if (c.at.to == DType::Undefined)
+    if (Node *r = soleReader(cur, stop))
+      if (isOnnxOp(*r, "Cast") && castFolds(t, DType(r->intAttr("to", 0)))) {
+        c.at.to = DType(r->intAttr("to", 0));
+        c.at.biasAfterRounding = false; // the fp32 sum is rounded once, into Y's type
+        c.absorbed.push_back(r);
+        cur = r->output(0);
+      }
+  if (c.absorbed.empty()) {
+    why = "nothing to fold (its bias is Gemm's C, and no activation or cast follows)";
+    return false;
+  }
+  c.result = cur;
+  return true;
+}
+
+std::string describe(const Chain &c) {
+  std::string s = formatQuoted("GEMM '{0}': fused", c.gemm->name);
+  const char *sep = " with ";
+  for (const Node *n : c.absorbed) {
+    s += sep + quoteName(n->name);
+    sep = ", ";
+  }
+  s += llvm::formatv(" (activation {0}", gemmActivationName(c.at.act)).str();
+  if (c.at.to != DType::Undefined)
+    s += ", output " + dtypeName(c.at.to).str();
+  if (c.at.biasAfterRounding)
+    s += ", bias after rounding";
+  return s + ")";
+}
+
+/// Replaces the chain by one GemmBiasAct node.
+void rewrite(Model &m, Graph &g, const Chain &c, GemmEpilogueResult &res) {
+  Node *last = c.result->producer();
+  Node *f = g.createNode(kGemmBiasActOp, kGemmBiasActDomain, last->getIterator(), last);
+  f->name = m.freshName(c.gemm->name.str() + "/GemmBiasAct");
+  f->docString = "mpc --fuse-gemm-epilogues";
+  f->addInput(c.a);
+  f->addInput(c.b);
+  f->addInput(c.bias);
+  if (c.at.transA)
+    f->setAttr(Attribute::makeInt("transA", 1));
+  if (c.at.transB)
+    f->setAttr(Attribute::makeInt("transB", 1));
+  if (c.at.act != GemmActivation::None)
+    f->setAttr(Attribute::makeString("activation", gemmActivationName(c.at.act)));
+  if (c.at.to != DType::Undefined)
+    f->setAttr(Attribute::makeInt("to", int64_t(c.at.to)));
+  if (c.at.biasAfterRounding)
+    f->setAttr(Attribute::makeInt("bias_after_rounding", 1));
+  // The result keeps its name (and graph-output places); the old value is
+  // renamed out of the way.
+  Value *old = c.result;
+  std::string name = old->name();
+  Graph::renameValue(old, m.freshName(name + "/unfused"));
+  Value *y = f->setOutput(0, name, old->type);
+  y->hasValueInfo = old->hasValueInfo;
+  y->docString = old->docString;
+  for (unsigned i = 0; i < g.outputs().size(); ++i)
+    if (g.outputs()[i] == old)
+      g.setOutput(i, y);
+  Graph::replaceAllUsesWith(old, y);
+  // Erase from the end of the chain: each node's result is unread by then
+  // (the erf pattern's nodes read x and each other, so repeat until done).
+  std::vector<Node *> dead(c.absorbed.rbegin(), c.absorbed.rend());
+  dead.push_back(c.gemm);
+  for (bool progress = true; progress && !dead.empty();) {
+    progress = false;
+    for (size_t i = 0; i < dead.size(); ++i) {
+      bool unread = true;
+      for (Value *o : dead[i]->outputs())
+        unread &= !o || (!o->hasUses() && !o->isGraphOutput());
+      if (!unread)
+        continue;
+      dead[i]->dropAllInputs();
+      g.eraseNode(dead[i]);
+      dead.erase(dead.begin() + long(i));
+      ++res.nodesRemoved;
+      progress = true;
+      --i;
+    }
+  }
+  for (Value *v : c.constants) {
+    if (v->hasUses() || v->isGraphOutput())
+      continue;
+    if (v->isConstant() && v->graph() == &g) {
+      g.eraseInitializer(v);
+    } else if (Node *p = v->producer()) {
+      p->dropAllInputs();
+      g.eraseNode(p);
+    }
+  }
+  ++res.fused;
+  res.activations += c.at.act != GemmActivation::None;
+  res.casts += c.at.to != DType::Undefined;
+}
+
+void fuseGraph(Model &m, Graph &g, GemmEpilogueResult &res) {
+  std::vector<Node *> roots;
+  for (Node &n : g.nodes())
+    if (isOnnxOp(n, "MatMul") || isOnnxOp(n, "Gemm"))
+      roots.push_back(&n);
+  for (Node *root : roots) {
+    ++res.gemms;
+    Chain c;
+    std::string why;
+    if (!matchChain(root, c, why)) {
+      res.decisions.push_back(formatQuoted("GEMM '{0}': not fused: ", root->name) + why);
+      continue;
+    }
+    res.decisions.push_back(describe(c));
+    rewrite(m, g, c, res);
+  }
+}
+
+} // namespace
+
+std::string GemmEpilogueResult::summaryLine() const {
+  return llvm::formatv("Fused GEMM epilogues: {0} of {1} GEMMs ({2} with an activation, {3} "
+                       "with a cast; {4} nodes removed)",
+                       fused, gemms, activations, casts, nodesRemoved)
+      .str();
+}
+
+GemmEpilogueResult mpc::fuseGemmEpilogues(Model &m) {
+  GemmEpilogueResult res;
+  fuseGraph(m, *m.graph, res);
+  for (TrainingInfo &ti : m.trainingInfo)
+    if (ti.algorithm)
+      fuseGraph(m, *ti.algorithm, res);
+  if (res.fused && m.opsetVersion(kGemmBiasActDomain) < 0)
+    m.opsets.push_back({kGemmBiasActDomain, 1});
+  return res;
+}

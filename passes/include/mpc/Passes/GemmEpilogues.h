@@ -1,0 +1,44 @@
+//===- GemmEpilogues.h - Fold bias, activation and cast into GEMMs -*- C++ -*-===//
+//
+// `mpc rewrite --fuse-gemm-epilogues` (docs/user-guide.md, "GEMM epilogues"):
+// after the AMP rewrite (and loss scaling), each MatMul or Gemm whose weight
+// is a constant 2-D initializer, followed by the Add of a bias broadcast
+// over the last axis, then optionally Relu, Gelu (the opset-20 op or the erf
+// pattern exporters emit before it) and optionally a Cast, becomes one
+// ai.mpc.training::GemmBiasAct node (mpc/Ops/GemmBiasAct.h). A chain is fused
+// only when every value inside it has exactly one reader and is not a graph
+// output, so a training graph whose backward reads the pre-activation keeps
+// its nodes. One walk over the nodes, each chain followed through the use
+// lists: linear in the model's size; deterministic.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MPC_PASSES_GEMMEPILOGUES_H
+#define MPC_PASSES_GEMMEPILOGUES_H
+
+#include "mpc/IR/Graph.h"
+
+#include <string>
+#include <vector>
+
+namespace mpc {
+
+struct GemmEpilogueResult {
+  unsigned gemms = 0;       ///< MatMul and Gemm nodes looked at
+  unsigned fused = 0;       ///< GemmBiasAct nodes written
+  unsigned activations = 0; ///< of those, with a Relu or Gelu folded in
+  unsigned casts = 0;       ///< of those, with a Cast folded in
+  unsigned nodesRemoved = 0;
+  /// One line per GEMM in graph order: what was fused, or why not.
+  std::vector<std::string> decisions;
+
+  /// "Fused GEMM epilogues: F of G GEMMs (A with an activation, C with a
+  /// cast; R nodes removed)".
+  std::string summaryLine() const;
+};
+
+/// Fuses in the main graph and the training graphs of `m`.
+GemmEpilogueResult fuseGemmEpilogues(Model &m);
+
+} // namespace mpc
+
+#endif // MPC_PASSES_GEMMEPILOGUES_H
