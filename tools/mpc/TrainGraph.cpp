@@ -265,6 +265,13 @@ int tool::runTrainGraph(llvm::ArrayRef<const char *> argv, const char *const *) 
   std::vector<std::string> details;
   if (a.verbose)
     a.opts.details = &details;
+  // The training model is written as IR 7 at least (training_info's version),
+  // which would make valid an older input the checker refuses (an IR 3 model
+  // with an initializer that is no graph input): such an input is checked,
+  // and blamed, as it is.
+  if (m.irVersion < 7)
+    if (llvm::Error err = checkWithOnnx(m, a.input, "input model", false))
+      return fail(std::move(err));
   llvm::Expected<TrainGraphResult> res = buildTrainingGraph(m, a.opts);
   // Said first, also when building fails: they may explain the failure.
   for (const std::string &line : details)
