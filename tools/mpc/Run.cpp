@@ -748,6 +748,13 @@ std::unique_ptr<Backend> tool::createPlacementBackend() {
                                            std::make_unique<CpuBackend>());
 }
 
+llvm::Expected<std::unique_ptr<Backend>> tool::createRunBackend(const BackendChoice &c,
+                                                               bool placementOnly) {
+  if (placementOnly) // the CUDA table's decisions on the host: no plugin, no GPU
+    return createPlacementBackend();
+  return createBackend(c);
+}
+
 llvm::Expected<std::unique_ptr<Backend>> tool::createBackend(const BackendChoice &c,
                                                             llvm::StringRef option) {
   llvm::StringRef device = c.device;
@@ -786,15 +793,8 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     return usageError("run", usage);
 
   std::unique_ptr<Backend> backend;
-  if (a.placementOnly) {
-    // The CUDA table's decisions on the host: no plugin, no GPU.
-    backend = createPlacementBackend();
-  } else {
-    auto created = createBackend(a.backend);
-    if (!created)
-      return fail(created.takeError());
-    backend = std::move(*created);
-  }
+  if (llvm::Error err = createRunBackend(a.backend, a.placementOnly).moveInto(backend))
+    return fail(std::move(err));
   // --stats on a GPU: the device memory in use before anything of the model.
   DeviceMemorySample memBefore, memAfter;
   if (a.stats)

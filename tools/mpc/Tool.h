@@ -119,6 +119,10 @@ llvm::Expected<std::unique_ptr<Backend>> createBackend(const BackendChoice &c,
 /// host (HostPlacement.h: no plugin, no GPU) under the CPU fallback, so that
 /// placementLine() is the line a GPU run prints once the plan is made.
 std::unique_ptr<Backend> createPlacementBackend();
+/// The backend of `mpc run` and of `mpc run --train`: createPlacementBackend()
+/// with --placement-only, else createBackend(c).
+llvm::Expected<std::unique_ptr<Backend>> createRunBackend(const BackendChoice &c,
+                                                          bool placementOnly);
 /// "" or what is wrong with --placement-only beside `c`: it needs --device
 /// cuda and the fallback.
 std::string checkPlacementOnly(const BackendChoice &c);

@@ -374,14 +374,8 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     return fail("--data: file " + quoteName(a.data) + " does not exist");
 
   std::unique_ptr<Backend> backend;
-  if (a.placementOnly) {
-    backend = createPlacementBackend(); // the CUDA table's decisions on the host
-  } else {
-    auto created = createBackend(a.backend);
-    if (!created)
-      return fail(created.takeError());
-    backend = std::move(*created);
-  }
+  if (llvm::Error err = createRunBackend(a.backend, a.placementOnly).moveInto(backend))
+    return fail(std::move(err));
   // --stats on a GPU: the device memory in use before anything of the model.
   DeviceMemorySample memBefore, memAfter;
   if (a.stats)
