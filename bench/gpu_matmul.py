@@ -13,7 +13,7 @@ f32, f16 and bf16 (opset 22, whose Conv takes bf16).
 Each model runs once under `mpc run --device D --random-inputs --repeat R --profile`: the
 median time of a whole run (copying the inputs to the device and the output back included)
 and the node's own mean time from `--profile` (its cuBLASLt or cuDNN call and one stream
-synchronization), with the TFLOP/s each implies (2 N^3 flops for a GEMM; 2 N K C R S P Q for
+synchronization; the first run, a warm-up, left out), with the TFLOP/s each implies (2 N^3 flops for a GEMM; 2 N K C R S P Q for
 a convolution). Where PyTorch is importable (the GPU machine has it) the same operation on
 the same device and type runs as the "bare" call: `torch.matmul` (cuBLAS/cuBLASLt;
 `allow_tf32` only on the tf32 row) and `torch.nn.functional.conv2d` (cuDNN, benchmark mode,

@@ -211,7 +211,9 @@ class RunCase(unittest.TestCase):
                 lines = r.stdout.splitlines()
                 head = [i for i, l in enumerate(lines) if l.startswith("profile: ")]
                 self.assertEqual(len(head), 1, r.stdout)
-                match = re.match(r"profile: (\d+) node\(s\), ([0-9.]+) ms of node time per run$",
+                # --repeat 2: the first run is a warm-up, left out of the times.
+                match = re.match(r"profile: (\d+) node\(s\), ([0-9.]+) ms of node time per run "
+                                 r"\(the last 1 run; the first, a warm-up, is left out\)$",
                                  lines[head[0]])
                 self.assertTrue(match, lines[head[0]])
                 rows = []
@@ -229,6 +231,10 @@ class RunCase(unittest.TestCase):
                 self.assertLessEqual(sum(r_[1] for r_ in rows), 100 + 0.005 * len(rows) + 1e-9)
                 for _, _, name in rows:
                     self.assertIn(name, names)
+                # One run: nothing to leave out, the header has no note.
+                r1 = mpc("run", src, "--random-inputs", "--profile", check=0)
+                self.assertRegex(r1.stdout, r"(?m)^profile: \d+ node\(s\), [0-9.]+ ms of node "
+                                 r"time per run$")
 
     def test_compare_out_of_tolerance_exits_1(self):
         # A model whose output is x + 1 compared with one computing x + 2.

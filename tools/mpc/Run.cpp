@@ -60,7 +60,9 @@ options:
   --repeat N            run N times and report the median time (default 1)
   --profile             time every node (waiting for each one: on a GPU the
                         kernel's own time plus a synchronization) and print
-                        the ten slowest, per run, after the time
+                        the ten slowest, per run, after the time (with
+                        --repeat N > 1, of the last N-1 runs: the first is
+                        a warm-up)
   --threads N           threads for the CPU backend's matrix products
   --tf32                with --device cuda: fp32 matrix products and
                         convolutions on Tensor Cores in TF32 (10-bit
@@ -574,8 +576,14 @@ static std::pair<const char *, double> toleranceOf(const Graph &a, const Graph &
 }
 
 /// `--profile`: the nodes' mean time per run, slowest first (ten of them).
-static void printProfile(llvm::raw_ostream &os, const Executor &ex, unsigned runs) {
-  llvm::ArrayRef<double> secs = ex.nodeSeconds();
+/// `runs` is the number of runs timed; `warmup` holds the first run's node
+/// times (library and module loading, algorithm searches) to leave out, or
+/// is empty.
+static void printProfile(llvm::raw_ostream &os, const Executor &ex, unsigned runs,
+                         llvm::ArrayRef<double> warmup) {
+  std::vector<double> secs(ex.nodeSeconds().begin(), ex.nodeSeconds().end());
+  for (size_t i = 0; i < secs.size() && i < warmup.size(); ++i)
+    secs[i] = std::max(0.0, secs[i] - warmup[i]);
   if (secs.empty()) {
     os << "profile: none (dynamic mode runs node by node without the static schedule)\n";
     return;
@@ -589,8 +597,12 @@ static void printProfile(llvm::raw_ostream &os, const Executor &ex, unsigned run
   // Slowest first; ties in schedule order, so the output is deterministic in form.
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return secs[x] > secs[y]; });
-  os << llvm::formatv("profile: {0} node(s), {1:f3} ms of node time per run\n", secs.size(),
+  os << llvm::formatv("profile: {0} node(s), {1:f3} ms of node time per run", secs.size(),
                       1e3 * total / runs);
+  if (!warmup.empty())
+    os << llvm::formatv(" (the last {0} run{1}; the first, a warm-up, is left out)", runs,
+                        runs == 1 ? "" : "s");
+  os << "\n";
   for (size_t k = 0; k < order.size() && k < 10; ++k) {
     size_t i = order[k];
     os << llvm::formatv("  {0,10:f4} ms {1,6:f2}%  ", 1e3 * secs[i] / runs,
@@ -900,7 +912,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
 
   if (a.profile)
     main->exec->setProfiling(true);
-  std::vector<double> times;
+  std::vector<double> times, warmupSeconds;
   std::vector<NamedTensor> outputs;
   // Per output: set when it is a sequence (its entry in `outputs` is empty).
   std::vector<std::optional<NamedSequence>> seqOutputs;
@@ -914,6 +926,10 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
     outputs = std::move(*outs);
     if (a.stats && r == 0)
       memAfter = sampleDeviceMemory(*backend);
+    // The first run pays one-time costs (a GPU's module loads and library
+    // initialisation): with more runs to come, --profile leaves it out.
+    if (a.profile && r == 0 && a.repeat > 1)
+      warmupSeconds.assign(main->exec->nodeSeconds().begin(), main->exec->nodeSeconds().end());
   }
   std::sort(times.begin(), times.end());
   llvm::raw_ostream &os = llvm::outs();
@@ -930,7 +946,7 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
   os << llvm::formatv("time: median {0:f3} ms over {1} run{2}\n", times[times.size() / 2],
                       a.repeat, a.repeat == 1 ? "" : "s");
   if (a.profile)
-    printProfile(os, *main->exec, a.repeat);
+    printProfile(os, *main->exec, a.repeat > 1 ? a.repeat - 1 : 1, warmupSeconds);
   if (main->exec->isDynamic())
     os << llvm::formatv("memory: dynamic mode (control flow or data-dependent shapes): "
                         "one allocation per value, no static plan; persistent {0}, "
