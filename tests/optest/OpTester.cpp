@@ -292,6 +292,18 @@ std::string optest::noKernelSummary() {
   return s;
 }
 
+/// Counts a case `device` had no kernel for under its op and type, from the
+/// executor's "unsupported op Conv (domain 'ai.onnx', opset 11, input type
+/// f32) at ...".
+static void countNoKernel(llvm::StringRef device, llvm::StringRef msg) {
+  std::string key = msg.contains("unsupported op ")
+                        ? msg.split("unsupported op ").second.split(' ').first.str()
+                        : std::string("?");
+  if (size_t at = msg.find("input type "); at != llvm::StringRef::npos)
+    key += " " + msg.substr(at + 11).split(')').first.str();
+  ++gNoKernel[device.str()][key];
+}
+
 std::vector<HostTensor> optest::runOrFail(const OpTester &t, llvm::StringRef device) {
   auto out = t.run(device);
   if (!out && device != "cpu" && gNoKernelFallback) {
@@ -300,14 +312,7 @@ std::vector<HostTensor> optest::runOrFail(const OpTester &t, llvm::StringRef dev
       ADD_FAILURE() << "run on " << device.str() << ": " << msg;
       return {};
     }
-    // "unsupported op Conv (domain 'ai.onnx', opset 11, input type f32) at ..."
-    llvm::StringRef m = msg;
-    std::string key = m.contains("unsupported op ")
-                          ? m.split("unsupported op ").second.split(' ').first.str()
-                          : std::string("?");
-    if (size_t at = msg.find("input type "); at != std::string::npos)
-      key += " " + llvm::StringRef(msg).substr(at + 11).split(')').first.str();
-    ++gNoKernel[device.str()][key];
+    countNoKernel(device, msg);
     out = t.run("cpu");
   }
   if (!out) {
@@ -315,6 +320,26 @@ std::vector<HostTensor> optest::runOrFail(const OpTester &t, llvm::StringRef dev
     return {};
   }
   return std::move(*out);
+}
+
+std::string optest::runExpectingError(const OpTester &t, llvm::StringRef device) {
+  auto out = t.run(device);
+  if (out) {
+    ADD_FAILURE() << "run on " << device.str() << ": ran, where it must fail";
+    return "";
+  }
+  std::string msg = llvm::toString(out.takeError());
+  if (device == "cpu" || !gNoKernelFallback || !isNoKernelError(msg))
+    return msg;
+  // The node fails where mpc run's fallback would run it: on the CPU.
+  countNoKernel(device, msg);
+  out = t.run("cpu");
+  if (out) {
+    ADD_FAILURE() << "run on cpu (for want of a " << device.str()
+                  << " kernel): ran, where it must fail";
+    return "";
+  }
+  return llvm::toString(out.takeError());
 }
 
 //===----------------------------------------------------------------------===//

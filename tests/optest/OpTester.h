@@ -182,6 +182,12 @@ private:
 /// (the test binaries' `--no-fallback`) makes it a failure.
 std::vector<HostTensor> runOrFail(const OpTester &t, llvm::StringRef device);
 
+/// Runs `t` on `device` where it must fail, and returns the error's message
+/// ("" and a test failure when it ran). A node `device` has no kernel for
+/// fails on the CPU instead (counted as runOrFail counts it), unless
+/// setNoKernelFallback(false) keeps the refusal as the message.
+std::string runExpectingError(const OpTester &t, llvm::StringRef device);
+
 /// Whether `message` is the executor's refusal of a node the backend has no
 /// kernel for.
 bool isNoKernelError(llvm::StringRef message);
