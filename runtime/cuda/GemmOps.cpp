@@ -113,6 +113,11 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     return inputError("{0}: {1}", describeNode(n), llvm::toString(plan.takeError()));
   g->plan = std::move(*plan);
   const LtGemm &lg = g->plan.gemm;
+  // K = 0 with a non-empty Y (zeros, or beta C for Gemm): cuBLASLt takes no
+  // empty operand (its heuristic refuses the layouts, seen on an H200), so
+  // the node is left to the CPU like any input the row cannot take.
+  if (lg.k == 0 && lg.m != 0 && lg.n != 0)
+    return std::unique_ptr<CudaOp>();
   if (gemm) {
     bool hasC = inputs.size() > 2 && inputs[2].dtype != DType::Undefined;
     llvm::ArrayRef<int64_t> cShape = hasC ? llvm::ArrayRef<int64_t>(inputs[2].shape)

@@ -5,16 +5,20 @@
 // constant input axes, noop_with_empty_axes), or, for BiasGrad, the axes
 // along which its shape was broadcast; the tensor is then seen as slices
 // (reductionSlices, SlicePlan.h) and launch queues ReduceKernels.cu's
-// kernel. Left to the CPU (prepare makes no op): axes known only when the
-// graph runs, reduced axes split by a kept one, reductions over no element
-// (the CPU writes the identities), and whatever the CPU reports as an error.
+// kernel. Reduced axes split by a kept one are first gathered into one
+// trailing run by a transpose into the node's workspace. Left to the CPU
+// (prepare makes no op): axes known only when the graph runs, reductions over
+// no element (the CPU writes the identities), and whatever the CPU reports as
+// an error.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
+#include "DataLaunch.h"
 #include "ReduceLaunch.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/OpParams.h"
+#include "mpc/Runtime/Cpu/CopyPlans.h"
 #include "../ops/ShapeHelpers.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -25,11 +29,20 @@ using kernels::ReduceKind;
 
 namespace {
 
+/// The reduced axes gathered into one trailing run first: a transpose of x
+/// into the workspace (kept axes first, reduced ones last, each in order).
+struct Gather {
+  kernels::CopyPlan plan;
+  size_t bytes = 0; ///< the workspace: x's bytes
+};
+
 class ReduceOp final : public CudaOp {
 public:
-  ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape)
-      : kind(kind), plan(plan), outShape(std::move(outShape)) {}
-  std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
+  ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape, Gather gather = {})
+      : kind(kind), plan(plan), outShape(std::move(outShape)), gather(std::move(gather)) {}
+  size_t workspaceBytes() const override { return gather.bytes; }
+  std::string launch(const KernelCall &call, cudaStream_t s,
+                     const CudaContext &ctx) const override {
     const TensorRef &x = call.inputs[0], &y = call.outputs[0];
     // BiasGrad's shape is a value of the graph: the one planned for must be
     // the one the executor gave the output.
@@ -37,13 +50,25 @@ public:
         !std::equal(outShape.begin(), outShape.end(), y.shape.begin(), y.shape.end()))
       return "output shape " + formatShape(y.shape) + " differs from the prepared " +
              formatShape(outShape);
-    return launchText(launchReduce(kind, int32_t(x.dtype), x.data, y.data, plan, s));
+    const void *src = x.data;
+    if (gather.bytes) {
+      if (!call.workspace || call.workspaceBytes < gather.bytes)
+        return "the reduction's transpose has no workspace";
+      if (std::string e = launchText(launchCopyPlan(
+              unsigned(runtimeElementSize(x.dtype)), x.data, call.workspace, gather.plan,
+              ctx.geometry(gather.plan.numElements), s));
+          !e.empty())
+        return e;
+      src = call.workspace;
+    }
+    return launchText(launchReduce(kind, int32_t(x.dtype), src, y.data, plan, s));
   }
 
 private:
   ReduceKind kind;
   SlicePlan plan;
   std::vector<int64_t> outShape; ///< BiasGrad's: checked at launch
+  Gather gather;
 };
 
 /// noop_with_empty_axes with no axes: the output is the input.
@@ -62,15 +87,40 @@ public:
 
 CudaOpOrError none() { return std::unique_ptr<CudaOp>(); }
 
-/// The op over `axes` of x, or none where the slices cannot cover it.
+/// The op over `axes` of x, or none where the slices cannot cover it. Axes
+/// split by a kept one (ReduceMean over [0, 2, 3] of NCHW, a convolution's
+/// BiasGrad) are first transposed to the end, in the workspace.
 CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector<int64_t> &axes,
                          const CudaContext &ctx, std::vector<int64_t> outShape = {}) {
   SliceShape s;
-  if (!reductionSlices(x.shape.data(), x.shape.size(), axes.data(), axes.size(), s))
-    return none();
+  Gather gather;
+  if (!reductionSlices(x.shape.data(), x.shape.size(), axes.data(), axes.size(), s)) {
+    size_t rank = x.shape.size();
+    std::vector<bool> reduced(rank, false);
+    for (int64_t a : axes)
+      if (a >= 0 && size_t(a) < rank)
+        reduced[size_t(a)] = true;
+    std::vector<int64_t> perm, dims;
+    for (bool pass : {false, true})
+      for (size_t d = 0; d < rank; ++d)
+        if (reduced[d] == pass)
+          perm.push_back(int64_t(d));
+    std::vector<int64_t> trailing;
+    for (size_t k = 0; k < rank; ++k) {
+      dims.push_back(x.shape[size_t(perm[k])]);
+      if (reduced[size_t(perm[k])])
+        trailing.push_back(int64_t(k));
+    }
+    unsigned bytes = unsigned(runtimeElementSize(x.dtype));
+    if (!dataElementBytesOk(bytes) || !kernels::transposePlan(x.shape, perm, gather.plan) ||
+        !reductionSlices(dims.data(), rank, trailing.data(), trailing.size(), s))
+      return none();
+    gather.bytes = size_t(gather.plan.numElements) * bytes;
+  }
   if (s.axisDim == 0 && s.slices() != 0)
     return none();
-  return std::make_unique<ReduceOp>(kind, planSlices(s, ctx.smCount), std::move(outShape));
+  return std::make_unique<ReduceOp>(kind, planSlices(s, ctx.smCount), std::move(outShape),
+                                    std::move(gather));
 }
 
 CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
