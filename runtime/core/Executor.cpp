@@ -500,6 +500,22 @@ static void addKnownInts(TensorDesc &d, const HostTensor *h) {
     d.values.push_back(h->getAsInt64(k));
 }
 
+/// The bytes of a value a device backend holds in its own memory: that
+/// memory, not the host's, bounds it (the backend's allocation says what it
+/// has), so only a negative dimension or a size past 2^64 is refused here,
+/// with checkedTensorBytes's line.
+static llvm::Expected<uint64_t> deviceTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,
+                                                  const llvm::Twine &what) {
+  uint64_t bytes = runtimeElementSize(dtype);
+  bool bad = false;
+  for (int64_t d : shape) {
+    bad |= d < 0;
+    if (!bad)
+      bad |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
+  }
+  return bad ? checkedTensorBytes(shape, dtype, what) : llvm::Expected<uint64_t>(bytes);
+}
+
 llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   std::vector<const HostTensor *> bound;
   if (auto e = checkInputs(inputs, bound))
@@ -575,6 +591,10 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
         ++remaining[slotOf[v]];
   for (const Value *v : graph.outputs())
     ++remaining[slotOf[v]];
+  // A device backend's graph outputs: the values it copies back to the host.
+  llvm::DenseSet<const Value *> deviceOutputs;
+  if (!backend.isHostMemory())
+    deviceOutputs.insert(graph.outputs().begin(), graph.outputs().end());
   std::vector<unsigned> root(slots.size());
   std::iota(root.begin(), root.end(), 0u);
   // Outputs written straight into caller buffers (bindOutput).
@@ -640,9 +660,12 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     for (unsigned o = 0; o < n.numOutputs(); ++o) {
       if (!n.output(o))
         continue;
-      if (auto bytes = checkedTensorBytes(outTypes[o].shape, outTypes[o].dtype,
-                                          describeNode(n) + ": output " +
-                                              quoteName(n.output(o)->name()));
+      // The host's memory bounds what the host holds: every value of a host
+      // backend, and a device's graph outputs, which are copied back.
+      bool onHost = backend.isHostMemory() || deviceOutputs.contains(n.output(o));
+      auto what = describeNode(n) + ": output " + quoteName(n.output(o)->name());
+      if (auto bytes = onHost ? checkedTensorBytes(outTypes[o].shape, outTypes[o].dtype, what)
+                              : deviceTensorBytes(outTypes[o].shape, outTypes[o].dtype, what);
           !bytes)
         return bytes.takeError();
       Slot &s = slots[slotOf[n.output(o)]];
@@ -855,7 +878,8 @@ llvm::Expected<std::vector<NamedTensor>> Executor::run(llvm::ArrayRef<NamedTenso
   if (dynamicMode) // plan() fell back: a body with value-dependent shapes
     return runDynamic(bound);
   if (!arena.data || arena.size < arenaPlan.peak) {
-    if (arenaPlan.peak > maxTensorBytes())
+    // A device backend's allocation checks the plan against its own memory.
+    if (backend.isHostMemory() && arenaPlan.peak > maxTensorBytes())
       return inputError("the memory plan needs {0} bytes, more than this machine's memory "
                         "({1} bytes)",
                         arenaPlan.peak, maxTensorBytes());

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "../runtime/ModelText.h"
 #include "QueueBackend.h"
+#include <cmath>
 
 using namespace mpc;
 
@@ -102,6 +103,46 @@ graph @g(%x: f32["n",2]) -> (%y: f32["n",2]) {
   ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
   EXPECT_EQ(b.allocatedBytes(),
             held + allocationSize(ms.plannedPeak) + allocationSize(ms.workspace));
+}
+
+/// A product of n x 1 by 1 x n, each element 4 bytes, larger than the
+/// host's memory (maxTensorBytes), and the model summing it to one number
+/// (`sum`) or returning it.
+std::string hugeProductModel(bool sum) {
+  uint64_t n = uint64_t(std::sqrt(double(maxTensorBytes()) / 4.0)) + 2;
+  std::string d = std::to_string(n);
+  return std::string("graph @g(%a: f32[") + d + ",1], %b: f32[1," + d + "]) -> (%" + (sum ? "y" : "p") + ": f32" +
+         (sum ? "[]" : "[" + d + "," + d + "]") + ") {\n  %p = MatMul(%a, %b) : f32[" + d +
+         "," + d + "] name=\"outer\"\n" +
+         (sum ? "  %y = ReduceSum(%p) {keepdims = 0} : f32[] name=\"total\"\n  return %y\n"
+              : "  return %p\n") +
+         "}";
+}
+
+TEST(MemoryBudget, ADevicesValuesAreBoundedByItsMemoryNotTheHosts) {
+  // The 2026-11-26 H200 machine's host had less memory than its GPU: a
+  // device value larger than the host's memory reaches the device's own
+  // allocation (here QueueBackend's, capped at 1 MiB), while a graph output,
+  // copied back to the host, is still bounded by the host's memory.
+  for (bool sum : {true, false}) {
+    SCOPED_TRACE(sum ? "summed" : "returned");
+    auto m = test::parseVerified(hugeProductModel(sum));
+    ASSERT_TRUE(m);
+    test::QueueBackend b;
+    b.cpu.setMemoryBudget(uint64_t(1) << 20);
+    auto ex = Executor::create(*m, b);
+    ASSERT_TRUE(bool(ex)) << llvm::toString(ex.takeError());
+    int64_t n = (*m).graph->inputs()[0]->type.dims[0].value;
+    HostTensor a(DType::F32, {n, 1}), bt(DType::F32, {1, n});
+    auto out = (*ex)->run({{"a", a}, {"b", bt}});
+    ASSERT_FALSE(bool(out));
+    std::string msg = llvm::toString(out.takeError());
+    if (sum)
+      EXPECT_NE(msg.find("memory budget: "), std::string::npos) << msg;
+    else
+      EXPECT_NE(msg.find("node 'outer' (MatMul): output 'p': shape"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("this machine's memory") == std::string::npos, sum) << msg;
+  }
 }
 
 } // namespace
