@@ -158,7 +158,9 @@ done
 # 2. CUDA against CPU through `mpc run` (element-wise, casts, MatMul/Gemm in f32/f16/bf16).
 step cuda_parity 180 python3 "$SRC/tests/cuda_host/test_cuda_parity.py" --mpc "$MPC" --source-dir "$SRC"
 # 3. The gradient kernels on the CUDA backend.
-step training_kernels 120 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+#    Every case starts an mpc that initialises the device: eight at once (the 2026-11-26
+#    H200 run reached 19 of its tests in 120 s one at a time).
+step training_kernels 180 python3 "$SRC/tests/training_ops/test_training_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda --jobs 8
 # 3a. The multi-tensor unscale (mpc rewrite --fused-unscale) on the device: the kernel bit for
 #     bit against float64 numpy, and digits training with and without the flag byte-identical.
 step fused_unscale 180 python3 "$SRC/tests/loss_scaling/test_fused_unscale.py" --mpc "$MPC" --source-dir "$SRC" --device cuda

@@ -2,7 +2,7 @@
 """mpc's kernels of the training ops (on the CPU by default) against the NumPy references.
 
     python3 tests/training_ops/test_training_kernels.py --mpc build/tools/mpc --source-dir . \
-        [--device NAME] [-v] [-k PATTERN]
+        [--device NAME] [-v] [-k PATTERN] [--jobs N]
 
 --device NAME runs every node on that backend (`mpc run --device NAME`); a device mpc says is
 not available here makes the suite print one line and exit 77, a skip
@@ -794,11 +794,17 @@ def main():
     p.add_argument("--source-dir", default=".")
     p.add_argument("-v", action="store_true")
     p.add_argument("-k", default=None)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="run the tests in N processes at once (on a GPU machine each case "
+                        "starts an mpc that initialises the device)")
+    p.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # "I/N", for --jobs
     mpc_device.add_device_option(p)
     args = p.parse_args()
     MPC = os.path.abspath(args.mpc)
     DEVICE = args.device
     mpc_device.skip_unless_available(MPC, DEVICE)
+    if args.jobs > 1 and args.shard is None:
+        return run_shards(args.jobs)
     sys.path.insert(0, os.path.join(args.source_dir, "tests", "python"))
     sys.path.insert(0, os.path.join(args.source_dir, "tests", "training_ops"))
     import mpc_training_ref
@@ -812,6 +818,9 @@ def main():
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(KernelTest),
                                 loader.loadTestsFromTestCase(LstmGradKernelTest),
                                 loader.loadTestsFromTestCase(GruGradKernelTest)])
+    if args.shard is not None:
+        i, n = map(int, args.shard.split("/"))
+        suite = unittest.TestSuite([t for k, t in enumerate(flatten(suite)) if k % n == i])
     result = unittest.TextTestRunner(verbosity=2 if args.v else 1,
                                      resultclass=CaseCountingResult).run(suite)
     # Counted per case: a subtest is a case, and so is a test without subtests.
@@ -819,6 +828,40 @@ def main():
     skipped = len(result.skipped)
     print(f"{result.cases_passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
+
+
+def flatten(suite):
+    """The tests of a suite, in order."""
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from flatten(t)
+        else:
+            yield t
+
+
+def run_shards(jobs):
+    """--jobs N: this script N times at once, each on every N-th test (--shard I/N); prints
+    each one's output but its count line, then the counts summed."""
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
+                               "--shard", f"{i}/{jobs}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i in range(jobs)]
+    total = [0, 0, 0]
+    bad = 0
+    for i, proc in enumerate(procs):
+        out = proc.communicate()[0]
+        lines = out.rstrip("\n").splitlines()
+        counts = lines[-1].split() if lines else []
+        if len(counts) == 6 and counts[1:6:2] == ["passed,", "failed,", "skipped"]:
+            total = [t + int(c) for t, c in zip(total, counts[0:6:2])]
+            lines = lines[:-1]
+        elif proc.returncode != 77:
+            bad += 1  # no count line: the shard itself broke
+            lines.append(f"shard {i}/{jobs}: exit {proc.returncode} without a count line")
+        if lines:
+            print("\n".join(lines), flush=True)
+    print(f"{total[0]} passed, {total[1] + bad} failed, {total[2]} skipped")
+    return 1 if total[1] or bad else 0
 
 
 class CaseCountingResult(unittest.TextTestResult):
