@@ -183,6 +183,9 @@ step e2e_models 120 python3 "$SRC/tools/gpu_e2e.py" --mpc "$MPC" "$SRC"/models/*
 step family_models 180 bash -c "python3 '$SRC/tools/gpu_e2e.py' --mpc '$MPC' --no-fallback-expected \$(ls '$SRC'/tests/train/torch_fixtures/*.onnx | grep -v -e '\.f64\.onnx' -e embedding_bag) \$(python3 -c 'import onnx, os; print(os.path.dirname(onnx.__file__))')/backend/test/data/light/*.onnx"
 # 4a. The README's digits training, fp32 and AMP, 400 steps, on cuda against cpu.
 step digits_train 180 python3 "$SRC/tools/gpu_train_check.py" --mpc "$MPC" --source-dir "$SRC"
+# 4a+. Checkpoints across devices (written on cuda, resumed on cpu, and back) and a step whose
+#      gradients overflow skipped on the device with every tensor unchanged.
+step resume 120 python3 "$SRC/tools/gpu_resume_check.py" --mpc "$MPC" --source-dir "$SRC"
 # 4a'. Recurrent training (models/lstm.onnx and a bidirectional GRU, fp32 and AMP, 100 steps)
 #      on cuda against cpu: LSTM/GRU and LSTMGrad/GRUGrad on the device.
 step rnn_train 180 python3 "$SRC/tools/gpu_rnn_train_check.py" --mpc "$MPC" --source-dir "$SRC"
