@@ -22,7 +22,6 @@ Prints one line per check and, last, 'N passed, N failed'; exit 1 on a failure.
 """
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -32,20 +31,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from gpu_train_check import log_rows, mpc  # beside this script (in the bundle too)
+
 STEPS, MORE = 50, 20
-
-
-def mpc(binary, *args):
-    p = subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        raise RuntimeError(f"mpc {' '.join(map(str, args[:2]))}: exit {p.returncode}: "
-                           f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
-    return p
-
-
-def log_rows(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def tensors(path):
