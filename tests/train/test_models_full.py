@@ -707,7 +707,10 @@ class ConvNets(unittest.TestCase):
         1e-3 relative from float64 (onnx.reference running the same step graph in float32:
         1.5e-5; in float64 mpc's are exact, test_mobilenet_v2_float64_gradients), so the
         parameters are compared by their update (docs/training.md)."""
-        self.check(mobilenet_v2, 95, steps=1, lr=0.01, atol=2e-5, update_tol=0.02)
+        # The projection layers' BatchNormalization weights get gradients that are sums of
+        # cancelling float32 terms: the summation order of the host's BLAS kernels moves them
+        # by up to 3% of the update (2.9% on a 2-core VM with OpenBLAS 0.3.21, 2026-11-26).
+        self.check(mobilenet_v2, 95, steps=1, lr=0.01, atol=2e-5, update_tol=0.05)
 
 
 def main():
