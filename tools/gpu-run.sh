@@ -207,7 +207,7 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
 # 5c. The fused optimizer step (train-graph --fused-optimizer, one AdamStep per parameter)
 #     against the element-wise update, BERT-base-like, every mpc precision in one run.
-step step_bench_fused 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
+step step_bench_fused 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 5d. Issue 15's largest batch that fits, fp32 against AMP (step_bench.py --max-batch): the
 #     BERT-base-like model, mpc held to the device's memory (--max-memory), PyTorch eager until
 #     CUDA runs out; doubling from 32 then bisection, up to 256 (at most 11 runs of 30 s each

@@ -33,9 +33,14 @@ struct SetKey {
       return layout < o.layout;
     if (shared.size() != o.shared.size())
       return shared.size() < o.shared.size();
-    for (size_t i = 0; i < shared.size(); ++i)
-      if (shared[i] != o.shared[i])
-        return shared[i] ? !o.shared[i] || shared[i]->id() < o.shared[i]->id() : bool(o.shared[i]);
+    for (size_t i = 0; i < shared.size(); ++i) {
+      const Value *a = shared[i], *b = o.shared[i];
+      if (a == b)
+        continue;
+      if (!a || !b) // an absent input sorts first
+        return !a;
+      return a->id() < b->id();
+    }
     return false;
   }
 };

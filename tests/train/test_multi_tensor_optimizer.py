@@ -18,7 +18,8 @@ user runs it:
     without the flag: logs and stdout byte-identical, every initializer of the final
     checkpoints byte-identical. Adam also on digits_mlp in bf16, and on digits_cnn with
     --optimizer-weight-copy (the six steps with copies stay per-parameter, four merge).
-(c) Node counts and the summary line, exactly; the same rewrite twice gives the same bytes.
+(c) Node counts and the summary line, exactly; the same rewrite twice gives the same bytes; a
+    step reading an lr of its own stays per-parameter while the others merge.
 (d) The CUDA kernel table places the merged node on the GPU (`--placement-only`, no GPU).
 (e) Misuse: one line, exit 1, no output: no fused step, not a training model (checked before
     the rewrite prints), every step with a weight copy (the one error line after the
@@ -282,6 +283,31 @@ class NodeCounts(TrainRunner, unittest.TestCase):
         again, _ = self.build("digits_mlp", "adam", True, suffix="_again")
         with open(multi, "rb") as a, open(again, "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+    def test_steps_of_another_lr_stay_apart(self):
+        """One SGDStep reads an lr of its own (a second Constant): the other three merge,
+        it stays per-parameter."""
+        train = self.path("sgd.train.onnx")
+        self.ok("train-graph", source("models", "digits_mlp.onnx"), "--loss", "cross-entropy",
+                *self.OPTS["sgd"], "--fused-optimizer", "-o", train)
+        m = onnx.load(train)
+        alg = m.training_info[0].algorithm
+        steps = [n for n in alg.node if n.op_type == "SGDStep"]
+        self.assertEqual(len(steps), 4)
+        lr2 = helper.make_node("Constant", [], ["other_lr"], name="other_lr",
+                               value=helper.make_tensor("v", TensorProto.FLOAT, [], [0.01]))
+        alg.node.insert(0, lr2)
+        steps[1].input[2] = "other_lr"
+        onnx.save(m, train)
+        out = self.path("sgd.multi.onnx")
+        r = self.ok("rewrite", train, "--multi-tensor-optimizer", "-v", 1, "-o", out)
+        self.assertIn("Multi-tensor optimizer: 3 fused step(s) merged into 1 node(s) (1 left "
+                      "per-parameter)", r.stderr.splitlines())
+        ops = [n for n in onnx.load(out).training_info[0].algorithm.node
+               if n.domain == DOMAIN and n.op_type.endswith("Step")]
+        self.assertEqual([n.op_type for n in ops], ["SGDStep", "MultiTensorSGDStep"])
+        self.assertEqual(ops[0].name, steps[1].name)
+        self.assertEqual(len(ops[1].input), 3 + 2 * 3)
 
     def test_cuda_placement_of_the_merged_node(self):
         path, _ = self.build("digits_mlp", "adam", True)
