@@ -169,6 +169,10 @@ step fused_unscale 180 python3 "$SRC/tests/loss_scaling/test_fused_unscale.py" -
 #     the device: kernels against float64 numpy, training and outputs against the
 #     unfused graphs.
 step weight_copy 180 python3 "$SRC/tests/train/test_weight_copy.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# 3a''. The multi-tensor optimizer step (mpc rewrite --multi-tensor-optimizer) on the
+#     device: one launch over every group against the float32 emulation, and digits
+#     training with and without the flag byte-identical.
+step multi_tensor_optimizer 240 python3 "$SRC/tests/train/test_multi_tensor_optimizer.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 step gemm_epilogues 180 python3 "$SRC/tests/epilogues/test_gemm_epilogues.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3b. The contrib ops (FusedMatMul, ConvGrad) on the CUDA backend against onnxruntime.
 step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
@@ -208,7 +212,7 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
 # 5c. The fused optimizer step (train-graph --fused-optimizer, one AdamStep per parameter)
 #     against the element-wise update, BERT-base-like, every mpc precision in one run.
-step step_bench_fused 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
+step step_bench_fused 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 5d. Issue 15's largest batch that fits, fp32 against AMP (step_bench.py --max-batch): the
 #     BERT-base-like model, mpc held to the device's memory (--max-memory), PyTorch eager until
 #     CUDA runs out; doubling from 32 then bisection, up to 256 (at most 11 runs of 30 s each

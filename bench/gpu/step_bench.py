@@ -5,7 +5,7 @@
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
         [--fused-optimizer]
         [--fused-unscale]
-        [--weight-copy]
+        [--weight-copy] [--multi-tensor-optimizer]
         [--max-batch [--max-memory SIZE] [--max-batch-limit N] [--max-batch-start B]]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
@@ -47,6 +47,11 @@ with the fp16 row (issue 15: kept only if it pays).
 "bf16-weightcopy fused": the fused graph rewritten with `mpc rewrite --optimizer-weight-copy`
 (the AdamStep writes each parameter's 16-bit copy, no per-step Cast of the master weights),
 to compare with "fp16 fused" and "bf16 fused".
+
+--multi-tensor-optimizer (implies --fused-optimizer) adds the variant "fp16-multi fused": the
+fused fp16 graph rewritten with `mpc rewrite --multi-tensor-optimizer` (one
+MultiTensorAdamStep launch over every parameter instead of one AdamStep launch per
+parameter), to compare with "fp16 fused".
 --max-batch (issue 15: "the largest batch that fits, fp32 against AMP") also searches, per
 model, the largest batch whose training step runs for mpc fp32, fp16 and bf16
 (bench/gpu/max_batch.py: doubling from --max-batch-start, then bisection, each run 2 steps
@@ -284,6 +289,14 @@ def build_variants(a, path, base, flags, suffix, row, variants):
         variants.update({key: out} if r.returncode == 0 else {})
         row.update({} if r.returncode == 0 else {f"mpc {key}": "rewrite: " + (
             r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
+    if a.multi_tensor_optimizer and suffix:  # issue 15: one launch for every AdamStep
+        key, out = "fp16-multi" + suffix, f"{base}.fp16-multi.onnx"
+        r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16",
+                            "--multi-tensor-optimizer", "-o", out], capture_output=True,
+                           text=True)
+        variants.update({key: out} if r.returncode == 0 else {})
+        row.update({} if r.returncode == 0 else {f"mpc {key}": "rewrite: " + (
+            r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
 
 
 def torch_try_batch(name, s, module, x, y, loss_fn, device, precision, batch):
@@ -410,6 +423,9 @@ def main():
     ap.add_argument("--weight-copy", action="store_true",
                     help="also time the fused graph rewritten with --optimizer-weight-copy "
                          "(variants fp16-weightcopy fused, bf16-weightcopy fused)")
+    ap.add_argument("--multi-tensor-optimizer", action="store_true",
+                    help="also time the fused fp16 graph rewritten with "
+                         "--multi-tensor-optimizer (variant fp16-multi fused)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
     ap.add_argument("--max-batch", action="store_true",
@@ -422,6 +438,7 @@ def main():
                     help="with --max-batch: the first batch tried (doubled from there)")
     a = ap.parse_args()
     a.fused_optimizer |= a.weight_copy  # the copies are written by the fused steps
+    a.fused_optimizer |= a.multi_tensor_optimizer  # it merges the fused steps
     global RUN_TIMEOUT
     RUN_TIMEOUT = a.run_timeout
     s = SCALES[a.scale]

@@ -228,6 +228,9 @@ static const AmpUnlistedOp kUnlisted[] = {
   {"OptionalHasElement", "returns a bool: no floating-point output"},
   {"ai.mpc.training::GemmBiasAct", "--fuse-gemm-epilogues writes it after AMP: its output type is its `to` attribute, which the painting does not change"},
   {"ai.mpc.training::MultiTensorUnscale", "loss scaling inserts it after AMP: reads each gradient in its own type, writes fp32"},
+  {"ai.mpc.training::MultiTensorSGDStep", "--multi-tensor-optimizer writes it after AMP from fp32 SGDStep nodes"},
+  {"ai.mpc.training::MultiTensorMomentumStep", "--multi-tensor-optimizer writes it after AMP from fp32 MomentumStep nodes"},
+  {"ai.mpc.training::MultiTensorAdamStep", "--multi-tensor-optimizer writes it after AMP from fp32 AdamStep nodes"},
 };
 // clang-format on
 

@@ -525,6 +525,38 @@ static void writeWeightCopy(const TensorRef &copy, const float *p, int64_t n) {
     cpu::castArray(p, copy.as<Half>(), n);
 }
 
+/// One parameter's update: param, grad and `states` states at inputs
+/// in, in+1, ...; the new param and states at outputs out, out+1, ...; the
+/// bodies of OptimizerBodies.h element by element.
+template <typename T>
+static void stepGroup(const KernelCall &c, kernels::OptimizerStepKind kind,
+                      const kernels::OptimizerScalars<T> &s, unsigned states, size_t in,
+                      size_t out) {
+  const T *p = c.inputs[in].as<T>(), *g = c.inputs[in + 1].as<T>();
+  const T *s1 = states > 0 ? c.inputs[in + 2].as<T>() : nullptr;
+  const T *s2 = states > 1 ? c.inputs[in + 3].as<T>() : nullptr;
+  T *po = c.outputs[out].as<T>();
+  T *s1o = states > 0 ? c.outputs[out + 1].as<T>() : nullptr;
+  T *s2o = states > 1 ? c.outputs[out + 2].as<T>() : nullptr;
+  for (int64_t i = 0, n = c.inputs[in].numElements(); i < n; ++i) {
+    T param = p[i], a = s1 ? s1[i] : T(0), b = s2 ? s2[i] : T(0);
+    kernels::optimizerStepElement(kind, s, g[i], param, a, b);
+    po[i] = param;
+    if (s1o)
+      s1o[i] = a;
+    if (s2o)
+      s2o[i] = b;
+  }
+}
+
+/// Copies input `in` to output `out` unless they share the buffer.
+static void copyThrough(const KernelCall &c, size_t in, size_t out) {
+  const TensorRef &src = c.inputs[in];
+  if (c.outputs[out].data != src.data)
+    std::memcpy(c.outputs[out].data, src.data,
+                size_t(src.numElements()) * runtimeElementSize(src.dtype));
+}
+
 /// SGDStep, MomentumStep, AdamStep: one pass over the parameter with the
 /// bodies of OptimizerBodies.h; a skipped step copies param and states.
 /// The optional 16-bit copy is the new param rounded (a skipped step's is
@@ -540,12 +572,8 @@ static llvm::Error runOptimizerStep(const KernelCall &c) {
                (copy->dtype != DType::F16 && copy->dtype != DType::BF16)))
     return nodeError(*c.node, "param_copy needs a float param and a float16 or bfloat16 copy");
   if (optimizerStepSkipped(c, l->skipInput())) {
-    for (unsigned o = 0; o < l->numOutputs(); ++o) {
-      const TensorRef &in = c.inputs[o == 0 ? 0 : o + 1];
-      if (c.outputs[o].data != in.data)
-        std::memcpy(c.outputs[o].data, in.data,
-                    size_t(in.numElements()) * runtimeElementSize(in.dtype));
-    }
+    for (unsigned o = 0; o < l->numOutputs(); ++o)
+      copyThrough(c, o == 0 ? 0 : o + 1, o);
     if (copy)
       writeWeightCopy(*copy, c.inputs[0].as<float>(), c.inputs[0].numElements());
     return llvm::Error::success();
@@ -554,24 +582,10 @@ static llvm::Error runOptimizerStep(const KernelCall &c) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
     kernels::OptimizerScalars<T> s = optimizerScalars<T>(c, *l, kind);
-    const T *p = c.inputs[0].as<T>(), *g = c.inputs[1].as<T>();
-    const T *s1 = states > 0 ? c.inputs[2].as<T>() : nullptr;
-    const T *s2 = states > 1 ? c.inputs[3].as<T>() : nullptr;
-    T *po = c.outputs[0].as<T>();
-    T *s1o = states > 0 ? c.outputs[1].as<T>() : nullptr;
-    T *s2o = states > 1 ? c.outputs[2].as<T>() : nullptr;
-    for (int64_t i = 0, n = c.inputs[0].numElements(); i < n; ++i) {
-      T param = p[i], a = s1 ? s1[i] : T(0), b = s2 ? s2[i] : T(0);
-      kernels::optimizerStepElement(kind, s, g[i], param, a, b);
-      po[i] = param;
-      if (s1o)
-        s1o[i] = a;
-      if (s2o)
-        s2o[i] = b;
-    }
+    stepGroup<T>(c, kind, s, states, 0, 0);
     if constexpr (std::is_same<T, float>::value)
       if (copy)
-        writeWeightCopy(*copy, po, c.inputs[0].numElements());
+        writeWeightCopy(*copy, c.outputs[0].as<float>(), c.inputs[0].numElements());
     ok = true;
   };
   if (c.inputs[0].dtype == DType::F32)
@@ -580,6 +594,43 @@ static llvm::Error runOptimizerStep(const KernelCall &c) {
     run(double());
   if (!ok)
     return nodeError(*c.node, "param must be float or double");
+  return llvm::Error::success();
+}
+
+/// MultiTensorSGDStep, MultiTensorMomentumStep, MultiTensorAdamStep: the
+/// per-parameter step's body over each group in turn, with the scalars read
+/// once; a skipped step copies every param and state.
+static llvm::Error runMultiTensorStep(const KernelCall &c) {
+  const OptimizerStepLayout *l = findMultiTensorStep(c.node->opType, c.node->domain);
+  if (!l)
+    return nodeError(*c.node, "not a multi-tensor optimizer step");
+  auto kind = kernels::OptimizerStepKind(l - optimizerStepLayouts().data());
+  unsigned states = unsigned(l->states.size());
+  size_t first = l->multiFirstGroup(), per = l->groupInputs(), outs = l->groupOutputs();
+  size_t groups = c.inputs.size() > first ? (c.inputs.size() - first) / per : 0;
+  if (optimizerStepSkipped(c, l->multiSkipInput())) {
+    for (size_t g = 0; g < groups; ++g)
+      for (size_t o = 0; o < outs; ++o)
+        copyThrough(c, first + g * per + (o == 0 ? 0 : o + 1), g * outs + o);
+    return llvm::Error::success();
+  }
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T *scalars[kernels::kMaxOptimizerScalars] = {};
+    for (unsigned i = 0; i < l->scalars.size() && i < kernels::kMaxOptimizerScalars; ++i)
+      scalars[i] = c.inputs[i].as<T>();
+    const T *decay =
+        c.hasInput(l->multiDecayInput()) ? c.inputs[l->multiDecayInput()].as<T>() : nullptr;
+    kernels::OptimizerScalars<T> s = kernels::optimizerScalarsFrom(kind, scalars, decay);
+    for (size_t g = 0; g < groups; ++g)
+      stepGroup<T>(c, kind, s, states, first + g * per, g * outs);
+  };
+  if (c.inputs[0].dtype == DType::F32)
+    run(float());
+  else if (c.inputs[0].dtype == DType::F64)
+    run(double());
+  else
+    return nodeError(*c.node, "the scalars and params must be float or double");
   return llvm::Error::success();
 }
 
@@ -620,6 +671,10 @@ std::vector<CpuKernel> mpc::cpuk::trainingRows() {
       MPC_CPU_KERNEL("SGDStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
       MPC_CPU_KERNEL("MomentumStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
       MPC_CPU_KERNEL("AdamStep", kDomain, 1, kOptimizerStepTypes, runOptimizerStep),
+      // Their multi-tensor forms, keyed by the first scalar (lr).
+      MPC_CPU_KERNEL("MultiTensorSGDStep", kDomain, 1, kOptimizerStepTypes, runMultiTensorStep),
+      MPC_CPU_KERNEL("MultiTensorMomentumStep", kDomain, 1, kOptimizerStepTypes, runMultiTensorStep),
+      MPC_CPU_KERNEL("MultiTensorAdamStep", kDomain, 1, kOptimizerStepTypes, runMultiTensorStep),
       // Default-domain losses used by training graphs.
       MPC_CPU_KERNEL("NegativeLogLikelihoodLoss", "", 12, kFloatTypes, runClassificationLoss<true>),
       MPC_CPU_KERNEL("SoftmaxCrossEntropyLoss", "", 12, kFloatTypes, runClassificationLoss<false>),

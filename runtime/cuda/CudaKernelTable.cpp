@@ -195,7 +195,9 @@ std::vector<CudaKernel> buildTable() {
   rows.push_back(MPC_CUDA_ROW(Resize, kCudaFloatTypes, Image, 0));
   rows.push_back(MPC_CUDA_ROW(LRN, kCudaFloatTypes, Image, 0));
   // Fused optimizer steps (OptimizerOps.cpp).
-  for (const char *op : {"SGDStep", "MomentumStep", "AdamStep"})
+  // Their multi-tensor forms: one launch over every parameter, keyed by lr.
+  for (const char *op : {"SGDStep", "MomentumStep", "AdamStep", "MultiTensorSGDStep",
+                         "MultiTensorMomentumStep", "MultiTensorAdamStep"})
     rows.push_back(CudaKernel{op, "ai.mpc.training", 1, kMaxOpsetVersion, dtypeBit(DType::F32),
                               CudaKernelKind::OptimizerStep});
   // Clip, its bounds read on the device (ClipOps.cpp); the unary rows of
@@ -443,14 +445,15 @@ static bool dataValuesKnown(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {
   return true;
 }
 
-/// A fused optimizer step: f32 operands, the skip flag (last of the
-/// layout) bool or f32, absent optional inputs allowed.
+/// A fused optimizer step (per-parameter or multi-tensor): f32 operands,
+/// the skip flag bool or f32, absent optional inputs allowed.
 static bool optimizerStepRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
-  const OptimizerStepLayout *l = findOptimizerStep(n.opType, n.domain);
+  const OptimizerStepLayout *multi = findMultiTensorStep(n.opType, n.domain);
+  const OptimizerStepLayout *l = multi ? multi : findOptimizerStep(n.opType, n.domain);
   if (!l)
     return false;
   for (unsigned i = 0; i < dts.size(); ++i) {
-    bool skip = i == l->skipInput();
+    bool skip = i == (multi ? l->multiSkipInput() : l->skipInput());
     if (dts[i] != DType::Undefined && dts[i] != DType::F32 && !(skip && dts[i] == DType::Bool))
       return false;
   }

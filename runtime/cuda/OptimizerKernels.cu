@@ -59,7 +59,35 @@ __global__ void optimizerStepKernel(OptimizerStepArgs a) {
   }
 }
 
+/// MultiTensor*Step: block b walks chunks b, b + gridDim.x, ...; thread t
+/// takes elements t, t + blockDim.x, ... of the chunk (coalesced) through
+/// multiTensorStepElement, the body above in OptimizerPlan.h's form.
+__global__ void multiTensorStepKernel(const UnscaleChunk *chunks, int32_t numChunks,
+                                      void *const *table, MultiTensorStepArgs a) {
+  const bool skip = a.skip && (a.skipIsBool ? *static_cast<const bool *>(a.skip)
+                                            : *static_cast<const float *>(a.skip) != 0.0f);
+  kernels::OptimizerScalars<float> s;
+  if (!skip)
+    s = kernels::optimizerScalarsFrom(a.kind, a.scalars, a.decay);
+  for (int32_t c = int32_t(blockIdx.x); c < numChunks; c += int32_t(gridDim.x)) {
+    const UnscaleChunk ch = chunks[c];
+    void *const *slots = table + int64_t(ch.tensor) * kStepSlots;
+    for (int64_t i = ch.begin + int64_t(threadIdx.x); i < ch.begin + ch.length;
+         i += int64_t(blockDim.x))
+      multiTensorStepElement(a.kind, s, skip, slots, i);
+  }
+}
+
 } // namespace
+
+cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks, int32_t numChunks,
+                                  void *const *table, const MultiTensorStepArgs &args,
+                                  unsigned blocks, unsigned threads, cudaStream_t stream) {
+  LaunchGeometry g;
+  g.blocks = numChunks > 0 ? blocks : 0;
+  g.threads = threads;
+  return queue(multiTensorStepKernel, g, stream, chunks, numChunks, table, args);
+}
 
 cudaError_t launchOptimizerStep(const OptimizerStepArgs &args, const LaunchGeometry &g,
                                 cudaStream_t stream) {

@@ -11,6 +11,7 @@
 #define MPC_RUNTIME_CUDA_OPTIMIZERLAUNCH_H
 
 #include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include "mpc/Runtime/Cuda/OptimizerPlan.h"
 #include "mpc/Runtime/Kernels/OptimizerBodies.h"
 #include <cuda_runtime_api.h>
 #include <cstdint>
@@ -40,6 +41,24 @@ struct OptimizerStepArgs {
 
 cudaError_t launchOptimizerStep(const OptimizerStepArgs &args, const LaunchGeometry &g,
                                 cudaStream_t stream);
+
+/// The scalars of a multi-tensor step, read on the device as the
+/// per-parameter step's are (OptimizerStepArgs without the tensors).
+struct MultiTensorStepArgs {
+  kernels::OptimizerStepKind kind = kernels::OptimizerStepKind::Sgd;
+  const float *scalars[kernels::kMaxOptimizerScalars] = {};
+  const float *decay = nullptr;
+  const void *skip = nullptr;
+  bool skipIsBool = false;
+};
+
+/// One launch of `blocks` x `threads` over the `numChunks` chunks of the
+/// device table `chunks` (OptimizerPlan.h): chunk c updates elements
+/// [c.begin, c.begin + c.length) of group c.tensor, whose operands are the
+/// kStepSlots device pointers at table + c.tensor * kStepSlots.
+cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks, int32_t numChunks,
+                                  void *const *table, const MultiTensorStepArgs &args,
+                                  unsigned blocks, unsigned threads, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

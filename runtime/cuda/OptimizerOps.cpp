@@ -7,11 +7,21 @@
 // skip flag and the scalars read on the device. The row (CudaKernelTable.cpp) takes f32 operands and a bool
 // or f32 skip flag; other shapes are the CPU's to report.
 //
+// MultiTensorSGDStep, MultiTensorMomentumStep and MultiTensorAdamStep: one
+// launch over every group (OptimizerPlan.h). Prepare plans the chunk
+// table, allocates it and the pointer table, and uploads the chunks; a
+// launch uploads the pointer table only when the executor's buffers moved
+// since the last launch (as UnscaleOps.cpp does: in a training loop only
+// the first launch does).
+//
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
 #include "OptimizerLaunch.h"
+#include "UnscaleLaunch.h"
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/OptimizerStep.h"
+
+#include <vector>
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -60,6 +70,49 @@ private:
   const OptimizerStepLayout &layout;
 };
 
+class MultiTensorStepOp final : public CudaOp {
+public:
+  explicit MultiTensorStepOp(const OptimizerStepLayout &l) : layout(l) {}
+  const OptimizerStepLayout &layout;
+  UnscalePlan plan;
+  UnscaleChunk *chunks = nullptr; ///< device copy of plan.chunks
+  void **table = nullptr;         ///< device: kStepSlots pointers per group
+  mutable std::vector<void *> uploaded; ///< what `table` holds (empty: nothing yet)
+
+  ~MultiTensorStepOp() override {
+    cudaFree(chunks);
+    cudaFree(table);
+  }
+
+  std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
+    std::vector<void *> ins, outs;
+    for (const auto &t : call.inputs)
+      ins.push_back(t.data);
+    for (const auto &t : call.outputs)
+      outs.push_back(t.data);
+    std::vector<void *> now =
+        stepPointerTable(unsigned(layout.states.size()), layout.multiFirstGroup(), ins, outs);
+    if (now != uploaded) {
+      if (cudaError_t e = cudaMemcpyAsync(table, now.data(), now.size() * sizeof(void *),
+                                          cudaMemcpyHostToDevice, s))
+        return launchText(e);
+      uploaded = std::move(now);
+    }
+    MultiTensorStepArgs a;
+    a.kind = kernels::OptimizerStepKind(&layout - optimizerStepLayouts().data());
+    for (unsigned i = 0; i < layout.scalars.size(); ++i)
+      a.scalars[i] = static_cast<const float *>(call.inputs[i].data);
+    if (call.hasInput(layout.multiDecayInput()))
+      a.decay = static_cast<const float *>(call.inputs[layout.multiDecayInput()].data);
+    if (call.hasInput(layout.multiSkipInput())) {
+      a.skip = call.inputs[layout.multiSkipInput()].data;
+      a.skipIsBool = call.inputs[layout.multiSkipInput()].dtype == DType::Bool;
+    }
+    return launchText(launchMultiTensorStep(chunks, int32_t(plan.chunks.size()), table, a,
+                                            plan.blocks, plan.threads, s));
+  }
+};
+
 int64_t elementCount(const TensorDesc &d) {
   int64_t n = 1;
   for (int64_t v : d.shape)
@@ -69,9 +122,15 @@ int64_t elementCount(const TensorDesc &d) {
 
 } // namespace
 
+static CudaOpOrError prepareMultiTensorStepOp(const Node &n, const OptimizerStepLayout &l,
+                                              llvm::ArrayRef<TensorDesc> inputs,
+                                              const CudaContext &ctx);
+
 CudaOpOrError cuda::prepareOptimizerStepOp(const Node &n, const CudaKernel &,
                                            llvm::ArrayRef<TensorDesc> inputs,
-                                           const CudaContext &) {
+                                           const CudaContext &ctx) {
+  if (const OptimizerStepLayout *multi = findMultiTensorStep(n.opType, n.domain))
+    return prepareMultiTensorStepOp(n, *multi, inputs, ctx);
   const OptimizerStepLayout *l = findOptimizerStep(n.opType, n.domain);
   if (!l || inputs.size() < l->minInputs() || inputs.size() > l->maxInputs())
     return std::unique_ptr<CudaOp>();
@@ -86,4 +145,39 @@ CudaOpOrError cuda::prepareOptimizerStepOp(const Node &n, const CudaKernel &,
       return std::unique_ptr<CudaOp>();
   }
   return std::unique_ptr<CudaOp>(std::make_unique<OptimizerStepOp>(*l));
+}
+
+/// MultiTensor*Step: whole groups, each of one shape, every scalar one
+/// element (anything else: the CPU's to report).
+static CudaOpOrError prepareMultiTensorStepOp(const Node &n, const OptimizerStepLayout &l,
+                                              llvm::ArrayRef<TensorDesc> inputs,
+                                              const CudaContext &ctx) {
+  size_t first = l.multiFirstGroup(), per = l.groupInputs();
+  if (inputs.size() < first + per || (inputs.size() - first) % per != 0)
+    return std::unique_ptr<CudaOp>();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype == DType::Undefined) {
+      if (i == l.multiDecayInput() || i == l.multiSkipInput()) // optional
+        continue;
+      return std::unique_ptr<CudaOp>();
+    }
+    if (i < first) {
+      if (elementCount(inputs[i]) != 1)
+        return std::unique_ptr<CudaOp>();
+      continue;
+    }
+    const TensorDesc &param = inputs[first + (i - first) / per * per];
+    if (inputs[i].shape != param.shape)
+      return std::unique_ptr<CudaOp>();
+    if ((i - first) % per == 0)
+      sizes.push_back(elementCount(param));
+  }
+  auto op = std::make_unique<MultiTensorStepOp>(l);
+  if (!planMultiTensorStep(sizes, ctx.smCount, op->plan))
+    return std::unique_ptr<CudaOp>(); // the node then runs on the CPU
+  if (llvm::Error err = allocateChunkTables(n, op->plan, op->chunks,
+                                            sizes.size() * kStepSlots, op->table))
+    return std::move(err);
+  return std::unique_ptr<CudaOp>(std::move(op));
 }

@@ -10,11 +10,22 @@
 #define MPC_RUNTIME_CUDA_UNSCALELAUNCH_H
 
 #include "mpc/Runtime/Cuda/UnscalePlan.h"
+#include "llvm/Support/Error.h"
 #include <cuda_runtime_api.h>
+#include <cstddef>
 #include <cstdint>
 
 namespace mpc {
+class Node;
 namespace cuda {
+
+/// The device tables of a multi-tensor launch (MultiTensorUnscale here, the
+/// MultiTensor*Step nodes in OptimizerOps.cpp): allocates `chunks` and
+/// uploads `plan`'s chunk table to it, allocates `pointers` of
+/// `pointerCount` entries; an error names the node. Defined in
+/// UnscaleOps.cpp.
+llvm::Error allocateChunkTables(const Node &n, const UnscalePlan &plan, UnscaleChunk *&chunks,
+                                size_t pointerCount, void **&pointers);
 
 /// Zeroes `found` and the `tensors` flags, then queues one launch of
 /// `blocks` x `threads` over the `numChunks` chunks of the device table

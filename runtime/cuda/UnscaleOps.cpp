@@ -76,16 +76,25 @@ CudaOpOrError cuda::prepareUnscaleOp(const Node &n, const CudaKernel &,
   if (!planUnscale(sizes, types, ctx.smCount, op->plan))
     return std::unique_ptr<CudaOp>(); // the node then runs on the CPU
   op->tensors = int32_t(sizes.size());
-  size_t table = std::max<size_t>(op->plan.chunks.size(), 1) * sizeof(UnscaleChunk);
-  if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&op->chunks), table))
+  if (llvm::Error err = allocateChunkTables(n, op->plan, op->chunks, 2 * sizes.size(),
+                                            op->pointers))
+    return std::move(err);
+  return std::unique_ptr<CudaOp>(std::move(op));
+}
+
+llvm::Error cuda::allocateChunkTables(const Node &n, const UnscalePlan &plan,
+                                      UnscaleChunk *&chunks, size_t pointerCount,
+                                      void **&pointers) {
+  size_t table = std::max<size_t>(plan.chunks.size(), 1) * sizeof(UnscaleChunk);
+  if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&chunks), table))
     return inputError("{0}: chunk table: {1}", describeNode(n), cudaGetErrorString(e));
-  if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&op->pointers),
-                                 2 * sizes.size() * sizeof(void *)))
+  if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&pointers),
+                                 std::max<size_t>(pointerCount, 1) * sizeof(void *)))
     return inputError("{0}: pointer table: {1}", describeNode(n), cudaGetErrorString(e));
-  if (!op->plan.chunks.empty())
-    if (cudaError_t e = cudaMemcpy(op->chunks, op->plan.chunks.data(),
-                                   op->plan.chunks.size() * sizeof(UnscaleChunk),
+  if (!plan.chunks.empty())
+    if (cudaError_t e = cudaMemcpy(chunks, plan.chunks.data(),
+                                   plan.chunks.size() * sizeof(UnscaleChunk),
                                    cudaMemcpyHostToDevice))
       return inputError("{0}: chunk upload: {1}", describeNode(n), cudaGetErrorString(e));
-  return std::unique_ptr<CudaOp>(std::move(op));
+  return llvm::Error::success();
 }

@@ -98,6 +98,7 @@ namespace shapes {
   X(shapeSoftmaxCrossEntropyLossGrad) \
   X(shapeMSELossGrad) \
   X(shapeOptimizerStep) \
+  X(shapeMultiTensorStep) \
   X(shapeMultiTensorUnscale) \
   X(shapeGemmBiasAct)
 

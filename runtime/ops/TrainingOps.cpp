@@ -39,6 +39,10 @@ std::vector<OpDef> mpc::ops::trainingOps() {
       MPC_OP("SGDStep", kTraining, 1, shapeOptimizerStep, Elementwise),
       MPC_OP("MomentumStep", kTraining, 1, shapeOptimizerStep, Elementwise),
       MPC_OP("AdamStep", kTraining, 1, shapeOptimizerStep, Elementwise),
+      // Their multi-tensor forms: N parameters in one node.
+      MPC_OP("MultiTensorSGDStep", kTraining, 1, shapeMultiTensorStep, Elementwise),
+      MPC_OP("MultiTensorMomentumStep", kTraining, 1, shapeMultiTensorStep, Elementwise),
+      MPC_OP("MultiTensorAdamStep", kTraining, 1, shapeMultiTensorStep, Elementwise),
       withParams(MPC_OP("SoftmaxCrossEntropyLossGrad", kTraining, 1, shapeSoftmaxCrossEntropyLossGrad, Elementwise), parseLoss),
   };
   for (OpDef &d : rows) {

@@ -85,6 +85,36 @@ def test_main(classes, set_args):
     return lib.run_suite(suite, verbosity=2 if args.v else 1, show_skips=True)
 
 
+def pop_device_arg(default="cpu"):
+    """Removes `--device DEV` from sys.argv (a suite's own option, before test_main parses
+    the rest) and returns DEV, or `default` when absent."""
+    import sys
+    if "--device" not in sys.argv:
+        return default
+    i = sys.argv.index("--device")
+    device = sys.argv[i + 1]
+    del sys.argv[i:i + 2]
+    return device
+
+
+def check_all_on_cuda(test, mpc, path, data):
+    """`mpc run PATH --train --device cuda --placement-only` (the CUDA kernel table, no GPU
+    needed) places every launched node of the training step on the GPU: its last line is
+    exactly "cuda: N nodes; cpu fallback: none". Skips `test` where the build has no CUDA
+    backend."""
+    import subprocess
+    r = subprocess.run([mpc, "run", path, "--train", "--device", "cuda", "--placement-only",
+                        "--data", data, "--batch", "32"], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0 and "CUDA backend" in r.stderr:
+        test.skipTest("this build has no CUDA backend")
+    test.assertEqual(r.returncode, 0, r.stderr)
+    launched = [n for n in onnx.load(path).training_info[0].algorithm.node
+                if n.op_type not in ("Constant", "Shape", "Size")]
+    test.assertEqual(r.stdout.strip().splitlines()[-1],
+                     f"cuda: {len(launched)} nodes; cpu fallback: none")
+
+
 def cross_entropy(z, labels):
     """float64 mean softmax cross-entropy of logits z [N, C] against int labels [N]."""
     import numpy as np

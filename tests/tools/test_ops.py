@@ -301,6 +301,9 @@ class OpsOneOpTest(unittest.TestCase):
         expected |= {"Resize", "LRN"}
         # Fused optimizer steps (OptimizerOps.cpp).
         expected |= {training + "SGDStep", training + "MomentumStep", training + "AdamStep"}
+        # Their multi-tensor forms, one launch over every parameter (OptimizerOps.cpp).
+        expected |= {training + "MultiTensorSGDStep", training + "MultiTensorMomentumStep",
+                     training + "MultiTensorAdamStep"}
         table = json.loads(run("--json").stdout)
         self.assertEqual({r["op"] for r in table if r["cuda"] != "none"}, expected)
         rows = {r["op"]: r for r in table}

@@ -3,7 +3,8 @@ path, against the primitive graphs:
 
     mpc train-graph NAME.onnx --loss cross-entropy [the manifest's flags] --optimizer OPT
         [--fused-optimizer] -o T.onnx
-    mpc rewrite T.onnx [--target bf16] [--fused-unscale] -o R.onnx   (fp16: dynamic loss scaling)
+    mpc rewrite T.onnx [--target bf16] [--fused-unscale] [--multi-tensor-optimizer] -o R.onnx
+        (fp16: dynamic loss scaling)
     mpc run R.onnx --train --data d.npz --batch B --steps 6 --shuffle none --holdout 0 \\
         --log L.csv --checkpoint CK
 
@@ -13,7 +14,8 @@ MultiTensorUnscale node) as the per-gradient unscale and check nodes do. test_fu
 and test_fused_unscale.py check that on the digits models; here every architecture of the
 fixtures (ResNet, MobileNet, EfficientNet, BERT, GPT, T5, ViT, LSTM, GRU, embeddings: shared
 weights, BatchNorm state, parameters of rank 1 to 4) is trained in fp32, fp16 with and
-without the fused unscale, and bf16, with and without the fused optimizer: the logs and every
+without the fused unscale, and bf16, with and without the fused optimizer, and in fp16 with
+the fused unscale and the fused steps merged by `--multi-tensor-optimizer`: the logs and every
 trained parameter of the checkpoints must be byte-identical to the primitive graph's.
 
 --quick (the default ctest run): the MobileNetV2 block, the GRU and the GPT decoder with Adam.
@@ -46,7 +48,12 @@ ARGS = None
 
 # (name, rewrite flags); None: the training graph itself (fp32).
 PRECISIONS = (("fp32", None), ("fp16", []), ("fp16 fused unscale", ["--fused-unscale"]),
+              ("fp16 multi-tensor", ["--fused-unscale", "--multi-tensor-optimizer"]),
               ("bf16", ["--target", "bf16"]))
+# Compared with the primitive graph of another precision: the same steps in other nodes.
+BASE = {"fp16 fused unscale": "fp16", "fp16 multi-tensor": "fp16"}
+# Built from the fused optimizer's graph only (it merges the fused steps).
+FUSED_ONLY = {"fp16 multi-tensor"}
 
 
 def manifest():
@@ -75,6 +82,9 @@ class FusedArchitectures(unittest.TestCase):
             model = os.path.join(tmp, f"{tag}.{precision.replace(' ', '_')}.onnx")
             r = mpc("rewrite", train, *flags, "-o", model)
             self.assertEqual(r.returncode, 0, r.stderr)
+            if "--multi-tensor-optimizer" in flags:  # every step merged into one node
+                self.assertRegex(r.stderr, r"Multi-tensor optimizer: \d+ fused step\(s\) merged "
+                                           r"into 1 node\(s\) \(0 left per-parameter\)")
         data = dict(np.load(os.path.join(FIXTURES, f"{name}.data.npz")))
         labels = tl.metadata(onnx.load(train, load_external_data=False))["mpc.training.labels"]
         data[labels] = data.pop("labels")
@@ -99,12 +109,11 @@ class FusedArchitectures(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             runs = {}
             for precision, flags in PRECISIONS:
-                for fused in (False, True):
+                for fused in ((True,) if precision in FUSED_ONLY else (False, True)):
                     runs[precision, fused] = self.train(tmp, name, opt, fused, precision, flags)
         for (precision, fused), (log, params) in runs.items():
-            # The primitive graph of the same precision; for the fused unscale, the fp16
-            # primitive graph (the same steps in other nodes).
-            base_precision = "fp16" if precision == "fp16 fused unscale" else precision
+            # The primitive graph of the same precision, or of BASE's.
+            base_precision = BASE.get(precision, precision)
             if (base_precision, False) == (precision, fused):
                 continue
             base_log, base_params = runs[base_precision, False]

@@ -433,15 +433,8 @@ class NodeCounts(TrainRunner, unittest.TestCase):
         for target in ("fp16", "bf16"):
             with self.subTest(target=target):
                 path, _ = self.build("digits_mlp", target, True)
-                r = run_mpc("run", path, "--train", "--device", "cuda", "--placement-only",
-                            "--data", source("models", "data", "digits.npz"), "--batch", 32)
-                if r.returncode != 0 and "CUDA backend" in r.stderr:
-                    self.skipTest("this build has no CUDA backend")
-                self.assertEqual(r.returncode, 0, r.stderr)
-                launched = [n for n in onnx.load(path).training_info[0].algorithm.node
-                            if n.op_type not in ("Constant", "Shape", "Size")]
-                self.assertEqual(r.stdout.strip().splitlines()[-1],
-                                 f"cuda: {len(launched)} nodes; cpu fallback: none")
+                tl.check_all_on_cuda(self, ARGS.mpc, path,
+                                     source("models", "data", "digits.npz"))
 
 
 class BadInput(TrainRunner, unittest.TestCase):
@@ -497,10 +490,7 @@ class BadInput(TrainRunner, unittest.TestCase):
 
 def main():
     global DEVICE
-    if "--device" in sys.argv:  # ours; the rest is mpc_trainlib's
-        i = sys.argv.index("--device")
-        DEVICE = sys.argv[i + 1]
-        del sys.argv[i:i + 2]
+    DEVICE = tl.pop_device_arg()  # ours; the rest is mpc_trainlib's
 
     def set_args(args):
         global ARGS

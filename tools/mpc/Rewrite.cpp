@@ -13,6 +13,7 @@
 #include "mpc/Passes/Amp.h"
 #include "mpc/Passes/GemmEpilogues.h"
 #include "mpc/Passes/LossScaling.h"
+#include "mpc/Passes/MultiTensorOptimizer.h"
 #include "mpc/Passes/WeightCopy.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
@@ -84,6 +85,11 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
                            16-bit type gets a persistent 16-bit copy that the
                            step writes in the same pass; the forward reads it
                            instead of casting the master weight every step
+  --multi-tensor-optimizer the fused optimizer steps of one kind that share
+                           their scalars and skip flag become one
+                           MultiTensorSGDStep/MomentumStep/AdamStep node (one
+                           launch on CUDA); steps with a weight copy stay
+                           per-parameter; runs after the options above
 
 GEMM epilogues (docs/user-guide.md, "GEMM epilogues"; after the AMP rewrite):
   --fuse-gemm-epilogues    fold each MatMul/Gemm with a constant 2-D weight,
@@ -113,6 +119,7 @@ struct RewriteArgs {
   bool strictCheck = false;
   /// --optimizer-weight-copy (docs/training.md, "The 16-bit weight copy").
   bool weightCopy = false;
+  bool multiTensorOptimizer = false;
   bool fuseGemmEpilogues = false;
   AmpOptions amp;
   /// A bad --loss-scale* value: reported as a bad-input error (exit 1), like
@@ -190,6 +197,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
       a.amp.lossScale.fusedUnscale = true;
     } else if (s.flag("--optimizer-weight-copy")) {
       a.weightCopy = true;
+    } else if (s.flag("--multi-tensor-optimizer")) {
+      a.multiTensorOptimizer = true;
     } else if (s.flag("--fuse-gemm-epilogues")) {
       a.fuseGemmEpilogues = true;
     } else if (s.flag("--verify-each")) {
@@ -353,6 +362,12 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     return fail("--optimizer-weight-copy: " + quoteName(a.input) +
                 " is not a training model (the copies are written by its fused optimizer "
                 "steps)");
+  if (a.multiTensorOptimizer && !m.isTraining())
+    return fail("--multi-tensor-optimizer: " + quoteName(a.input) +
+                " is not a training model (it has no optimizer steps to merge)");
+  if (a.multiTensorOptimizer)
+    if (llvm::Error err = checkHasFusedOptimizerSteps(m))
+      return fail(std::move(err));
   if (a.weightCopy && m.findMetadata(trainkeys::kWeightCopies))
     return fail("--optimizer-weight-copy: " + quoteName(a.input) + " carries weight copies "
                 "already (" + trainkeys::kWeightCopies + ")");
@@ -412,6 +427,19 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (llvm::Error err = verifyModel(m))
       return fail(llvm::Twine("internal error: the model does not verify after the weight "
                               "copies: ") +
+                  llvm::toString(std::move(err)));
+  }
+  if (a.multiTensorOptimizer) {
+    llvm::Expected<MultiTensorOptimizerResult> mt = mergeOptimizerSteps(m);
+    if (!mt)
+      return fail(mt.takeError());
+    if (a.amp.verbose >= 1)
+      for (const std::string &line : mt->log)
+        llvm::errs() << line << "\n";
+    llvm::errs() << mt->summaryLine() << "\n";
+    if (llvm::Error err = verifyModel(m))
+      return fail(llvm::Twine("internal error: the model does not verify after merging the "
+                              "optimizer steps: ") +
                   llvm::toString(std::move(err)));
   }
   if (a.fuseGemmEpilogues) {

@@ -191,6 +191,48 @@ static OpSchema optimizerStep(const mpc::OptimizerStepLayout &l, const char *doc
   return s;
 }
 
+/// MultiTensorSGDStep, MultiTensorMomentumStep or MultiTensorAdamStep
+/// (mpc/Ops/OptimizerStep.h): the kind's scalars, optional weight_decay and
+/// skip, then N groups of (param, grad, states...) -> N groups of (param,
+/// states...), each output typed and shaped like its group's param.
+static OpSchema multiTensorStep(const mpc::OptimizerStepLayout &l, int line) {
+  OpSchema s = base(l.multiOpType, line);
+  s.SetDoc(std::string("the ") + l.opType + " update of N parameters in one node: the same "
+           "scalars, weight decay and skip flag for every group of (param, grad, states); "
+           "each group's results are those of " + l.opType + " on it");
+  int i = 0;
+  for (const char *sc : l.scalars)
+    s.Input(i++, sc, "scalar hyper-parameter", "T");
+  s.Input(i++, "weight_decay", "scalar; absent: no weight decay", "T", OpSchema::Optional)
+      .Input(i++, "skip", "scalar; true or nonzero: every output equals its input", "B",
+             OpSchema::Optional)
+      .Input(i, "groups", "N groups of param, grad and the states, each shaped like its param",
+             "T", OpSchema::Variadic, /*is_homogeneous=*/true, /*min_arity=*/int(l.groupInputs()))
+      .Output(0, "outputs", "N groups of the new param and states", "T", OpSchema::Variadic,
+              /*is_homogeneous=*/true, /*min_arity=*/int(l.groupOutputs()))
+      .TypeConstraint("T", {"tensor(float)", "tensor(double)"}, "parameter types")
+      .TypeConstraint("B", {"tensor(bool)", "tensor(float)"}, "skip flag types")
+      .TypeAndShapeInferenceFunction([first = l.multiFirstGroup(), in = l.groupInputs(),
+                                      out = l.groupOutputs(), op = l.multiOpType](
+                                         InferenceContext &ctx) {
+        size_t n = ctx.getNumInputs();
+        if (n < first + in || (n - first) % in != 0)
+          fail_shape_inference(op, ": ", n - std::min<size_t>(n, first),
+                               " group input(s) are not whole groups of ", in);
+        size_t groups = (n - first) / in;
+        if (ctx.getNumOutputs() != groups * out)
+          fail_shape_inference(op, ": ", groups, " group(s) need ", groups * out,
+                               " outputs, not ", ctx.getNumOutputs());
+        for (size_t g = 0; g < groups; ++g) {
+          size_t param = first + g * in;
+          // The param and then each state (inputs param+2...) in output order.
+          for (size_t o = 0; o < out; ++o)
+            sameAs(ctx, o == 0 ? param : param + 1 + o, g * out + o);
+        }
+      });
+  return s;
+}
+
 /// MultiTensorUnscale: inv_scale, g_1..g_N -> found_inf, nonfinite[N],
 /// u_1..u_N (docs/training.md, "Loss scaling").
 static OpSchema multiTensorUnscaleSchema(int line) {
@@ -528,6 +570,8 @@ static std::vector<OpSchema> trainingSchemas() {
                                         "bias_correction1) / (sqrt(v'/bias_correction2) + "
                                         "epsilon)), g = grad + wd*p", __LINE__));
   }
+  for (const mpc::OptimizerStepLayout &l : mpc::optimizerStepLayouts())
+    v.push_back(multiTensorStep(l, __LINE__));
   v.push_back(multiTensorUnscaleSchema(__LINE__));
   v.push_back(gemmBiasActSchema(__LINE__));
   return v;

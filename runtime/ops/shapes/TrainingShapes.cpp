@@ -335,6 +335,71 @@ llvm::Error shapes::shapeOptimizerStep(const ShapeQuery &q, std::vector<ShapedTy
   return llvm::Error::success();
 }
 
+/// MultiTensorSGDStep, MultiTensorMomentumStep, MultiTensorAdamStep
+/// (mpc/Ops/OptimizerStep.h): one-element scalars of one dtype (f32 or
+/// f64), a bool or f32 skip flag, then whole groups whose param, grad and
+/// states have one shape and the scalars' dtype; outputs per group, typed
+/// and shaped like its param.
+MPC_DEFINED_BELOW(shapes::shapeMultiTensorStep)
+llvm::Error shapes::shapeMultiTensorStep(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const OptimizerStepLayout *l = findMultiTensorStep(q.node.opType, q.node.domain);
+  if (!l)
+    return nodeError(q.node, "not a multi-tensor optimizer step");
+  unsigned n = unsigned(q.inputs.size()), first = l->multiFirstGroup(), per = l->groupInputs();
+  if (n < first + per || (n - first) % per != 0)
+    return nodeError(q.node, "takes " + std::to_string(first) +
+                                 " inputs (the scalars, weight_decay, skip) then groups of " +
+                                 std::to_string(per) + " (param, grad" +
+                                 (l->states.empty() ? std::string() : ", states") + "), not " +
+                                 std::to_string(n) + " inputs");
+  unsigned groups = (n - first) / per;
+  if (q.node.numOutputs() != groups * l->groupOutputs())
+    return nodeError(q.node, std::to_string(groups) + " group(s) need " +
+                                 std::to_string(groups * l->groupOutputs()) + " outputs, not " +
+                                 std::to_string(q.node.numOutputs()));
+  auto name = [&](unsigned i) -> std::string {
+    if (i < l->multiDecayInput())
+      return l->scalars[i];
+    if (i < first)
+      return i == l->multiDecayInput() ? "weight_decay" : "skip";
+    unsigned g = (i - first) / per, k = (i - first) % per;
+    const Value *v = q.node.input(i);
+    std::string role = k == 0 ? "param" : k == 1 ? "grad" : l->states[k - 2];
+    return role + " of group " + std::to_string(g) + (v ? " (" + v->name().str() + ")" : "");
+  };
+  DType t = q.inputs[0].dtype;
+  if (t != DType::F32 && t != DType::F64)
+    return nodeError(q.node, "input " + quoteName(name(0)) + " must be float or double, not " +
+                                 dtypeName(t).str());
+  out.clear();
+  for (unsigned i = 0; i < n; ++i) {
+    const ShapedType &in = q.inputs[i];
+    bool optional = i == l->multiDecayInput() || i == l->multiSkipInput();
+    if (in.dtype == DType::Undefined) {
+      if (optional)
+        continue;
+      return nodeError(q.node, "input " + quoteName(name(i)) + " is required");
+    }
+    bool isSkip = i == l->multiSkipInput();
+    if (isSkip ? in.dtype != DType::Bool && in.dtype != DType::F32 : in.dtype != t)
+      return nodeError(q.node, "input " + quoteName(name(i)) + " is " +
+                                   dtypeName(in.dtype).str() + "; it must be " +
+                                   (isSkip ? std::string("bool or float")
+                                           : dtypeName(t).str() + " like " + name(0)));
+    const std::vector<int64_t> *want = nullptr;
+    if (i >= first)
+      want = &q.inputs[first + (i - first) / per * per].shape;
+    if (want ? in.shape != *want : numel(in.shape) != 1)
+      return nodeError(q.node, "input " + quoteName(name(i)) + " has shape " +
+                                   formatShape(in.shape) + "; it must be " +
+                                   (want ? "its param's " + formatShape(*want)
+                                         : std::string("a one-element scalar")));
+  }
+  for (unsigned g = 0; g < groups; ++g)
+    out.insert(out.end(), l->groupOutputs(), q.inputs[first + g * per]);
+  return llvm::Error::success();
+}
+
 /// found_inf: bool scalar; nonfinite: f32 [N]; u_i: f32 shaped like g_i.
 MPC_DEFINED_BELOW(shapes::shapeMultiTensorUnscale)
 llvm::Error shapes::shapeMultiTensorUnscale(const ShapeQuery &q, std::vector<ShapedType> &out) {

@@ -25,6 +25,8 @@ constexpr const char *kOptimizerStepDomain = "ai.mpc.training";
 
 struct OptimizerStepLayout {
   const char *opType;
+  /// The multi-tensor form of the kind (MultiTensorSGDStep, ...; below).
+  const char *multiOpType;
   /// The state tensors after param and grad (shaped and typed like param).
   llvm::ArrayRef<const char *> states;
   /// The scalar hyper-parameters after the states (typed like param).
@@ -42,6 +44,18 @@ struct OptimizerStepLayout {
   /// The optional 16-bit copy of the new param, after the states.
   unsigned copyOutput() const { return numOutputs(); }
   unsigned maxOutputs() const { return copyOutput() + 1; }
+
+  // The multi-tensor form: MultiTensorSGDStep, MultiTensorMomentumStep,
+  // MultiTensorAdamStep update N parameters in one node. Inputs: the
+  // scalars of the kind, weight_decay and skip (optional: an empty name
+  // when absent and a later input is present), then N groups of (param,
+  // grad, states...). Outputs: N groups of (param, states...). No weight
+  // copy output: steps with one stay per-parameter nodes.
+  unsigned multiDecayInput() const { return unsigned(scalars.size()); }
+  unsigned multiSkipInput() const { return multiDecayInput() + 1; }
+  unsigned multiFirstGroup() const { return multiSkipInput() + 1; }
+  unsigned groupInputs() const { return 2 + unsigned(states.size()); }
+  unsigned groupOutputs() const { return numOutputs(); }
 };
 
 /// The attribute naming the copy's element type (an ONNX data type:
@@ -61,9 +75,10 @@ inline constexpr const char *kAdamScalars[] = {
 /// The three steps: SGD, Momentum, Adam (the order of OptimizerKind).
 inline llvm::ArrayRef<OptimizerStepLayout> optimizerStepLayouts() {
   static const OptimizerStepLayout layouts[] = {
-      {"SGDStep", {}, detail::kSgdScalars},
-      {"MomentumStep", detail::kMomentumStates, detail::kMomentumScalars},
-      {"AdamStep", detail::kAdamStates, detail::kAdamScalars},
+      {"SGDStep", "MultiTensorSGDStep", {}, detail::kSgdScalars},
+      {"MomentumStep", "MultiTensorMomentumStep", detail::kMomentumStates,
+       detail::kMomentumScalars},
+      {"AdamStep", "MultiTensorAdamStep", detail::kAdamStates, detail::kAdamScalars},
   };
   return layouts;
 }
@@ -75,6 +90,17 @@ inline const OptimizerStepLayout *findOptimizerStep(llvm::StringRef opType,
     return nullptr;
   for (const OptimizerStepLayout &l : optimizerStepLayouts())
     if (opType == l.opType)
+      return &l;
+  return nullptr;
+}
+
+/// The layout of the multi-tensor step `opType` in `domain`, or null.
+inline const OptimizerStepLayout *findMultiTensorStep(llvm::StringRef opType,
+                                                      llvm::StringRef domain) {
+  if (domain != kOptimizerStepDomain)
+    return nullptr;
+  for (const OptimizerStepLayout &l : optimizerStepLayouts())
+    if (opType == l.multiOpType)
       return &l;
   return nullptr;
 }
