@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GridStride.cuh"
+#include "MultiTensor.cuh"
 #include "OptimizerLaunch.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 
@@ -63,7 +64,9 @@ __global__ void optimizerStepKernel(OptimizerStepArgs a) {
 /// takes elements t, t + blockDim.x, ... of the chunk (coalesced) through
 /// multiTensorStepElement, the body above in OptimizerPlan.h's form.
 __global__ void multiTensorStepKernel(const UnscaleChunk *chunks, int32_t numChunks,
-                                      void *const *table, MultiTensorStepArgs a) {
+                                      int32_t firstGroup,
+                                      const __grid_constant__ LaunchPointers table,
+                                      MultiTensorStepArgs a) {
   const bool skip = a.skip && (a.skipIsBool ? *static_cast<const bool *>(a.skip)
                                             : *static_cast<const float *>(a.skip) != 0.0f);
   kernels::OptimizerScalars<float> s;
@@ -71,7 +74,7 @@ __global__ void multiTensorStepKernel(const UnscaleChunk *chunks, int32_t numChu
     s = kernels::optimizerScalarsFrom(a.kind, a.scalars, a.decay);
   for (int32_t c = int32_t(blockIdx.x); c < numChunks; c += int32_t(gridDim.x)) {
     const UnscaleChunk ch = chunks[c];
-    void *const *slots = table + int64_t(ch.tensor) * kStepSlots;
+    void *const *slots = chunkPointers(table, ch, firstGroup, kStepSlots);
     for (int64_t i = ch.begin + int64_t(threadIdx.x); i < ch.begin + ch.length;
          i += int64_t(blockDim.x))
       multiTensorStepElement(a.kind, s, skip, slots, i);
@@ -80,13 +83,13 @@ __global__ void multiTensorStepKernel(const UnscaleChunk *chunks, int32_t numChu
 
 } // namespace
 
-cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks, int32_t numChunks,
-                                  void *const *table, const MultiTensorStepArgs &args,
-                                  unsigned blocks, unsigned threads, cudaStream_t stream) {
-  LaunchGeometry g;
-  g.blocks = numChunks > 0 ? blocks : 0;
-  g.threads = threads;
-  return queue(multiTensorStepKernel, g, stream, chunks, numChunks, table, args);
+cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks,
+                                  const std::vector<LaunchSlice> &slices,
+                                  const std::vector<void *> &table,
+                                  const MultiTensorStepArgs &args, unsigned blocks,
+                                  unsigned threads, cudaStream_t stream) {
+  return queueSlices(multiTensorStepKernel, chunks, slices, table, kStepSlots, blocks, threads,
+                     stream, args);
 }
 
 cudaError_t launchOptimizerStep(const OptimizerStepArgs &args, const LaunchGeometry &g,

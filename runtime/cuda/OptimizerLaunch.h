@@ -15,6 +15,7 @@
 #include "mpc/Runtime/Kernels/OptimizerBodies.h"
 #include <cuda_runtime_api.h>
 #include <cstdint>
+#include <vector>
 
 namespace mpc {
 namespace cuda {
@@ -52,13 +53,16 @@ struct MultiTensorStepArgs {
   bool skipIsBool = false;
 };
 
-/// One launch of `blocks` x `threads` over the `numChunks` chunks of the
-/// device table `chunks` (OptimizerPlan.h): chunk c updates elements
-/// [c.begin, c.begin + c.length) of group c.tensor, whose operands are the
-/// kStepSlots device pointers at table + c.tensor * kStepSlots.
-cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks, int32_t numChunks,
-                                  void *const *table, const MultiTensorStepArgs &args,
-                                  unsigned blocks, unsigned threads, cudaStream_t stream);
+/// One launch per slice (UnscalePlan.h) of min(`blocks`, its chunks) x
+/// `threads` over its chunks of the device table `chunks` (OptimizerPlan.h),
+/// the slice's pointers by value: chunk c updates elements [c.begin,
+/// c.begin + c.length) of group c.tensor, whose operands are its kStepSlots
+/// entries of `table` (stepPointerTable).
+cudaError_t launchMultiTensorStep(const UnscaleChunk *chunks,
+                                  const std::vector<LaunchSlice> &slices,
+                                  const std::vector<void *> &table,
+                                  const MultiTensorStepArgs &args, unsigned blocks,
+                                  unsigned threads, cudaStream_t stream);
 
 } // namespace cuda
 } // namespace mpc

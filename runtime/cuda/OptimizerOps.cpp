@@ -8,11 +8,12 @@
 // or f32 skip flag; other shapes are the CPU's to report.
 //
 // MultiTensorSGDStep, MultiTensorMomentumStep and MultiTensorAdamStep: one
-// launch over every group (OptimizerPlan.h). Prepare plans the chunk
-// table, allocates it and the pointer table, and uploads the chunks; a
-// launch uploads the pointer table only when the executor's buffers moved
-// since the last launch (as UnscaleOps.cpp does: in a training loop only
-// the first launch does).
+// launch over every group (OptimizerPlan.h; one per slice of at most
+// kLaunchPointers / kStepSlots groups). Prepare plans the chunk table,
+// allocates and uploads it; a launch passes the groups' device pointers by
+// value (UnscalePlan.h: a captured graph keeps them, where a device table
+// would be read from host memory that the training loop's alternating
+// buffers had moved on from; the first GPU run failed so).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
@@ -75,14 +76,10 @@ public:
   explicit MultiTensorStepOp(const OptimizerStepLayout &l) : layout(l) {}
   const OptimizerStepLayout &layout;
   UnscalePlan plan;
+  std::vector<LaunchSlice> slices;
   UnscaleChunk *chunks = nullptr; ///< device copy of plan.chunks
-  void **table = nullptr;         ///< device: kStepSlots pointers per group
-  mutable std::vector<void *> uploaded; ///< what `table` holds (empty: nothing yet)
 
-  ~MultiTensorStepOp() override {
-    cudaFree(chunks);
-    cudaFree(table);
-  }
+  ~MultiTensorStepOp() override { cudaFree(chunks); }
 
   std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
     std::vector<void *> ins, outs;
@@ -90,14 +87,10 @@ public:
       ins.push_back(t.data);
     for (const auto &t : call.outputs)
       outs.push_back(t.data);
-    std::vector<void *> now =
+    std::vector<void *> table =
         stepPointerTable(unsigned(layout.states.size()), layout.multiFirstGroup(), ins, outs);
-    if (now != uploaded) {
-      if (cudaError_t e = cudaMemcpyAsync(table, now.data(), now.size() * sizeof(void *),
-                                          cudaMemcpyHostToDevice, s))
-        return launchText(e);
-      uploaded = std::move(now);
-    }
+    if (table.empty())
+      return "the node's inputs and outputs are not whole parameter groups";
     MultiTensorStepArgs a;
     a.kind = kernels::OptimizerStepKind(&layout - optimizerStepLayouts().data());
     for (unsigned i = 0; i < layout.scalars.size(); ++i)
@@ -108,8 +101,8 @@ public:
       a.skip = call.inputs[layout.multiSkipInput()].data;
       a.skipIsBool = call.inputs[layout.multiSkipInput()].dtype == DType::Bool;
     }
-    return launchText(launchMultiTensorStep(chunks, int32_t(plan.chunks.size()), table, a,
-                                            plan.blocks, plan.threads, s));
+    return launchText(
+        launchMultiTensorStep(chunks, slices, table, a, plan.blocks, plan.threads, s));
   }
 };
 
@@ -176,8 +169,10 @@ static CudaOpOrError prepareMultiTensorStepOp(const Node &n, const OptimizerStep
   auto op = std::make_unique<MultiTensorStepOp>(l);
   if (!planMultiTensorStep(sizes, ctx.smCount, op->plan))
     return std::unique_ptr<CudaOp>(); // the node then runs on the CPU
-  if (llvm::Error err = allocateChunkTables(n, op->plan, op->chunks,
-                                            sizes.size() * kStepSlots, op->table))
+  op->slices = sliceLaunches(op->plan, int32_t(sizes.size()), kStepSlots);
+  if (op->slices.empty() && !op->plan.chunks.empty())
+    return std::unique_ptr<CudaOp>();
+  if (llvm::Error err = allocateChunkTable(n, op->plan, op->chunks))
     return std::move(err);
   return std::unique_ptr<CudaOp>(std::move(op));
 }

@@ -1,6 +1,7 @@
 //===- UnscaleKernels.cu - Multi-tensor unscale and non-finite check -------===//
 //
-// One launch for every gradient of a loss-scaled step (UnscalePlan.h): block
+// One launch for the gradients of a loss-scaled step (UnscalePlan.h; more
+// than LaunchPointers holds: one per slice of them): block
 // b walks chunks b, b + gridDim.x, ...; within a chunk, thread t takes
 // elements t, t + blockDim.x, ... (coalesced), widens each to float, applies
 // kernels::unscaleElement (the CPU loop's body) and writes the fp32 result.
@@ -10,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GridStride.cuh"
+#include "MultiTensor.cuh"
 #include "UnscaleLaunch.h"
 #include "mpc/Runtime/Kernels/UnscaleBody.h"
 
@@ -29,13 +31,15 @@ __device__ bool unscaleRun(const T *g, int32_t n, float inv, float *u) {
 }
 
 __global__ void multiTensorUnscaleKernel(const UnscaleChunk *chunks, int32_t numChunks,
-                                         void *const *pointers, int32_t tensors,
+                                         int32_t firstTensor,
+                                         const __grid_constant__ LaunchPointers pointers,
                                          const float *invScale, bool *found, float *flags) {
   const float inv = *invScale;
   for (int32_t c = int32_t(blockIdx.x); c < numChunks; c += int32_t(gridDim.x)) {
     const UnscaleChunk ch = chunks[c];
-    const void *g = pointers[ch.tensor];
-    float *u = static_cast<float *>(pointers[tensors + ch.tensor]);
+    void *const *slots = chunkPointers(pointers, ch, firstTensor, kUnscaleSlots);
+    const void *g = slots[0];
+    float *u = static_cast<float *>(slots[1]);
     u = u ? u + ch.begin : nullptr;
     bool bad = false;
     switch (ch.type) {
@@ -60,19 +64,17 @@ __global__ void multiTensorUnscaleKernel(const UnscaleChunk *chunks, int32_t num
 
 } // namespace
 
-cudaError_t launchMultiTensorUnscale(const UnscaleChunk *chunks, int32_t numChunks,
-                                     void *const *pointers, int32_t tensors,
+cudaError_t launchMultiTensorUnscale(const UnscaleChunk *chunks,
+                                     const std::vector<LaunchSlice> &slices,
+                                     const std::vector<void *> &pointers, int32_t tensors,
                                      const float *invScale, bool *found, float *flags,
                                      unsigned blocks, unsigned threads, cudaStream_t stream) {
   if (cudaError_t e = cudaMemsetAsync(found, 0, sizeof(bool), stream))
     return e;
   if (cudaError_t e = cudaMemsetAsync(flags, 0, sizeof(float) * size_t(tensors), stream))
     return e;
-  LaunchGeometry g;
-  g.blocks = numChunks > 0 ? blocks : 0;
-  g.threads = threads;
-  return queue(multiTensorUnscaleKernel, g, stream, chunks, numChunks, pointers, tensors,
-               invScale, found, flags);
+  return queueSlices(multiTensorUnscaleKernel, chunks, slices, pointers, kUnscaleSlots, blocks,
+                     threads, stream, invScale, found, flags);
 }
 
 } // namespace cuda

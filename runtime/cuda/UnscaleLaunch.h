@@ -14,27 +14,29 @@
 #include <cuda_runtime_api.h>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace mpc {
 class Node;
 namespace cuda {
 
-/// The device tables of a multi-tensor launch (MultiTensorUnscale here, the
-/// MultiTensor*Step nodes in OptimizerOps.cpp): allocates `chunks` and
-/// uploads `plan`'s chunk table to it, allocates `pointers` of
-/// `pointerCount` entries; an error names the node. Defined in
-/// UnscaleOps.cpp.
-llvm::Error allocateChunkTables(const Node &n, const UnscalePlan &plan, UnscaleChunk *&chunks,
-                                size_t pointerCount, void **&pointers);
+/// The device chunk table of a multi-tensor launch (MultiTensorUnscale
+/// here, the MultiTensor*Step nodes in OptimizerOps.cpp): allocates
+/// `chunks` and uploads `plan`'s chunk table to it; an error names the
+/// node. Defined in UnscaleOps.cpp.
+llvm::Error allocateChunkTable(const Node &n, const UnscalePlan &plan, UnscaleChunk *&chunks);
 
-/// Zeroes `found` and the `tensors` flags, then queues one launch of
-/// `blocks` x `threads` over the `numChunks` chunks of the device table
-/// `chunks`: for chunk c, u = pointers[tensors + c.tensor] (float) and
-/// g = pointers[c.tensor] (of type c.type), u[i] = float(g[i]) * *invScale;
-/// a block that meets an inf or NaN u stores NaN into flags[c.tensor] and
-/// true into *found (every writer stores the same value: no atomics).
-cudaError_t launchMultiTensorUnscale(const UnscaleChunk *chunks, int32_t numChunks,
-                                     void *const *pointers, int32_t tensors,
+/// Zeroes `found` and the `tensors` flags, then queues one launch per slice
+/// (UnscalePlan.h) of min(`blocks`, its chunks) x `threads`, the slice's
+/// pointers by value: for chunk c, with P its tensor's kUnscaleSlots
+/// entries of `pointers` (gradient, fp32 output; a pair per tensor),
+/// u = P[1] (float) and g = P[0] (of type c.type), u[i] = float(g[i]) *
+/// *invScale; a block that meets an inf or NaN u stores NaN into
+/// flags[c.tensor] and true into *found (every writer stores the same
+/// value: no atomics).
+cudaError_t launchMultiTensorUnscale(const UnscaleChunk *chunks,
+                                     const std::vector<LaunchSlice> &slices,
+                                     const std::vector<void *> &pointers, int32_t tensors,
                                      const float *invScale, bool *found, float *flags,
                                      unsigned blocks, unsigned threads, cudaStream_t stream);
 

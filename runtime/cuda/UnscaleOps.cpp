@@ -2,13 +2,10 @@
 //
 // ai.mpc.training MultiTensorUnscale (docs/training.md, "Loss scaling") as
 // one kernel launch over every gradient. Prepare plans the chunk table
-// (UnscalePlan.h, a pure function of the shapes), allocates it and the
-// table of the gradients' device pointers, and uploads the chunk table:
-// nothing of it happens in a step. A launch uploads the pointer table only
-// when the executor's buffers moved since the last launch (its arena keeps
-// them from step to step, so in a training loop only the first launch
-// does); the source is pageable host memory, which cudaMemcpyAsync stages
-// before it returns, in stream order with the kernel that reads it.
+// (UnscalePlan.h, a pure function of the shapes), allocates and uploads it,
+// and slices the gradients into launches: nothing of it happens in a step.
+// A launch passes the gradients' and outputs' device pointers by value
+// (UnscalePlan.h says why: a captured graph keeps them).
 //
 //===----------------------------------------------------------------------===//
 #include "CudaOp.h"
@@ -28,30 +25,20 @@ namespace {
 class UnscaleOp final : public CudaOp {
 public:
   UnscalePlan plan;
+  std::vector<LaunchSlice> slices;
   int32_t tensors = 0;
   UnscaleChunk *chunks = nullptr; ///< device copy of plan.chunks
-  void **pointers = nullptr;      ///< device: the gradients, then the outputs
-  mutable std::vector<void *> uploaded; ///< what `pointers` holds (empty: nothing yet)
 
-  ~UnscaleOp() override {
-    cudaFree(chunks);
-    cudaFree(pointers);
-  }
+  ~UnscaleOp() override { cudaFree(chunks); }
 
   std::string launch(const KernelCall &call, cudaStream_t s, const CudaContext &) const override {
-    std::vector<void *> now(2 * size_t(tensors));
-    for (int32_t i = 0; i < tensors; ++i) {
-      now[size_t(i)] = call.inputs[1 + size_t(i)].data;
-      now[size_t(tensors + i)] = call.outputs[2 + size_t(i)].data;
-    }
-    if (now != uploaded) {
-      if (cudaError_t e = cudaMemcpyAsync(pointers, now.data(), now.size() * sizeof(void *),
-                                          cudaMemcpyHostToDevice, s))
-        return launchText(e);
-      uploaded = std::move(now);
+    std::vector<void *> pointers(kUnscaleSlots * size_t(tensors));
+    for (size_t i = 0; i < size_t(tensors); ++i) {
+      pointers[kUnscaleSlots * i] = call.inputs[1 + i].data;
+      pointers[kUnscaleSlots * i + 1] = call.outputs[2 + i].data;
     }
     return launchText(launchMultiTensorUnscale(
-        chunks, int32_t(plan.chunks.size()), pointers, tensors,
+        chunks, slices, pointers, tensors,
         static_cast<const float *>(call.inputs[0].data), static_cast<bool *>(call.outputs[0].data),
         static_cast<float *>(call.outputs[1].data), plan.blocks, plan.threads, s));
   }
@@ -76,21 +63,19 @@ CudaOpOrError cuda::prepareUnscaleOp(const Node &n, const CudaKernel &,
   if (!planUnscale(sizes, types, ctx.smCount, op->plan))
     return std::unique_ptr<CudaOp>(); // the node then runs on the CPU
   op->tensors = int32_t(sizes.size());
-  if (llvm::Error err = allocateChunkTables(n, op->plan, op->chunks, 2 * sizes.size(),
-                                            op->pointers))
+  op->slices = sliceLaunches(op->plan, op->tensors, kUnscaleSlots);
+  if (op->slices.empty() && !op->plan.chunks.empty())
+    return std::unique_ptr<CudaOp>();
+  if (llvm::Error err = allocateChunkTable(n, op->plan, op->chunks))
     return std::move(err);
   return std::unique_ptr<CudaOp>(std::move(op));
 }
 
-llvm::Error cuda::allocateChunkTables(const Node &n, const UnscalePlan &plan,
-                                      UnscaleChunk *&chunks, size_t pointerCount,
-                                      void **&pointers) {
+llvm::Error cuda::allocateChunkTable(const Node &n, const UnscalePlan &plan,
+                                     UnscaleChunk *&chunks) {
   size_t table = std::max<size_t>(plan.chunks.size(), 1) * sizeof(UnscaleChunk);
   if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&chunks), table))
     return inputError("{0}: chunk table: {1}", describeNode(n), cudaGetErrorString(e));
-  if (cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&pointers),
-                                 std::max<size_t>(pointerCount, 1) * sizeof(void *)))
-    return inputError("{0}: pointer table: {1}", describeNode(n), cudaGetErrorString(e));
   if (!plan.chunks.empty())
     if (cudaError_t e = cudaMemcpy(chunks, plan.chunks.data(),
                                    plan.chunks.size() * sizeof(UnscaleChunk),

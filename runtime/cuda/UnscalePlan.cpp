@@ -40,3 +40,41 @@ bool mpc::cuda::planUnscale(const std::vector<int64_t> &sizes,
   out.chunks = std::move(chunks);
   return true;
 }
+
+std::vector<LaunchSlice> mpc::cuda::sliceLaunches(const UnscalePlan &plan, int32_t tensors,
+                                                  int32_t perTensor, int32_t maxPointers) {
+  if (perTensor < 1 || perTensor > maxPointers || tensors < 0)
+    return {};
+  const int32_t perLaunch = maxPointers / perTensor;
+  std::vector<LaunchSlice> out;
+  size_t c = 0;
+  for (int32_t first = 0; first < tensors; first += perLaunch) {
+    LaunchSlice s;
+    s.firstTensor = first;
+    s.tensors = std::min(perLaunch, tensors - first);
+    s.firstChunk = int32_t(c);
+    int32_t previous = first;
+    while (c < plan.chunks.size() && plan.chunks[c].tensor < first + s.tensors) {
+      if (plan.chunks[c].tensor < previous)
+        return {}; // outside the run, or out of order
+      previous = plan.chunks[c].tensor;
+      ++c;
+    }
+    s.chunks = int32_t(c) - s.firstChunk;
+    if (s.chunks > 0)
+      out.push_back(s);
+  }
+  if (c != plan.chunks.size())
+    return {}; // a chunk of a tensor at or beyond `tensors`
+  return out;
+}
+
+LaunchPointers mpc::cuda::launchPointers(const std::vector<void *> &table,
+                                         const LaunchSlice &slice, int32_t perTensor) {
+  LaunchPointers p = {};
+  size_t begin = size_t(slice.firstTensor) * size_t(perTensor);
+  size_t count = size_t(slice.tensors) * size_t(perTensor);
+  for (size_t i = 0; i < count && i < size_t(kLaunchPointers) && begin + i < table.size(); ++i)
+    p.p[i] = table[begin + i];
+  return p;
+}

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -104,20 +105,33 @@ kernels::OptimizerScalars<float> scalars(OptimizerStepKind kind) {
   return kernels::optimizerScalarsFrom(kind, ptrs, &decay);
 }
 
-/// The launch on the host: blocks run last to first, each taking chunks
-/// b, b + blocks, ...; `threads` threads stride each chunk.
-void replay(const UnscalePlan &plan, std::vector<void *> &table, OptimizerStepKind kind,
-            bool skip, unsigned threads, std::vector<std::vector<int>> &seen) {
+/// The launches on the host, as launchMultiTensorStep makes them: one per
+/// slice of at most `maxPointers` pointers (its pointers by value), the
+/// slices last to first; in a launch, blocks run last to first, each taking
+/// the slice's chunks b, b + blocks, ...; `threads` threads stride each chunk.
+void replay(const UnscalePlan &plan, const std::vector<void *> &table, OptimizerStepKind kind,
+            bool skip, unsigned threads, int32_t maxPointers,
+            std::vector<std::vector<int>> &seen) {
   kernels::OptimizerScalars<float> s = scalars(kind);
-  for (unsigned b = plan.blocks; b-- > 0;)
-    for (size_t c = b; c < plan.chunks.size(); c += plan.blocks) {
-      const UnscaleChunk &ch = plan.chunks[c];
-      for (unsigned t = 0; t < threads; ++t)
-        for (int64_t i = ch.begin + t; i < ch.begin + ch.length; i += threads) {
-          multiTensorStepElement(kind, s, skip, &table[size_t(ch.tensor) * kStepSlots], i);
-          ++seen[size_t(ch.tensor)][size_t(i)];
-        }
-    }
+  int32_t groups = int32_t(table.size() / kStepSlots);
+  std::vector<LaunchSlice> slices = sliceLaunches(plan, groups, kStepSlots, maxPointers);
+  ASSERT_FALSE(slices.empty());
+  for (size_t k = slices.size(); k-- > 0;) {
+    const LaunchSlice &slice = slices[k];
+    const LaunchPointers p = launchPointers(table, slice, kStepSlots);
+    const UnscaleChunk *chunks = plan.chunks.data() + slice.firstChunk;
+    unsigned blocks = std::min(plan.blocks, unsigned(slice.chunks));
+    for (unsigned b = blocks; b-- > 0;)
+      for (int32_t c = int32_t(b); c < slice.chunks; c += int32_t(blocks)) {
+        const UnscaleChunk &ch = chunks[c];
+        void *const *slots = chunkPointers(p, ch, slice.firstTensor, kStepSlots);
+        for (unsigned t = 0; t < threads; ++t)
+          for (int64_t i = ch.begin + t; i < ch.begin + ch.length; i += threads) {
+            multiTensorStepElement(kind, s, skip, slots, i);
+            ++seen[size_t(ch.tensor)][size_t(i)];
+          }
+      }
+  }
 }
 
 void checkReplay(OptimizerStepKind kind, bool skip) {
@@ -147,7 +161,8 @@ void checkReplay(OptimizerStepKind kind, bool skip) {
   std::vector<std::vector<int>> seen;
   for (int64_t n : sizes)
     seen.emplace_back(size_t(n), 0);
-  replay(plan, table, kind, skip, 5, seen);
+  // 2 groups to a launch: 3 launches for the 6 groups.
+  replay(plan, table, kind, skip, 5, 2 * kStepSlots + 1, seen);
   kernels::OptimizerScalars<float> s = scalars(kind);
   for (size_t t = 0; t < gs.size(); ++t)
     for (size_t i = 0; i < size_t(sizes[t]); ++i) {

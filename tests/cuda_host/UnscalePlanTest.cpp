@@ -114,6 +114,53 @@ TEST(UnscalePlan, ReplayedOnTheHostCoversEveryElementOnce) {
       ASSERT_EQ(seen[t][size_t(i)], 1) << "tensor " << t << " element " << i;
 }
 
+TEST(UnscalePlan, LaunchSlicesCoverEveryChunkOnceInOrder) {
+  // 7 tensors, 2 pointers each, at most 6 pointers a launch: tensors
+  // [0, 3), [3, 6), [6, 7); tensors 3-5 are empty, so that run is left out.
+  std::vector<int64_t> sizes = {10, 0, 17, 0, 0, 0, 9};
+  UnscalePlan p = plan(sizes, std::vector<int32_t>(sizes.size(), kOnnxF32), 4, 8);
+  std::vector<LaunchSlice> slices = sliceLaunches(p, 7, kUnscaleSlots, 6);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].firstTensor, 0);
+  EXPECT_EQ(slices[0].tensors, 3);
+  EXPECT_EQ(slices[0].firstChunk, 0);
+  EXPECT_EQ(slices[0].chunks, 2 + 3); // 10 in chunks of 8, then 17
+  EXPECT_EQ(slices[1].firstTensor, 6);
+  EXPECT_EQ(slices[1].tensors, 1);
+  EXPECT_EQ(slices[1].firstChunk, 5);
+  EXPECT_EQ(slices[1].chunks, 2);
+  // The default fits 1536 gradients to a launch: one slice for 1536, two for 1537.
+  UnscalePlan many = plan(std::vector<int64_t>(1537, 3), std::vector<int32_t>(1537, kOnnxF16));
+  std::vector<LaunchSlice> two = sliceLaunches(many, 1537, kUnscaleSlots);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].tensors, 1536);
+  EXPECT_EQ(two[1].firstTensor, 1536);
+  EXPECT_EQ(two[1].firstChunk, 1536);
+  // What no launch can take.
+  EXPECT_TRUE(sliceLaunches(p, 7, 0).empty());
+  EXPECT_TRUE(sliceLaunches(p, 7, 7, 6).empty());
+  EXPECT_TRUE(sliceLaunches(p, 3, kUnscaleSlots).empty()); // chunks of tensor 6
+  EXPECT_TRUE(sliceLaunches(UnscalePlan(), 0, kUnscaleSlots).empty());
+}
+
+TEST(UnscalePlan, LaunchPointersAreTheSlicesTensorsInOrder) {
+  auto fake = [](uintptr_t i) { return reinterpret_cast<void *>(i * 16); };
+  std::vector<void *> table;
+  for (uintptr_t i = 1; i <= 10; ++i)
+    table.push_back(fake(i));
+  LaunchSlice s;
+  s.firstTensor = 2;
+  s.tensors = 2;
+  LaunchPointers p = launchPointers(table, s, kUnscaleSlots);
+  EXPECT_EQ(p.p[0], fake(5));
+  EXPECT_EQ(p.p[3], fake(8));
+  EXPECT_EQ(p.p[4], nullptr);
+  UnscaleChunk c;
+  c.tensor = 3;
+  EXPECT_EQ(chunkPointers(p, c, s.firstTensor, kUnscaleSlots)[0], fake(7));
+  EXPECT_EQ(chunkPointers(p, c, s.firstTensor, kUnscaleSlots)[1], fake(8));
+}
+
 struct UnscaleRow : ModelFixture {
   Node *node(std::vector<DType> ins) {
     m.opsets.push_back({"ai.mpc.training", 1});
