@@ -20,10 +20,16 @@ below from PyTorch code with a fixed seed:
           224x224 RGB, 1000 classes);
 
 (`--scale tiny` shrinks every dimension, for a smoke test on a CPU), it exports the model
-(`torch.onnx.export`, dynamo=False, opset 17, symbolic batch), builds its training graph
-(`mpc train-graph`, Adam), rewrites it to fp16 and to bf16 (`mpc rewrite`, dynamic loss
-scaling for fp16), and times `mpc run --train --device D --steps S --shuffle none` on random
-data: mpc's own median step time (evaluation excluded). PyTorch runs the same module on the
+(`torch.onnx.export`, dynamo=False, opset 17, symbolic batch, `training=PRESERVE` and
+`keep_initializers_as_inputs=True`: an eval-mode export would fold each BatchNormalization
+into its Conv and merge initializers of equal values, so that the ResNet would train without
+BatchNorm and the encoder's 12 deep-copied layers would train as one tied layer, not
+PyTorch's model), builds its training graph (`mpc train-graph`, Adam), rewrites it to fp16
+and to bf16 (`mpc rewrite`, dynamic loss scaling for fp16), and times
+`mpc run --train --device D --steps 4+S --shuffle none` on random data: the steady rate the
+time line gives for the S steps after the first 4 (warm-up: on cuda, each of the two sets
+of state addresses runs eagerly, then is captured as a CUDA graph), by wall time with the
+device's work included, evaluation excluded. PyTorch runs the same module on the
 same device in eager fp32, with `torch.autocast` fp16 + `GradScaler` and bf16, and (with
 --compile) under `torch.compile`: the median of S steps after 3 warm-up steps, synchronized.
 
@@ -195,10 +201,11 @@ def make(name, s, rng, batch):
 
 
 RUN_TIMEOUT = 3600  # seconds per `mpc run --train` (--run-timeout)
+WARM_STEPS = 4  # the steps mpc's time line leaves out of its steady rate
 
 
 def mpc_step_time(mpc, args, label):
-    """(median ms per step from `mpc run --train`'s `time:` line, or None; the placement
+    """(ms per step after the warm-up from `mpc run --train`'s `time:` line, or None; the placement
     line, or the failure's last line; the backend's peak bytes from `--stats`, or None)."""
     t0 = time.perf_counter()
     try:
@@ -210,7 +217,7 @@ def mpc_step_time(mpc, args, label):
         # which runs finished and how long each took.
         print(f"step_bench: {label}: {time.perf_counter() - t0:.1f} s", file=sys.stderr,
               flush=True)
-    m = re.search(r"median ([0-9.]+) ms per step", p.stderr)
+    m = re.search(r"; steps \d+-\d+: ([0-9.]+) ms per step", p.stderr)
     if p.returncode != 0 or not m:
         lines = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()
         return None, f"{label}: exit {p.returncode}: {lines[-1][:200]}", None
@@ -460,7 +467,9 @@ def main():
             module.eval()
             torch.onnx.export(module, (torch.from_numpy(x[:2]),), path, dynamo=False,
                               opset_version=17, input_names=[in_name], output_names=["logits"],
-                              dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}})
+                              dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}},
+                              training=torch.onnx.TrainingMode.PRESERVE,
+                              keep_initializers_as_inputs=True)
             data = os.path.join(tmp, f"{name}.npz")
             np.savez(data, **{in_name: x, "labels": y})
             row = results.setdefault(name, {})
@@ -471,7 +480,8 @@ def main():
             for target, model in variants.items():
                 ms, what, peak = mpc_step_time(
                     a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
-                            "--batch", str(batch), "--steps", str(a.steps), "--shuffle", "none",
+                            "--batch", str(batch), "--steps", str(WARM_STEPS + a.steps),
+                            "--shuffle", "none",
                             "--stats", *(["--tf32"] if target.startswith("tf32") else [])],
                     f"{name} mpc {target}")
                 row[f"mpc {target}"] = ms if ms is not None else what

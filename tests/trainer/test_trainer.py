@@ -671,6 +671,34 @@ class TrainerCase(unittest.TestCase):
         with open(os.path.join(e, "checkpoint.onnx"), "rb") as f:
             self.assertEqual(a, f.read())
 
+    def test_time_line_gives_the_steady_steps_by_wall_time(self):
+        # After the first 4 steps (warm-up: on a device, eager runs and CUDA-graph
+        # captures), the time line adds their wall-time rate, numbered from the
+        # start of training; a run of 4 steps or fewer has none.
+        args = ["--batch", 16, "--seed", 3, "--holdout", 0.2]
+        steady = re.compile(r"; steps (\d+)-(\d+): ([0-9.]+) ms per step \(([0-9.]+) steps/s\) "
+                            r"by wall time, the device's work included$", re.M)
+        r = self.train(self.sr_path, self.sr_data, *args, "--steps", 9)
+        m = steady.search(r.stderr)
+        self.assertIsNotNone(m, r.stderr)
+        self.assertEqual((m.group(1), m.group(2)), ("5", "9"))
+        ms, rate = float(m.group(3)), float(m.group(4))
+        self.assertGreater(ms, 0)
+        # Both printed rounded: ms to 4 decimals, the rate to 1.
+        self.assertAlmostEqual(rate, 1000 / ms, delta=0.051 + rate * 0.0001 / ms)
+        self.assertIn("time: 9 step(s), median", r.stderr)
+        r4 = self.train(self.sr_path, self.sr_data, *args, "--steps", 4)
+        self.assertIn("time: 4 step(s), median", r4.stderr)
+        self.assertIsNone(steady.search(r4.stderr), r4.stderr)
+        # Resumed at step 4 up to 12: steps 5-8 are that run's warm-up.
+        w = self.work()
+        first = os.path.join(w, "a")
+        self.train(self.sr_path, self.sr_data, *args, "--steps", 4, "--checkpoint", first)
+        r2 = self.train(self.sr_path, self.sr_data, *args, "--steps", 12, "--resume", first)
+        m2 = steady.search(r2.stderr)
+        self.assertIsNotNone(m2, r2.stderr)
+        self.assertEqual((m2.group(1), m2.group(2)), ("9", "12"))
+
     def test_shuffle_none_and_seeded(self):
         """--shuffle none visits the data in order every epoch (numpy oracle over 13 steps,
         3 epochs of 5 batches), is kept by checkpoints and resumes; --shuffle seeded is the

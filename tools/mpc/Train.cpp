@@ -575,11 +575,45 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
     }
     return true;
   };
+  // The steady rate: the wall time of the steps after the first kWarmSteps
+  // (on a device: each of the two sets of state addresses run eagerly, then
+  // captured), from when those have finished to the last step's result, the
+  // device's work included and the handling of results (evaluation,
+  // checkpoints, files) left out. A step's own time above is only its launch
+  // where steps are queued without a wait.
+  constexpr uint64_t kWarmSteps = 4;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point steadyStart;
+  Clock::duration handling{};
+  // Takes the results that have arrived (with `wait`: every pending one). A
+  // step that failed on the device is found here, when its record is taken:
+  // after the rows of the steps before it, before its own. 0, or the exit
+  // status of the failure.
+  auto takeResults = [&](bool wait) -> int {
+    while (true) {
+      auto r = t.nextResult(wait);
+      if (!r) {
+        closeLine();
+        return fail(r.takeError());
+      }
+      if (!*r)
+        return 0;
+      auto h0 = Clock::now();
+      if (!handle(**r))
+        return failed;
+      handling += Clock::now() - h0;
+    }
+  };
   for (uint64_t i = 0; i < total; ++i) {
-    auto s0 = std::chrono::steady_clock::now();
+    if (i == kWarmSteps) {
+      if (int status = takeResults(true))
+        return status;
+      steadyStart = Clock::now();
+      handling = Clock::duration{};
+    }
+    auto s0 = Clock::now();
     auto k = t.launchStep();
-    stepMs.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count());
+    stepMs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s0).count());
     if (a.stats && i == 0)
       memAfter = sampleDeviceMemory(*backend);
     if (!k) {
@@ -587,20 +621,15 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       return fail(k.takeError());
     }
     bool evalPoint = *k % every == 0 || *k == last;
-    // A step that failed on the device is found here, when its record is
-    // taken: after the rows of the steps before it, before its own.
-    while (true) {
-      auto r = t.nextResult(evalPoint);
-      if (!r) {
-        closeLine();
-        return fail(r.takeError());
-      }
-      if (!*r)
-        break;
-      if (!handle(**r))
-        return failed;
-    }
+    if (int status = takeResults(evalPoint))
+      return status;
   }
+  double steadyMs =
+      total > kWarmSteps
+          ? std::chrono::duration<double, std::milli>(Clock::now() - steadyStart - handling)
+                    .count() /
+                double(total - kWarmSteps)
+          : 0;
   closeLine();
   if (!a.plot.empty())
     if (llvm::Error e =
@@ -612,7 +641,13 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   double median = sorted[sorted.size() / 2];
   err << "time: " << stepMs.size() << " step(s), median " << fmtDouble(median, "%.4f")
       << " ms per step (" << fmtDouble(median > 0 ? 1000.0 / median : 0, "%.1f")
-      << " steps/s), evaluation excluded\n";
+      << " steps/s), evaluation excluded";
+  if (total > kWarmSteps)
+    err << "; steps " << (at.step + kWarmSteps + 1) << "-" << last << ": "
+        << fmtDouble(steadyMs, "%.4f") << " ms per step ("
+        << fmtDouble(steadyMs > 0 ? 1000.0 / steadyMs : 0, "%.1f")
+        << " steps/s) by wall time, the device's work included";
+  err << "\n";
   if (a.stats) {
     const TrainerTransfers &x = t.transfers();
     auto perStep = [&](uint64_t bytes) {
