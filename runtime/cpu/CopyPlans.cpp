@@ -202,6 +202,23 @@ bool kernels::naryPlan(llvm::ArrayRef<std::vector<int64_t>> shapes,
   return true;
 }
 
+bool kernels::naryRuns(llvm::ArrayRef<std::vector<int64_t>> shapes,
+                       llvm::ArrayRef<int64_t> outShape, std::vector<NaryPlan> &out) {
+  out.clear();
+  if (shapes.empty())
+    return false;
+  for (size_t first = 0; first < shapes.size(); first += size_t(kMaxNaryInputs)) {
+    NaryPlan p;
+    if (!naryPlan(shapes.slice(first, std::min(shapes.size() - first, size_t(kMaxNaryInputs))),
+                  outShape, p)) {
+      out.clear();
+      return false;
+    }
+    out.push_back(p);
+  }
+  return true;
+}
+
 GatherPlan kernels::gatherPlan(llvm::ArrayRef<int64_t> data, int64_t axis, int64_t count) {
   GatherPlan p;
   p.outer = p.inner = 1;

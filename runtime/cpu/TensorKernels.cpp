@@ -112,20 +112,34 @@ llvm::Error cpuk::runDropout(const KernelCall &c) {
 static llvm::Error runSumOrMean(const KernelCall &c, bool mean) {
   const TensorRef &y = c.outputs[0];
   int64_t n = y.numElements();
-  // Up to kMaxNaryInputs operands: the NaryPlan body the CUDA launcher runs.
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorRef &x : c.inputs)
     shapes.emplace_back(x.shape.begin(), x.shape.end());
-  k::NaryPlan plan;
-  if (k::naryPlan(shapes, y.shape, plan)) {
+  // The NaryPlan bodies the CUDA launcher runs: one plan for up to
+  // kMaxNaryInputs operands, else runs of them added to a C accumulator.
+  std::vector<k::NaryPlan> runs;
+  if (k::naryRuns(shapes, y.shape, runs)) {
     dispatchFloat(y.dtype, [&](auto tag) {
       using T = decltype(tag);
-      const T *in[k::kMaxNaryInputs] = {};
-      for (size_t i = 0; i < c.inputs.size(); ++i)
-        in[i] = c.inputs[i].as<T>();
+      using C = k::ComputeType<T>;
       T *out = y.as<T>();
-      for (int64_t e = 0; e < n; ++e)
-        out[e] = k::store<T>(k::naryAccumulate(plan, in, e, mean));
+      std::vector<C> acc(runs.size() > 1 ? size_t(n) : 0);
+      size_t first = 0;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const T *in[k::kMaxNaryInputs] = {};
+        for (int i = 0; i < runs[r].inputs; ++i)
+          in[i] = c.inputs[first + size_t(i)].as<T>();
+        first += size_t(runs[r].inputs);
+        const C *before = r == 0 ? nullptr : acc.data();
+        bool last = r + 1 == runs.size();
+        for (int64_t e = 0; e < n; ++e) {
+          C sum = k::naryContinue(runs[r], in, e, before);
+          if (!last)
+            acc[size_t(e)] = sum;
+          else
+            out[e] = k::store<T>(mean ? C(sum / C(c.inputs.size())) : sum);
+        }
+      }
     });
     return llvm::Error::success();
   }

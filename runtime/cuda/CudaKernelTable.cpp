@@ -372,8 +372,8 @@ static DType keyDType(const Node &n, llvm::ArrayRef<DType> inputDTypes) {
 /// rest, such as bounds that are not initializers, is refused by
 /// prepareDataOp, and the node then runs on the CPU): Dropout with a
 /// training_mode input (opset 12 and later), Pad modes other than
-/// constant, Where values of other sizes, Gather indices other than i32/i64,
-/// Sum and Mean of more than kMaxNaryInputs operands.
+/// constant, Where values of other sizes, Gather indices other than i32/i64.
+/// (Sum and Mean take any number of operands.)
 static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
   auto given = [&](unsigned i) { return i < dts.size() && dts[i] != DType::Undefined; };
   if (n.opType == "Where")
@@ -381,7 +381,7 @@ static bool dataRowTakes(const Node &n, llvm::ArrayRef<DType> dts) {
   if (n.opType == "Gather")
     return !given(1) || dts[1] == DType::I32 || dts[1] == DType::I64;
   if (n.opType == "Sum" || n.opType == "Mean")
-    return n.numInputs() >= 1 && n.numInputs() <= unsigned(kernels::kMaxNaryInputs);
+    return n.numInputs() >= 1; // more than kMaxNaryInputs: runs (DataOps.cpp)
   if (n.opType == "GatherGrad")
     return !given(2) || dts[2] == DType::I32 || dts[2] == DType::I64;
   if (n.opType == "Dropout")

@@ -103,13 +103,24 @@ __global__ void segmentSumKernel(const T *dy, T *dx, const int64_t *sortedPos,
   }
 }
 
+/// One run of a Sum or Mean (kernels::naryContinue): `before` the sum of the
+/// operands before it (null: the first run); the sum goes to `acc` (C) when
+/// `out` is null, else to `out`, divided by `count` for a mean.
 template <typename T>
-__global__ void naryKernel(NaryInputs in, T *out, kernels::NaryPlan plan, bool mean) {
+__global__ void naryKernel(NaryInputs in, const kernels::ComputeType<T> *before,
+                           kernels::ComputeType<T> *acc, T *out, kernels::NaryPlan plan,
+                           bool mean, int64_t count) {
+  using C = kernels::ComputeType<T>;
   const T *ptr[kernels::kMaxNaryInputs];
   for (int k = 0; k < plan.inputs; ++k)
     ptr[k] = static_cast<const T *>(in.data[k]);
-  for (int64_t i = gridStart(); i < plan.numElements; i += gridStride())
-    out[i] = kernels::store<T>(kernels::naryAccumulate(plan, ptr, i, mean));
+  for (int64_t i = gridStart(); i < plan.numElements; i += gridStride()) {
+    C sum = kernels::naryContinue(plan, ptr, i, before);
+    if (out)
+      out[i] = kernels::store<T>(mean ? C(sum / C(count)) : sum);
+    else
+      acc[i] = sum;
+  }
 }
 
 } // namespace
@@ -161,12 +172,14 @@ cudaError_t launchGather(unsigned elementBytes, int32_t indexType, const void *d
   });
 }
 
-cudaError_t launchNary(int32_t type, bool mean, const NaryInputs &in, void *out,
-                       const kernels::NaryPlan &plan, const LaunchGeometry &g,
-                       cudaStream_t stream) {
+cudaError_t launchNary(int32_t type, bool mean, int64_t count, const NaryInputs &in,
+                       const void *before, void *acc, void *out, const kernels::NaryPlan &plan,
+                       const LaunchGeometry &g, cudaStream_t stream) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    return queue(naryKernel<T>, g, stream, in, static_cast<T *>(out), plan, mean);
+    using C = kernels::ComputeType<T>;
+    return queue(naryKernel<T>, g, stream, in, static_cast<const C *>(before),
+                 static_cast<C *>(acc), static_cast<T *>(out), plan, mean, count);
   };
   if (type == kOnnxF64)
     return run(double());

@@ -63,21 +63,26 @@ struct NaryInputs {
   const void *data[kernels::kMaxNaryInputs] = {};
 };
 
-/// The first `plan.inputs` operands of a KernelCall (a template: device code
-/// does not include Backend.h).
+/// The `plan.inputs` operands of a KernelCall from operand `first` on (a
+/// template: device code does not include Backend.h).
 template <typename Call>
-NaryInputs naryInputsOf(const Call &call, const kernels::NaryPlan &plan) {
+NaryInputs naryInputsOf(const Call &call, const kernels::NaryPlan &plan, size_t first = 0) {
   NaryInputs in;
   for (int k = 0; k < plan.inputs; ++k)
-    in.data[k] = call.inputs[size_t(k)].data;
+    in.data[k] = call.inputs[first + size_t(k)].data;
   return in;
 }
 
-/// Sum (or Mean) of the plan's operands per output element
-/// (kernels::naryAccumulate); `type` f32, f16, bf16 or f64.
-cudaError_t launchNary(int32_t type, bool mean, const NaryInputs &in, void *out,
-                       const kernels::NaryPlan &plan, const LaunchGeometry &g,
-                       cudaStream_t stream);
+/// One run of a Sum (or Mean) of `count` operands in all
+/// (kernels::naryContinue): `before` (compute type: float for 16-bit types)
+/// the sum of the operands before the run, null for the first; the run's
+/// sum goes to `acc` (compute type) when `out` is null, else to `out`,
+/// divided by `count` for a mean and rounded once. One run of every operand
+/// (no `before`, `out` given) is naryAccumulate. `type` f32, f16, bf16 or
+/// f64.
+cudaError_t launchNary(int32_t type, bool mean, int64_t count, const NaryInputs &in,
+                       const void *before, void *acc, void *out, const kernels::NaryPlan &plan,
+                       const LaunchGeometry &g, cudaStream_t stream);
 
 /// Variadic Max or Min (`op`, with its functor bytes) of the plan's operands
 /// per output element (kernels::naryFold); `type` a binary row's type

@@ -275,20 +275,43 @@ private:
 };
 
 /// Sum, Mean: the n-operand broadcast plan, made at prepare.
+/// Sum and Mean: one launch for up to kMaxNaryInputs operands; more are
+/// runs of that many (kernels::naryRuns), each adding its operands to an
+/// accumulator of the compute type in the workspace, the last writing Y:
+/// the CPU's left-to-right sum, rounded once.
 class NaryOp final : public CudaOp {
 public:
-  NaryOp(const kernels::NaryPlan &p, bool mean) : plan(p), mean(mean) {}
+  NaryOp(std::vector<kernels::NaryPlan> runs, size_t computeBytes, bool mean)
+      : runs(std::move(runs)), computeBytes(computeBytes), mean(mean) {}
+  size_t workspaceBytes() const override {
+    return runs.size() > 1 ? size_t(runs[0].numElements) * computeBytes : 0;
+  }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override {
-    if (plan.numElements == 0)
+    int64_t n = runs[0].numElements;
+    if (n == 0)
       return "";
+    if (runs.size() > 1 && (!call.workspace || call.workspaceBytes < workspaceBytes()))
+      return "the accumulator of a Sum of " + std::to_string(call.inputs.size()) +
+             " operands has no workspace";
     const TensorRef &y = call.outputs[0];
-    return launchText(launchNary(int32_t(y.dtype), mean, naryInputsOf(call, plan), y.data, plan,
-                                 ctx.geometry(plan.numElements), s));
+    size_t first = 0;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      bool last = r + 1 == runs.size();
+      if (cudaError_t e = launchNary(int32_t(y.dtype), mean, int64_t(call.inputs.size()),
+                                     naryInputsOf(call, runs[r], first),
+                                     r == 0 ? nullptr : call.workspace,
+                                     last ? nullptr : call.workspace, last ? y.data : nullptr,
+                                     runs[r], ctx.geometry(n), s))
+        return launchText(e);
+      first += size_t(runs[r].inputs);
+    }
+    return "";
   }
 
 private:
-  kernels::NaryPlan plan;
+  std::vector<kernels::NaryPlan> runs;
+  size_t computeBytes;
   bool mean;
 };
 
@@ -413,10 +436,12 @@ CudaOpOrError prepareNary(llvm::ArrayRef<TensorDesc> inputs, bool mean) {
     out = next;
     shapes.emplace_back(d.shape.begin(), d.shape.end());
   }
-  kernels::NaryPlan p;
-  if (!kernels::naryPlan(shapes, out, p))
+  std::vector<kernels::NaryPlan> runs;
+  if (!kernels::naryRuns(shapes, out, runs))
     return refuse();
-  return std::make_unique<NaryOp>(p, mean);
+  // The accumulator's compute type: float for the 16-bit types.
+  size_t computeBytes = inputs[0].dtype == DType::F64 ? 8 : 4;
+  return std::make_unique<NaryOp>(std::move(runs), computeBytes, mean);
 }
 
 CudaOpOrError prepareGather(const Node &n, llvm::ArrayRef<TensorDesc> inputs) {

@@ -9,7 +9,7 @@
 // tested against numpy in tests/runtime): same values, same NaN and
 // signed-zero choices, for f32, f16, bf16, i32 and i64 and random broadcast
 // shapes. Plus the table's decision: one to eight operands on CUDA, more on
-// the CPU.
+// the CPU (Sum and Mean: any number, in runs).
 //
 //===----------------------------------------------------------------------===//
 #include "ModelFixture.h"
@@ -172,7 +172,7 @@ TEST_F(VariadicLaunch, NaNAndSignedZeroFollowTheCpuOrder) {
   check<float>("Max", DType::F32, {{5}}, rng); // one operand: a copy
 }
 
-TEST_F(VariadicLaunch, TheTableTakesOneToEightOperands) {
+TEST_F(VariadicLaunch, TheTableTakesOneToEightOperandsAndSumAnyNumber) {
   for (const char *op : {"Max", "Min"})
     for (size_t k : {1, 2, 3, 8, 9}) {
       Node *nd = g->createNode(op);
@@ -182,6 +182,18 @@ TEST_F(VariadicLaunch, TheTableTakesOneToEightOperands) {
         nd->addInput(g->addInput(nd->name + std::to_string(i), Type::tensor(DType::F16, {2})));
       nd->setOutput(0, nd->name + "_y", Type::tensor(DType::F16, {2}));
       EXPECT_EQ(cudaRuns(*nd, dts), k <= 8) << op << " with " << k << " operands";
+    }
+  // Sum and Mean take any number: past eight, runs of eight add to an
+  // accumulator (DataOps.cpp; RuntimeDataTest's SumAndMeanOfManyOperandsRoundOnce).
+  for (const char *op : {"Sum", "Mean"})
+    for (size_t k : {1, 8, 9, 21}) {
+      Node *nd = g->createNode(op);
+      nd->name = std::string(op) + "_n" + std::to_string(k);
+      std::vector<DType> dts(k, DType::F16);
+      for (size_t i = 0; i < k; ++i)
+        nd->addInput(g->addInput(nd->name + std::to_string(i), Type::tensor(DType::F16, {2})));
+      nd->setOutput(0, nd->name + "_y", Type::tensor(DType::F16, {2}));
+      EXPECT_TRUE(cudaRuns(*nd, dts)) << op << " with " << k << " operands";
     }
   // Only Max and Min are variadic among the binary rows.
   Node *add = oneNode("Add", {DType::F32, DType::F32}, DType::F32, "add");

@@ -583,7 +583,7 @@ TEST_P(DataTest, SumAndMeanBroadcastAnyNumberOfOperands) {
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(allCloseTensor(got[0], isMean ? mean : sum)) << (isMean ? "Mean" : "Sum");
     }
-    // Nine operands (more than a launcher carries: the CPU runs them).
+    // Nine operands (more than one launch carries: two runs).
     OpTester nine("Sum", 13);
     HostTensor x = numbered(dt, {5});
     for (int k = 0; k < 9; ++k)
@@ -597,6 +597,69 @@ TEST_P(DataTest, SumAndMeanBroadcastAnyNumberOfOperands) {
   }
 }
 
+
+TEST_P(DataTest, SumAndMeanOfManyOperandsRoundOnce) {
+  // 21 broadcast operands of random values: three runs of a launch's eight on
+  // a device. The oracle adds them left to right in the compute type (float
+  // for the 16-bit types, as numpy's float32 accumulation of float16) and
+  // rounds once; a run rounded to the output's type in between would differ.
+  const std::vector<Shape> kinds = {{3, 1, 5}, {4, 1}, {5}, {}, {3, 4, 5}, {1, 4, 5}};
+  const Shape out = {3, 4, 5};
+  const size_t operands = 21;
+  std::mt19937 rng(7);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    SCOPED_TRACE(dtypeName(dt).str());
+    std::vector<HostTensor> ins;
+    std::vector<Shape> shapes;
+    for (size_t k = 0; k < operands; ++k) {
+      shapes.push_back(kinds[k % kinds.size()]);
+      HostTensor d(DType::F64, shapes.back());
+      for (int64_t e = 0; e < d.numElements(); ++e)
+        d.data<double>()[e] = std::uniform_real_distribution<double>(-60, 60)(rng);
+      auto x = castHostTensor(d, dt);
+      ASSERT_TRUE(bool(x));
+      ins.push_back(std::move(*x));
+    }
+    auto offset = [&](const Shape &sh, int64_t e) {
+      Shape j = {e / 20, (e / 5) % 4, e % 5};
+      int64_t o = 0;
+      for (size_t a = 0; a < sh.size(); ++a)
+        o = o * sh[a] + (sh[a] == 1 ? 0 : j[out.size() - sh.size() + a]);
+      return o;
+    };
+    for (bool isMean : {false, true}) {
+      HostTensor want(DType::F64, out);
+      for (int64_t e = 0; e < count(out); ++e) {
+        double acc;
+        if (dt == DType::F64) {
+          acc = ins[0].getAsDouble(offset(shapes[0], e));
+          for (size_t k = 1; k < operands; ++k)
+            acc += ins[k].getAsDouble(offset(shapes[k], e));
+          if (isMean)
+            acc /= double(operands);
+        } else {
+          float f = float(ins[0].getAsDouble(offset(shapes[0], e)));
+          for (size_t k = 1; k < operands; ++k)
+            f += float(ins[k].getAsDouble(offset(shapes[k], e)));
+          if (isMean)
+            f /= float(operands);
+          acc = f;
+        }
+        want.data<double>()[e] = acc;
+      }
+      auto rounded = castHostTensor(want, dt); // a float's value rounds as the kernel's store
+      ASSERT_TRUE(bool(rounded));
+      OpTester t(isMean ? "Mean" : "Sum", 13);
+      for (const HostTensor &x : ins)
+        t.input(x);
+      std::vector<HostTensor> got = runOrFail(t, device());
+      ASSERT_EQ(got.size(), 1u);
+      ASSERT_EQ(got[0].bytes.size(), rounded->bytes.size());
+      EXPECT_EQ(std::memcmp(got[0].bytes.data(), rounded->bytes.data(), got[0].bytes.size()), 0)
+          << (isMean ? "Mean" : "Sum") << " differs from one rounding";
+    }
+  }
+}
 
 TEST_P(DataTest, ShapeAndSizeOfAnyTensor) {
   for (DType dt : {DType::Bool, DType::F16, DType::I64}) {

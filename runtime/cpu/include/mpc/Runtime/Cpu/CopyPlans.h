@@ -73,6 +73,13 @@ bool selectPlan(llvm::ArrayRef<int64_t> c, llvm::ArrayRef<int64_t> x,
 bool naryPlan(llvm::ArrayRef<std::vector<int64_t>> shapes, llvm::ArrayRef<int64_t> outShape,
               NaryPlan &out);
 
+/// Sum, Mean of any number of operands: consecutive runs of at most
+/// kMaxNaryInputs of them, each with its plan against `outShape`
+/// (naryContinue adds one run to the sum of those before it); false where
+/// naryPlan is for a run, or for no operand.
+bool naryRuns(llvm::ArrayRef<std::vector<int64_t>> shapes, llvm::ArrayRef<int64_t> outShape,
+              std::vector<NaryPlan> &out);
+
 /// Gather of `count` indices along `axis` (non-negative) of `data`.
 GatherPlan gatherPlan(llvm::ArrayRef<int64_t> data, int64_t axis, int64_t count);
 

@@ -115,13 +115,32 @@ MPC_HD inline void naryOffsets(const NaryPlan &p, int64_t i, int64_t off[kMaxNar
 /// to T once (numpy's order).
 template <typename T>
 MPC_HD inline ComputeType<T> naryAccumulate(const NaryPlan &p, const T *const *in, int64_t i,
-                                            bool mean) {
+                                            bool mean);
+
+/// Output element `i` of one run of a Sum or Mean with more operands than a
+/// plan carries (naryRuns: runs of at most kMaxNaryInputs operands, one
+/// plan each): `acc[i]`, the sum in C of the operands before the run (null:
+/// the run is the first), plus the run's operands, left to right; the
+/// unrounded C, kept for the next run. The last run's result, divided by the
+/// operand count for a mean, rounded to T once, is naryAccumulate's over all
+/// operands.
+template <typename T>
+MPC_HD inline ComputeType<T> naryContinue(const NaryPlan &p, const T *const *in, int64_t i,
+                                          const ComputeType<T> *acc) {
   using C = ComputeType<T>;
   int64_t off[kMaxNaryInputs];
   naryOffsets(p, i, off);
-  C acc = load(in[0][off[0]]);
-  for (int k = 1; k < p.inputs; ++k)
-    acc = C(acc + load(in[k][off[k]]));
+  C sum = acc ? acc[i] : C(load(in[0][off[0]]));
+  for (int k = acc ? 0 : 1; k < p.inputs; ++k)
+    sum = C(sum + load(in[k][off[k]]));
+  return sum;
+}
+
+template <typename T>
+MPC_HD inline ComputeType<T> naryAccumulate(const NaryPlan &p, const T *const *in, int64_t i,
+                                            bool mean) {
+  using C = ComputeType<T>;
+  C acc = naryContinue<T>(p, in, i, nullptr);
   return mean ? C(acc / C(p.inputs)) : acc;
 }
 
