@@ -210,6 +210,9 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 # 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
 #     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
+# 5b'. Where a training step's node time goes, by op type (step_bench.py --profile: each node
+#      waited for), BERT-base- and GPT-2-small-like, every mpc precision: what issue 15 fuses next.
+step step_profile 240 bash -c "mkdir -p '$OUT/step_profile'; python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert,gpt --no-torch --steps 3 --profile --run-timeout 60 --out '$OUT/step_profile' > '$OUT/step_profile/table.md' 2>&1; rc=\$?; cat '$OUT/step_profile/step_profile.md'; exit \$rc"
 # 5c. The fused optimizer step (train-graph --fused-optimizer, one AdamStep per parameter)
 #     against the element-wise update, BERT-base-like, every mpc precision in one run.
 step step_bench_fused 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"

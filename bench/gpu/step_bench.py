@@ -3,7 +3,7 @@
 
     python3 bench/gpu/step_bench.py --mpc MPC [--device cuda] [--scale full|tiny]
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
-        [--fused-optimizer]
+        [--fused-optimizer] [--profile]
         [--fused-unscale]
         [--weight-copy] [--multi-tensor-optimizer]
         [--max-batch [--max-memory SIZE] [--max-batch-limit N] [--max-batch-start B]]
@@ -58,6 +58,10 @@ to compare with "fp16 fused" and "bf16 fused".
 fused fp16 graph rewritten with `mpc rewrite --multi-tensor-optimizer` (one
 MultiTensorAdamStep launch over every parameter instead of one AdamStep launch per
 parameter), to compare with "fp16 fused".
+--profile also runs every mpc variant with `--profile` for 2 steps after the warm-up and
+writes the step's node time by op type (each node waited for: its kernels plus a stream
+synchronization, so small nodes weigh more than in a captured step) to OUT/step_profile.md.
+
 --max-batch (issue 15: "the largest batch that fits, fp32 against AMP") also searches, per
 model, the largest batch whose training step runs for mpc fp32, fp16 and bf16
 (bench/gpu/max_batch.py: doubling from --max-batch-start, then bisection, each run 2 steps
@@ -225,6 +229,25 @@ def mpc_step_time(mpc, args, label):
     mem = re.search(r"backend peak ([0-9.]+) (B|KiB|MiB)", p.stderr)
     peak = float(mem.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[mem.group(2)] if mem else None
     return float(m.group(1)), placement, peak
+
+
+def mpc_profile(mpc, args, label):
+    """The `profile: node time by op type` block of `mpc run --train ... --profile` (every
+    node waited for: its kernels plus a synchronization), or the failure's last line."""
+    try:
+        p = subprocess.run([mpc, *args, "--profile"], capture_output=True, text=True,
+                           timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"{label}: --profile timed out after {RUN_TIMEOUT} s"
+    lines = p.stderr.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("profile: node time by op")),
+                 None)
+    if p.returncode != 0 or start is None:
+        return f"{label}: --profile: exit {p.returncode}: " + \
+            ((lines or ["no output"])[-1][:200])
+    block = [lines[start]]
+    block += [l for l in lines[start + 1:start + 16] if l.startswith("  ")]
+    return "\n".join(block)
 
 
 def torch_step_time(module, x, y, loss_fn, device, steps, precision, compile_):
@@ -435,6 +458,9 @@ def main():
                          "--multi-tensor-optimizer (variant fp16-multi fused)")
     ap.add_argument("--run-timeout", type=int, default=3600,
                     help="seconds per mpc training run (a run past it is reported, not fatal)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also run each mpc variant with --profile (2 steps after the "
+                         "warm-up) and write its node time by op type to OUT/step_profile.md")
     ap.add_argument("--max-batch", action="store_true",
                     help="also search the largest batch that fits (see the module help)")
     ap.add_argument("--max-memory", default=None,
@@ -453,6 +479,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results, failures = {}, 0
+    profiles = []  # --profile: one markdown section per mpc variant
     max_batch = {}  # --max-batch: per model, per variant
     print("| model | variant | ms/step | steps/s | peak device MiB | vs mpc fp32 "
           "| vs PyTorch same precision |")
@@ -485,6 +512,20 @@ def main():
                             "--stats", *(["--tf32"] if target.startswith("tf32") else [])],
                     f"{name} mpc {target}")
                 row[f"mpc {target}"] = ms if ms is not None else what
+                if a.profile:  # where the step's node time goes, by op type
+                    text = mpc_profile(
+                        a.mpc, ["run", model, "--train", "--device", a.device, "--data", data,
+                                "--batch", str(batch), "--steps", str(WARM_STEPS + 2),
+                                "--shuffle", "none",
+                                *(["--tf32"] if target.startswith("tf32") else [])],
+                        f"{name} mpc {target}")
+                    profiles.append(f"### {name} mpc {target}\n\n```\n{text}\n```\n")
+                    if a.out:  # as each ends: a run stopped by a time limit keeps them
+                        os.makedirs(a.out, exist_ok=True)
+                        with open(os.path.join(a.out, "step_profile.md"), "w") as f:
+                            f.write("\n".join(profiles))
+                    print(f"step_bench: {name} mpc {target}:\n{text}", file=sys.stderr,
+                          flush=True)
                 if peak is not None:
                     row[f"mpc {target} peak bytes"] = peak
                 if ms is not None and what:

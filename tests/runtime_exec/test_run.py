@@ -210,7 +210,7 @@ class RunCase(unittest.TestCase):
                 r = mpc("run", src, "--random-inputs", "--profile", "--repeat", "2", check=0)
                 lines = r.stdout.splitlines()
                 head = [i for i, l in enumerate(lines) if l.startswith("profile: ")]
-                self.assertEqual(len(head), 1, r.stdout)
+                self.assertEqual(len(head), 2, r.stdout)
                 # --repeat 2: the first run is a warm-up, left out of the times.
                 match = re.match(r"profile: (\d+) node\(s\), ([0-9.]+) ms of node time per run "
                                  r"\(the last 1 run; the first, a warm-up, is left out\)$",
@@ -231,10 +231,30 @@ class RunCase(unittest.TestCase):
                 self.assertLessEqual(sum(r_[1] for r_ in rows), 100 + 0.005 * len(rows) + 1e-9)
                 for _, _, name in rows:
                     self.assertIn(name, names)
+                # Then the same node time by op type: the model's op types, counts summing
+                # to the node count, the total that of the header (both to 0.001 ms).
+                by = re.match(r"profile: node time by op type per run \(the warm-up left out\): "
+                              r"([0-9.]+) ms in (\d+) node\(s\)$", lines[head[1]])
+                self.assertTrue(by, lines[head[1]])
+                self.assertEqual(by.group(2), match.group(1))
+                self.assertAlmostEqual(float(by.group(1)), float(match.group(2)), delta=0.0011)
+                types = {n.op_type for n in onnx.load(src).graph.node}
+                counted = 0
+                for l in lines[head[1] + 1:]:
+                    row = re.match(r"^ +([0-9.]+) ms +([0-9.]+)%  (\w+) x(\d+)$", l)
+                    if not row:
+                        break
+                    self.assertIn(row.group(3), types)
+                    counted += int(row.group(4))
+                self.assertLessEqual(counted, int(match.group(1)))
+                if len(types) <= 15:
+                    self.assertEqual(counted, int(match.group(1)))
                 # One run: nothing to leave out, the header has no note.
                 r1 = mpc("run", src, "--random-inputs", "--profile", check=0)
                 self.assertRegex(r1.stdout, r"(?m)^profile: \d+ node\(s\), [0-9.]+ ms of node "
                                  r"time per run$")
+                self.assertRegex(r1.stdout, r"(?m)^profile: node time by op type per run "
+                                 r"\(every run\): ")
 
     def test_compare_out_of_tolerance_exits_1(self):
         # A model whose output is x + 1 compared with one computing x + 2.

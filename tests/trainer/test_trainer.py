@@ -690,6 +690,22 @@ class TrainerCase(unittest.TestCase):
         r4 = self.train(self.sr_path, self.sr_data, *args, "--steps", 4)
         self.assertIn("time: 4 step(s), median", r4.stderr)
         self.assertIsNone(steady.search(r4.stderr), r4.stderr)
+        # --profile: the step's node time by op type over the same steps.
+        rp = self.train(self.sr_path, self.sr_data, *args, "--steps", 9, "--profile")
+        nodes = re.search(r"^profile: (\d+) node\(s\) per step;", rp.stderr, re.M)
+        by = re.search(r"^profile: node time by op type per step \(steps 5-9\): ([0-9.]+) ms "
+                       r"in (\d+) node\(s\)$", rp.stderr, re.M)
+        self.assertIsNotNone(nodes, rp.stderr)
+        self.assertIsNotNone(by, rp.stderr)
+        self.assertEqual(by.group(2), nodes.group(1))
+        algo = {n.op_type for n in onnx.load(self.sr_path).training_info[0].algorithm.node}
+        rows = re.findall(r"^ +([0-9.]+) ms +([0-9.]+)%  (\S+) x(\d+)$",
+                          rp.stderr[by.end():], re.M)
+        self.assertTrue(rows, rp.stderr)
+        self.assertLessEqual({r_[2] for r_ in rows}, algo)
+        self.assertLessEqual(sum(int(r_[3]) for r_ in rows), int(nodes.group(1)))
+        self.assertEqual([float(r_[0]) for r_ in rows],
+                         sorted((float(r_[0]) for r_ in rows), reverse=True))
         # Resumed at step 4 up to 12: steps 5-8 are that run's warm-up.
         w = self.work()
         first = os.path.join(w, "a")

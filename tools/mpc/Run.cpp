@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "MemoryBudget.h"
 #include "Plot.h"
+#include "Profile.h"
 #include "Tool.h"
 #include "mpc/Runtime/CpuBackend.h"
 #include "mpc/Runtime/Cuda/CudaBackend.h"
@@ -609,6 +610,8 @@ static void printProfile(llvm::raw_ostream &os, const Executor &ex, unsigned run
                         total > 0 ? 100.0 * secs[i] / total : 0.0)
        << describeNode(*ex.scheduledNodes()[i]) << "\n";
   }
+  printTimeByOpType(os, ex.scheduledNodes(), secs, runs, "run",
+                    warmup.empty() ? "every run" : "the warm-up left out");
 }
 
 namespace {

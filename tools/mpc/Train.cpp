@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "MemoryBudget.h"
 #include "Plot.h"
+#include "Profile.h"
 #include "Tool.h"
 #include "mpc/IO/Onnx.h"
 #include "mpc/Runtime/Checkpoint.h"
@@ -585,6 +586,7 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point steadyStart;
   Clock::duration handling{};
+  std::vector<double> warmNodeSeconds; // --profile: node times after the warm-up
   // Takes the results that have arrived (with `wait`: every pending one). A
   // step that failed on the device is found here, when its record is taken:
   // after the rows of the steps before it, before its own. 0, or the exit
@@ -610,6 +612,9 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
         return status;
       steadyStart = Clock::now();
       handling = Clock::duration{};
+      if (a.profile) // the profile by op type leaves the warm-up out too
+        warmNodeSeconds.assign(t.stepExecutor().nodeSeconds().begin(),
+                               t.stepExecutor().nodeSeconds().end());
     }
     auto s0 = Clock::now();
     auto k = t.launchStep();
@@ -690,6 +695,15 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
         << fmtDouble(all > 0 ? 100.0 * scaling / all : 0, "%.2f") << "% of node time, "
         << fmtDouble(stepSeconds > 0 ? 100.0 * scaling / stepSeconds : 0, "%.2f")
         << "% of step time\n";
+    std::vector<double> secs(ex.nodeSeconds().begin(), ex.nodeSeconds().end());
+    for (size_t i = 0; i < secs.size() && i < warmNodeSeconds.size(); ++i)
+      secs[i] = std::max(0.0, secs[i] - warmNodeSeconds[i]);
+    bool warm = total > kWarmSteps;
+    std::string what = warm ? "steps " + std::to_string(at.step + kWarmSteps + 1) + "-" +
+                                  std::to_string(last)
+                            : "all " + std::to_string(total) + " step(s)";
+    printTimeByOpType(err, ex.scheduledNodes(), secs,
+                      unsigned(warm ? total - kWarmSteps : total), "step", what);
   }
 
   std::string placement = backend->placementLine();
