@@ -38,24 +38,19 @@ static TensorShapeProto fusedOperandShape(const TensorShapeProto &x, bool trans,
   return s;
 }
 
-/// Y's shape: MatMul's rule (numpy matmul) on op(A) and op(B).
-static void inferFusedMatMul(InferenceContext &ctx) {
-  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+void mpc::inferTransposedMatMulShape(InferenceContext &ctx, const char *op, bool transA,
+                                     bool transB, bool transBatchA, bool transBatchB) {
   if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1))
     return;
-  auto flag = [&](const char *name) {
-    const AttributeProto *a = ctx.getAttribute(name);
-    return a && a->i() != 0;
-  };
   const TensorShapeProto &a0 = onnx::getInputShape(ctx, 0), &b0 = onnx::getInputShape(ctx, 1);
   if (a0.dim_size() == 0 || b0.dim_size() == 0)
-    fail_shape_inference("FusedMatMul: A and B must have rank 1 or more");
-  TensorShapeProto a = fusedOperandShape(a0, flag("transA"), flag("transBatchA"));
-  TensorShapeProto b = fusedOperandShape(b0, flag("transB"), flag("transBatchB"));
+    fail_shape_inference(op, ": A and B must have rank 1 or more");
+  TensorShapeProto a = fusedOperandShape(a0, transA, transBatchA);
+  TensorShapeProto b = fusedOperandShape(b0, transB, transBatchB);
   int ra = a.dim_size(), rb = b.dim_size();
   const auto &ka = a.dim(ra - 1), &kb = b.dim(rb == 1 ? 0 : rb - 2);
   if (ka.has_dim_value() && kb.has_dim_value() && ka.dim_value() != kb.dim_value())
-    fail_shape_inference("FusedMatMul: op(A) and op(B) do not multiply");
+    fail_shape_inference(op, ": op(A) and op(B) do not multiply");
   TensorShapeProto batchA, batchB, y;
   for (int i = 0; i + 2 < ra; ++i)
     *batchA.add_dim() = a.dim(i);
@@ -67,6 +62,17 @@ static void inferFusedMatMul(InferenceContext &ctx) {
   if (rb > 1)
     *y.add_dim() = b.dim(rb - 1);
   *onnx::getOutputShape(ctx, 0) = y;
+}
+
+/// Y: A's type, MatMul's rule on op(A) and op(B).
+static void inferFusedMatMul(InferenceContext &ctx) {
+  onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+  auto flag = [&](const char *name) {
+    const AttributeProto *a = ctx.getAttribute(name);
+    return a && a->i() != 0;
+  };
+  mpc::inferTransposedMatMulShape(ctx, "FusedMatMul", flag("transA"), flag("transB"),
+                                  flag("transBatchA"), flag("transBatchB"));
 }
 
 /// ConvGrad: dX like X, dW like W, dB [W's dim 0]; all typed like dY.

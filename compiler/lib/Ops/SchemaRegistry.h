@@ -21,6 +21,14 @@ void addVersion1Schemas(const char *domain, std::vector<onnx::OpSchema> schemas)
 /// The float tensor types the gradient and contrib schemas accept.
 const std::vector<std::string> &schemaFloatTypes();
 
+/// Output 0's shape of a product with transposable operands (com.microsoft
+/// FusedMatMul, ai.mpc.training GemmBiasAct): MatMul's rule (numpy matmul)
+/// on op(A) and op(B), where transBatch moves axis 0 behind the batch axes
+/// (rank >= 3) and trans swaps the last two (a vector is left as it is).
+/// Nothing without both input shapes; a shape error names `op`.
+void inferTransposedMatMulShape(onnx::InferenceContext &ctx, const char *op, bool transA,
+                                bool transB, bool transBatchA, bool transBatchB);
+
 } // namespace mpc
 
 #endif // MPC_LIB_OPS_SCHEMAREGISTRY_H

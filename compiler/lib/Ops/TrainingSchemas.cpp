@@ -308,23 +308,14 @@ static OpSchema gemmBiasActSchema(int line) {
           const AttributeProto *a = ctx.getAttribute(name);
           return a && a->i() != 0;
         };
-        const auto &a = onnx::getInputShape(ctx, 0), &b = onnx::getInputShape(ctx, 1);
-        int ra = a.dim_size();
-        if (ra < 1 || b.dim_size() != 2)
+        int ra = onnx::getInputShape(ctx, 0).dim_size();
+        if (ra < 1 || onnx::getInputShape(ctx, 1).dim_size() != 2)
           fail_shape_inference("GemmBiasAct: A needs rank 1 or more and B rank 2");
         if (flag("transA") && ra != 2)
           fail_shape_inference("GemmBiasAct: transA needs a 2-D A");
-        bool ta = flag("transA"), tb = flag("transB");
-        const auto &ka = a.dim(ta ? ra - 2 : ra - 1), &kb = b.dim(tb ? 1 : 0);
-        if (ka.has_dim_value() && kb.has_dim_value() && ka.dim_value() != kb.dim_value())
-          fail_shape_inference("GemmBiasAct: op(A) and op(B) do not multiply");
-        auto *y = onnx::getOutputShape(ctx, 0);
-        y->clear_dim();
-        for (int i = 0; i + 2 < ra; ++i)
-          *y->add_dim() = a.dim(i);
-        if (ra > 1) // a 1-D A is a row vector whose axis is dropped, as MatMul's
-          *y->add_dim() = a.dim(ta ? ra - 1 : ra - 2);
-        *y->add_dim() = b.dim(tb ? 0 : 1);
+        // MatMul's rule (a 1-D A is a row vector whose axis is dropped).
+        mpc::inferTransposedMatMulShape(ctx, "GemmBiasAct", flag("transA"), flag("transB"),
+                                        false, false);
       });
   return s;
 }
