@@ -207,6 +207,9 @@ step cuda_graph 120 python3 "$SRC/tools/gpu_graph_check.py" --mpc "$MPC" "$SRC"/
 # 5. First figures: MatMul through cuBLASLt and ResNet-50's convolutions through cuDNN, each
 #    node against the bare PyTorch call of the same shape and type (bench/gpu_matmul.py).
 step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' --sizes 1024,4096,8192 --repeat 10 --json '$OUT/bench_matmul.json' | tee '$OUT/bench_matmul.md'; exit \${PIPESTATUS[0]}"
+# 5a'. Which cuBLASLt/cuDNN algorithms mpc's slow nodes ran against PyTorch's for the same call
+#      (bench/gpu/library_trace.py: the libraries' logs and PyTorch's kernels).
+step library_trace 120 python3 "$SRC/bench/gpu/library_trace.py" --mpc "$MPC" --out "$OUT" --timeout 50
 # 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
 #     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
