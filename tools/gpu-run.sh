@@ -221,9 +221,10 @@ step step_profile 240 bash -c "mkdir -p '$OUT/step_profile'; python3 '$SRC/bench
 step step_bench_fused 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 5d. Issue 15's largest batch that fits, fp32 against AMP (step_bench.py --max-batch): the
 #     BERT-base-like model, mpc held to the device's memory (--max-memory), PyTorch eager until
-#     CUDA runs out; doubling from 32 then bisection, up to 256 (at most 11 runs of 30 s each
-#     per precision); the activation memory of each precision at batch 32 against fp32's.
-step step_bench_max_batch 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --steps 1 --max-batch --max-memory \$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)MiB --max-batch-start 32 --max-batch-limit 256 --run-timeout 30 --out '$OUT/step_bench_max_batch' | tee '$OUT/step_bench_max_batch.md'; exit \${PIPESTATUS[0]}"
+#     CUDA runs out; doubling from 128 then bisection, up to 1024 (the H100 run of 2026-11-26
+#     fitted 256, the old limit, in every precision; at most 9 runs of 40 s each per
+#     precision); the activation memory of each precision at the bench batch against fp32's.
+step step_bench_max_batch 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --steps 1 --max-batch --max-memory \$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)MiB --max-batch-start 128 --max-batch-limit 1024 --run-timeout 40 --out '$OUT/step_bench_max_batch' | tee '$OUT/step_bench_max_batch.md'; exit \${PIPESTATUS[0]}"
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")
