@@ -413,11 +413,13 @@ TEST_F(OneNode, DataRowsTakeWhatTheLaunchersRun) {
   EXPECT_TRUE(cudaRuns(*gather, {DType::F32, DType::I64}));
   EXPECT_TRUE(cudaRuns(*gather, {DType::BF16, DType::I32}));
   EXPECT_FALSE(cudaRuns(*gather, {DType::F32, DType::I16}));
-  // Sum: up to eight operands.
+  // Sum: any number of operands (past eight, in runs of eight); float types only.
   Node *sum3 = node("Sum", {DType::F16, DType::F16, DType::F16}, DType::F16, "sum3");
   EXPECT_TRUE(cudaRuns(*sum3, {DType::F16, DType::F16, DType::F16}));
   Node *sum9 = node("Sum", std::vector<DType>(9, DType::F32), DType::F32, "sum9");
-  EXPECT_FALSE(cudaRuns(*sum9, std::vector<DType>(9, DType::F32)));
+  EXPECT_TRUE(cudaRuns(*sum9, std::vector<DType>(9, DType::F32)));
+  Node *sumInt = node("Sum", {DType::I32, DType::I32}, DType::I32, "sumInt");
+  EXPECT_FALSE(cudaRuns(*sumInt, {DType::I32, DType::I32}));
 }
 
 TEST_F(OneNode, CapsPaintWithTheTable) {
