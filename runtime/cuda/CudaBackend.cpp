@@ -125,6 +125,9 @@ private:
   uint64_t launchFailures = 0;
   /// Inside captureAndLaunch's capture.
   bool capturing = false;
+  /// Why the last capture failed, for the note that says its plan runs
+  /// eagerly (a slower step nobody would otherwise notice).
+  std::string captureFailure;
   /// MPC_CUDA_FAIL_NODE: the node whose launch is made to fail.
   std::string failNode;
   /// Captured plans, by (owner, version) (GraphSchedule).
@@ -350,6 +353,9 @@ void CudaBackend::runPlan(const LaunchPlan &plan, Stream stream) {
       return;
     }
     schedule.captureFailed(key);
+    llvm::errs() << "mpc: note: a plan of " << plan.calls.size()
+                 << " launches runs eagerly from now on: capturing it as a CUDA graph failed ("
+                 << captureFailure << ")\n";
     return Backend::runPlan(plan, stream);
   }
 }
@@ -359,9 +365,11 @@ bool CudaBackend::captureAndLaunch(const LaunchPlan &plan, Stream stream) {
   dropGraph(key);
   cudaStream_t s = streamOf(stream);
   uint64_t failuresBefore = launchFailures;
+  captureFailure.clear();
   // Thread-local mode: another thread's CUDA calls (a CPU fallback's copies
   // on the synchronous stream) neither join nor break this capture.
-  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+  if (cudaError_t be = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)) {
+    captureFailure = "cudaStreamBeginCapture: " + cudaText(be);
     cudaGetLastError();
     return false;
   }
@@ -374,8 +382,13 @@ bool CudaBackend::captureAndLaunch(const LaunchPlan &plan, Stream stream) {
   cudaGraphExec_t exec = nullptr;
   // A launch that failed while capturing (failed() recorded nothing): run
   // eagerly instead, where the failure is recorded and reported.
-  if (e == cudaSuccess && launchFailures == failuresBefore)
+  if (e != cudaSuccess && captureFailure.empty())
+    captureFailure = "cudaStreamEndCapture: " + cudaText(e);
+  if (e == cudaSuccess && launchFailures == failuresBefore) {
     e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e != cudaSuccess)
+      captureFailure = "cudaGraphInstantiate: " + cudaText(e);
+  }
   if (graph)
     cudaGraphDestroy(graph);
   if (e != cudaSuccess || !exec) {
@@ -400,8 +413,11 @@ void CudaBackend::failed(const KernelCall &call, const std::string &what, cudaSt
   ++launchFailures;
   // While capturing, nothing runs: the capture is dropped and the plan runs
   // eagerly, where this failure is recorded and reported.
-  if (capturing)
+  if (capturing) {
+    if (captureFailure.empty())
+      captureFailure = describeNode(*call.node) + ": " + what;
     return;
+  }
   llvm::Error err = inputError("{0}: {1}", describeNode(*call.node), what);
   if (!call.errors) {
     fatal(llvm::toString(std::move(err)));
