@@ -123,6 +123,7 @@ public:
   void launch(const KernelCall &call, Stream st) override {
     checkStream(st);
     ++launches;
+    queuedAtLaunch.push_back(queue.size());
     KernelCall c = call;
     queue.push_back([this, c]() mutable {
       const Handle *h = static_cast<const Handle *>(c.kernel);
@@ -198,6 +199,8 @@ public:
   std::vector<const void *> uploadSources;
   int live = 0, streams = 0;
   size_t queuedAfterRunPlan = 0;
+  /// The items still queued when each launch was queued (in launch order).
+  std::vector<size_t> queuedAtLaunch;
 };
 
 /// The queue's readback: copies queued in stream order, markers counting
