@@ -173,6 +173,10 @@ step weight_copy 180 python3 "$SRC/tests/train/test_weight_copy.py" --mpc "$MPC"
 #     device: one launch over every group against the float32 emulation, and digits
 #     training with and without the flag byte-identical.
 step multi_tensor_optimizer 240 python3 "$SRC/tests/train/test_multi_tensor_optimizer.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# 3a'''. In-place state updates (the trainer writes each updated state over its old value):
+#     digits training per optimizer variant byte-identical to MPC_TRAIN_DOUBLE_BUFFER=1,
+#     the decisions of --stats, resume, a late reader kept double-buffered.
+step in_place_state 150 python3 "$SRC/tests/train/test_in_place_state.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 step gemm_epilogues 180 python3 "$SRC/tests/epilogues/test_gemm_epilogues.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3b. The contrib ops (FusedMatMul, ConvGrad) on the CUDA backend against onnxruntime.
 step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda

@@ -602,6 +602,12 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
   for (size_t k = 0; k < boundOutputs.size(); ++k)
     if (boundOutputs[k].data)
       outputBuffer[graph.outputs()[k]] = boundOutputs[k].data;
+  // Outputs written over bound inputs (bindOutputOver; run() checks that
+  // the input's dtype and shape, its buffer's, are the output's).
+  llvm::DenseSet<const Value *> writtenOver;
+  for (size_t k = 0; k < outputOver.size(); ++k)
+    if (outputOver[k] >= 0)
+      writtenOver.insert(graph.outputs()[k]);
 
   for (const Node &n : graph.nodes()) {
     auto prep = prepared.find(&n);
@@ -733,10 +739,17 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
     bool writesBound = llvm::any_of(n.outputs(), [&](const Value *v) {
       return v && outputBuffer.count(v);
     });
+    // Writing over a bound input (bindOutputOver): the node writes that
+    // buffer itself, reading the input's elements as it goes; an operand's
+    // chain computed there earlier would overwrite the input before its
+    // last reads.
+    bool writesOver = llvm::any_of(n.outputs(), [&](const Value *v) {
+      return v && writtenOver.count(v);
+    });
     // A node writing a bound output may still run in place over an operand
     // made in this step: that operand's whole in-place chain then lives in
     // the bound buffer (a guarded update's "else" value is computed there).
-    if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0))
+    if (row->inPlace != InPlace::None && n.numOutputs() == 1 && n.output(0) && !writesOver)
       for (unsigned k : cand) {
         if (inPlaceRoot >= 0)
           break;
@@ -1087,6 +1100,8 @@ llvm::Error Executor::bindInput(llvm::StringRef name, const TensorRef &buffer) {
                       formatShape(buffer.shape));
   if (!storeBinding(boundInputs, formals.size(), size_t(k), buffer))
     planned = false;
+  if (auto it = overOfFormal.find(unsigned(k)); it != overOfFormal.end())
+    storeBinding(boundOutputs, graph.outputs().size(), it->second, buffer);
   return llvm::Error::success();
 }
 
@@ -1104,6 +1119,86 @@ llvm::Error Executor::bindOutput(llvm::StringRef name, const TensorRef &buffer) 
   storeBinding(boundOutputs, graph.outputs().size(), size_t(k), buffer);
   if (wasBound != (buffer.data != nullptr))
     planned = false;
+  if (size_t(k) < outputOver.size() && outputOver[size_t(k)] >= 0) {
+    overOfFormal.erase(unsigned(outputOver[size_t(k)]));
+    outputOver[size_t(k)] = -1;
+    planned = false;
+  }
+  return llvm::Error::success();
+}
+
+std::string Executor::writeOverProblem(llvm::StringRef output, llvm::StringRef input) const {
+  int64_t k = indexOfName(graph.outputs(), output);
+  int64_t i = indexOfName(formals, input);
+  if (k < 0)
+    return "it is not an output of the graph";
+  if (i < 0)
+    return "the input is not an input of the graph";
+  if (dynamicMode)
+    return "the graph runs in dynamic mode";
+  const Value *x = formals[size_t(i)], *y = graph.outputs()[size_t(k)];
+  const Node *n = y->producer();
+  if (!n || n->getParent() != &graph)
+    return "no node of the graph makes it";
+  if (llvm::is_contained(graph.outputs(), x))
+    return "the input is also an output of the graph";
+  unsigned o = y->producerResult();
+  llvm::SmallVector<unsigned, 2> over = inPlaceOperands(*n, o);
+  llvm::DenseSet<const Node *> readers;
+  for (const Use &u : x->uses()) {
+    if (u.user->getParent() != &graph) {
+      // An outer value (the trainer's state) is read by other graphs too:
+      // only reads inside this one count, and one in a body is refused.
+      for (const Graph *g = u.user->getParent(); g; g = g->parent())
+        if (g == &graph)
+          return "a subgraph reads the input";
+      continue;
+    }
+    if (u.user == n) {
+      if (!llvm::is_contained(over, u.operand))
+        return "its node " + describeNode(*n) + " reads the input as operand " +
+               std::to_string(u.operand) + ", which it cannot write over";
+      continue;
+    }
+    readers.insert(u.user);
+  }
+  // The schedule is the graph's order: the first reader after the writer.
+  bool written = false;
+  for (const Node &m : graph.nodes()) {
+    if (&m == n)
+      written = true;
+    else if (written && readers.contains(&m))
+      return describeNode(m) + " reads the input after " + describeNode(*n) + " writes it";
+  }
+  return std::string();
+}
+
+llvm::Error Executor::bindOutputOver(llvm::StringRef output, llvm::StringRef input) {
+  int64_t ko = indexOfName(graph.outputs(), output), io = indexOfName(formals, input);
+  // Every step binds its state again: a binding already made costs nothing.
+  if (ko >= 0 && io >= 0 && size_t(ko) < outputOver.size() &&
+      outputOver[size_t(ko)] == int32_t(io))
+    return llvm::Error::success();
+  std::string problem = writeOverProblem(output, input);
+  if (!problem.empty())
+    return inputError("cannot write output {0} over input {1}: {2}", quoteName(output),
+                      quoteName(input), problem);
+  size_t k = size_t(ko);
+  unsigned i = unsigned(io);
+  if (!(i < boundInputs.size() && boundInputs[i].data))
+    return inputError("cannot write output {0} over input {1}: the input is not bound",
+                      quoteName(output), quoteName(input));
+  outputOver.resize(graph.outputs().size(), -1);
+  if (auto it = overOfFormal.find(i); it != overOfFormal.end() && it->second != k)
+    return inputError("cannot write output {0} over input {1}: output {2} already is",
+                      quoteName(output), quoteName(input),
+                      quoteName(graph.outputs()[it->second]->name()));
+  if (outputOver[k] >= 0)
+    overOfFormal.erase(unsigned(outputOver[k]));
+  outputOver[k] = int32_t(i);
+  overOfFormal[i] = unsigned(k);
+  storeBinding(boundOutputs, graph.outputs().size(), k, boundInputs[i]);
+  planned = false; // the node writing it may no longer run in place over another operand
   return llvm::Error::success();
 }
 

@@ -93,8 +93,9 @@ unsigned Trainer::stagingCapacity(size_t batchBytes) {
 void Trainer::clearBuffers() {
   backend.synchronize(Stream());
   for (StateBuffer &st : states) {
+    if (st.next.data != st.cur.data)
+      backend.release(st.next);
     backend.release(st.cur);
-    backend.release(st.next);
     st.cur = st.next = DeviceBuffer();
   }
   for (LogField &f : logFields) {
@@ -238,11 +239,36 @@ llvm::Error Trainer::init() {
   deviceState = !algorithm->isDynamic() && !std::getenv("MPC_TRAIN_HOST_STATE");
   for (const auto &binding : info->updateBinding)
     deviceState &= sources.insert(binding.second).second;
+  // In place: the step writes a state's new value over its old one where
+  // no node reads the old value after that write starts (the fused
+  // optimizer step over param and moments, a guarded update's Where;
+  // Executor::writeOverProblem). Not the loss scale, whose value before the
+  // step is logged after it. MPC_TRAIN_DOUBLE_BUFFER (measurements): every
+  // updated state gets its second buffer, with the same results.
+  llvm::StringRef scaleName;
+  std::string scaleLines = metadataValue(model, "mpc.training.loss_scale_state");
+  if (std::vector<llvm::StringRef> l = metadataLines(scaleLines); !l.empty())
+    scaleName = l[0];
+  bool inPlaceAllowed = deviceState && !std::getenv("MPC_TRAIN_DOUBLE_BUFFER");
   for (size_t i = 0; i < states.size(); ++i) {
     StateBuffer &st = states[i];
+    st.inPlace = inPlaceAllowed && !st.source.empty() && st.name != scaleName &&
+                 (!st.read || algorithm->writeOverProblem(st.source, st.name).empty());
+    xfer.stateTensors += 1;
+    xfer.stateBytes += st.bytes;
+    if (st.inPlace) {
+      xfer.inPlaceTensors += 1;
+      xfer.inPlaceBytes += st.bytes;
+    } else if (!st.source.empty()) {
+      xfer.doubleBufferedTensors += 1;
+      xfer.doubleBufferedBytes += st.bytes;
+    }
     for (DeviceBuffer *b : {&st.cur, &st.next}) {
-      if (b == &st.next && st.source.empty())
+      if (b == &st.next && (st.source.empty() || st.inPlace)) {
+        if (st.inPlace)
+          st.next = st.cur;
         continue;
+      }
       auto buf = backend.allocate(std::max<size_t>(st.bytes, 1), BufferKind::Persistent);
       if (!buf)
         return buf.takeError();
@@ -797,9 +823,15 @@ llvm::Error Trainer::bindState() {
     if (st.read)
       if (auto e = algorithm->bindInput(st.name, st.ref(st.cur)))
         return e;
-    if (!st.source.empty())
-      if (auto e = algorithm->bindOutput(st.source, st.ref(st.next)))
+    if (st.source.empty())
+      continue;
+    // Written over the old value (the binding follows the input's).
+    if (st.inPlace && st.read) {
+      if (auto e = algorithm->bindOutputOver(st.source, st.name))
         return e;
+    } else if (auto e = algorithm->bindOutput(st.source, st.ref(st.next))) {
+      return e;
+    }
   }
   return llvm::Error::success();
 }

@@ -1,5 +1,6 @@
 //===- OpRegistry.cpp - The op registry and its lookups --------------------===//
 #include "mpc/Runtime/OpRegistry.h"
+#include "mpc/Ops/OptimizerStep.h"
 #include "OpRows.h"
 #include "Parsers.h"
 #include "mpc/IR/Graph.h"
@@ -76,6 +77,31 @@ llvm::StringRef mpc::inPlaceName(InPlace p) {
     return "where-branches";
   case InPlace::Data:
     return "data";
+  }
+  llvm_unreachable("bad InPlace");
+}
+
+llvm::SmallVector<unsigned, 2> mpc::inPlaceOperands(const Node &n, unsigned output) {
+  if (const OptimizerStepLayout *l = findOptimizerStep(n.opType, n.domain)) {
+    if (output >= l->numOutputs()) // the 16-bit weight copy reads no old copy
+      return {};
+    return {output == 0 ? 0u : output + 1};
+  }
+  if (const OptimizerStepLayout *l = findMultiTensorStep(n.opType, n.domain)) {
+    unsigned group = output / l->groupOutputs(), o = output % l->groupOutputs();
+    return {l->multiFirstGroup() + group * l->groupInputs() + (o == 0 ? 0u : o + 1)};
+  }
+  const OpDef *row = findOp(n);
+  if (!row || n.numOutputs() != 1 || output != 0)
+    return {};
+  switch (row->inPlace) {
+  case InPlace::Operands:
+    return {0u, 1u};
+  case InPlace::WhereBranches:
+    return {1u, 2u};
+  case InPlace::None:
+  case InPlace::Data: // a reshape's copy is not written element by element
+    return {};
   }
   llvm_unreachable("bad InPlace");
 }

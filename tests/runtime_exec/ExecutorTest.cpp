@@ -756,3 +756,86 @@ graph @g(%x: f32[4], %s: f32[4], %c: bool[]) -> (%n: f32[4]) {
     EXPECT_EQ(f->exec->memoryStats().numInPlace, 1u);
   }
 }
+
+// The trainer's in-place state update: a guarded update n = Where(c, s, t)
+// written over s's own buffer. Where reads each element of s before it
+// writes it, and no node reads s after Where: safe. Where must not run in
+// place over t then (t's chain would be computed in s's buffer, over s,
+// before Where reads it): with c true (a skipped step) s must stay s.
+TEST(Executor, GuardedUpdateIsWrittenOverItsInput) {
+  auto f = load(R"(
+graph @g(%x: f32[4], %s: f32[4], %c: bool[]) -> (%n: f32[4]) {
+  %x2 = Neg(%x) : f32[4]
+  %t = Mul(%s, %x2) : f32[4]
+  %n = Where(%c, %s, %t) : f32[4]
+  return %n
+})");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->exec->writeOverProblem("n", "s"), "");
+  std::vector<float> a = {1, 2, 3, 4};
+  ASSERT_FALSE(bool(f->exec->bindInput("s", refOf(a))));
+  ASSERT_FALSE(bool(f->exec->bindOutputOver("n", "s")));
+  std::vector<float> want = a;
+  for (bool skip : {false, true, true, false}) {
+    HostTensor c(DType::Bool, {});
+    c.data<bool>()[0] = skip;
+    auto out = f->exec->run({{"x", floats({4}, {-3, -3, -3, -3})}, {"c", c}});
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    EXPECT_EQ((*out)[0].tensor.byteSize(), 0u); // in s's buffer
+    if (!skip)
+      for (float &v : want)
+        v *= 3;
+    EXPECT_EQ(a, want) << "skip " << skip;
+    // Mul runs in place over x2 (its last use), in the arena: t's chain is
+    // not moved into s's buffer. The arena holds x, x2 (and t) and c.
+    EXPECT_EQ(f->exec->memoryStats().numBuffers, 3u);
+    EXPECT_EQ(f->exec->memoryStats().numInPlace, 1u);
+  }
+  // Binding n elsewhere undoes it: s is read, n written apart.
+  std::vector<float> b(4, 0);
+  ASSERT_FALSE(bool(f->exec->bindOutput("n", refOf(b))));
+  HostTensor c(DType::Bool, {});
+  c.data<bool>()[0] = false;
+  ASSERT_TRUE(bool(f->exec->run({{"x", floats({4}, {-2, -2, -2, -2})}, {"c", c}})));
+  EXPECT_EQ(a, want);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(b[i], want[i] * 2);
+}
+
+// What may not be written over its input, each with its reason: a reader of
+// the old value after the writer; a writer that reads the input as an
+// operand it does not compute element by element (MatMul); an input that is
+// also a graph output; names that are not there.
+TEST(Executor, WritingOverAnInputIsRefusedWhereAReadFollows) {
+  auto f = load(R"(
+graph @g(%x: f32[2,2], %s: f32[2,2], %w: f32[2,2], %c: bool[]) -> (%n: f32[2,2], %late: f32[2,2], %m: f32[2,2], %w: f32[2,2], %k: f32[2,2]) {
+  %t = Sub(%s, %x) : f32[2,2]
+  %n = Where(%c, %s, %t) : f32[2,2] name="guard"
+  %late = Mul(%s, %n) : f32[2,2] name="late"
+  %m = MatMul(%x, %x) : f32[2,2] name="mm"
+  %k = Add(%w, %x) : f32[2,2] name="addw"
+  return %n, %late, %m, %w, %k
+})");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->exec->writeOverProblem("n", "s"),
+            "node 'late' (Mul) reads the input after node 'guard' (Where) writes it");
+  EXPECT_EQ(f->exec->writeOverProblem("m", "x"),
+            "its node node 'mm' (MatMul) reads the input as operand 0, which it cannot write "
+            "over");
+  EXPECT_EQ(f->exec->writeOverProblem("k", "w"), "the input is also an output of the graph");
+  EXPECT_EQ(f->exec->writeOverProblem("t", "s"), "it is not an output of the graph");
+  EXPECT_EQ(f->exec->writeOverProblem("n", "q"), "the input is not an input of the graph");
+  // Add reads x last, as an operand it may write over; not so Mul, which
+  // MatMul's and Add's reads of x follow (the first is named).
+  EXPECT_EQ(f->exec->writeOverProblem("k", "x"), "");
+  EXPECT_EQ(f->exec->writeOverProblem("late", "x"),
+            "node 'mm' (MatMul) reads the input after node 'late' (Mul) writes it");
+  std::vector<float> a = {1, 2, 3, 4};
+  TensorRef r{DType::F32, {2, 2}, a.data()};
+  ASSERT_FALSE(bool(f->exec->bindInput("s", r)));
+  llvm::Error e = f->exec->bindOutputOver("n", "s");
+  ASSERT_TRUE(bool(e));
+  EXPECT_EQ(llvm::toString(std::move(e)),
+            "cannot write output 'n' over input 's': node 'late' (Mul) reads the input after "
+            "node 'guard' (Where) writes it");
+}

@@ -330,21 +330,29 @@ TEST(DeviceTraining, StepsAndStateAreTheCpuBackendsBitForBit) {
 }
 
 // With every node on the device, the step reaches the backend as one static
-// plan (runPlan). The state's double buffers alternate between two sets of
-// addresses, so the plan alternates between two versions: each is captured
-// once and then replayed, and the replays compute the CPU's bits.
-TEST(DeviceTraining, AWholeDeviceStepIsCapturedTwiceAndReplayed) {
-  for (bool amp : {false, true}) {
-    SCOPED_TRACE(ampTrace(amp));
-    QueueBackend q;
-    SideBySide t(amp, q);
-    ASSERT_TRUE(t.ok());
-    const int steps = 12;
-    ASSERT_NO_FATAL_FAILURE(t.stepBoth(steps));
-    ASSERT_NO_FATAL_FAILURE(t.expectSameState());
-    EXPECT_EQ(q.captures, 2u);
-    EXPECT_EQ(q.replays, unsigned(steps - 2));
-  }
+// plan (runPlan). State updated in place keeps its address; the state's double
+// buffers alternate between two sets of addresses, so the plan alternates
+// between two versions: each is captured once and then replayed, and the
+// replays compute the CPU's bits. fp32 updates all its state in place (one
+// capture); AMP keeps the loss scale double-buffered (two), as does every
+// updated state with MPC_TRAIN_DOUBLE_BUFFER.
+TEST(DeviceTraining, AWholeDeviceStepIsCapturedOncePerAddressSetAndReplayed) {
+  for (bool doubleBuffer : {false, true})
+    for (bool amp : {false, true}) {
+      SCOPED_TRACE(std::string(ampTrace(amp)) + (doubleBuffer ? ", double-buffered" : ""));
+      if (doubleBuffer)
+        setenv("MPC_TRAIN_DOUBLE_BUFFER", "1", 1);
+      QueueBackend q;
+      SideBySide t(amp, q);
+      unsetenv("MPC_TRAIN_DOUBLE_BUFFER"); // read once, when the trainer is made
+      ASSERT_TRUE(t.ok());
+      const int steps = 12;
+      ASSERT_NO_FATAL_FAILURE(t.stepBoth(steps));
+      ASSERT_NO_FATAL_FAILURE(t.expectSameState());
+      unsigned versions = amp || doubleBuffer ? 2 : 1;
+      EXPECT_EQ(q.captures, versions);
+      EXPECT_EQ(q.replays, unsigned(steps) - versions);
+    }
 }
 
 TEST(DeviceTraining, ACheckpointOfTheDeviceRunResumesOnTheCpu) {

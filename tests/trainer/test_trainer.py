@@ -887,11 +887,16 @@ class TrainerCase(unittest.TestCase):
 
     def test_copying_path_matches_device_state(self):
         # A step in dynamic mode copies the state around each step instead of
-        # binding buffers; MPC_TRAIN_HOST_STATE forces that path here. Both give
-        # the same log and checkpoint bytes, skipped steps included.
+        # binding buffers; MPC_TRAIN_HOST_STATE forces that path here. With
+        # device-resident state, the step writes W, b and the step count over
+        # their old values (the guarded updates' Where reads each old value
+        # last); MPC_TRAIN_DOUBLE_BUFFER gives every updated state a second
+        # buffer instead. All three give the same log and checkpoint bytes,
+        # skipped steps included.
         w, X, y, S0, params, path, data = self.overflowing_model()
         got = {}
-        for mode, env in (("device", {}), ("host", {"MPC_TRAIN_HOST_STATE": "1"})):
+        for mode, env in (("device", {}), ("host", {"MPC_TRAIN_HOST_STATE": "1"}),
+                          ("double", {"MPC_TRAIN_DOUBLE_BUFFER": "1"})):
             ck, log = os.path.join(w, mode), os.path.join(w, mode + ".csv")
             r = subprocess.run([MPC, "run", path, "--train", "--data", data, "--batch",
                                 "8", "--steps", "9", "--holdout", "0", "--log", log,
@@ -908,8 +913,18 @@ class TrainerCase(unittest.TestCase):
                                  rf"backend->host, \d+ bytes of state copied")
                 copied = int(stats.split(" bytes of state copied")[0].split()[-1])
                 self.assertGreaterEqual(copied, 2 * state)
+            else:
+                # W [D, C] and b [C] float32, the int64 step count: in place
+                # unless forced apart; the loss scale (logged before and after
+                # the step) always has its second buffer.
+                moved = 3 if mode == "device" else 0
+                inplace = state + 8 if mode == "device" else 0
+                self.assertIn(f"state in backend buffers (4 tensor(s), {state + 12} B; "
+                              f"{moved} updated in place, {inplace} B; {4 - moved} "
+                              f"double-buffered, {state + 12 - inplace} B)", stats)
         self.assertIn("skipped", got["device"][1])
         self.assertEqual(got["device"], got["host"])
+        self.assertEqual(got["device"], got["double"])
 
     def test_bad_inputs(self):
         w = self.work()

@@ -659,8 +659,13 @@ int tool::runTrain(llvm::ArrayRef<const char *> args, const char *const *) {
       return std::to_string(x.steps ? bytes / x.steps : 0);
     };
     err << "stats: " << x.steps << " step(s), state "
-        << (x.deviceState ? "in backend buffers" : "copied around each step")
-        << "; per step: " << perStep(x.stepHostToDevice) << " bytes host->backend, "
+        << (x.deviceState ? "in backend buffers" : "copied around each step");
+    if (x.deviceState)
+      err << " (" << x.stateTensors << " tensor(s), " << formatBytes(x.stateBytes) << "; "
+          << x.inPlaceTensors << " updated in place, " << formatBytes(x.inPlaceBytes) << "; "
+          << x.doubleBufferedTensors << " double-buffered, "
+          << formatBytes(x.doubleBufferedBytes) << ")";
+    err << "; per step: " << perStep(x.stepHostToDevice) << " bytes host->backend, "
         << perStep(x.stepDeviceToHost) << " bytes backend->host, " << perStep(x.stateCopied)
         << " bytes of state copied, " << perStep(x.readback)
         << " bytes read back for logs; outside steps: " << x.setup << " bytes uploaded, "

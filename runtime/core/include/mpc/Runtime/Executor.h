@@ -177,6 +177,20 @@ public:
   /// ran. run() fails naming the output when the planned dtype and shape
   /// differ from `buffer`'s. Not in dynamic mode, as bindInput.
   llvm::Error bindOutput(llvm::StringRef name, const TensorRef &buffer);
+  /// An in-place update (the trainer's state): graph output `output` is
+  /// written into the buffer formal input `input` is bound to, wherever
+  /// bindInput() moves it, instead of a buffer of its own. Refused (an error
+  /// with writeOverProblem()'s reason) unless that is safe by the graph's
+  /// structure: then no node of the run reads `input` after the node that
+  /// makes `output` starts writing. bindOutput() on `output` undoes it.
+  llvm::Error bindOutputOver(llvm::StringRef output, llvm::StringRef input);
+  /// Why `output` may not be written over `input`'s buffer ("" when it may).
+  /// Safe when one node N makes `output`, every other node reading `input`
+  /// runs before N (the schedule is the graph's order), and N reads `input`
+  /// only as an operand it may write that output over element by element
+  /// (inPlaceOperands); `input` is not a graph output. The dtypes and shapes
+  /// of the two are checked when the run is planned.
+  std::string writeOverProblem(llvm::StringRef output, llvm::StringRef input) const;
   /// Dtype and shape of graph output `k` in the current plan (after plan()
   /// or run(); static mode).
   const ShapedType &plannedOutputType(size_t k) const;
@@ -380,6 +394,10 @@ private:
   /// bindInput(), per formal, and bindOutput(), per graph output (null
   /// data: not bound).
   std::vector<TensorRef> boundInputs, boundOutputs;
+  /// bindOutputOver(): per graph output, the formal whose buffer it is
+  /// written over (-1: none), and the reverse.
+  std::vector<int32_t> outputOver;
+  llvm::DenseMap<unsigned, unsigned> overOfFormal;
   /// Per bound output: the slots in its buffer (the output and the in-place
   /// chain it ends), empty when no node makes it.
   std::vector<std::vector<unsigned>> boundAliases;

@@ -113,6 +113,12 @@ struct TrainerTransfers {
   uint64_t setup = 0, synced = 0;
   /// Whether the state stays in backend buffers (false: dynamic mode).
   bool deviceState = false;
+  /// The state: tensors and bytes (one buffer each); of those update_binding
+  /// writes, how many (and how many bytes) the step updates in place and
+  /// how many have a second buffer.
+  uint64_t stateTensors = 0, stateBytes = 0;
+  uint64_t inPlaceTensors = 0, inPlaceBytes = 0;
+  uint64_t doubleBufferedTensors = 0, doubleBufferedBytes = 0;
 };
 
 /// The inference graph on the held-out split.
@@ -222,13 +228,16 @@ private:
   Trainer(Model &m, Backend &b, int64_t batch);
   llvm::Error init();
   /// A state tensor: its current buffer and, when update_binding writes it,
-  /// the buffer the next step writes (swapped after the step).
+  /// the buffer the next step writes (swapped after the step), or the same
+  /// buffer when the step updates it in place.
   struct StateBuffer {
     std::string name;
     DType dtype = DType::Undefined;
     std::vector<int64_t> shape;
     size_t bytes = 0;
     DeviceBuffer cur, next;
+    /// The step writes the new value over the old one (next is cur).
+    bool inPlace = false;
     /// The algorithm reads it (an outer value of the step's executor).
     bool read = false;
     /// The update_binding source writing it ("": not updated).

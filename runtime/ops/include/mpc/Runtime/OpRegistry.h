@@ -148,6 +148,17 @@ const OpDef *findOp(llvm::StringRef opType, llvm::StringRef domain, int64_t opse
 /// The row for a node at its model's opset, or null.
 const OpDef *findOp(const Node &n);
 
+/// The operands node `n` may write its output `output` over, element by
+/// element (each element of the output written only after the kernel read
+/// that element of every operand, on every backend): operands 0 and 1 of an
+/// element-wise row (InPlace::Operands; single output), Where's two
+/// branches, and a fused optimizer step's param and states (output 0 over
+/// param, state output k over state input k; per group in the multi-tensor
+/// form; the 16-bit weight copy over none). An operand qualifies only where
+/// its dtype and shape are the output's (the caller checks). Used for
+/// in-place state updates (Executor::bindOutputOver).
+llvm::SmallVector<unsigned, 2> inPlaceOperands(const Node &n, unsigned output);
+
 /// Rows keyed by op type, domain and opset range (registry rows, a
 /// backend's kernel rows), indexed by op type once for lookups by node.
 template <typename Row> class OpRowIndex {
