@@ -104,7 +104,12 @@ llvm::Expected<WeightCopyResult> mpc::insertOptimizerWeightCopies(Model &m, DTyp
       continue;
     ++steps;
     Value *p = n.numInputs() ? n.input(0) : nullptr;
-    bool mainParam = p && p->graph() == &main && p->kind() == ValueKind::Initializer &&
+    // An initializer, or one an exporter also lists among the graph's inputs
+    // (IR 3 style, torch.onnx.export's keep_initializers_as_inputs): the
+    // trainer's state either way.
+    bool mainParam = p && p->graph() == &main && p->initializer() &&
+                     (p->kind() == ValueKind::Initializer ||
+                      p->kind() == ValueKind::GraphInput) &&
                      p->type.tensorElemType() == DType::F32;
     bool hasCopy = n.numOutputs() > l->copyOutput() && n.output(l->copyOutput());
     auto bound = p ? boundTo.find(p->name()) : boundTo.end();

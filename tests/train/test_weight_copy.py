@@ -313,6 +313,40 @@ class Training(TrainRunner, unittest.TestCase):
                     if target == "fp16":  # the skip path ran
                         self.assertGreater(sum(int(r["skipped"]) for r in rows), 0)
 
+    def test_initializers_listed_as_inputs(self):
+        # torch.onnx.export(keep_initializers_as_inputs=True) lists every
+        # initializer among the graph inputs too (IR 3 style): the parameters
+        # are still the trainer's state, and the copies apply to them (the
+        # rewrite once refused: "no parameter ... is cast"). Training gives
+        # the bytes of the same model without the listing.
+        m = onnx.load(source("models", "digits_mlp.onnx"))
+        listed = {i.name for i in m.graph.input}
+        for init in m.graph.initializer:
+            if init.name not in listed:
+                m.graph.input.append(helper.make_tensor_value_info(
+                    init.name, init.data_type, list(init.dims)))
+        onnx.save(m, self.path("listed.onnx"))
+        train = self.path("listed.train.onnx")
+        self.ok("train-graph", self.path("listed.onnx"), "--loss", "cross-entropy",
+                "--optimizer", "adam", "--weight-decay", "0.01", "--lr", "0.003",
+                "--fused-optimizer", "-o", train)
+        out = self.path("listed_fp16_copy.onnx")
+        r = self.ok("rewrite", train, "--target", "fp16", "--loss-scale", "dynamic",
+                    "--loss-scale-interval", "5", "--optimizer-weight-copy", "-o", out)
+        self.assertIn("Weight copies: 4 parameter(s) read through a persistent float16 copy",
+                      r.stderr)
+        plain, _ = self.build("digits_mlp", "fp16", True)
+        log_a, out_a, ck_a = self.train(plain, "plain_copy")
+        log_b, out_b, ck_b = self.train(out, "listed_copy")
+        self.assertEqual(log_a, log_b)
+        self.assertEqual(out_a, out_b)
+        ia, _ = initializers(ck_a)
+        ib, mb = initializers(ck_b)
+        self.check_copies(ib, mb, "fp16")
+        self.assertEqual(sorted(ia), sorted(ib))
+        for name in ia:
+            self.assertEqual(ia[name].tobytes(), ib[name].tobytes(), name)
+
     def test_injected_overflow_skips_the_step(self):
         d = dict(np.load(source("models", "data", "digits.npz")))
         bad_step = 6
