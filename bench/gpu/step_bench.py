@@ -436,6 +436,24 @@ def print_max_batch(all_rows, a):
     return failures
 
 
+def export_model(name, s, folder):
+    """Builds model `name` at scale `s` (fixed seeds) and exports it to FOLDER/NAME.onnx with
+    its data in FOLDER/NAME.npz; returns make()'s tuple and the two paths."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    module, in_name, x, y, flags, loss_fn = make(name, s, rng, s["batch"][name])
+    path = os.path.join(folder, f"{name}.onnx")
+    module.eval()
+    torch.onnx.export(module, (torch.from_numpy(x[:2]),), path, dynamo=False,
+                      opset_version=17, input_names=[in_name], output_names=["logits"],
+                      dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}},
+                      training=torch.onnx.TrainingMode.PRESERVE,
+                      keep_initializers_as_inputs=True)
+    data = os.path.join(folder, f"{name}.npz")
+    np.savez(data, **{in_name: x, "labels": y})
+    return module, in_name, x, y, flags, loss_fn, path, data
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpc", required=True)
@@ -469,7 +487,16 @@ def main():
                     help="with --max-batch: the largest batch tried")
     ap.add_argument("--max-batch-start", type=int, default=1,
                     help="with --max-batch: the first batch tried (doubled from there)")
+    ap.add_argument("--export", default=None, metavar="DIR",
+                    help="only export each model (NAME.onnx) and its data (NAME.npz) into "
+                         "DIR, as the timed runs use them, and stop (no mpc run; no GPU)")
     a = ap.parse_args()
+    if a.export:
+        os.makedirs(a.export, exist_ok=True)
+        for name in a.models.split(","):
+            export_model(name, SCALES[a.scale], a.export)
+            print(f"{a.export}/{name}.onnx {a.export}/{name}.npz")
+        return 0
     a.fused_optimizer |= a.weight_copy  # the copies are written by the fused steps
     a.fused_optimizer |= a.multi_tensor_optimizer  # it merges the fused steps
     global RUN_TIMEOUT
@@ -486,19 +513,8 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
-            torch.manual_seed(0)
-            rng = np.random.default_rng(0)
             batch = s["batch"][name]
-            module, in_name, x, y, flags, loss_fn = make(name, s, rng, batch)
-            path = os.path.join(tmp, f"{name}.onnx")
-            module.eval()
-            torch.onnx.export(module, (torch.from_numpy(x[:2]),), path, dynamo=False,
-                              opset_version=17, input_names=[in_name], output_names=["logits"],
-                              dynamic_axes={in_name: {0: "N"}, "logits": {0: "N"}},
-                              training=torch.onnx.TrainingMode.PRESERVE,
-                              keep_initializers_as_inputs=True)
-            data = os.path.join(tmp, f"{name}.npz")
-            np.savez(data, **{in_name: x, "labels": y})
+            module, in_name, x, y, flags, loss_fn, path, data = export_model(name, s, tmp)
             row = results.setdefault(name, {})
             variants = {}
             for fused in ([False, True] if a.fused_optimizer else [False]):

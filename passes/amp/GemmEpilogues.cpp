@@ -142,78 +142,14 @@ struct Chain {
 // a 16-bit type (bf16 keeps 8 bits).
 constexpr double kConstantTolerance = 1.0 / 256;
 
-/// The erf form of GELU from `x` (which has exactly two readers):
-///   Div(x, sqrt2) | Mul(x, 1/sqrt2) -> Erf -> Add(., 1) -> e1
-///   then Mul(Mul(x, e1), 0.5), Mul(Mul(x, 0.5), e1) or Mul(x, Mul(e1, 0.5))
-/// (operands of Add and Mul in either order). On success appends the nodes
-/// to `c.absorbed` and returns the result value.
+/// The erf pattern from `x` (mpc::matchErfGelu), its nodes appended to
+/// `c.absorbed` and the constants of every absorbed node to `c.constants`;
+/// the result or null.
 Value *matchErfGelu(Value *x, Chain &c) {
-  if (x->isGraphOutput() || x->numUses() != 2)
+  ErfGeluMatch m;
+  if (!mpc::matchErfGelu(x, m))
     return nullptr;
-  Node *scale = nullptr, *mulX = nullptr;
-  for (const Use &u : x->uses()) {
-    Node *r = u.user;
-    Value *other = otherOperand(*r, x);
-    if (!other)
-      return nullptr;
-    if (isOnnxOp(*r, "Div") && r->input(0) == x && isConstantNear(other, M_SQRT2, kConstantTolerance))
-      scale = r;
-    else if (isOnnxOp(*r, "Mul") && isConstantNear(other, M_SQRT1_2, kConstantTolerance) && !scale)
-      scale = r;
-    else if (isOnnxOp(*r, "Mul"))
-      mulX = r;
-  }
-  if (!scale || !mulX || scale == mulX)
-    return nullptr;
-  std::string why;
-  Node *erf = soleReader(scale->output(0), why);
-  if (!erf || !isOnnxOp(*erf, "Erf"))
-    return nullptr;
-  Node *plusOne = soleReader(erf->output(0), why);
-  if (!plusOne || !isOnnxOp(*plusOne, "Add") ||
-      !isConstantNear(otherOperand(*plusOne, erf->output(0)), 1.0, 0))
-    return nullptr;
-  Value *e1 = plusOne->output(0);
-  Node *next = soleReader(e1, why);
-  if (!next || !isOnnxOp(*next, "Mul"))
-    return nullptr;
-  std::vector<Node *> tail;
-  Node *last = nullptr;
-  Value *half = nullptr;
-  if (next == mulX) {
-    // Mul(x, e1), then Mul(., 0.5)
-    last = soleReader(mulX->output(0), why);
-    if (!last || !isOnnxOp(*last, "Mul"))
-      return nullptr;
-    half = otherOperand(*last, mulX->output(0));
-    tail = {mulX, last};
-  } else {
-    Value *other = otherOperand(*next, e1);
-    if (other && isConstantNear(other, 0.5, 0)) {
-      // Mul(e1, 0.5), then Mul(x, .)
-      if (soleReader(next->output(0), why) != mulX ||
-          otherOperand(*mulX, x) != next->output(0))
-        return nullptr;
-      half = other;
-      tail = {next, mulX};
-      last = mulX;
-    } else {
-      // Mul(x, 0.5), then Mul(., e1)
-      Value *hx = mulX->output(0);
-      if (!isConstantNear(otherOperand(*mulX, x), 0.5, 0) || other != hx ||
-          soleReader(hx, why) != next)
-        return nullptr;
-      half = otherOperand(*mulX, x);
-      tail = {mulX, next};
-      last = next;
-    }
-  }
-  if (!half || !isConstantNear(half, 0.5, 0))
-    return nullptr;
-  for (Node *n : {scale, erf, plusOne})
-    c.absorbed.push_back(n);
-  for (Node *n : tail)
-    c.absorbed.push_back(n);
+  c.absorbed.insert(c.absorbed.end(), m.nodes.begin(), m.nodes.end());
   for (Node *n : c.absorbed)
     for (Value *in : n->inputs())
       if (in && (in->isConstant() || (in->producer() && isOnnxOp(*in->producer(), "Constant"))))
@@ -221,7 +157,7 @@ Value *matchErfGelu(Value *x, Chain &c) {
   std::sort(c.constants.begin(), c.constants.end(),
             [](const Value *l, const Value *r) { return l->id() < r->id(); });
   c.constants.erase(std::unique(c.constants.begin(), c.constants.end()), c.constants.end());
-  return last->output(0);
+  return m.result;
 }
 
 /// Y's element type may become `to` (a folded Cast) for operands of type `t`.
@@ -446,6 +382,83 @@ void fuseGraph(Model &m, Graph &g, GemmEpilogueResult &res) {
 }
 
 } // namespace
+
+bool mpc::matchErfGelu(Value *x, ErfGeluMatch &m) {
+  if (x->isGraphOutput() || x->numUses() != 2)
+    return false;
+  Node *scale = nullptr, *mulX = nullptr;
+  for (const Use &u : x->uses()) {
+    Node *r = u.user;
+    Value *other = otherOperand(*r, x);
+    if (!other)
+      return false;
+    if (isOnnxOp(*r, "Div") && r->input(0) == x && isConstantNear(other, M_SQRT2, kConstantTolerance))
+      scale = r;
+    else if (isOnnxOp(*r, "Mul") && isConstantNear(other, M_SQRT1_2, kConstantTolerance) && !scale)
+      scale = r;
+    else if (isOnnxOp(*r, "Mul"))
+      mulX = r;
+  }
+  if (!scale || !mulX || scale == mulX)
+    return false;
+  std::string why;
+  Node *erf = soleReader(scale->output(0), why);
+  if (!erf || !isOnnxOp(*erf, "Erf"))
+    return false;
+  Node *plusOne = soleReader(erf->output(0), why);
+  if (!plusOne || !isOnnxOp(*plusOne, "Add") ||
+      !isConstantNear(otherOperand(*plusOne, erf->output(0)), 1.0, 0))
+    return false;
+  Value *e1 = plusOne->output(0);
+  Node *next = soleReader(e1, why);
+  if (!next || !isOnnxOp(*next, "Mul"))
+    return false;
+  std::vector<Node *> tail;
+  Node *last = nullptr;
+  Value *half = nullptr;
+  if (next == mulX) {
+    // Mul(x, e1), then Mul(., 0.5)
+    last = soleReader(mulX->output(0), why);
+    if (!last || !isOnnxOp(*last, "Mul"))
+      return false;
+    half = otherOperand(*last, mulX->output(0));
+    tail = {mulX, last};
+  } else {
+    Value *other = otherOperand(*next, e1);
+    if (other && isConstantNear(other, 0.5, 0)) {
+      // Mul(e1, 0.5), then Mul(x, .)
+      if (soleReader(next->output(0), why) != mulX ||
+          otherOperand(*mulX, x) != next->output(0))
+        return false;
+      half = other;
+      tail = {next, mulX};
+      last = mulX;
+    } else {
+      // Mul(x, 0.5), then Mul(., e1)
+      Value *hx = mulX->output(0);
+      if (!isConstantNear(otherOperand(*mulX, x), 0.5, 0) || other != hx ||
+          soleReader(hx, why) != next)
+        return false;
+      half = otherOperand(*mulX, x);
+      tail = {mulX, next};
+      last = next;
+    }
+  }
+  if (!half || !isConstantNear(half, 0.5, 0))
+    return false;
+  m = ErfGeluMatch();
+  m.x = x;
+  m.nodes = {scale, erf, plusOne};
+  m.nodes.insert(m.nodes.end(), tail.begin(), tail.end());
+  for (Node *n : m.nodes)
+    for (Value *in : n->inputs())
+      if (in && in != x && !llvm::is_contained(m.constants, in) &&
+          (in->isConstant() || (in->producer() && isOnnxOp(*in->producer(), "Constant"))))
+        m.constants.push_back(in);
+  m.result = last->output(0);
+  return true;
+}
+
 
 std::string GemmEpilogueResult::summaryLine() const {
   return llvm::formatv("Fused GEMM epilogues: {0} of {1} GEMMs ({2} with an activation, {3} "

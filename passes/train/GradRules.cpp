@@ -120,12 +120,21 @@ static int rankOf(const Value *v) {
   return static_cast<int>(v->type.dims.size());
 }
 
-/// True when both shapes are fully known and equal.
+/// True when two dimensions are statically the same: the same known size,
+/// or the same named symbol (ONNX: one dim_param names one size throughout
+/// a model; a batch axis "N" of a residual Add's operands and its output).
+static bool sameDim(const Dim &a, const Dim &b) {
+  if (a.isKnown() || b.isKnown())
+    return a.isKnown() && b.isKnown() && a.value == b.value;
+  return a.isSymbolic() && b.isSymbolic() && a.param == b.param;
+}
+
+/// True when both shapes are statically known and equal (sameDim).
 static bool sameStaticShape(const Value *a, const Value *b) {
   if (rankOf(a) < 0 || rankOf(a) != rankOf(b))
     return false;
   for (size_t i = 0; i < a->type.dims.size(); ++i)
-    if (!a->type.dims[i].isKnown() || a->type.dims[i].value != b->type.dims[i].value)
+    if (!sameDim(a->type.dims[i], b->type.dims[i]))
       return false;
   return true;
 }
@@ -324,7 +333,7 @@ static bool batchMatches(const Value *x, const Value *y) {
   if (r < 0 || r != rankOf(y))
     return false;
   for (int i = 0; i < r - 2; ++i)
-    if (!x->type.dims[i].isKnown() || x->type.dims[i].value != y->type.dims[i].value)
+    if (!sameDim(x->type.dims[i], y->type.dims[i]))
       return false;
   return true;
 }
@@ -341,7 +350,21 @@ static llvm::Error gradMatMul(Ctx &c) {
                    ? g
                    : e.op("BiasGrad", {g, e.shapeOf(a)}, elemOf(a), c.h("dA"), kTrainingDomain);
   }
-  if (c.want(1)) {
+  if (c.want(1) && rb == 2 && ra >= 3) {
+    // A 2-D weight applied to every row of a batched operand (a Linear layer
+    // on [N, T, K] activations): dB = A2^T dY2 with the batch axes folded
+    // into the rows, A2 = Flatten(A) [N*T, K], dY2 = Flatten(dY) [N*T, M]:
+    // one GEMM reading A transposed, where a Transpose of A, a batch of N
+    // [K, M] products and their sum over the batch moved the largest tensors
+    // of a transformer's step several times.
+    Value *a2 = e.op("Flatten", {a}, elemOf(a), c.h("A2"));
+    a2->producer()->setAttr(Attribute::makeInt("axis", ra - 1));
+    Value *dy2 = e.op("Flatten", {dy}, elemOf(dy), c.h("dY2"));
+    dy2->producer()->setAttr(Attribute::makeInt("axis", ra - 1));
+    Value *g = e.op("Gemm", {a2, dy2}, elemOf(b), c.h("dB_gemm"));
+    g->producer()->setAttr(Attribute::makeInt("transA", 1));
+    c.dIn[1] = g;
+  } else if (c.want(1)) {
     Value *g = e.op("MatMul", {swapLast2(e, a, ra, c.h("At")), dy}, elemOf(b), c.h("dB_mm"));
     c.dIn[1] = batchMatches(b, y)
                    ? g

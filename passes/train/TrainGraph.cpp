@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/TrainGraph.h"
+#include "mpc/Passes/GemmEpilogues.h"
 #include "TrainGraphImpl.h"
 #include "mpc/IO/Onnx.h"
 #include "mpc/Ops/OptimizerStep.h"
@@ -518,8 +519,36 @@ llvm::Error Builder::buildBackward() {
   // Values that depend on a trainable parameter (forward order).
   std::vector<const Value *> seeds(paramSet.begin(), paramSet.end());
   llvm::DenseSet<const Value *> needs = valuesDependingOn(forward, seeds);
+  // GELU in the erf form exporters write before opset 20 (five nodes over
+  // the activation): differentiated as one GeluGrad(dY, x), the derivative
+  // of the whole chain, instead of each node's gradient in turn (some eight
+  // element-wise passes over the largest tensors of a transformer's step).
+  // Not where a constant of the chain is trained (its gradient is asked
+  // for). Matched before any backward node reads x.
+  llvm::DenseMap<const Node *, ErfGeluMatch> geluChains;
+  for (Node *n : forward)
+    for (Value *x : n->outputs()) {
+      ErfGeluMatch m;
+      if (x && needs.count(x) && matchErfGelu(x, m) &&
+          llvm::none_of(m.constants, [&](const Value *c) { return paramSet.count(c) > 0; }))
+        geluChains[m.result->producer()] = std::move(m);
+    }
+  unsigned geluShortcuts = 0;
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     Node *n = *it;
+    if (auto g = geluChains.find(n); g != geluChains.end()) {
+      const ErfGeluMatch &m = g->second;
+      Value *dy = sumOf(m.result, "grad/sum/" + displayName(m.result));
+      if (!dy)
+        continue;
+      Node *grad = e->node("GeluGrad", kTrainingDomain, {dy, m.x},
+                           {m.x->type.tensorElemType()}, "grad/" + displayName(m.result) + "/gelu");
+      grad->setAttr(Attribute::makeString("approximate", "none"));
+      contrib[m.x].push_back(grad->output(0));
+      reachedFrom.try_emplace(m.x, m.result);
+      ++geluShortcuts;
+      continue; // the chain's other nodes get no gradient: none flows to them
+    }
     std::vector<Value *> dOut;
     bool anyOut = false;
     for (unsigned i = 0; i < n->numOutputs(); ++i) {
@@ -566,6 +595,11 @@ llvm::Error Builder::buildBackward() {
       reachedFrom.try_emplace(in, from);
     }
   }
+  if (geluShortcuts)
+    res.notes.push_back(llvm::formatv("GELU in erf form: {0} chain(s) (Div, Erf, Add, Mul, Mul) "
+                                      "differentiated as one GeluGrad each",
+                                      geluShortcuts)
+                            .str());
   for (Value *p : params) {
     Value *g = sumOf(p, "grad/sum/" + p->name());
     if (!g) {

@@ -771,28 +771,127 @@ class ShapeInference(unittest.TestCase):
                           "rank\n", r.stdout)
             # The gradients against float64 finite differences at a batch of 3.
             x = np.random.default_rng(5).standard_normal((3, 2, 2, 2))
-            alg = tl.algorithm_as_model(onnx.load(dst))
-            import mpc_training_ref
-            outs = ReferenceEvaluator(alg, new_ops=list(mpc_training_ref.OPS)).run(None,
-                                                                                   {"x": x})
-            by_name = dict(zip([o.name for o in alg.graph.output], outs))
-            params = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+            self.assert_fd_gradients(model, dst, {"x": x})
 
-            def loss(p):
-                m = onnx.ModelProto()
-                m.CopyFrom(model)
-                for t in m.graph.initializer:
-                    t.CopyFrom(numpy_helper.from_array(p.get(t.name, params[t.name]), t.name))
-                return float(ReferenceEvaluator(m).run(None, {"x": x})[0])
-            for name, grad in tl.gradient_pairs(onnx.load(dst)):
-                fd = np.zeros_like(params[name])
-                for i in range(fd.size):
-                    step = np.zeros(fd.size)
-                    step[i] = FD_STEP
-                    step = step.reshape(fd.shape)
-                    fd.reshape(-1)[i] = (loss({name: params[name] + step}) -
-                                         loss({name: params[name] - step})) / (2 * FD_STEP)
-                self.assertLess(rel_error(by_name[grad], fd), REL_TOL, name)
+    def assert_fd_gradients(self, model, dst, feeds):
+        """The exposed gradients of training model `dst` (built from `model`) on `feeds`,
+        run by onnx.reference, against float64 central finite differences."""
+        alg = tl.algorithm_as_model(onnx.load(dst))
+        import mpc_training_ref
+        outs = ReferenceEvaluator(alg, new_ops=list(mpc_training_ref.OPS) + FLOAT64_OPS).run(
+            None, feeds)
+        by_name = dict(zip([o.name for o in alg.graph.output], outs))
+        params = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+        def loss(p):
+            m = onnx.ModelProto()
+            m.CopyFrom(model)
+            for t in m.graph.initializer:
+                t.CopyFrom(numpy_helper.from_array(p.get(t.name, params[t.name]), t.name))
+            return float(ReferenceEvaluator(m, new_ops=FLOAT64_OPS).run(None, feeds)[0])
+        pairs = tl.gradient_pairs(onnx.load(dst))
+        self.assertTrue(pairs)
+        for name, grad in pairs:
+            fd = np.zeros_like(params[name])
+            for i in range(fd.size):
+                step = np.zeros(fd.size)
+                step[i] = FD_STEP
+                step = step.reshape(fd.shape)
+                fd.reshape(-1)[i] = (loss({name: params[name] + step}) -
+                                     loss({name: params[name] - step})) / (2 * FD_STEP)
+            self.assertLess(rel_error(by_name[grad], fd), REL_TOL, name)
+
+    def erf_gelu_model(self, path, constants_as):
+        """x [N, 4] @ w, then GELU in the erf form an opset-17 exporter writes
+        (Div by sqrt2, Erf, Add 1, Mul x, Mul 0.5), @ v, summed: the constants as
+        Constant nodes or as (trainable) initializers."""
+        n = helper.make_node
+        rng = np.random.default_rng(13)
+        consts = {"sqrt2": np.sqrt(2.0), "one": 1.0, "half": 0.5}
+        nodes, inits = [], [numpy_helper.from_array(rng.standard_normal((4, 6)), "w"),
+                            numpy_helper.from_array(rng.standard_normal((6, 3)), "v")]
+        for name, value in consts.items():
+            t = numpy_helper.from_array(np.array(value, np.float64), name)
+            if constants_as == "nodes":
+                nodes.append(n("Constant", [], [name], value=t))
+            else:
+                inits.append(t)
+        nodes += [n("MatMul", ["x", "w"], ["h"]), n("Div", ["h", "sqrt2"], ["hs"]),
+                  n("Erf", ["hs"], ["e"]), n("Add", ["e", "one"], ["e1"]),
+                  n("Mul", ["h", "e1"], ["he"]), n("Mul", ["he", "half"], ["g"]),
+                  n("MatMul", ["g", "v"], ["y"]), n("ReduceSum", ["y"], ["L"], keepdims=0)]
+        g = helper.make_graph(
+            nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 4])],
+            [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])], inits)
+        return save_opset17(g, path)
+
+    def test_erf_gelu_is_differentiated_whole(self):
+        # The chain's gradient is one GeluGrad(dY, h) (exact erf GELU), not the
+        # Div/Erf/Add/Mul rules in turn; the gradients against finite
+        # differences. Where the chain's constants are trainable initializers
+        # their gradients are asked for: the rules run node by node (ErfGrad),
+        # unless --freeze keeps them constant.
+        x = np.random.default_rng(5).standard_normal((3, 4))
+        for constants, freeze, whole in (("nodes", None, True), ("inits", None, False),
+                                         ("inits", "^(sqrt2|one|half)$", True)):
+            with self.subTest(constants=constants, freeze=freeze), \
+                    tempfile.TemporaryDirectory() as tmp:
+                src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+                model = self.erf_gelu_model(src, constants)
+                extra = ["--freeze", freeze] if freeze else []
+                r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", *extra,
+                            "-o", dst)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                ops = [nd.op_type for nd in onnx.load(dst).training_info[0].algorithm.node]
+                note = ("GELU in erf form: 1 chain(s) (Div, Erf, Add, Mul, Mul) "
+                        "differentiated as one GeluGrad each")
+                if whole:
+                    self.assertEqual((ops.count("GeluGrad"), ops.count("ErfGrad")), (1, 0), ops)
+                    self.assertIn(note, r.stderr)
+                else:
+                    self.assertEqual((ops.count("GeluGrad"), ops.count("ErfGrad")), (0, 1), ops)
+                    self.assertNotIn("GELU in erf form", r.stderr)
+                self.assert_fd_gradients(model, dst, {"x": x})
+
+    def test_same_symbolic_shapes_need_no_reduction(self):
+        # x [N, 3, 4]: a residual block whose Add and Mul operands have the
+        # output's shape, the batch axis "N" included. Their gradients are the
+        # output's gradient itself: one BiasGrad remains, for the broadcast
+        # bias b [4] (before, every operand with the symbol N got a BiasGrad,
+        # each a copy of its tensor per step).
+        n = helper.make_node
+        nodes = [n("MatMul", ["x", "w"], ["h"]), n("Add", ["h", "b"], ["hb"]),
+                 n("Tanh", ["hb"], ["t"]), n("Add", ["t", "x"], ["r"]),
+                 n("Mul", ["r", "x"], ["rx"]), n("MatMul", ["rx", "rx_t"], ["s"]),
+                 n("ReduceSum", ["s"], ["L"], keepdims=0)]
+        rng = np.random.default_rng(11)
+        inits = [numpy_helper.from_array(rng.standard_normal((4, 4)), "w"),
+                 numpy_helper.from_array(rng.standard_normal(4), "b"),
+                 numpy_helper.from_array(rng.standard_normal((4, 2)), "rx_t")]
+        g = helper.make_graph(
+            nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.DOUBLE,
+                                                              ["N", 3, 4])],
+            [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])], inits)
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+            model = save_opset17(g, src)
+            r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", "-o", dst)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            alg = onnx.load(dst).training_info[0].algorithm
+            reductions = sorted(list(nd.input)[0] for nd in alg.node
+                                if nd.op_type == "BiasGrad")
+            # Only b's bias gradient (Tanh's input gradient summed over N and
+            # 3) is a reduction. The 2-D weights w and rx_t, applied to every
+            # row of [N, 3, 4] operands, get theirs from one GEMM each over
+            # the rows folded together (Flatten, Gemm transA), not from a
+            # batch of [4, 4] and [4, 2] products summed over N.
+            self.assertEqual(reductions, ["grad/t/dX"])
+            gemms = sorted((list(nd.input), [a.i for a in nd.attribute if a.name == "transA"])
+                           for nd in alg.node if nd.op_type == "Gemm")
+            self.assertEqual(gemms, [(["grad/h/A2", "grad/h/dY2"], [1]),
+                                     (["grad/s/A2", "grad/s/dY2"], [1])])
+            x = np.random.default_rng(5).standard_normal((2, 3, 4))
+            self.assert_fd_gradients(model, dst, {"x": x})
 
     def test_rank_unknown_is_named(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -39,6 +39,21 @@ struct GemmEpilogueResult {
 /// Fuses in the main graph and the training graphs of `m`.
 GemmEpilogueResult fuseGemmEpilogues(Model &m);
 
+/// The erf form of GELU that exporters write for opsets without a Gelu op:
+///   Div(x, sqrt2) | Mul(x, 1/sqrt2) -> Erf -> Add(., 1) -> e1, then
+///   Mul(Mul(x, e1), 0.5), Mul(Mul(x, 0.5), e1) or Mul(x, Mul(e1, 0.5))
+/// (operands of Add and Mul in either order; the constants within 1/256 of
+/// sqrt2 or 1/sqrt2, 1 and 0.5 exactly). `x` has exactly these two readers
+/// and every value inside the chain exactly one, none a graph output.
+struct ErfGeluMatch {
+  Value *x = nullptr;
+  Value *result = nullptr;        ///< GELU(x)
+  std::vector<Node *> nodes;      ///< the chain's five nodes, in order
+  std::vector<Value *> constants; ///< the constants they read (initializers, Constant outputs)
+};
+/// Matches the chain that starts at `x` into `m`; false when it is not there.
+bool matchErfGelu(Value *x, ErfGeluMatch &m);
+
 } // namespace mpc
 
 #endif // MPC_PASSES_GEMMEPILOGUES_H
