@@ -344,8 +344,20 @@ static llvm::Error gradMatMul(Ctx &c) {
   if (ra < 2 || rb < 2)
     return unsupported(c.n(), "MatMul operands need a known rank of at least 2");
   Emitter &e = c.e;
+  // A batched operand (an activation: attention's probabilities, keys,
+  // values) is read transposed by FusedMatMul instead of transposed into a
+  // copy first ([N, H, T, T] at T = 1024 is 200 MB in fp16); a 2-D weight's
+  // transpose is small and stays a Transpose.
+  auto transposedProduct = [&](Value *l, Value *r, bool transL, DType t,
+                               const std::string &hint) {
+    Node *p = e.node("FusedMatMul", kContribDomain, {l, r}, {t}, hint);
+    p->setAttr(Attribute::makeInt(transL ? "transA" : "transB", 1));
+    return p->output(0);
+  };
   if (c.want(0)) {
-    Value *g = e.op("MatMul", {dy, swapLast2(e, b, rb, c.h("Bt"))}, elemOf(a), c.h("dA_mm"));
+    Value *g = rb >= 3 ? transposedProduct(dy, b, false, elemOf(a), c.h("dA_mm"))
+                       : e.op("MatMul", {dy, swapLast2(e, b, rb, c.h("Bt"))}, elemOf(a),
+                              c.h("dA_mm"));
     c.dIn[0] = batchMatches(a, y)
                    ? g
                    : e.op("BiasGrad", {g, e.shapeOf(a)}, elemOf(a), c.h("dA"), kTrainingDomain);
@@ -365,7 +377,9 @@ static llvm::Error gradMatMul(Ctx &c) {
     g->producer()->setAttr(Attribute::makeInt("transA", 1));
     c.dIn[1] = g;
   } else if (c.want(1)) {
-    Value *g = e.op("MatMul", {swapLast2(e, a, ra, c.h("At")), dy}, elemOf(b), c.h("dB_mm"));
+    Value *g = ra >= 3 ? transposedProduct(a, dy, true, elemOf(b), c.h("dB_mm"))
+                       : e.op("MatMul", {swapLast2(e, a, ra, c.h("At")), dy}, elemOf(b),
+                              c.h("dB_mm"));
     c.dIn[1] = batchMatches(b, y)
                    ? g
                    : e.op("BiasGrad", {g, e.shapeOf(b)}, elemOf(b), c.h("dB"), kTrainingDomain);

@@ -143,7 +143,7 @@ llvm::Expected<unsigned> mpc::lowerGradientOps(Model &m) {
       ++count;
     }
   }
-  if (count && m.opsetVersion(kTrainingDomain) < 0)
-    m.opsets.push_back({kTrainingDomain, 1});
+  if (count)
+    importTrainingDomains(m);
   return count;
 }

@@ -1086,12 +1086,11 @@ llvm::Error Builder::run() {
   if (opts.bnUnbiasedVariance && !bnStats.empty())
     m.setMetadata("mpc.training.bn_variance", "unbiased");
 
-  if (m.opsetVersion(kTrainingDomain) < 0)
-    m.opsets.push_back({kTrainingDomain, 1});
   TrainingInfo ti;
   ti.algorithm = std::move(algOwner);
   ti.updateBinding = std::move(binding);
   m.trainingInfo.push_back(std::move(ti));
+  importTrainingDomains(m);
   return llvm::Error::success();
 }
 
@@ -1106,4 +1105,16 @@ llvm::Expected<TrainGraphResult> mpc::buildTrainingGraph(Model &m,
   // versions before 4 require of every initializer.
   m.irVersion = std::max<int64_t>(m.irVersion, 7);
   return res;
+}
+
+void mpc::train::importTrainingDomains(Model &m) {
+  bool contrib = false;
+  for (const TrainingInfo &ti : m.trainingInfo)
+    if (ti.algorithm)
+      for (const Node &n : ti.algorithm->nodes())
+        contrib |= n.domain == kContribDomain;
+  if (m.opsetVersion(kTrainingDomain) < 0)
+    m.opsets.push_back({kTrainingDomain, 1});
+  if (contrib && m.opsetVersion(kContribDomain) < 0)
+    m.opsets.push_back({kContribDomain, 1});
 }

@@ -18,6 +18,12 @@ namespace mpc {
 namespace train {
 
 constexpr const char *kTrainingDomain = "ai.mpc.training";
+/// onnxruntime's contrib domain: FusedMatMul reads an operand transposed.
+constexpr const char *kContribDomain = "com.microsoft";
+
+/// Imports the domains of the nodes the training algorithm uses beyond the
+/// model's (the training domain, the contrib domain), at version 1.
+void importTrainingDomains(Model &m);
 
 /// Appends nodes to the algorithm graph with fresh, model-unique names.
 class Emitter {

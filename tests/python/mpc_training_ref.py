@@ -3,7 +3,8 @@
 Each op is an onnx.reference custom op (an OpRun subclass with op_domain
 "ai.mpc.training"). They compute in float64 and return the dtype of their
 first floating input, so they serve both as onnx.reference ops inside
-training graphs and as the oracle of mpc's CPU kernels. OPS lists them all:
+training graphs and as the oracle of mpc's CPU kernels. OPS lists them all, with
+com.microsoft FusedMatMul (train-graph reads batched operands transposed through it):
 
     ReferenceEvaluator(model, new_ops=mpc_training_ref.OPS)
 
@@ -649,8 +650,26 @@ class MultiTensorUnscale(_GradOp):
         return (np.array(bool(np.isnan(flags).any())), flags, *us)
 
 
+class FusedMatMul(OpRun):
+    """com.microsoft FusedMatMul as train-graph writes it (a MatMul with the last two axes of
+    A and/or B read transposed, times alpha), in float64: onnx.reference has no contrib ops."""
+    op_domain = "com.microsoft"
+
+    def _run(self, a, b, alpha=None, transA=None, transB=None, transBatchA=None,
+             transBatchB=None):
+        if transBatchA or transBatchB:
+            raise NotImplementedError("FusedMatMul transBatchA/transBatchB")
+        x, y = _f64(a), _f64(b)
+        if transA:
+            x = np.swapaxes(x, -1, -2)
+        if transB:
+            y = np.swapaxes(y, -1, -2)
+        out = np.matmul(x, y) * (1.0 if alpha is None else float(alpha))
+        return (out.astype(np.asarray(a).dtype),)
+
+
 OPS = [BiasGrad, ReluGrad, SigmoidGrad, TanhGrad, ErfGrad, GeluGrad, SoftmaxGrad,
        LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad, ConvGrad, MaxPoolGrad,
        AveragePoolGrad, GlobalAveragePoolGrad, LSTMGrad, GRUGrad, SoftmaxCrossEntropyLossGrad,
        MSELossGrad, GatherGrad, SliceGrad, SGDStep, MomentumStep, AdamStep,
-       MultiTensorUnscale]
+       MultiTensorUnscale, FusedMatMul]

@@ -853,6 +853,48 @@ class ShapeInference(unittest.TestCase):
                     self.assertNotIn("GELU in erf form", r.stderr)
                 self.assert_fd_gradients(model, dst, {"x": x})
 
+    def trained(self, tmp, name, nodes, inits, x_shape):
+        """Saves the float64 model of `nodes` (input x of `x_shape`, loss output L) in
+        `tmp` and builds its training graph with the gradients exposed: (model, path)."""
+        g = helper.make_graph(
+            nodes, name, [helper.make_tensor_value_info("x", TensorProto.DOUBLE, x_shape)],
+            [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])], inits)
+        src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
+        model = save_opset17(g, src)
+        r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", "-o", dst)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return model, dst
+
+    def test_batched_products_read_their_operands_transposed(self):
+        # Attention-like products of two activations ([N, 3, 4] x [N, 4, 3],
+        # then [N, 3, 3] x [N, 3, 4]): each of the four gradient products reads
+        # one operand transposed through com.microsoft::FusedMatMul, no
+        # Transpose copies; the model imports com.microsoft. The weights (2-D)
+        # get theirs from Gemm over flattened rows. Finite differences agree.
+        n = helper.make_node
+        nodes = [n("MatMul", ["x", "wq"], ["q"]), n("MatMul", ["x", "wk"], ["k"]),
+                 n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+                 n("MatMul", ["q", "kt"], ["s"]), n("Softmax", ["s"], ["p"], axis=-1),
+                 n("MatMul", ["p", "q"], ["o"]), n("Mul", ["o", "o"], ["oo"]),
+                 n("ReduceSum", ["oo"], ["L"], keepdims=0)]
+        rng = np.random.default_rng(17)
+        inits = [numpy_helper.from_array(rng.standard_normal((4, 4)), "wq"),
+                 numpy_helper.from_array(rng.standard_normal((4, 4)), "wk")]
+        with tempfile.TemporaryDirectory() as tmp:
+            model, dst = self.trained(tmp, "attention", nodes, inits, ["N", 3, 4])
+            t = onnx.load(dst)
+            alg = t.training_info[0].algorithm
+            fused = sorted((nd.input[0], nd.input[1], [a.name for a in nd.attribute])
+                           for nd in alg.node if nd.op_type == "FusedMatMul")
+            self.assertEqual(fused, [
+                ("fwd/p", "grad/sum/o", ["transA"]), ("fwd/q", "grad/p/dX", ["transA"]),
+                ("grad/p/dX", "fwd/kt", ["transB"]), ("grad/sum/o", "fwd/q", ["transB"])])
+            self.assertIn(("com.microsoft", 1), [(o.domain, o.version) for o in t.opset_import])
+            # The forward's Transpose and its gradient (a Transpose of dKt): no others.
+            self.assertEqual(sum(nd.op_type == "Transpose" for nd in alg.node), 2)
+            x = np.random.default_rng(5).standard_normal((2, 3, 4))
+            self.assert_fd_gradients(model, dst, {"x": x})
+
     def test_same_symbolic_shapes_need_no_reduction(self):
         # x [N, 3, 4]: a residual block whose Add and Mul operands have the
         # output's shape, the batch axis "N" included. Their gradients are the
@@ -868,15 +910,8 @@ class ShapeInference(unittest.TestCase):
         inits = [numpy_helper.from_array(rng.standard_normal((4, 4)), "w"),
                  numpy_helper.from_array(rng.standard_normal(4), "b"),
                  numpy_helper.from_array(rng.standard_normal((4, 2)), "rx_t")]
-        g = helper.make_graph(
-            nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.DOUBLE,
-                                                              ["N", 3, 4])],
-            [helper.make_tensor_value_info("L", TensorProto.DOUBLE, [])], inits)
         with tempfile.TemporaryDirectory() as tmp:
-            src, dst = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "t.onnx")
-            model = save_opset17(g, src)
-            r = run_mpc("train-graph", src, "--loss", "L", "--expose-gradients", "-o", dst)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            model, dst = self.trained(tmp, "residual", nodes, inits, ["N", 3, 4])
             alg = onnx.load(dst).training_info[0].algorithm
             reductions = sorted(list(nd.input)[0] for nd in alg.node
                                 if nd.op_type == "BiasGrad")
