@@ -58,6 +58,11 @@ to compare with "fp16 fused" and "bf16 fused".
 fused fp16 graph rewritten with `mpc rewrite --multi-tensor-optimizer` (one
 MultiTensorAdamStep launch over every parameter instead of one AdamStep launch per
 parameter), to compare with "fp16 fused".
+--plain-graph adds the variant fp16-plain (and "fp16-plain fused"): the fp16 graph of
+`mpc train-graph` run with MPC_TRAIN_GRAPH_PLAIN=1, which differentiates node by node as
+before the rules that save passes over memory (docs/training.md, "Four rules keep the step
+from moving the largest tensors"), to compare with "fp16".
+--export DIR writes the exported models and their data into DIR and stops (no GPU needed).
 --profile also runs every mpc variant with `--profile` for 2 steps after the warm-up and
 writes the step's node time by op type (each node waited for: its kernels plus a stream
 synchronization, so small nodes weigh more than in a captured step) to OUT/step_profile.md.
@@ -319,6 +324,19 @@ def build_variants(a, path, base, flags, suffix, row, variants):
         variants.update({key: out} if r.returncode == 0 else {})
         row.update({} if r.returncode == 0 else {f"mpc {key}": "rewrite: " + (
             r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
+    if a.plain_graph:  # issue 15: the graph rules that save passes, before and after
+        plain, out = base + ".plain.train.onnx", f"{base}.fp16-plain.onnx"
+        env = dict(os.environ, MPC_TRAIN_GRAPH_PLAIN="1")
+        p = subprocess.run([a.mpc, "train-graph", path, "--loss", "cross-entropy",
+                            "--optimizer", "adam", "--lr", "1e-4", *flags,
+                            *(["--fused-optimizer"] if suffix else []), "-o", plain],
+                           capture_output=True, text=True, env=env)
+        r = p if p.returncode else subprocess.run(
+            [a.mpc, "rewrite", plain, "--target", "fp16", "-o", out], capture_output=True,
+            text=True)
+        variants.update({"fp16-plain" + suffix: out} if r.returncode == 0 else {})
+        row.update({} if r.returncode == 0 else {f"mpc fp16-plain{suffix}": (
+            r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
     if a.multi_tensor_optimizer and suffix:  # issue 15: one launch for every AdamStep
         key, out = "fp16-multi" + suffix, f"{base}.fp16-multi.onnx"
         r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16",
@@ -487,6 +505,10 @@ def main():
                     help="with --max-batch: the largest batch tried")
     ap.add_argument("--max-batch-start", type=int, default=1,
                     help="with --max-batch: the first batch tried (doubled from there)")
+    ap.add_argument("--plain-graph", action="store_true",
+                    help="also time fp16 built with MPC_TRAIN_GRAPH_PLAIN=1 (variant "
+                         "fp16-plain: train-graph's node-by-node rules, before the rules that "
+                         "save passes over memory)")
     ap.add_argument("--export", default=None, metavar="DIR",
                     help="only export each model (NAME.onnx) and its data (NAME.npz) into "
                          "DIR, as the timed runs use them, and stop (no mpc run; no GPU)")

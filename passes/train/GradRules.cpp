@@ -12,6 +12,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/StringRef.h"
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -123,21 +124,24 @@ static int rankOf(const Value *v) {
 /// True when two dimensions are statically the same: the same known size,
 /// or the same named symbol (ONNX: one dim_param names one size throughout
 /// a model; a batch axis "N" of a residual Add's operands and its output).
-static bool sameDim(const Dim &a, const Dim &b) {
+/// `plain` (Emitter::plain): known sizes only.
+static bool sameDim(const Dim &a, const Dim &b, bool plain) {
   if (a.isKnown() || b.isKnown())
     return a.isKnown() && b.isKnown() && a.value == b.value;
-  return a.isSymbolic() && b.isSymbolic() && a.param == b.param;
+  return !plain && a.isSymbolic() && b.isSymbolic() && a.param == b.param;
 }
 
 /// True when both shapes are statically known and equal (sameDim).
-static bool sameStaticShape(const Value *a, const Value *b) {
+static bool sameStaticShape(const Value *a, const Value *b, bool plain) {
   if (rankOf(a) < 0 || rankOf(a) != rankOf(b))
     return false;
   for (size_t i = 0; i < a->type.dims.size(); ++i)
-    if (!sameDim(a->type.dims[i], b->type.dims[i]))
+    if (!sameDim(a->type.dims[i], b->type.dims[i], plain))
       return false;
   return true;
 }
+
+bool Emitter::plainGradientsRequested() { return std::getenv("MPC_TRAIN_GRAPH_PLAIN") != nullptr; }
 
 static DType elemOf(const Value *v) { return v->type.tensorElemType(); }
 
@@ -145,7 +149,7 @@ static DType elemOf(const Value *v) { return v->type.tensorElemType(); }
 /// `g` over the broadcast axes (BiasGrad) unless the shapes match statically.
 static Value *unbroadcast(Emitter &e, Value *g, Value *x, const Value *y,
                           const std::string &hint) {
-  if (sameStaticShape(x, y))
+  if (sameStaticShape(x, y, e.plain))
     return g;
   return e.op("BiasGrad", {g, e.shapeOf(x)}, elemOf(x), hint, kTrainingDomain);
 }
@@ -328,12 +332,12 @@ static llvm::Error gradUnary(Ctx &c) {
 
 /// True when `x` has the rank of `y` and the same (known) batch axes, so no
 /// broadcast reduction is needed for a MatMul operand.
-static bool batchMatches(const Value *x, const Value *y) {
+static bool batchMatches(const Value *x, const Value *y, bool plain) {
   int r = rankOf(x);
   if (r < 0 || r != rankOf(y))
     return false;
   for (int i = 0; i < r - 2; ++i)
-    if (!sameDim(x->type.dims[i], y->type.dims[i]))
+    if (!sameDim(x->type.dims[i], y->type.dims[i], plain))
       return false;
   return true;
 }
@@ -355,14 +359,14 @@ static llvm::Error gradMatMul(Ctx &c) {
     return p->output(0);
   };
   if (c.want(0)) {
-    Value *g = rb >= 3 ? transposedProduct(dy, b, false, elemOf(a), c.h("dA_mm"))
+    Value *g = rb >= 3 && !e.plain ? transposedProduct(dy, b, false, elemOf(a), c.h("dA_mm"))
                        : e.op("MatMul", {dy, swapLast2(e, b, rb, c.h("Bt"))}, elemOf(a),
                               c.h("dA_mm"));
-    c.dIn[0] = batchMatches(a, y)
+    c.dIn[0] = batchMatches(a, y, e.plain)
                    ? g
                    : e.op("BiasGrad", {g, e.shapeOf(a)}, elemOf(a), c.h("dA"), kTrainingDomain);
   }
-  if (c.want(1) && rb == 2 && ra >= 3) {
+  if (c.want(1) && rb == 2 && ra >= 3 && !e.plain) {
     // A 2-D weight applied to every row of a batched operand (a Linear layer
     // on [N, T, K] activations): dB = A2^T dY2 with the batch axes folded
     // into the rows, A2 = Flatten(A) [N*T, K], dY2 = Flatten(dY) [N*T, M]:
@@ -377,10 +381,10 @@ static llvm::Error gradMatMul(Ctx &c) {
     g->producer()->setAttr(Attribute::makeInt("transA", 1));
     c.dIn[1] = g;
   } else if (c.want(1)) {
-    Value *g = ra >= 3 ? transposedProduct(a, dy, true, elemOf(b), c.h("dB_mm"))
+    Value *g = ra >= 3 && !e.plain ? transposedProduct(a, dy, true, elemOf(b), c.h("dB_mm"))
                        : e.op("MatMul", {swapLast2(e, a, ra, c.h("At")), dy}, elemOf(b),
                               c.h("dB_mm"));
-    c.dIn[1] = batchMatches(b, y)
+    c.dIn[1] = batchMatches(b, y, e.plain)
                    ? g
                    : e.op("BiasGrad", {g, e.shapeOf(b)}, elemOf(b), c.h("dB"), kTrainingDomain);
   }

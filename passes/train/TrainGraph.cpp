@@ -529,7 +529,7 @@ llvm::Error Builder::buildBackward() {
   for (Node *n : forward)
     for (Value *x : n->outputs()) {
       ErfGeluMatch m;
-      if (x && needs.count(x) && matchErfGelu(x, m) &&
+      if (x && !e->plain && needs.count(x) && matchErfGelu(x, m) &&
           llvm::none_of(m.constants, [&](const Value *c) { return paramSet.count(c) > 0; }))
         geluChains[m.result->producer()] = std::move(m);
     }

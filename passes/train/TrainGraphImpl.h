@@ -28,7 +28,14 @@ void importTrainingDomains(Model &m);
 /// Appends nodes to the algorithm graph with fresh, model-unique names.
 class Emitter {
 public:
-  Emitter(Model &m, Graph &g) : model(m), graph(g) {}
+  Emitter(Model &m, Graph &g) : model(m), graph(g), plain(plainGradientsRequested()) {}
+
+  /// MPC_TRAIN_GRAPH_PLAIN set (for measurements, docs/training.md): the
+  /// rules differentiate node by node as they did before the rules that save
+  /// passes over memory (a BiasGrad wherever a batch axis is symbolic, batched
+  /// products over transposed copies, the weight gradient of a Linear layer
+  /// as a sum of batched products, erf GELU node by node).
+  static bool plainGradientsRequested();
 
   /// Creates `opType` with the given inputs (null = omitted) and `numOut`
   /// outputs of element types `outTypes` (one per output; Undefined omits
@@ -49,6 +56,8 @@ public:
   std::vector<Node *> created;
   Model &model;
   Graph &graph;
+  /// plainGradientsRequested() when made.
+  const bool plain;
 
 private:
   std::vector<std::pair<Value *, Value *>> shapeCache;

@@ -38,8 +38,9 @@ FD_STEP = 1e-5
 OPSET = 17
 
 
-def run_mpc(*args, timeout=120):
-    return subprocess.run([ARGS.mpc, *args], capture_output=True, text=True, timeout=timeout)
+def run_mpc(*args, timeout=120, env=None):
+    return subprocess.run([ARGS.mpc, *args], capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else dict(os.environ, **env))
 
 
 def training_ref_ops():
@@ -894,6 +895,19 @@ class ShapeInference(unittest.TestCase):
             self.assertEqual(sum(nd.op_type == "Transpose" for nd in alg.node), 2)
             x = np.random.default_rng(5).standard_normal((2, 3, 4))
             self.assert_fd_gradients(model, dst, {"x": x})
+            # MPC_TRAIN_GRAPH_PLAIN (measurements): the node-by-node rules, no
+            # FusedMatMul, no Gemm over flattened rows, no contrib import; the
+            # same gradients.
+            plain = os.path.join(tmp, "plain.onnx")
+            r = run_mpc("train-graph", os.path.join(tmp, "m.onnx"), "--loss", "L",
+                        "--expose-gradients", "-o", plain, env={"MPC_TRAIN_GRAPH_PLAIN": "1"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            p = onnx.load(plain)
+            ops = [nd.op_type for nd in p.training_info[0].algorithm.node]
+            self.assertEqual((ops.count("FusedMatMul"), ops.count("Gemm")), (0, 0), ops)
+            self.assertEqual(ops.count("Transpose"), 8, ops)  # 4 products, 2 weights, 2 as above
+            self.assertNotIn("com.microsoft", [o.domain for o in p.opset_import])
+            self.assert_fd_gradients(model, plain, {"x": x})
 
     def test_same_symbolic_shapes_need_no_reduction(self):
         # x [N, 3, 4]: a residual block whose Add and Mul operands have the
