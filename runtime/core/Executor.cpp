@@ -1156,7 +1156,7 @@ std::string Executor::writeOverProblem(llvm::StringRef output, llvm::StringRef i
     }
     if (u.user == n) {
       if (!llvm::is_contained(over, u.operand))
-        return "its node " + describeNode(*n) + " reads the input as operand " +
+        return describeNode(*n) + ", which makes it, reads the input as operand " +
                std::to_string(u.operand) + ", which it cannot write over";
       continue;
     }

@@ -820,8 +820,8 @@ graph @g(%x: f32[2,2], %s: f32[2,2], %w: f32[2,2], %c: bool[]) -> (%n: f32[2,2],
   EXPECT_EQ(f->exec->writeOverProblem("n", "s"),
             "node 'late' (Mul) reads the input after node 'guard' (Where) writes it");
   EXPECT_EQ(f->exec->writeOverProblem("m", "x"),
-            "its node node 'mm' (MatMul) reads the input as operand 0, which it cannot write "
-            "over");
+            "node 'mm' (MatMul), which makes it, reads the input as operand 0, which it "
+            "cannot write over");
   EXPECT_EQ(f->exec->writeOverProblem("k", "w"), "the input is also an output of the graph");
   EXPECT_EQ(f->exec->writeOverProblem("t", "s"), "it is not an output of the graph");
   EXPECT_EQ(f->exec->writeOverProblem("n", "q"), "the input is not an input of the graph");
