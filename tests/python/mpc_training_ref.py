@@ -658,7 +658,10 @@ class FusedMatMul(OpRun):
     def _run(self, a, b, alpha=None, transA=None, transB=None, transBatchA=None,
              transBatchB=None):
         if transBatchA or transBatchB:
-            raise NotImplementedError("FusedMatMul transBatchA/transBatchB")
+            # Outside this oracle's contract: train-graph never writes them, so a graph
+            # that has them is not one this reference is meant to check.
+            raise ValueError("FusedMatMul: transBatchA/transBatchB are not written by "
+                             "train-graph; this reference does not evaluate them")
         x, y = _f64(a), _f64(b)
         if transA:
             x = np.swapaxes(x, -1, -2)
