@@ -177,6 +177,8 @@ step multi_tensor_optimizer 240 python3 "$SRC/tests/train/test_multi_tensor_opti
 #     digits training per optimizer variant byte-identical to MPC_TRAIN_DOUBLE_BUFFER=1,
 #     the decisions of --stats, resume, a late reader kept double-buffered.
 step in_place_state 150 python3 "$SRC/tests/train/test_in_place_state.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
+# BiasGrad with a folded widening Cast: the same bits as the unfolded model on the GPU too.
+step bias_grad_fold 120 python3 "$SRC/tests/train/test_bias_grad_fold.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 step gemm_epilogues 180 python3 "$SRC/tests/epilogues/test_gemm_epilogues.py" --mpc "$MPC" --source-dir "$SRC" --device cuda
 # 3b. The contrib ops (FusedMatMul, ConvGrad) on the CUDA backend against onnxruntime.
 step contrib_kernels 120 python3 "$SRC/tests/contrib/test_contrib_kernels.py" --mpc "$MPC" --source-dir "$SRC" --device cuda

@@ -3,9 +3,15 @@
 // foldCasts: a Cast whose input already has the wanted type forwards its
 // input; Cast(Cast(x, B), C) reads x directly when B represents every value of
 // x's type exactly (low -> high -> low). high -> low -> high is never folded:
-// it rounds. eliminateDeadCode removes unused Cast/Constant nodes and unused
-// initializers, the debris of those folds; other dead nodes of the user's
-// model are left alone.
+// it rounds. A BiasGrad reading a float16/bfloat16 -> float32 Cast reads the
+// 16-bit value itself, with `to` = float32: its sums are float32 either way,
+// so the result has the same bits, and the widened copy of a gradient as
+// large as the activations is neither written nor read. A 16-bit BiasGrad
+// whose only reader widens its result to float32 gets the same `to`: its sum
+// is no longer rounded to 16 bits on the way (the bits of the first form).
+// eliminateDeadCode
+// removes unused Cast/Constant nodes and unused initializers, the debris of
+// those folds; other dead nodes of the user's model are left alone.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/Amp.h"
@@ -77,6 +83,54 @@ static unsigned eliminateDead(const std::vector<Node *> &candidates) {
   return removed;
 }
 
+static bool isBiasGrad(const Node &n) {
+  return llvm::StringRef(n.opType) == "BiasGrad" &&
+         llvm::StringRef(n.domain) == "ai.mpc.training" && n.numInputs() >= 1 &&
+         n.numOutputs() == 1 && n.output(0);
+}
+
+/// The BiasGrad readers (operand 0, same graph, float32 result) of `cast`, a
+/// Cast widening float16/bfloat16 to float32, read its input with `to` =
+/// float32 instead. Returns how many.
+static unsigned foldIntoBiasGrad(Node &cast) {
+  Value *x = cast.input(0), *wide = cast.output(0);
+  DType from = x->type.tensorElemType();
+  if ((from != DType::F16 && from != DType::BF16) ||
+      wide->type.tensorElemType() != DType::F32 || x->type.kind != wide->type.kind)
+    return 0;
+  llvm::SmallVector<Node *, 4> readers;
+  for (const Use &u : wide->uses())
+    if (u.operand == 0 && isBiasGrad(*u.user) && u.user->getParent() == cast.getParent() &&
+        u.user->output(0)->type.tensorElemType() == DType::F32)
+      readers.push_back(u.user);
+  for (Node *bg : readers) {
+    bg->setInput(0, x);
+    bg->setAttr(Attribute::makeInt("to", int64_t(DType::F32)));
+  }
+  return unsigned(readers.size());
+}
+
+/// `cast`, a Cast to float32 that is the only reader of a BiasGrad's 16-bit
+/// result, becomes that BiasGrad's `to` = float32: the fp32 sum is rounded
+/// once into float32 instead of into 16 bits and widened (the result of
+/// BiasGrad over dY widened first, bit for bit). Returns 1 when folded.
+static unsigned foldBiasGradResult(Node &cast) {
+  Value *r = cast.input(0), *wide = cast.output(0);
+  Node *bg = r->producer();
+  if (!bg || !isBiasGrad(*bg) || bg->getParent() != cast.getParent() || bg->attr("to") ||
+      r->numUses() != 1 || r->isGraphOutput() || wide->isGraphOutput() ||
+      wide->type.tensorElemType() != DType::F32 || r->type.kind != wide->type.kind)
+    return 0;
+  DType t = r->type.tensorElemType();
+  Value *dy = bg->input(0);
+  if ((t != DType::F16 && t != DType::BF16) || !dy || dy->type.tensorElemType() != t)
+    return 0;
+  bg->setAttr(Attribute::makeInt("to", int64_t(DType::F32)));
+  r->type.setTensorElemType(DType::F32);
+  Graph::replaceAllUsesWith(wide, r);
+  return 1;
+}
+
 unsigned mpc::foldCasts(Model &m) {
   std::vector<Node *> candidates = collectCandidates(m);
   unsigned folded = 0;
@@ -119,6 +173,10 @@ unsigned mpc::foldCasts(Model &m) {
     Graph::replaceAllUsesWith(out, in);
     ++folded;
   }
+  // After the chains above: a Cast(Cast(x16, f32)...) now reads x16 itself.
+  for (Node *n : candidates)
+    if (isCast(*n))
+      folded += foldIntoBiasGrad(*n) + foldBiasGradResult(*n);
   // Folding rewires inputs but neither adds nor removes nodes, so the
   // candidates are still every Cast and Constant of the model.
   eliminateDead(candidates);

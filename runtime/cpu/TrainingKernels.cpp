@@ -85,7 +85,20 @@ template <cpu::ActivationGrad K> static llvm::Error runActivationGrad(const Kern
 }
 
 static llvm::Error runBiasGrad(const KernelCall &c) {
-  dispatchFloat(c.outputs[0].dtype, [&](auto tag) {
+  DType in = c.inputs[0].dtype, out = c.outputs[0].dtype;
+  if (in != out) { // `to` = float32 over a 16-bit dY (the shape function allows no other)
+    if (out != DType::F32 || (in != DType::F16 && in != DType::BF16))
+      return nodeError(*c.node, "no kernel for dY " + dtypeName(in).str() + " -> " +
+                                    dtypeName(out).str());
+    if (in == DType::F16)
+      cpu::biasGrad<Half, float>(c.inputs[0].as<Half>(), c.inputs[0].shape,
+                                 c.outputs[0].shape, c.outputs[0].as<float>());
+    else
+      cpu::biasGrad<BFloat16, float>(c.inputs[0].as<BFloat16>(), c.inputs[0].shape,
+                                     c.outputs[0].shape, c.outputs[0].as<float>());
+    return llvm::Error::success();
+  }
+  dispatchFloat(out, [&](auto tag) {
     using T = decltype(tag);
     cpu::biasGrad<T>(c.inputs[0].as<T>(), c.inputs[0].shape, c.outputs[0].shape,
                      c.outputs[0].as<T>());

@@ -46,10 +46,10 @@ void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t
     dx[i] = kernels::activationGradValue(kind, dy[i], v[i]);
 }
 
-template <typename T>
+template <typename T, typename U>
 void biasGrad(const T *dy, llvm::ArrayRef<int64_t> dyShape, llvm::ArrayRef<int64_t> bShape,
-              T *db) {
-  using A = AccumType<T>;
+              U *db) {
+  using A = AccumType<U>;
   size_t rank = dyShape.size(), lead = rank - bShape.size();
   // Stride into db of each dy axis (0 where the axis is summed).
   std::vector<int64_t> strides(rank, 0);
@@ -75,7 +75,7 @@ void biasGrad(const T *dy, llvm::ArrayRef<int64_t> dyShape, llvm::ArrayRef<int64
     }
   }
   for (int64_t i = 0; i < s; ++i)
-    db[i] = store<T>(acc[size_t(i)]);
+    db[i] = store<U>(acc[size_t(i)]);
 }
 
 template <typename T>
@@ -809,8 +809,8 @@ void mseLossGrad(const T *dLoss, const T *pred, const T *target, LossReduction r
 
 #define MPC_INSTANTIATE_TRAINING(T)                                                        \
   template void activationGrad<T>(ActivationGrad, const T *, const T *, T *, int64_t);     \
-  template void biasGrad<T>(const T *, llvm::ArrayRef<int64_t>, llvm::ArrayRef<int64_t>,   \
-                            T *);                                                          \
+  template void biasGrad<T, T>(const T *, llvm::ArrayRef<int64_t>, llvm::ArrayRef<int64_t>, \
+                               T *);                                                       \
   template void softmaxGrad<T>(const T *, const T *, T *, int64_t, int64_t, int64_t, bool); \
   template void layerNormGrad<T>(const T *, const T *, const AccumType<T> *,               \
                                  const AccumType<T> *, const AccumType<T> *, T *,          \
@@ -848,6 +848,10 @@ MPC_INSTANTIATE_TRAINING(double)
 MPC_INSTANTIATE_TRAINING(Half)
 MPC_INSTANTIATE_TRAINING(BFloat16)
 #undef MPC_INSTANTIATE_TRAINING
+template void biasGrad<Half, float>(const Half *, llvm::ArrayRef<int64_t>,
+                                    llvm::ArrayRef<int64_t>, float *);
+template void biasGrad<BFloat16, float>(const BFloat16 *, llvm::ArrayRef<int64_t>,
+                                        llvm::ArrayRef<int64_t>, float *);
 
 template int64_t findBadLabel<int32_t>(const LossLabels<int32_t> &, int64_t, int64_t);
 template int64_t findBadLabel<int64_t>(const LossLabels<int64_t> &, int64_t, int64_t);

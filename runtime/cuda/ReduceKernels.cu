@@ -26,9 +26,11 @@ template <typename Step> struct CombineOp {
   __device__ float operator()(float a, float b) const { return Step::combine(a, b); }
 };
 
-template <typename T, ReduceKind K> struct ReduceBody {
+/// y's type U is T, or float for a sum over 16-bit x (BiasGrad's `to`): the
+/// fp32 sum is then stored without the rounding to T.
+template <typename T, ReduceKind K, typename U = T> struct ReduceBody {
   const T *x;
-  T *y;
+  U *y;
   template <typename Ctx> __device__ void operator()(const Ctx &c, const SliceAt &s) const {
     using Step = typename StepOf<K>::type;
     float max = 0.0f, shift = 0.0f;
@@ -44,7 +46,7 @@ template <typename T, ReduceKind K> struct ReduceBody {
       acc = Step::combine(acc, Step::map(float(kernels::load(x[s.at(a)])), shift));
     acc = c.combine(acc, CombineOp<Step>(), Step::identity());
     if (c.leader())
-      y[s.index] = kernels::castValue<T>(kernels::reduceFinish(K, acc, max, s.n));
+      y[s.index] = kernels::castValue<U>(kernels::reduceFinish(K, acc, max, s.n));
   }
 };
 
@@ -70,6 +72,21 @@ cudaError_t reduceAs(ReduceKind kind, const T *x, T *y, const SlicePlan &p, cuda
 }
 
 } // namespace
+
+cudaError_t launchSumToF32(int32_t type, const void *x, float *y, const SlicePlan &p,
+                           cudaStream_t stream) {
+  switch (type) {
+  case kOnnxF16:
+    return queueSlices(ReduceBody<Half, ReduceKind::Sum, float>{static_cast<const Half *>(x), y},
+                       p, stream);
+  case kOnnxBF16:
+    return queueSlices(
+        ReduceBody<BFloat16, ReduceKind::Sum, float>{static_cast<const BFloat16 *>(x), y}, p,
+        stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
 
 cudaError_t launchReduce(ReduceKind kind, int32_t type, const void *x, void *y,
                          const SlicePlan &p, cudaStream_t stream) {

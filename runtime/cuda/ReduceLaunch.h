@@ -22,6 +22,12 @@ namespace cuda {
 cudaError_t launchReduce(kernels::ReduceKind kind, int32_t type, const void *x, void *y,
                          const SlicePlan &p, cudaStream_t stream);
 
+/// The sum of x (f16 or bf16) over the slices into float y, accumulated as
+/// launchReduce's Sum and stored without rounding to x's type: BiasGrad with
+/// `to` = float32, the bits of a Sum over x widened first.
+cudaError_t launchSumToF32(int32_t type, const void *x, float *y, const SlicePlan &p,
+                           cudaStream_t stream);
+
 } // namespace cuda
 } // namespace mpc
 

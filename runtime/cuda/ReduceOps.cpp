@@ -38,8 +38,10 @@ struct Gather {
 
 class ReduceOp final : public CudaOp {
 public:
-  ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape, Gather gather = {})
-      : kind(kind), plan(plan), outShape(std::move(outShape)), gather(std::move(gather)) {}
+  ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape, Gather gather = {},
+           bool toF32 = false)
+      : kind(kind), plan(plan), outShape(std::move(outShape)), gather(std::move(gather)),
+        toF32(toF32) {}
   size_t workspaceBytes() const override { return gather.bytes; }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override {
@@ -61,6 +63,12 @@ public:
         return e;
       src = call.workspace;
     }
+    if (toF32) {
+      if (y.dtype != DType::F32)
+        return "output type " + dtypeName(y.dtype).str() + " differs from the prepared f32";
+      return launchText(launchSumToF32(int32_t(x.dtype), src, static_cast<float *>(y.data),
+                                       plan, s));
+    }
     return launchText(launchReduce(kind, int32_t(x.dtype), src, y.data, plan, s));
   }
 
@@ -69,6 +77,7 @@ private:
   SlicePlan plan;
   std::vector<int64_t> outShape; ///< BiasGrad's: checked at launch
   Gather gather;
+  bool toF32; ///< BiasGrad's `to` = float32 over a 16-bit dY
 };
 
 /// noop_with_empty_axes with no axes: the output is the input.
@@ -91,7 +100,8 @@ CudaOpOrError none() { return std::unique_ptr<CudaOp>(); }
 /// split by a kept one (ReduceMean over [0, 2, 3] of NCHW, a convolution's
 /// BiasGrad) are first transposed to the end, in the workspace.
 CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector<int64_t> &axes,
-                         const CudaContext &ctx, std::vector<int64_t> outShape = {}) {
+                         const CudaContext &ctx, std::vector<int64_t> outShape = {},
+                         bool toF32 = false) {
   SliceShape s;
   Gather gather;
   if (!reductionSlices(x.shape.data(), x.shape.size(), axes.data(), axes.size(), s)) {
@@ -120,7 +130,7 @@ CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector
   if (s.axisDim == 0 && s.slices() != 0)
     return none();
   return std::make_unique<ReduceOp>(kind, planSlices(s, ctx.smCount), std::move(outShape),
-                                    std::move(gather));
+                                    std::move(gather), toF32);
 }
 
 CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
@@ -153,10 +163,16 @@ CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,
 /// BiasGrad(dY, shape): the sum of dY over the axes along which `shape`
 /// broadcasts to dY's (right-aligned; missing leading axes and 1s against
 /// larger dims). The shape is a constant input or the node's static output
-/// type.
+/// type. With `to` = float32 over a 16-bit dY the sum is stored as float.
 CudaOpOrError prepareBiasGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
                               const CudaContext &ctx) {
   const TensorDesc &dy = in[0];
+  auto outType = shapes::biasGradOutputType(n, dy.dtype);
+  if (!outType) {
+    llvm::consumeError(outType.takeError()); // the CPU reports it
+    return none();
+  }
+  bool toF32 = *outType != dy.dtype;
   std::vector<int64_t> b;
   if (!knownInputInts(n, in, 1, b)) {
     const Value *out = n.numOutputs() ? n.output(0) : nullptr;
@@ -183,7 +199,8 @@ CudaOpOrError prepareBiasGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
     if (bd == 1 && dy.shape[d] != 1)
       axes.push_back(int64_t(d));
   }
-  return reduceOver(ReduceKind::Sum, dy, axes, ctx, b.empty() ? std::vector<int64_t>{} : b);
+  return reduceOver(ReduceKind::Sum, dy, axes, ctx, b.empty() ? std::vector<int64_t>{} : b,
+                    toF32);
 }
 
 } // namespace

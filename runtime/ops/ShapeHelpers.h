@@ -38,6 +38,10 @@ bool broadcastShapes(llvm::ArrayRef<int64_t> aShape, llvm::ArrayRef<int64_t> bSh
                      llvm::SmallVectorImpl<int64_t> &outShape, bool estimate = false);
 /// f32, f16, bf16 or f64: the floating-point types the kernels compute in.
 bool isFloatType(DType t);
+/// BiasGrad's output type for a dY of type `dy`: dY's, or float32 where its
+/// `to` attribute asks for it and dY is float16 or bfloat16 (a widening Cast
+/// folded into the reduction); any other `to` is an error naming the node.
+llvm::Expected<DType> biasGradOutputType(const Node &n, DType dy);
 /// Errors unless input `i` is a float tensor (f32, f16, bf16, f64).
 llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what);
 /// Errors unless inputs `a` and `b` have one shape.

@@ -50,8 +50,9 @@ def bias_grad(dy, shape):
 
 
 class BiasGrad(_GradOp):
-    def _run(self, dy, shape):
-        return (bias_grad(dy, shape).astype(dy.dtype),)
+    def _run(self, dy, shape, to=None):
+        # `to` = 1 (float32) over a 16-bit dY: the sum in float64, typed float32.
+        return (bias_grad(dy, shape).astype(np.float32 if to == 1 else dy.dtype),)
 
 
 class ReluGrad(_GradOp):

@@ -292,3 +292,57 @@ TEST(TrainingSchemas, GruGradPortsAndInference) {
   EXPECT_EQ(dimsOf(*g, "dh0", elem), (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(elem, f32);
 }
+
+// BiasGrad's `to`: float32 over a 16-bit dY (a folded widening Cast), dY's own
+// type, and nothing else (mpc's own inference: TypeInferenceTest).
+TEST(TrainingSchemas, BiasGradToFloat32) {
+  registerTrainingSchemas();
+  auto model = [](int dyType, int64_t to) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto *o = m.add_opset_import();
+    o->set_domain(kDomain);
+    o->set_version(1);
+    onnx::GraphProto *g = m.mutable_graph();
+    g->set_name("g");
+    addTensor(g->mutable_input(), "dy", dyType, {6, 4});
+    onnx::TensorProto *shape = g->add_initializer();
+    shape->set_name("bshape");
+    shape->set_data_type(onnx::TensorProto::INT64);
+    shape->add_dims(1);
+    shape->add_int64_data(4);
+    auto *n = addNode(g, "BiasGrad", {"dy", "bshape"}, {"db"});
+    if (to >= 0) {
+      auto *a = n->add_attribute();
+      a->set_name("to");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(to);
+    }
+    g->add_output()->set_name("db");
+    return m;
+  };
+  const int f32 = onnx::TensorProto::FLOAT, f16 = onnx::TensorProto::FLOAT16,
+            bf16 = onnx::TensorProto::BFLOAT16;
+  onnx::ShapeInferenceOptions opts{true, 1, false};
+  struct Case {
+    int dy;
+    int64_t to;
+    int want; ///< 0: refused
+  } cases[] = {{f16, f32, f32}, {bf16, f32, f32}, {f16, -1, f16}, {f32, f32, f32},
+               {f16, f16, f16}, {f32, f16, 0},    {f16, bf16, 0}, {bf16, f16, 0}};
+  for (const Case &c : cases) {
+    onnx::ModelProto m = model(c.dy, c.to);
+    SCOPED_TRACE(std::to_string(c.dy) + " to " + std::to_string(c.to));
+    if (!c.want) {
+      EXPECT_ANY_THROW(
+          onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts));
+      continue;
+    }
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
+    onnx::checker::check_model(m);
+    int elem = 0;
+    EXPECT_EQ(dimsOf(*m.mutable_graph(), "db", elem), (std::vector<int64_t>{4}));
+    EXPECT_EQ(elem, c.want);
+
+  }
+}

@@ -185,10 +185,11 @@ class KernelTest(unittest.TestCase):
 
     def run_case(self, op, inputs, n_out=1, attrs=None, domain=DOMAIN, opset=17,
                  dtypes=("f32", "f16", "bf16", "f64"), keep=None, inits=(), fd=None,
-                 atol_scale=None):
+                 atol_scale=None, tolerance=None):
         """Runs op through mpc in each dtype and compares with the float64 reference on
         the rounded inputs. fd: (forward, feeds, [(output index, input name)]) for a
-        finite-difference check of the float64 result."""
+        finite-difference check of the float64 result. tolerance: the relative tolerance
+        instead of the dtype's (outputs of another type than the inputs')."""
         for dt in dtypes:
             with self.subTest(dtype=dt):
                 rin = [(n, a if (keep and n in keep) or n in inits else rounded(a, dt))
@@ -200,7 +201,7 @@ class KernelTest(unittest.TestCase):
                 ref_in = [(n, a.astype(np.float64) if np.issubdtype(a.dtype, np.floating)
                            else a) for n, a in rin]
                 want = reference(op, ref_in, n_out, attrs, domain, opset)
-                rtol = DTYPES[dt][2]
+                rtol = tolerance if tolerance is not None else DTYPES[dt][2]
                 for i, (g, w) in enumerate(zip(got, want)):
                     w = np.asarray(w, np.float64)
                     self.assertEqual(g.shape, w.shape, f"{op} {dt} output {i}")
@@ -232,6 +233,49 @@ class KernelTest(unittest.TestCase):
             self.run_case("BiasGrad", [("dy", dy), ("shape", np.array(b_shape, np.int64))],
                           inits=("shape",),
                           fd=(fwd, {"a": a, "b": b}, [(0, "b", "dy")]))
+
+    def test_bias_grad_to_float32(self):
+        # A 16-bit dY summed into float32 (`to` = 1, a folded widening Cast): float32's
+        # tolerance, not the input type's, so a kernel rounding through 16 bits fails.
+        for dy_shape, b_shape in [((4, 16, 8), (8,)), ((2, 3, 4), (3, 1)), ((300, 5), (5,))]:
+            dy = self.rand(*dy_shape)
+            self.run_case("BiasGrad", [("dy", dy), ("shape", np.array(b_shape, np.int64))],
+                          attrs={"to": TensorProto.FLOAT}, inits=("shape",),
+                          dtypes=("f16", "bf16"), tolerance=1e-5)
+        # The same bits as BiasGrad over dY widened to float32 first (the fold is exact).
+        for dt in ("f16", "bf16"):
+            dy = rounded(self.rand(64, 3, 32), dt)
+            shape = numpy_helper.from_array(np.array([32], np.int64), "shape")
+            results = []
+            for folded in (True, False):
+                nodes = [helper.make_node("Cast", ["dy"], ["dy16"], to=DTYPES[dt][0])]
+                src = "dy16"
+                if not folded:
+                    nodes.append(helper.make_node("Cast", ["dy16"], ["wide"], to=TensorProto.FLOAT))
+                    src = "wide"
+                nodes.append(helper.make_node("BiasGrad", [src, "shape"], ["db"], domain=DOMAIN,
+                                              **({"to": TensorProto.FLOAT} if folded else {})))
+                graph = helper.make_graph(
+                    nodes, "g", [helper.make_tensor_value_info("dy", TensorProto.FLOAT,
+                                                               list(dy.shape))],
+                    [helper.make_tensor_value_info("db", TensorProto.FLOAT, None)],
+                    initializer=[shape])
+                model = helper.make_model(graph, opset_imports=[
+                    helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)])
+                model.ir_version = 8
+                results.append(mpc_run(model, {"dy": dy.astype(np.float32)}, ["db"],
+                                       tempfile.mkdtemp(dir=self.tmp.name))[0])
+            with self.subTest(dtype=dt):
+                self.assertEqual(results[0].dtype, np.float32)
+                np.testing.assert_array_equal(results[0], results[1])
+
+    def test_bias_grad_bad_to_is_refused(self):
+        # `to` narrowing a float32 dY: one line naming the node, exit 1.
+        model, feeds, outs = build("BiasGrad", DOMAIN, [("dy", self.rand(4, 3)),
+                                                        ("shape", np.array([3], np.int64))],
+                                   1, {"to": TensorProto.FLOAT16}, "f32", 17, inits=("shape",))
+        with self.assertRaisesRegex(AssertionError, r"BiasGrad.*to = 10.*float32"):
+            mpc_run(model, feeds, outs, tempfile.mkdtemp(dir=self.tmp.name))
 
     def unary(self, grad_op, fwd_op, x, uses_output, attrs=None, opset=17, fd=True,
               fwd=None):

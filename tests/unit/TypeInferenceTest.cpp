@@ -49,6 +49,24 @@ TEST(TypeInference, CastTakesItsTargetType) {
   EXPECT_EQ(typeOf(out, "c"), "i64");
 }
 
+// ai.mpc.training ops with a folded Cast: output 0 typed by `to`, else like
+// input 0 (their schemas give the output a type parameter of its own).
+TEST(TypeInference, TrainingOpsTakeTheirToType) {
+  std::string out = inferText(R"(opset ai.onnx 17
+opset ai.mpc.training 1
+graph @g(%dy: f16[6,4], %s: i64[1], %a: f16[2,3], %w: f16[3,4], %b: f16[4]) -> () {
+  %wide = ai.mpc.training::BiasGrad(%dy, %s) {to = 1} : ?
+  %same = ai.mpc.training::BiasGrad(%dy, %s) : ?
+  %y = ai.mpc.training::GemmBiasAct(%a, %w, %b) {to = 1} : ?
+  %y16 = ai.mpc.training::GemmBiasAct(%a, %w, %b) : ?
+  return
+})");
+  EXPECT_EQ(typeOf(out, "wide"), "f32");
+  EXPECT_EQ(typeOf(out, "same"), "f16");
+  EXPECT_EQ(typeOf(out, "y"), "f32");
+  EXPECT_EQ(typeOf(out, "y16"), "f16");
+}
+
 TEST(TypeInference, ConstantOfShapeReadsItsValue) {
   std::string out = inferText(R"(graph @g(%s: i64[2]) -> () {
   %a = ConstantOfShape(%s) {value = dense<f16[1]: [1]>} : ?

@@ -325,12 +325,34 @@ static std::vector<OpSchema> trainingSchemas() {
 
   {
     OpSchema s = base("BiasGrad", __LINE__);
-    s.SetDoc("dY summed over the axes along which `shape` was broadcast to dY")
+    s.SetDoc("dY summed over the axes along which `shape` was broadcast to dY, accumulated "
+             "in fp32 (fp64 for double) and rounded once into dB's type: dY's, or float32 "
+             "with `to` = 1 for a 16-bit dY (a folded widening Cast)")
+        .Attr("to", "element type of dB: dY's (absent), or 1 (float32) for a 16-bit dY",
+              AttributeProto::INT, false)
         .Input(0, "dY", "gradient of the broadcast result", "T")
         .Input(1, "shape", "shape of the operand before broadcasting", "tensor(int64)")
-        .Output(0, "dB", "gradient of the operand, shaped `shape`", "T")
+        // One type parameter, so the AMP painting converts dY and dB together;
+        // not homogeneous, so a folded `to` may give dB float32 over a 16-bit dY
+        // (the inference function checks the pair).
+        .Output(0, "dB", "gradient of the operand, shaped `shape`: dY's type or `to`", "T",
+                OpSchema::Single, /*is_homogeneous=*/false)
         .TypeConstraint("T", floatTypes(), "float types")
-        .TypeAndShapeInferenceFunction(shapeFromInput1);
+        .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+          shapeFromInput1(ctx);
+          const AttributeProto *to = ctx.getAttribute("to");
+          if (!to)
+            return;
+          const onnx::TypeProto *dy = ctx.getInputType(0);
+          int32_t in = dy && dy->has_tensor_type() ? dy->tensor_type().elem_type() : 0;
+          int32_t want = static_cast<int32_t>(to->i());
+          bool sixteen = in == onnx::TensorProto::FLOAT16 || in == onnx::TensorProto::BFLOAT16;
+          if (in != 0 && want != in && !(sixteen && want == onnx::TensorProto::FLOAT))
+            fail_type_inference("BiasGrad: to = ", want, " with dY of element type ", in,
+                                ": `to` is dY's type, or 1 (float32) for a float16 or "
+                                "bfloat16 dY");
+          onnx::updateOutputElemType(ctx, 0, want);
+        });
     v.push_back(std::move(s));
   }
   v.push_back(unaryGrad("ReluGrad", "X", "dY where X > 0, else 0", __LINE__));

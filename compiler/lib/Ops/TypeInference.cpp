@@ -78,8 +78,18 @@ static DType dtypeAttr(const Node &n, llvm::StringRef name, DType dflt) {
 
 /// Types of outputs defined by attributes rather than inputs.
 static Type attributeTypedOutput(const Node &n, unsigned out) {
-  if (!isDefaultDomain(n))
+  if (!isDefaultDomain(n)) {
+    // ai.mpc.training's ops with a folded Cast: output 0 typed by `to`, else
+    // like input 0 (BiasGrad's dB, GemmBiasAct's Y).
+    llvm::StringRef op = n.opType;
+    if (out == 0 && (op == "BiasGrad" || op == "GemmBiasAct") &&
+        llvm::StringRef(n.domain) == "ai.mpc.training") {
+      DType in = n.numInputs() && n.input(0) ? n.input(0)->type.tensorElemType()
+                                             : DType::Undefined;
+      return Type::tensor(dtypeAttr(n, "to", in));
+    }
     return Type();
+  }
   llvm::StringRef op = n.opType;
   if (op == "Cast")
     return Type::tensor(dtypeAttr(n, "to", DType::Undefined));

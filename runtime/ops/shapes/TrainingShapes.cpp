@@ -46,8 +46,24 @@ llvm::Error shapes::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &
   if (!ok)
     return nodeError(q.node, "shape " + formatShape(*shape) + " does not broadcast to dY " +
                                  formatShape(dy));
-  out.assign(1, ShapedType{q.inputs[0].dtype, *shape});
+  auto to = biasGradOutputType(q.node, q.inputs[0].dtype);
+  if (!to)
+    return to.takeError();
+  out.assign(1, ShapedType{*to, *shape});
   return llvm::Error::success();
+}
+
+llvm::Expected<DType> shapes::biasGradOutputType(const Node &n, DType dy) {
+  if (!n.attr("to"))
+    return dy;
+  int64_t to = n.intAttr("to", 0);
+  if (to == int64_t(dy))
+    return dy;
+  if (to == int64_t(DType::F32) && (dy == DType::F16 || dy == DType::BF16))
+    return DType::F32;
+  return nodeError(n, "to = " + std::to_string(to) + " with dY of type " +
+                          std::string(dtypeName(dy)) +
+                          ": `to` is dY's type, or 1 (float32) for a float16 or bfloat16 dY");
 }
 
 MPC_DEFINED_BELOW(shapes::shapeSoftmaxGrad)

@@ -3,7 +3,7 @@
 // The mixed-precision rewrite of a model: AmpColoring decides, insertAmpCasts
 // applies the decision (retypes slots, converts constants, inserts one cast
 // per (value, type)), and foldCasts removes no-op casts and low->high->low
-// chains. runAmpRewrite is the whole pipeline with the verifier around it.
+// chains and folds widening casts into BiasGrad. runAmpRewrite is the whole pipeline with the verifier around it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_PASSES_AMP_H
@@ -85,9 +85,12 @@ struct AmpResult {
 /// inserts casts where producer and consumer disagree.
 AmpResult insertAmpCasts(Model &m, const AmpColoring &coloring, const AmpOptions &opts);
 
-/// Removes casts whose input already has the wanted type and folds
-/// low->high->low chains (never high->low->high). Graph output names stay.
-/// Returns the number of casts removed.
+/// Removes casts whose input already has the wanted type, folds
+/// low->high->low chains (never high->low->high), and lets a BiasGrad that
+/// reads a 16-bit -> float32 Cast read the 16-bit value with `to` = float32
+/// (and one whose 16-bit result only a Cast to float32 reads sum into it).
+/// Graph output names stay. Returns the number of casts folded (each
+/// bypassed read counts once).
 unsigned foldCasts(Model &m);
 
 /// Removes nodes whose results are unused (no side effects in ONNX) and unused

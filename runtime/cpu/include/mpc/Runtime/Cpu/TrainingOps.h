@@ -30,10 +30,13 @@ template <typename T>
 void activationGrad(ActivationGrad kind, const T *dy, const T *v, T *dx, int64_t n);
 
 /// BiasGrad: dy summed over the axes along which bShape broadcasts to
-/// dyShape (numpy rules, right-aligned). db has the elements of bShape.
-template <typename T>
+/// dyShape (numpy rules, right-aligned). db has the elements of bShape. The
+/// sums are kept in AccumType<U> and rounded once into U: dy's type, or float
+/// for a 16-bit dy (`to` = float32), which gives the bits of BiasGrad over
+/// dy widened to float first.
+template <typename T, typename U = T>
 void biasGrad(const T *dy, llvm::ArrayRef<int64_t> dyShape, llvm::ArrayRef<int64_t> bShape,
-              T *db);
+              U *db);
 
 /// SoftmaxGrad (y the softmax) or, with log, LogSoftmaxGrad (y the
 /// log-softmax) over the middle axis of [outer, axisDim, inner].
