@@ -39,10 +39,12 @@ struct Gather {
 class ReduceOp final : public CudaOp {
 public:
   ReduceOp(ReduceKind kind, SlicePlan plan, std::vector<int64_t> outShape, Gather gather = {},
-           bool toF32 = false)
+           bool toF32 = false, ColumnSplit split = {})
       : kind(kind), plan(plan), outShape(std::move(outShape)), gather(std::move(gather)),
-        toF32(toF32) {}
-  size_t workspaceBytes() const override { return gather.bytes; }
+        toF32(toF32), split(split) {}
+  size_t workspaceBytes() const override {
+    return split.tiles ? size_t(split.workspaceFloats()) * sizeof(float) : gather.bytes;
+  }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override {
     const TensorRef &x = call.inputs[0], &y = call.outputs[0];
@@ -53,6 +55,14 @@ public:
       return "output shape " + formatShape(y.shape) + " differs from the prepared " +
              formatShape(outShape);
     const void *src = x.data;
+    if (split.tiles) {
+      if (!call.workspace || call.workspaceBytes < workspaceBytes())
+        return "the split reduction has no workspace";
+      if (toF32 && y.dtype != DType::F32)
+        return "output type " + dtypeName(y.dtype).str() + " differs from the prepared f32";
+      return launchText(launchSplitReduce(kind, int32_t(x.dtype), src, y.data, call.workspace,
+                                          split, ctx.smCount, toF32, s));
+    }
     if (gather.bytes) {
       if (!call.workspace || call.workspaceBytes < gather.bytes)
         return "the reduction's transpose has no workspace";
@@ -78,6 +88,7 @@ private:
   std::vector<int64_t> outShape; ///< BiasGrad's: checked at launch
   Gather gather;
   bool toF32; ///< BiasGrad's `to` = float32 over a 16-bit dY
+  ColumnSplit split; ///< tiles 0: one launch over plan's slices
 };
 
 /// noop_with_empty_axes with no axes: the output is the input.
@@ -129,8 +140,12 @@ CudaOpOrError reduceOver(ReduceKind kind, const TensorDesc &x, const std::vector
   }
   if (s.axisDim == 0 && s.slices() != 0)
     return none();
+  // A middle axis with few results: the two passes of planColumnSplit.
+  ColumnSplit split;
+  if (!gather.bytes && splitReducible(kind))
+    split = planColumnSplit(s, ctx.smCount);
   return std::make_unique<ReduceOp>(kind, planSlices(s, ctx.smCount), std::move(outShape),
-                                    std::move(gather), toF32);
+                                    std::move(gather), toF32, split);
 }
 
 CudaOpOrError prepareReduce(const Node &n, const CudaKernel &row,

@@ -1,6 +1,7 @@
 //===- SlicePlan.cpp - Launch plans of the row (slice) launchers ----------===//
 #include "mpc/Runtime/Cuda/SlicePlan.h"
 #include "mpc/Runtime/Cuda/LaunchGeometry.h"
+#include <algorithm>
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -60,4 +61,25 @@ SlicePlan cuda::planSlices(const SliceShape &s, unsigned smCount) {
   p.blocks = g.blocks;
   p.threads = g.threads;
   return p;
+}
+
+ColumnSplit cuda::planColumnSplit(const SliceShape &s, unsigned smCount) {
+  ColumnSplit c;
+  c.shape = s;
+  int64_t want = 4 * int64_t(smCount ? smCount : 1); // blocks in all
+  if (s.inner <= 1 || s.axisDim < 2 * kMinChunkRows || s.outer > kMaxGridYZ ||
+      s.slices() >= want * 256 || s.numElements() <= 0)
+    return c;
+  int64_t tiles = (s.inner + kColumnTile - 1) / kColumnTile;
+  if (tiles > kMaxGridBlocks)
+    return c;
+  int64_t perSlab = (want + tiles * s.outer - 1) / (tiles * s.outer); // chunks wanted
+  int64_t maxChunks = s.axisDim / kMinChunkRows;
+  int64_t chunks = std::max<int64_t>(1, std::min({perSlab, maxChunks, kMaxGridYZ}));
+  int64_t rows = (s.axisDim + chunks - 1) / chunks;
+  rows = (rows + kColumnLanes - 1) / kColumnLanes * kColumnLanes;
+  c.rowsPerChunk = rows;
+  c.chunks = unsigned((s.axisDim + rows - 1) / rows);
+  c.tiles = unsigned(tiles);
+  return c;
 }

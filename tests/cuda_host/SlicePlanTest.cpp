@@ -133,6 +133,88 @@ TEST(SlicePlan, EveryElementBelongsToOneSliceAtItsRowMajorOffset) {
     }
 }
 
+/// Walks a ColumnSplit as its two kernels do: pass 1's blocks (tiles x chunks
+/// x outer, kColumnTile x kColumnLanes threads) write partial (o, c, i) from
+/// the rows they fold; pass 2 reads each result's partials. Checks that
+/// every element of every column is folded exactly once, into the partial
+/// of its own column and chunk, and that the partials pass 2 reads are
+/// exactly those pass 1 writes.
+void checkSplitCovers(const ColumnSplit &p) {
+  const SliceShape &s = p.shape;
+  ASSERT_GT(p.tiles, 0u);
+  ASSERT_GT(p.chunks, 0u);
+  ASSERT_EQ(p.rowsPerChunk % kColumnLanes, 0);
+  ASSERT_GE(int64_t(p.tiles) * kColumnTile, s.inner);
+  ASSERT_LT(int64_t(p.tiles - 1) * kColumnTile, s.inner); // no all-idle tile
+  ASSERT_GE(int64_t(p.chunks) * p.rowsPerChunk, s.axisDim);
+  ASSERT_LT(int64_t(p.chunks - 1) * p.rowsPerChunk, s.axisDim); // no empty chunk
+  ASSERT_LE(int64_t(p.chunks), kMaxGridYZ);
+  ASSERT_LE(s.outer, kMaxGridYZ);
+  std::vector<int> seen(size_t(s.numElements()), 0);
+  std::vector<int> written(size_t(p.workspaceFloats()), 0);
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (unsigned c = 0; c < p.chunks; ++c)
+      for (unsigned x = 0; x < p.tiles; ++x)
+        for (unsigned ty = 0; ty < kColumnLanes; ++ty)
+          for (unsigned tx = 0; tx < kColumnTile; ++tx) {
+            int64_t i = int64_t(x) * kColumnTile + tx;
+            if (i >= s.inner)
+              continue;
+            int64_t a0 = int64_t(c) * p.rowsPerChunk;
+            int64_t a1 = std::min(a0 + p.rowsPerChunk, s.axisDim);
+            for (int64_t a = a0 + ty; a < a1; a += kColumnLanes)
+              ++seen[size_t((o * s.axisDim + a) * s.inner + i)];
+            if (ty == 0)
+              ++written[size_t((o * p.chunks + c) * s.inner + i)];
+          }
+  for (size_t k = 0; k < seen.size(); ++k)
+    ASSERT_EQ(seen[k], 1) << "element " << k;
+  for (size_t k = 0; k < written.size(); ++k)
+    ASSERT_EQ(written[k], 1) << "partial " << k;
+  // Pass 2: result s = o * inner + i reads partial (o * chunks + c) * inner + i.
+  std::vector<int> read(written.size(), 0);
+  for (int64_t r = 0; r < s.slices(); ++r) {
+    int64_t o = r / s.inner, i = r - o * s.inner;
+    for (unsigned c = 0; c < p.chunks; ++c)
+      ++read[size_t((o * p.chunks + c) * s.inner + i)];
+  }
+  EXPECT_EQ(read, written);
+}
+
+TEST(SlicePlan, MiddleAxisReductionsSplitOverBlocks) {
+  // BiasGrad of a [tokens, features] gradient on an H100 (132 multiprocessors): about
+  // 4 * 132 blocks instead of 3072 threads each folding 4096 rows.
+  ColumnSplit p = planColumnSplit(SliceShape{1, 4096, 3072}, 132);
+  EXPECT_EQ(p.tiles, 96u);
+  EXPECT_EQ(p.chunks, 6u);
+  EXPECT_EQ(p.rowsPerChunk, 688);
+  EXPECT_EQ(p.workspaceFloats(), 6u * 3072u);
+  checkSplitCovers(p);
+  // Ragged edges: a partial last tile and a short last chunk; several outer slabs; a
+  // small device, so chunks are bounded by kMinChunkRows, not by the block count.
+  for (SliceShape s : {SliceShape{1, 4096, 768}, SliceShape{3, 1000, 45},
+                       SliceShape{2, 129, 33}, SliceShape{1, 128, 2}, SliceShape{5, 300, 7}})
+    for (unsigned sms : {1u, 2u, 132u}) {
+      SCOPED_TRACE(testing::Message() << s.outer << "x" << s.axisDim << "x" << s.inner
+                                      << " on " << sms);
+      ColumnSplit q = planColumnSplit(s, sms);
+      checkSplitCovers(q);
+      EXPECT_GE(q.rowsPerChunk, kMinChunkRows);
+    }
+  // The same shape and device give the same plan (the partials' order is fixed).
+  ColumnSplit again = planColumnSplit(SliceShape{1, 4096, 3072}, 132);
+  EXPECT_EQ(again.chunks, p.chunks);
+  EXPECT_EQ(again.rowsPerChunk, p.rowsPerChunk);
+}
+
+TEST(SlicePlan, ShortOrManyOrContiguousSlicesAreNotSplit) {
+  EXPECT_EQ(planColumnSplit(SliceShape{1, 4096, 1}, 132).tiles, 0u);   // a row: cooperative
+  EXPECT_EQ(planColumnSplit(SliceShape{1, 127, 3072}, 132).tiles, 0u); // too few rows
+  EXPECT_EQ(planColumnSplit(SliceShape{64, 512, 3072}, 132).tiles, 0u); // slices enough
+  EXPECT_EQ(planColumnSplit(SliceShape{70000, 512, 2}, 132).tiles, 0u); // grid.z limit
+  EXPECT_EQ(planColumnSplit(SliceShape{1, 0, 8}, 132).tiles, 0u);      // nothing to fold
+}
+
 /// reductionSlices of dims over axes, or outer = -1 when refused.
 SliceShape reduction(std::vector<int64_t> dims, std::vector<int64_t> axes) {
   SliceShape s;

@@ -175,6 +175,10 @@ const ReduceCase kReduceCases[] = {
     {{2, 3, 4, 5}, {1, 2}}, // a reduced run in the middle
     {{3, 1, 4, 1}, {0, 1}}, // size-1 dims inside the run
     {{2, 1100}, {0}},       // a short middle axis under long rows
+    // Long middle axes with few results: CUDA's two-pass split (planColumnSplit), with
+    // a partial column tile and a short last chunk.
+    {{2, 300, 45}, {1}},
+    {{700, 40}, {0}},
 };
 
 template <typename T>

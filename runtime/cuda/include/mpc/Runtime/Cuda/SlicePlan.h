@@ -83,6 +83,38 @@ struct SlicePlan {
 /// Nothing is launched when there is no slice or the slices are empty.
 SlicePlan planSlices(const SliceShape &s, unsigned smCount);
 
+/// A reduction over a middle axis (inner > 1) split over blocks, the
+/// reductions' alternative to one thread per slice, which leaves a GPU
+/// nearly idle for a [rows, features] BiasGrad (a few thousand threads each
+/// folding every row). Pass 1: block (x, c, o) is kColumnTile columns wide
+/// and kColumnLanes rows tall; lane y of column i folds rows c *
+/// rowsPerChunk + y, + kColumnLanes, ... of chunk c in order, the lanes'
+/// results are combined in lane order, and the chunk's partial goes to the
+/// workspace at (o * chunks + c) * inner + i. Pass 2: one thread per result
+/// combines its chunks' partials in chunk order and finishes. Every order is
+/// fixed by the shape and smCount, so the result is the same run to run.
+constexpr unsigned kColumnTile = 32;  // columns per block: one warp, coalesced
+constexpr unsigned kColumnLanes = 8;  // rows folded side by side per column
+constexpr int64_t kMaxGridYZ = 65535; // CUDA's limit on grid.y and grid.z
+
+struct ColumnSplit {
+  SliceShape shape;
+  unsigned tiles = 0;  ///< grid.x: ceil(inner / kColumnTile); 0: not split
+  unsigned chunks = 0; ///< grid.y: chunks of axisDim
+  int64_t rowsPerChunk = 0;
+  /// Floats of the partials: outer * chunks * inner.
+  uint64_t workspaceFloats() const { return uint64_t(shape.outer) * chunks * shape.inner; }
+};
+
+/// The split for `s` on a device with `smCount` multiprocessors: chunks of
+/// at least kMinChunkRows rows (a multiple of kColumnLanes) and about
+/// 4 * smCount blocks in all. Not split (tiles 0) where one thread per
+/// slice is already enough: inner == 1, axisDim below 2 * kMinChunkRows or
+/// as many slices as 4 * smCount blocks of 256 threads, or outer beyond
+/// the grid's z limit.
+constexpr int64_t kMinChunkRows = 64;
+ColumnSplit planColumnSplit(const SliceShape &s, unsigned smCount);
+
 } // namespace cuda
 } // namespace mpc
 
