@@ -25,6 +25,7 @@ skipped steps, and bf16; tanh: fp16 and bf16):
 Prints "N passed, N failed[, N skipped]".
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def to_of(node):
 class BiasGradFold(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="mpc-biasgrad-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def ok(self, *args):
         r = run_mpc(*args)

@@ -27,6 +27,7 @@ Prints "N passed, N failed[, N skipped]".
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,7 @@ def source(*parts):
 class InPlaceState(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="mpc-inplace-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
 
     def ok(self, *args, env=None):
         r = run_mpc(*args, env=env)
