@@ -8,10 +8,10 @@
 // so the result has the same bits, and the widened copy of a gradient as
 // large as the activations is neither written nor read. A 16-bit BiasGrad
 // whose only reader widens its result to float32 gets the same `to`: its sum
-// is no longer rounded to 16 bits on the way (the bits of the first form).
-// eliminateDeadCode
-// removes unused Cast/Constant nodes and unused initializers, the debris of
-// those folds; other dead nodes of the user's model are left alone.
+// is no longer rounded to 16 bits on the way (it then has the bits of the
+// BiasGrad over dY widened first, as above). eliminateDeadCode removes unused
+// Cast/Constant nodes and unused initializers, the debris of those folds;
+// other dead nodes of the user's model are left alone.
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Passes/Amp.h"
