@@ -97,6 +97,18 @@ def pop_device_arg(default="cpu"):
     return device
 
 
+def without_placement(test, stdout):
+    """`mpc run --train` stdout less its placement line, for comparing the runs of two
+    graphs that differ by some nodes (a fold, a fused optimizer): on a GPU that line counts
+    the step's nodes ("cuda: N nodes; cpu fallback: ..."), so the runs differ there by
+    design. Asserts that every node of each ran on the device."""
+    lines = stdout.splitlines(keepends=True)
+    for line in lines:
+        if line.startswith("cuda: "):
+            test.assertTrue(line.rstrip().endswith("cpu fallback: none"), line)
+    return "".join(line for line in lines if not line.startswith("cuda: "))
+
+
 def check_all_on_cuda(test, mpc, path, data):
     """`mpc run PATH --train --device cuda --placement-only` (the CUDA kernel table, no GPU
     needed) places every launched node of the training step on the GPU: its last line is
