@@ -7,7 +7,8 @@
 #
 # Environment: GPU_RUN_DEADLINE (seconds for the whole run, default 390: steps that would
 # start past it are recorded as not run), GPU_RUN_STEPS (space-separated step names to run,
-# default all), GPU_RUN_WORK (where the payload is unpacked, default /tmp/mpc-bundle).
+# default all), GPU_RUN_WORK (where the payload is unpacked, default /tmp/mpc-bundle),
+# GPU_CONFORMANCE_FROM (conformance_node runs the node tests from this name on).
 set -u
 OUT=${1:?usage: run.sh OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -237,8 +238,9 @@ step step_bench_max_batch 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --
 # 6. The ONNX node conformance suite on the CUDA backend.
 node_dir=()
 [ -d "$WORK/onnx-node" ] && node_dir=(--node-dir "$WORK/onnx-node")
-step conformance_node 150 python3 "$SRC/tests/conformance/test_node_conformance.py" --mpc "$MPC" \
-  --source-dir "$SRC" --device cuda --timeout 30 "${node_dir[@]}"
+# GPU_CONFORMANCE_FROM=NAME goes on from a run stopped at its limit (its first "still running").
+step conformance_node 400 python3 "$SRC/tests/conformance/test_node_conformance.py" --mpc "$MPC" \
+  --source-dir "$SRC" --device cuda --timeout 30 --from "${GPU_CONFORMANCE_FROM:-}" "${node_dir[@]}"
 # 7. compute-sanitizer over the kernel suites (memcheck; racecheck on the element-wise suite).
 if [ -n "$SANITIZER" ]; then
   for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeDataTest \

@@ -508,15 +508,24 @@ def run_all(a, names, root, device_ops):
             done.append(r)
             if a.verbose or r["status"] == "failed":
                 print(result_line(r), flush=True)
+            if len(done) % 250 == 0:
+                print(f"... {len(done)} of {len(names)} done: {counts_text()}", flush=True)
         return r
 
+    def counts_text():
+        counts = {k: sum(1 for r in done if r["status"] == k)
+                  for k in ("passed", "failed", "unsupported", "excluded")}
+        return ", ".join(f"{v} {k}" for k, v in counts.items())
+
     def stopped(signum, frame):
-        with lock:
-            counts = {k: sum(1 for r in done if r["status"] == k)
-                      for k in ("passed", "failed", "unsupported", "excluded")}
-            print(f"\nstopped by signal {signum} after {len(done)} of {len(names)} tests: "
-                  + ", ".join(f"{v} {k}" for k, v in counts.items()), flush=True)
-            print("still running: " + (", ".join(sorted(running)) or "none"), flush=True)
+        # The handler runs between two bytecodes of the main thread, so the lock is taken
+        # with a timeout: a report without it beats none before the SIGKILL that follows.
+        held = lock.acquire(timeout=2)
+        print(f"\nstopped by signal {signum} after {len(done)} of {len(names)} tests: "
+              + counts_text(), flush=True)
+        print("still running: " + (", ".join(sorted(running)) or "none"), flush=True)
+        if held:
+            lock.release()
         os._exit(124)
 
     signal.signal(signal.SIGTERM, stopped)
@@ -531,6 +540,9 @@ def main():
     ap.add_argument("--mpc", required=True)
     ap.add_argument("--source-dir", default=None)
     ap.add_argument("--filter", default="*", help="glob over test names")
+    ap.add_argument("--from", dest="start", default="",
+                    help="only the tests whose names sort at or after this one (to go on "
+                         "from a run stopped by a time limit: its first 'still running' test)")
     ap.add_argument("--summary", default=None, help="write a JSON summary here")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mpc run")
@@ -549,7 +561,7 @@ def main():
         print("0 passed, 0 failed, 1 skipped")
         return 77
     names = sorted(d for d in os.listdir(root)
-                   if fnmatch.fnmatchcase(d, a.filter)
+                   if fnmatch.fnmatchcase(d, a.filter) and d >= a.start
                    and os.path.exists(os.path.join(root, d, "model.onnx")))
     device_ops = kernel_ops(a.mpc, a.device)
     results = run_all(a, names, root, device_ops)
