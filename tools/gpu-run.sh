@@ -149,6 +149,11 @@ step() {
 # 0. The device and the backend's availability check through the CLI.
 step device 30 bash -c "nvidia-smi -L; nvcc --version | tail -1; $MPC run '$SRC/models/mlp.onnx' --device cuda --random-inputs 2>&1 | tail -3; exit \${PIPESTATUS[0]}"
 
+# 0a. What one `mpc run --device cuda` process costs (the node conformance suite ran at about
+#     3.8 s per test on each of 16 workers on the H100, against 0.05 s on the CPU): the
+#     wall time of a small model's run, one at a time and 16 at once.
+step cuda_startup 90 python3 "$SRC/bench/startup_bench.py" --mpc "$MPC" --source-dir "$SRC" --cuda-only --repeat 5 --parallel 16
+
 # 1. The op-tester kernel suites on the CUDA backend (every case with a CUDA kernel,
 #    checked against the float64 references; ops without one skip).
 for t in RuntimeElementwiseTest RuntimeCastTest RuntimeGemmConvTest RuntimeReductionTest \
