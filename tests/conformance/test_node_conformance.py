@@ -355,8 +355,11 @@ def reference_output(model, data_dir, inputs, k):
     return numpy_helper.from_array(ReferenceEvaluator(model).run(None, feeds)[k])
 
 
-def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu"):
-    """One node test on `device`; cpu_ops: the ops with a kernel on that device."""
+def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None):
+    """One node test on `device`; cpu_ops: the ops with a kernel on that device. On a device
+    other than the CPU, a model with an op mpc does not know at all (`known_ops`, every row
+    of `mpc ops --json`) is unsupported without starting mpc: each mpc there opens the device
+    first, and the CPU run checks mpc's refusal of such a model."""
     res = {"test": name, "op": "?", "status": "failed", "detail": ""}
     model_path = os.path.join(test_dir, "model.onnx")
     try:
@@ -369,6 +372,14 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu"):
     if why:
         res["status"], res["detail"] = "excluded", why
         return res
+    if device != "cpu" and known_ops:
+        unknown = sorted(graph_ops(model.graph) - known_ops)
+        if unknown:
+            res["status"] = "unsupported"
+            res["detail"] = (f"(not run on {device}) an op mpc does not know: "
+                             + ", ".join(unknown))
+            res["unsupported_op"] = unknown[0]
+            return res
     data_dir = os.path.join(test_dir, "test_data_set_0")
     init_names = {i.name for i in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in init_names]
@@ -472,26 +483,42 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu"):
 
 
 def kernel_ops(mpc, device="cpu"):
-    """Ops with a kernel row on `device`, from `mpc ops --json` (its `<device>_kernels` list,
-    or its `<device>` column when that is not "none"; empty if the command is missing)."""
+    """(ops with a kernel row on `device`, every op mpc knows), from `mpc ops --json` (its
+    `<device>_kernels` list, or its `<device>` column when that is not "none"); two empty
+    sets if the command is missing."""
     try:
         proc = subprocess.run([mpc, "ops", "--json"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=60)
         if proc.returncode == 0:
-            return {r["op"] for r in json.loads(proc.stdout)
-                    if r.get(f"{device}_kernels") or r.get(device, "none") != "none"}
+            rows = json.loads(proc.stdout)
+            return ({r["op"] for r in rows
+                     if r.get(f"{device}_kernels") or r.get(device, "none") != "none"},
+                    {r["op"] for r in rows})
     except (OSError, ValueError, subprocess.TimeoutExpired):
         pass
     print("warning: `mpc ops --json` unavailable; only mpc's 'no kernel' message marks "
           "unsupported tests", file=sys.stderr)
-    return set()
+    return set(), set()
+
+
+def graph_ops(graph, out=None):
+    """The qualified ops of `graph`'s nodes and of every graph nested in them."""
+    out = set() if out is None else out
+    for n in graph.node:
+        out.add(qualified(n))
+        for a in n.attribute:
+            if a.HasField("g"):
+                graph_ops(a.g, out)
+            for g in a.graphs:
+                graph_ops(g, out)
+    return out
 
 
 def result_line(r):
     return f"{r['status'].upper():11s} {r['test']} [{r['op']}]: {r['detail']}"
 
 
-def run_all(a, names, root, device_ops):
+def run_all(a, names, root, device_ops, known_ops=None):
     """Runs the tests on a.jobs threads; returns the results in name order. A failure (every
     result with --verbose) is printed as it completes, so a run stopped from outside still
     shows what it found; on SIGTERM (a time limit) the tests still running and the counts so
@@ -502,7 +529,8 @@ def run_all(a, names, root, device_ops):
     def one(n):
         with lock:
             running.add(n)
-        r = run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device)
+        r = run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device,
+                    known_ops)
         with lock:
             running.discard(n)
             done.append(r)
@@ -563,8 +591,8 @@ def main():
     names = sorted(d for d in os.listdir(root)
                    if fnmatch.fnmatchcase(d, a.filter) and d >= a.start
                    and os.path.exists(os.path.join(root, d, "model.onnx")))
-    device_ops = kernel_ops(a.mpc, a.device)
-    results = run_all(a, names, root, device_ops)
+    device_ops, known_ops = kernel_ops(a.mpc, a.device)
+    results = run_all(a, names, root, device_ops, known_ops)
 
     per_op = {}
     for r in results:
