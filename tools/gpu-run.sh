@@ -232,8 +232,9 @@ step step_profile 240 bash -c "mkdir -p '$OUT/step_profile'; python3 '$SRC/bench
 #     against the element-wise update, BERT-base-like, every mpc precision in one run.
 step step_bench_fused 300 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert --no-torch --fused-optimizer --fused-unscale --weight-copy --multi-tensor-optimizer --steps 5 --run-timeout 60 --out '$OUT/step_bench_fused' | tee '$OUT/step_bench_fused.md'; exit \${PIPESTATUS[0]}"
 # 5c'. train-graph's rules that save passes over memory, before and after (step_bench.py
-#     --plain-graph: fp16 from MPC_TRAIN_GRAPH_PLAIN=1 next to fp16; BERT and GPT, no PyTorch).
-step step_bench_plain 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert,gpt --no-torch --plain-graph --steps 5 --run-timeout 60 --out '$OUT/step_bench_plain' | tee '$OUT/step_bench_plain.md'; exit \${PIPESTATUS[0]}"
+#     --plain-graph: fp16 from MPC_TRAIN_GRAPH_PLAIN=1 next to fp16; BERT and GPT, no PyTorch),
+#     and --epilogues: fp16 with --fuse-gemm-epilogues next to fp16 (issue 15).
+step step_bench_plain 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --models bert,gpt --no-torch --plain-graph --epilogues --steps 5 --run-timeout 60 --out '$OUT/step_bench_plain' | tee '$OUT/step_bench_plain.md'; exit \${PIPESTATUS[0]}"
 # 5d. Issue 15's largest batch that fits, fp32 against AMP (step_bench.py --max-batch): the
 #     BERT-base-like model, mpc held to the device's memory (--max-memory), PyTorch eager until
 #     CUDA runs out; doubling from 128 then bisection, up to 1024 (the H100 run of 2026-11-26

@@ -5,7 +5,7 @@
         [--models bert,gpt,resnet] [--steps 20] [--out DIR] [--no-torch] [--compile]
         [--fused-optimizer] [--profile]
         [--fused-unscale]
-        [--weight-copy] [--multi-tensor-optimizer]
+        [--weight-copy] [--multi-tensor-optimizer] [--plain-graph] [--epilogues]
         [--max-batch [--max-memory SIZE] [--max-batch-limit N] [--max-batch-start B]]
 
 Needs PyTorch and onnx (the GPU machine has both; here: /tmp/torchenv). For each model, built
@@ -63,6 +63,10 @@ parameter), to compare with "fp16 fused".
 before the rules that save passes over memory (docs/training.md, "Four rules keep the step
 from moving the largest tensors"), to compare with "fp16".
 --export DIR writes the exported models and their data into DIR and stops (no GPU needed).
+--epilogues adds the variant fp16-epilogues (and "fp16-epilogues fused"): fp16 rewritten with
+`mpc rewrite --fuse-gemm-epilogues` (each weight gradient's GEMM writes its float32 gradient, no
+Cast; forward bias Adds and the logits' Cast folded into cuBLASLt epilogues; docs/user-guide.md
+"GEMM epilogues"), to compare with "fp16".
 --profile also runs every mpc variant with `--profile` for 2 steps after the warm-up and
 writes the step's node time by op type (each node waited for: its kernels plus a stream
 synchronization, so small nodes weigh more than in a captured step) to OUT/step_profile.md.
@@ -337,6 +341,13 @@ def build_variants(a, path, base, flags, suffix, row, variants):
         variants.update({"fp16-plain" + suffix: out} if r.returncode == 0 else {})
         row.update({} if r.returncode == 0 else {f"mpc fp16-plain{suffix}": (
             r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
+    if a.epilogues:  # issue 15: casts and bias Adds folded into the GEMMs
+        key, out = "fp16-epilogues" + suffix, f"{base}.fp16-epilogues.onnx"
+        r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16",
+                            "--fuse-gemm-epilogues", "-o", out], capture_output=True, text=True)
+        variants.update({key: out} if r.returncode == 0 else {})
+        row.update({} if r.returncode == 0 else {f"mpc {key}": "rewrite: " + (
+            r.stderr.strip().splitlines() or ["failed"])[-1][:200]})
     if a.multi_tensor_optimizer and suffix:  # issue 15: one launch for every AdamStep
         key, out = "fp16-multi" + suffix, f"{base}.fp16-multi.onnx"
         r = subprocess.run([a.mpc, "rewrite", train, "--target", "fp16",
@@ -509,6 +520,9 @@ def main():
                     help="also time fp16 built with MPC_TRAIN_GRAPH_PLAIN=1 (variant "
                          "fp16-plain: train-graph's node-by-node rules, before the rules that "
                          "save passes over memory)")
+    ap.add_argument("--epilogues", action="store_true",
+                    help="also time fp16 rewritten with --fuse-gemm-epilogues (variant "
+                         "fp16-epilogues)")
     ap.add_argument("--export", default=None, metavar="DIR",
                     help="only export each model (NAME.onnx) and its data (NAME.npz) into "
                          "DIR, as the timed runs use them, and stop (no mpc run; no GPU)")

@@ -180,9 +180,13 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
     why = "its type is " + dtypeName(t).str() + ", not float32, float16 or bfloat16";
     return false;
   }
-  const Tensor *w = c.b->initializer();
-  if (!c.b->isConstant() || !w || w->dims.size() != 2) {
-    why = formatQuoted("weight '{0}' is not a constant 2-D initializer", c.b->name());
+  // B: any 2-D value (a constant weight, a weight's 16-bit copy, an
+  // activation: a weight gradient's dY); N is its column count. Gemm's
+  // operands are 2-D by definition; a MatMul's B needs a known rank of 2.
+  if (!gemmOp && rankOf(c.b) != 2) {
+    int r = rankOf(c.b);
+    why = r < 0 ? formatQuoted("B '{0}' has no known rank (rank 2 is needed)", c.b->name())
+                : formatQuoted("B '{0}' has rank {1}, not 2", c.b->name(), r);
     return false;
   }
   int rankA = gemmOp ? 2 : rankOf(c.a); // Gemm's A is 2-D by definition
@@ -198,11 +202,15 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
       return false;
     }
   }
-  int64_t n = w->dims[c.at.transB ? 0 : 1];
+  int64_t n = -1; // unknown: no bias can be matched
+  if (const Tensor *w = c.b->initializer())
+    n = w->dims[c.at.transB ? 0 : 1];
+  else if (rankOf(c.b) == 2 && c.b->type.dims[c.at.transB ? 0 : 1].isKnown())
+    n = c.b->type.dims[c.at.transB ? 0 : 1].value;
   // The bias: a vector of N, or [1, ..., 1, N] no longer than Y's rank.
   auto isBias = [&](const Value *v) {
     std::vector<int64_t> s;
-    if (!v || v->type.elem == DType::Undefined || !staticShape(v, s) || s.empty() ||
+    if (n < 0 || !v || v->type.elem == DType::Undefined || !staticShape(v, s) || s.empty() ||
         s.back() != n)
       return false;
     for (size_t i = 0; i + 1 < s.size(); ++i)
@@ -213,40 +221,38 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
   };
   if (gemmOp && g->numInputs() > 2 && g->input(2)) {
     if (g->floatAttr("beta", 1.0f) != 1.0f || !isBias(g->input(2))) {
-      why = formatQuoted("C '{0}' is not a bias of {1} with beta 1", g->input(2)->name(), n);
+      why = formatQuoted("C '{0}' is not a bias of {1} with beta 1", g->input(2)->name(),
+                         n < 0 ? std::string("N") : std::to_string(n));
       return false;
     }
     c.bias = g->input(2);
   }
   Value *cur = g->output(0);
+  // Why nothing follows the product, when nothing does.
+  std::string noChain = "nothing to fold (its bias is Gemm's C, and no activation or cast follows)";
   if (!c.bias) {
-    Node *r = soleReader(cur, why);
-    if (r && isOnnxOp(*r, "Cast") && castFolds(t, DType(r->intAttr("to", 0))) &&
-        isHalfPrecision(t)) {
-      // MatMul -> Cast(to float) -> Add(float bias): the cast becomes Y's type.
-      Node *add = soleReader(r->output(0), why);
-      if (!add || !isOnnxOp(*add, "Add")) {
-        if (add)
-          why = formatQuoted("'{0}' is not a bias Add", add->name);
-        return false;
-      }
+    noChain = "nothing to fold (no bias Add, activation or cast follows)";
+    Node *r = soleReader(cur, noChain);
+    if (r && isOnnxOp(*r, "Cast") && isHalfPrecision(t) &&
+        DType(r->intAttr("to", 0)) == DType::F32) {
+      // A 16-bit product read as float32 (a weight gradient into its fp32
+      // unscale, or MatMul -> Cast -> Add(float bias)): the cast becomes Y's
+      // type, and a bias Add may follow it.
       c.at.to = DType::F32;
       c.absorbed.push_back(r);
       cur = r->output(0);
-      r = add;
+      r = soleReader(cur, noChain);
     }
-    if (!r)
-      return false;
-    Value *bias = isOnnxOp(*r, "Add") ? otherOperand(*r, cur) : nullptr;
-    if (!bias || bias->type.elem != cur->type.elem || !isBias(bias)) {
-      why = formatQuoted("'{0}' is not the Add of a bias of {1} broadcast over the last axis",
-                         r->name, n);
-      return false;
+    Value *bias = r && isOnnxOp(*r, "Add") ? otherOperand(*r, cur) : nullptr;
+    if (bias && bias->type.elem == cur->type.elem && isBias(bias)) {
+      c.bias = bias;
+      c.at.biasAfterRounding = c.at.to == DType::Undefined;
+      c.absorbed.push_back(r);
+      cur = r->output(0);
+    } else if (r && isOnnxOp(*r, "Add")) {
+      noChain = formatQuoted("'{0}' is not the Add of a bias of {1} broadcast over the last axis",
+                             r->name, n < 0 ? std::string("N") : std::to_string(n));
     }
-    c.bias = bias;
-    c.at.biasAfterRounding = c.at.to == DType::Undefined;
-    c.absorbed.push_back(r);
-    cur = r->output(0);
   }
   // The activation.
   std::string stop;
@@ -264,6 +270,8 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
   } else if (Value *v = matchErfGelu(cur, c)) {
     c.at.act = GemmActivation::Gelu;
     cur = v;
+  } else if (c.absorbed.empty() && cur->hasUses()) {
+    noChain = stop; // the product has other readers (a backward reading it)
   }
   // The cast.
   if (c.at.to == DType::Undefined)
@@ -275,7 +283,7 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
         cur = r->output(0);
       }
   if (c.absorbed.empty()) {
-    why = "nothing to fold (its bias is Gemm's C, and no activation or cast follows)";
+    why = noChain;
     return false;
   }
   c.result = cur;
@@ -305,7 +313,8 @@ void rewrite(Model &m, Graph &g, const Chain &c, GemmEpilogueResult &res) {
   f->docString = "mpc --fuse-gemm-epilogues";
   f->addInput(c.a);
   f->addInput(c.b);
-  f->addInput(c.bias);
+  if (c.bias)
+    f->addInput(c.bias);
   if (c.at.transA)
     f->setAttr(Attribute::makeInt("transA", 1));
   if (c.at.transB)

@@ -110,12 +110,16 @@ template <typename T> void activateInPlace(GemmActivation act, T *y, int64_t cou
 
 /// Y = act(A @ B + bias) with A, B, bias and Y of one type T, in the unfused
 /// nodes' order: the product rounded to T then an Add in T (MatMul + Add),
-/// or the bias in the accumulator (Gemm's C); then the activation in T.
+/// or the bias in the accumulator (Gemm's C); then the activation in T. A
+/// null bias: no bias.
 template <typename T>
 void gemmBiasActSameType(const GemmView &v, const T *a, const T *b, const T *bias,
                          llvm::ArrayRef<int64_t> biasShape, llvm::ArrayRef<int64_t> yShape,
                          T *y) {
-  if (v.at.biasAfterRounding) {
+  if (!bias) {
+    cpu::gemm<T, T>(v.at.transA, v.at.transB, v.m, v.n, v.k, cpu::GemmScalar<T>(1), a, v.lda, b,
+                    v.ldb, cpu::GemmScalar<T>(0), y, v.n);
+  } else if (v.at.biasAfterRounding) {
     cpu::gemm<T, T>(v.at.transA, v.at.transB, v.m, v.n, v.k, cpu::GemmScalar<T>(1), a, v.lda, b,
                     v.ldb, cpu::GemmScalar<T>(0), y, v.n);
     kernels::applyBinary(kernels::Add(), y, yShape, bias, biasShape, y);
@@ -141,21 +145,24 @@ const float *floatBias(const TensorRef &bias, std::vector<float> &widened) {
 } // namespace
 
 llvm::Error cpuk::runGemmBiasAct(const KernelCall &c) {
-  const TensorRef &a = c.inputs[0], &b = c.inputs[1], &bias = c.inputs[2], &y = c.outputs[0];
+  const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
+  // An absent bias: the product alone (a null pointer below).
+  bool hasBias = c.hasInput(2);
+  TensorRef bias = hasBias ? c.inputs[2] : TensorRef();
   GemmView v = gemmViewOf(c);
   if (v.m == 0 || v.n == 0)
     return llvm::Error::success();
-  if (y.dtype == a.dtype && bias.dtype == a.dtype) {
+  if (y.dtype == a.dtype && (!hasBias || bias.dtype == a.dtype)) {
     dispatchFloat(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      gemmBiasActSameType<T>(v, a.as<T>(), b.as<T>(), bias.as<T>(), bias.shape, y.shape,
-                             y.as<T>());
+      gemmBiasActSameType<T>(v, a.as<T>(), b.as<T>(), hasBias ? bias.as<T>() : nullptr,
+                             bias.shape, y.shape, y.as<T>());
     });
     return llvm::Error::success();
   }
   // A folded Cast: the fp32 result, rounded once into Y's type.
   std::vector<float> widenedBias;
-  const float *biasF = floatBias(bias, widenedBias);
+  const float *biasF = hasBias ? floatBias(bias, widenedBias) : nullptr;
   float *acc = y.dtype == DType::F32 ? y.as<float>()
                                      : cpu::scratch<float>(cpu::ScratchSlot::Accum,
                                                            size_t(v.m * v.n));
@@ -171,7 +178,8 @@ llvm::Error cpuk::runGemmBiasAct(const KernelCall &c) {
         cpu::gemm<T, float>(v.at.transA, v.at.transB, v.m, v.n, v.k, 1.0f, a.as<T>(), v.lda,
                             b.as<T>(), v.ldb, 0.0f, acc, v.n);
     });
-    kernels::applyBinary(kernels::Add(), acc, y.shape, biasF, bias.shape, acc);
+    if (biasF)
+      kernels::applyBinary(kernels::Add(), acc, y.shape, biasF, bias.shape, acc);
     activateInPlace(v.at.act, acc, v.m * v.n);
   }
   if (y.dtype != DType::F32)

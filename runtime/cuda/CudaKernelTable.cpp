@@ -554,11 +554,12 @@ static bool rowTakes(const Node &n, const CudaKernel &k, llvm::ArrayRef<DType> d
     return isKnownDType(to) && (kCudaDataTypes & dtypeBit(DType(to))) != 0;
   }
   case CudaKernelKind::GemmBiasAct: {
-    // The op's type rule (mixed bias and output types: GemmPlan.h).
+    // The op's type rule (mixed bias and output types: GemmPlan.h; an
+    // absent bias is Undefined, which the rule takes).
     GemmBiasActAttrs at = gemmBiasActAttrsOf(n);
     DType bias = dts.size() > 2 ? dts[2] : DType::Undefined;
     DType b = dts.size() > 1 ? dts[1] : DType::Undefined;
-    return at.actKnown && (b == DType::Undefined || bias == DType::Undefined ||
+    return at.actKnown && (b == DType::Undefined ||
                            gemmBiasActTypeError(key, b, bias, at.outputType(key)).empty());
   }
   case CudaKernelKind::FusedMatMul: // transBatchA/B too (planFusedMatmul)

@@ -136,7 +136,8 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     EpilogueProblem ep;
     ep.aType = int32_t(t);
     ep.yType = int32_t(epilogueAttrs.outputType(t));
-    ep.biasType = int32_t(inputs[2].dtype);
+    ep.hasBias = inputs.size() > 2 && inputs[2].dtype != DType::Undefined;
+    ep.biasType = ep.hasBias ? int32_t(inputs[2].dtype) : ep.yType;
     ep.act = EpilogueAct(uint8_t(epilogueAttrs.act));
     // Y's element count from the result shape: an empty batch leaves the
     // plan's M unfolded, and nothing may be written then.
@@ -145,9 +146,10 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
       count *= d;
     ep.n = lg.m;
     ep.m = ep.n ? count / ep.n : 0;
-    ep.biasElements = 1;
-    for (int64_t d : inputs[2].shape)
-      ep.biasElements *= d;
+    ep.biasElements = ep.hasBias ? 1 : 0;
+    if (ep.hasBias)
+      for (int64_t d : inputs[2].shape)
+        ep.biasElements *= d;
     auto epi = planGemmEpilogue(ep);
     if (!epi)
       return inputError("{0}: {1}", describeNode(n), llvm::toString(epi.takeError()));
@@ -175,10 +177,15 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
   if (g->bias == GemmBias::Epilogue || g->fusedEpilogue) {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    if (g->fusedEpilogue && g->epi.epilogue == LtEpilogue::ReluBias)
-      epi = CUBLASLT_EPILOGUE_RELU_BIAS;
-    if (g->fusedEpilogue && g->epi.epilogue == LtEpilogue::GeluBias)
-      epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+    if (g->fusedEpilogue)
+      switch (g->epi.epilogue) {
+      case LtEpilogue::Bias: epi = CUBLASLT_EPILOGUE_BIAS; break;
+      case LtEpilogue::ReluBias: epi = CUBLASLT_EPILOGUE_RELU_BIAS; break;
+      case LtEpilogue::GeluBias: epi = CUBLASLT_EPILOGUE_GELU_BIAS; break;
+      case LtEpilogue::Default: epi = CUBLASLT_EPILOGUE_DEFAULT; break;
+      case LtEpilogue::Relu: epi = CUBLASLT_EPILOGUE_RELU; break;
+      case LtEpilogue::Gelu: epi = CUBLASLT_EPILOGUE_GELU; break;
+      }
     cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
   }
   cudaDataType_t operandType = cudaTypeOf(t);
@@ -289,14 +296,16 @@ std::string GemmOp::launchEpilogue(const KernelCall &call, cudaStream_t s,
   if (count == 0)
     return std::string(); // an empty Y: nothing to write
   char *extra = static_cast<char *>(call.workspace) + (ltWorkspace + 255) / 256 * 256;
-  const void *bias = call.inputs[2].data;
-  if (epi.castBias) {
-    if (cudaError_t e = launchCast(biasType, epi.dType, bias, extra + epi.biasOffset, lg.m,
-                                   ctx.geometry(lg.m), s))
-      return "casting the bias: " + cudaText(e);
-    bias = extra + epi.biasOffset;
+  if (call.hasInput(2)) {
+    const void *bias = call.inputs[2].data;
+    if (epi.castBias) {
+      if (cudaError_t e = launchCast(biasType, epi.dType, bias, extra + epi.biasOffset, lg.m,
+                                     ctx.geometry(lg.m), s))
+        return "casting the bias: " + cudaText(e);
+      bias = extra + epi.biasOffset;
+    }
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   }
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   char *userA = static_cast<char *>(call.inputs[0].data);
   char *userB = static_cast<char *>(call.inputs[1].data);
   char *d = epi.stageD ? extra + epi.dOffset : static_cast<char *>(call.outputs[0].data);

@@ -350,25 +350,26 @@ llvm::Expected<EpiloguePlan> mpc::cuda::planGemmEpilogue(const EpilogueProblem &
   if (!yOk)
     return fail(llvm::Twine("GemmBiasAct output of ") + typeText(p.yType) + " for " +
                 typeText(p.aType) + " operands");
-  if (p.biasType != p.aType && p.biasType != p.yType)
+  if (p.hasBias && p.biasType != p.aType && p.biasType != p.yType)
     return fail(llvm::Twine("GemmBiasAct bias of ") + typeText(p.biasType) + " for " +
                 typeText(p.aType) + " operands and a " + typeText(p.yType) + " output");
-  if (p.biasElements != p.n)
+  if (p.hasBias && p.biasElements != p.n)
     return fail(llvm::formatv("GemmBiasAct bias of {0} elements for N = {1}", p.biasElements,
                               p.n));
   EpiloguePlan plan;
   plan.stageD = p.aType == kOnnxFloat && p.yType != kOnnxFloat;
   plan.dType = plan.stageD ? kOnnxFloat : p.yType;
+  bool b = p.hasBias;
   switch (p.act) {
-  case EpilogueAct::None: plan.epilogue = LtEpilogue::Bias; break;
-  case EpilogueAct::Relu: plan.epilogue = LtEpilogue::ReluBias; break;
-  case EpilogueAct::GeluTanh: plan.epilogue = LtEpilogue::GeluBias; break;
+  case EpilogueAct::None: plan.epilogue = b ? LtEpilogue::Bias : LtEpilogue::Default; break;
+  case EpilogueAct::Relu: plan.epilogue = b ? LtEpilogue::ReluBias : LtEpilogue::Relu; break;
+  case EpilogueAct::GeluTanh: plan.epilogue = b ? LtEpilogue::GeluBias : LtEpilogue::Gelu; break;
   case EpilogueAct::Gelu:
-    plan.epilogue = LtEpilogue::Bias;
+    plan.epilogue = b ? LtEpilogue::Bias : LtEpilogue::Default;
     plan.separateGelu = true;
     break;
   }
-  plan.castBias = p.biasType != plan.dType;
+  plan.castBias = b && p.biasType != plan.dType;
   uint64_t dBytes = plan.dType == kOnnxFloat ? 4 : 2;
   uint64_t at = 0;
   if (plan.castBias) {

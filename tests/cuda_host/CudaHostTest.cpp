@@ -204,6 +204,9 @@ TEST(CudaKernelTable, EveryRowHasARegistryRowAndACpuReference) {
     case CudaKernelKind::MultiTensorUnscale: // keyed by inv_scale, as the CPU row
       EXPECT_EQ(k.dtypes, cpu->dtypes);
       break;
+    case CudaKernelKind::OptimizerStep: // keyed by lr: fp32 master state only
+      EXPECT_EQ(k.dtypes, dtypeBit(DType::F32));
+      break;
     case CudaKernelKind::DataMove:
       // Every 1/2/4/8-byte dtype the CPU row runs (Where: its bool condition).
       EXPECT_EQ(k.dtypes, cpu->dtypes & kCudaDataTypes);
@@ -844,4 +847,37 @@ TEST_F(OneNode, GruGradRowTakesFloatOperandsOfXsType) {
   EXPECT_FALSE(cudaRuns(*lens, {f, u, f, f, f, f, DType::I32}));
 }
 
+// GemmBiasAct (GemmOps.cpp): the op's type rule, the bias optional (absent
+// or an empty input: the epilogues without a bias, GemmPlan.h).
+TEST_F(OneNode, GemmBiasActBiasIsOptional) {
+  m.opsets.push_back({"ai.mpc.training", 1});
+  const DType h = DType::F16, f = DType::F32, u = DType::Undefined;
+  auto make = [&](const char *name, std::vector<DType> ins, DType to) {
+    Node *n = g->createNode("GemmBiasAct");
+    n->domain = "ai.mpc.training";
+    n->name = name;
+    int i = 0;
+    for (DType t : ins)
+      n->addInput(g->addInput(std::string(name) + std::to_string(i++),
+                                 Type::tensor(t, {8, 8})));
+    if (to != u)
+      n->setAttr(Attribute::makeInt("to", int64_t(to)));
+    n->setOutput(0, std::string(name) + "_y", Type::tensor(to == u ? ins[0] : to, {8, 8}));
+    return n;
+  };
+  Node *dw = make("dw", {h, h}, f); // a weight gradient into float32
+  ASSERT_NE(findCudaKernel(*dw), nullptr);
+  EXPECT_EQ(findCudaKernel(*dw)->kind, CudaKernelKind::GemmBiasAct);
+  EXPECT_TRUE(cudaRuns(*dw, {h, h}));
+  EXPECT_TRUE(cudaRuns(*dw, {h, h, u}));
+  EXPECT_TRUE(cudaRuns(*dw, {DType::BF16, DType::BF16}));
+  EXPECT_FALSE(cudaRuns(*dw, {h, DType::BF16}));             // B not A's type
+  EXPECT_FALSE(cudaRuns(*dw, {DType::F64, DType::F64}));     // no float64 row
+  Node *biased = make("b", {h, h, h}, u);
+  EXPECT_TRUE(cudaRuns(*biased, {h, h, h}));
+  EXPECT_TRUE(cudaRuns(*biased, {h, h, u}));
+  EXPECT_FALSE(cudaRuns(*biased, {h, h, DType::BF16})); // a bias of neither A's nor Y's type
+}
+
 } // namespace
+

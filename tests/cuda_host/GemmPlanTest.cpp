@@ -403,12 +403,13 @@ TEST(GemmPlan, TransBatchNeedsOneRankOfThreeOrMore) {
 namespace {
 
 /// A GemmBiasAct plan in words: the epilogue, D's type, the extra passes and
-/// the workspace regions, or the planner's error.
+/// the workspace regions, or the planner's error. A bias type of 0: no bias.
 std::string epilogue(int32_t a, int32_t y, int32_t bias, EpilogueAct act, int64_t m, int64_t n,
                      int64_t biasElements) {
   EpilogueProblem p;
   p.aType = a;
   p.yType = y;
+  p.hasBias = bias != 0;
   p.biasType = bias;
   p.act = act;
   p.m = m;
@@ -417,7 +418,7 @@ std::string epilogue(int32_t a, int32_t y, int32_t bias, EpilogueAct act, int64_
   llvm::Expected<EpiloguePlan> plan = planGemmEpilogue(p);
   if (!plan)
     return llvm::toString(plan.takeError());
-  const char *names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS"};
+  const char *names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "DEFAULT", "RELU", "GELU"};
   std::string s = std::string(names[int(plan->epilogue)]) + " D=" + std::to_string(plan->dType);
   if (plan->separateGelu)
     s += " +gelu";
@@ -450,6 +451,17 @@ TEST(GemmPlan, EpilogueChoices) {
   EXPECT_EQ(epilogue(F32, F16, F32, EpilogueAct::None, 8, 64, 64), "BIAS D=1 stageD@0 extra=2048");
   EXPECT_EQ(epilogue(F32, BF16, BF16, EpilogueAct::Gelu, 3, 10, 10),
             "BIAS D=1 +gelu castBias@0 stageD@256 extra=512");
+  // No bias (a weight gradient's GEMM into float32): the epilogues without
+  // one; the bias type and length are not read.
+  EXPECT_EQ(epilogue(F16, F32, 0, EpilogueAct::None, 768, 3072, 0), "DEFAULT D=1 extra=0");
+  EXPECT_EQ(epilogue(BF16, F32, 0, EpilogueAct::None, 8, 64, 5), "DEFAULT D=1 extra=0");
+  EXPECT_EQ(epilogue(F16, F16, 0, EpilogueAct::Relu, 8, 64, 0), "RELU D=10 extra=0");
+  EXPECT_EQ(epilogue(BF16, BF16, 0, EpilogueAct::GeluTanh, 8, 64, 0), "GELU D=16 extra=0");
+  EXPECT_EQ(epilogue(F16, F16, 0, EpilogueAct::Gelu, 8, 64, 0), "DEFAULT D=10 +gelu extra=0");
+  EXPECT_EQ(epilogue(F32, F16, 0, EpilogueAct::Relu, 8, 64, 0),
+            "RELU D=1 stageD@0 extra=2048");
+  EXPECT_EQ(epilogue(F16, BF16, 0, EpilogueAct::None, 8, 64, 0),
+            "GemmBiasAct output of bfloat16 for float16 operands");
   // Refusals name what is wrong.
   EXPECT_EQ(epilogue(F16, BF16, F16, EpilogueAct::None, 8, 64, 64),
             "GemmBiasAct output of bfloat16 for float16 operands");

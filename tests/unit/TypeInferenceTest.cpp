@@ -54,17 +54,20 @@ TEST(TypeInference, CastTakesItsTargetType) {
 TEST(TypeInference, TrainingOpsTakeTheirToType) {
   std::string out = inferText(R"(opset ai.onnx 17
 opset ai.mpc.training 1
-graph @g(%dy: f16[6,4], %s: i64[1], %a: f16[2,3], %w: f16[3,4], %b: f16[4]) -> () {
+graph @g(%dy: f16[6,4], %s: i64[1], %a: f16[2,3], %w: f16[3,4], %b: f16[4], %d: f16[2,4]) -> () {
   %wide = ai.mpc.training::BiasGrad(%dy, %s) {to = 1} : ?
   %same = ai.mpc.training::BiasGrad(%dy, %s) : ?
   %y = ai.mpc.training::GemmBiasAct(%a, %w, %b) {to = 1} : ?
   %y16 = ai.mpc.training::GemmBiasAct(%a, %w, %b) : ?
+  %dw = ai.mpc.training::GemmBiasAct(%a, %d) {transA = 1, to = 1} : ?
   return
 })");
   EXPECT_EQ(typeOf(out, "wide"), "f32");
   EXPECT_EQ(typeOf(out, "same"), "f16");
   EXPECT_EQ(typeOf(out, "y"), "f32");
   EXPECT_EQ(typeOf(out, "y16"), "f16");
+  // No bias (a weight gradient: A^T [3, 2] times dY [2, 4], into float32).
+  EXPECT_EQ(typeOf(out, "dw"), "f32");
 }
 
 TEST(TypeInference, ConstantOfShapeReadsItsValue) {

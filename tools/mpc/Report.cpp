@@ -258,7 +258,7 @@ static llvm::Optional<double> estimateFlops(const Node &n, const ShapeEstimator 
     double flops = 2.0 * g->batch * g->m * g->n * g->k;
     if (op == "Gemm" && n.numInputs() > 2 && n.input(2))
       flops += static_cast<double>(g->m) * g->n;
-    if (isGemmBiasAct(n)) // the bias, once per output element
+    if (isGemmBiasAct(n) && n.numInputs() > 2 && n.input(2)) // the bias, once per output
       flops += static_cast<double>(g->batch) * g->m * g->n;
     if (op == "Conv" && n.numInputs() > 2 && n.input(2) && out)
       flops += static_cast<double>(out->numElements());

@@ -92,11 +92,12 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
                            per-parameter; runs after the options above
 
 GEMM epilogues (docs/user-guide.md, "GEMM epilogues"; after the AMP rewrite):
-  --fuse-gemm-epilogues    fold each MatMul/Gemm with a constant 2-D weight,
-                           its bias Add, a following Relu or Gelu and a
-                           following Cast into one ai.mpc.training
-                           GemmBiasAct node (cuBLASLt epilogues on CUDA) where
-                           no value inside the chain has another reader
+  --fuse-gemm-epilogues    fold each MatMul/Gemm with a 2-D B and what
+                           follows it (a bias Add, a Relu or Gelu, a Cast;
+                           a weight gradient's Cast to float32) into one
+                           ai.mpc.training GemmBiasAct node (cuBLASLt
+                           epilogues on CUDA) where no value inside the
+                           chain has another reader
 
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,

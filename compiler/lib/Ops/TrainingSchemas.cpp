@@ -274,7 +274,8 @@ static OpSchema multiTensorUnscaleSchema(int line) {
 /// typed by `to` (absent: like A), shaped [A's batch..., M, N].
 static OpSchema gemmBiasActSchema(int line) {
   OpSchema s = base(mpc::kGemmBiasActOp, line);
-  s.SetDoc("fused GEMM epilogue: Y = act(op(A) @ op(B) + bias), fp32 accumulation; "
+  s.SetDoc("fused GEMM epilogue: Y = act(op(A) @ op(B) + bias), fp32 accumulation, the "
+           "bias optional; "
            "act is none, relu, gelu (erf form) or gelu_tanh; Y in the type `to` "
            "(a folded Cast) or A's")
       .Attr("transA", "A is stored transposed (2-D A only)", AttributeProto::INT,
@@ -289,7 +290,8 @@ static OpSchema gemmBiasActSchema(int line) {
             AttributeProto::INT, static_cast<int64_t>(0))
       .Input(0, "A", "[..., M, K], [K], or [K, M] with transA", "T")
       .Input(1, "B", "[K, N] (or [N, K] with transB)", "T")
-      .Input(2, "bias", "[N], typed like A or like Y", "TB")
+      .Input(2, "bias", "[N], typed like A or like Y; absent: no bias", "TB",
+             OpSchema::Optional)
       .Output(0, "Y", "[..., M, N]", "TY")
       .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
                       "operand types")

@@ -439,12 +439,17 @@ llvm::Error shapes::shapeMultiTensorUnscale(const ShapeQuery &q, std::vector<Sha
   return llvm::Error::success();
 }
 
+/// Input i is given (an optional input left empty has no type).
+static bool present(const ShapeQuery &q, unsigned i) {
+  return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
+}
+
 /// GemmBiasAct (mpc/Ops/GemmBiasAct.h): Y [A's batch..., M, N] in the type
 /// the attributes and gemmBiasActTypeError allow.
 MPC_DEFINED_BELOW(shapes::shapeGemmBiasAct)
 llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  if (q.inputs.size() != 3)
-    return nodeError(q.node, "needs A, B and bias");
+  if (q.inputs.size() < 2 || q.inputs.size() > 3)
+    return nodeError(q.node, "needs A, B and an optional bias");
   GemmBiasActAttrs at = gemmBiasActAttrsOf(q.node);
   if (!at.actKnown)
     return nodeError(q.node, "activation " + quoteName(q.node.stringAttr("activation", "")) +
@@ -452,9 +457,11 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
   if (q.node.attr("to") && at.to == DType::Undefined)
     return nodeError(q.node, "to " + std::to_string(q.node.intAttr("to", 0)) +
                                  " is not an element type");
-  const ShapedType &a = q.inputs[0], &b = q.inputs[1], &bias = q.inputs[2];
+  const ShapedType &a = q.inputs[0], &b = q.inputs[1];
+  bool hasBias = present(q, 2);
   DType y = at.outputType(a.dtype);
-  std::string typeError = gemmBiasActTypeError(a.dtype, b.dtype, bias.dtype, y);
+  std::string typeError =
+      gemmBiasActTypeError(a.dtype, b.dtype, hasBias ? q.inputs[2].dtype : DType::Undefined, y);
   if (!typeError.empty())
     return nodeError(q.node, typeError);
   size_t ra = a.shape.size();
@@ -467,12 +474,15 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
   if (k != kb)
     return nodeError(q.node, "op(A) and op(B) do not multiply (A " + formatShape(a.shape) +
                                  ", B " + formatShape(b.shape) + ")");
-  bool biasOk = !bias.shape.empty() && bias.shape.size() <= ra && bias.shape.back() == n;
-  for (size_t i = 0; biasOk && i + 1 < bias.shape.size(); ++i)
-    biasOk = bias.shape[i] == 1;
-  if (!biasOk)
-    return nodeError(q.node, "bias " + formatShape(bias.shape) + " is not a vector of N = " +
-                                 std::to_string(n) + " (leading axes of size 1 allowed)");
+  if (hasBias) {
+    const ShapedType &bias = q.inputs[2];
+    bool biasOk = !bias.shape.empty() && bias.shape.size() <= ra && bias.shape.back() == n;
+    for (size_t i = 0; biasOk && i + 1 < bias.shape.size(); ++i)
+      biasOk = bias.shape[i] == 1;
+    if (!biasOk)
+      return nodeError(q.node, "bias " + formatShape(bias.shape) + " is not a vector of N = " +
+                                   std::to_string(n) + " (leading axes of size 1 allowed)");
+  }
   // A 1-D A is a row vector whose axis is dropped, as MatMul's.
   ShapedType r{y, {a.shape.begin(), a.shape.end() - std::min<size_t>(ra, 2)}};
   if (ra > 1)
@@ -485,10 +495,6 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
 //===----------------------------------------------------------------------===//
 // Recurrent gradients
 //===----------------------------------------------------------------------===//
-
-static bool present(const ShapeQuery &q, unsigned i) {
-  return i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined;
-}
 
 const RecurrentGradPorts shapes::kLstmPorts = {
     kDY, kX, kW, kR, kB, kLens, {kDYh, kDYc, kH0, kC0},

@@ -2,10 +2,11 @@
 //
 // ai.mpc.training::GemmBiasAct (version 1; docs/training.md "Fused GEMM
 // epilogues"): Y = act(op(A) @ op(B) + bias), written by
-// `mpc rewrite --fuse-gemm-epilogues` in place of a MatMul/Gemm, its bias
-// Add, an optional Relu/Gelu and an optional Cast. Inputs A [..., M, K] or
-// [K] (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and bias [N]
-// (leading axes of size 1 allowed); attributes transA, transB, activation,
+// `mpc rewrite --fuse-gemm-epilogues` in place of a MatMul/Gemm, an optional
+// bias Add, an optional Relu/Gelu and an optional Cast. Inputs A [..., M, K]
+// or [K] (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and the
+// optional bias [N] (leading axes of size 1 allowed; absent, or an empty
+// name: no bias); attributes transA, transB, activation,
 // to (the output element type, absent: A's) and bias_after_rounding. The
 // schema, the registry's shape function, the CPU and CUDA kernels and the
 // pass all read the attributes through gemmBiasActAttrsOf.
@@ -84,8 +85,8 @@ inline GemmBiasActAttrs gemmBiasActAttrsOf(const Node &n) {
 
 /// The type rule: A and B share a float type T (float32, float16 or
 /// bfloat16); Y is T, or float32 for a 16-bit T, or 16-bit for a float32 T
-/// (a folded Cast); the bias is typed like A or like Y. Returns an empty
-/// string when the types fit, else what is wrong.
+/// (a folded Cast); the bias, when present (not Undefined), is typed like A
+/// or like Y. Returns an empty string when the types fit, else what is wrong.
 inline std::string gemmBiasActTypeError(DType a, DType b, DType bias, DType y) {
   auto name = [](DType t) { return dtypeName(t).str(); };
   bool floatA = a == DType::F32 || isHalfPrecision(a);
@@ -99,7 +100,7 @@ inline std::string gemmBiasActTypeError(DType a, DType b, DType bias, DType y) {
     return "output type " + name(y) + " for " + name(a) +
            " operands: the output is their type, or float32 for 16-bit operands, or "
            "16-bit for float32 operands";
-  if (bias != a && bias != y)
+  if (bias != DType::Undefined && bias != a && bias != y)
     return "bias is " + name(bias) + "; it must be typed like A (" + name(a) + ") or like Y (" +
            name(y) + ")";
   return std::string();

@@ -1,14 +1,17 @@
 //===- GemmEpilogues.h - Fold bias, activation and cast into GEMMs -*- C++ -*-===//
 //
 // `mpc rewrite --fuse-gemm-epilogues` (docs/user-guide.md, "GEMM epilogues"):
-// after the AMP rewrite (and loss scaling), each MatMul or Gemm whose weight
-// is a constant 2-D initializer, followed by the Add of a bias broadcast
-// over the last axis, then optionally Relu, Gelu (the opset-20 op or the erf
-// pattern exporters emit before it) and optionally a Cast, becomes one
-// ai.mpc.training::GemmBiasAct node (mpc/Ops/GemmBiasAct.h). A chain is fused
-// only when every value inside it has exactly one reader and is not a graph
-// output, so a training graph whose backward reads the pre-activation keeps
-// its nodes. One walk over the nodes, each chain followed through the use
+// after the AMP rewrite (and loss scaling), each MatMul or Gemm whose B is
+// 2-D (a constant weight, its 16-bit copy, an activation), followed by at
+// least one of: a Cast of a 16-bit product to float32, the Add of a bias
+// broadcast over the last axis, Relu or Gelu (the opset-20 op or the erf
+// pattern exporters emit before it), a Cast, becomes one
+// ai.mpc.training::GemmBiasAct node (mpc/Ops/GemmBiasAct.h), with no bias
+// input when there is no bias. A chain is fused only when every value inside
+// it has exactly one reader and is not a graph output, so a training graph
+// whose backward reads the pre-activation keeps those nodes; its weight
+// gradients' GEMMs (no bias) absorb the Cast to float32 before their
+// unscale. One walk over the nodes, each chain followed through the use
 // lists: linear in the model's size; deterministic.
 //
 //===----------------------------------------------------------------------===//

@@ -129,15 +129,20 @@ enum class LtEpilogue : uint8_t {
   Bias,     ///< CUBLASLT_EPILOGUE_BIAS
   ReluBias, ///< CUBLASLT_EPILOGUE_RELU_BIAS
   GeluBias, ///< CUBLASLT_EPILOGUE_GELU_BIAS (cuBLASLt's GELU is the tanh form)
+  Default,  ///< CUBLASLT_EPILOGUE_DEFAULT: no bias (the product, in D's type)
+  Relu,     ///< CUBLASLT_EPILOGUE_RELU: no bias
+  Gelu,     ///< CUBLASLT_EPILOGUE_GELU: no bias, the tanh form
 };
 
 /// One GemmBiasAct node: element types as ONNX numbers (1 float32, 10
 /// float16, 16 bfloat16), the activation, the result's M x N (rows of the
-/// row-major Y, A's batch folded in) and the bias's element count.
+/// row-major Y, A's batch folded in) and the bias's element count. Without
+/// a bias (hasBias false) biasType and biasElements are not read.
 struct EpilogueProblem {
   int32_t aType = 1, yType = 1, biasType = 1;
   EpilogueAct act = EpilogueAct::None;
   int64_t m = 0, n = 0, biasElements = 0;
+  bool hasBias = true;
 };
 
 /// How the node runs: one cublasLtMatmul with `epilogue` writing D of
@@ -147,8 +152,9 @@ struct EpilogueProblem {
 struct EpiloguePlan {
   LtEpilogue epilogue = LtEpilogue::Bias;
   int32_t dType = 1;
-  /// The erf form of GELU: cuBLASLt has only the tanh form, so the bias
-  /// epilogue runs and the element-wise Gelu then rewrites D in place (one
+  /// The erf form of GELU: cuBLASLt has only the tanh form, so the bias (or,
+  /// without a bias, the default) epilogue runs and the element-wise Gelu then
+  /// rewrites D in place (one
   /// extra pass over Y; the values are those of the bias-in-accumulator form
   /// followed by Gelu in D's type).
   bool separateGelu = false;
