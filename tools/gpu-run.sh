@@ -222,6 +222,11 @@ step bench_matmul 150 bash -c "python3 '$SRC/bench/gpu_matmul.py' --mpc '$MPC' -
 # 5a'. Which cuBLASLt/cuDNN algorithms mpc's slow nodes ran against PyTorch's for the same call
 #      (bench/gpu/library_trace.py: the libraries' logs and PyTorch's kernels).
 step library_trace 120 python3 "$SRC/bench/gpu/library_trace.py" --mpc "$MPC" --out "$OUT" --timeout 50
+# 5a''. Issue 15's "fused unscale + optimizer kernel's bytes per second against the memory
+#     bandwidth" (bench/gpu/optimizer_bench.py): BERT-base's 110 M parameters through one
+#     MultiTensorUnscale and one MultiTensorAdamStep (and the per-parameter AdamSteps), their
+#     profiled time against a 1 GiB device copy's rate; goal >= 80%.
+step bench_optimizer 150 bash -c "python3 '$SRC/bench/gpu/optimizer_bench.py' --mpc '$MPC' --out '$OUT' | tee '$OUT/optimizer_bench.md'; exit \${PIPESTATUS[0]}"
 # 5b. Issue 15's step benchmark (bench/gpu/step_bench.py): mpc fp32/fp16/bf16 training steps
 #     against PyTorch eager on BERT-base-, GPT-2-small- and ResNet-50-like models.
 step step_bench 240 bash -c "python3 '$SRC/bench/gpu/step_bench.py' --mpc '$MPC' --steps 5 --run-timeout 60 --out '$OUT' | tee '$OUT/step_bench.md'; exit \${PIPESTATUS[0]}"
