@@ -65,8 +65,8 @@ from moving the largest tensors"), to compare with "fp16".
 --export DIR writes the exported models and their data into DIR and stops (no GPU needed).
 --epilogues adds the variant fp16-epilogues (and "fp16-epilogues fused"): fp16 rewritten with
 `mpc rewrite --fuse-gemm-epilogues` (each weight gradient's GEMM writes its float32 gradient, no
-Cast; forward bias Adds and the logits' Cast folded into cuBLASLt epilogues; docs/user-guide.md
-"GEMM epilogues"), to compare with "fp16".
+Cast, and its layer's bias gradient, no BiasGrad; forward bias Adds and the logits' Cast folded
+into cuBLASLt epilogues; docs/user-guide.md "GEMM epilogues"), to compare with "fp16".
 --profile also runs every mpc variant with `--profile` for 2 steps after the warm-up and
 writes the step's node time by op type (each node waited for: its kernels plus a stream
 synchronization, so small nodes weigh more than in a captured step) to OUT/step_profile.md.

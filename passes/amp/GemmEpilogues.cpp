@@ -10,9 +10,12 @@
 #include "mpc/Ops/GemmBiasAct.h"
 #include "mpc/Runtime/Float16.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -136,6 +139,9 @@ struct Chain {
   Value *result = nullptr;
   /// Constants only the absorbed nodes read (erased with them when unused).
   std::vector<Value *> constants;
+  /// A BiasGrad of the reduced operand, folded in as output bias_grad
+  /// (at.biasGradOf says which operand).
+  Node *biasGrad = nullptr;
 };
 
 // Tolerances for the erf pattern's constants: they may have been rounded to
@@ -163,6 +169,86 @@ Value *matchErfGelu(Value *x, Chain &c) {
 /// Y's element type may become `to` (a folded Cast) for operands of type `t`.
 bool castFolds(DType t, DType to) {
   return (isHalfPrecision(t) && to == DType::F32) || (t == DType::F32 && isHalfPrecision(to));
+}
+
+bool isBiasGradNode(const Node &n) {
+  return n.opType == "BiasGrad" && n.domain == "ai.mpc.training";
+}
+
+/// The static vector BiasGrad `bg` reduces to: its output's shape, the Shape
+/// of a value of static shape (what train-graph writes: Shape of the bias),
+/// or a constant int64 vector; false when unknown.
+bool biasGradTarget(const Node &bg, std::vector<int64_t> &out) {
+  if (staticShape(bg.output(0), out))
+    return true;
+  const Value *s = bg.numInputs() > 1 ? bg.input(1) : nullptr;
+  if (!s)
+    return false;
+  if (const Node *p = s->producer())
+    return isOnnxOp(*p, "Shape") && !p->attr("start") && !p->attr("end") && p->input(0) &&
+           staticShape(p->input(0), out);
+  const Tensor *t = s->initializer();
+  if (!t || t->dtype != DType::I64 || t->isExternal() || t->dims.size() != 1)
+    return false;
+  out.resize(size_t(t->numElements()));
+  llvm::ArrayRef<uint8_t> b = t->bytes();
+  if (b.size() < out.size() * 8)
+    return false;
+  std::memcpy(out.data(), b.data(), out.size() * 8);
+  return true;
+}
+
+/// A BiasGrad summing `operand` (a [K, L] GEMM operand) over its rows into
+/// L elements of type `y`: one reading `operand`, or, when `operand` is a
+/// Flatten over the last axis (axis -1, or rank - 1 where the rank is known),
+/// one reading the tensor flattened, reduced to a vector [L] with L > 1
+/// (a BiasGrad to [1] would also sum the columns). Null when none.
+Node *biasGradOf(Value *operand, DType y) {
+  llvm::SmallVector<Value *, 2> sources{operand};
+  if (const Node *f = operand->producer(); f && isOnnxOp(*f, "Flatten") && f->input(0)) {
+    int64_t axis = f->intAttr("axis", 1);
+    int rank = rankOf(f->input(0));
+    if (axis == -1 || (rank >= 1 && axis == rank - 1))
+      sources.push_back(f->input(0));
+  }
+  for (Value *s : sources)
+    for (const Use &u : s->uses()) {
+      Node *r = u.user;
+      std::vector<int64_t> target;
+      if (u.operand != 0 || !isBiasGradNode(*r) || r->numOutputs() != 1 || !r->output(0) ||
+          r->output(0)->type.elem != y || !biasGradTarget(*r, target) || target.size() != 1 ||
+          target[0] <= 1)
+        continue;
+      return r;
+    }
+  return nullptr;
+}
+
+/// Whether `v` may depend on `target`'s outputs: a walk back from v's
+/// producer through at most `budget` nodes, stopping at nodes that come
+/// before `target` in `pos` (the graph's order when the walk began). True
+/// (may) when the budget runs out.
+bool mayDependOn(const Value *v, const Node *target,
+                 const llvm::DenseMap<const Node *, size_t> &pos, unsigned budget = 256) {
+  size_t floor = pos.lookup(target);
+  llvm::SmallVector<const Node *, 16> work;
+  llvm::SmallPtrSet<const Node *, 32> seen;
+  if (v->producer())
+    work.push_back(v->producer());
+  while (!work.empty()) {
+    const Node *n = work.pop_back_val();
+    if (n == target)
+      return true;
+    auto it = pos.find(n);
+    if ((it != pos.end() && it->second < floor) || !seen.insert(n).second)
+      continue;
+    if (seen.size() > budget)
+      return true;
+    for (const Value *in : n->inputs())
+      if (in && in->producer())
+        work.push_back(in->producer());
+  }
+  return false;
 }
 
 /// Matches the chain from GEMM `g`; on failure `why` says what stopped it.
@@ -282,7 +368,17 @@ bool matchChain(Node *g, Chain &c, std::string &why) {
         c.absorbed.push_back(r);
         cur = r->output(0);
       }
-  if (c.absorbed.empty()) {
+  // A weight gradient's bias gradient: a BiasGrad over the operand the
+  // product sums over k (B stored [K, N], or A stored [K, M] with transA).
+  if (!c.bias && c.at.act == GemmActivation::None) {
+    DType y = c.at.outputType(t);
+    Node *bg = !c.at.transB ? biasGradOf(c.b, y) : nullptr;
+    c.at.biasGradOf = bg ? 1 : -1;
+    if (!bg && c.at.transA && rankA == 2 && (bg = biasGradOf(c.a, y)))
+      c.at.biasGradOf = 0;
+    c.biasGrad = bg;
+  }
+  if (c.absorbed.empty() && !c.biasGrad) {
     why = noChain;
     return false;
   }
@@ -297,17 +393,37 @@ std::string describe(const Chain &c) {
     s += sep + quoteName(n->name);
     sep = ", ";
   }
+  if (c.biasGrad)
+    s += sep + quoteName(c.biasGrad->name);
   s += llvm::formatv(" (activation {0}", gemmActivationName(c.at.act)).str();
   if (c.at.to != DType::Undefined)
     s += ", output " + dtypeName(c.at.to).str();
   if (c.at.biasAfterRounding)
     s += ", bias after rounding";
+  if (c.biasGrad)
+    s += c.at.biasGradOf == 0 ? ", bias gradient of A" : ", bias gradient of B";
   return s + ")";
 }
 
-/// Replaces the chain by one GemmBiasAct node.
+/// Gives `v`'s name (and graph-output places) to output `i` of `f`, renames
+/// `v` out of the way and moves its uses.
+Value *takeOver(Model &m, Graph &g, Node *f, unsigned i, Value *v) {
+  std::string name = v->name();
+  Graph::renameValue(v, m.freshName(name + "/unfused"));
+  Value *y = f->setOutput(i, name, v->type);
+  y->hasValueInfo = v->hasValueInfo;
+  y->docString = v->docString;
+  for (unsigned o = 0; o < g.outputs().size(); ++o)
+    if (g.outputs()[o] == v)
+      g.setOutput(o, y);
+  Graph::replaceAllUsesWith(v, y);
+  return y;
+}
+
+/// Replaces the chain by one GemmBiasAct node (before its last node, or,
+/// with a bias gradient, before the GEMM: the caller sorts the graph then).
 void rewrite(Model &m, Graph &g, const Chain &c, GemmEpilogueResult &res) {
-  Node *last = c.result->producer();
+  Node *last = c.biasGrad ? c.gemm : c.result->producer();
   Node *f = g.createNode(kGemmBiasActOp, kGemmBiasActDomain, last->getIterator(), last);
   f->name = m.freshName(c.gemm->name.str() + "/GemmBiasAct");
   f->docString = "mpc --fuse-gemm-epilogues";
@@ -325,18 +441,29 @@ void rewrite(Model &m, Graph &g, const Chain &c, GemmEpilogueResult &res) {
     f->setAttr(Attribute::makeInt("to", int64_t(c.at.to)));
   if (c.at.biasAfterRounding)
     f->setAttr(Attribute::makeInt("bias_after_rounding", 1));
-  // The result keeps its name (and graph-output places); the old value is
-  // renamed out of the way.
-  Value *old = c.result;
-  std::string name = old->name();
-  Graph::renameValue(old, m.freshName(name + "/unfused"));
-  Value *y = f->setOutput(0, name, old->type);
-  y->hasValueInfo = old->hasValueInfo;
-  y->docString = old->docString;
-  for (unsigned i = 0; i < g.outputs().size(); ++i)
-    if (g.outputs()[i] == old)
-      g.setOutput(i, y);
-  Graph::replaceAllUsesWith(old, y);
+  if (c.biasGrad)
+    f->setAttr(Attribute::makeInt("bias_grad_of", c.at.biasGradOf));
+  // The results keep their names (and graph-output places); the old values
+  // are renamed out of the way.
+  takeOver(m, g, f, 0, c.result);
+  if (c.biasGrad) {
+    takeOver(m, g, f, 1, c.biasGrad->output(0));
+    Value *shape = c.biasGrad->numInputs() > 1 ? c.biasGrad->input(1) : nullptr;
+    c.biasGrad->dropAllInputs();
+    g.eraseNode(c.biasGrad);
+    ++res.nodesRemoved;
+    ++res.biasGrads;
+    // Its Shape (or constant) input, when nothing else reads it.
+    if (shape && !shape->hasUses() && !shape->isGraphOutput()) {
+      if (Node *p = shape->producer()) {
+        p->dropAllInputs();
+        g.eraseNode(p);
+        ++res.nodesRemoved;
+      } else if (shape->isConstant() && shape->graph() == &g) {
+        g.eraseInitializer(shape);
+      }
+    }
+  }
   // Erase from the end of the chain: each node's result is unread by then
   // (the erf pattern's nodes read x and each other, so repeat until done).
   std::vector<Node *> dead(c.absorbed.rbegin(), c.absorbed.rend());
@@ -374,9 +501,15 @@ void rewrite(Model &m, Graph &g, const Chain &c, GemmEpilogueResult &res) {
 
 void fuseGraph(Model &m, Graph &g, GemmEpilogueResult &res) {
   std::vector<Node *> roots;
-  for (Node &n : g.nodes())
+  // The graph's order before any rewrite (topological): what mayDependOn
+  // stops at.
+  llvm::DenseMap<const Node *, size_t> pos;
+  for (Node &n : g.nodes()) {
+    pos[&n] = pos.size();
     if (isOnnxOp(n, "MatMul") || isOnnxOp(n, "Gemm"))
       roots.push_back(&n);
+  }
+  bool resort = false;
   for (Node *root : roots) {
     ++res.gemms;
     Chain c;
@@ -385,8 +518,30 @@ void fuseGraph(Model &m, Graph &g, GemmEpilogueResult &res) {
       res.decisions.push_back(formatQuoted("GEMM '{0}': not fused: ", root->name) + why);
       continue;
     }
+    // The fused node computes the bias gradient with the product, so neither
+    // operand may be computed from that gradient (a cycle).
+    if (c.biasGrad && (mayDependOn(c.a, c.biasGrad, pos) || mayDependOn(c.b, c.biasGrad, pos))) {
+      c.biasGrad = nullptr;
+      c.at.biasGradOf = -1;
+      if (c.absorbed.empty()) {
+        res.decisions.push_back(formatQuoted("GEMM '{0}': not fused: an operand may be "
+                                             "computed from its bias gradient",
+                                             root->name));
+        continue;
+      }
+    }
     res.decisions.push_back(describe(c));
+    resort |= c.biasGrad != nullptr;
     rewrite(m, g, c, res);
+  }
+  // A node that computes a bias gradient sits before its GEMM, which may be
+  // before the operands' producers: the list is put back in dependency order.
+  // mayDependOn excluded a cycle; were there one, the list would keep its
+  // order and the verifier after the rewrite would name it.
+  if (resort) {
+    bool sorted = g.sortTopologically();
+    assert(sorted && "--fuse-gemm-epilogues made a cycle");
+    (void)sorted;
   }
 }
 
@@ -471,8 +626,8 @@ bool mpc::matchErfGelu(Value *x, ErfGeluMatch &m) {
 
 std::string GemmEpilogueResult::summaryLine() const {
   return llvm::formatv("Fused GEMM epilogues: {0} of {1} GEMMs ({2} with an activation, {3} "
-                       "with a cast; {4} nodes removed)",
-                       fused, gemms, activations, casts, nodesRemoved)
+                       "with a cast, {4} with a bias gradient; {5} nodes removed)",
+                       fused, gemms, activations, casts, biasGrads, nodesRemoved)
       .str();
 }
 

@@ -373,10 +373,14 @@ static llvm::Error gradMatMul(Ctx &c) {
     // one GEMM reading A transposed, where a Transpose of A, a batch of N
     // [K, M] products and their sum over the batch moved the largest tensors
     // of a transformer's step several times.
+    // The axis is written as -1 (the last; opset 11 on) so that a later
+    // pass, with no shapes, still sees that dY2's columns are dY's last axis
+    // (what BiasGrad keeps: mpc rewrite --fuse-gemm-epilogues folds it in).
+    int64_t axis = c.n().opsetVersion() >= 11 ? -1 : ra - 1;
     Value *a2 = e.op("Flatten", {a}, elemOf(a), c.h("A2"));
-    a2->producer()->setAttr(Attribute::makeInt("axis", ra - 1));
+    a2->producer()->setAttr(Attribute::makeInt("axis", axis));
     Value *dy2 = e.op("Flatten", {dy}, elemOf(dy), c.h("dY2"));
-    dy2->producer()->setAttr(Attribute::makeInt("axis", ra - 1));
+    dy2->producer()->setAttr(Attribute::makeInt("axis", axis));
     Value *g = e.op("Gemm", {a2, dy2}, elemOf(b), c.h("dB_gemm"));
     g->producer()->setAttr(Attribute::makeInt("transA", 1));
     c.dIn[1] = g;

@@ -18,6 +18,7 @@
 #include "mpc/Runtime/Cpu/Pool.h"
 #include "mpc/Runtime/Cpu/Reduce.h"
 #include "mpc/Runtime/Cpu/Softmax.h"
+#include "mpc/Runtime/Cpu/TrainingOps.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "llvm/ADT/StringSwitch.h"
 #include <algorithm>
@@ -144,8 +145,35 @@ const float *floatBias(const TensorRef &bias, std::vector<float> &widened) {
 }
 } // namespace
 
+/// Output 1 (bias_grad): the stored operand bias_grad_of names, [K, L], summed
+/// over K into L elements of Y's type, through BiasGrad's own body (so the
+/// bits are those of a BiasGrad over that operand, or over the tensor it
+/// flattens).
+static llvm::Error writeBiasGrad(const KernelCall &c, const GemmBiasActAttrs &at) {
+  if (c.outputs.size() < 2 || c.outputs[1].dtype == DType::Undefined)
+    return llvm::Error::success();
+  const TensorRef &x = c.inputs[at.biasGradOf == 0 ? 0 : 1], &db = c.outputs[1];
+  llvm::SmallVector<int64_t, 2> shape(db.shape.begin(), db.shape.end());
+  if (db.dtype == x.dtype) {
+    dispatchFloat(x.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      cpu::biasGrad<T>(x.as<T>(), x.shape, shape, db.as<T>());
+    });
+  } else if (db.dtype == DType::F32 && x.dtype == DType::F16) {
+    cpu::biasGrad<Half, float>(x.as<Half>(), x.shape, shape, db.as<float>());
+  } else if (db.dtype == DType::F32 && x.dtype == DType::BF16) {
+    cpu::biasGrad<BFloat16, float>(x.as<BFloat16>(), x.shape, shape, db.as<float>());
+  } else {
+    return nodeError(*c.node, "no bias_grad kernel for " + dtypeName(x.dtype).str() + " -> " +
+                                  dtypeName(db.dtype).str());
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error cpuk::runGemmBiasAct(const KernelCall &c) {
   const TensorRef &a = c.inputs[0], &b = c.inputs[1], &y = c.outputs[0];
+  if (llvm::Error e = writeBiasGrad(c, paramsOf<GemmBiasActParams>(c).attrs))
+    return e;
   // An absent bias: the product alone (a null pointer below).
   bool hasBias = c.hasInput(2);
   TensorRef bias = hasBias ? c.inputs[2] : TensorRef();

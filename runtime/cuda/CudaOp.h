@@ -77,6 +77,11 @@ CudaOpOrError prepareNormOp(const Node &n, const CudaKernel &row,
 /// Reductions and BiasGrad (ReduceOps.cpp).
 CudaOpOrError prepareReduceOp(const Node &n, const CudaKernel &row,
                               llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);
+/// The sum over axis 0 of a [K, L] tensor into L elements (of its type, or
+/// float32 with `toF32` over a 16-bit x): launched with the tensor as input 0
+/// and the vector as output 0. GemmBiasAct's bias_grad where cuBLASLt's
+/// BGRAD epilogue is not available (ReduceOps.cpp).
+CudaOpOrError prepareColumnSum(const TensorDesc &x, bool toF32, const CudaContext &ctx);
 /// Activation gradients (GradOps.cpp).
 CudaOpOrError prepareGradOp(const Node &n, const CudaKernel &row,
                             llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx);

@@ -55,14 +55,25 @@ public:
   int32_t yType = 1, biasType = 1;
   unsigned dElementBytes = 4;
   int64_t count = 0;
+  /// GemmBiasAct's bias_grad (output 1): the operand it sums (0 A, 1 B; -1
+  /// none); whether cuBLASLt's BGRADA/BGRADB epilogue writes it, else the
+  /// column sum below runs after the product (also for an empty Y), with its
+  /// workspace at sumOffset.
+  int biasGradOf = -1;
+  bool bgradEpilogue = false;
+  std::unique_ptr<CudaOp> columnSum;
+  size_t sumOffset = 0;
 
   size_t workspaceBytes() const override { return workspace; }
   std::string launch(const KernelCall &call, cudaStream_t s,
                      const CudaContext &ctx) const override;
   /// GemmBiasAct: the bias cast (when planned), the product with its
-  /// epilogue, then the planned Gelu and Y casts.
+  /// epilogue, then the planned Gelu and Y casts, and the column sum.
   std::string launchEpilogue(const KernelCall &call, cudaStream_t s,
                              const CudaContext &ctx) const;
+  /// bias_grad through the column sum (the epilogue could not write it).
+  std::string launchColumnSum(const KernelCall &call, cudaStream_t s,
+                              const CudaContext &ctx) const;
 
   ~GemmOp() override {
     for (cublasLtMatrixLayout_t l : {a, b, c, d})
@@ -139,6 +150,8 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     ep.hasBias = inputs.size() > 2 && inputs[2].dtype != DType::Undefined;
     ep.biasType = ep.hasBias ? int32_t(inputs[2].dtype) : ep.yType;
     ep.act = EpilogueAct(uint8_t(epilogueAttrs.act));
+    if (n.numOutputs() > 1 && n.output(1))
+      ep.biasGradOf = int8_t(epilogueAttrs.biasGradOf);
     // Y's element count from the result shape: an empty batch leaves the
     // plan's M unfolded, and nothing may be written then.
     int64_t count = 1;
@@ -159,6 +172,19 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
     g->dElementBytes = unsigned(runtimeElementSize(DType(g->epi.dType)));
     g->count = ep.m * ep.n;
     dDataType = cudaTypeOf(DType(g->epi.dType));
+    if (ep.biasGradOf >= 0) {
+      // The column sum is planned in every case: it writes bias_grad where
+      // the heuristic has no BGRAD algorithm, and for an empty Y.
+      g->biasGradOf = ep.biasGradOf;
+      const TensorDesc &x = inputs[ep.biasGradOf == 0 ? 0 : 1];
+      auto sum = prepareColumnSum(x, ep.yType == 1 && t != DType::F32, ctx);
+      if (!sum)
+        return sum.takeError();
+      if (!*sum) // an empty k with a non-empty bias_grad (zeros): the CPU runs it
+        return std::unique_ptr<CudaOp>();
+      g->columnSum = std::move(*sum);
+      g->bgradEpilogue = true;
+    }
   }
 
   auto check = [&](cublasStatus_t s, const char *what) -> llvm::Error {
@@ -185,6 +211,8 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
       case LtEpilogue::Default: epi = CUBLASLT_EPILOGUE_DEFAULT; break;
       case LtEpilogue::Relu: epi = CUBLASLT_EPILOGUE_RELU; break;
       case LtEpilogue::Gelu: epi = CUBLASLT_EPILOGUE_GELU; break;
+      case LtEpilogue::BGradA: epi = CUBLASLT_EPILOGUE_BGRADA; break;
+      case LtEpilogue::BGradB: epi = CUBLASLT_EPILOGUE_BGRADB; break;
       }
     cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
   }
@@ -238,6 +266,16 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, g->desc, g->a, g->b, g->c, g->d, pref,
                                                     1, &result, &found);
+  if (g->bgradEpilogue && (s != CUBLAS_STATUS_SUCCESS || found == 0)) {
+    // No algorithm sums the operand in the epilogue for this layout: the
+    // product alone, then the planned column sum.
+    g->bgradEpilogue = false;
+    cublasLtEpilogue_t plain = CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &plain, sizeof(plain));
+    found = 0;
+    s = cublasLtMatmulAlgoGetHeuristic(ctx.lt, g->desc, g->a, g->b, g->c, g->d, pref, 1, &result,
+                                       &found);
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   if (auto e = check(s, "cublasLtMatmulAlgoGetHeuristic"))
     return e;
@@ -246,11 +284,12 @@ CudaOpOrError cuda::prepareGemmOp(const Node &n, const CudaKernel &row,
                       formatShape(inputs[0].shape), formatShape(inputs[1].shape), dtypeName(t));
   g->algo = result.algo;
   g->workspace = result.workspaceSize;
-  if (g->fusedEpilogue && g->epi.extraBytes) {
-    g->ltWorkspace = g->workspace;
+  g->ltWorkspace = g->workspace;
+  if (g->fusedEpilogue && g->epi.extraBytes)
     g->workspace = (g->ltWorkspace + 255) / 256 * 256 + g->epi.extraBytes;
-  } else {
-    g->ltWorkspace = g->workspace;
+  if (g->columnSum) {
+    g->sumOffset = (g->workspace + 255) / 256 * 256;
+    g->workspace = g->sumOffset + g->columnSum->workspaceBytes();
   }
   return std::unique_ptr<CudaOp>(std::move(g));
 }
@@ -293,10 +332,13 @@ std::string GemmOp::launch(const KernelCall &call, cudaStream_t s, const CudaCon
 std::string GemmOp::launchEpilogue(const KernelCall &call, cudaStream_t s,
                                    const CudaContext &ctx) const {
   const LtGemm &lg = plan.gemm;
-  if (count == 0)
-    return std::string(); // an empty Y: nothing to write
+  if (count == 0) // an empty Y: nothing to write but bias_grad
+    return columnSum ? launchColumnSum(call, s, ctx) : std::string();
   char *extra = static_cast<char *>(call.workspace) + (ltWorkspace + 255) / 256 * 256;
-  if (call.hasInput(2)) {
+  if (bgradEpilogue) {
+    void *db = call.outputs[1].data;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof(db));
+  } else if (call.hasInput(2)) {
     const void *bias = call.inputs[2].data;
     if (epi.castBias) {
       if (cudaError_t e = launchCast(biasType, epi.dType, bias, extra + epi.biasOffset, lg.m,
@@ -326,5 +368,23 @@ std::string GemmOp::launchEpilogue(const KernelCall &call, cudaStream_t s,
     if (cudaError_t e = launchCast(epi.dType, yType, d, call.outputs[0].data, count,
                                    ctx.geometry(count), s))
       return "casting Y: " + cudaText(e);
+  if (columnSum && !bgradEpilogue)
+    return launchColumnSum(call, s, ctx);
   return std::string();
+}
+
+std::string GemmOp::launchColumnSum(const KernelCall &call, cudaStream_t s,
+                                    const CudaContext &ctx) const {
+  if (call.outputs.size() < 2 || !call.outputs[1].data)
+    return "bias_grad has no output buffer";
+  KernelCall sum;
+  sum.node = call.node;
+  sum.inputs.push_back(call.inputs[biasGradOf == 0 ? 0 : 1]);
+  sum.outputs.push_back(call.outputs[1]);
+  sum.workspace = call.workspace ? static_cast<char *>(call.workspace) + sumOffset : nullptr;
+  sum.workspaceBytes = columnSum->workspaceBytes();
+  sum.errors = call.errors;
+  sum.index = call.index;
+  std::string e = columnSum->launch(sum, s, ctx);
+  return e.empty() ? e : "the bias_grad column sum: " + e;
 }

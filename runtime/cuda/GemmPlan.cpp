@@ -359,6 +359,15 @@ llvm::Expected<EpiloguePlan> mpc::cuda::planGemmEpilogue(const EpilogueProblem &
   EpiloguePlan plan;
   plan.stageD = p.aType == kOnnxFloat && p.yType != kOnnxFloat;
   plan.dType = plan.stageD ? kOnnxFloat : p.yType;
+  if (p.biasGradOf >= 0) {
+    if (p.hasBias || p.act != EpilogueAct::None)
+      return fail("GemmBiasAct bias_grad with a bias or an activation");
+    if (plan.stageD)
+      return fail(llvm::Twine("GemmBiasAct bias_grad of ") + typeText(p.yType) +
+                  " for float32 operands (D would be staged)");
+    plan.epilogue = p.biasGradOf == 1 ? LtEpilogue::BGradA : LtEpilogue::BGradB;
+    return plan;
+  }
   bool b = p.hasBias;
   switch (p.act) {
   case EpilogueAct::None: plan.epilogue = b ? LtEpilogue::Bias : LtEpilogue::Default; break;

@@ -220,6 +220,12 @@ CudaOpOrError prepareBiasGrad(const Node &n, llvm::ArrayRef<TensorDesc> in,
 
 } // namespace
 
+CudaOpOrError cuda::prepareColumnSum(const TensorDesc &x, bool toF32, const CudaContext &ctx) {
+  if (x.shape.size() != 2)
+    return none();
+  return reduceOver(ReduceKind::Sum, x, {0}, ctx, {}, toF32);
+}
+
 CudaOpOrError cuda::prepareReduceOp(const Node &n, const CudaKernel &row,
                                     llvm::ArrayRef<TensorDesc> inputs, const CudaContext &ctx) {
   if (inputs.empty())

@@ -403,10 +403,12 @@ TEST(GemmPlan, TransBatchNeedsOneRankOfThreeOrMore) {
 namespace {
 
 /// A GemmBiasAct plan in words: the epilogue, D's type, the extra passes and
-/// the workspace regions, or the planner's error. A bias type of 0: no bias.
+/// the workspace regions, or the planner's error. A bias type of 0: no bias;
+/// biasGradOf: the bias_grad output's operand (-1 none, 0 A, 1 B).
 std::string epilogue(int32_t a, int32_t y, int32_t bias, EpilogueAct act, int64_t m, int64_t n,
-                     int64_t biasElements) {
+                     int64_t biasElements, int8_t biasGradOf = -1) {
   EpilogueProblem p;
+  p.biasGradOf = biasGradOf;
   p.aType = a;
   p.yType = y;
   p.hasBias = bias != 0;
@@ -418,7 +420,8 @@ std::string epilogue(int32_t a, int32_t y, int32_t bias, EpilogueAct act, int64_
   llvm::Expected<EpiloguePlan> plan = planGemmEpilogue(p);
   if (!plan)
     return llvm::toString(plan.takeError());
-  const char *names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "DEFAULT", "RELU", "GELU"};
+  const char *names[] = {"BIAS", "RELU_BIAS", "GELU_BIAS", "DEFAULT", "RELU", "GELU",
+                         "BGRADA", "BGRADB"};
   std::string s = std::string(names[int(plan->epilogue)]) + " D=" + std::to_string(plan->dType);
   if (plan->separateGelu)
     s += " +gelu";
@@ -462,6 +465,19 @@ TEST(GemmPlan, EpilogueChoices) {
             "RELU D=1 stageD@0 extra=2048");
   EXPECT_EQ(epilogue(F16, BF16, 0, EpilogueAct::None, 8, 64, 0),
             "GemmBiasAct output of bfloat16 for float16 operands");
+  // A bias gradient with the product: the node's B is cuBLASLt's A (the
+  // row-major product is planned transposed), so B's sum over k is BGRADA and
+  // A's is BGRADB; D is Y's type (float32 for a folded Cast).
+  EXPECT_EQ(epilogue(F16, F32, 0, EpilogueAct::None, 768, 3072, 0, 1), "BGRADA D=1 extra=0");
+  EXPECT_EQ(epilogue(BF16, F32, 0, EpilogueAct::None, 768, 768, 0, 0), "BGRADB D=1 extra=0");
+  EXPECT_EQ(epilogue(F32, F32, 0, EpilogueAct::None, 8, 64, 0, 1), "BGRADA D=1 extra=0");
+  EXPECT_EQ(epilogue(F16, F16, 0, EpilogueAct::None, 8, 64, 0, 0), "BGRADB D=10 extra=0");
+  EXPECT_EQ(epilogue(F16, F32, F16, EpilogueAct::None, 8, 64, 64, 1),
+            "GemmBiasAct bias_grad with a bias or an activation");
+  EXPECT_EQ(epilogue(F16, F16, 0, EpilogueAct::Relu, 8, 64, 0, 1),
+            "GemmBiasAct bias_grad with a bias or an activation");
+  EXPECT_EQ(epilogue(F32, F16, 0, EpilogueAct::None, 8, 64, 0, 1),
+            "GemmBiasAct bias_grad of float16 for float32 operands (D would be staged)");
   // Refusals name what is wrong.
   EXPECT_EQ(epilogue(F16, BF16, F16, EpilogueAct::None, 8, 64, 64),
             "GemmBiasAct output of bfloat16 for float16 operands");

@@ -201,6 +201,16 @@ def assert_as_unfused(test, got, ref, dt):
                                    atol=tol * scale)
 
 
+def assert_run_refused(test, path, tmp, want):
+    """`mpc run path --input a=TMP/a.npy` fails with one line naming GemmBiasAct and `want`."""
+    r = mpc("run", path, "--input", f"a={os.path.join(tmp, 'a.npy')}", check=None)
+    test.assertNotEqual(r.returncode, 0)
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertIn(want, lines[0])
+    test.assertIn("GemmBiasAct", lines[0])
+
+
 def inputs_for(xshape, dt, seed=3):
     rng = np.random.default_rng(seed)
     return {"x": rng.standard_normal(xshape).astype(ELEM[dt][1])}
@@ -234,7 +244,7 @@ class Decisions(unittest.TestCase):
                 "GEMM 'fc0/Gemm': fused with 'fc0/Relu' (activation relu)",
                 "GEMM 'fc1/Gemm': fused with 'fc1/Gemm/CastToFp32' (activation none, "
                 "output f32)",
-                "Fused GEMM epilogues: 2 of 2 GEMMs (1 with an activation, 1 with a cast; "
+                "Fused GEMM epilogues: 2 of 2 GEMMs (1 with an activation, 1 with a cast, 0 with a bias gradient; "
                 "4 nodes removed)"])
             self.assertEqual(op_types(out), ["Cast", f"{DOMAIN}::GemmBiasAct",
                                              f"{DOMAIN}::GemmBiasAct", "Softmax"])
@@ -256,7 +266,7 @@ class Decisions(unittest.TestCase):
                 "'gelu/Add', 'gelu/Mul', 'gelu/Mul_1' (activation gelu, bias after rounding)",
                 "GEMM 'ffn/down/MatMul': fused with 'ffn/down/MatMul/CastToFp32', "
                 "'ffn/down/Add' (activation none, output f32)",
-                "Fused GEMM epilogues: 6 of 8 GEMMs (1 with an activation, 1 with a cast; "
+                "Fused GEMM epilogues: 6 of 8 GEMMs (1 with an activation, 1 with a cast, 0 with a bias gradient; "
                 "18 nodes removed)"])
             m = onnx.load(out)
             # The erf pattern's constants went with its nodes; the graph output kept its name.
@@ -332,7 +342,7 @@ class Decisions(unittest.TestCase):
                     out, lines, summary = fuse(path, tmp, NO_AMP)
                     self.assertEqual(lines, [want])
                     self.assertEqual(summary, "Fused GEMM epilogues: 0 of 1 GEMMs (0 with an "
-                                              "activation, 0 with a cast; 0 nodes removed)")
+                                              "activation, 0 with a cast, 0 with a bias gradient; 0 nodes removed)")
                     # Nothing fused: the file equals the rewrite without the flag.
                     plain = os.path.join(tmp, name + ".plain.onnx")
                     mpc("rewrite", path, "-o", plain, *NO_AMP)
@@ -434,19 +444,27 @@ class Decisions(unittest.TestCase):
                 "GEMM 'grad/fc1/Gemm/dA.Gemm': not fused: nothing to fold (no bias Add, "
                 "activation or cast follows)",
                 f"GEMM 'grad/fc1/Gemm/dB.Gemm': fused with 'grad/fc1/W/CastToFp32' {f32}",
-                f"GEMM 'grad/fc0/Gemm/dB.Gemm': fused with 'grad/fc0/W/CastToFp32' {f32}",
-                "Fused GEMM epilogues: 5 of 7 GEMMs (1 with an activation, 4 with a cast; "
-                "10 nodes removed)"])
-            # The step: three Casts fewer, the weight gradients' nodes without a bias.
+                "GEMM 'grad/fc0/Gemm/dB.Gemm': fused with 'grad/fc0/W/CastToFp32', "
+                "'grad/fc0/Gemm/dC.BiasGrad' (activation none, output f32, bias gradient of B)",
+                "Fused GEMM epilogues: 5 of 7 GEMMs (1 with an activation, 4 with a cast, 1 with "
+                "a bias gradient; 12 nodes removed)"])
+            # The step: three Casts and one BiasGrad (fc0's; fc1's sums the float32 loss
+            # gradient, not the GEMM's fp16 operand) fewer, the weight gradients' nodes
+            # without a bias, fc0's with the bias gradient as its second output.
             def step_ops(path):
                 m = onnx.load(path)
-                return [(n.op_type, list(n.input)) for n in m.training_info[0].algorithm.node]
+                return [(n.op_type, list(n.input), list(n.output))
+                        for n in m.training_info[0].algorithm.node]
             p_ops, f_ops = step_ops(plain), step_ops(fused)
-            count = lambda ops, t: sum(o == t for o, _ in ops)  # noqa: E731
+            count = lambda ops, t: sum(o == t for o, _, _ in ops)  # noqa: E731
             self.assertEqual(count(f_ops, "Cast"), count(p_ops, "Cast") - 3)
             self.assertEqual(count(f_ops, "Gemm"), count(p_ops, "Gemm") - 3)
-            fused_inputs = sorted(len(i) for o, i in f_ops if o == "GemmBiasAct")
-            self.assertEqual(fused_inputs, [2, 2, 3])
+            self.assertEqual(count(f_ops, "BiasGrad"), count(p_ops, "BiasGrad") - 1)
+            ports = sorted((len(i), len(o)) for t, i, o in f_ops if t == "GemmBiasAct")
+            self.assertEqual(ports, [(2, 1), (2, 2), (3, 1)])
+            self.assertIn(("GemmBiasAct", ["x/CastToFp16_1", "grad/fc0/Relu/dX"],
+                           ["grad/fc0/W/CastToFp32", "grad/fc0/B"]),
+                          [(t, i, o) for t, i, o in f_ops if t == "GemmBiasAct"])
             # Trained: the same data and steps, the losses within the fp16 roundings the
             # fused nodes leave out (measured: 2e-3 relative at most over the 60 steps).
             logs = {}
@@ -641,6 +659,145 @@ class Kernel(unittest.TestCase):
                         self.assertFalse(np.allclose(ref, want, rtol=1e-5, atol=atol),
                                          "the unfused rewrite was expected to round to 16 bits")
 
+    def test_bias_gradient(self):
+        """A weight gradient's GEMM with the BiasGrad of the same dY, as train-graph writes
+        them: a MatMul layer's (Flatten(-1) of X [2, 5, K] and dY [2, 5, N], Gemm transA=1,
+        BiasGrad(dY, Shape(b))) and a Gemm layer's (Gemm transA=1 of dY [R, N] and X, the
+        BiasGrad of dY = A). One GemmBiasAct with the bias gradient as its second output:
+        against float64 numpy (dW within the fp32 accumulation; db the same sums), and db bit
+        for bit the unfused BiasGrad's on the CPU (the same body)."""
+        k, n = 12, 20
+        with tempfile.TemporaryDirectory() as tmp:
+            for dt in ("f16", "bf16", "f32"):
+                for form in ("matmul_layer", "gemm_layer"):
+                    with self.subTest(dt=dt, form=form):
+                        rng = np.random.default_rng(13)
+                        to = {"to": TensorProto.FLOAT} if dt != "f32" else {}
+                        nodes = [helper.make_node("Shape", ["b"], ["bs"], name="shape"),
+                                 helper.make_node("BiasGrad", ["d", "bs"], ["db"],
+                                                  domain=DOMAIN, name="dbias", **to)]
+                        if form == "matmul_layer":
+                            shapes = {"x": [2, 5, k], "d": [2, 5, n]}
+                            nodes += [helper.make_node("Flatten", ["x"], ["x2"], axis=-1),
+                                      helper.make_node("Flatten", ["d"], ["d2"], axis=-1),
+                                      helper.make_node("Gemm", ["x2", "d2"], ["g"], name="dw",
+                                                       transA=1)]
+                            wshape, of = [k, n], "B"
+                        else:
+                            shapes = {"d": [10, n], "x": [10, k]}
+                            nodes.append(helper.make_node("Gemm", ["d", "x"], ["g"], name="dw",
+                                                          transA=1))
+                            wshape, of = [n, k], "A"
+                        if dt != "f32":
+                            nodes.append(helper.make_node("Cast", ["g"], ["w"], name="dw/Cast",
+                                                          to=TensorProto.FLOAT))
+                        else:
+                            nodes[-1].output[0] = "w"
+                        m = model_of(nodes, [vinfo(v, dt, sh) for v, sh in shapes.items()],
+                                     [vinfo("w", "f32", wshape), vinfo("db", "f32", [n])],
+                                     [const("b", np.zeros(n), "f32")],
+                                     extra_opsets=[helper.make_opsetid(DOMAIN, 1)])
+                        path = save(m, tmp, f"bg_{dt}_{form}.onnx")
+                        plain = path.replace(".onnx", ".plain.onnx")
+                        mpc("rewrite", path, "-o", plain, *no_amp(dt))
+                        out, lines, summary = fuse(path, tmp, no_amp(dt))
+                        absorbed = "'dw/Cast', 'dbias'" if dt != "f32" else "'dbias'"
+                        output = ", output f32" if dt != "f32" else ""
+                        self.assertEqual(lines, [f"GEMM 'dw': fused with {absorbed} (activation "
+                                                 f"none{output}, bias gradient of {of})"])
+                        self.assertIn("1 with a bias gradient", summary)
+                        fm = onnx.load(out)
+                        fused = [nd for nd in fm.graph.node if nd.op_type == "GemmBiasAct"]
+                        self.assertEqual(len(fused), 1)
+                        self.assertEqual(list(fused[0].output), ["w", "db"])
+                        self.assertNotIn("BiasGrad", [nd.op_type for nd in fm.graph.node])
+                        self.assertNotIn("Shape", [nd.op_type for nd in fm.graph.node])
+                        feeds = {v: rng.standard_normal(sh).astype(ELEM[dt][1])
+                                 for v, sh in shapes.items()}
+                        got = run_model(out, feeds, tmp, "f")
+                        ref = run_model(plain, feeds, tmp, "p")
+                        x64 = feeds["x"].astype(np.float64).reshape(-1, k)
+                        d64 = feeds["d"].astype(np.float64).reshape(-1, n)
+                        want_w = x64.T @ d64 if form == "matmul_layer" else d64.T @ x64
+                        atol = 1e-5 * float(np.max(np.abs(want_w)))
+                        np.testing.assert_allclose(got["w"], want_w, rtol=1e-5, atol=atol)
+                        np.testing.assert_allclose(got["db"], d64.sum(0), rtol=1e-5, atol=1e-5)
+                        if DEVICE == "cpu":
+                            self.assertTrue(np.array_equal(got["db"], ref["db"]))
+
+    def test_bias_gradient_left_alone(self):
+        """Where the BiasGrad is not the operand's column sum, or the fused node would compute
+        an operand from its own bias gradient, it stays: a BiasGrad to [1] (all of dY), a
+        Flatten over axis 1 of a rank-3 dY (its columns are not dY's last axis), X computed
+        from the bias gradient (a cycle)."""
+        k, n = 6, 8
+        cases = {
+            "to_one": "GEMM 'dw': not fused: 'w' is a graph output",
+            "flatten_axis1": "GEMM 'dw': not fused: 'w' is a graph output",
+            "cycle": "GEMM 'dw': not fused: an operand may be computed from its bias gradient",
+        }
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, want in cases.items():
+                with self.subTest(name):
+                    bshape = [1] if name == "to_one" else [n]
+                    nodes = [helper.make_node("Shape", ["b"], ["bs"], name="shape"),
+                             helper.make_node("BiasGrad", ["d", "bs"], ["db"], domain=DOMAIN,
+                                              name="dbias")]
+                    dshape = [2, 4, n] if name == "flatten_axis1" else [8, n]
+                    ins = [vinfo("d", "f32", dshape), vinfo("x0", "f32", [8, k])]
+                    if name == "flatten_axis1":
+                        nodes.append(helper.make_node("Flatten", ["d"], ["d2"], axis=1))
+                        nodes.append(helper.make_node("Gemm", ["x0", "d2"], ["w"], name="dw",
+                                                      transA=1))
+                        wshape = [k, 4 * n]
+                        ins[1] = vinfo("x0", "f32", [2, k])
+                    elif name == "cycle":
+                        nodes += [helper.make_node("ReduceSum", ["db"], ["s"], keepdims=0),
+                                  helper.make_node("Mul", ["x0", "s"], ["x"]),
+                                  helper.make_node("Gemm", ["x", "d"], ["w"], name="dw",
+                                                   transA=1)]
+                        wshape = [k, n]
+                    else:
+                        nodes.append(helper.make_node("Gemm", ["x0", "d"], ["w"], name="dw",
+                                                      transA=1))
+                        wshape = [k, n]
+                    m = model_of(nodes, ins, [vinfo("w", "f32", wshape),
+                                              vinfo("db", "f32", bshape)],
+                                 [const("b", np.zeros(bshape), "f32")],
+                                 extra_opsets=[helper.make_opsetid(DOMAIN, 1)])
+                    path = save(m, tmp, f"bgl_{name}.onnx")
+                    out, lines, _ = fuse(path, tmp, NO_AMP)
+                    self.assertEqual(lines, [want])
+                    self.assertNotIn("GemmBiasAct", op_types(out))
+
+    def test_bias_grad_misuse(self):
+        """A bias_grad output the op cannot compute: one line naming the node and why, a
+        non-zero exit."""
+        rng = np.random.default_rng(2)
+        a = rng.standard_normal((3, 4)).astype(np.float32)
+        cases = [
+            ("with_bias", ["a", "w", "b"], ["y", "db"], {"bias_grad_of": 1},
+             "bias_grad needs no bias input and activation none"),
+            ("trans_b", ["a", "w"], ["y", "db"], {"bias_grad_of": 1, "transB": 1},
+             "bias_grad of B needs transB = 0 (B stored [K, N])"),
+            ("operand", ["a", "w"], ["y", "db"], {"bias_grad_of": 5},
+             "bias_grad_of 5 is not 0 (A) or 1 (B)"),
+            ("no_output", ["a", "w"], ["y"], {"bias_grad_of": 1},
+             "bias_grad_of is set but the node has no bias_grad output"),
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(os.path.join(tmp, "a.npy"), a)
+            for name, ins, outs, attrs, want in cases:
+                with self.subTest(name):
+                    w = np.ones((6, 4)) if attrs.get("transB") else np.ones((4, 6))
+                    nd = helper.make_node("GemmBiasAct", ins, outs, domain=DOMAIN, **attrs)
+                    m = model_of([nd], [vinfo("a", "f32", [3, 4])],
+                                 [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                  for o in outs],
+                                 [const("w", w, "f32"), const("b", np.ones(6), "f32")],
+                                 extra_opsets=[helper.make_opsetid(DOMAIN, 1)])
+                    assert_run_refused(self, save(m, tmp, name + ".onnx"), tmp, want)
+
     def test_no_bias_and_graph_input_weight_as_unfused(self):
         """MatMul + Relu without a bias (constant weight), and MatMul + Add with the weight a
         graph input: bit for bit the unfused rewrite on the CPU (f32, f16, bf16)."""
@@ -715,15 +872,8 @@ class Kernel(unittest.TestCase):
                         for at in m.graph.node[0].attribute:
                             if at.name == "to":
                                 at.i = TensorProto.DOUBLE
-                    path = save(m, tmp, name + ".onnx")
                     np.save(os.path.join(tmp, "a.npy"), a)
-                    r = mpc("run", path, "--input", f"a={os.path.join(tmp, 'a.npy')}",
-                            check=None)
-                    self.assertNotEqual(r.returncode, 0)
-                    lines = r.stderr.strip().splitlines()
-                    self.assertEqual(len(lines), 1, r.stderr)
-                    self.assertIn(want, lines[0])
-                    self.assertIn("GemmBiasAct", lines[0])
+                    assert_run_refused(self, save(m, tmp, name + ".onnx"), tmp, want)
 
 
 class Models(unittest.TestCase):

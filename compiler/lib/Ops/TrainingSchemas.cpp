@@ -288,11 +288,17 @@ static OpSchema gemmBiasActSchema(int line) {
       .Attr("bias_after_rounding",
             "1: the product is rounded to A's type before the bias is added (MatMul + Add)",
             AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("bias_grad_of",
+            "with output bias_grad: 0 sums A (stored [K, M], transA = 1) over k, 1 sums B "
+            "(stored [K, N], transB = 0) over k",
+            AttributeProto::INT, false)
       .Input(0, "A", "[..., M, K], [K], or [K, M] with transA", "T")
       .Input(1, "B", "[K, N] (or [N, K] with transB)", "T")
       .Input(2, "bias", "[N], typed like A or like Y; absent: no bias", "TB",
              OpSchema::Optional)
       .Output(0, "Y", "[..., M, N]", "TY")
+      .Output(1, "bias_grad", "[M] or [N]: the operand bias_grad_of names summed over k; "
+              "typed like Y", "TY", OpSchema::Optional)
       .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
                       "operand types")
       .TypeConstraint("TB", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
@@ -300,10 +306,12 @@ static OpSchema gemmBiasActSchema(int line) {
       .TypeConstraint("TY", {"tensor(float16)", "tensor(float)", "tensor(bfloat16)"},
                       "output type")
       .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
-        if (const AttributeProto *to = ctx.getAttribute("to"))
-          onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(to->i()));
-        else
-          onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        for (size_t out = 0; out < std::min<size_t>(ctx.getNumOutputs(), 2); ++out) {
+          if (const AttributeProto *to = ctx.getAttribute("to"))
+            onnx::updateOutputElemType(ctx, out, static_cast<int32_t>(to->i()));
+          else
+            onnx::propagateElemTypeFromInputToOutput(ctx, 0, out);
+        }
         if (!onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1))
           return;
         auto flag = [&](const char *name) {

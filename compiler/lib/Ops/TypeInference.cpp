@@ -80,9 +80,10 @@ static DType dtypeAttr(const Node &n, llvm::StringRef name, DType dflt) {
 static Type attributeTypedOutput(const Node &n, unsigned out) {
   if (!isDefaultDomain(n)) {
     // ai.mpc.training's ops with a folded Cast: output 0 typed by `to`, else
-    // like input 0 (BiasGrad's dB, GemmBiasAct's Y).
+    // like input 0 (BiasGrad's dB, GemmBiasAct's Y and its bias_grad).
     llvm::StringRef op = n.opType;
-    if (out == 0 && (op == "BiasGrad" || op == "GemmBiasAct") &&
+    if ((out == 0 || (out == 1 && op == "GemmBiasAct")) &&
+        (op == "BiasGrad" || op == "GemmBiasAct") &&
         llvm::StringRef(n.domain) == "ai.mpc.training") {
       DType in = n.numInputs() && n.input(0) ? n.input(0)->type.tensorElemType()
                                              : DType::Undefined;

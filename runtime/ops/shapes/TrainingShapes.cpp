@@ -489,6 +489,22 @@ llvm::Error shapes::shapeGemmBiasAct(const ShapeQuery &q, std::vector<ShapedType
     r.shape.push_back(a.shape[at.transA ? ra - 1 : ra - 2]);
   r.shape.push_back(n);
   out.assign(1, std::move(r));
+  // bias_grad: the stored operand summed over its first axis (k), typed like Y.
+  bool wantsBiasGrad = q.node.numOutputs() > 1 && q.node.output(1);
+  if (!wantsBiasGrad && at.biasGradOf == -1)
+    return llvm::Error::success();
+  if (!wantsBiasGrad)
+    return nodeError(q.node, "bias_grad_of is set but the node has no bias_grad output");
+  if (at.biasGradOf != 0 && at.biasGradOf != 1)
+    return nodeError(q.node, "bias_grad_of " + std::to_string(at.biasGradOf) +
+                                 " is not 0 (A) or 1 (B)");
+  if (hasBias || at.act != GemmActivation::None)
+    return nodeError(q.node, "bias_grad needs no bias input and activation none");
+  if (at.biasGradOf == 0 && !(at.transA && ra == 2))
+    return nodeError(q.node, "bias_grad of A needs a 2-D A with transA = 1 (A stored [K, M])");
+  if (at.biasGradOf == 1 && at.transB)
+    return nodeError(q.node, "bias_grad of B needs transB = 0 (B stored [K, N])");
+  out.push_back(ShapedType{y, {at.biasGradOf == 0 ? a.shape[1] : n}});
   return llvm::Error::success();
 }
 

@@ -7,9 +7,14 @@
 // or [K] (transA only for a 2-D A), B [K, N] (or [N, K] with transB) and the
 // optional bias [N] (leading axes of size 1 allowed; absent, or an empty
 // name: no bias); attributes transA, transB, activation,
-// to (the output element type, absent: A's) and bias_after_rounding. The
-// schema, the registry's shape function, the CPU and CUDA kernels and the
-// pass all read the attributes through gemmBiasActAttrsOf.
+// to (the output element type, absent: A's), bias_after_rounding and
+// bias_grad_of. The optional second output, bias_grad, is a weight
+// gradient's bias gradient computed with the product (cuBLASLt's BGRADA /
+// BGRADB): the stored operand bias_grad_of names (0: A, stored [K, M] with
+// transA; 1: B, stored [K, N] without transB) summed over its first axis,
+// the product's k, typed like Y; only without a bias input or activation.
+// The schema, the registry's shape function, the CPU and CUDA kernels and
+// the pass all read the attributes through gemmBiasActAttrsOf.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_OPS_GEMMBIASACT_H
@@ -63,6 +68,10 @@ struct GemmBiasActAttrs {
   /// accumulator and the sum is rounded once (ONNX Gemm's C, cuBLASLt's bias
   /// epilogue). Only meaningful when Y is typed like A.
   bool biasAfterRounding = false;
+  /// The bias_grad_of attribute: which operand output 1 (bias_grad) sums
+  /// over k; -1 absent, else 0 (A) or 1 (B); other values are kept for the
+  /// shape function to refuse.
+  int64_t biasGradOf = -1;
 
   /// Y's element type for an A of type `a`.
   DType outputType(DType a) const { return to == DType::Undefined ? a : to; }
@@ -80,6 +89,7 @@ inline GemmBiasActAttrs gemmBiasActAttrsOf(const Node &n) {
   int64_t to = n.intAttr("to", 0);
   a.to = isKnownDType(to) ? DType(to) : DType::Undefined;
   a.biasAfterRounding = n.intAttr("bias_after_rounding", 0) != 0;
+  a.biasGradOf = n.intAttr("bias_grad_of", -1);
   return a;
 }
 

@@ -30,12 +30,13 @@ struct GemmEpilogueResult {
   unsigned fused = 0;       ///< GemmBiasAct nodes written
   unsigned activations = 0; ///< of those, with a Relu or Gelu folded in
   unsigned casts = 0;       ///< of those, with a Cast folded in
+  unsigned biasGrads = 0;   ///< of those, computing a BiasGrad's bias gradient
   unsigned nodesRemoved = 0;
   /// One line per GEMM in graph order: what was fused, or why not.
   std::vector<std::string> decisions;
 
   /// "Fused GEMM epilogues: F of G GEMMs (A with an activation, C with a
-  /// cast; R nodes removed)".
+  /// cast, B with a bias gradient; R nodes removed)".
   std::string summaryLine() const;
 };
 

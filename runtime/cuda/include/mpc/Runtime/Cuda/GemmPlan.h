@@ -132,6 +132,13 @@ enum class LtEpilogue : uint8_t {
   Default,  ///< CUBLASLT_EPILOGUE_DEFAULT: no bias (the product, in D's type)
   Relu,     ///< CUBLASLT_EPILOGUE_RELU: no bias
   Gelu,     ///< CUBLASLT_EPILOGUE_GELU: no bias, the tanh form
+  /// CUBLASLT_EPILOGUE_BGRADA / BGRADB: the product, and cuBLASLt's operand A
+  /// (B) summed over k into the bias pointer. The row-major product is
+  /// planned as D^T = op(B)^T op(A)^T, so the node's B is cuBLASLt's A:
+  /// bias_grad of B is BGRADA (N elements, the rows of column-major D),
+  /// bias_grad of A is BGRADB (M elements, its columns).
+  BGradA,
+  BGradB,
 };
 
 /// One GemmBiasAct node: element types as ONNX numbers (1 float32, 10
@@ -143,6 +150,9 @@ struct EpilogueProblem {
   EpilogueAct act = EpilogueAct::None;
   int64_t m = 0, n = 0, biasElements = 0;
   bool hasBias = true;
+  /// The node's bias_grad_of with a bias_grad output: -1 none, 0 A, 1 B
+  /// (the bias_grad is typed like Y).
+  int8_t biasGradOf = -1;
 };
 
 /// How the node runs: one cublasLtMatmul with `epilogue` writing D of
