@@ -9,8 +9,10 @@ Each mutant is a shipped model with one or a few changes a user's file may have:
 types, nested graphs (If bodies, nested up to and past the nesting limit, bodies that use
 undefined names), opsets and ir_version, external data (records and files: missing, short,
 out of the folder, bad offsets and lengths), truncation and flipped bytes. It is written into
-a fresh folder and `mpc inspect` and `mpc rewrite -o` run on it, and on a seeded quarter of the
-mutants `mpc run --random-inputs --outputs` (with --dim P=2 for symbolic input dimensions).
+a fresh folder and `mpc inspect` and `mpc rewrite -o` run on it (on a seeded half of the
+mutants with the opt-in `--fuse-gemm-epilogues`, whose pass walks the graph's GEMM chains), and
+on a seeded quarter of the mutants `mpc run --random-inputs --outputs` (with --dim P=2 for
+symbolic input dimensions).
 Names hold newlines, quotes and other control characters. Every run must
 
   * end by itself (a time limit) and not by a signal (exit status < 128),
@@ -54,6 +56,8 @@ MAX_GRAPH_DEPTH = 64
 # each for at most RUN_RUN_TIMEOUT_S.
 RUN_FRACTION = 0.25
 RUN_RUN_TIMEOUT_S = 20
+# `mpc rewrite` adds --fuse-gemm-epilogues on this fraction of the mutants.
+FUSE_FRACTION = 0.5
 # Names a user's model may hold that must not forge or split a message: a newline followed by
 # what looks like a second error, quotes, a backslash, other control characters, Unicode line
 # and bidi controls, a path.
@@ -510,9 +514,9 @@ def run_args(data):
     return args
 
 
-def run_mutant(mpc, folder, data, files, run=False):
-    """Writes the mutant into `folder`, runs inspect and rewrite (and `run` when asked);
-    returns problems."""
+def run_mutant(mpc, folder, data, files, run=False, rewrite_flags=()):
+    """Writes the mutant into `folder`, runs inspect and rewrite (with `rewrite_flags`; and
+    `run` when asked); returns problems."""
     for rel, body in files.items():
         p = os.path.join(folder, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -527,7 +531,8 @@ def run_mutant(mpc, folder, data, files, run=False):
     if snapshot(folder) != before:
         problems.append("`mpc inspect` changed the folder")
     os.makedirs(os.path.join(folder, "out"))
-    p, rc = check_run(mpc, ["rewrite", "m.onnx", "-o", "out/o.onnx"], folder, "out/o.onnx")
+    p, rc = check_run(mpc, ["rewrite", "m.onnx", "-o", "out/o.onnx", *rewrite_flags], folder,
+                      "out/o.onnx")
     problems += p
     after = snapshot(folder)
     written = {k for k in after if k.startswith("out" + os.sep)}
@@ -573,9 +578,11 @@ def main():
     for index in range(args.first, args.first + args.count):
         data, files, desc = make_mutant(args.seed, index, models)
         run = random.Random(f"{args.seed}:{index}:run").random() < RUN_FRACTION
+        fuse = random.Random(f"{args.seed}:{index}:fuse").random() < FUSE_FRACTION
         folder = tempfile.mkdtemp(prefix="mpc-mutant-")
         try:
-            problems = run_mutant(mpc, folder, data, files, run)
+            problems = run_mutant(mpc, folder, data, files, run,
+                                  ["--fuse-gemm-epilogues"] if fuse else [])
             if problems:
                 failed += 1
                 print(f"FAIL mutant {index} (seed {args.seed}): {desc}")

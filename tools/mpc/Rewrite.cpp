@@ -384,6 +384,12 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
       else if (llvm::Error err2 = dumpLists(dump, m, lists, a.amp))
         dumpErr = std::move(err2);
     };
+  // The passes' summary lines and warnings, printed once the rewritten model
+  // has passed its checks: a rewrite that fails prints its one error line only.
+  std::vector<std::pair<bool, std::string>> deferred; // (a warning, the text)
+  auto later = [&](bool warning, std::string text) {
+    deferred.emplace_back(warning, std::move(text));
+  };
   llvm::Expected<AmpResult> res = runAmpRewrite(m, ro, caps, &llvm::errs());
   if (!res) {
     llvm::consumeError(std::move(dumpErr));
@@ -394,7 +400,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
   if (m.isTraining()) {
     if (!noLossScaling.empty()) {
       if (effectiveLossScaleMode(a.amp.lossScale, a.amp.target) != LossScaleMode::Off)
-        warn("training model: no loss scaling inserted: " + noLossScaling);
+        later(true, "training model: no loss scaling inserted: " + noLossScaling);
     } else {
       llvm::Expected<LossScalingResult> ls = insertLossScaling(m, a.amp.lossScale, a.amp.target);
       if (!ls)
@@ -405,12 +411,13 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
       if (a.amp.verbose >= 2)
         for (const std::string &line : ls->detailLog)
           llvm::errs() << line << "\n";
-      llvm::errs() << ls->summaryLine() << "\n";
+      later(false, ls->summaryLine());
       if (ls->status == LossScalingResult::Status::Inserted &&
           ls->mode == LossScaleMode::Dynamic && a.amp.lossScale.min < 1)
-        warn(llvm::formatv("loss-scale min {0} lets the scale fall below 1 (gradients are "
-                           "then scaled down)",
-                           a.amp.lossScale.min));
+        later(true, llvm::formatv("loss-scale min {0} lets the scale fall below 1 (gradients "
+                                  "are then scaled down)",
+                                  a.amp.lossScale.min)
+                        .str());
       if (llvm::Error err = verifyModel(m))
         return fail(llvm::Twine("internal error: the model does not verify after loss "
                                 "scaling: ") +
@@ -424,7 +431,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (a.amp.verbose >= 1)
       for (const std::string &line : wc->log)
         llvm::errs() << line << "\n";
-    llvm::errs() << wc->summaryLine() << "\n";
+    later(false, wc->summaryLine());
     if (llvm::Error err = verifyModel(m))
       return fail(llvm::Twine("internal error: the model does not verify after the weight "
                               "copies: ") +
@@ -437,7 +444,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (a.amp.verbose >= 1)
       for (const std::string &line : mt->log)
         llvm::errs() << line << "\n";
-    llvm::errs() << mt->summaryLine() << "\n";
+    later(false, mt->summaryLine());
     if (llvm::Error err = verifyModel(m))
       return fail(llvm::Twine("internal error: the model does not verify after merging the "
                               "optimizer steps: ") +
@@ -448,7 +455,7 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (a.amp.verbose >= 1)
       for (const std::string &line : fused.decisions)
         llvm::errs() << line << "\n";
-    llvm::errs() << fused.summaryLine() << "\n";
+    later(false, fused.summaryLine());
     if (llvm::Error err = verifyModel(m))
       return fail(llvm::Twine("internal error: the model does not verify after fusing GEMM "
                               "epilogues: ") +
@@ -459,6 +466,14 @@ int tool::runRewrite(llvm::ArrayRef<const char *> argv, const char *const *envp)
     if (llvm::Error err = checkWithOnnx(m, a.input, "rewritten model", /*typeInference=*/true))
       return fail(std::move(err));
   phase("check");
+  // The rewrite succeeded: the summaries, before the output (--emit text
+  // prints the model after them).
+  for (const auto &[warning, text] : deferred) {
+    if (warning)
+      warn(text);
+    else
+      llvm::errs() << text << "\n";
+  }
 
   if (!a.emit.empty()) {
     printModel(m, llvm::outs());
