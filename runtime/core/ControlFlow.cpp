@@ -346,8 +346,23 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
                                       " is a sequence; scan outputs must be tensors");
     return llvm::Error::success();
   };
+  // A condition (If's input, Loop's input and its body's first output) is a
+  // bool with one element; anything else is the model's error, named here
+  // (reading element 0 of an empty tensor would read past it).
+  auto condition = [&](const HostTensor &t, llvm::StringRef what) -> llvm::Expected<bool> {
+    if (t.dtype != DType::Bool || t.numElements() != 1)
+      return shapes::nodeError(n, what + " is " + dtypeName(t.dtype).str() + " " +
+                                      formatShape(t.shape) +
+                                      "; a bool with one element is needed");
+    return t.getAsDouble(0) != 0;
+  };
   if (n.opType == "If") {
-    bool cond = ins[0]->getAsDouble(0) != 0;
+    if (!ins[0])
+      return shapes::nodeError(n, "the condition is missing");
+    auto c = condition(*ins[0], "the condition");
+    if (!c)
+      return c.takeError();
+    bool cond = *c;
     Executor *body = bodyOf(n, cond ? "then_branch" : "else_branch", subs);
     const Attribute *a = n.attr(cond ? "then_branch" : "else_branch");
     if (!body || !a)
@@ -371,8 +386,17 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   if (n.opType == "Loop") {
     Executor *body = bodyOf(n, "body", subs);
     const Graph &g = *n.attr("body")->graphs[0];
+    if (ins[0] && ins[0]->numElements() != 1)
+      return shapes::nodeError(n, "the trip count is " + formatShape(ins[0]->shape) +
+                                      "; one element is needed");
     int64_t maxTrips = ins[0] ? ins[0]->getAsInt64(0) : INT64_MAX;
-    bool cond = ins[1] ? ins[1]->getAsDouble(0) != 0 : true;
+    bool cond = true;
+    if (ins[1]) {
+      auto c = condition(*ins[1], "the condition");
+      if (!c)
+        return c.takeError();
+      cond = *c;
+    }
     size_t numState = n.numInputs() - 2;
     size_t numScan = g.outputs().size() - 1 - numState;
     std::vector<Operand> state;
@@ -391,7 +415,10 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         return outs.takeError();
       if (auto e = tensorsOnly(*outs, 1 + numState))
         return std::move(e);
-      cond = (*outs)[0].tensor.getAsDouble(0) != 0;
+      auto c = condition((*outs)[0].tensor, "the body's condition output");
+      if (!c)
+        return c.takeError();
+      cond = *c;
       for (size_t i = 0; i < numState; ++i)
         state[i] = std::move((*outs)[1 + i]);
       for (size_t k = 0; k < numScan; ++k)
@@ -682,7 +709,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
       if (dts.empty() && !outTypes.empty())
         dts.push_back(outTypes[0].dtype);
       if (!backend.supportsOp(n, dts))
-        return inputError("unsupported op {0} at {1} for input type {2}", n.opType,
+        return inputError("unsupported op {0} at {1} for input type {2}", escapeName(n.opType),
                           describeNode(n), dts.empty() ? "none" : dtypeName(dts[0]));
       llvm::SmallVector<TensorDesc, 4> signature;
       for (const ShapedType &t : inTypes)

@@ -161,7 +161,7 @@ llvm::Error Executor::checkKernels() {
   std::string domain = first->domain.empty() ? "ai.onnx" : first->domain;
   return inputError("unsupported op {0} (domain '{1}', opset {2}{3}{4}) at {5}: the "
                     "{6} backend has no kernel for it{7}",
-                    first->opType, domain, first->opsetVersion(),
+                    escapeName(first->opType), domain, first->opsetVersion(),
                     firstDTypes.empty() ? "" : ", input type ", firstDTypes,
                     describeNode(*first), backend.name(), more);
 }
@@ -186,7 +186,7 @@ static llvm::Error unsupportedAt(const Node &n, llvm::ArrayRef<TensorDesc> input
                                  llvm::StringRef backendName) {
   return inputError("unsupported op {0} (domain '{1}', opset {2}, input type {3}) at "
                     "{4}: the {5} backend has no kernel for it",
-                    n.opType, n.domain.empty() ? "ai.onnx" : n.domain, n.opsetVersion(),
+                    escapeName(n.opType), n.domain.empty() ? "ai.onnx" : n.domain, n.opsetVersion(),
                     inputs.empty() ? "none" : dtypeName(inputs[0].dtype), describeNode(n),
                     backendName);
 }

@@ -8,7 +8,12 @@
   * external data whose file is missing or short: the line names the tensor and the file;
   * graphs nested up to the limit (64) work end to end (inspect, rewrite, run, and the
     rewritten model runs to the same values); one level more, and 2000, are one line naming
-    the depth, the limit and the node path.
+    the depth, the limit and the node path;
+  * what the mutation suite found (tests/fuzz/test_mutations.py, seeds 5 and 23): a Loop whose
+    body's condition is a float tensor ran forever, an If with an empty condition read past it,
+    an op type holding a newline split `mpc run`'s error and `mpc inspect`'s tables, and an
+    attribute name holding a carriage return split the ONNX checker's message that `mpc
+    rewrite` quotes.
 
 Every failure: exit status 1, exactly one line on stderr, no output file. The last line printed
 is 'N passed, N failed'; exit status 1 on any failure, 77 when onnx is missing.
@@ -25,7 +30,8 @@ import unittest
 SKIP_EXIT_CODE = 77
 try:
     import onnx
-    from onnx import TensorProto
+    from onnx import TensorProto, helper
+    import numpy as np
 except ImportError as e:  # pragma: no cover
     print(f"onnx is required ({e})", file=sys.stderr)
     print("0 passed, 0 failed, 1 skipped")
@@ -160,6 +166,84 @@ class NestingTest(CliCase):
                 f"node 'if{deep + 3}' (If) > node 'if{deep + 2}' (If) > node 'if{deep + 1}' (If))")
 
 
+class MutationFindingsTest(CliCase):
+    def save(self, nodes, inputs, outputs, name):
+        g = helper.make_graph(nodes, "g", inputs, outputs)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(self.dir, name))
+        return name
+
+    def npy(self, name, arr):
+        np.save(os.path.join(self.dir, name), arr)
+        return name
+
+    def test_loop_condition_must_be_one_bool(self):
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["outer"], ["cond_out"]),
+             helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
+            [f("iter", TensorProto.INT64, []), f("cond_in", TensorProto.BOOL, []),
+             f("v_in", TensorProto.FLOAT, [2])],
+            [f("cond_out", TensorProto.BOOL, []), f("v_out", TensorProto.FLOAT, [2])])
+        model = self.save([helper.make_node("Relu", ["x"], ["outer"], name="relu"),
+                           helper.make_node("Loop", ["", "c", "x"], ["y"], name="loop",
+                                            body=body)],
+                          [f("x", TensorProto.FLOAT, [2]), f("c", TensorProto.BOOL, [])],
+                          [f("y", TensorProto.FLOAT, [2])], "loop.onnx")
+        x = self.npy("x.npy", np.array([1, -2], np.float32))
+        c = self.npy("c.npy", np.array(True))
+        self.expect_one_error(["run", model, "--input", f"x={x}", "--input", f"c={c}"],
+                              "node 'loop' (Loop): the body's condition output is f32 [2]; a "
+                              "bool with one element is needed")
+
+    def test_if_condition_must_be_one_bool(self):
+        f = helper.make_tensor_value_info
+        then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                                 [f("t", TensorProto.FLOAT, [2])])
+        other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                  [f("e", TensorProto.FLOAT, [2])])
+        model = self.save([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then,
+                                            else_branch=other)],
+                          [f("x", TensorProto.FLOAT, [2]), f("c", TensorProto.BOOL, [None])],
+                          [f("y", TensorProto.FLOAT, [2])], "if.onnx")
+        x = self.npy("x.npy", np.array([1, -2], np.float32))
+        c = self.npy("c.npy", np.zeros([0], bool))
+        self.expect_one_error(["run", model, "--input", f"x={x}", "--input", f"c={c}"],
+                              "node 'if' (If): the condition is bool [0]; a bool with one "
+                              "element is needed")
+
+    def test_op_type_with_a_newline_is_escaped(self):
+        f = helper.make_tensor_value_info
+        model = self.save([helper.make_node("Bad\nmpc: error: forged", ["x"], ["y"], name="n")],
+                          [f("x", TensorProto.FLOAT, [2])], [f("y", TensorProto.FLOAT, [2])],
+                          "forged.onnx")
+        x = self.npy("x.npy", np.array([1, -2], np.float32))
+        self.expect_one_error(["run", model, "--input", f"x={x}"],
+                              "forged.onnx: unsupported op Bad\\nmpc: error: forged (domain "
+                              "'ai.onnx', opset 17, input type f32) at node 'n' (Bad\\nmpc: "
+                              "error: forged): the cpu backend has no kernel for it")
+        r = mpc("inspect", model, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse([l for l in r.stdout.splitlines() if l.startswith("mpc:")], r.stdout)
+        self.assertIn("  Bad\\nmpc: error: forged  1\n", r.stdout)
+
+    def test_checker_message_quoting_a_name_is_one_line(self):
+        f = helper.make_tensor_value_info
+        node = helper.make_node("Flatten", ["x"], ["y"], name="flat")
+        node.attribute.append(helper.make_attribute("cr\rx", 1))
+        model = self.save([node], [f("x", TensorProto.FLOAT, [2, 3])],
+                          [f("y", TensorProto.FLOAT, [2, 3])], "attr.onnx")
+        r = mpc("rewrite", model, "-o", "out.onnx", cwd=self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.splitlines()  # splits at \r, \u2028 and the like too
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("mpc: error: attr.onnx: the input model fails the "
+                                            "ONNX checker: "), lines[0])
+        self.assertIn("cr\\rx", lines[0])
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out.onnx")))
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -171,7 +255,7 @@ def main():
     SOURCE_DIR = os.path.abspath(args.source_dir)
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
-    for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest):
+    for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest, MutationFindingsTest):
         suite.addTests(loader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
     failed = len(result.failures) + len(result.errors)

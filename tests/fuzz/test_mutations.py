@@ -12,7 +12,11 @@ out of the folder, bad offsets and lengths), truncation and flipped bytes. It is
 a fresh folder and `mpc inspect` and `mpc rewrite -o` run on it (on a seeded half of the
 mutants with the opt-in `--fuse-gemm-epilogues`, whose pass walks the graph's GEMM chains), and
 on a seeded quarter of the mutants `mpc run --random-inputs --outputs` (with --dim P=2 for
-symbolic input dimensions).
+symbolic input dimensions). Besides the shipped models, two training models built here with
+`mpc train-graph` (the digits MLP with Adam, the digits CNN with --fused-optimizer) are mutated
+too, and rewritten with a seeded subset of the training passes' opt-in flags
+(`--fused-unscale`, `--optimizer-weight-copy`, `--multi-tensor-optimizer`,
+`--fuse-gemm-epilogues`).
 Names hold newlines, quotes and other control characters. Every run must
 
   * end by itself (a time limit) and not by a signal (exit status < 128),
@@ -58,6 +62,12 @@ RUN_FRACTION = 0.25
 RUN_RUN_TIMEOUT_S = 20
 # `mpc rewrite` adds --fuse-gemm-epilogues on this fraction of the mutants.
 FUSE_FRACTION = 0.5
+# The training models' opt-in rewrite flags: each mutant of one takes each with probability 1/2.
+TRAIN_FLAGS = ["--fused-unscale", "--optimizer-weight-copy", "--multi-tensor-optimizer",
+               "--fuse-gemm-epilogues"]
+# Training models built at the start: (name, shipped model, extra train-graph flags).
+TRAINING_BASES = [("digits_mlp.train", "digits_mlp", []),
+                  ("digits_cnn.train_fused", "digits_cnn", ["--fused-optimizer"])]
 # Names a user's model may hold that must not forge or split a message: a newline followed by
 # what looks like a second error, quotes, a backslash, other control characters, Unicode line
 # and bidi controls, a path.
@@ -246,8 +256,9 @@ def mut_attr_type(rng, m, files):
     a = rng.choice(n.attribute)
     choice = rng.random()
     if choice < 0.5:
-        # (protobuf refuses to set an AttributeType it does not know, such as 99)
-        a.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
+        # (protobuf refuses to set an AttributeType it does not know, such as 15 or 99;
+        # unknown_attr_type writes those into the bytes)
+        a.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
         return f"node {n.name!r} attribute {a.name!r} type {a.type}"
     if choice < 0.7:
         a.ClearField("ints")
@@ -572,20 +583,33 @@ def main():
     models_dir = os.path.join(os.path.abspath(args.source_dir), "models")
     models = {n[:-5]: onnx.load(os.path.join(models_dir, n), load_external_data=False)
               for n in sorted(os.listdir(models_dir)) if n.endswith(".onnx")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, base, flags in TRAINING_BASES:
+            out = os.path.join(tmp, name + ".onnx")
+            subprocess.run([mpc, "train-graph", os.path.join(models_dir, base + ".onnx"),
+                            "--loss", "cross-entropy", "--labels", "labels", "--optimizer",
+                            "adam", *flags, "-o", out], check=True, capture_output=True,
+                           timeout=RUN_TIMEOUT_S)
+            models[name] = onnx.load(out)
 
     passed = failed = 0
     start = time.monotonic()
     for index in range(args.first, args.first + args.count):
         data, files, desc = make_mutant(args.seed, index, models)
         run = random.Random(f"{args.seed}:{index}:run").random() < RUN_FRACTION
-        fuse = random.Random(f"{args.seed}:{index}:fuse").random() < FUSE_FRACTION
+        frng = random.Random(f"{args.seed}:{index}:fuse")
+        base = random.Random(f"{args.seed}:{index}").choice(sorted(models))  # make_mutant's
+        if base in dict((t[0], t) for t in TRAINING_BASES):
+            flags = [f for f in TRAIN_FLAGS if frng.random() < 0.5]
+        else:
+            flags = ["--fuse-gemm-epilogues"] if frng.random() < FUSE_FRACTION else []
         folder = tempfile.mkdtemp(prefix="mpc-mutant-")
         try:
-            problems = run_mutant(mpc, folder, data, files, run,
-                                  ["--fuse-gemm-epilogues"] if fuse else [])
+            problems = run_mutant(mpc, folder, data, files, run, flags)
             if problems:
                 failed += 1
-                print(f"FAIL mutant {index} (seed {args.seed}): {desc}")
+                print(f"FAIL mutant {index} (seed {args.seed}): {desc}"
+                      + (f" [rewrite {' '.join(flags)}]" if flags else ""))
                 for p in problems:
                     print("    " + p)
                 if args.keep:

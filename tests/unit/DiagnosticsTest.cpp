@@ -33,3 +33,18 @@ TEST(InputError, EscapesQuotedArgumentsOnly) {
   // Format styles still apply; an argument quoted once is escaped wherever it appears.
   EXPECT_EQ(formatQuoted("{0:x} '{1}' {1} {2}", 255u, "\t", "\t"), "0xff '\\t' \\t \t");
 }
+
+// What the CLI prints every error and warning through: a library's message
+// quoting a model's name (the ONNX checker's "Unrecognized attribute: cr\rx")
+// stays one line; quotes and backslashes are the message's own and stay.
+TEST(OneLine, EscapesLineBreaksOnly) {
+  EXPECT_EQ(oneLine("plain 'quoted' \"text\" back\\slash"),
+            "plain 'quoted' \"text\" back\\slash");
+  EXPECT_EQ(oneLine("Unrecognized attribute: cr\rx for operator Flatten"),
+            "Unrecognized attribute: cr\\rx for operator Flatten");
+  EXPECT_EQ(oneLine("a\nmpc: error: forged\tb"), "a\\nmpc: error: forged\\tb");
+  EXPECT_EQ(oneLine("sep\xe2\x80\xa8x \xc2\x85 \xff"), "sep\\xe2\\x80\\xa8x \\xc2\\x85 \\xff");
+  EXPECT_EQ(oneLine("caf\xc3\xa9"), "caf\xc3\xa9");
+  // Already escaped text is left as it is (no second escaping).
+  EXPECT_EQ(oneLine(quoteName("a\nb")), "'a\\nb'");
+}

@@ -200,30 +200,33 @@ static void printText(llvm::raw_ostream &os, llvm::StringRef path, const Model &
   const Graph &g = *m.graph;
   os << "model:      " << path << "\n";
   os << "ir version: " << m.irVersion << "\n";
-  os << "producer:   " << (m.producerName.empty() ? "(none)" : m.producerName);
+  os << "producer:   " << (m.producerName.empty() ? "(none)" : escapeName(m.producerName));
   if (!m.producerVersion.empty())
-    os << " " << m.producerVersion;
+    os << " " << escapeName(m.producerVersion);
   os << "\n";
   os << "opsets:     ";
   for (size_t i = 0; i < m.opsets.size(); ++i)
     os << (i ? ", " : "") << opsetText(m.opsets[i]);
   os << "\n";
-  os << "graph:      " << g.name << "\n";
+  // Names and op types are the file's text: escaped (escapeName), so that
+  // one holding a newline cannot add a line of its own.
+  os << "graph:      " << escapeName(g.name) << "\n";
   if (m.isTraining())
     os << "training:   " << m.trainingInfo.size() << " training_info entries (not inspected)\n";
 
   size_t width = 0;
   for (const Value *v : g.inputs())
-    width = std::max(width, v->name().size());
+    width = std::max(width, escapeName(v->name()).size());
   for (const Value *v : g.outputs())
-    width = std::max(width, v->name().size());
+    width = std::max(width, escapeName(v->name()).size());
   os << "inputs (" << g.inputs().size() << "):\n";
   for (const Value *v : g.inputs())
-    os << "  " << llvm::left_justify(v->name(), width) << "  " << typeText(v->type)
+    os << "  " << llvm::left_justify(escapeName(v->name()), width) << "  " << typeText(v->type)
        << (v->initializer() ? "  (with default)" : "") << "\n";
   os << "outputs (" << g.outputs().size() << "):\n";
   for (const Value *v : g.outputs())
-    os << "  " << llvm::left_justify(v->name(), width) << "  " << typeText(v->type) << "\n";
+    os << "  " << llvm::left_justify(escapeName(v->name()), width) << "  " << typeText(v->type)
+       << "\n";
 
   os << "nodes:      " << r.nodes + r.nestedNodes;
   if (r.nestedNodes)
@@ -233,12 +236,12 @@ static void printText(llvm::raw_ostream &os, llvm::StringRef path, const Model &
 
   size_t opWidth = 2, countWidth = 1;
   for (auto &[op, count] : r.histogram) {
-    opWidth = std::max(opWidth, op.size());
+    opWidth = std::max(opWidth, escapeName(op).size());
     countWidth = std::max(countWidth, std::to_string(count).size());
   }
   os << "op histogram:\n";
   for (auto &[op, count] : r.histogram)
-    os << "  " << llvm::left_justify(op, opWidth) << "  "
+    os << "  " << llvm::left_justify(escapeName(op), opWidth) << "  "
        << llvm::right_justify(std::to_string(count), countWidth) << "\n";
 
   os << "parameters: " << r.paramElements << " in " << r.initializers << " initializers, "
@@ -252,7 +255,7 @@ static void printText(llvm::raw_ostream &os, llvm::StringRef path, const Model &
   os << "AMP painting (target " << dtypeName(opts.target) << ", level " << ampLevelName(opts.level)
      << (opts.keepIoTypes ? ", keep-io-types" : "") << ", backend any):\n";
   for (const OpRow &row : r.painting) {
-    os << "  " << llvm::left_justify(row.op, opWidth) << "  "
+    os << "  " << llvm::left_justify(escapeName(row.op), opWidth) << "  "
        << llvm::right_justify(std::to_string(row.count), countWidth) << "  ";
     bool first = true;
     for (auto &[key, count] : row.groups) {

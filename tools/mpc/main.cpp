@@ -50,16 +50,19 @@ int tool::fail(llvm::Error err) {
 }
 
 int tool::fail(const llvm::Twine &msg) {
-  llvm::errs() << "mpc: error: " << msg << "\n";
+  llvm::errs() << "mpc: error: " << oneLine(msg.str()) << "\n";
   return InputFailure;
 }
 
 int tool::usageError(llvm::StringRef cmd, const llvm::Twine &msg) {
-  llvm::errs() << "mpc " << cmd << ": " << msg << " (see 'mpc " << cmd << " --help')\n";
+  llvm::errs() << "mpc " << cmd << ": " << oneLine(msg.str()) << " (see 'mpc " << cmd
+               << " --help')\n";
   return UsageFailure;
 }
 
-void tool::warn(const llvm::Twine &msg) { llvm::errs() << "mpc: warning: " << msg << "\n"; }
+void tool::warn(const llvm::Twine &msg) {
+  llvm::errs() << "mpc: warning: " << oneLine(msg.str()) << "\n";
+}
 
 llvm::Error tool::writeFileAtomically(llvm::StringRef path, llvm::StringRef bytes) {
   llvm::SmallString<256> dir(path);

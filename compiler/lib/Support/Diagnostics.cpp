@@ -34,7 +34,14 @@ static bool isLayoutControl(uint32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);
 }
 
-std::string mpc::escapeName(llvm::StringRef name) {
+/// escapeName's body; with `keepQuotes`, backslashes and quotes are kept.
+static std::string escapeText(llvm::StringRef name, bool keepQuotes);
+
+std::string mpc::escapeName(llvm::StringRef name) { return escapeText(name, false); }
+
+std::string mpc::oneLine(llvm::StringRef message) { return escapeText(message, true); }
+
+static std::string escapeText(llvm::StringRef name, bool keepQuotes) {
   std::string out;
   out.reserve(name.size());
   auto hex = [&](uint8_t c) {
@@ -58,6 +65,10 @@ std::string mpc::escapeName(llvm::StringRef name) {
       continue;
     }
     ++i;
+    if (keepQuotes && (c == '\\' || c == '\'' || c == '"')) {
+      out += static_cast<char>(c);
+      continue;
+    }
     switch (c) {
     case '\\':
       out += "\\\\";
@@ -113,5 +124,7 @@ std::string mpc::describeNode(llvm::StringRef name, uint64_t order,
                               llvm::StringRef qualifiedOpType) {
   std::string where =
       name.empty() ? llvm::formatv("node #{0}", order).str() : "node " + quoteName(name);
-  return llvm::formatv("{0} ({1})", where, qualifiedOpType).str();
+  // The op type is the file's text too: escaped like a name (a known op's
+  // is unchanged).
+  return llvm::formatv("{0} ({1})", where, escapeName(qualifiedOpType)).str();
 }

@@ -38,6 +38,13 @@ private:
 /// kept. Names come from the model or the command line and must not be able
 /// to forge a second line or a closing quote in a message.
 std::string escapeName(llvm::StringRef name);
+/// A whole message made one line: control characters (newline, carriage
+/// return, tab, ...), invalid UTF-8 and the Unicode line, paragraph and
+/// bidirectional-override characters escaped as escapeName does; quotes and
+/// backslashes kept. What the CLI applies to every error and warning it
+/// prints, so that text quoted from elsewhere (a library's message holding a
+/// name from the model) cannot add a line either.
+std::string oneLine(llvm::StringRef message);
 /// escapeName(name) in single quotes: how every node, value, graph,
 /// attribute, op and file name is written in messages.
 std::string quoteName(llvm::StringRef name);
