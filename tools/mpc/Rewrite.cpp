@@ -94,10 +94,11 @@ after the AMP rewrite (docs/training.md, "Loss scaling"):
 GEMM epilogues (docs/user-guide.md, "GEMM epilogues"; after the AMP rewrite):
   --fuse-gemm-epilogues    fold each MatMul/Gemm with a 2-D B and what
                            follows it (a bias Add, a Relu or Gelu, a Cast;
-                           a weight gradient's Cast to float32) into one
-                           ai.mpc.training GemmBiasAct node (cuBLASLt
-                           epilogues on CUDA) where no value inside the
-                           chain has another reader
+                           a weight gradient's Cast to float32 and its
+                           layer's BiasGrad) into one ai.mpc.training
+                           GemmBiasAct node (cuBLASLt epilogues on CUDA)
+                           where no value inside the chain has another
+                           reader
 
 environment (flags override):
   MPC_AMP_{ALLOW,INFER,DENY,CLEAR}LIST_{ADD,REMOVE}, MPC_AMP_LEVEL,
