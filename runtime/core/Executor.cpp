@@ -105,6 +105,16 @@ llvm::Error Executor::checkKernels() {
   for (const Node &n : graph.nodes()) {
     if (isControlFlow(n)) {
       dynamicMode = true;
+      // Its graphs are what runs: a node without them is the model's error
+      // (an If whose branches were never written).
+      for (const char *name : n.opType == "If" ? std::vector<const char *>{"then_branch",
+                                                                          "else_branch"}
+                                               : std::vector<const char *>{"body"}) {
+        const Attribute *a = n.attr(name);
+        if (!a || a->graphs.size() != 1 || !a->graphs[0])
+          return inputError("{0}: attribute '{1}' (one graph) is missing", describeNode(n),
+                            name);
+      }
       for (const Attribute &a : n.attrs)
         for (const auto &body : a.graphs) {
           auto sub = createForGraph(*body, backend);

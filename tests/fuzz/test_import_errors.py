@@ -9,8 +9,9 @@
   * graphs nested up to the limit (64) work end to end (inspect, rewrite, run, and the
     rewritten model runs to the same values); one level more, and 2000, are one line naming
     the depth, the limit and the node path;
-  * what the mutation suite found (tests/fuzz/test_mutations.py, seeds 5 and 23): a Loop whose
-    body's condition is a float tensor ran forever, an If with an empty condition read past it,
+  * what the mutation suite found (tests/fuzz/test_mutations.py, seeds 5, 23 and 77): a Loop
+    whose body's condition is a float tensor ran forever, an If with an empty condition read
+    past it, an If without branches crashed `mpc run`,
     an op type holding a newline split `mpc run`'s error and `mpc inspect`'s tables, and an
     attribute name holding a carriage return split the ONNX checker's message that `mpc
     rewrite` quotes.
@@ -212,6 +213,17 @@ class MutationFindingsTest(CliCase):
         self.expect_one_error(["run", model, "--input", f"x={x}", "--input", f"c={c}"],
                               "node 'if' (If): the condition is bool [0]; a bool with one "
                               "element is needed")
+
+    def test_if_without_branches(self):
+        """Seed 77: a Relu whose op type became If (no branches) crashed `mpc run`."""
+        f = helper.make_tensor_value_info
+        model = self.save([helper.make_node("If", ["x"], ["y"], name="if")],
+                          [f("x", TensorProto.BOOL, [])], [f("y", TensorProto.FLOAT, [2])],
+                          "nobranch.onnx")
+        x = self.npy("x.npy", np.array(True))
+        self.expect_one_error(["run", model, "--input", f"x={x}"],
+                              "nobranch.onnx: node 'if' (If): attribute 'then_branch' (one "
+                              "graph) is missing")
 
     def test_op_type_with_a_newline_is_escaped(self):
         f = helper.make_tensor_value_info
