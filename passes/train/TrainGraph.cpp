@@ -15,10 +15,12 @@
 #include "mpc/Passes/GemmEpilogues.h"
 #include "TrainGraphImpl.h"
 #include "mpc/IO/Onnx.h"
+#include "mpc/IR/Limits.h"
 #include "mpc/Ops/OptimizerStep.h"
 #include "mpc/Ops/ShapeEstimator.h"
 #include "mpc/Ops/TypeInference.h"
 #include "mpc/Support/Diagnostics.h"
+#include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 #include "llvm/ADT/DenseMap.h"
@@ -29,6 +31,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Regex.h"
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -372,6 +375,20 @@ llvm::Error Builder::buildLoss() {
                               " is a Softmax over the last axis; its input " +
                               quoteName(displayName(p->input(0))) + " is taken as the logits");
           pred = p->input(0);
+          // The logits' own rank from here on; a declared output shape that
+          // disagrees with them is the model's error, not a rank to index by.
+          int inRank = pred->type.hasShape ? static_cast<int>(pred->type.dims.size()) : -1;
+          if (r >= 0 && inRank >= 0 && inRank != r)
+            return inputError("cross-entropy: output '{0}' is declared with rank {1}, but its "
+                              "Softmax's input '{2}' has rank {3}",
+                              predOrig->name(), r, displayName(pred), inRank);
+          if (inRank >= 0)
+            r = inRank;
+          if (r < 0 && opts.classAxis == 0)
+            return inputError("cross-entropy: output '{0}' is a Softmax over its last axis and "
+                              "its rank is unknown, so the class axis is too: declare its shape, "
+                              "or give --class-axis 1 if the classes are on axis 1",
+                              predOrig->name());
           if (classAxis == 1 && r > 2)
             return inputError("--class-axis 1: output '{0}' is a Softmax over its last axis, "
                               "so its classes are on the last axis",
@@ -394,9 +411,11 @@ llvm::Error Builder::buildLoss() {
           perm.push_back(i);
         scores = e->op("Transpose", {pred}, pred->type.elem, "loss/classes_to_axis1");
         scores->producer()->setAttr(Attribute::makeInts("perm", perm));
-        scores->type.hasShape = true;
-        for (int64_t a : perm)
-          scores->type.dims.push_back(pred->type.dims[size_t(a)]);
+        if (pred->type.hasShape && pred->type.dims.size() == size_t(r)) {
+          scores->type.hasShape = true;
+          for (int64_t a : perm)
+            scores->type.dims.push_back(pred->type.dims[size_t(a)]);
+        }
       }
     }
     predictions.push_back(pred);
@@ -882,6 +901,41 @@ static llvm::StringSet<> declaredSymbols(const Model &m) {
   return names;
 }
 
+/// True when every node of `g` (nested graphs included) that libonnx has a
+/// schema for passes that schema's own check (inputs, outputs, required
+/// attributes and their types). libonnx's inference functions assume it: a
+/// Scan without its body crashes ScanInferenceFunction. `why` gets the first
+/// failure.
+static bool schemasAccept(const onnx::GraphProto &g,
+                          const std::map<std::string, int> &opsets, std::string &why,
+                          int depth = 0) {
+  if (depth > kMaxGraphDepth)
+    return false;
+  for (const onnx::NodeProto &n : g.node()) {
+    auto it = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
+    const onnx::OpSchema *schema =
+        it == opsets.end()
+            ? nullptr
+            : onnx::OpSchemaRegistry::Schema(n.op_type(), it->second, it->first);
+    if (schema) {
+      try {
+        schema->Verify(n);
+      } catch (const std::exception &ex) {
+        why = ex.what();
+        return false;
+      }
+    }
+    for (const onnx::AttributeProto &a : n.attribute()) {
+      if (a.has_g() && !schemasAccept(a.g(), opsets, why, depth + 1))
+        return false;
+      for (const onnx::GraphProto &sub : a.graphs())
+        if (!schemasAccept(sub, opsets, why, depth + 1))
+          return false;
+    }
+  }
+  return true;
+}
+
 /// Fills in the types and shapes of inference-graph values the file did not
 /// record with ONNX's own shape inference; with `hints`, the shapes already
 /// known in memory go to ONNX as value_info (a later round, after mpc's
@@ -903,6 +957,14 @@ static unsigned inferShapesWithOnnx(Model &m, const llvm::StringSet<> &declared,
   if (exported) {
     details.push_back("shape inference: ONNX's inference not run (the model does not export: " +
                       llvm::toString(std::move(exported)) + ")");
+    return 0;
+  }
+  std::map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto &o : proto.opset_import())
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  if (std::string why; !schemasAccept(proto.graph(), opsets, why)) {
+    details.push_back("shape inference: ONNX's inference not run (a node fails its schema: " +
+                      oneLine(why) + "); mpc's estimator alone fills in shapes");
     return 0;
   }
   try {

@@ -255,6 +255,58 @@ class MutationFindingsTest(CliCase):
         self.assertIn("cr\\rx", lines[0])
         self.assertFalse(os.path.exists(os.path.join(self.dir, "out.onnx")))
 
+    def test_softmax_output_declared_with_another_rank(self):
+        """Training mutation suite, seed 3: the digits MLP's output 'probs' declared with a
+        third dimension crashed `mpc train-graph --loss cross-entropy` (SIGSEGV: the class
+        axis was moved with the output's rank over the Softmax input's shape)."""
+        m = onnx.load(os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"))
+        m.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 7
+        onnx.save(m, os.path.join(self.dir, "m.onnx"))
+        r = mpc("train-graph", "m.onnx", "--loss", "cross-entropy", "-o", "out.onnx",
+                cwd=self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, "mpc: error: m.onnx: cross-entropy: output 'probs' is "
+                                   "declared with rank 3, but its Softmax's input 'fc1/Gemm' "
+                                   "has rank 2\n")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out.onnx")))
+
+    def test_train_graph_on_a_scan_without_body(self):
+        """Training mutation suite, seed 11: a Softmax whose op type became Scan (no body)
+        crashed `mpc train-graph` inside libonnx's Scan shape inference; nodes that fail
+        their ONNX schema now keep ONNX's inference from running."""
+        m = onnx.load(os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"))
+        node = [n for n in m.graph.node if n.op_type == "Softmax"][0]
+        node.op_type = "Scan"
+        onnx.save(m, os.path.join(self.dir, "m.onnx"))
+        self.expect_one_error(["train-graph", "m.onnx", "--loss", "cross-entropy", "-o",
+                               "out.onnx"],
+                              "m.onnx: node 'softmax/Softmax' (Scan) has no gradient rule; the "
+                              "gradient reaches it from the loss through 'loss/sce' <- 'probs'")
+
+    def test_softmax_logits_of_unknown_rank_need_a_class_axis(self):
+        """A Softmax over the last axis of logits whose rank is unknown: the classes' axis
+        is unknown too. It was taken as axis 1, wrong for rank 3 and more; now an error
+        unless --class-axis 1 says so (the ONNX checker refuses an output without a
+        shape, but only on the model train-graph writes)."""
+        f = helper.make_tensor_value_info
+        # Reshape to a shape of unknown length, a graph input: no rank for the logits.
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]),
+                 helper.make_node("Mul", ["r", "w"], ["l"]),
+                 helper.make_node("Softmax", ["l"], ["probs"], axis=-1)]
+        g = helper.make_graph(nodes, "g", [f("x", TensorProto.FLOAT, [2, 3]),
+                                           f("s", TensorProto.INT64, [None])],
+                              [f("probs", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("w", TensorProto.FLOAT, [3], [1, 2, 3])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(self.dir, "m.onnx"))
+        self.expect_one_error(["train-graph", "m.onnx", "--loss", "cross-entropy", "-o",
+                               "out.onnx"],
+                              "m.onnx: cross-entropy: output 'probs' is a Softmax over its "
+                              "last axis and its rank is unknown, so the class axis is too: "
+                              "declare its shape, or give --class-axis 1 if the classes are "
+                              "on axis 1")
+
 
 def main():
     global MPC, SOURCE_DIR

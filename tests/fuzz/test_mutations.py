@@ -569,16 +569,22 @@ def run_mutant(mpc, folder, data, files, run=False, rewrite_flags=()):
     return problems
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(doc, count):
+    """The suites' common options (--mpc, --source-dir, --seed, --count, --first, --keep, -v)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--mpc", required=True, help="path to the mpc binary")
     parser.add_argument("--source-dir", required=True, help="mpc's source folder")
     parser.add_argument("--seed", type=int, default=11, help="mutation seed (default 11)")
-    parser.add_argument("--count", type=int, default=400, help="mutants to run (default 400)")
+    parser.add_argument("--count", type=int, default=count,
+                        help=f"mutants to run (default {count})")
     parser.add_argument("--first", type=int, default=0, help="number of the first mutant")
     parser.add_argument("--keep", help="copy the folders of failing mutants here")
     parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args(__doc__, 400)
     mpc = os.path.abspath(args.mpc)
     models_dir = os.path.join(os.path.abspath(args.source_dir), "models")
     models = {n[:-5]: onnx.load(os.path.join(models_dir, n), load_external_data=False)
@@ -592,9 +598,7 @@ def main():
                            timeout=RUN_TIMEOUT_S)
             models[name] = onnx.load(out)
 
-    passed = failed = 0
-    start = time.monotonic()
-    for index in range(args.first, args.first + args.count):
+    def one(index, folder):
         data, files, desc = make_mutant(args.seed, index, models)
         run = random.Random(f"{args.seed}:{index}:run").random() < RUN_FRACTION
         frng = random.Random(f"{args.seed}:{index}:fuse")
@@ -603,13 +607,25 @@ def main():
             flags = [f for f in TRAIN_FLAGS if frng.random() < 0.5]
         else:
             flags = ["--fuse-gemm-epilogues"] if frng.random() < FUSE_FRACTION else []
-        folder = tempfile.mkdtemp(prefix="mpc-mutant-")
+        return (run_mutant(mpc, folder, data, files, run, flags),
+                desc + (f" [rewrite {' '.join(flags)}]" if flags else ""))
+
+    return run_suite(args, one)
+
+
+def run_suite(args, one, prefix="mpc-mutant-"):
+    """Runs `one(index, folder)` -> (problems, description) for each mutant of --first /
+    --count in a fresh folder, prints the failures (and with -v the passes), keeps failing
+    folders under --keep; returns the exit status."""
+    passed = failed = 0
+    start = time.monotonic()
+    for index in range(args.first, args.first + args.count):
+        folder = tempfile.mkdtemp(prefix=prefix)
         try:
-            problems = run_mutant(mpc, folder, data, files, run, flags)
+            problems, desc = one(index, folder)
             if problems:
                 failed += 1
-                print(f"FAIL mutant {index} (seed {args.seed}): {desc}"
-                      + (f" [rewrite {' '.join(flags)}]" if flags else ""))
+                print(f"FAIL mutant {index} (seed {args.seed}): {desc}")
                 for p in problems:
                     print("    " + p)
                 if args.keep:

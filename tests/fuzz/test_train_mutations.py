@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""Seeded mutation suite for the training path: what a user trains, through the real CLI.
+
+    python3 tests/fuzz/test_train_mutations.py --mpc build/tools/mpc --source-dir . \\
+        [--seed S] [--count N] [-v] [--keep DIR]
+
+test_mutations.py mutates models and runs `inspect`, `rewrite` and `run --random-inputs`.
+Training has inputs of its own, and each gets a class of mutants here:
+
+  * graph:   `mpc train-graph` on a mutant of a shipped inference model (test_mutations'
+             model mutations: dims, data types, attributes, nested graphs, opsets, external
+             data, bytes), with a seeded loss, optimizer and --fused-optimizer;
+  * model:   `mpc run --train` on a mutant of a training model built here (the digits MLP
+             with Adam, its fp16 rewrite with dynamic loss scaling, the digits CNN with
+             --fused-optimizer) and good data;
+  * data:    `mpc run --train` on a good training model and a mutant of the data file: labels
+             out of range, wrong data types and shapes, NaN and infinity, missing, extra and
+             mismatched arrays, no samples, npy headers with huge shapes, Fortran order, big
+             endian, pickled objects, compressed members, truncated and flipped bytes;
+  * resume:  `mpc run --train --resume` from a mutant of a checkpoint an earlier run wrote;
+  * flags:   odd values of --batch, --steps, --epochs, --holdout, --eval-every, --max-memory,
+             --shuffle, --seed.
+
+Every run must end by itself and not by a signal, print no sanitizer report, and leave the
+files it read as they were. A failing run exits non-zero, its last stderr line is its only
+`mpc: error:` line, and it leaves no file it was asked to write (log, plot, checkpoint
+folder, output model). A run that succeeds writes what it was asked for and ends with the
+`final:` line. The mutants depend on the seed alone (--keep keeps a failing mutant's folder).
+Exit status 1 on any failure, 77 (CTest's skip code) when onnx or numpy is missing.
+"""
+
+import io
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_mutations as tm  # noqa: E402  (exits 77 itself when onnx is missing)
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print(f"numpy is required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(tm.SKIP_EXIT_CODE)
+
+# A training run may take this long before it counts as a hang (three steps of a digits model).
+TRAIN_TIMEOUT_S = 60
+# Shares of the mutant classes (the rest are data mutants).
+CLASS_WEIGHTS = [("graph", 0.25), ("model", 0.2), ("data", 0.3), ("resume", 0.1), ("flags", 0.15)]
+# Inference models train-graph is tried on (the digits models have a 10-class output).
+GRAPH_BASES = ["digits_mlp", "digits_cnn", "digits_tanh_mlp", "mlp", "cnn"]
+LOSSES = [["--loss", "cross-entropy"], ["--loss", "mse"]]
+OPTIMIZERS = [["--optimizer", "adam"], ["--optimizer", "sgd"], ["--optimizer", "momentum"]]
+# Samples in the small data set the runs train on.
+TRAIN_SAMPLES, TEST_SAMPLES = 96, 32
+
+
+# --------------------------------------------------------------------------------------------
+# Data files
+# --------------------------------------------------------------------------------------------
+
+def npy_bytes(a):
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=True)
+    return buf.getvalue()
+
+
+def raw_npy(descr, shape, fortran=False, payload=b""):
+    """An .npy member with a header we write ourselves (numpy refuses some of these)."""
+    header = "{'descr': %r, 'fortran_order': %s, 'shape': %s, }" % (
+        descr, "True" if fortran else "False", repr(tuple(shape)))
+    header = header.encode("latin1")
+    pad = 64 - (10 + len(header) + 1) % 64
+    header += b" " * pad + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + payload
+
+
+def zip_members(members, compress=False):
+    """An .npz: {member name (without .npy): bytes}."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as z:
+        for name, body in members.items():
+            z.writestr(name + ".npy", body)
+    return buf.getvalue()
+
+
+def mutate_arrays(rng, arrays):
+    """One change to {name: array}; returns a description."""
+    names = sorted(arrays)
+    name = rng.choice(names)
+    a = arrays[name]
+    label = name.startswith("labels")
+    choice = rng.randrange(12)
+    if choice == 0 and label and a.size:
+        i = rng.randrange(a.size)
+        a.flat[i] = rng.choice([-1, 10, 11, 2 ** 31, 2 ** 40, -2 ** 63, 2 ** 63 - 1])
+        return f"{name}[{i}] = {a.flat[i]}"
+    if choice == 1:
+        dt = rng.choice(["float32", "float64", "float16", "int32", "int8", "uint8", "bool",
+                         "int64", "complex64"])
+        arrays[name] = a.astype(dt)
+        return f"{name} as {dt}"
+    if choice == 2:
+        shape = rng.choice([(a.shape[0], 1), (a.shape[0], 63), (a.shape[0], 65), (a.shape[0], 8, 8),
+                            (a.shape[0],), (), (0,) + a.shape[1:], (1,) + a.shape[1:]])
+        arrays[name] = np.resize(a, shape).astype(a.dtype)
+        return f"{name} reshaped to {shape}"
+    if choice == 3 and a.dtype.kind == "f" and a.size:
+        i = rng.randrange(a.size)
+        a.flat[i] = rng.choice([np.nan, np.inf, -np.inf, 1e38, -1e38])
+        return f"{name}[{i}] = {a.flat[i]}"
+    if choice == 4 and a.ndim:
+        n = rng.choice([0, 1, a.shape[0] - 1, a.shape[0] + 1])
+        arrays[name] = np.resize(a, (n,) + a.shape[1:]).astype(a.dtype)
+        return f"{name} with {n} samples"
+    if choice == 5:
+        del arrays[name]
+        return f"{name} missing"
+    if choice == 6:
+        arrays[rng.choice(["bogus", "x_test_test", "labels_extra", "a\nmpc: error: forged"])] = a
+        return "an extra array"
+    if choice == 7:
+        arrays[name] = np.asfortranarray(a)  # the flag only matters for ndim > 1
+        return f"{name} in Fortran order"
+    if choice == 8:
+        arrays[name] = a.astype(a.dtype.newbyteorder(">"))
+        return f"{name} big-endian"
+    if choice == 9:
+        arrays[name] = np.array([object()] * max(1, min(a.shape[0] if a.ndim else 1, 4)),
+                                dtype=object)
+        return f"{name} of Python objects"
+    if choice == 10 and label:
+        arrays[name] = np.zeros_like(a) + rng.choice([0, 9])
+        return f"{name} all one class"
+    for k in names:  # every array with no samples
+        arrays[k] = arrays[k][:0] if arrays[k].ndim else arrays[k]
+    return "no samples"
+
+
+def make_data(rng, base):
+    """(bytes of a data file, description) from the arrays `base`."""
+    arrays = {k: v.copy() for k, v in base.items()}
+    choice = rng.random()
+    if choice < 0.12:  # header-level: what np.save does not write
+        name = rng.choice(sorted(arrays))
+        a = arrays[name]
+        kind = rng.randrange(6)
+        if kind == 5:
+            return zip_members({k: npy_bytes(v) for k, v in arrays.items()}, compress=True), \
+                "compressed members"
+        if kind == 0:
+            shape = rng.choice([(10 ** 12, 64), (2 ** 62,), (2 ** 31, 2 ** 31), (-1, 64)])
+            body = raw_npy(a.dtype.str, shape, payload=a.tobytes())
+            desc = f"{name} declared {shape}"
+        elif kind == 1:
+            body = raw_npy(rng.choice(["<f3", "|V8", "<U4", "x", "<M8[s]"]), a.shape,
+                           payload=a.tobytes())
+            desc = f"{name} with an odd dtype"
+        elif kind == 2:
+            body = npy_bytes(a)[:rng.randrange(1, 200)]
+            desc = f"{name} truncated"
+        elif kind == 3:
+            body = b"\x93NUMPY\x03\x00" + npy_bytes(a)[8:]
+            desc = f"{name} npy version 3"
+        else:
+            body = raw_npy(a.dtype.str, a.shape, payload=a.tobytes()[:-4])
+            desc = f"{name} 4 bytes short"
+        members = {k: npy_bytes(v) for k, v in arrays.items()}
+        members[name] = body
+        return zip_members(members), desc
+    descs = [mutate_arrays(rng, arrays) for _ in range(rng.choice([1, 1, 1, 2]))]
+    members = {k: npy_bytes(v) for k, v in arrays.items()}
+    data = zip_members(members)
+    if rng.random() < 0.1:
+        data, how = tm.byte_mutation(rng, data)
+        descs.append(how)
+    return data, "; ".join(descs)
+
+
+# --------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------
+
+verbose = False
+
+
+def check(mpc, args, folder, outputs, timeout):
+    """Runs mpc in `folder` and checks the contract; `outputs` are the paths (relative to
+    the folder) the run was asked to write. Returns problems."""
+    before = tm.snapshot(folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+    what = f"`mpc {' '.join(map(repr, args))}`"
+    try:
+        r = subprocess.run([mpc] + args, cwd=folder, capture_output=True, text=True,
+                           errors="replace", timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return [f"{what} ran longer than {timeout} s"]
+    problems = []
+    if r.returncode < 0 or r.returncode >= 128:
+        problems.append(f"{what} died (exit status {r.returncode}); stderr: {r.stderr[-2000:]}")
+    if any(mark in r.stderr for mark in tm.SANITIZER_MARKS):
+        problems.append(f"{what}: sanitizer report: {r.stderr[-4000:]}")
+    after = tm.snapshot(folder)
+    changed = sorted(k for k, v in before.items() if after.get(k) != v)
+    written = sorted(k for k in after if k not in before)
+    if changed:
+        problems.append(f"{what} changed files it read: {changed}")
+    exists = [o for o in outputs if os.path.exists(os.path.join(folder, o))]
+    if r.returncode != 0:
+        lines = r.stderr.splitlines()
+        # Bad usage (exit status 2) is one line naming the command: "mpc run --train: ...".
+        mark = "mpc " if r.returncode == 2 else "mpc: error: "
+        errors = [ln for ln in lines if ln.startswith(mark)]
+        if not lines or not lines[-1].startswith(mark) or len(errors) != 1:
+            problems.append(f"{what} failed without one error line last: {r.stderr[-2000:]!r}")
+        if exists or written:
+            problems.append(f"{what} failed but left {sorted(set(exists) | set(written))}")
+    elif r.returncode == 0:
+        missing = [o for o in outputs if o not in exists]
+        if missing:
+            problems.append(f"{what} succeeded but wrote no {missing}")
+        if args[0] == "run" and not r.stdout.strip().splitlines()[-1:] or \
+                args[0] == "run" and not r.stdout.strip().splitlines()[-1].startswith("final: "):
+            problems.append(f"{what} succeeded without a final line: {r.stdout[-500:]!r}")
+    if verbose:
+        print(f"     exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:150]!r}")
+    return problems
+
+
+def train_args(model, data="d.npz", steps=3, extra=()):
+    """`mpc run --train` of `model` on `data` for `steps` steps, with a log, a plot and a
+    checkpoint folder under out/."""
+    return (["run", model, "--train", "--data", data, "--batch", "16", "--steps", str(steps),
+             "--eval-every", "2", "--log", "out/log.csv", "--plot", "out/plot.svg",
+             "--checkpoint", "out/ck"] + list(extra),
+            ["out/log.csv", "out/plot.svg", "out/ck"])
+
+
+FLAG_VALUES = {
+    "--batch": ["0", "-1", "1", "97", "1000000000000", "2x", "", "1e3", "16 "],
+    "--steps": ["0", "-3", "1", "99999999999999999999", "x"],
+    "--epochs": ["0", "-1", "1", "1e9"],
+    "--holdout": ["0", "1", "0.99", "-0.1", "1.5", "nan", "inf", "1e-9"],
+    "--eval-every": ["0", "-1", "1", "1000000"],
+    "--max-memory": ["0", "1", "1B", "1KiB", "-1MiB", "1.5ZiB", "99999999999999999999", "GiB"],
+    "--shuffle": ["none", "seeded", "random", ""],
+    "--seed": ["-1", "18446744073709551615", "18446744073709551616", "x"],
+    "--threads": ["0", "-1", "1", "100000"],
+}
+
+
+def run_one(mpc, folder, rng, kind, env):
+    """Builds mutant files in `folder` and runs its command; returns (problems, desc)."""
+    os.makedirs(os.path.join(folder, "out"))
+    put = lambda rel, body: open(os.path.join(folder, rel), "wb").write(body)  # noqa: E731
+    put("d.npz", env["data"])
+    if kind == "graph":
+        name = rng.choice(GRAPH_BASES)
+        data, files, desc = tm.make_mutant(rng.randrange(1 << 30), 0, {name: env["models"][name]})
+        for rel, body in files.items():
+            os.makedirs(os.path.dirname(os.path.join(folder, rel)) or folder, exist_ok=True)
+            put(rel, body)
+        put("m.onnx", data)
+        flags = rng.choice(LOSSES) + rng.choice(OPTIMIZERS)
+        if rng.random() < 0.5:
+            flags.append("--fused-optimizer")
+        args = ["train-graph", "m.onnx", *flags, "-o", "out/t.onnx"]
+        return check(mpc, args, folder, ["out/t.onnx"], tm.RUN_TIMEOUT_S), \
+            f"{desc} [train-graph {' '.join(flags)}]"
+    if kind == "model":
+        name = rng.choice(sorted(env["training"]))
+        data, files, desc = tm.make_mutant(rng.randrange(1 << 30), 0,
+                                           {name: env["training"][name]})
+        for rel, body in files.items():
+            os.makedirs(os.path.dirname(os.path.join(folder, rel)) or folder, exist_ok=True)
+            put(rel, body)
+        put("t.onnx", data)
+        args, outs = train_args("t.onnx")
+        return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), desc
+    name = rng.choice(sorted(env["training_bytes"]))
+    put("t.onnx", env["training_bytes"][name])
+    if kind == "data":
+        data, desc = make_data(rng, env["arrays"])
+        put("d.npz", data)
+        args, outs = train_args("t.onnx")
+        return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: data {desc}"
+    if kind == "resume":
+        ck = env["checkpoints"][name]
+        if rng.random() < 0.5:
+            body, desc = tm.byte_mutation(rng, ck)
+        else:
+            import onnx
+            m = onnx.ModelProto.FromString(ck)
+            desc = "; ".join(rng.choice(tm.MODEL_MUTATIONS)(rng, m, {})
+                             for _ in range(rng.choice([1, 2])))
+            body = m.SerializeToString()
+        os.makedirs(os.path.join(folder, "ck"))
+        put(os.path.join("ck", "checkpoint.onnx"), body)
+        args, outs = train_args("t.onnx", steps=5, extra=["--resume", "ck"])
+        return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: checkpoint {desc}"
+    flag = rng.choice(sorted(FLAG_VALUES))
+    value = rng.choice(FLAG_VALUES[flag])
+    args, outs = train_args("t.onnx")
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    if flag == "--epochs":  # not with --steps
+        i = args.index("--steps")
+        del args[i:i + 2]
+    return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: {flag} {value!r}"
+
+
+def build_env(mpc, models_dir, tmp):
+    """The models, data, training models and checkpoints the mutants start from."""
+    import onnx
+    env = {"models": {n: onnx.load(os.path.join(models_dir, n + ".onnx"), load_external_data=False)
+                      for n in GRAPH_BASES}}
+    with np.load(os.path.join(models_dir, "data", "digits.npz")) as d:
+        env["arrays"] = {"x": d["x"][:TRAIN_SAMPLES], "labels": d["labels"][:TRAIN_SAMPLES],
+                         "x_test": d["x_test"][:TEST_SAMPLES],
+                         "labels_test": d["labels_test"][:TEST_SAMPLES]}
+    env["data"] = zip_members({k: npy_bytes(v) for k, v in env["arrays"].items()})
+    data = os.path.join(tmp, "d.npz")
+    with open(data, "wb") as f:
+        f.write(env["data"])
+    run = lambda *a: subprocess.run([mpc, *a], check=True, capture_output=True,  # noqa: E731
+                                    timeout=TRAIN_TIMEOUT_S)
+    paths = {}
+    for name, base, flags in [("mlp.adam", "digits_mlp", []),
+                              ("cnn.fused", "digits_cnn", ["--fused-optimizer"])]:
+        paths[name] = os.path.join(tmp, name + ".onnx")
+        run("train-graph", os.path.join(models_dir, base + ".onnx"), "--loss", "cross-entropy",
+            "--optimizer", "adam", *flags, "-o", paths[name])
+    paths["mlp.adam.fp16"] = os.path.join(tmp, "mlp.adam.fp16.onnx")
+    run("rewrite", paths["mlp.adam"], "-o", paths["mlp.adam.fp16"])
+    env["training"], env["training_bytes"], env["checkpoints"] = {}, {}, {}
+    for name, path in paths.items():
+        env["training"][name] = onnx.load(path)
+        with open(path, "rb") as f:
+            env["training_bytes"][name] = f.read()
+        ck = os.path.join(tmp, "ck-" + name)
+        run("run", path, "--train", "--data", data, "--batch", "16", "--steps", "2",
+            "--checkpoint", ck)
+        with open(os.path.join(ck, "checkpoint.onnx"), "rb") as f:
+            env["checkpoints"][name] = f.read()
+    return env
+
+
+def main():
+    args = tm.parse_args(__doc__, 200)
+    global verbose
+    verbose = args.verbose
+    mpc = os.path.abspath(args.mpc)
+    models_dir = os.path.join(os.path.abspath(args.source_dir), "models")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = build_env(mpc, models_dir, tmp)
+        kinds, weights = zip(*CLASS_WEIGHTS)
+
+        def one(index, folder):
+            rng = random.Random(f"train:{args.seed}:{index}")
+            kind = rng.choices(kinds, weights)[0]
+            problems, desc = run_one(mpc, folder, rng, kind, env)
+            return problems, f"({kind}) {desc!r}"
+
+        return tm.run_suite(args, one, prefix="mpc-train-mutant-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
