@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "mpc/Runtime/HostTensor.h"
+#include "llvm/ADT/STLExtras.h"
 #include "mpc/Runtime/DTypeDispatch.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/IR/Tensor.h"
@@ -76,7 +77,9 @@ llvm::Expected<uint64_t> mpc::checkedTensorBytes(llvm::ArrayRef<int64_t> shape, 
                         formatShape(shape));
     overflow |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
   }
-  if (bytes == 0)
+  // A zero dimension makes the tensor empty whatever the others; a product
+  // that wrapped to 0 does not (4 bytes x 2^62 elements).
+  if (llvm::is_contained(shape, 0) || runtimeElementSize(dtype) == 0)
     return 0;
   if (overflow)
     return inputError("{0}: shape {1} of {2} needs more than 2^64 bytes", what.str(),

@@ -641,7 +641,32 @@ llvm::Error Trainer::setData(std::vector<NamedTensor> arrays, double holdout) {
   if (numTrain < batchSize)
     return inputError("data: {0} training samples, fewer than one batch of {1}", numTrain,
                       batchSize);
+  // Evaluation runs the inference graph on chunks of evalChunk() samples:
+  // a chunk that cannot be allocated is refused now, not after the steps.
+  if (numTest > 0) {
+    int64_t chunk = evalChunk();
+    if (chunk <= 0)
+      return inputError("inference graph: a fixed batch dimension of {0}", chunk);
+    for (const auto &[v, src] : evalInputs) {
+      std::vector<int64_t> shape = testData[src].shape;
+      shape[0] = chunk;
+      if (auto b = checkedTensorBytes(shape, testData[src].dtype,
+                                      "evaluation: inference input '" + v->name() + "'");
+          !b)
+        return b.takeError();
+    }
+  }
   return llvm::Error::success();
+}
+
+int64_t Trainer::evalChunk() const {
+  // A fixed batch dim of the inference graph sets the chunk size (the last
+  // chunk is padded with zero rows).
+  int64_t chunk = batchSize;
+  for (const auto &[v, src] : evalInputs)
+    if (v->type.hasShape && !v->type.dims.empty() && v->type.dims[0].isKnown())
+      chunk = v->type.dims[0].value;
+  return chunk;
 }
 
 void Trainer::setPosition(uint64_t seed, uint64_t stepsDone) {
@@ -1196,16 +1221,11 @@ llvm::Expected<EvalResult> Trainer::evaluate() {
   auto ex = inferenceExecutor();
   if (!ex)
     return inputError("inference graph: {0}", llvm::toString(ex.takeError()));
-  // A fixed batch dim of the inference graph sets the chunk size (the last
-  // chunk is padded with zero rows).
-  int64_t chunk = batchSize;
+  int64_t chunk = evalChunk();
   const HostTensor *labelData = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i]->name() == labels)
       labelData = &testData[i];
-  for (const auto &[v, src] : evalInputs)
-    if (v->type.hasShape && !v->type.dims.empty() && v->type.dims[0].isKnown())
-      chunk = v->type.dims[0].value;
   if (chunk <= 0)
     return inputError("inference graph: a fixed batch dimension of {0}", chunk);
   assert(labelData && "init() checked the labels input");

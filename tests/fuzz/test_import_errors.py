@@ -283,6 +283,27 @@ class MutationFindingsTest(CliCase):
                               "m.onnx: node 'softmax/Softmax' (Scan) has no gradient rule; the "
                               "gradient reaches it from the loss through 'loss/sce' <- 'probs'")
 
+    def test_evaluation_chunk_too_large_is_refused_before_the_first_step(self):
+        """Training mutation suite, seed 7: an inference input declared with a fixed batch
+        dimension of 2^62 made the evaluation's chunk 2^62 samples; its byte count wrapped
+        to 0 and `mpc run --train` crashed (SIGSEGV) at the first evaluation, after the
+        steps. Now one line before any step."""
+        r = mpc("train-graph", os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx"),
+                "--loss", "cross-entropy", "-o", "t.onnx", cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = onnx.load(os.path.join(self.dir, "t.onnx"))
+        m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2 ** 62
+        onnx.save(m, os.path.join(self.dir, "t.onnx"))
+        with np.load(os.path.join(SOURCE_DIR, "models", "data", "digits.npz")) as d:
+            np.savez(os.path.join(self.dir, "d.npz"), x=d["x"][:64], labels=d["labels"][:64])
+        r = mpc("run", "t.onnx", "--train", "--data", "d.npz", "--batch", "16", "--steps", "2",
+                "--log", "log.csv", cwd=self.dir)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, "mpc: error: d.npz: evaluation: inference input 'x': shape "
+                                   "[4611686018427387904, 64] of f32 needs more than 2^64 "
+                                   "bytes\n")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "log.csv")))
+
     def test_softmax_logits_of_unknown_rank_need_a_class_axis(self):
         """A Softmax over the last axis of logits whose rank is unknown: the classes' axis
         is unknown too. It was taken as axis 1, wrong for rank 3 and more; now an error

@@ -51,7 +51,8 @@ except ImportError as e:  # pragma: no cover
 # A training run may take this long before it counts as a hang (three steps of a digits model).
 TRAIN_TIMEOUT_S = 60
 # Shares of the mutant classes (the rest are data mutants).
-CLASS_WEIGHTS = [("graph", 0.25), ("model", 0.2), ("data", 0.3), ("resume", 0.1), ("flags", 0.15)]
+CLASS_WEIGHTS = [("graph", 0.2), ("model", 0.15), ("data", 0.25), ("resume", 0.1),
+                 ("flags", 0.1), ("plot", 0.1), ("env", 0.1)]
 # Inference models train-graph is tried on (the digits models have a 10-class output).
 GRAPH_BASES = ["digits_mlp", "digits_cnn", "digits_tanh_mlp", "mlp", "cnn"]
 LOSSES = [["--loss", "cross-entropy"], ["--loss", "mse"]]
@@ -173,7 +174,15 @@ def make_data(rng, base):
         members = {k: npy_bytes(v) for k, v in arrays.items()}
         members[name] = body
         return zip_members(members), desc
-    descs = [mutate_arrays(rng, arrays) for _ in range(rng.choice([1, 1, 1, 2]))]
+    descs = []
+    for _ in range(rng.choice([1, 1, 1, 2])):
+        saved = dict(arrays)
+        try:
+            descs.append(mutate_arrays(rng, arrays))
+        except (ValueError, TypeError, OverflowError):  # numpy refuses this combination
+            arrays.clear()
+            arrays.update(saved)
+            descs.append("a change numpy refused")
     members = {k: npy_bytes(v) for k, v in arrays.items()}
     data = zip_members(members)
     if rng.random() < 0.1:
@@ -189,12 +198,13 @@ def make_data(rng, base):
 verbose = False
 
 
-def check(mpc, args, folder, outputs, timeout):
-    """Runs mpc in `folder` and checks the contract; `outputs` are the paths (relative to
-    the folder) the run was asked to write. Returns problems."""
+def check(mpc, args, folder, outputs, timeout, extra_env=None):
+    """Runs mpc in `folder` (with `extra_env` set) and checks the contract; `outputs` are
+    the paths (relative to the folder) the run was asked to write. Returns problems."""
     before = tm.snapshot(folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
-    what = f"`mpc {' '.join(map(repr, args))}`"
+    env.update(extra_env or {})
+    what = f"`mpc {' '.join(map(repr, args))}`" + (f" with {extra_env!r}" if extra_env else "")
     try:
         r = subprocess.run([mpc] + args, cwd=folder, capture_output=True, text=True,
                            errors="replace", timeout=timeout, env=env)
@@ -224,8 +234,8 @@ def check(mpc, args, folder, outputs, timeout):
         missing = [o for o in outputs if o not in exists]
         if missing:
             problems.append(f"{what} succeeded but wrote no {missing}")
-        if args[0] == "run" and not r.stdout.strip().splitlines()[-1:] or \
-                args[0] == "run" and not r.stdout.strip().splitlines()[-1].startswith("final: "):
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        if args[0] == "run" and not last.startswith("final: "):
             problems.append(f"{what} succeeded without a final line: {r.stdout[-500:]!r}")
     if verbose:
         print(f"     exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:150]!r}")
@@ -252,6 +262,72 @@ FLAG_VALUES = {
     "--seed": ["-1", "18446744073709551615", "18446744073709551616", "x"],
     "--threads": ["0", "-1", "1", "100000"],
 }
+
+
+AMP_VARIABLES = {
+    "MPC_AMP_ALLOWLIST_ADD": ["NotAnOp", "Softmax,Relu", "", ",,,", "com.x.Custom", "Gemm;Relu",
+                              "a\nmpc: error: forged", "Relu," * 2000],
+    "MPC_AMP_DENYLIST_REMOVE": ["Gemm", "x" * 10000, "Softmax,Softmax"],
+    "MPC_AMP_CLEARLIST_ADD": ["Gemm", "Cast", "SoftmaxCrossEntropyLoss"],
+    "MPC_AMP_DENY_NODES": ["(", "fc0/.*", ".*", "[z-a]", "a{99999}", "(a*)*b", ""],
+    "MPC_AMP_LEVEL": ["UNSAFE_FORCE_ALL", "TREAT_INFER_AS_DENY", "bogus", ""],
+    "MPC_AMP_TARGET": ["bf16", "fp16", "fp8", "FP16", ""],
+    "MPC_AMP_KEEP_IO_TYPES": ["1", "0", "yes", "2"],
+    "MPC_AMP_VERBOSE": ["0", "1", "2", "3", "-1", "x"],
+    "MPC_AMP_LOSS_SCALE": ["dynamic", "none", "off", "0", "-1", "nan", "inf", "1e39", "128"],
+    "MPC_AMP_LOSS_SCALE_INIT": ["0", "-1", "nan", "inf", "1e-45", "3e38", "x"],
+    "MPC_AMP_LOSS_SCALE_GROWTH": ["1", "0.5", "0", "inf", "nan"],
+    "MPC_AMP_LOSS_SCALE_BACKOFF": ["1", "2", "0", "-0.5", "nan"],
+    "MPC_AMP_LOSS_SCALE_INTERVAL": ["0", "-1", "1", "99999999999999999999"],
+    "MPC_AMP_LOSS_SCALE_MIN": ["0", "1e30", "-1", "nan"],
+    "MPC_AMP_LOSS_SCALE_MAX": ["0", "1", "1e39", "nan"],
+    "MPC_AMP_LOSS_SCALE_BOGUS": ["1"],
+    "MPC_AMP_BOGUS": ["1"],
+}
+
+
+def mutate_csv(rng, text):
+    """One change to the text of a `--log` CSV; returns (bytes, description)."""
+    lines = text.splitlines()
+    choice = rng.randrange(12)
+    if choice == 0:
+        return b"", "empty"
+    if choice == 1:
+        return (lines[0] + "\n").encode(), "header only"
+    if choice == 2:
+        i = rng.randrange(1, len(lines))
+        cells = lines[i].split(",")
+        cells[rng.randrange(len(cells))] = rng.choice(["nan", "inf", "-inf", "x", "", "1e999",
+                                                       "-0", "0x10", "1,2", '"3"'])
+        lines[i] = ",".join(cells)
+        return ("\n".join(lines) + "\n").encode(), f"row {i} cell changed"
+    if choice == 3:
+        lines[0] = lines[0].replace("step", rng.choice(["", "step", "Step", "loss"]))
+        return ("\n".join(lines) + "\n").encode(), "header renamed"
+    if choice == 4:
+        return ("\r\n".join(lines) + "\r\n").encode(), "CRLF"
+    if choice == 5:
+        return ("\ufeff" + "\n".join(lines) + "\n").encode(), "BOM"
+    if choice == 6:
+        i = rng.randrange(1, len(lines))
+        lines[i] += ",1,2,3"
+        return ("\n".join(lines) + "\n").encode(), f"row {i} too long"
+    if choice == 7:
+        i = rng.randrange(1, len(lines))
+        lines[i] = lines[i].split(",")[0]
+        return ("\n".join(lines) + "\n").encode(), f"row {i} too short"
+    if choice == 8:
+        data = ("\n".join(lines) + "\n").encode()
+        at = rng.randrange(len(data))
+        return data[:at] + rng.choice([b"\x00", b"\xff\xfe", b"\n\n", b'"']) + data[at:], \
+            f"byte inserted at {at}"
+    if choice == 9:
+        return ("\n".join([lines[0]] + lines[1:] * 2000) + "\n").encode(), "many rows"
+    if choice == 10:
+        return ("\n".join(lines[:1] + [",".join(["1e300"] * len(lines[0].split(",")))]) +
+                "\n").encode(), "huge values"
+    data = ("\n".join(lines) + "\n").encode()
+    return data[:rng.randrange(len(data))], "truncated"
 
 
 def run_one(mpc, folder, rng, kind, env):
@@ -282,8 +358,29 @@ def run_one(mpc, folder, rng, kind, env):
         put("t.onnx", data)
         args, outs = train_args("t.onnx")
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), desc
+    if kind == "plot":
+        files = []
+        for i in range(rng.choice([1, 1, 2])):
+            body, desc = mutate_csv(rng, env["log"])
+            files.append((f"l{i}.csv", body, desc))
+            put(f"l{i}.csv", body)
+        args = ["plot", *(f for f, _, _ in files), "-o", "out/p.svg"]
+        args += rng.choice([[], ["--column", "loss"], ["--column", "eval_accuracy"],
+                            ["--column", "nope"], ["--log-y"], ["--column", "step", "--log-y"],
+                            ["--title", "a\nb"], ["--label", ""]])
+        return check(mpc, args, folder, ["out/p.svg"], tm.RUN_TIMEOUT_S), \
+            "; ".join(d for _, _, d in files) + f" [{' '.join(args[1:])}]"
     name = rng.choice(sorted(env["training_bytes"]))
     put("t.onnx", env["training_bytes"][name])
+    if kind == "env":
+        variables = {v: rng.choice(AMP_VARIABLES[v])
+                     for v in rng.sample(sorted(AMP_VARIABLES), rng.choice([1, 1, 2, 3]))}
+        args = ["rewrite", "t.onnx", "-o", "out/a.onnx"]
+        problems = check(mpc, args, folder, ["out/a.onnx"], tm.RUN_TIMEOUT_S, variables)
+        if not problems and os.path.exists(os.path.join(folder, "out", "a.onnx")):
+            targs, outs = train_args("out/a.onnx", steps=2)
+            problems = check(mpc, targs, folder, outs, TRAIN_TIMEOUT_S)
+        return problems, f"{name}: {variables!r}"
     if kind == "data":
         data, desc = make_data(rng, env["arrays"])
         put("d.npz", data)
@@ -301,7 +398,7 @@ def run_one(mpc, folder, rng, kind, env):
             body = m.SerializeToString()
         os.makedirs(os.path.join(folder, "ck"))
         put(os.path.join("ck", "checkpoint.onnx"), body)
-        args, outs = train_args("t.onnx", steps=5, extra=["--resume", "ck"])
+        args, outs = train_args("t.onnx", steps=8, extra=["--resume", "ck"])
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: checkpoint {desc}"
     flag = rng.choice(sorted(FLAG_VALUES))
     value = rng.choice(FLAG_VALUES[flag])
@@ -345,8 +442,10 @@ def build_env(mpc, models_dir, tmp):
         with open(path, "rb") as f:
             env["training_bytes"][name] = f.read()
         ck = os.path.join(tmp, "ck-" + name)
-        run("run", path, "--train", "--data", data, "--batch", "16", "--steps", "2",
-            "--checkpoint", ck)
+        run("run", path, "--train", "--data", data, "--batch", "16", "--steps", "6",
+            "--eval-every", "2", "--checkpoint", ck, "--log", ck + ".csv")
+        with open(ck + ".csv") as f:
+            env["log"] = f.read()
         with open(os.path.join(ck, "checkpoint.onnx"), "rb") as f:
             env["checkpoints"][name] = f.read()
     return env

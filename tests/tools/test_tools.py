@@ -1150,6 +1150,16 @@ class HugeShapeTest(FilesCase):
                    "256000000000000 bytes")
         self.fails(["run", mlp, "--random-inputs", "--dim", "N=100000000000000000"],
                    "input 'x'", "more than 2^64 bytes")
+        # 2^62 x 4 floats is 2^66 bytes, which wraps to exactly 0 in 64 bits: it ran
+        # (exit 0) as an empty tensor.
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2 ** 62, 4])
+        m = self.save("wrap.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x],
+                      TensorProto.FLOAT, {})
+        self.fails(["run", m, "--random-inputs"], "input 'x'", "[4611686018427387904, 4]",
+                   "more than 2^64 bytes")
+        mlp = os.path.join(SOURCE_DIR, "models", "digits_mlp.onnx")
+        self.fails(["run", mlp, "--random-inputs", "--dim", f"N={2 ** 58}"], "input 'x'",
+                   "more than 2^64 bytes")
 
     def test_tensor_proto_input(self):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)

@@ -347,6 +347,9 @@ private:
   TrainerTransfers xfer;
   /// Inference inputs and the algorithm input whose data feeds each.
   std::vector<std::pair<const Value *, size_t>> evalInputs;
+  /// Samples per evaluation run: the inference graph's fixed batch
+  /// dimension, else the batch size.
+  int64_t evalChunk() const;
   /// Metadata-derived names; empty when absent.
   std::string foundInf, gradNonFinite, lossScaleState, lossKind;
   /// What the inference graph's first output holds (for the eval loss).
