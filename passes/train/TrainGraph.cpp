@@ -375,6 +375,13 @@ llvm::Error Builder::buildLoss() {
                               " is a Softmax over the last axis; its input " +
                               quoteName(displayName(p->input(0))) + " is taken as the logits");
           pred = p->input(0);
+          if (!pred || !isFloatTensor(pred)) {
+            DType t = pred ? pred->type.tensorElemType() : DType::Undefined;
+            return inputError("cross-entropy: output '{0}' is a Softmax of '{1}', whose type is "
+                              "{2}: the logits must be a float tensor",
+                              predOrig->name(), pred ? displayName(pred) : "",
+                              t == DType::Undefined ? "unknown" : dtypeName(t));
+          }
           // The logits' own rank from here on; a declared output shape that
           // disagrees with them is the model's error, not a rank to index by.
           int inRank = pred->type.hasShape ? static_cast<int>(pred->type.dims.size()) : -1;

@@ -283,6 +283,21 @@ class MutationFindingsTest(CliCase):
                               "m.onnx: node 'softmax/Softmax' (Scan) has no gradient rule; the "
                               "gradient reaches it from the loss through 'loss/sce' <- 'probs'")
 
+    def test_softmax_of_logits_of_unknown_type(self):
+        """Training mutation suite, seed 32: the Gemm before the MLP's Softmax renamed to an
+        unknown op: the logits had no type, and `mpc train-graph --loss cross-entropy`
+        crashed (SIGSEGV) building a loss of undefined type."""
+        m = onnx.load(os.path.join(SOURCE_DIR, "models", "mlp.onnx"))
+        softmax = [n for n in m.graph.node if n.op_type == "Softmax"][0]
+        producer = [n for n in m.graph.node if softmax.input[0] in n.output][0]
+        producer.op_type = "NotAnOp"
+        onnx.save(m, os.path.join(self.dir, "m.onnx"))
+        self.expect_one_error(["train-graph", "m.onnx", "--loss", "cross-entropy", "-o",
+                               "out.onnx"],
+                              f"m.onnx: cross-entropy: output '{m.graph.output[0].name}' is a "
+                              f"Softmax of '{softmax.input[0]}', whose type is unknown: the "
+                              "logits must be a float tensor")
+
     def test_evaluation_chunk_too_large_is_refused_before_the_first_step(self):
         """Training mutation suite, seed 7: an inference input declared with a fixed batch
         dimension of 2^62 made the evaluation's chunk 2^62 samples; its byte count wrapped

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded mutation suite for the training path: what a user trains, through the real CLI.
+"""Seeded mutation suite for the training path and the data files mpc reads, through the CLI.
 
     python3 tests/fuzz/test_train_mutations.py --mpc build/tools/mpc --source-dir . \\
         [--seed S] [--count N] [-v] [--keep DIR]
@@ -19,7 +19,12 @@ Training has inputs of its own, and each gets a class of mutants here:
              endian, pickled objects, compressed members, truncated and flipped bytes;
   * resume:  `mpc run --train --resume` from a mutant of a checkpoint an earlier run wrote;
   * flags:   odd values of --batch, --steps, --epochs, --holdout, --eval-every, --max-memory,
-             --shuffle, --seed.
+             --shuffle, --seed, --threads;
+  * plot:    `mpc plot` on mutants of a `--log` CSV (cells, headers, rows, bytes, CRLF, BOM);
+  * env:     `mpc rewrite` of a training model under odd MPC_AMP_* values, then two steps;
+  * inputs:  `mpc run --input` with mutated .npy, .npz and TensorProto .pb files (types,
+             shapes, non-finite values, huge header shapes, truncation, external data),
+             `--outputs`, and `--compare` against the model itself (which must say ok).
 
 Every run must end by itself and not by a signal, print no sanitizer report, and leave the
 files it read as they were. A failing run exits non-zero, its last stderr line is its only
@@ -51,8 +56,12 @@ except ImportError as e:  # pragma: no cover
 # A training run may take this long before it counts as a hang (three steps of a digits model).
 TRAIN_TIMEOUT_S = 60
 # Shares of the mutant classes (the rest are data mutants).
-CLASS_WEIGHTS = [("graph", 0.2), ("model", 0.15), ("data", 0.25), ("resume", 0.1),
-                 ("flags", 0.1), ("plot", 0.1), ("env", 0.1)]
+CLASS_WEIGHTS = [("graph", 0.15), ("model", 0.15), ("data", 0.2), ("resume", 0.1),
+                 ("flags", 0.1), ("plot", 0.1), ("env", 0.1), ("inputs", 0.1)]
+# Inference models whose `mpc run --input` files are mutated: {model: (input, shape)}.
+INPUT_MODELS = {"mlp": ("x", [8, 64]), "cnn": ("image", [2, 3, 32, 32]),
+                "transformer": ("x", [2, 16, 64]), "lstm": ("x", [10, 4, 32]),
+                "digits_mlp": ("x", [5, 64])}
 # Inference models train-graph is tried on (the digits models have a 10-class output).
 GRAPH_BASES = ["digits_mlp", "digits_cnn", "digits_tanh_mlp", "mlp", "cnn"]
 LOSSES = [["--loss", "cross-entropy"], ["--loss", "mse"]]
@@ -235,7 +244,7 @@ def check(mpc, args, folder, outputs, timeout, extra_env=None):
         if missing:
             problems.append(f"{what} succeeded but wrote no {missing}")
         last = (r.stdout.strip().splitlines() or [""])[-1]
-        if args[0] == "run" and not last.startswith("final: "):
+        if "--train" in args and not last.startswith("final: "):
             problems.append(f"{what} succeeded without a final line: {r.stdout[-500:]!r}")
     if verbose:
         print(f"     exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:150]!r}")
@@ -330,6 +339,70 @@ def mutate_csv(rng, text):
     return data[:rng.randrange(len(data))], "truncated"
 
 
+def input_file(rng, name, shape):
+    """(file name, bytes, description) of a possibly mutated input for `name` [shape] f32."""
+    a = np.random.default_rng(rng.randrange(1 << 30)).uniform(-1, 1, shape).astype(np.float32)
+    form = rng.choice(["npy", "npz", "pb"])
+    choice = rng.randrange(10)
+    desc = form
+    if choice == 0:
+        a = a.astype(rng.choice(["float64", "float16", "int64", "int32", "bool", "uint8"]))
+        desc += f" as {a.dtype}"
+    elif choice == 1:
+        a = np.resize(a, rng.choice([[], [0], shape[:-1], shape + [1], [1] + shape[1:],
+                                     [shape[0] + 1] + shape[1:]]))
+        desc += f" shaped {list(a.shape)}"
+    elif choice == 2 and a.size:
+        a.flat[rng.randrange(a.size)] = rng.choice([np.nan, np.inf, -np.inf, 3e38])
+        desc += " with a non-finite value"
+    if form == "npy":
+        body = npy_bytes(a)
+        if choice == 3:
+            body = raw_npy("<f4", rng.choice([[2 ** 62, 4], [10 ** 12] + shape[1:], [-1] + shape[1:]]),
+                           payload=a.tobytes())
+            desc += " with a huge header shape"
+        elif choice == 4:
+            body = body[:rng.randrange(len(body))]
+            desc += " truncated"
+        return name + ".npy", body, desc
+    if form == "npz":
+        members = {rng.choice([name, name, "other", "a\nb"]): npy_bytes(a)}
+        if choice == 5:
+            members["extra"] = npy_bytes(a)
+            desc += " with an extra member"
+        body = zip_members(members, compress=choice == 6)
+        if choice == 4:
+            body = body[:rng.randrange(len(body))]
+            desc += " truncated"
+        return "inputs.npz", body, desc + f" members {sorted(members)!r}"
+    from onnx import numpy_helper, TensorProto
+    t = numpy_helper.from_array(a, name)
+    if choice == 3:
+        del t.dims[:]
+        t.dims.extend(rng.choice([[2 ** 62, 4], [-3] + shape[1:], [2 ** 40] * 3]))
+        desc += f" dims {list(t.dims)}"
+    elif choice == 4:
+        t.raw_data = t.raw_data[:rng.randrange(len(t.raw_data) + 1)]
+        desc += " raw data cut"
+    elif choice == 5:
+        t.data_type = rng.choice([0, 8, 16, 23, 99, -1])
+        desc += f" data_type {t.data_type}"
+    elif choice == 6:
+        t.data_location = TensorProto.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", rng.choice(["missing.bin", "../x", "/etc/passwd"])
+        desc += " external"
+    elif choice == 7:
+        t.ClearField("raw_data")
+        t.float_data.extend([1.0] * rng.choice([0, 1, a.size + 1]))
+        desc += " float_data"
+    body = t.SerializeToString()
+    if choice == 8:
+        body, how = tm.byte_mutation(rng, body)
+        desc += ", " + how
+    return name + ".pb", body, desc
+
+
 def run_one(mpc, folder, rng, kind, env):
     """Builds mutant files in `folder` and runs its command; returns (problems, desc)."""
     os.makedirs(os.path.join(folder, "out"))
@@ -358,6 +431,23 @@ def run_one(mpc, folder, rng, kind, env):
         put("t.onnx", data)
         args, outs = train_args("t.onnx")
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), desc
+    if kind == "inputs":
+        model = rng.choice(sorted(INPUT_MODELS))
+        name, shape = INPUT_MODELS[model]
+        put("m.onnx", env["model_bytes"][model])
+        fname, body, desc = input_file(rng, name, shape)
+        put(fname, body)
+        binding = fname if fname.endswith(".npz") else rng.choice(
+            [f"{name}={fname}", fname, f"bogus={fname}", f"{name}={fname}"])
+        args = ["run", "m.onnx", "--input", binding, "--outputs", "out/r"]
+        if rng.random() < 0.3:
+            args += ["--input", binding]
+        if rng.random() < 0.5:
+            args += ["--compare", "m.onnx"]
+        if model == "digits_mlp" and rng.random() < 0.5:
+            args += ["--dim", rng.choice(["N=5", "N=0", "N=-1", "M=3", "N=x"])]
+        return check(mpc, args, folder, ["out/r"], tm.RUN_TIMEOUT_S), \
+            f"{model}: {desc} [{' '.join(args[3:])}]"
     if kind == "plot":
         files = []
         for i in range(rng.choice([1, 1, 2])):
@@ -417,7 +507,10 @@ def build_env(mpc, models_dir, tmp):
     """The models, data, training models and checkpoints the mutants start from."""
     import onnx
     env = {"models": {n: onnx.load(os.path.join(models_dir, n + ".onnx"), load_external_data=False)
-                      for n in GRAPH_BASES}}
+                      for n in GRAPH_BASES}, "model_bytes": {}}
+    for n in INPUT_MODELS:
+        with open(os.path.join(models_dir, n + ".onnx"), "rb") as f:
+            env["model_bytes"][n] = f.read()
     with np.load(os.path.join(models_dir, "data", "digits.npz")) as d:
         env["arrays"] = {"x": d["x"][:TRAIN_SAMPLES], "labels": d["labels"][:TRAIN_SAMPLES],
                          "x_test": d["x_test"][:TEST_SAMPLES],

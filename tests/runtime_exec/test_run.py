@@ -307,6 +307,31 @@ class RunCase(unittest.TestCase):
         self.assertIn(f"output 'y': i64 [3]  min {-2 ** 63} max {big} mean ", r.stdout)
         self.assertIn(f"first [{big}, {-2 ** 63}, 3]", r.stdout)
 
+    def test_compare_non_finite_values(self):
+        """The same NaN or infinity on both sides matches (numpy's assert_allclose with
+        equal_nan): a model compared with itself on an input holding inf was a FAIL (inf - inf
+        is NaN). A non-finite value on one side only is an infinite error, and a matched
+        infinity must not hide a finite error elsewhere (it made the reference's norm
+        infinite, so every relative error 0)."""
+        inf, nan = float("inf"), float("nan")
+        pa = self.const_model("a.onnx", np.float32, [inf, -inf, nan, 1.0])
+        r = mpc("run", pa, "--compare", pa, check=0)
+        self.assertRegex(r.stdout, r"compare 'y': max abs error 0\.0+e\+00, relative L2 error "
+                                   r"0\.0+e\+00, .*: ok")
+        for other, why in (([inf, -inf, nan, 2.0], "a finite error beside matched ones"),
+                           ([inf, inf, nan, 1.0], "infinities of opposite signs"),
+                           ([inf, -inf, 0.0, 1.0], "NaN on one side only"),
+                           ([1.0, -inf, nan, 1.0], "an infinity on one side only")):
+            with self.subTest(why=why):
+                pb = self.const_model("b.onnx", np.float32, other)
+                r = mpc("run", pa, "--compare", pb, check=1)
+                self.assertRegex(r.stdout, r"compare 'y': .*: FAIL")
+                self.assertEqual(r.stderr, "")
+        pb = self.const_model("b.onnx", np.float32, [inf, -inf, nan, 2.0])
+        r = mpc("run", pa, "--compare", pb, check=1)
+        self.assertIn("compare 'y': max abs error 1.000000e+00, relative L2 error "
+                      "1.000000e+00", r.stdout)
+
     def test_npz_and_pb_inputs(self):
         src = os.path.join(SOURCE_DIR, "models", "mlp.onnx")
         model = onnx.load(src)

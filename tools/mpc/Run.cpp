@@ -109,8 +109,9 @@ options:
 --train (with --data, --batch, ...) trains a training model instead; see
 'mpc run --train --help'.
 
-exit status: 0 success, 1 bad input or a --compare output out of tolerance
-(one line on stderr, nothing written), 2 bad usage.
+exit status: 0 success, 1 bad input (one line on stderr, nothing written) or
+a --compare output out of tolerance (its FAIL line on stdout; the run itself
+succeeded, so --outputs are written), 2 bad usage.
 )";
 
 namespace {
@@ -549,9 +550,19 @@ static void addErrors(const HostTensor &ref, const HostTensor &got, ErrorSums &e
   }
   for (int64_t i = 0; i < ref.numElements(); ++i) {
     double r = ref.getAsDouble(i), v = got.getAsDouble(i);
+    // The same non-finite value on both sides (NaN and NaN, or an infinity
+    // of the same sign) is a match and adds nothing to either sum: an
+    // infinite reference would make every relative error 0. A non-finite
+    // value on one side only is an infinite error.
+    if (!std::isfinite(r) || !std::isfinite(v)) {
+      bool same = (std::isnan(r) && std::isnan(v)) || r == v;
+      if (!same) {
+        e.maxAbs = INFINITY;
+        e.diff2 = INFINITY;
+      }
+      continue;
+    }
     double d = std::fabs(r - v);
-    if (std::isnan(d))
-      d = (std::isnan(r) && std::isnan(v)) ? 0 : INFINITY;
     e.maxAbs = std::max(e.maxAbs, d);
     e.diff2 += d * d;
     e.ref2 += r * r;
@@ -1043,7 +1054,9 @@ int tool::runRun(llvm::ArrayRef<const char *> args, const char *const *envp) {
         }
         addErrors(ref.tensor, got->tensor, e);
       }
-      double rel = e.ref2 > 0 ? std::sqrt(e.diff2 / e.ref2) : std::sqrt(e.diff2);
+      double rel = std::isinf(e.diff2) ? INFINITY
+                   : e.ref2 > 0        ? std::sqrt(e.diff2 / e.ref2)
+                                       : std::sqrt(e.diff2);
       // Integer outputs must be equal: a relative error rounds a difference
       // of 1 between values near 2^63 to 0.
       bool ok = e.exact ? e.mismatches == 0 : rel <= tol;
