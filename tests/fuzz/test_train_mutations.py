@@ -22,6 +22,8 @@ Training has inputs of its own, and each gets a class of mutants here:
              --shuffle, --seed, --threads;
   * plot:    `mpc plot` on mutants of a `--log` CSV (cells, headers, rows, bytes, CRLF, BOM);
   * env:     `mpc rewrite` of a training model under odd MPC_AMP_* values, then two steps;
+  * rewrite: `mpc rewrite` of a training or inference model with one to four options at odd
+             values (lists, regexes, levels, loss scaling, reports and dumps onto the input);
   * inputs:  `mpc run --input` with mutated .npy, .npz and TensorProto .pb files (types,
              shapes, non-finite values, huge header shapes, truncation, external data),
              `--outputs`, and `--compare` against the model itself (which must say ok).
@@ -57,7 +59,22 @@ except ImportError as e:  # pragma: no cover
 TRAIN_TIMEOUT_S = 60
 # Shares of the mutant classes (the rest are data mutants).
 CLASS_WEIGHTS = [("graph", 0.15), ("model", 0.15), ("data", 0.2), ("resume", 0.1),
-                 ("flags", 0.1), ("plot", 0.1), ("env", 0.1), ("inputs", 0.1)]
+                 ("flags", 0.1), ("plot", 0.1), ("env", 0.1), ("inputs", 0.1),
+                 ("rewrite", 0.1)]
+# `mpc rewrite` options and odd values for them (a value of None: a flag without one).
+REWRITE_OPTIONS = {
+    "--target": ["fp16", "bf16", "fp8", ""], "--keep-io-types": [None],
+    "--no-keep-io-types": [None], "--allow": ["Softmax", "NotAnOp", "", "a::b::c", "::X"],
+    "--infer": ["Gemm,Relu", ",", "com.microsoft::FusedMatMul"], "--deny": ["Gemm", "Cast"],
+    "--clear": ["Softmax", "If"], "--deny-nodes": ["(", ".*", "fc.*", "(a*)*b", "[[:alpha:]"],
+    "--level": ["UNSAFE_FORCE_ALL", "TENSOR_CORES_ONLY", "x"], "--backend": ["cuda", "cpu", "x"],
+    "-v": ["0", "1", "2", "9", "-1"], "--emit": ["text", "json"], "--verify-each": [None],
+    "--strict-check": [None], "--loss-scale": ["dynamic", "none", "7", "0", "-inf"],
+    "--loss-scale-init": ["1", "0", "1e40"], "--loss-scale-interval": ["1", "0", "2e9"],
+    "--fused-unscale": [None], "--optimizer-weight-copy": [None],
+    "--multi-tensor-optimizer": [None], "--fuse-gemm-epilogues": [None],
+    "--report": ["out/r.json", "t.onnx", "out"], "--dump-dir": ["out/dump", "t.onnx"],
+}
 # Inference models whose `mpc run --input` files are mutated: {model: (input, shape)}.
 INPUT_MODELS = {"mlp": ("x", [8, 64]), "cnn": ("image", [2, 3, 32, 32]),
                 "transformer": ("x", [2, 16, 64]), "lstm": ("x", [10, 4, 32]),
@@ -462,6 +479,18 @@ def run_one(mpc, folder, rng, kind, env):
             "; ".join(d for _, _, d in files) + f" [{' '.join(args[1:])}]"
     name = rng.choice(sorted(env["training_bytes"]))
     put("t.onnx", env["training_bytes"][name])
+    if kind == "rewrite":
+        if rng.random() < 0.5:  # an inference model instead of the training one
+            name = rng.choice(sorted(INPUT_MODELS))
+            put("t.onnx", env["model_bytes"][name])
+        args = ["rewrite", "t.onnx", "-o", "out/a.onnx"]
+        outs = ["out/a.onnx"]
+        for opt in rng.sample(sorted(REWRITE_OPTIONS), rng.choice([1, 2, 3, 4])):
+            value = rng.choice(REWRITE_OPTIONS[opt])
+            args += [opt] if value is None else [opt, value]
+            if opt in ("--report", "--dump-dir") and value.startswith("out/"):
+                outs.append(value)
+        return check(mpc, args, folder, outs, tm.RUN_TIMEOUT_S), f"{name}: {args[4:]!r}"
     if kind == "env":
         variables = {v: rng.choice(AMP_VARIABLES[v])
                      for v in rng.sample(sorted(AMP_VARIABLES), rng.choice([1, 1, 2, 3]))}

@@ -981,6 +981,50 @@ class LostFilesTest(FilesCase):
         r = run_files_mpc("rewrite", m, "-o", out, "--report", self.p("r.json"))
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_folders_and_files_swapped(self):
+        """A file output given as an existing folder, or a folder output as an existing file,
+        is one line before any work. Training mutation suite, seed 51: `rewrite --report
+        FOLDER` wrote the model, then failed on the report's rename (the model stayed), and
+        `run --outputs FILE` printed its results before failing."""
+        m, out = self.p("m.onnx"), self.p("out.onnx")
+        tiny_model(m)
+        os.mkdir(self.p("folder"))
+        with open(self.p("file"), "w") as f:
+            f.write("x")
+        model, data = self.training_files()
+        log = run_files_mpc("run", model, "--train", "--data", data, "--batch", "8", "--steps",
+                            "2", "--log", self.p("log.csv"))
+        self.assertEqual(log.returncode, 0, log.stderr)
+        folder, file = self.p("folder"), self.p("file")
+        train = ["run", model, "--train", "--data", data, "--batch", "8", "--steps", "2"]
+        cases = [
+            (["rewrite", m, "-o", out, "--report", folder], f"the report '{folder}' is a folder"),
+            (["rewrite", m, "-o", folder], f"the output '{folder}' is a folder"),
+            (["rewrite", m, "-o", out, "--dump-dir", file], f"the dump folder '{file}' is a "
+                                                            "file, not a folder"),
+            (["train-graph", m, "--loss", "mse", "-o", folder], f"the output '{folder}' is a "
+                                                                "folder"),
+            (["run", m, "--random-inputs", "--outputs", file], f"the --outputs folder '{file}' "
+                                                               "is a file, not a folder"),
+            (train + ["--log", folder], f"the --log file '{folder}' is a folder"),
+            (train + ["--plot", folder], f"the --plot file '{folder}' is a folder"),
+            (train + ["--checkpoint", file], f"the --checkpoint folder '{file}' is a file"),
+            (["plot", self.p("log.csv"), "-o", folder], f"the output '{folder}' is a folder"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args[:1] + args[2:]):
+                before = snapshot(self.dir)
+                r = run_files_mpc(*args)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stdout, "")
+                self.assertTrue(r.stderr.startswith("mpc: error: " + message), r.stderr)
+                self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+                self.assertEqual(snapshot(self.dir), before, "a file was written or changed")
+        r = run_files_mpc("rewrite", m, "-o", out, "--emit", "text")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--emit text prints the model instead of writing it: not with -o",
+                      r.stderr)
+
     def test_rewrite_external_data(self):
         a, b = self.p("a.onnx"), self.p("b.onnx")
         tiny_model(a, external="b.onnx.data")

@@ -95,6 +95,14 @@ llvm::Error FilePlan::check() const {
         return inputError("the {0} '{1}' is the {2} '{3}'; mpc never overwrites a file it "
                           "reads",
                           w.what, w.path, r.what, r.path);
+  // A file written over a folder fails only at its rename, after the work
+  // (and after any file written before it).
+  for (const Entry &w : writes) {
+    if (!w.folder && fs::is_directory(w.path))
+      return inputError("the {0} '{1}' is a folder; give a file name", w.what, w.path);
+    if (w.folder && fs::exists(w.path) && !fs::is_directory(w.path))
+      return inputError("the {0} '{1}' is a file, not a folder", w.what, w.path);
+  }
   for (size_t i = 0; i < writes.size(); ++i)
     for (size_t j = i + 1; j < writes.size(); ++j)
       if (sameFile(writes[i].path, writes[j].path))

@@ -232,6 +232,8 @@ static std::string parseArgs(llvm::ArrayRef<const char *> argv, RewriteArgs &a) 
   }
   if (a.input.empty())
     return "no input model given";
+  if (!a.emit.empty() && !a.output.empty())
+    return "--emit text prints the model instead of writing it: not with -o";
   return "";
 }
 
