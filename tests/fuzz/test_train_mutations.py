@@ -12,7 +12,8 @@ Training has inputs of its own, and each gets a class of mutants here:
              data, bytes), with a seeded loss, optimizer and --fused-optimizer;
   * model:   `mpc run --train` on a mutant of a training model built here (the digits MLP
              with Adam, its fp16 rewrite with dynamic loss scaling, the digits CNN with
-             --fused-optimizer) and good data;
+             --fused-optimizer) and good data, or its CUDA placement (--placement-only: the
+             CUDA kernel table's decisions, made on the host, no GPU needed);
   * data:    `mpc run --train` on a good training model and a mutant of the data file: labels
              out of range, wrong data types and shapes, NaN and infinity, missing, extra and
              mismatched arrays, no samples, npy headers with huge shapes, Fortran order, big
@@ -24,6 +25,8 @@ Training has inputs of its own, and each gets a class of mutants here:
   * env:     `mpc rewrite` of a training model under odd MPC_AMP_* values, then two steps;
   * rewrite: `mpc rewrite` of a training or inference model with one to four options at odd
              values (lists, regexes, levels, loss scaling, reports and dumps onto the input);
+  * text:    `mpc inspect`, `rewrite` and `run` on mutants of the golden tests' models in
+             mpc's text form (.mpc): lines deleted, repeated, swapped, cut, odd tokens;
   * inputs:  `mpc run --input` with mutated .npy, .npz and TensorProto .pb files (types,
              shapes, non-finite values, huge header shapes, truncation, external data),
              `--outputs`, and `--compare` against the model itself (which must say ok).
@@ -60,7 +63,13 @@ TRAIN_TIMEOUT_S = 60
 # Shares of the mutant classes (the rest are data mutants).
 CLASS_WEIGHTS = [("graph", 0.15), ("model", 0.15), ("data", 0.2), ("resume", 0.1),
                  ("flags", 0.1), ("plot", 0.1), ("env", 0.1), ("inputs", 0.1),
-                 ("rewrite", 0.1)]
+                 ("rewrite", 0.1), ("text", 0.1)]
+# Odd tokens a mutated text model may hold.
+TEXT_TOKENS = ["-1", "0", "9223372036854775807", "9223372036854775808", "-9223372036854775809",
+               "1e999", "nan", "-inf", "0x10", "f16", "f64", "bf16", "i4", "bool", "%", "%\"",
+               "@", "{", "}", "(", ")", "[", "]", ",", ":", "=", '"', "\\", "\x00", "\u2028",
+               "a" * 5000, "[" * 3000, "{" * 3000, "(" * 3000, "%x", "If", "Loop", "graph",
+               "return", "init", "name=", "domain=", "{to = f16}", "{axis = [1, 2]}"]
 # `mpc rewrite` options and odd values for them (a value of None: a flag without one).
 REWRITE_OPTIONS = {
     "--target": ["fp16", "bf16", "fp8", ""], "--keep-io-types": [None],
@@ -261,7 +270,8 @@ def check(mpc, args, folder, outputs, timeout, extra_env=None):
         if missing:
             problems.append(f"{what} succeeded but wrote no {missing}")
         last = (r.stdout.strip().splitlines() or [""])[-1]
-        if "--train" in args and not last.startswith("final: "):
+        trains = "--train" in args and "--placement-only" not in args
+        if trains and not last.startswith("final: "):
             problems.append(f"{what} succeeded without a final line: {r.stdout[-500:]!r}")
     if verbose:
         print(f"     exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:150]!r}")
@@ -420,6 +430,35 @@ def input_file(rng, name, shape):
     return name + ".pb", body, desc
 
 
+def mutate_text(rng, text):
+    """One to three changes to the text form of a model (tests/golden/*.mpc)."""
+    lines = text.split("\n")
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        choice = rng.randrange(7)
+        i = rng.randrange(len(lines))
+        if choice == 0:
+            del lines[i]
+        elif choice == 1:
+            lines.insert(i, lines[rng.randrange(len(lines))])
+        elif choice == 2:
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif choice == 3 and lines[i]:
+            at = rng.randrange(len(lines[i]))
+            lines[i] = lines[i][:at] + rng.choice(TEXT_TOKENS) + lines[i][at:]
+        elif choice == 4 and lines[i]:
+            at = rng.randrange(len(lines[i]))
+            lines[i] = lines[i][:at] + lines[i][at + rng.randrange(1, 8):]
+        elif choice == 5:
+            words = lines[i].split(" ")
+            k = rng.randrange(len(words))
+            words[k] = rng.choice(TEXT_TOKENS)
+            lines[i] = " ".join(words)
+        else:
+            return "\n".join(lines)[:rng.randrange(len(text) + 1)]
+    return "\n".join(lines)
+
+
 def run_one(mpc, folder, rng, kind, env):
     """Builds mutant files in `folder` and runs its command; returns (problems, desc)."""
     os.makedirs(os.path.join(folder, "out"))
@@ -446,6 +485,10 @@ def run_one(mpc, folder, rng, kind, env):
             os.makedirs(os.path.dirname(os.path.join(folder, rel)) or folder, exist_ok=True)
             put(rel, body)
         put("t.onnx", data)
+        if rng.random() < 0.3:  # the CUDA kernel table's placement, decided on the host
+            args = ["run", "t.onnx", "--train", "--data", "d.npz", "--batch", "16", "--device",
+                    "cuda", "--placement-only"]
+            return check(mpc, args, folder, [], TRAIN_TIMEOUT_S), desc + " [--placement-only]"
         args, outs = train_args("t.onnx")
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), desc
     if kind == "inputs":
@@ -457,14 +500,30 @@ def run_one(mpc, folder, rng, kind, env):
         binding = fname if fname.endswith(".npz") else rng.choice(
             [f"{name}={fname}", fname, f"bogus={fname}", f"{name}={fname}"])
         args = ["run", "m.onnx", "--input", binding, "--outputs", "out/r"]
+        if rng.random() < 0.2:
+            args = ["run", "m.onnx", "--input", binding, "--device", "cuda", "--placement-only"]
         if rng.random() < 0.3:
             args += ["--input", binding]
         if rng.random() < 0.5:
             args += ["--compare", "m.onnx"]
         if model == "digits_mlp" and rng.random() < 0.5:
             args += ["--dim", rng.choice(["N=5", "N=0", "N=-1", "M=3", "N=x"])]
-        return check(mpc, args, folder, ["out/r"], tm.RUN_TIMEOUT_S), \
+        return check(mpc, args, folder, ["out/r"] if "--outputs" in args else [],
+                     tm.RUN_TIMEOUT_S), \
             f"{model}: {desc} [{' '.join(args[3:])}]"
+    if kind == "text":
+        name = rng.choice(sorted(env["texts"]))
+        body = mutate_text(rng, env["texts"][name])
+        put("m.mpc", body.encode("utf-8", "surrogatepass"))
+        problems = check(mpc, ["inspect", "m.mpc"], folder, [], tm.RUN_TIMEOUT_S)
+        problems += check(mpc, ["rewrite", "m.mpc", "--emit", "text"], folder, [],
+                          tm.RUN_TIMEOUT_S)
+        problems += check(mpc, ["rewrite", "m.mpc", "-o", "out/a.onnx"], folder, ["out/a.onnx"],
+                          tm.RUN_TIMEOUT_S)
+        if rng.random() < 0.3:
+            problems += check(mpc, ["run", "m.mpc", "--random-inputs"] + rng.choice(
+                [[], ["--device", "cuda", "--placement-only"]]), folder, [], tm.RUN_TIMEOUT_S)
+        return problems, f"{name} mutated"
     if kind == "plot":
         files = []
         for i in range(rng.choice([1, 1, 2])):
@@ -507,7 +566,15 @@ def run_one(mpc, folder, rng, kind, env):
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: data {desc}"
     if kind == "resume":
         ck = env["checkpoints"][name]
-        if rng.random() < 0.5:
+        extra = []
+        choice = rng.random()
+        if choice < 0.2:  # a good checkpoint, resumed with other options
+            body, desc = ck, "as written"
+            flag = rng.choice(["--batch", "--steps", "--epochs", "--shuffle", "--seed",
+                               "--holdout"])
+            extra = [flag, rng.choice(FLAG_VALUES[flag])]
+            desc += f", resumed with {flag} {extra[1]!r}"
+        elif choice < 0.6:
             body, desc = tm.byte_mutation(rng, ck)
         else:
             import onnx
@@ -518,6 +585,13 @@ def run_one(mpc, folder, rng, kind, env):
         os.makedirs(os.path.join(folder, "ck"))
         put(os.path.join("ck", "checkpoint.onnx"), body)
         args, outs = train_args("t.onnx", steps=8, extra=["--resume", "ck"])
+        for flag, value in zip(extra[::2], extra[1::2]):
+            if flag in args:
+                args[args.index(flag) + 1] = value
+            else:
+                args += [flag, value]
+            if flag == "--epochs":  # not with --steps
+                del args[args.index("--steps"):args.index("--steps") + 2]
         return check(mpc, args, folder, outs, TRAIN_TIMEOUT_S), f"{name}: checkpoint {desc}"
     flag = rng.choice(sorted(FLAG_VALUES))
     value = rng.choice(FLAG_VALUES[flag])
@@ -544,6 +618,16 @@ def build_env(mpc, models_dir, tmp):
         env["arrays"] = {"x": d["x"][:TRAIN_SAMPLES], "labels": d["labels"][:TRAIN_SAMPLES],
                          "x_test": d["x_test"][:TEST_SAMPLES],
                          "labels_test": d["labels_test"][:TEST_SAMPLES]}
+    golden = os.path.join(os.path.dirname(models_dir), "tests", "golden")
+    env["texts"] = {}
+    for root, _, names in sorted(os.walk(golden)):
+        for n in sorted(names):
+            if n.endswith(".mpc"):
+                with open(os.path.join(root, n)) as f:
+                    text = f.read()
+                body = "\n".join(ln for ln in text.split("\n") if not ln.startswith("//"))
+                if "graph @" in body:  # a model in the text form, not only RUN lines
+                    env["texts"][os.path.relpath(os.path.join(root, n), golden)] = body
     env["data"] = zip_members({k: npy_bytes(v) for k, v in env["arrays"].items()})
     data = os.path.join(tmp, "d.npz")
     with open(data, "wb") as f:
