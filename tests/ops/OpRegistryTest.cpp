@@ -16,7 +16,9 @@
 #include "mpc/Verify/Verifier.h"
 #include "gtest/gtest.h"
 #include "../runtime/ModelText.h"
+#include "../../runtime/ops/ShapeHelpers.h"
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -280,4 +282,32 @@ TEST(OpRegistryExecutor, FoldedNodesUseTheParsedParams) {
   const float *y = (*out)[0].tensor.data<float>();
   EXPECT_FLOAT_EQ(y[0], 2.5f);
   EXPECT_FLOAT_EQ(y[2], 6.5f);
+}
+
+// Element counts of declared shapes saturate: a model may declare any int64
+// dimension ([N, 64, 2^62], training mutation suite seed 72 under UBSan: the
+// product overflowed in the shape estimator of train-graph).
+TEST(ShapeHelpers, ElementCountsSaturate) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(mpc::shapes::numel({}), 1);
+  EXPECT_EQ(mpc::shapes::numel({2, 3, 4}), 24);
+  EXPECT_EQ(mpc::shapes::numel({64, int64_t(1) << 62}), kMax);
+  EXPECT_EQ(mpc::shapes::numel({int64_t(1) << 62, 4, 0}), 0);
+  int64_t outer, axisDim, inner;
+  mpc::shapes::splitAt({2, 3, 4, 5}, 1, outer, axisDim, inner);
+  EXPECT_EQ(outer, 2);
+  EXPECT_EQ(axisDim, 3);
+  EXPECT_EQ(inner, 20);
+  mpc::shapes::splitAt({2, 3, 4}, -1, outer, axisDim, inner);
+  EXPECT_EQ(outer, 1);
+  EXPECT_EQ(axisDim, 1);
+  EXPECT_EQ(inner, 24);
+  mpc::shapes::splitAt({2, 3, 4}, 7, outer, axisDim, inner);
+  EXPECT_EQ(outer, 24);
+  EXPECT_EQ(axisDim, 1);
+  EXPECT_EQ(inner, 1);
+  mpc::shapes::splitAt({int64_t(1) << 40, int64_t(1) << 40, 5}, 2, outer, axisDim, inner);
+  EXPECT_EQ(outer, kMax);
+  EXPECT_EQ(axisDim, 5);
+  EXPECT_EQ(inner, 1);
 }

@@ -5,7 +5,9 @@
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Runtime/IndexParams.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
 #include <algorithm>
+#include <limits>
 
 using namespace mpc;
 using namespace mpc::shapes;
@@ -92,17 +94,26 @@ bool shapes::isTrainingBatchNorm(const Node &n) {
 }
 
 int64_t shapes::numel(llvm::ArrayRef<int64_t> shape) {
+  // Saturates at INT64_MAX: a declared shape can hold any int64 (a model's
+  // [N, 64, 2^62]), and no tensor that large passes an allocation check.
+  if (llvm::is_contained(shape, 0))
+    return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return std::numeric_limits<int64_t>::max();
   return n;
 }
 
 void shapes::splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
                     int64_t &axisDim, int64_t &inner) {
-  outer = axisDim = inner = 1;
-  for (int64_t i = 0; i < int64_t(shape.size()); ++i)
-    (i < axis ? outer : i == axis ? axisDim : inner) *= shape[i];
+  // numel saturates; a dimension before `axis` goes to outer, after it to
+  // inner (all of them to inner for a negative axis, to outer past the rank).
+  int64_t rank = int64_t(shape.size());
+  int64_t split = std::clamp<int64_t>(axis, 0, rank);
+  outer = numel(shape.take_front(size_t(split)));
+  axisDim = axis >= 0 && axis < rank ? shape[size_t(axis)] : 1;
+  inner = numel(shape.drop_front(size_t(std::clamp<int64_t>(axis + 1, 0, rank))));
 }
 
 bool shapes::broadcastShapes(llvm::ArrayRef<int64_t> aShape,
