@@ -46,8 +46,11 @@ llvm::Expected<DType> biasGradOutputType(const Node &n, DType dy);
 llvm::Error requireFloat(const ShapeQuery &q, unsigned i, llvm::StringRef what);
 /// Errors unless inputs `a` and `b` have one shape.
 llvm::Error requireSameShape(const ShapeQuery &q, unsigned a, unsigned b);
-/// Product of the dims (1 for a scalar).
+/// Product of the dims (1 for a scalar), saturating at INT64_MAX.
 int64_t numel(llvm::ArrayRef<int64_t> shape);
+/// a * b for sizes (a, b >= 0), saturating at INT64_MAX: a size that large
+/// fails every allocation check instead of wrapping to a small one.
+int64_t mulSat(int64_t a, int64_t b);
 /// [outer, axisDim, inner] element counts around `axis` of `shape`.
 void splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer, int64_t &axisDim,
              int64_t &inner);

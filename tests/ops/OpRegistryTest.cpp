@@ -306,6 +306,8 @@ TEST(ShapeHelpers, ElementCountsSaturate) {
   EXPECT_EQ(outer, 24);
   EXPECT_EQ(axisDim, 1);
   EXPECT_EQ(inner, 1);
+  EXPECT_EQ(mpc::shapes::mulSat(4, int64_t(1) << 62), kMax);
+  EXPECT_EQ(mpc::shapes::mulSat(3, 5), 15);
   mpc::shapes::splitAt({int64_t(1) << 40, int64_t(1) << 40, 5}, 2, outer, axisDim, inner);
   EXPECT_EQ(outer, kMax);
   EXPECT_EQ(axisDim, 5);

@@ -1205,6 +1205,14 @@ class HugeShapeTest(FilesCase):
         self.fails(["run", mlp, "--random-inputs", "--dim", f"N={2 ** 58}"], "input 'x'",
                    "more than 2^64 bytes")
 
+    def test_shape_products_do_not_wrap(self):
+        """Tile of [4] by 2^62 is 2^64 elements: the product wrapped to 0 and the run
+        printed an empty output, exit 0 (training mutation suite, seed 74, under UBSan)."""
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+        m = self.save("tile.onnx", [helper.make_node("Tile", ["x", "r"], ["y"])], [x],
+                      TensorProto.FLOAT, {"r": np.array([2 ** 62], np.int64)})
+        self.fails(["run", m, "--random-inputs"], "(Tile)", "more than 2^64 bytes")
+
     def test_tensor_proto_input(self):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
         m = self.save("relu.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x],

@@ -102,7 +102,7 @@ llvm::Error shapes::shapeReshape(const ShapeQuery &q, std::vector<ShapedType> &o
     } else if (shape[i] < 0) {
       return nodeError(q.node, "negative dimension in the target shape");
     } else {
-      known *= shape[i];
+      known = mulSat(known, shape[i]);
     }
   }
   int64_t total = numel(x);
@@ -130,8 +130,10 @@ llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &o
   // Both products are taken (not the inner one as numel / outer): an empty
   // outer product would turn [0, 3] into [0, 0].
   int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < int64_t(x.size()); ++i)
-    (i < axis ? outer : inner) *= x[i];
+  for (int64_t i = 0; i < int64_t(x.size()); ++i) {
+    int64_t &part = i < axis ? outer : inner;
+    part = mulSat(part, x[i]);
+  }
   out.assign(1, ShapedType{q.inputs[0].dtype, {outer, inner}});
   return llvm::Error::success();
 }
@@ -376,7 +378,7 @@ llvm::Error shapes::shapeTile(const ShapeQuery &q, std::vector<ShapedType> &out)
   for (size_t d = 0; d < x.size(); ++d) {
     if ((*r)[d] < 0)
       return nodeError(q.node, "negative repeat");
-    shape[d] *= (*r)[d];
+    shape[d] = mulSat(shape[d], (*r)[d]);
   }
   out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   return llvm::Error::success();

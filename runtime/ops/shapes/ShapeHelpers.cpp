@@ -105,6 +105,11 @@ int64_t shapes::numel(llvm::ArrayRef<int64_t> shape) {
   return n;
 }
 
+int64_t shapes::mulSat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
 void shapes::splitAt(llvm::ArrayRef<int64_t> shape, int64_t axis, int64_t &outer,
                     int64_t &axisDim, int64_t &inner) {
   // numel saturates; a dimension before `axis` goes to outer, after it to

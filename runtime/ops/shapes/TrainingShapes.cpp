@@ -87,7 +87,7 @@ llvm::Error shapes::shapeLayerNormGrad(const ShapeQuery &q, std::vector<ShapedTy
     return nodeError(q.node, "axis out of range for " + formatShape(x));
   int64_t outer, axisDim, inner;
   splitAt(x, axis, outer, axisDim, inner);
-  inner *= axisDim;
+  inner = mulSat(inner, axisDim);
   if (numel(q.inputs[2].shape) != inner)
     return nodeError(q.node, "Scale " + formatShape(q.inputs[2].shape) +
                                  " does not cover the normalized axes of " + formatShape(x));
