@@ -114,7 +114,8 @@ CASES = [
      "direction", "UP", "LEFT", {}, "attribute 'direction' is 'UP'; it must be LEFT or RIGHT"),
     ("bitshift_no_direction", "BitShift", [("x", U8, [4]), ("s", U8, [4])], [("y", U8)], [],
      17, "direction", None, "RIGHT", {},
-     "attribute 'direction' is missing; it must be LEFT or RIGHT"),
+     # Required by the schema: the verifier refuses the model before the run.
+     "graph 'g': node 'c1' (BitShift) lacks attribute 'direction', which BitShift-11 requires"),
     ("groupnorm_num_groups", "GroupNormalization", [("x", F, [1, 4, 2, 2])], Y,
      [init("scale", [4]), init("bias", [4])], 21, "num_groups", 0, 2, {},
      "attribute 'num_groups' is 0; it must be at least 1"),
@@ -145,7 +146,7 @@ CASES = [
     ("lrn_size", "LRN", [("x", F, [1, 3, 2, 2])], Y, [], 17, "size", 0, 3, {},
      "attribute 'size' is 0; it must be at least 1"),
     ("lrn_no_size", "LRN", [("x", F, [1, 3, 2, 2])], Y, [], 17, "size", None, 1, {},
-     "attribute 'size' is missing; it must be at least 1"),
+     "graph 'g': node 'c1' (LRN) lacks attribute 'size', which LRN-13 requires"),
     ("attention_qk_matmul_output_mode", "Attention", QKV, Y, [], 23, "qk_matmul_output_mode",
      4, 3, {}, "attribute 'qk_matmul_output_mode' is 4; it must be 0, 1, 2 or 3"),
     ("rotary_odd_dim", "RotaryEmbedding", ROTARY, Y, [], 23, "rotary_embedding_dim", 5, 6, {},
@@ -200,7 +201,8 @@ class BadAttributeTest(unittest.TestCase):
                     path, r, written = self.run_case(tmp, case, op, ins, outs, inits, opset,
                                                      attr, bad, extra)
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-                    self.assertEqual(r.stderr, f"mpc: error: {path}: node 'c1' ({op}): {msg}\n")
+                    where = "" if msg.startswith("graph ") else f"node 'c1' ({op}): "
+                    self.assertEqual(r.stderr, f"mpc: error: {path}: {where}{msg}\n")
                     self.assertEqual(r.stdout, "")
                     self.assertEqual(written, [])
                     path, r, written = self.run_case(tmp, case, op, ins, outs, inits, opset,

@@ -172,8 +172,24 @@ static std::unique_ptr<OpSignature> fromSchema(const onnx::OpSchema &s) {
       addAllowedType(tc, t);
     sig->constraints.push_back(std::move(tc));
   }
+  // AttrKind numbers its kinds as AttributeProto::AttributeType does.
+  static_assert(static_cast<int>(AttrKind::Ints) == onnx::AttributeProto::INTS &&
+                    static_cast<int>(AttrKind::Graphs) == onnx::AttributeProto::GRAPHS &&
+                    static_cast<int>(AttrKind::TypeProtos) == onnx::AttributeProto::TYPE_PROTOS,
+                "AttrKind mirrors AttributeProto::AttributeType");
+  for (const auto &[name, a] : s.attributes())
+    sig->attributes.push_back({name, static_cast<AttrKind>(a.type), a.required});
+  sig->attributesKnown = true;
+  sig->closedAttributes = sig->domain.empty() || sig->domain == "ai.onnx";
   setFixedTypes(*sig);
   return sig;
+}
+
+const FormalAttr *OpSignature::attribute(llvm::StringRef name) const {
+  for (const FormalAttr &a : attributes)
+    if (a.name == name)
+      return &a;
+  return nullptr;
 }
 
 //===----------------------------------------------------------------------===//
@@ -416,6 +432,7 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
       p.option = FormalOption::Optional;
       sig->inputs.push_back(std::move(p));
       sig->maxInputs = static_cast<int>(sig->inputs.size());
+      sig->attributesKnown = false; // the version's attributes changed too
       if (row.types[0])
         parseConstraints(row.types, *sig);
       setFixedTypes(*sig);
@@ -429,6 +446,7 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
         if (c.param == row.spec && !c.admitsTensor(DType::BF16))
           c.tensorTypes.push_back(DType::BF16);
       sig->sinceVersion = row.since;
+      sig->attributesKnown = false;
       break;
     }
   }

@@ -55,6 +55,7 @@ private:
 
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
+  llvm::Error checkAttributes(const Graph &g, const Node &n, const OpSignature &sig);
   bool isDefined(const Value *v) const {
     return v->id() < defined.size() && defined[v->id()] && &v->graph()->model() == &model;
   }
@@ -152,6 +153,113 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
   return llvm::Error::success();
 }
 
+/// An attribute kind as the messages name it (AttributeProto's type names).
+static llvm::StringRef attrKindName(AttrKind k) {
+  switch (k) {
+  case AttrKind::Undefined:
+    return "no value";
+  case AttrKind::Float:
+    return "a float";
+  case AttrKind::Int:
+    return "an int";
+  case AttrKind::String:
+    return "a string";
+  case AttrKind::Tensor:
+    return "a tensor";
+  case AttrKind::Graph:
+    return "a graph";
+  case AttrKind::Floats:
+    return "floats";
+  case AttrKind::Ints:
+    return "ints";
+  case AttrKind::Strings:
+    return "strings";
+  case AttrKind::Tensors:
+    return "tensors";
+  case AttrKind::Graphs:
+    return "graphs";
+  case AttrKind::SparseTensor:
+    return "a sparse tensor";
+  case AttrKind::SparseTensors:
+    return "sparse tensors";
+  case AttrKind::TypeProto:
+    return "a type";
+  case AttrKind::TypeProtos:
+    return "types";
+  }
+  return "an unknown kind";
+}
+
+/// Default-domain int attributes that are yes/no flags.
+static bool isFlagAttribute(llvm::StringRef name) {
+  static const char *const kFlags[] = {
+      "allowzero",       "ceil_mode",           "center_point_box",     "count_include_pad",
+      "detect_negative", "detect_positive",     "exclusive",            "fmod",
+      "input_forget",    "keepdims",            "largest",              "linear_before_reset",
+      "new_axis",        "noop_with_empty_axes", "reverse",             "select_last_index",
+      "sorted",          "training_mode",       "transA",               "transB",
+      "upper"};
+  for (const char *f : kFlags)
+    if (name == f)
+      return true;
+  return false;
+}
+
+/// Attributes against the schema: each one the schema defines has the kind it
+/// defines (a passes' `intAttr("axis", -1)` reads a float axis as absent: a
+/// silent default), required ones are present, a default-domain node has no
+/// attribute its schema lacks, and attributes naming an element type name one.
+llvm::Error GraphVerifier::checkAttributes(const Graph &g, const Node &n, const OpSignature &sig) {
+  unsigned requiredSeen = 0;
+  for (const Attribute &a : n.attrs) {
+    for (const Attribute &b : n.attrs) {
+      if (&b == &a)
+        break;
+      if (b.name == a.name)
+        return inputError("{0}: {1} has attribute {2} twice", graphLabel(g), describeNode(n),
+                          quoteName(a.name));
+    }
+    if (!a.refAttrName.empty())
+      continue; // a reference to an enclosing function's attribute
+    const FormalAttr *f = sig.attribute(a.name);
+    if (!f) {
+      if (sig.closedAttributes)
+        return inputError("{0}: {1} has attribute {2}, which {3}-{4} does not define",
+                          graphLabel(g), describeNode(n), quoteName(a.name), n.opType,
+                          sig.sinceVersion);
+      continue;
+    }
+    if (a.kind != f->kind)
+      return inputError("{0}: {1} has attribute {2} holding {3}, {4}-{5} wants {6}",
+                        graphLabel(g), describeNode(n), quoteName(a.name), attrKindName(a.kind),
+                        n.opType, sig.sinceVersion, attrKindName(f->kind));
+    requiredSeen += f->required;
+    // Yes/no flags: kernels differ on what 2 means (onnxruntime keeps the
+    // reduced axes for keepdims == 1 only, but transposes for any nonzero
+    // transB), so only 0 and 1 are taken.
+    if (a.kind == AttrKind::Int && sig.closedAttributes && a.i != 0 && a.i != 1 &&
+        isFlagAttribute(a.name))
+      return inputError("{0}: {1} has attribute {2} = {3}; it is a flag, 0 or 1", graphLabel(g),
+                        describeNode(n), quoteName(a.name), a.i);
+    // Element types: Cast's `to`, the random generators' and EyeLike's
+    // `dtype`, LayerNormalization's `stash_type`.
+    if (a.kind == AttrKind::Int && sig.closedAttributes &&
+        (a.name == "to" || a.name == "dtype" || a.name == "stash_type") &&
+        (a.i <= 0 || !isKnownDType(a.i)))
+      return inputError("{0}: {1} has attribute {2} = {3}, which is not an ONNX element type",
+                        graphLabel(g), describeNode(n), quoteName(a.name), a.i);
+  }
+  unsigned required = 0;
+  for (const FormalAttr &f : sig.attributes)
+    required += f.required;
+  if (requiredSeen < required)
+    for (const FormalAttr &f : sig.attributes)
+      if (f.required && !n.attr(f.name))
+        return inputError("{0}: {1} lacks attribute {2}, which {3}-{4} requires", graphLabel(g),
+                          describeNode(n), quoteName(f.name), n.opType, sig.sinceVersion);
+  return llvm::Error::success();
+}
+
 llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   for (unsigned i = 0; i < n.numInputs(); ++i) {
     const Value *v = n.input(i);
@@ -188,6 +296,9 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
       }
     if (opts.checkTypes)
       if (auto err = checkTypes(g, n, lk))
+        return err;
+    if (sig->attributesKnown && !lk.fallback)
+      if (auto err = checkAttributes(g, n, *sig))
         return err;
   }
   for (const Attribute &a : n.attrs)

@@ -64,6 +64,12 @@ static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int6
     int64_t parts = n.attr("num_outputs") ? n.intAttr("num_outputs", outs) : outs;
     if (parts <= 0)
       return nodeError(n, "no outputs to split into");
+    // Uneven chunks (the last one smaller) came with opset 18; before it an
+    // axis that does not divide is an invalid model (onnxruntime refuses it).
+    if (n.opsetVersion() < 18 && dim % parts != 0)
+      return nodeError(n, "the axis (" + std::to_string(dim) + ") does not split evenly into " +
+                              std::to_string(parts) +
+                              " outputs; uneven chunks need opset 18 or a 'split' input");
     int64_t chunk = (dim + parts - 1) / parts;
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::max<int64_t>(std::min(chunk, dim - i * chunk), 0));

@@ -10,6 +10,7 @@
 #ifndef MPC_OPS_OPSIGNATURE_H
 #define MPC_OPS_OPSIGNATURE_H
 
+#include "mpc/IR/Attribute.h"
 #include "mpc/IR/DType.h"
 #include "mpc/IR/Type.h"
 #include "llvm/ADT/SmallVector.h"
@@ -56,6 +57,14 @@ struct TypeConstraint {
   bool admitsTensor(DType e) const;
 };
 
+/// An attribute the schema defines: its name, the one kind it takes, and
+/// whether a node must carry it.
+struct FormalAttr {
+  std::string name;
+  AttrKind kind = AttrKind::Undefined;
+  bool required = false;
+};
+
 struct OpSignature {
   std::string domain;
   std::string opType;
@@ -64,6 +73,17 @@ struct OpSignature {
   std::vector<FormalParam> outputs;
   std::vector<TypeConstraint> constraints;
   int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
+  /// The schema's attributes, when they are the op's at this version: false
+  /// for mpc's own rows (ops and versions newer than libonnx, whose attribute
+  /// lists it does not know), so nothing is checked against them.
+  bool attributesKnown = false;
+  /// Nodes may carry attributes the schema does not define (checked for the
+  /// default domain only: other domains' schemas may take free attributes).
+  bool closedAttributes = false;
+  std::vector<FormalAttr> attributes;
+
+  /// The schema's attribute `name`, null when it defines none by that name.
+  const FormalAttr *attribute(llvm::StringRef name) const;
 
   /// The constraint for a type parameter, null for fixed types.
   const TypeConstraint *constraint(llvm::StringRef param) const;
