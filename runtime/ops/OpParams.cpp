@@ -126,11 +126,13 @@ llvm::Expected<WindowParams> mpc::windowParamsOf(const Node &n) {
     return std::move(e);
   if (auto e = checkAtLeast(n, "group", 1))
     return std::move(e);
-  for (const char *name : {"kernel_shape", "strides", "dilations"})
+  // ConvTranspose's output_shape: a size below 1 was taken as none given.
+  for (const char *name : {"kernel_shape", "strides", "dilations", "output_shape"})
     if (auto e = checkAllAtLeast(n, name, 1))
       return std::move(e);
-  if (auto e = checkAllAtLeast(n, "pads", 0))
-    return std::move(e);
+  for (const char *name : {"pads", "output_padding"})
+    if (auto e = checkAllAtLeast(n, name, 0))
+      return std::move(e);
   if (auto e = checkOneOf(n, "storage_order", {"0", "1"},
                           "it must be 0 (row-major) or 1 (column-major)"))
     return std::move(e);

@@ -363,6 +363,12 @@ class AttributeSchemaTest(CliCase):
         onnx.save(m, os.path.join(self.dir, name))
         return m
 
+    def run_refuses(self, model, message):
+        """bad.onnx (`model`) fails ONNX's strict inference, and `mpc run` says `message`."""
+        with self.assertRaises(onnx.shape_inference.InferenceError):
+            onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        self.expect_one_error(["run", "bad.onnx", "--random-inputs"], message)
+
     def invalid(self, node, inputs, outputs, message, opset=17):
         f = helper.make_tensor_value_info
         m = self.save([node], [f(n, TensorProto.FLOAT, s) for n, s in inputs],
@@ -449,6 +455,51 @@ class AttributeSchemaTest(CliCase):
         want = ReferenceEvaluator(m).run(None, {"x": x})
         for name, w in zip("yz", want):
             np.testing.assert_array_equal(np.load(os.path.join(self.dir, "o", name + ".npy")), w)
+        # From opset 18 the sizes or num_outputs must be given (differential suite, seed 8).
+        node = helper.make_node("Split", ["x"], ["y", "z"], name="sp", axis=0)
+        m = self.save([node], [f("x", TensorProto.FLOAT, [4, 3])], outs, "bad.onnx", opset=18)
+        self.run_refuses(m, "node 'sp' (Split): neither a 'split' input nor a 'num_outputs' "
+                            "attribute says how to split (one of them is required from opset 18)")
+
+    def test_flags_of_ops_newer_than_libonnx(self):
+        """Flags are checked by name on default-domain ops whose schema libonnx 1.12 lacks
+        too: ReduceProd-18 with keepdims = -1 kept the axes (onnxruntime drops them)."""
+        f = helper.make_tensor_value_info
+        node = helper.make_node("ReduceProd", ["x"], ["y"], name="rp", keepdims=-1)
+        self.save([node], [f("x", TensorProto.FLOAT, [2, 3])], [f("y", TensorProto.FLOAT, None)],
+                  "bad.onnx", opset=18)
+        self.each_command("bad.onnx", "bad.onnx: graph 'g': node 'rp' (ReduceProd) has attribute "
+                                      "'keepdims' = -1; it is a flag, 0 or 1")
+
+    def test_declared_type_the_attributes_contradict(self):
+        """A Cast to f16 whose result is declared f64 ran and gave f16 (the homogeneous ops'
+        type parameters caught such a declaration; attribute-typed results did not)."""
+        f = helper.make_tensor_value_info
+        node = helper.make_node("Cast", ["x"], ["y"], name="c", to=TensorProto.FLOAT16)
+        m = self.save([node], [f("x", TensorProto.FLOAT, [2])], [f("y", TensorProto.DOUBLE, [2])],
+                      "bad.onnx")
+        with self.assertRaises(onnx.shape_inference.InferenceError):
+            onnx.shape_inference.infer_shapes(m, strict_mode=True)
+        self.each_command("bad.onnx", "bad.onnx: graph 'g': node 'c' (Cast): output 'y' is "
+                                      "declared f64, but the node's attributes make it f16")
+
+    def test_batch_norm_statistics_outputs_in_inference_mode(self):
+        """training_mode = 0 with the running statistics asked for: onnxruntime refuses the
+        model; mpc ran it and wrote outputs nothing computed."""
+        f = helper.make_tensor_value_info
+        c = [helper.make_tensor(n, TensorProto.FLOAT, [2], [1, 1]) for n in ("s", "b", "m", "v")]
+        node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
+                                ["y", "rm", "rv"], name="bn", training_mode=0)
+        g = helper.make_graph([node], "g", [f("x", TensorProto.FLOAT, [1, 2, 2])],
+                              [f("y", TensorProto.FLOAT, [1, 2, 2]),
+                               f("rm", TensorProto.FLOAT, [2]), f("rv", TensorProto.FLOAT, [2])],
+                              c)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(self.dir, "bad.onnx"))
+        self.run_refuses(m, "node 'bn' (BatchNormalization): output #1 'rm' is a training-mode "
+                            "result (training_mode = 1, opset 14 on); in inference mode Y is "
+                            "the only output")
 
     def test_valid_attributes_still_run(self):
         """What the check must not refuse: attributes of the right kind (the values match
@@ -487,6 +538,86 @@ class AttributeSchemaTest(CliCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
+class BodyArityTest(CliCase):
+    """Control flow's bodies take and return what the node gives and expects, by position.
+    A Loop body returning fewer values than the node's loop-carried values crashed `mpc run`
+    (std::length_error, SIGABRT); a Scan with num_scan_inputs beyond its inputs crashed too
+    (std::bad_alloc); bodies with other counts ran with values in the wrong places, and
+    num_scan_inputs = 0 ran no iteration. `mpc rewrite` was kept safe by libonnx's checker
+    on models of up to 5,000 nodes only. onnxruntime refuses each model (the oracle)."""
+
+    def model(self, nodes, inputs, outputs, opset=17):
+        g = helper.make_graph(nodes, "g", inputs, outputs)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(self.dir, "bad.onnx"))
+        with self.assertRaises((onnx.checker.ValidationError,
+                                onnx.shape_inference.InferenceError)):
+            onnx.checker.check_model(m, full_check=True)
+        return "bad.onnx"
+
+    def test_loop_bodies(self):
+        f = helper.make_tensor_value_info
+        ins = [f("x", TensorProto.FLOAT, [2]), f("n", TensorProto.INT64, [])]
+        outs = [f("y", TensorProto.FLOAT, [2])]
+        few_outs = helper.make_graph(
+            [helper.make_node("Identity", ["cin"], ["cout"])], "body",
+            [f("i", TensorProto.INT64, []), f("cin", TensorProto.BOOL, []),
+             f("v", TensorProto.FLOAT, [2])], [f("cout", TensorProto.BOOL, [])])
+        self.each_command(
+            self.model([helper.make_node("Loop", ["n", "", "x"], ["y"], name="lp",
+                                         body=few_outs)], ins, outs),
+            "bad.onnx: graph 'g': node 'lp' (Loop): its 'body' returns 1 value(s); the "
+            "condition and 1 loop-carried value(s) need at least 2")
+        few_ins = helper.make_graph(
+            [helper.make_node("Identity", ["cin"], ["cout"]),
+             helper.make_node("Identity", ["x"], ["vo"])], "body",
+            [f("i", TensorProto.INT64, []), f("cin", TensorProto.BOOL, [])],
+            [f("cout", TensorProto.BOOL, []), f("vo", TensorProto.FLOAT, [2])])
+        self.each_command(
+            self.model([helper.make_node("Loop", ["n", "", "x"], ["y"], name="lp",
+                                         body=few_ins)], ins, outs),
+            "bad.onnx: graph 'g': node 'lp' (Loop): its 'body' takes 2 input(s); the iteration "
+            "number, the condition and the node's 1 loop-carried value(s) are 3")
+
+    def test_if_branches(self):
+        f = helper.make_tensor_value_info
+        two = helper.make_graph([helper.make_node("Identity", ["x"], ["a"]),
+                                 helper.make_node("Neg", ["x"], ["b"])], "t", [],
+                                [f("a", TensorProto.FLOAT, [2]), f("b", TensorProto.FLOAT, [2])])
+        one = helper.make_graph([helper.make_node("Identity", ["x"], ["c"])], "e", [],
+                                [f("c", TensorProto.FLOAT, [2])])
+        self.each_command(
+            self.model([helper.make_node("If", ["c0"], ["y"], name="if", then_branch=two,
+                                         else_branch=one)],
+                       [f("x", TensorProto.FLOAT, [2]), f("c0", TensorProto.BOOL, [])],
+                       [f("y", TensorProto.FLOAT, [2])]),
+            "bad.onnx: graph 'g': node 'if' (If): its 'then_branch' returns 2 value(s); the "
+            "node has 1 output(s)")
+
+    def test_scan_bodies(self):
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Add", ["s", "e"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
+            "body", [f("s", TensorProto.FLOAT, [2]), f("e", TensorProto.FLOAT, [2])],
+            [f("s2", TensorProto.FLOAT, [2]), f("o", TensorProto.FLOAT, [2])])
+        ins = [f("init", TensorProto.FLOAT, [2]), f("xs", TensorProto.FLOAT, [3, 2])]
+        outs = [f("y", TensorProto.FLOAT, [2]), f("z", TensorProto.FLOAT, [3, 2])]
+        for scan_ins, inputs, message in (
+                (2, ["init", "xs", "xs"], "its 'body' takes 2 input(s); the node gives it 3 "
+                                          "(states and scan inputs)"),
+                (5, ["init", "xs"], "has num_scan_inputs = 5; it must be 1 to the 2 input(s) "
+                                    "the body takes"),
+                (0, ["init", "xs"], "has num_scan_inputs = 0; it must be 1 to the 2 input(s) "
+                                    "the body takes")):
+            with self.subTest(num_scan_inputs=scan_ins):
+                node = helper.make_node("Scan", inputs, ["y", "z"], name="sc", body=body,
+                                        num_scan_inputs=scan_ins)
+                model = self.model([node], ins, outs)
+                sep = ":" if message.startswith("its") else ""
+                self.each_command(model, f"bad.onnx: graph 'g': node 'sc' (Scan){sep} {message}")
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -499,7 +630,7 @@ def main():
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
     for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest, MutationFindingsTest,
-                 AttributeSchemaTest):
+                 AttributeSchemaTest, BodyArityTest):
         suite.addTests(loader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
     failed = len(result.failures) + len(result.errors)

@@ -93,6 +93,10 @@ CASES = [
     ("convtranspose_auto_pad", "ConvTranspose", X4, Y, W_DECONV, 17, "auto_pad", "same",
      "SAME_UPPER", {"strides": [2, 2]},
      "attribute 'auto_pad' is 'same'; it must be NOTSET, SAME_UPPER, SAME_LOWER or VALID"),
+    # Differential suite, seed 1: a size below 1 was taken as no output_shape at all.
+    ("convtranspose_output_shape", "ConvTranspose", X4, Y, W_DECONV, 17, "output_shape",
+     [-10, 8], [10, 8], {"strides": [2, 2]},
+     "attribute 'output_shape' is [-10, 8]; every value must be at least 1"),
     ("maxpool_kernel_shape", "MaxPool", X4, Y, [], 17, "kernel_shape", [0, 2], [2, 2], {},
      "attribute 'kernel_shape' is [0, 2]; every value must be at least 1"),
     ("maxpool_storage_order", "MaxPool", X4, Y, [], 17, "storage_order", 2, 1,

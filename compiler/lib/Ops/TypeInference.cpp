@@ -132,6 +132,10 @@ static Type attributeTypedOutput(const Node &n, unsigned out) {
   return Type();
 }
 
+Type mpc::attributeOutputType(const Node &n, unsigned out) {
+  return attributeTypedOutput(n, out);
+}
+
 /// Output types of control-flow nodes come from their bodies.
 static Type bodyTypedOutput(const Node &n, unsigned out) {
   auto body = [&](llvm::StringRef name) -> const Graph * {

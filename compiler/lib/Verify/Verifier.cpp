@@ -55,7 +55,9 @@ private:
 
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
-  llvm::Error checkAttributes(const Graph &g, const Node &n, const OpSignature &sig);
+  llvm::Error checkAttributes(const Graph &g, const Node &n, const OpSignature *sig,
+                              bool defaultDomain);
+  llvm::Error checkBodyArity(const Graph &g, const Node &n);
   bool isDefined(const Value *v) const {
     return v->id() < defined.size() && defined[v->id()] && &v->graph()->model() == &model;
   }
@@ -192,13 +194,17 @@ static llvm::StringRef attrKindName(AttrKind k) {
 
 /// Default-domain int attributes that are yes/no flags.
 static bool isFlagAttribute(llvm::StringRef name) {
+  // (MaxPool's storage_order and the recurrent ops' layout take 0 or 1 too;
+  // their kernels say what each means.)
   static const char *const kFlags[] = {
-      "allowzero",       "ceil_mode",           "center_point_box",     "count_include_pad",
-      "detect_negative", "detect_positive",     "exclusive",            "fmod",
-      "input_forget",    "keepdims",            "largest",              "linear_before_reset",
-      "new_axis",        "noop_with_empty_axes", "reverse",             "select_last_index",
-      "sorted",          "training_mode",       "transA",               "transB",
-      "upper"};
+      "align_corners",   "allowzero",        "antialias",           "ceil_mode",
+      "center_point_box", "count_include_pad", "detect_negative",   "detect_positive",
+      "exclude_outside", "exclusive",        "fmod",                "input_forget",
+      "interleaved",     "inverse",          "is_causal",           "keepdims",
+      "largest",         "linear_before_reset", "new_axis",         "noop_with_empty_axes",
+      "onesided",        "periodic",         "reverse",             "saturate",
+      "select_last_index", "sorted",         "training_mode",       "transA",
+      "transB",          "upper"};
   for (const char *f : kFlags)
     if (name == f)
       return true;
@@ -206,10 +212,13 @@ static bool isFlagAttribute(llvm::StringRef name) {
 }
 
 /// Attributes against the schema: each one the schema defines has the kind it
-/// defines (a passes' `intAttr("axis", -1)` reads a float axis as absent: a
+/// defines (a pass's `intAttr("axis", -1)` reads a float axis as absent: a
 /// silent default), required ones are present, a default-domain node has no
-/// attribute its schema lacks, and attributes naming an element type name one.
-llvm::Error GraphVerifier::checkAttributes(const Graph &g, const Node &n, const OpSignature &sig) {
+/// attribute its schema lacks. `byName`: the checks that need no schema (a
+/// default-domain node whose version libonnx does not know): no attribute
+/// twice, element-type attributes name one, flags are 0 or 1.
+llvm::Error GraphVerifier::checkAttributes(const Graph &g, const Node &n, const OpSignature *sig,
+                                           bool defaultDomain) {
   unsigned requiredSeen = 0;
   for (const Attribute &a : n.attrs) {
     for (const Attribute &b : n.attrs) {
@@ -221,42 +230,131 @@ llvm::Error GraphVerifier::checkAttributes(const Graph &g, const Node &n, const 
     }
     if (!a.refAttrName.empty())
       continue; // a reference to an enclosing function's attribute
-    const FormalAttr *f = sig.attribute(a.name);
+    if (defaultDomain && a.kind == AttrKind::Int) {
+      // Element types: Cast's `to`, the random generators' and EyeLike's
+      // `dtype`, LayerNormalization's `stash_type`.
+      if ((a.name == "to" || a.name == "dtype" || a.name == "stash_type") &&
+          (a.i <= 0 || !isKnownDType(a.i)))
+        return inputError("{0}: {1} has attribute {2} = {3}, which is not an ONNX element type",
+                          graphLabel(g), describeNode(n), quoteName(a.name), a.i);
+      // Yes/no flags: kernels differ on what 2 means (onnxruntime keeps the
+      // reduced axes for keepdims == 1 only, but transposes for any nonzero
+      // transB), so only 0 and 1 are taken.
+      if (a.i != 0 && a.i != 1 && isFlagAttribute(a.name))
+        return inputError("{0}: {1} has attribute {2} = {3}; it is a flag, 0 or 1",
+                          graphLabel(g), describeNode(n), quoteName(a.name), a.i);
+    }
+    if (!sig)
+      continue;
+    const FormalAttr *f = sig->attribute(a.name);
     if (!f) {
-      if (sig.closedAttributes)
+      if (sig->closedAttributes)
         return inputError("{0}: {1} has attribute {2}, which {3}-{4} does not define",
                           graphLabel(g), describeNode(n), quoteName(a.name), n.opType,
-                          sig.sinceVersion);
+                          sig->sinceVersion);
       continue;
     }
     if (a.kind != f->kind)
       return inputError("{0}: {1} has attribute {2} holding {3}, {4}-{5} wants {6}",
                         graphLabel(g), describeNode(n), quoteName(a.name), attrKindName(a.kind),
-                        n.opType, sig.sinceVersion, attrKindName(f->kind));
+                        n.opType, sig->sinceVersion, attrKindName(f->kind));
     requiredSeen += f->required;
-    // Yes/no flags: kernels differ on what 2 means (onnxruntime keeps the
-    // reduced axes for keepdims == 1 only, but transposes for any nonzero
-    // transB), so only 0 and 1 are taken.
-    if (a.kind == AttrKind::Int && sig.closedAttributes && a.i != 0 && a.i != 1 &&
-        isFlagAttribute(a.name))
-      return inputError("{0}: {1} has attribute {2} = {3}; it is a flag, 0 or 1", graphLabel(g),
-                        describeNode(n), quoteName(a.name), a.i);
-    // Element types: Cast's `to`, the random generators' and EyeLike's
-    // `dtype`, LayerNormalization's `stash_type`.
-    if (a.kind == AttrKind::Int && sig.closedAttributes &&
-        (a.name == "to" || a.name == "dtype" || a.name == "stash_type") &&
-        (a.i <= 0 || !isKnownDType(a.i)))
-      return inputError("{0}: {1} has attribute {2} = {3}, which is not an ONNX element type",
-                        graphLabel(g), describeNode(n), quoteName(a.name), a.i);
   }
+  if (!sig)
+    return llvm::Error::success();
   unsigned required = 0;
-  for (const FormalAttr &f : sig.attributes)
+  for (const FormalAttr &f : sig->attributes)
     required += f.required;
   if (requiredSeen < required)
-    for (const FormalAttr &f : sig.attributes)
+    for (const FormalAttr &f : sig->attributes)
       if (f.required && !n.attr(f.name))
         return inputError("{0}: {1} lacks attribute {2}, which {3}-{4} requires", graphLabel(g),
-                          describeNode(n), quoteName(f.name), n.opType, sig.sinceVersion);
+                          describeNode(n), quoteName(f.name), n.opType, sig->sinceVersion);
+  return llvm::Error::success();
+}
+
+/// The body's (or branch's) graph, null when the attribute holds none.
+static const Graph *bodyGraph(const Node &n, llvm::StringRef name) {
+  const Attribute *a = n.attr(name);
+  return a && a->kind == AttrKind::Graph && !a->graphs.empty() ? a->graphs[0].get() : nullptr;
+}
+
+/// Control flow's bodies against the node: how many values they take and
+/// return. Executors, painting and cast insertion map the node's inputs and
+/// outputs to the body's by position; a body with fewer outputs than the
+/// node's loop-carried values crashed `mpc run`, one with other counts ran with
+/// values matched to the wrong places.
+llvm::Error GraphVerifier::checkBodyArity(const Graph &g, const Node &n) {
+  llvm::StringRef op = n.opType;
+  // "its 'body' takes 2 input(s); ..." / "... returns 1 value(s); ...".
+  auto mismatch = [&](llvm::StringRef attr, llvm::StringRef verb, size_t has,
+                      const std::string &wants) {
+    return inputError("{0}: {1}: its {2} {3} {4} {5}; {6}", graphLabel(g), describeNode(n),
+                      quoteName(attr), verb, has, verb == "takes" ? "input(s)" : "value(s)",
+                      wants);
+  };
+  size_t ins = n.numInputs(), outs = n.numOutputs();
+  if (op == "If") {
+    for (llvm::StringRef branch : {"then_branch", "else_branch"}) {
+      const Graph *b = bodyGraph(n, branch);
+      if (!b)
+        continue;
+      if (!b->inputs().empty())
+        return mismatch(branch, "takes", b->inputs().size(), "a branch takes none");
+      if (b->outputs().size() != outs)
+        return mismatch(branch, "returns", b->outputs().size(),
+                        "the node has " + std::to_string(outs) + " output(s)");
+    }
+    return llvm::Error::success();
+  }
+  const Graph *b = bodyGraph(n, "body");
+  if (!b)
+    return llvm::Error::success();
+  size_t bodyIns = b->inputs().size(), bodyOuts = b->outputs().size();
+  if (op == "Loop") {
+    size_t carried = ins >= 2 ? ins - 2 : 0;
+    if (bodyIns != 2 + carried)
+      return mismatch("body", "takes", bodyIns,
+                      "the iteration number, the condition and the node's " +
+                          std::to_string(carried) + " loop-carried value(s) are " +
+                          std::to_string(2 + carried));
+    if (bodyOuts < 1 + carried)
+      return mismatch("body", "returns", bodyOuts,
+                      "the condition and " + std::to_string(carried) +
+                          " loop-carried value(s) need at least " + std::to_string(1 + carried));
+    if (outs != bodyOuts - 1)
+      return mismatch("body", "returns", bodyOuts,
+                      "the node's " + std::to_string(outs) + " output(s) need " +
+                          std::to_string(outs + 1) + " (the condition first)");
+    return llvm::Error::success();
+  }
+  if (op == "Scan") {
+    int64_t scanIns = n.intAttr("num_scan_inputs", 0);
+    // Scan-8's first input is the optional sequence_lens, outside the body.
+    size_t lead = n.opsetVersion() >= 0 && n.opsetVersion() < 9 ? 1 : 0;
+    size_t carried = ins - std::min(ins, lead);
+    if (scanIns < 1 || static_cast<uint64_t>(scanIns) > carried)
+      return inputError("{0}: {1} has num_scan_inputs = {2}; it must be 1 to the {3} input(s) "
+                        "the body takes",
+                        graphLabel(g), describeNode(n), scanIns, carried);
+    if (bodyIns != carried)
+      return mismatch("body", "takes", bodyIns,
+                      "the node gives it " + std::to_string(carried) +
+                          " (states and scan inputs)");
+    if (bodyOuts != outs || bodyOuts < carried - scanIns)
+      return mismatch("body", "returns", bodyOuts,
+                      "the node has " + std::to_string(outs) + " output(s) and " +
+                          std::to_string(carried - scanIns) + " state(s)");
+    return llvm::Error::success();
+  }
+  if (op == "SequenceMap") {
+    if (bodyIns != ins)
+      return mismatch("body", "takes", bodyIns,
+                      "the node gives it " + std::to_string(ins));
+    if (bodyOuts != outs)
+      return mismatch("body", "returns", bodyOuts,
+                      "the node has " + std::to_string(outs) + " output(s)");
+  }
   return llvm::Error::success();
 }
 
@@ -297,10 +395,30 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
     if (opts.checkTypes)
       if (auto err = checkTypes(g, n, lk))
         return err;
-    if (sig->attributesKnown && !lk.fallback)
-      if (auto err = checkAttributes(g, n, *sig))
-        return err;
   }
+  bool defaultDomain = n.domain.empty() || llvm::StringRef(n.domain) == "ai.onnx";
+  const OpSignature *schemaSig =
+      lk.sig && lk.sig->attributesKnown && !lk.fallback ? lk.sig : nullptr;
+  if (schemaSig || (defaultDomain && !n.attrs.empty()))
+    if (auto err = checkAttributes(g, n, schemaSig, defaultDomain))
+      return err;
+  if (defaultDomain && !n.attrs.empty())
+    if (auto err = checkBodyArity(g, n))
+      return err;
+  // A declared type the node's attributes contradict (a Cast to f16 whose
+  // result is declared f64): the executor computes the attributes' type.
+  if (opts.checkTypes && !n.attrs.empty())
+    for (unsigned i = 0; i < n.numOutputs(); ++i) {
+      const Value *v = n.output(i);
+      if (!v || !v->type.isTensor() || v->type.elem == DType::Undefined)
+        continue;
+      Type t = attributeOutputType(n, i);
+      if (t.isTensor() && t.elem != DType::Undefined && t.elem != v->type.elem)
+        return inputError("{0}: {1}: output {2} is declared {3}, but the node's attributes "
+                          "make it {4}",
+                          graphLabel(g), describeNode(n), quoteName(v->name()),
+                          dtypeName(v->type.elem), dtypeName(t.elem));
+    }
   for (const Attribute &a : n.attrs)
     for (const auto &body : a.graphs) {
       // Walks over nested graphs recurse once per level (mpc/IR/Limits.h).

@@ -61,6 +61,10 @@ static llvm::Expected<std::vector<int64_t>> splitSizes(const ShapeQuery &q, int6
     sizes = intsAttr(n, "split");
   }
   if (sizes.empty()) {
+    // From opset 18 the count is said, by the sizes or by num_outputs.
+    if (n.opsetVersion() >= 18 && !n.attr("num_outputs"))
+      return nodeError(n, "neither a 'split' input nor a 'num_outputs' attribute says how to "
+                          "split (one of them is required from opset 18)");
     int64_t parts = n.attr("num_outputs") ? n.intAttr("num_outputs", outs) : outs;
     if (parts <= 0)
       return nodeError(n, "no outputs to split into");

@@ -52,6 +52,11 @@ llvm::Error shapes::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> 
                                    formatShape(in.shape) + " do not broadcast");
     shape.assign(b.begin(), b.end());
   }
+  // Python's remainder (fmod = 0, the divisor's sign) is the integers'; the
+  // spec requires fmod = 1 for floating-point operands.
+  if (q.node.opType == "Mod" && isFloatingPoint(dt) && q.node.intAttr("fmod", 0) == 0)
+    return nodeError(q.node, "Mod of " + dtypeName(dt).str() +
+                                 " operands needs fmod = 1 (fmod = 0 is for integers)");
   out.assign(1, ShapedType{dt, shape});
   return llvm::Error::success();
 }

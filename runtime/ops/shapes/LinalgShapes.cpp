@@ -58,6 +58,13 @@ MPC_DEFINED_BELOW(shapes::shapeBatchNorm)
 llvm::Error shapes::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (isTrainingBatchNorm(q.node))
     return shapeBatchNormTraining(q, out);
+  // Inference mode normalizes with the given statistics: Y is its only
+  // result (the running statistics are training mode's, opset 14 on).
+  for (unsigned i = 1; i < q.node.numOutputs(); ++i)
+    if (const Value *v = q.node.output(i))
+      return nodeError(q.node, "output #" + std::to_string(i) + " " + quoteName(v->name()) +
+                                   " is a training-mode result (training_mode = 1, opset 14 "
+                                   "on); in inference mode Y is the only output");
   return shapeSameAsInput0(q, out);
 }
 

@@ -20,6 +20,11 @@ namespace mpc {
 Type inferOutputType(const Node &n, unsigned outputIndex, const OpSignature *sig);
 
 /// Infers every unknown value type in `g` and its nested graphs, in order.
+/// The type of output `outputIndex` that the node's attributes fix (Cast's
+/// `to`, a Constant's value, the random generators' `dtype`, ...); unknown
+/// for ops whose output types follow their inputs.
+Type attributeOutputType(const Node &n, unsigned outputIndex);
+
 void inferTypes(Graph &g);
 /// Infers types in every graph of the model (main graph and training graphs).
 void inferTypes(Model &m);

@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""Attribute mutants of ONNX's node tests, `mpc run` against onnxruntime and ONNX's checker.
+
+    python3 tests/fuzz/test_differential.py --mpc build/tools/mpc --source-dir . \
+        [--seed S] [--count N] [--keep DIR] [-v]
+
+The mutation suites (test_mutations.py, test_train_mutations.py) hold mpc to its error contract
+(no crash, one line, no output left); they cannot see a wrong answer. This one can: it takes the
+single-node tests shipped with the onnx wheel (onnx/backend/test/data/node), changes one
+attribute of the node (an int or float nudged, negated, zeroed or set to 0/1/2; a list element
+changed, the list shuffled, shortened or lengthened; a string changed in case or replaced; the
+attribute dropped, so the opset's default applies), runs the mutant on the test's recorded
+inputs through `mpc run --input NAME=input_N.pb --outputs DIR`, and judges the outcome:
+
+  * mpc exits with anything but 0 or 1, or fails with other than one line: failed (a crash);
+  * both mpc and onnxruntime run it: every output must match onnxruntime's or, where
+    onnxruntime disagrees with the ONNX reference implementation (onnx.reference), that
+    one's (shapes equal; floats to rtol 1e-3, atol 1e-4, NaN where NaN; others exactly);
+    where onnxruntime disagrees and onnx.reference cannot run the model, no verdict
+    ("unjudged");
+  * onnxruntime refuses it and ONNX's strict shape inference refuses it too (an invalid
+    model): mpc must refuse it (exit 1); running it is a silent wrong answer;
+  * onnxruntime refuses a model the checker accepts (a limit of onnxruntime's own), or mpc
+    refuses one onnxruntime runs (an op or case mpc does not support, said in one line):
+    counted, not failed.
+
+What it found when written (2026-11-27), each fixed with a test in test_import_errors.py:
+BatchNormalization with training_mode 0 and its running statistics asked for ran; Scan with
+num_scan_inputs 0 ran no iteration; a Cast whose `to` changed under a declared output type
+ran with the declared type ignored; keepdims / exclusive / is_causal = -1 on ops newer than
+libonnx 1.12 were taken as true (onnxruntime: false for keepdims).
+
+Tests EXCLUDED by the conformance suite (random outputs, documented gaps) are skipped, and so
+are tests whose inputs or outputs are not plain tensors. onnxruntime runs in a child process
+(its wheels abort on a failed assertion on some mutants; that counts as a refusal), and so
+does ONNX's shape inference. The last line printed is 'N passed, N failed';
+exit 1 on any failure, 77 when onnx, numpy or onnxruntime is missing.
+"""
+
+import argparse
+import glob
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, TimeoutError
+from concurrent.futures.process import BrokenProcessPool
+
+SKIP_EXIT_CODE = 77
+try:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import AttributeProto, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+except ImportError as e:  # pragma: no cover
+    print(f"numpy, onnx and onnxruntime are required ({e})", file=sys.stderr)
+    print("0 passed, 0 failed, 1 skipped")
+    sys.exit(SKIP_EXIT_CODE)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance"))
+from test_node_conformance import exclusion_reason  # noqa: E402
+
+RUN_TIMEOUT_S = 60
+
+
+def node_tests():
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+    names = sorted(d for d in os.listdir(root)
+                   if os.path.exists(os.path.join(root, d, "model.onnx")) and
+                   not exclusion_reason(d))
+    return root, names
+
+
+def mutate(rng, node):
+    """Changes one attribute of `node` in place; returns what changed, or None."""
+    if node.attribute and rng.random() < 0.15:
+        i = rng.randrange(len(node.attribute))
+        name = node.attribute[i].name
+        del node.attribute[i]
+        return f"dropped {name}"
+    kinds = (AttributeProto.INT, AttributeProto.INTS, AttributeProto.FLOAT,
+             AttributeProto.STRING)
+    attrs = [a for a in node.attribute if a.type in kinds]
+    if not attrs:
+        return None
+    a = rng.choice(attrs)
+    if a.type == AttributeProto.INT:
+        old = a.i
+        a.i = rng.choice([old + 1, old - 1, -old, 0, 1, -1, 2, rng.randint(-4, 4)])
+        return f"{a.name}: {old} -> {a.i}"
+    if a.type == AttributeProto.INTS:
+        old = list(a.ints)
+        new = list(old)
+        k = rng.random()
+        if new and k < 0.4:
+            i = rng.randrange(len(new))
+            new[i] = rng.choice([new[i] + 1, new[i] - 1, -new[i], 0, rng.randint(-3, 3)])
+        elif new and k < 0.6:
+            rng.shuffle(new)
+        elif new and k < 0.8:
+            new = new[:-1]
+        else:
+            new = new + [rng.randint(-2, 3)]
+        del a.ints[:]
+        a.ints.extend(new)
+        return f"{a.name}: {old} -> {new}"
+    if a.type == AttributeProto.FLOAT:
+        old = a.f
+        a.f = rng.choice([old * 2, -old, 0.0, 1.0, old + 0.5, float("inf"), 1e-9])
+        return f"{a.name}: {old} -> {a.f}"
+    old = a.s
+    a.s = rng.choice([b"", old.upper(), old.lower(), b"bogus", old + b"x"])
+    return f"{a.name}: {old!r} -> {a.s!r}"
+
+
+def ort_run(path, arrays):
+    ort.set_default_logger_severity(4)
+    try:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        return sess.run(None, arrays)
+    except Exception:
+        return None
+
+
+class OrtWorker:
+    """onnxruntime in a child process: its wheels abort (a failed assertion) on some
+    mutants, which would end this suite. An aborted run counts as a refusal."""
+
+    def __init__(self):
+        self.pool = None
+
+    def run(self, path, arrays):
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=1)
+        try:
+            return self.pool.submit(ort_run, path, arrays).result(timeout=RUN_TIMEOUT_S)
+        except (BrokenProcessPool, TimeoutError):
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+            return None
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+ORT = OrtWorker()
+
+
+def recorded_inputs(folder, model):
+    """{graph input name: (input_N.pb path, array)} or None when an input is not a tensor."""
+    files = sorted(glob.glob(os.path.join(folder, "test_data_set_0", "input_*.pb")),
+                   key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    if len(files) != len(names):
+        return None
+    feeds = {}
+    for name, path in zip(names, files):
+        t = onnx.TensorProto()
+        try:
+            with open(path, "rb") as f:
+                t.ParseFromString(f.read())
+            arr = numpy_helper.to_array(t)
+        except Exception:
+            return None
+        if arr.dtype == object:
+            return None
+        feeds[name] = (path, arr)
+    return feeds
+
+
+def outputs_match(got, want):
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)}, the oracle's {list(want.shape)}"
+    if want.dtype.kind in "fc":
+        ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-4,
+                         equal_nan=True)
+    else:
+        ok = np.array_equal(got, want)
+    return None if ok else "values differ"
+
+
+def checker_refuses(path):
+    """ONNX's strict shape inference (the checker's full check less its demand for output
+    shapes, which the mutants drop) on the file, in a child process: libonnx's inference
+    itself aborts on some mutants."""
+    code = ("import sys, onnx; onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1]), "
+            "check_type=True, strict_mode=True)")
+    r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, timeout=120)
+    return r.returncode != 0
+
+
+def judge(mpc, folder, model, feeds, work):
+    """None when the outcome is acceptable, else why not; and the outcome's class."""
+    path = os.path.join(work, "m.onnx")
+    onnx.save(model, path)
+    arrays = {n: a for n, (_, a) in feeds.items()}
+    expected = ORT.run(path, arrays)
+    ort_ok = expected is not None
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    args = [mpc, "run", path, "--outputs", out]
+    for name, (pb, _) in feeds.items():
+        args += ["--input", f"{name}={pb}"]
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"mpc ran past {RUN_TIMEOUT_S} s", "crash"
+    if r.returncode not in (0, 1):
+        return f"exit status {r.returncode}: {r.stderr[-300:]}", "crash"
+    if r.returncode == 1:
+        if len(r.stderr.splitlines()) != 1 or not r.stderr.startswith("mpc: error: "):
+            return f"not one error line: {r.stderr[-300:]!r}", "crash"
+        return None, "both refuse" if not ort_ok else "mpc refuses"
+    if not ort_ok:
+        if checker_refuses(path):
+            return "mpc ran a model onnxruntime and ONNX's checker refuse", "invalid ran"
+        return None, "onnxruntime refuses"
+    names = [o.name for o in model.graph.output]
+    reference = None
+    for name, want in zip(names, expected):
+        p = os.path.join(out, name + ".npy")
+        if not os.path.exists(p):
+            return f"no output '{name}' written", "wrong"
+        got = np.load(p)
+        why = outputs_match(got, want)
+        if why is None:
+            continue
+        # onnxruntime is not always right: a second opinion from ONNX's reference.
+        if reference is None:
+            try:
+                reference = dict(zip(names, ReferenceEvaluator(model).run(None, arrays)))
+            except Exception:
+                reference = {}
+        if name in reference and outputs_match(got, reference[name]) is None:
+            continue
+        if not reference:
+            # onnxruntime disagrees and onnx.reference cannot run it: no verdict (Resize
+            # with negative axes, which onnxruntime misreads and onnx.reference refuses).
+            return None, "unjudged"
+        return f"output '{name}': {why}", "wrong"
+    return None, "both run"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mpc", required=True)
+    parser.add_argument("--source-dir", help="unused (passed by ctest)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--count", type=int, default=300, help="mutants to run")
+    parser.add_argument("--keep", help="copy each failing mutant into this folder")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    mpc = os.path.abspath(args.mpc)
+    root, names = node_tests()
+    rng = random.Random(args.seed)
+    classes, failures, done, tries = {}, [], 0, 0
+    work = tempfile.mkdtemp(prefix="mpc-differential-")
+    try:
+        while done < args.count and tries < args.count * 20:
+            tries += 1
+            name = rng.choice(names)
+            folder = os.path.join(root, name)
+            model = onnx.load(os.path.join(folder, "model.onnx"))
+            if len(model.graph.node) != 1 or model.functions or any(
+                    not o.type.HasField("tensor_type") for o in model.graph.output):
+                continue
+            feeds = recorded_inputs(folder, model)
+            if feeds is None:
+                continue
+            what = mutate(rng, model.graph.node[0])
+            if what is None:
+                continue
+            # The mutant may change the outputs' shapes and types: leave them to inference.
+            for o in model.graph.output:
+                if o.type.HasField("tensor_type"):
+                    o.type.tensor_type.ClearField("shape")
+            done += 1
+            why, cls = judge(mpc, folder, model, feeds, work)
+            classes[cls] = classes.get(cls, 0) + 1
+            if why:
+                failures.append(f"{name} ({what}): {why}")
+                if args.keep:
+                    os.makedirs(args.keep, exist_ok=True)
+                    onnx.save(model, os.path.join(args.keep, f"{len(failures)}-{name}.onnx"))
+            if args.verbose:
+                print(f"{name} ({what}): {cls}{': ' + why if why else ''}")
+    finally:
+        ORT.close()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{done} mutants (seed {args.seed}): " +
+          ", ".join(f"{k} {v}" for k, v in sorted(classes.items())))
+    for f in failures:
+        print(f"FAILED {f}")
+    print(f"{done - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
