@@ -452,9 +452,14 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   std::vector<Operand> state;
   for (size_t i = 0; i < numState; ++i)
     state.push_back(operand(i));
-  for (size_t j = 0; j < numScanIn; ++j)
+  for (size_t j = 0; j < numScanIn; ++j) {
     if (!ins[numState + j])
       return shapes::nodeError(n, "scan inputs must be tensors");
+    // (A scalar here crashed: std::out_of_range reading its length.)
+    if (ins[numState + j]->shape.empty())
+      return shapes::nodeError(n, "scan input #" + std::to_string(j) +
+                                      " is a scalar; a scan input needs an axis to scan");
+  }
   int64_t len = numScanIn ? ins[numState]->shape.at(0) : 0;
   std::vector<std::vector<HostTensor>> scans(numScanOut);
   for (int64_t t = 0; t < len; ++t) {

@@ -9,8 +9,10 @@ The mutation suites (test_mutations.py, test_train_mutations.py) hold mpc to its
 single-node tests shipped with the onnx wheel (onnx/backend/test/data/node), changes one
 attribute of the node (an int or float nudged, negated, zeroed or set to 0/1/2; a list element
 changed, the list shuffled, shortened or lengthened; a string changed in case or replaced; the
-attribute dropped, so the opset's default applies), runs the mutant on the test's recorded
-inputs through `mpc run --input NAME=input_N.pb --outputs DIR`, and judges the outcome:
+attribute dropped, so the opset's default applies) or, in three mutants of ten, the shape of
+one input (a size nudged or set to 1, an axis of 1 added, an axis dropped; new values of its
+type), runs the mutant on the test's recorded inputs through `mpc run --input NAME=FILE
+--outputs DIR`, and judges the outcome:
 
   * mpc exits with anything but 0 or 1, or fails with other than one line: failed (a crash);
   * both mpc and onnxruntime run it: every output must match onnxruntime's or, where
@@ -125,6 +127,12 @@ def ort_run(path, arrays):
         return None
 
 
+def quiet_stderr():
+    """The worker's stderr (an aborting assertion's message) goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+
+
 class OrtWorker:
     """onnxruntime in a child process: its wheels abort (a failed assertion) on some
     mutants, which would end this suite. An aborted run counts as a refusal."""
@@ -134,7 +142,7 @@ class OrtWorker:
 
     def run(self, path, arrays):
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(max_workers=1)
+            self.pool = ProcessPoolExecutor(max_workers=1, initializer=quiet_stderr)
         try:
             return self.pool.submit(ort_run, path, arrays).result(timeout=RUN_TIMEOUT_S)
         except (BrokenProcessPool, TimeoutError):
@@ -148,6 +156,46 @@ class OrtWorker:
 
 
 ORT = OrtWorker()
+
+
+def mutate_input(rng, model, feeds, work):
+    """Gives one graph input another shape (a size nudged or set to 1, an axis of 1 added,
+    an axis dropped) and new values of its type, written to an .npy file; the input's
+    declared shape is cleared. Returns what changed, or None."""
+    if not feeds:
+        return None
+    name = rng.choice(sorted(feeds))
+    _, old = feeds[name]
+    shape = list(old.shape)
+    k = rng.random()
+    if shape and k < 0.35:
+        i = rng.randrange(len(shape))
+        shape[i] = max(1, shape[i] + rng.choice([-1, 1]))
+    elif k < 0.6:
+        shape.insert(rng.randrange(len(shape) + 1), 1)
+    elif shape and k < 0.8:
+        shape.pop(rng.randrange(len(shape)))
+    elif shape:
+        shape[rng.randrange(len(shape))] = 1
+    else:
+        return None
+    if shape == list(old.shape):
+        return None
+    gen = np.random.default_rng(rng.randrange(1 << 30))
+    if old.dtype == np.bool_:
+        new = gen.random(shape) < 0.5
+    elif old.dtype.kind in "iu":
+        lo, hi = (int(old.min()), int(old.max())) if old.size else (0, 3)
+        new = gen.integers(lo, hi + 1, size=shape).astype(old.dtype)
+    else:
+        new = gen.standard_normal(shape).astype(old.dtype)
+    path = os.path.join(work, f"input-{len(os.listdir(work))}.npy")
+    np.save(path, new)
+    feeds[name] = (path, new)
+    for i in model.graph.input:
+        if i.name == name and i.type.HasField("tensor_type"):
+            i.type.tensor_type.ClearField("shape")
+    return f"input {name}: {list(old.shape)} -> {shape}"
 
 
 def recorded_inputs(folder, model):
@@ -216,7 +264,7 @@ def judge(mpc, folder, model, feeds, work):
     if r.returncode == 1:
         if len(r.stderr.splitlines()) != 1 or not r.stderr.startswith("mpc: error: "):
             return f"not one error line: {r.stderr[-300:]!r}", "crash"
-        return None, "both refuse" if not ort_ok else "mpc refuses"
+        return None, "both refuse" if not ort_ok else "mpc refuses: " + r.stderr.strip()[12:]
     if not ort_ok:
         if checker_refuses(path):
             return "mpc ran a model onnxruntime and ONNX's checker refuse", "invalid ran"
@@ -273,7 +321,10 @@ def main():
             feeds = recorded_inputs(folder, model)
             if feeds is None:
                 continue
-            what = mutate(rng, model.graph.node[0])
+            if rng.random() < 0.3:
+                what = mutate_input(rng, model, feeds, work)
+            else:
+                what = mutate(rng, model.graph.node[0])
             if what is None:
                 continue
             # The mutant may change the outputs' shapes and types: leave them to inference.
@@ -282,6 +333,7 @@ def main():
                     o.type.tensor_type.ClearField("shape")
             done += 1
             why, cls = judge(mpc, folder, model, feeds, work)
+            cls, detail = cls.split(": ", 1) if ": " in cls else (cls, "")
             classes[cls] = classes.get(cls, 0) + 1
             if why:
                 failures.append(f"{name} ({what}): {why}")
@@ -289,7 +341,8 @@ def main():
                     os.makedirs(args.keep, exist_ok=True)
                     onnx.save(model, os.path.join(args.keep, f"{len(failures)}-{name}.onnx"))
             if args.verbose:
-                print(f"{name} ({what}): {cls}{': ' + why if why else ''}")
+                print(f"{name} ({what}): {cls}{': ' + why if why else ''}"
+                      f"{' (' + detail + ')' if detail else ''}")
     finally:
         ORT.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -501,6 +501,22 @@ class AttributeSchemaTest(CliCase):
                             "result (training_mode = 1, opset 14 on); in inference mode Y is "
                             "the only output")
 
+    def test_fixed_types_of_a_fallback_schema_are_not_checked(self):
+        """QLinearMatMul-21 takes f16 scales; libonnx knows QLinearMatMul-10, whose scales
+        are f32, and the verifier refused the model for it (the differential suite's seed 31)
+        where only the element types of type parameters were exempt for a fallback."""
+        f = helper.make_tensor_value_info
+        ins = [("a", TensorProto.UINT8, [2, 2]), ("a_scale", TensorProto.FLOAT16, []),
+               ("a_zp", TensorProto.UINT8, []), ("b", TensorProto.UINT8, [2, 2]),
+               ("b_scale", TensorProto.FLOAT16, []), ("b_zp", TensorProto.UINT8, []),
+               ("y_scale", TensorProto.FLOAT16, []), ("y_zp", TensorProto.UINT8, [])]
+        node = helper.make_node("QLinearMatMul", [n for n, _, _ in ins], ["y"], name="q")
+        m = self.save([node], [f(n, t, s) for n, t, s in ins], [f("y", TensorProto.UINT8, [2, 2])],
+                      "q.onnx", opset=21)
+        onnx.checker.check_model(m, full_check=True)
+        r = mpc("inspect", "q.onnx", cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_valid_attributes_still_run(self):
         """What the check must not refuse: attributes of the right kind (the values match
         onnx.reference), an opset-18 op whose attributes libonnx 1.12 does not know
@@ -618,6 +634,59 @@ class BodyArityTest(CliCase):
                 self.each_command(model, f"bad.onnx: graph 'g': node 'sc' (Scan){sep} {message}")
 
 
+class RunFindingsTest(CliCase):
+    """What the differential suite's input mutants found in `mpc run` (seed 15): each
+    model onnxruntime either refuses or runs with a broadcast mpc does not do."""
+
+    def save(self, nodes, inputs, outputs, opset=17, inits=()):
+        g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(self.dir, "m.onnx"))
+        return m
+
+    def test_layer_norm_bias_must_cover_the_normalized_axes(self):
+        """A bias of one element for five normalized elements was read past its end (the
+        values differed from onnxruntime's, which broadcasts it); now refused in one line."""
+        f = helper.make_tensor_value_info
+        self.save([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln")],
+                  [f("x", TensorProto.FLOAT, [2, 5])], [f("y", TensorProto.FLOAT, [2, 5])],
+                  inits=[helper.make_tensor("s", TensorProto.FLOAT, [5], [1] * 5),
+                         helper.make_tensor("b", TensorProto.FLOAT, [1], [0.5])])
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "node 'ln' (LayerNormalization): bias [1] does not match the "
+                              "normalized axes [5] element for element (mpc does not broadcast "
+                              "it)")
+
+    def test_scan_input_that_is_a_scalar(self):
+        """num_scan_inputs made a scalar state a scan input: std::out_of_range, SIGABRT."""
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Identity", ["c"], ["d"])],
+            "body", [f("a", TensorProto.FLOAT, []), f("b", TensorProto.FLOAT, [])],
+            [f("c", TensorProto.FLOAT, []), f("d", TensorProto.FLOAT, [])])
+        self.save([helper.make_node("Scan", ["init", "xs"], ["y", "z"], name="sc", body=body,
+                                    num_scan_inputs=2)],
+                  [f("init", TensorProto.FLOAT, []), f("xs", TensorProto.FLOAT, [3])],
+                  [f("y", TensorProto.FLOAT, None), f("z", TensorProto.FLOAT, None)])
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "node 'sc' (Scan): scan input #0 is a scalar; a scan input needs "
+                              "an axis to scan")
+
+    def test_resize_sizes_must_be_one_dimensional(self):
+        """sizes of shape [1, 2] ran as its two values; onnxruntime and ONNX's inference
+        refuse it ("shape input must be 1D tensor")."""
+        f = helper.make_tensor_value_info
+        m = self.save([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="rs")],
+                      [f("x", TensorProto.FLOAT, [1, 1, 2, 2]), f("sizes", TensorProto.INT64, [1, 4])],
+                      [f("y", TensorProto.FLOAT, None)], opset=18)
+        with self.assertRaises(onnx.shape_inference.InferenceError):
+            onnx.shape_inference.infer_shapes(m, strict_mode=True)
+        np.save(os.path.join(self.dir, "x.npy"), np.ones((1, 1, 2, 2), np.float32))
+        np.save(os.path.join(self.dir, "sizes.npy"), np.array([[1, 1, 3, 3]], np.int64))
+        self.expect_one_error(["run", "m.onnx", "--input", "x=x.npy", "--input", "sizes=sizes.npy"],
+                              "node 'rs' (Resize): sizes is [1, 4]; it must be a 1-D tensor")
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -630,7 +699,7 @@ def main():
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
     for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest, MutationFindingsTest,
-                 AttributeSchemaTest, BodyArityTest):
+                 AttributeSchemaTest, BodyArityTest, RunFindingsTest):
         suite.addTests(loader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
     failed = len(result.failures) + len(result.errors)

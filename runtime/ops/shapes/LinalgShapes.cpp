@@ -74,6 +74,19 @@ llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> 
   std::vector<int64_t> x = q.inputs[0].shape;
   if (!normalizeAxis(axis, x.size()))
     return nodeError(q.node, "axis out of range for " + formatShape(x));
+  // Scale and bias cover the normalized axes element for element (the
+  // kernels read them so; a bias of one element was read past its end).
+  if (!q.estimate) {
+    std::vector<int64_t> normalized(x.begin() + axis, x.end());
+    int64_t inner = numel(normalized);
+    for (unsigned k : {1u, 2u})
+      if (k < q.inputs.size() && q.inputs[k].dtype != DType::Undefined &&
+          numel(q.inputs[k].shape) != inner)
+        return nodeError(q.node, std::string(k == 1 ? "scale " : "bias ") +
+                                     formatShape(q.inputs[k].shape) + " does not match the "
+                                     "normalized axes " + formatShape(normalized) +
+                                     " element for element (mpc does not broadcast it)");
+  }
   out.assign(1, q.inputs[0]);
   std::vector<int64_t> stat(x.begin(), x.end());
   for (size_t i = axis; i < stat.size(); ++i)

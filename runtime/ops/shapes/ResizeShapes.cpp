@@ -115,10 +115,14 @@ llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &ou
       continue;
     if (op == 0 && a->coord != Coord::TfCropAndResize)
       continue; // roi only matters for tf_crop_and_resize
+    const char *what = op == 0 ? "roi" : op == 1 ? "scales" : "sizes";
+    // A [1, 2] sizes was read as its two values (onnxruntime refuses it).
+    if (q.inputs[i].shape.size() != 1)
+      return nodeError(q.node, llvm::Twine(what) + " is " + formatShape(q.inputs[i].shape) +
+                                   "; it must be a 1-D tensor");
     const HostTensor *t = q.values[i];
     if (!t)
-      return nodeError(q.node, llvm::Twine(op == 0 ? "roi" : op == 1 ? "scales" : "sizes") +
-                                   " must be known before running");
+      return nodeError(q.node, llvm::Twine(what) + " must be known before running");
     for (int64_t e = 0; e < t->numElements(); ++e) {
       if (op == 0)
         ops.roi.push_back(t->getAsDouble(e));
