@@ -236,16 +236,18 @@ llvm::Error GraphVerifier::checkAttributes(const Graph &g, const Node &n, const 
     if (defaultDomain && a.kind == AttrKind::Int) {
       // Element types: Cast's `to`, the random generators' and EyeLike's
       // `dtype`, LayerNormalization's `stash_type`.
-      if ((a.name == "to" || a.name == "dtype" || a.name == "stash_type") &&
-          (a.i <= 0 || !isKnownDType(a.i)))
-        return inputError("{0}: {1} has attribute {2} = {3}, which is not an ONNX element type",
-                          graphLabel(g), describeNode(n), quoteName(a.name), a.i);
-      // Yes/no flags: kernels differ on what 2 means (onnxruntime keeps the
-      // reduced axes for keepdims == 1 only, but transposes for any nonzero
-      // transB), so only 0 and 1 are taken.
-      if (a.i != 0 && a.i != 1 && isFlagAttribute(a.name))
+      if (a.name == "to" || a.name == "dtype" || a.name == "stash_type") {
+        if (a.i <= 0 || !isKnownDType(a.i))
+          return inputError("{0}: {1} has attribute {2} = {3}, which is not an ONNX element "
+                            "type",
+                            graphLabel(g), describeNode(n), quoteName(a.name), a.i);
+      } else if (a.i != 0 && a.i != 1 && isFlagAttribute(a.name)) {
+        // Yes/no flags: kernels differ on what 2 means (onnxruntime keeps the
+        // reduced axes for keepdims == 1 only, but transposes for any nonzero
+        // transB), so only 0 and 1 are taken.
         return inputError("{0}: {1} has attribute {2} = {3}; it is a flag, 0 or 1",
                           graphLabel(g), describeNode(n), quoteName(a.name), a.i);
+      }
     }
     if (!sig)
       continue;
