@@ -264,7 +264,7 @@ def judge(mpc, folder, model, feeds, work):
     if r.returncode == 1:
         if len(r.stderr.splitlines()) != 1 or not r.stderr.startswith("mpc: error: "):
             return f"not one error line: {r.stderr[-300:]!r}", "crash"
-        return None, "both refuse" if not ort_ok else "mpc refuses: " + r.stderr.strip()[12:]
+        return None, ("both refuse: " if not ort_ok else "mpc refuses: ") + r.stderr.strip()[12:]
     if not ort_ok:
         if checker_refuses(path):
             return "mpc ran a model onnxruntime and ONNX's checker refuse", "invalid ran"

@@ -673,6 +673,18 @@ class RunFindingsTest(CliCase):
                               "node 'sc' (Scan): scan input #0 is a scalar; a scan input needs "
                               "an axis to scan")
 
+    def test_rms_norm_scale_message_names_the_normalized_axes(self):
+        """The message said the scale did not broadcast to 'the normalized shape of X
+        [2, 3, 4, 5]' for a scale of that very shape: it printed X's shape, not the
+        normalized axes' (differential suite, seed 41)."""
+        f = helper.make_tensor_value_info
+        self.save([helper.make_node("RMSNormalization", ["x", "s"], ["y"], name="rms", axis=2)],
+                  [f("x", TensorProto.FLOAT, [2, 3, 4, 5]), f("s", TensorProto.FLOAT, [2, 3, 4, 5])],
+                  [f("y", TensorProto.FLOAT, None)], opset=23)
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "node 'rms' (RMSNormalization): scale [2, 3, 4, 5] does not "
+                              "broadcast to the normalized axes [4, 5] of X [2, 3, 4, 5] (axis 2)")
+
     def test_resize_sizes_must_be_one_dimensional(self):
         """sizes of shape [1, 2] ran as its two values; onnxruntime and ONNX's inference
         refuse it ("shape input must be 1D tensor")."""

@@ -85,10 +85,12 @@ llvm::Error shapes::shapeRMSNorm(const ShapeQuery &q, std::vector<ShapedType> &o
     return nodeError(q.node, "X is " + dtypeName(q.inputs[0].dtype).str() + " and scale " +
                                  dtypeName(q.inputs[1].dtype).str() +
                                  ": mixed types are not supported");
-  if (!broadcastsTo(scale, llvm::makeArrayRef(x).drop_front(*axis)))
+  llvm::ArrayRef<int64_t> normalized = llvm::makeArrayRef(x).drop_front(*axis);
+  if (!broadcastsTo(scale, normalized))
     return nodeError(q.node, "scale " + formatShape(scale) +
-                                 " does not broadcast to the normalized shape of X " +
-                                 formatShape(x));
+                                 " does not broadcast to the normalized axes " +
+                                 formatShape(normalized.vec()) + " of X " + formatShape(x) +
+                                 " (axis " + std::to_string(*axis) + ")");
   out.assign(1, q.inputs[0]);
   return llvm::Error::success();
 }
