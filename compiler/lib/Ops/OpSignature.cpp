@@ -224,13 +224,21 @@ static const PatchRow kPatches[] = {
     {PatchKind::NewOp, "Attention", 23,
      "Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 -> Y:T1 present_key?:T1 "
      "present_value?:T2 qk_matmul_output?:T1",
-     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=bool,f16,f32,f64,bf16"},
+     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=u8,u16,u32,u64,i8,i16,i32,i64,f16,f32,f64,bf16,bool"},
     {PatchKind::NewOp, "Attention", 24,
      "Q:T1 K:T1 V:T2 attn_mask?:U past_key?:T1 past_value?:T2 nonpad_kv_seqlen?:tensor(int64) "
      "-> Y:T1 present_key?:T1 present_value?:T2 qk_matmul_output?:T1",
-     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=bool,f16,f32,f64,bf16"},
+     "T1=f16,f32,f64,bf16;T2=f16,f32,f64,bf16;U=u8,u16,u32,u64,i8,i16,i32,i64,f16,f32,f64,bf16,bool"},
     {PatchKind::NewOp, "RotaryEmbedding", 23,
-     "X:T cos_cache:T sin_cache:T position_ids?:M -> Y:T", "T=f16,f32,f64,bf16;M=i64"},
+     "X:T cos_cache:T sin_cache:T position_ids?:M -> Y:T", "T=f16,f32,bf16;M=i64"},
+    // New ops mpc has kernels for.
+    {PatchKind::NewOp, "BitwiseAnd", 18, "A:T B:T -> C:T", "T=u8,u16,u32,u64,i8,i16,i32,i64"},
+    {PatchKind::NewOp, "BitwiseOr", 18, "A:T B:T -> C:T", "T=u8,u16,u32,u64,i8,i16,i32,i64"},
+    {PatchKind::NewOp, "BitwiseXor", 18, "A:T B:T -> C:T", "T=u8,u16,u32,u64,i8,i16,i32,i64"},
+    {PatchKind::NewOp, "BitwiseNot", 18, "X:T -> Y:T", "T=u8,u16,u32,u64,i8,i16,i32,i64"},
+    {PatchKind::NewOp, "Swish", 24, "X:T -> Y:T", "T=f16,f32,f64,bf16"},
+    {PatchKind::NewOp, "CumProd", 26, "x:T axis:T2 -> y:T",
+     "T=u32,u64,i32,i64,f16,f32,f64,bf16;T2=i32,i64"},
     // Opset 18 made OptionalHasElement's input optional (absent: false) and let
     // it be a tensor or a sequence (true).
     {PatchKind::NewOp, "OptionalHasElement", 18, "input?:O -> output:tensor(bool)", ""},
@@ -269,6 +277,97 @@ static const PatchRow kPatches[] = {
     {PatchKind::AddBf16, "Softsign", 22, "T", ""},
     {PatchKind::AddBf16, "ThresholdedRelu", 22, "T", ""},
 };
+
+namespace {
+/// An attribute an op gained (or lost) in a release after libonnx 1.12: the
+/// difference between onnx 1.22's schemas and the opset-17 ones, so that
+/// nodes of newer opsets are checked against the attributes of their own
+/// version. No attribute changed kind or became required in that span.
+struct AttrPatchRow {
+  const char *opType;
+  int since;
+  const char *name;
+  /// AttrKind::Undefined: the version dropped the attribute.
+  AttrKind kind;
+  bool required;
+};
+} // namespace
+
+static const AttrPatchRow kAttrPatches[] = {
+    {"GroupNormalization", 18, "num_groups", AttrKind::Int, true},
+    {"GroupNormalization", 18, "epsilon", AttrKind::Float, false},
+    {"LpPool", 18, "ceil_mode", AttrKind::Int, false},
+    {"LpPool", 18, "dilations", AttrKind::Ints, false},
+    {"Resize", 18, "antialias", AttrKind::Int, false},
+    {"Resize", 18, "axes", AttrKind::Ints, false},
+    {"Resize", 18, "keep_aspect_ratio_policy", AttrKind::String, false},
+    {"Split", 18, "num_outputs", AttrKind::Int, false},
+    // Opset 18 moved the reductions' axes into an input.
+    {"ReduceL1", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceL1", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceL2", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceL2", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceLogSum", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceLogSum", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceLogSumExp", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceLogSumExp", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceMax", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceMax", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceMean", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceMean", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceMin", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceMin", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceProd", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceProd", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"ReduceSumSquare", 18, "axes", AttrKind::Undefined, false},
+    {"ReduceSumSquare", 18, "noop_with_empty_axes", AttrKind::Int, false},
+    {"AveragePool", 19, "dilations", AttrKind::Ints, false},
+    {"Cast", 19, "saturate", AttrKind::Int, false},
+    {"CastLike", 19, "saturate", AttrKind::Int, false},
+    {"QuantizeLinear", 19, "saturate", AttrKind::Int, false},
+    // Opset 20 moved DFT's axis into an input.
+    {"DFT", 20, "axis", AttrKind::Undefined, false},
+    {"Gelu", 20, "approximate", AttrKind::String, false},
+    {"DequantizeLinear", 21, "block_size", AttrKind::Int, false},
+    {"GroupNormalization", 21, "stash_type", AttrKind::Int, false},
+    {"QuantizeLinear", 21, "block_size", AttrKind::Int, false},
+    {"QuantizeLinear", 21, "output_dtype", AttrKind::Int, false},
+    {"Attention", 23, "is_causal", AttrKind::Int, false},
+    {"Attention", 23, "kv_num_heads", AttrKind::Int, false},
+    {"Attention", 23, "q_num_heads", AttrKind::Int, false},
+    {"Attention", 23, "qk_matmul_output_mode", AttrKind::Int, false},
+    {"Attention", 23, "scale", AttrKind::Float, false},
+    {"Attention", 23, "softcap", AttrKind::Float, false},
+    {"Attention", 23, "softmax_precision", AttrKind::Int, false},
+    {"DequantizeLinear", 23, "output_dtype", AttrKind::Int, false},
+    {"QuantizeLinear", 23, "precision", AttrKind::Int, false},
+    {"RMSNormalization", 23, "axis", AttrKind::Int, false},
+    {"RMSNormalization", 23, "epsilon", AttrKind::Float, false},
+    {"RMSNormalization", 23, "stash_type", AttrKind::Int, false},
+    {"RotaryEmbedding", 23, "interleaved", AttrKind::Int, false},
+    {"RotaryEmbedding", 23, "num_heads", AttrKind::Int, false},
+    {"RotaryEmbedding", 23, "rotary_embedding_dim", AttrKind::Int, false},
+    {"Cast", 24, "round_mode", AttrKind::String, false},
+    {"CastLike", 24, "round_mode", AttrKind::String, false},
+    {"Swish", 24, "alpha", AttrKind::Float, false},
+    {"CumProd", 26, "exclusive", AttrKind::Int, false},
+    {"CumProd", 26, "reverse", AttrKind::Int, false},
+    {"Range", 27, "stash_type", AttrKind::Int, false},
+};
+
+/// Brings a signature's attributes from libonnx's version to `version`'s.
+static void patchAttributes(OpSignature &sig, int64_t known, int64_t version) {
+  for (const AttrPatchRow &row : kAttrPatches) {
+    if (sig.opType != row.opType || row.since <= known || row.since > version)
+      continue;
+    llvm::erase_if(sig.attributes, [&](const FormalAttr &a) { return a.name == row.name; });
+    if (row.kind != AttrKind::Undefined)
+      sig.attributes.push_back({row.name, row.kind, row.required});
+    sig.sinceVersion = std::max(sig.sinceVersion, row.since);
+  }
+  sig.attributesKnown = true;
+  sig.closedAttributes = true;
+}
 
 static void parseConstraints(llvm::StringRef spec, OpSignature &sig) {
   llvm::SmallVector<llvm::StringRef, 4> parts;
@@ -349,39 +448,71 @@ int64_t mpc::newestReleasedOpset(llvm::StringRef domain) {
   return -1;
 }
 
-/// Ops the default domain gained in ONNX releases after libonnx 1.12 (opset
-/// 17), up to kNewestRelease (onnx 1.22's schemas with since_version > 17).
-static const char *const kOpsAfterLibonnx[] = {
-    "BitwiseAnd",
-    "BitwiseNot",
-    "BitwiseOr",
-    "BitwiseXor",
-    "CenterCropPad",
-    "Col2Im",
-    "GroupNormalization",
-    "Mish",
-    "DeformConv",
-    "AffineGrid",
-    "Gelu",
-    "ImageDecoder",
-    "RegexFullMatch",
-    "StringConcat",
-    "StringSplit",
-    "Attention",
-    "RMSNormalization",
-    "RotaryEmbedding",
-    "Swish",
-    "TensorScatter",
-    "BitCast",
-    "CumProd",
-    "CausalConvWithState",
-    "LinearAttention",
+namespace {
+/// The versions each default-domain op gained in ONNX releases after libonnx
+/// 1.12 (opset 17), up to kNewestRelease: onnx 1.22's schemas with
+/// since_version > 17. New ops are the rows libonnx has no schema for.
+struct VersionsAfterLibonnx {
+  const char *opType;
+  int versions[6]; // ascending, 0 after the last
 };
+} // namespace
+
+static const VersionsAfterLibonnx kVersionsAfterLibonnx[] = {
+    {"Acos", {22}}, {"Acosh", {22}}, {"AffineGrid", {20}}, {"Asin", {22}}, {"Asinh", {22}},
+    {"Atan", {22}}, {"Atanh", {22}}, {"Attention", {23, 24}}, {"AveragePool", {19, 22}},
+    {"Bernoulli", {22}}, {"BitCast", {26}}, {"BitwiseAnd", {18}}, {"BitwiseNot", {18}},
+    {"BitwiseOr", {18}}, {"BitwiseXor", {18}}, {"Cast", {19, 21, 23, 24, 25}},
+    {"CastLike", {19, 21, 23, 24, 25}}, {"CausalConvWithState", {27}}, {"CenterCropPad", {18}},
+    {"Col2Im", {18}}, {"Constant", {19, 21, 23, 24, 25}},
+    {"ConstantOfShape", {20, 21, 23, 24, 25}}, {"Conv", {22}}, {"ConvTranspose", {22}},
+    {"Cos", {22}}, {"Cosh", {22}}, {"CumProd", {26}}, {"DFT", {20}}, {"DeformConv", {19, 22}},
+    {"DequantizeLinear", {19, 21, 23, 24, 25}}, {"Det", {22}}, {"Dropout", {22}}, {"Elu", {22}},
+    {"Equal", {19}}, {"EyeLike", {22}}, {"Flatten", {21, 23, 24, 25}}, {"GRU", {22}},
+    {"Gelu", {20}}, {"GlobalAveragePool", {22}}, {"GlobalLpPool", {22}},
+    {"GlobalMaxPool", {22}}, {"GridSample", {20, 22}}, {"GroupNormalization", {18, 21}},
+    {"HardSigmoid", {22}}, {"HardSwish", {22}}, {"Identity", {19, 21, 23, 24, 25}},
+    {"If", {19, 21, 23, 24, 25}}, {"ImageDecoder", {20}}, {"InstanceNormalization", {22}},
+    {"IsInf", {20}}, {"IsNaN", {20}}, {"LSTM", {22}}, {"LinearAttention", {27}},
+    {"Loop", {19, 21, 23, 24, 25}}, {"LpNormalization", {22}}, {"LpPool", {18, 22}},
+    {"MaxPool", {22}}, {"MaxRoiPool", {22}}, {"MaxUnpool", {22}}, {"Mish", {18, 22}},
+    {"Multinomial", {22}}, {"NegativeLogLikelihoodLoss", {22}}, {"OptionalGetElement", {18}},
+    {"OptionalHasElement", {18}}, {"Pad", {18, 19, 21, 23, 24, 25}}, {"QLinearMatMul", {21}},
+    {"QuantizeLinear", {19, 21, 23, 24, 25}}, {"RMSNormalization", {23}}, {"RNN", {22}},
+    {"RandomNormal", {22}}, {"RandomNormalLike", {22}}, {"RandomUniform", {22}},
+    {"RandomUniformLike", {22}}, {"Range", {27}}, {"ReduceL1", {18}}, {"ReduceL2", {18}},
+    {"ReduceLogSum", {18}}, {"ReduceLogSumExp", {18}}, {"ReduceMax", {18, 20}},
+    {"ReduceMean", {18}}, {"ReduceMin", {18, 20}}, {"ReduceProd", {18}},
+    {"ReduceSumSquare", {18}}, {"RegexFullMatch", {20}}, {"Reshape", {19, 21, 23, 24, 25}},
+    {"Resize", {18, 19}}, {"RoiAlign", {22}}, {"RotaryEmbedding", {23}}, {"Round", {22}},
+    {"Scan", {19, 21, 23, 24, 25}}, {"ScatterElements", {18}}, {"ScatterND", {18}},
+    {"Selu", {22}}, {"Shape", {19, 21, 23, 24, 25}}, {"Sin", {22}}, {"Sinh", {22}},
+    {"Size", {19, 21, 23, 24, 25}}, {"Softplus", {22}}, {"Softsign", {22}}, {"Split", {18}},
+    {"SplitToSequence", {24}}, {"Squeeze", {21, 23, 24, 25}}, {"StringConcat", {20}},
+    {"StringSplit", {20}}, {"Swish", {24}}, {"Tan", {22}}, {"TensorScatter", {24}},
+    {"ThresholdedRelu", {22}}, {"TopK", {24}}, {"Transpose", {21, 23, 24, 25}},
+    {"Unsqueeze", {21, 23, 24, 25}},
+};
+
+/// The newest version of default-domain `opType` newer than libonnx's and at
+/// most `version`; 0 when the op has none.
+static int newestVersionAfterLibonnx(llvm::StringRef opType, int64_t version) {
+  for (const VersionsAfterLibonnx &row : kVersionsAfterLibonnx) {
+    if (opType != row.opType)
+      continue;
+    int newest = 0;
+    for (int v : row.versions)
+      if (v != 0 && v <= version)
+        newest = v;
+    return newest;
+  }
+  return 0;
+}
 
 bool mpc::isKnownOp(llvm::StringRef domain, llvm::StringRef opType) {
   if (domain == "ai.onnx")
     domain = "";
-  if (domain.empty() && llvm::is_contained(kOpsAfterLibonnx, opType))
+  if (domain.empty() && newestVersionAfterLibonnx(opType, INT64_MAX) != 0)
     return true;
   return lookupSignature(domain, opType, INT64_MAX).sig != nullptr;
 }
@@ -412,8 +543,12 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
   if (!schema && version <= 0)
     return nullptr;
   std::unique_ptr<OpSignature> sig = schema ? fromSchema(*schema) : nullptr;
-  if (!d.empty())
+  if (!d.empty()) {
+    // Another domain's versions past libonnx's may have other attributes.
+    if (sig && fallback)
+      sig->attributesKnown = false;
     return sig;
+  }
   // Apply the patch rows up to `version`, in order.
   for (const PatchRow &row : kPatches) {
     if (opType != row.opType || row.since > version || (known >= row.since))
@@ -432,7 +567,6 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
       p.option = FormalOption::Optional;
       sig->inputs.push_back(std::move(p));
       sig->maxInputs = static_cast<int>(sig->inputs.size());
-      sig->attributesKnown = false; // the version's attributes changed too
       if (row.types[0])
         parseConstraints(row.types, *sig);
       setFixedTypes(*sig);
@@ -446,9 +580,17 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
         if (c.param == row.spec && !c.admitsTensor(DType::BF16))
           c.tensorTypes.push_back(DType::BF16);
       sig->sinceVersion = row.since;
-      sig->attributesKnown = false;
       break;
     }
+  }
+  if (sig && fallback) {
+    // A signature is a fallback only where the op has a version newer than
+    // the one it was built from (libonnx's, or a patch row's): Slice at opset
+    // 23 is Slice-13, which libonnx knows exactly, types and all.
+    fallback = newestVersionAfterLibonnx(opType, version) > sig->sinceVersion;
+    // kAttrPatches lists every attribute change up to kNewestRelease, and
+    // checkOpsetImports refuses newer opsets.
+    patchAttributes(*sig, known, version);
   }
   return sig;
 }

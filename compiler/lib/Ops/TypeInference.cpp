@@ -137,7 +137,8 @@ Type mpc::attributeOutputType(const Node &n, unsigned out) {
 }
 
 /// Output types of control-flow nodes come from their bodies.
-static Type bodyTypedOutput(const Node &n, unsigned out) {
+static Type bodyTypedOutput(const Node &n, unsigned out,
+                            llvm::function_ref<const Type &(const Value *)> typeOf) {
   auto body = [&](llvm::StringRef name) -> const Graph * {
     const Attribute *a = n.attr(name);
     return a && !a->graphs.empty() ? a->graphs[0].get() : nullptr;
@@ -146,7 +147,7 @@ static Type bodyTypedOutput(const Node &n, unsigned out) {
   if (op == "If") {
     if (const Graph *g = body("then_branch"))
       if (out < g->outputs().size())
-        return g->outputs()[out]->type;
+        return typeOf(g->outputs()[out]);
     return Type();
   }
   if (op == "Loop" || op == "Scan") {
@@ -157,18 +158,27 @@ static Type bodyTypedOutput(const Node &n, unsigned out) {
     unsigned skip = op == "Loop" ? 1 : 0;
     if (out + skip >= g->outputs().size())
       return Type();
-    Type t = g->outputs()[out + skip]->type;
-    t.hasShape = false; // scan outputs gain a dimension; leave shapes to shape inference
-    t.dims.clear();
-    return t;
+    // Scan outputs gain a dimension: shapes are left to shape inference.
+    const Type &t = typeOf(g->outputs()[out + skip]);
+    if (t.kind == TypeKind::Tensor)
+      return Type::tensor(t.elem);
+    Type copy = t;
+    copy.hasShape = false;
+    copy.dims.clear();
+    return copy;
   }
   return Type();
 }
 
 Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
+  return inferOutputType(n, out, sig, [](const Value *v) -> const Type & { return v->type; });
+}
+
+Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig,
+                          llvm::function_ref<const Type &(const Value *)> typeOf) {
   llvm::StringRef op = n.opType;
   if (op == "If" || op == "Loop" || op == "Scan")
-    return bodyTypedOutput(n, out);
+    return bodyTypedOutput(n, out, typeOf);
   Type byAttr = attributeTypedOutput(n, out);
   if (byAttr.isKnown() && byAttr.tensorElemType() != DType::Undefined)
     return byAttr;
@@ -187,23 +197,26 @@ Type mpc::inferOutputType(const Node &n, unsigned out, const OpSignature *sig) {
   llvm::StringRef param = typeParamRef(n, sig, /*isInput=*/false, out);
   const LinkedParams *link = linkedParams(n);
   for (unsigned i = 0; i < n.numInputs(); ++i) {
-    Value *v = n.input(i);
-    if (!v || !v->type.isKnown())
+    Value *in = n.input(i);
+    if (!in)
+      continue;
+    const Type &vt = typeOf(in);
+    if (!vt.isKnown())
       continue;
     const FormalParam *fi = sig->inputFormal(i);
     if (!fi)
       continue;
     if (fi->typeStr == f->typeStr)
-      return v->type.kind == TypeKind::Tensor ? Type::tensor(v->type.elem) : v->type;
+      return vt.kind == TypeKind::Tensor ? Type::tensor(vt.elem) : vt;
     if (!link || typeParamRef(n, sig, true, i) != param)
       continue;
     // Linked container/element parameters: wrap or unwrap one level.
     bool outIsContainer = f->typeStr == link->container;
     TypeKind ck = n.opType.rfind("Optional", 0) == 0 ? TypeKind::Optional : TypeKind::Sequence;
-    if (outIsContainer && v->type.kind == TypeKind::Tensor)
-      return Type::wrap(ck, Type::tensor(v->type.elem));
-    if (!outIsContainer && v->type.inner)
-      return *v->type.inner;
+    if (outIsContainer && vt.kind == TypeKind::Tensor)
+      return Type::wrap(ck, Type::tensor(vt.elem));
+    if (!outIsContainer && vt.inner)
+      return *vt.inner;
   }
   // A parameter that admits one tensor type only (Shape's T1, comparisons'
   // T1) fixes the output type without any input.

@@ -15,6 +15,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/CachedHashString.h"
 #include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Allocator.h"
@@ -53,6 +54,17 @@ private:
   llvm::DenseSet<llvm::CachedHashStringRef> typesOk;
   llvm::BumpPtrAllocator keyArena;
 
+  /// Types of values the model leaves untyped, inferred from their producers
+  /// as the walk defines them (by value id): a type check reads those too, so
+  /// that a Cast to u8 feeding Slice's ends is found without a value_info.
+  llvm::DenseMap<unsigned, Type> inferred;
+  const Type &typeOf(const Value *v) const {
+    if (v->type.isKnown() || inferred.empty())
+      return v->type;
+    auto it = inferred.find(v->id());
+    return it == inferred.end() ? v->type : it->second;
+  }
+
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
   llvm::Error checkAttributes(const Graph &g, const Node &n, const OpSignature *sig,
@@ -76,13 +88,13 @@ private:
 static std::string graphLabel(const Graph &g) { return "graph " + quoteName(g.name); }
 
 /// Appends a port's type to a memo key: absent, kind and element type.
-static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Value *v) {
-  if (!v) {
+static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Type *t) {
+  if (!t) {
     key.push_back(char(0xff));
     return;
   }
-  key.push_back(static_cast<char>(v->type.kind));
-  key.push_back(static_cast<char>(v->type.tensorElemType()));
+  key.push_back(static_cast<char>(t->kind));
+  key.push_back(static_cast<char>(t->tensorElemType()));
 }
 
 llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk) {
@@ -94,10 +106,10 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
   key.append(reinterpret_cast<const char *>(&sig), reinterpret_cast<const char *>(&sig) + sizeof(sig));
   key.push_back(lk.fallback ? 1 : 0);
   for (const Value *v : n.inputs())
-    appendPortKey(key, v);
+    appendPortKey(key, v ? &typeOf(v) : nullptr);
   key.push_back(char(0xfe));
   for (const Value *v : n.outputs())
-    appendPortKey(key, v);
+    appendPortKey(key, v ? &typeOf(v) : nullptr);
   // The name table's hash: a key is a dozen bytes, which it mixes in one step.
   llvm::CachedHashStringRef probe = NameTable::key(key);
   if (typesOk.count(probe))
@@ -106,18 +118,21 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
   // (type parameter, element type, first value): few entries, no hashing.
   llvm::SmallVector<std::tuple<llvm::StringRef, DType, const Value *>, 4> seen;
   auto check = [&](const Value *v, bool isInput, unsigned port) -> llvm::Error {
-    if (!v || !v->type.isKnown())
+    if (!v)
+      return llvm::Error::success();
+    const Type &vt = typeOf(v);
+    if (!vt.isKnown())
       return llvm::Error::success();
     const FormalParam *f = isInput ? sig->inputFormal(port) : sig->outputFormal(port);
     if (!f)
       return llvm::Error::success();
-    DType e = v->type.tensorElemType();
+    DType e = vt.tensorElemType();
     const TypeConstraint *c = sig->constraintOf(*f);
     if (!c) {
       // A fallback's fixed types may have been widened since (QLinearMatMul-21
       // takes f16 scales where libonnx's QLinearMatMul-10 wants f32).
-      if (f->fixedElem != DType::Undefined && v->type.isTensor() && f->fixedElem != e &&
-          !lk.fallback)
+      if (f->fixedElem != DType::Undefined && vt.isTensor() && e != DType::Undefined &&
+          f->fixedElem != e && !lk.fallback)
         return inputError("{0}: {1} {2} '{3}' is {4}, the schema wants {5}", graphLabel(g),
                           describeNode(n), isInput ? "input" : "output", v->name(),
                           dtypeName(e), dtypeName(f->fixedElem));
@@ -125,11 +140,13 @@ llvm::Error GraphVerifier::checkTypes(const Graph &g, const Node &n, const Signa
     }
     // A fallback signature (opset newer than the registry) may predate
     // types the real one admits: only homogeneity is checked then.
-    if (e != DType::Undefined && !lk.fallback && !c->admits(v->type, e) && !c->allowsOther)
-      return inputError("{0}: {1} {2} '{3}' has type {4}, which {5}-{6} does not accept for "
-                        "{7}",
+    if (e != DType::Undefined && !lk.fallback && !c->admits(vt, e) && !c->allowsOther)
+      return inputError("{0}: {1} {2} '{3}' has type {4}{5}, which {6}-{7} does not accept "
+                        "for {8}",
                         graphLabel(g), describeNode(n), isInput ? "input" : "output",
-                        v->name(), dtypeName(e), n.opType, sig->sinceVersion, f->typeStr);
+                        v->name(), dtypeName(e),
+                        &vt == &v->type ? "" : " (the type its producer gives it)", n.opType,
+                        sig->sinceVersion, f->typeStr);
     if (!f->homogeneous)
       return llvm::Error::success();
     llvm::StringRef param = typeParamRef(n, sig, isInput, port);
@@ -403,7 +420,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   }
   bool defaultDomain = n.domain.empty() || llvm::StringRef(n.domain) == "ai.onnx";
   const OpSignature *schemaSig =
-      lk.sig && lk.sig->attributesKnown && !lk.fallback ? lk.sig : nullptr;
+      lk.sig && lk.sig->attributesKnown ? lk.sig : nullptr;
   if (schemaSig || (defaultDomain && !n.attrs.empty()))
     if (auto err = checkAttributes(g, n, schemaSig, defaultDomain))
       return err;
@@ -431,6 +448,17 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         return err;
       if (auto err = verifyScoped(*body))
         return err;
+    }
+  if (opts.checkTypes)
+    for (unsigned i = 0; i < n.numOutputs(); ++i) {
+      const Value *v = n.output(i);
+      if (!v || v->type.isKnown())
+        continue;
+      Type t = inferOutputType(n, i, lk.sig, [&](const Value *u) -> const Type & {
+        return typeOf(u);
+      });
+      if (t.isKnown())
+        inferred.try_emplace(v->id(), std::move(t));
     }
   for (const Value *v : n.outputs())
     if (v)

@@ -73,9 +73,10 @@ struct OpSignature {
   std::vector<FormalParam> outputs;
   std::vector<TypeConstraint> constraints;
   int minInputs = 0, maxInputs = 0, minOutputs = 0, maxOutputs = 0;
-  /// The schema's attributes, when they are the op's at this version: false
-  /// for mpc's own rows (ops and versions newer than libonnx, whose attribute
-  /// lists it does not know), so nothing is checked against them.
+  /// The schema's attributes are the op's at this version: libonnx's, brought
+  /// to default-domain opsets newer than libonnx by mpc's attribute rows
+  /// (OpSignature.cpp, kAttrPatches); false for other domains' versions
+  /// newer than libonnx, so nothing is checked against them.
   bool attributesKnown = false;
   /// Nodes may carry attributes the schema does not define (checked for the
   /// default domain only: other domains' schemas may take free attributes).

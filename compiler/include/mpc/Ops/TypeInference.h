@@ -12,12 +12,17 @@
 
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/OpSignature.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mpc {
 
 /// The element-type rule of one node output: the type it must have given the
 /// node's inputs and attributes, or an unknown Type when no rule applies.
 Type inferOutputType(const Node &n, unsigned outputIndex, const OpSignature *sig);
+/// The same with the inputs' types read through `typeOf` (the verifier's types
+/// inferred so far, without writing them into the model).
+Type inferOutputType(const Node &n, unsigned outputIndex, const OpSignature *sig,
+                     llvm::function_ref<const Type &(const Value *)> typeOf);
 
 /// Infers every unknown value type in `g` and its nested graphs, in order.
 /// The type of output `outputIndex` that the node's attributes fix (Cast's
