@@ -37,6 +37,12 @@ Rule (from the issue): every supported op passes all its fp32 and 16-bit cases, 
 `N passed, N failed, N skipped` (skipped = unsupported + excluded). Exit status 1 when
 anything failed.
 
+With --onnx-data NAME (pytorch-converted, pytorch-operator, simple; ctest
+`conformance_models`) it runs the onnx wheel's other backend tests laid out the same way:
+small exported models of several nodes, some of opsets before 7. An op at an opset older than
+every kernel row of the op (Gemm-6), or one mpc refuses with "convert the model to opset N
+or newer" (PRelu-6's per-channel slope), is unsupported.
+
 Options: --mpc BIN, --source-dir DIR (unused, passed by ctest), --device NAME (the backend,
 passed to `mpc run --device`; "kernel" above means that backend's kernel; a device mpc says is
 not available here makes the suite print one line and exit 77, a skip, see
@@ -309,6 +315,8 @@ def compare_optional(expected_op, actual_op, name):
 # error the test is rerun with its integer and scalar inputs folded into initializers (same
 # values), and marked "folded".
 _STATIC_RE = re.compile(r"must be known before running")
+# mpc's one line for an old opset's semantics it does not run (PRelu-6's per-channel slope).
+_OLD_OPSET_RE = re.compile(r"convert the model to opset \d+ or newer")
 
 
 def fold_int_inputs(model, data_dir, inputs):
@@ -355,7 +363,7 @@ def reference_output(model, data_dir, inputs, k):
     return numpy_helper.from_array(ReferenceEvaluator(model).run(None, feeds)[k])
 
 
-def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None):
+def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None, ranges=None):
     """One node test on `device`; cpu_ops: the ops with a kernel on that device. On a device
     other than the CPU, a model with an op mpc does not know at all (`known_ops`, every row
     of `mpc ops --json`) is unsupported without starting mpc: each mpc there opens the device
@@ -404,8 +412,12 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None)
             m = UNSUPPORTED_RE.search(err)
             if proc.returncode == 1 and m:
                 dtype = m.group(4)
-                has_row = m.group(1) in cpu_ops if m.group(2) in ("", "ai.onnx") else \
-                    f"{m.group(2)}::{m.group(1)}" in cpu_ops
+                key = m.group(1) if m.group(2) in ("", "ai.onnx") else \
+                    f"{m.group(2)}::{m.group(1)}"
+                has_row = key in cpu_ops
+                # An opset older than every kernel row of the op (Gemm-6): unsupported.
+                if has_row and ranges and key in ranges:
+                    has_row = any(lo <= int(m.group(3)) <= hi for lo, hi in ranges[key])
                 # A supported op rejecting a float32/16-bit input is a failure (the rule);
                 # other dtypes of a supported op and ops without a row are unsupported.
                 if has_row and dtype in ("f32", "f16", "bf16") and not io_kind(model):
@@ -421,6 +433,10 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None)
             if proc.returncode == 1 and kind:
                 res["status"] = "unsupported"
                 res["detail"] = f"({kind} graph input/output) {err_line}"
+                return res
+            if proc.returncode == 1 and _OLD_OPSET_RE.search(err_line):
+                res["status"] = "unsupported"
+                res["detail"] = err_line
                 return res
             if proc.returncode == 1 and op not in cpu_ops:
                 res["status"] = "unsupported"
@@ -501,6 +517,21 @@ def kernel_ops(mpc, device="cpu"):
     return set(), set()
 
 
+def kernel_ranges(mpc, device="cpu"):
+    """{op: [(min opset, max opset), ...]} of the kernel rows on `device`; {} when `mpc ops
+    --json` is unavailable."""
+    try:
+        proc = subprocess.run([mpc, "ops", "--json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=60)
+        if proc.returncode == 0:
+            return {r["op"]: [(k["min_opset"], k["max_opset"])
+                              for k in r.get(f"{device}_kernels") or []]
+                    for r in json.loads(proc.stdout)}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
+    return {}
+
+
 def graph_ops(graph, out=None):
     """The qualified ops of `graph`'s nodes and of every graph nested in them."""
     out = set() if out is None else out
@@ -518,7 +549,7 @@ def result_line(r):
     return f"{r['status'].upper():11s} {r['test']} [{r['op']}]: {r['detail']}"
 
 
-def run_all(a, names, root, device_ops, known_ops=None):
+def run_all(a, names, root, device_ops, known_ops=None, ranges=None):
     """Runs the tests on a.jobs threads; returns the results in name order. A failure (every
     result with --verbose) is printed as it completes, so a run stopped from outside still
     shows what it found; on SIGTERM (a time limit) the tests still running and the counts so
@@ -529,8 +560,9 @@ def run_all(a, names, root, device_ops, known_ops=None):
     def one(n):
         with lock:
             running.add(n)
-        r = run_one(a.mpc, n, os.path.join(root, n), device_ops, a.timeout, a.device,
-                    known_ops)
+        folder = root[n] if isinstance(root, dict) else root
+        r = run_one(a.mpc, n, os.path.join(folder, n), device_ops, a.timeout, a.device,
+                    known_ops, ranges)
         with lock:
             running.discard(n)
             done.append(r)
@@ -575,24 +607,33 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mpc run")
     ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--node-dir", default=None,
-                    help="the node tests (default: those of the installed onnx package)")
+    ap.add_argument("--node-dir", action="append", default=None,
+                    help="a folder of tests laid out as the node tests (default: the node "
+                         "tests of the installed onnx package); may be given more than once")
+    ap.add_argument("--onnx-data", action="append", default=[],
+                    help="a folder of the installed onnx package's backend test data "
+                         "instead, by name ('pytorch-converted', 'pytorch-operator', "
+                         "'simple'); may be given more than once")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import mpc_device
     mpc_device.add_device_option(ap)
     a = ap.parse_args()
     mpc_device.skip_unless_available(a.mpc, a.device)
 
-    root = a.node_dir or node_test_root()
-    if not os.path.isdir(root):
-        print(f"no ONNX node tests under {root}", file=sys.stderr)
-        print("0 passed, 0 failed, 1 skipped")
-        return 77
-    names = sorted(d for d in os.listdir(root)
-                   if fnmatch.fnmatchcase(d, a.filter) and d >= a.start
-                   and os.path.exists(os.path.join(root, d, "model.onnx")))
+    data = os.path.dirname(node_test_root())
+    folders = (a.node_dir or []) + [os.path.join(data, d) for d in a.onnx_data]
+    root = {}
+    for folder in folders or [node_test_root()]:
+        if not os.path.isdir(folder):
+            print(f"no ONNX tests under {folder}", file=sys.stderr)
+            print("0 passed, 0 failed, 1 skipped")
+            return 77
+        for d in os.listdir(folder):
+            if os.path.exists(os.path.join(folder, d, "model.onnx")):
+                root.setdefault(d, folder)
+    names = sorted(d for d in root if fnmatch.fnmatchcase(d, a.filter) and d >= a.start)
     device_ops, known_ops = kernel_ops(a.mpc, a.device)
-    results = run_all(a, names, root, device_ops, known_ops)
+    results = run_all(a, names, root, device_ops, known_ops, kernel_ranges(a.mpc, a.device))
 
     per_op = {}
     for r in results:

@@ -867,6 +867,67 @@ class RunFindingsTest(CliCase):
         self.expect_one_error(["run", "m.onnx", "--input", "x=x.npy", "--input", "sizes=sizes.npy"],
                               "node 'rs' (Resize): sizes is [1, 4]; it must be a 1-D tensor")
 
+class LegacyBroadcastTest(CliCase):
+    """Before opset 7 the binary ops broadcast only with `broadcast = 1`, B over a run of
+    A's axes starting at `axis`, and PRelu's slope was per channel. mpc ran them with
+    NumPy's broadcasting: an Add-6 with axis = 1, A [2, 3, 4, 3] and B [3] added B along
+    the last axis, exit 0 (found running the onnx wheel's pytorch-converted tests, whose
+    PRelu-6 models mpc refused with a misleading "do not broadcast"). Where the old rule
+    and NumPy's agree the node runs (values against NumPy with the old rule); where they
+    differ, one line says so; operands of two shapes without broadcast = 1 are invalid."""
+
+    def run_legacy(self, op, attrs, a, b):
+        f = helper.make_tensor_value_info
+        node = helper.make_node(op, ["a", "b"], ["y"], name="n", **attrs)
+        m = save_model(os.path.join(self.dir, "m.onnx"), [node],
+                       [f("a", TensorProto.FLOAT, list(a.shape)),
+                        f("b", TensorProto.FLOAT, list(b.shape))],
+                       [f("y", TensorProto.FLOAT, None)], 6)
+        np.save(os.path.join(self.dir, "a.npy"), a)
+        np.save(os.path.join(self.dir, "b.npy"), b)
+        shutil.rmtree(os.path.join(self.dir, "o"), ignore_errors=True)
+        r = mpc("run", "m.onnx", "--input", "a=a.npy", "--input", "b=b.npy", "--outputs", "o",
+                cwd=self.dir)
+        return r, m
+
+    def test_old_rule_agreeing_with_numpy_runs(self):
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((2, 3, 4, 3)).astype(np.float32)
+        cases = [("Add", {"broadcast": 1}, a, rng.standard_normal(3).astype(np.float32),
+                  lambda a, b: a + b),
+                 ("Mul", {"broadcast": 1, "axis": 2}, a,
+                  rng.standard_normal((4, 3)).astype(np.float32), lambda a, b: a * b),
+                 ("Sub", {}, a, rng.standard_normal(a.shape).astype(np.float32),
+                  lambda a, b: a - b),
+                 ("PRelu", {}, a[0, 0], rng.standard_normal(3).astype(np.float32),
+                  lambda a, b: np.where(a > 0, a, a * b))]
+        for op, attrs, x, y, want in cases:
+            with self.subTest(op=op, attrs=attrs):
+                r, _ = self.run_legacy(op, attrs, x, y)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                np.testing.assert_allclose(np.load(os.path.join(self.dir, "o", "y.npy")),
+                                           want(x, y), rtol=1e-6)
+
+    def test_old_rule_differing_from_numpy_is_refused(self):
+        a = np.ones((2, 3, 4, 3), np.float32)
+        hint = "; convert the model to opset 7 or newer (onnx.version_converter)"
+        cases = [("Add", {"broadcast": 1, "axis": 1}, a, np.ones(3, np.float32),
+                  "node 'n' (Add): B [3] broadcast along axis 1 of A [2, 3, 4, 3] (before "
+                  "opset 7) is not NumPy's alignment, which mpc runs" + hint),
+                 ("PRelu", {}, a, np.ones(3, np.float32),
+                  "node 'n' (PRelu): PRelu before opset 7 takes its slope [3] per channel "
+                  "(axis 1), which mpc does not run" + hint),
+                 ("Div", {}, a, np.ones(3, np.float32),
+                  "node 'n' (Div): before opset 7 the operands of Div have one shape unless "
+                  "broadcast = 1 ([2, 3, 4, 3] and [3])")]
+        for op, attrs, x, y, message in cases:
+            with self.subTest(op=op, attrs=attrs):
+                r, _ = self.run_legacy(op, attrs, x, y)
+                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.stderr, f"mpc: error: {message}\n")
+                self.assertFalse(os.path.exists(os.path.join(self.dir, "o")))
+
+
 def main():
     global MPC, SOURCE_DIR
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -879,7 +940,8 @@ def main():
     suite = unittest.TestSuite()
     loader = unittest.TestLoader()
     for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest, MutationFindingsTest,
-                 AttributeSchemaTest, NewerOpsetAttributeTest, BodyArityTest, RunFindingsTest):
+                 AttributeSchemaTest, NewerOpsetAttributeTest, BodyArityTest, RunFindingsTest,
+                 LegacyBroadcastTest):
         suite.addTests(loader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
     # A test with failing subtests counts once.

@@ -33,8 +33,52 @@ llvm::Error shapes::shapeSameAsInput0(const ShapeQuery &q, std::vector<ShapedTyp
   return llvm::Error::success();
 }
 
+/// Before opset 7 the binary ops broadcast only with `broadcast = 1`, and then
+/// B over a run of A's axes starting at `axis` (default: A's last axes, which
+/// is NumPy's alignment); PRelu's slope was per channel (axis 1). The kernels
+/// broadcast the NumPy way: where that differs, the node is refused (an Add-6
+/// with axis = 1 and A [2, 3, 4, 3], B [3] added B along the last axis).
+static llvm::Error checkLegacyBroadcast(const ShapeQuery &q) {
+  const Node &n = q.node;
+  if (n.opsetVersion() >= 7 || q.inputs.size() != 2 || q.estimate)
+    return llvm::Error::success();
+  llvm::StringRef op = n.opType;
+  const std::vector<int64_t> &a = q.inputs[0].shape, &b = q.inputs[1].shape;
+  std::string hint = "; convert the model to opset 7 or newer (onnx.version_converter)";
+  if (op == "PRelu") {
+    if (a.size() > 2 && numel(b) != 1)
+      return nodeError(n, "PRelu before opset 7 takes its slope " + formatShape(b) +
+                              " per channel (axis 1), which mpc does not run" + hint);
+    return llvm::Error::success();
+  }
+  static const char *const kLegacy[] = {"Add",  "Sub",   "Mul",     "Div",  "Pow",
+                                        "And",  "Or",    "Xor",     "Equal", "Greater",
+                                        "Less"};
+  if (!llvm::is_contained(kLegacy, op))
+    return llvm::Error::success();
+  if (n.intAttr("broadcast", 0) == 0) {
+    if (a != b)
+      return nodeError(n, "before opset 7 the operands of " + op.str() + " have one shape "
+                              "unless broadcast = 1 (" + formatShape(a) + " and " +
+                              formatShape(b) + ")");
+    return llvm::Error::success();
+  }
+  if (const Attribute *axis = n.attr("axis")) {
+    int64_t suffix = static_cast<int64_t>(a.size()) - static_cast<int64_t>(b.size());
+    int64_t at = axis->i < 0 ? axis->i + static_cast<int64_t>(a.size()) : axis->i;
+    if (at != suffix)
+      return nodeError(n, "B " + formatShape(b) + " broadcast along axis " +
+                              std::to_string(axis->i) + " of A " + formatShape(a) +
+                              " (before opset 7) is not NumPy's alignment, which mpc runs" +
+                              hint);
+  }
+  return llvm::Error::success();
+}
+
 MPC_DEFINED_BELOW(shapes::shapeBroadcast)
 llvm::Error shapes::shapeBroadcast(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkLegacyBroadcast(q))
+    return e;
   std::vector<int64_t> shape;
   DType dt = DType::Undefined;
   for (size_t i = 0; i < q.inputs.size(); ++i) {
