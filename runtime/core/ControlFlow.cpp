@@ -46,13 +46,31 @@ static Executor *bodyOf(const Node &n, llvm::StringRef attrName,
   return nullptr;
 }
 
-/// Stacks per-iteration tensors along a new axis 0.
-static HostTensor stack(const std::vector<HostTensor> &parts, const Value *bodyOut) {
+/// The element type of a result no iteration produced: the body output's
+/// declared type, else the node output's. A Loop that ran no iteration gave an
+/// untyped result where neither was declared (`mpc run` crashed writing it).
+static llvm::Expected<DType> declaredElem(const Node &n, const Value *bodyOut,
+                                          const Value *outerOut) {
+  if (bodyOut->type.elem != DType::Undefined)
+    return bodyOut->type.elem;
+  if (outerOut && outerOut->type.elem != DType::Undefined)
+    return outerOut->type.elem;
+  return shapes::nodeError(n, "no iteration ran, and neither the body output " +
+                                  quoteName(bodyOut->name()) +
+                                  " nor the node's output declares an element type");
+}
+
+/// Stacks per-iteration tensors along a new axis 0 (node output `outerOut`).
+static llvm::Expected<HostTensor> stack(const Node &n, const std::vector<HostTensor> &parts,
+                                        const Value *bodyOut, const Value *outerOut) {
   if (parts.empty()) {
+    auto elem = declaredElem(n, bodyOut, outerOut);
+    if (!elem)
+      return elem.takeError();
     std::vector<int64_t> shape = {0};
     for (const Dim &d : bodyOut->type.dims)
       shape.push_back(d.isKnown() ? d.value : 0);
-    return HostTensor(bodyOut->type.elem, shape);
+    return HostTensor(*elem, shape);
   }
   std::vector<int64_t> shape = {int64_t(parts.size())};
   shape.insert(shape.end(), parts[0].shape.begin(), parts[0].shape.end());
@@ -178,7 +196,10 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
         return shapes::nodeError(n, "state " + llvm::Twine(i) + " ends with shape " +
                                       formatShape(s.shape) + " in one batch entry and " +
                                       formatShape(finals[i][0].shape) + " in another");
-    results.push_back(stack(finals[i], g.outputs()[i]));
+    auto stacked = stack(n, finals[i], g.outputs()[i], n.output(i));
+    if (!stacked)
+      return stacked.takeError();
+    results.push_back(std::move(*stacked));
   }
   for (size_t k = 0; k < numScanOut; ++k) {
     // Every element has the first one's dtype and shape (the declared ones
@@ -195,7 +216,14 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
       for (const Dim &d : declared->type.dims)
         shape.push_back(d.isKnown() ? d.value : 0);
     }
-    HostTensor out(proto ? proto->dtype : declared->type.elem, shape);
+    DType elem = proto ? proto->dtype : DType::Undefined;
+    if (!proto) {
+      auto d = declaredElem(n, declared, n.output(numState + k));
+      if (!d)
+        return d.takeError();
+      elem = *d;
+    }
+    HostTensor out(elem, shape);
     size_t elemBytes = batch * maxLen ? out.byteSize() / size_t(batch * maxLen) : 0;
     for (int64_t b = 0; b < batch; ++b)
       for (size_t t = 0; t < scans[k][b].size(); ++t) {
@@ -426,7 +454,10 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     }
     give(state);
     for (size_t k = 0; k < numScan; ++k) {
-      results.push_back(stack(scans[k], g.outputs()[1 + numState + k]));
+      auto stacked = stack(n, scans[k], g.outputs()[1 + numState + k], n.output(numState + k));
+      if (!stacked)
+        return stacked.takeError();
+      results.push_back(std::move(*stacked));
       seqOuts.emplace_back();
     }
     return results;
@@ -486,7 +517,10 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   }
   give(state);
   for (size_t k = 0; k < numScanOut; ++k) {
-    results.push_back(stack(scans[k], g.outputs()[numState + k]));
+    auto stacked = stack(n, scans[k], g.outputs()[numState + k], n.output(numState + k));
+    if (!stacked)
+      return stacked.takeError();
+    results.push_back(std::move(*stacked));
     seqOuts.emplace_back();
   }
   return results;

@@ -252,6 +252,9 @@ std::string mpc::serializeNpy(const HostTensor &in) {
 }
 
 llvm::Error mpc::writeNpyFile(llvm::StringRef path, const HostTensor &t) {
+  if (!descrOf(t.dtype == DType::BF16 ? DType::F32 : t.dtype))
+    return inputError("cannot write '{0}': element type {1} has no .npy form", path,
+                      dtypeName(t.dtype));
   // A temporary file in the same folder, then a rename: complete or absent.
   if (llvm::Error err =
           llvm::writeFileAtomically((path + ".tmp-%%%%%%").str(), path, serializeNpy(t)))

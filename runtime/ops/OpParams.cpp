@@ -38,6 +38,11 @@ static llvm::Error checkAllAtLeast(const Node &n, llvm::StringRef name, int64_t 
   const Attribute *a = n.attr(name);
   if (!a)
     return llvm::Error::success();
+  // A list given empty is not one left out: the window ops' lists hold one
+  // value per spatial axis (two for pads), and an empty kernel_shape ran as if
+  // absent (ONNX's inference and onnxruntime refuse it).
+  if (a->ints.empty())
+    return attributeError(n, name, "[]", "it lists one value per spatial axis");
   for (int64_t v : a->ints)
     if (v < min)
       return attributeError(n, name,

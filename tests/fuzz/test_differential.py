@@ -74,12 +74,19 @@ from test_node_conformance import exclusion_reason  # noqa: E402
 RUN_TIMEOUT_S = 60
 
 
-def node_tests():
-    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
-    names = sorted(d for d in os.listdir(root)
-                   if os.path.exists(os.path.join(root, d, "model.onnx")) and
-                   not exclusion_reason(d))
-    return root, names
+def node_tests(graphs):
+    """{test name: its folder}: the node tests, or with graphs == "models" the wheel's small
+    exported models with recorded data."""
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+    subs = ("pytorch-converted", "pytorch-operator", "simple") if graphs == "models" else \
+        ("node",)
+    tests = {}
+    for sub in subs:
+        root = os.path.join(data, sub)
+        for d in sorted(os.listdir(root)):
+            if os.path.exists(os.path.join(root, d, "model.onnx")) and not exclusion_reason(d):
+                tests.setdefault(d, os.path.join(root, d))
+    return tests
 
 
 def mutate(rng, node):
@@ -307,14 +314,17 @@ def main():
     parser.add_argument("--source-dir", help="unused (passed by ctest)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--count", type=int, default=300, help="mutants to run")
-    parser.add_argument("--graphs", choices=("single", "multi"), default="single",
-                        help="mutate the single-node tests, or the tests of two nodes or more "
-                             "(the '_expanded' function bodies; one node's attribute)")
+    parser.add_argument("--graphs", choices=("single", "multi", "models"), default="single",
+                        help="mutate the single-node tests, the tests of two nodes or more "
+                             "(the '_expanded' function bodies; one node's attribute), or the "
+                             "small exported models (pytorch-converted, pytorch-operator, "
+                             "simple)")
     parser.add_argument("--keep", help="copy each failing mutant into this folder")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     mpc = os.path.abspath(args.mpc)
-    root, names = node_tests()
+    tests = node_tests(args.graphs)
+    names = sorted(tests)
     rng = random.Random(args.seed)
     classes, failures, done, tries = {}, [], 0, 0
     work = tempfile.mkdtemp(prefix="mpc-differential-")
@@ -322,9 +332,10 @@ def main():
         while done < args.count and tries < args.count * 20:
             tries += 1
             name = rng.choice(names)
-            folder = os.path.join(root, name)
+            folder = tests[name]
             model = onnx.load(os.path.join(folder, "model.onnx"))
-            if (len(model.graph.node) != 1) != (args.graphs == "multi") or model.functions or \
+            if (args.graphs != "models" and (len(model.graph.node) != 1) !=
+                    (args.graphs == "multi")) or model.functions or \
                     any(not o.type.HasField("tensor_type") for o in model.graph.output):
                 continue
             feeds = recorded_inputs(folder, model)
@@ -338,7 +349,7 @@ def main():
                     continue
                 node = rng.choice(nodes)
                 what = mutate(rng, node)
-                if what is not None and args.graphs == "multi":
+                if what is not None and args.graphs != "single":
                     what = f"node {list(model.graph.node).index(node)} {node.op_type}: {what}"
             if what is None:
                 continue

@@ -867,6 +867,90 @@ class RunFindingsTest(CliCase):
         self.expect_one_error(["run", "m.onnx", "--input", "x=x.npy", "--input", "sizes=sizes.npy"],
                               "node 'rs' (Resize): sizes is [1, 4]; it must be a 1-D tensor")
 
+class EmptyAndZeroTripTest(CliCase):
+    """What the multi-node differential suite found (seed 8), crashes both: a Loop that ran
+    no iteration gave its scan output no element type when the body did not declare one,
+    and `mpc run` died writing it (SIGSEGV); a Range whose limit was an empty tensor was read
+    past its end, and so were OneHot's depth and Dropout's ratio and training_mode."""
+
+    def loop_model(self, declared):
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["c_in"], ["c_out"]),
+             helper.make_node("Relu", ["x"], ["s"])], "body",
+            [f("i", TensorProto.INT64, []), f("c_in", TensorProto.BOOL, [])],
+            [f("c_out", TensorProto.BOOL, []), f("s", TensorProto.UNDEFINED, None)])
+        inits = [helper.make_tensor("m", TensorProto.INT64, [], [0]),
+                 helper.make_tensor("c", TensorProto.BOOL, [], [True])]
+        node = helper.make_node("Loop", ["m", "c"], ["y"], name="loop", body=body)
+        return save_model(os.path.join(self.dir, "m.onnx"), [node],
+                          [f("x", TensorProto.FLOAT, [3])],
+                          [f("y", TensorProto.FLOAT if declared else TensorProto.UNDEFINED,
+                             None)], 17, inits=inits)
+
+    def test_loop_of_no_iteration(self):
+        self.loop_model(declared=True)
+        np.save(os.path.join(self.dir, "x.npy"), np.ones(3, np.float32))
+        r = mpc("run", "m.onnx", "--input", "x=x.npy", "--outputs", "o", cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        y = np.load(os.path.join(self.dir, "o", "y.npy"))
+        self.assertEqual((y.dtype, y.shape), (np.float32, (0,)))
+        self.loop_model(declared=False)
+        self.expect_one_error(["run", "m.onnx", "--input", "x=x.npy", "--outputs", "o2"],
+                              "node 'loop' (Loop): no iteration ran, and neither the body "
+                              "output 's' nor the node's output declares an element type")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "o2")))
+
+    def test_scalar_operands_that_are_empty(self):
+        f = helper.make_tensor_value_info
+        empty = lambda name, t: helper.make_tensor(name, t, [0], [])
+        scalar = lambda name, t, v: helper.make_tensor(name, t, [], [v])
+        cases = [
+            ("Range", ["s", "l", "d"], [], [scalar("s", TensorProto.FLOAT, 0.0),
+                                            empty("l", TensorProto.FLOAT),
+                                            scalar("d", TensorProto.FLOAT, 1.0)],
+             "limit is [0]; it must be a scalar"),
+            ("OneHot", ["i", "d", "v"], [f("i", TensorProto.INT64, [2])],
+             [empty("d", TensorProto.INT64), helper.make_tensor("v", TensorProto.FLOAT, [2],
+                                                                [0, 1])],
+             "depth is [0]; it must be a scalar"),
+            ("Dropout", ["x", "r"], [f("x", TensorProto.FLOAT, [2])],
+             [empty("r", TensorProto.FLOAT)], "ratio is [0]; it must be a scalar"),
+            ("Dropout", ["x", "r", "t"], [f("x", TensorProto.FLOAT, [2])],
+             [scalar("r", TensorProto.FLOAT, 0.5), empty("t", TensorProto.BOOL)],
+             "training_mode is [0]; it must be a scalar"),
+        ]
+        for op, ins, graph_ins, inits, message in cases:
+            with self.subTest(op=op, message=message):
+                save_model(os.path.join(self.dir, "m.onnx"),
+                           [helper.make_node(op, ins, ["y"], name="n")], graph_ins,
+                           [f("y", TensorProto.FLOAT, None)], 17, inits=inits)
+                self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                                      f"node 'n' ({op}): {message}")
+
+    def test_window_attributes_of_models_onnxruntime_refuses(self):
+        """The differential suite over the wheel's exported models (seeds 2-5): a
+        ConvTranspose kernel_shape that is not the weight's ran as if absent, and a Flatten
+        of opset 9 ran with a negative axis (taken from opset 11)."""
+        f = helper.make_tensor_value_info
+        w = helper.make_tensor("w", TensorProto.FLOAT, [3, 2, 3, 3], np.ones(54))
+        for ks in ([3], [2, 2]):
+            with self.subTest(kernel_shape=ks):
+                save_model(os.path.join(self.dir, "m.onnx"),
+                           [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="n",
+                                             kernel_shape=ks)],
+                           [f("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                           [f("y", TensorProto.FLOAT, None)], 17, inits=[w])
+                self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                                      "node 'n' (ConvTranspose): kernel_shape does not match "
+                                      "the weight")
+        save_model(os.path.join(self.dir, "m.onnx"),
+                   [helper.make_node("Flatten", ["x"], ["y"], name="n", axis=-1)],
+                   [f("x", TensorProto.FLOAT, [2, 3, 4])], [f("y", TensorProto.FLOAT, None)], 9)
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "node 'n' (Flatten): axis -1 is negative; Flatten takes a "
+                              "negative axis from opset 11")
+
 class LegacyBroadcastTest(CliCase):
     """Before opset 7 the binary ops broadcast only with `broadcast = 1`, B over a run of
     A's axes starting at `axis`, and PRelu's slope was per channel. mpc ran them with
@@ -941,7 +1025,7 @@ def main():
     loader = unittest.TestLoader()
     for case in (DataTypeMismatchTest, ExternalDataTest, NestingTest, MutationFindingsTest,
                  AttributeSchemaTest, NewerOpsetAttributeTest, BodyArityTest, RunFindingsTest,
-                 LegacyBroadcastTest):
+                 LegacyBroadcastTest, EmptyAndZeroTripTest):
         suite.addTests(loader.loadTestsFromTestCase(case))
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1, stream=sys.stdout).run(suite)
     # A test with failing subtests counts once.

@@ -27,7 +27,7 @@ import unittest
 try:
     import numpy as np
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import AttributeProto, TensorProto, helper
 except ImportError as e:  # pragma: no cover
     print(f"onnx and numpy are required: {e}", file=sys.stderr)
     sys.exit(77)
@@ -44,8 +44,12 @@ def init(name, shape, dtype=np.float32):
 def one_node(op, inputs, outputs, attrs, inits=(), opset=17, name="c1"):
     """A model with one node named `name`: graph inputs (name, elem, shape), outputs (name,
     elem) and initializers appended to the node's inputs (None: an absent optional input)."""
+    lists = {k: v for k, v in attrs.items() if isinstance(v, list) and not v}
     node = helper.make_node(op, [i[0] for i in inputs] + [t.name if t else "" for t in inits],
-                            [o[0] for o in outputs], name=name, **attrs)
+                            [o[0] for o in outputs], name=name,
+                            **{k: v for k, v in attrs.items() if k not in lists})
+    for k in lists:  # an empty list has no kind the helper could infer
+        node.attribute.append(helper.make_attribute(k, [], attr_type=AttributeProto.INTS))
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
         [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
@@ -99,6 +103,13 @@ CASES = [
      "attribute 'output_shape' is [-10, 8]; every value must be at least 1"),
     ("maxpool_kernel_shape", "MaxPool", X4, Y, [], 17, "kernel_shape", [0, 2], [2, 2], {},
      "attribute 'kernel_shape' is [0, 2]; every value must be at least 1"),
+    # Differential suite over the wheel's models, seed 1: an empty kernel_shape ran as if
+    # absent (the kernel's from W); onnxruntime and ONNX's inference refuse it.
+    ("conv_kernel_shape_empty", "Conv", X4, Y, W_CONV, 17, "kernel_shape", [], [3, 3], {},
+     "attribute 'kernel_shape' is []; it lists one value per spatial axis"),
+    ("maxpool_strides_empty", "MaxPool", X4, Y, [], 17, "strides", [], [1, 1],
+     {"kernel_shape": [2, 2]},
+     "attribute 'strides' is []; it lists one value per spatial axis"),
     ("maxpool_storage_order", "MaxPool", X4, Y, [], 17, "storage_order", 2, 1,
      {"kernel_shape": [2, 2]},
      "attribute 'storage_order' is 2; it must be 0 (row-major) or 1 (column-major)"),

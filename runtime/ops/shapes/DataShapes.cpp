@@ -32,12 +32,18 @@ static llvm::Error checkDropoutInference(const ShapeQuery &q) {
     if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
       if (!q.values[2])
         return nodeError(n, "training_mode must be known before running");
+      if (q.values[2]->numElements() != 1)
+        return nodeError(n, "training_mode is " + formatShape(q.inputs[2].shape) +
+                                "; it must be a scalar");
       training = q.values[2]->getAsDouble(0) != 0;
     }
     if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
       if (!q.values[1])
         return training ? nodeError(n, "ratio must be known before running in training mode")
                         : llvm::Error::success();
+      if (q.values[1]->numElements() != 1)
+        return nodeError(n, "ratio is " + formatShape(q.inputs[1].shape) +
+                                "; it must be a scalar");
       ratio = q.values[1]->getAsDouble(0);
     }
   }
@@ -135,6 +141,9 @@ MPC_DEFINED_BELOW(shapes::shapeFlatten)
 llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const auto &x = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", 1);
+  if (axis < 0 && q.node.opsetVersion() < 11)
+    return nodeError(q.node, "axis " + std::to_string(axis) +
+                                 " is negative; Flatten takes a negative axis from opset 11");
   if (axis != int64_t(x.size()) && !normalizeAxis(axis, x.size()))
     return nodeError(q.node, "axis out of range for " + formatShape(x));
   // Both products are taken (not the inner one as numel / outer): an empty
@@ -437,6 +446,13 @@ llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &o
   for (unsigned i = 0; i < 3; ++i)
     if (i >= q.values.size() || !q.values[i])
       return nodeError(q.node, "start, limit and delta must be known before running");
+  // Scalars (a one-element tensor is taken too); an empty one was read past
+  // its end (a crash).
+  static const char *const kNames[] = {"start", "limit", "delta"};
+  for (unsigned i = 0; i < 3; ++i)
+    if (numel(q.inputs[i].shape) != 1)
+      return nodeError(q.node, llvm::Twine(kNames[i]) + " is " +
+                                   formatShape(q.inputs[i].shape) + "; it must be a scalar");
   int64_t n;
   if (isFloatingPoint(q.inputs[0].dtype)) {
     double start = q.values[0]->getAsDouble(0), limit = q.values[1]->getAsDouble(0),

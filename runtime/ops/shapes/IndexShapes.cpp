@@ -91,6 +91,9 @@ MPC_DEFINED_BELOW(shapes::shapeOneHot)
 llvm::Error shapes::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.values.size() < 2 || !q.values[1])
     return nodeError(q.node, "depth must be known before running");
+  if (q.values[1]->numElements() != 1)
+    return nodeError(q.node, "depth is " + formatShape(q.inputs[1].shape) +
+                                 "; it must be a scalar");
   int64_t depth = q.values[1]->getAsInt64(0);
   if (depth <= 0)
     return nodeError(q.node, "depth must be positive");

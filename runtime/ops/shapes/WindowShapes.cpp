@@ -210,6 +210,11 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
   g.outChannels = w[1] * g.group;
   g.in.assign(x.begin() + 2, x.end());
   g.kernel.assign(w.begin() + 2, w.end());
+  // As Conv's: a kernel_shape that is not W's spatial shape (a 1-d one for a
+  // 2-d weight ran as if absent).
+  const auto &ks = p.kernelShape.values;
+  if (!ks.empty() && llvm::ArrayRef<int64_t>(ks) != llvm::ArrayRef<int64_t>(g.kernel))
+    return nodeError(n, "kernel_shape does not match the weight");
   g.strides = p.strides.orDefault(nd, 1);
   g.dilations = p.dilations.orDefault(nd, 1);
   g.outPad = p.outputPadding.orDefault(nd, 0);
