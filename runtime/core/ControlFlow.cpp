@@ -414,9 +414,10 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   if (n.opType == "Loop") {
     Executor *body = bodyOf(n, "body", subs);
     const Graph &g = *n.attr("body")->graphs[0];
-    if (ins[0] && ins[0]->numElements() != 1)
-      return shapes::nodeError(n, "the trip count is " + formatShape(ins[0]->shape) +
-                                      "; one element is needed");
+    if (ins[0] && (ins[0]->numElements() != 1 || ins[0]->dtype != DType::I64))
+      return shapes::nodeError(n, "the trip count is " + dtypeName(ins[0]->dtype).str() + " " +
+                                      formatShape(ins[0]->shape) +
+                                      "; an int64 with one element is needed");
     int64_t maxTrips = ins[0] ? ins[0]->getAsInt64(0) : INT64_MAX;
     bool cond = true;
     if (ins[1]) {

@@ -853,6 +853,32 @@ class RunFindingsTest(CliCase):
                               "node 'rms' (RMSNormalization): scale [2, 3, 4, 5] does not "
                               "broadcast to the normalized axes [4, 5] of X [2, 3, 4, 5] (axis 2)")
 
+    def test_recurrent_operands_of_other_shapes(self):
+        """Seed 35: an LSTM whose R had rank 2 aborted `mpc run` (std::length_error: the
+        kernel sized a buffer from R's missing axis); LSTM did not check R, B, initial_h,
+        initial_c or P at all, GRU and RNN not initial_h (read past its end when short)."""
+        f = helper.make_tensor_value_info
+        h = 3
+        cases = [("LSTM", 4, {"R": [1, 4 * h]}, "recurrence weight [1, 12] does not match"),
+                 ("LSTM", 4, {"B": [1, 7]}, "bias [1, 7] does not match"),
+                 ("LSTM", 4, {"initial_c": [1, 1, h]}, "initial_c [1, 1, 3] is not [1, 2, 3]"),
+                 ("LSTM", 4, {"P": [1, 2 * h]}, "peepholes [1, 6] do not match"),
+                 ("GRU", 3, {"initial_h": [1, 2, 2]}, "initial_h [1, 2, 2] is not [1, 2, 3]"),
+                 ("RNN", 1, {"initial_h": [2, 3]}, "initial_h [2, 3] is not [1, 2, 3]")]
+        for op, gates, bad, message in cases:
+            with self.subTest(op=op, bad=bad):
+                shapes = {"X": [4, 2, 5], "W": [1, gates * h, 5], "R": [1, gates * h, h],
+                          "B": [1, 2 * gates * h], "sequence_lens": None,
+                          "initial_h": [1, 2, h], "initial_c": [1, 2, h], "P": [1, 3 * h]}
+                shapes.update(bad)
+                names = ["X", "W", "R", "B", "", "initial_h"] + (
+                    ["initial_c", "P"] if op == "LSTM" else [])
+                self.save([helper.make_node(op, names, ["Y"], name="n", hidden_size=h)],
+                          [f(k, TensorProto.FLOAT, shapes[k]) for k in names if k],
+                          [f("Y", TensorProto.FLOAT, None)])
+                self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                                      f"node 'n' ({op}): {message}")
+
     def test_resize_sizes_must_be_one_dimensional(self):
         """sizes of shape [1, 2] ran as its two values; onnxruntime and ONNX's inference
         refuse it ("shape input must be 1D tensor")."""
@@ -900,6 +926,29 @@ class EmptyAndZeroTripTest(CliCase):
                               "node 'loop' (Loop): no iteration ran, and neither the body "
                               "output 's' nor the node's output declares an element type")
         self.assertFalse(os.path.exists(os.path.join(self.dir, "o2")))
+
+    def test_loop_trip_count_of_another_type(self):
+        """Seed 14: a trip count Cast to f32 ran (read as an integer); the spec and
+        onnxruntime take int64 only. Loop's newer versions make its schema a fallback whose
+        types the verifier does not check, so the Loop itself says so."""
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["c_in"], ["c_out"]),
+             helper.make_node("Relu", ["v_in"], ["v_out"])], "body",
+            [f("i", TensorProto.INT64, []), f("c_in", TensorProto.BOOL, []),
+             f("v_in", TensorProto.FLOAT, [3])],
+            [f("c_out", TensorProto.BOOL, []), f("v_out", TensorProto.FLOAT, [3])])
+        inits = [helper.make_tensor("m", TensorProto.INT64, [], [2]),
+                 helper.make_tensor("c", TensorProto.BOOL, [], [True])]
+        nodes = [helper.make_node("Cast", ["m"], ["mf"], to=TensorProto.FLOAT),
+                 helper.make_node("Loop", ["mf", "c", "x"], ["y"], name="loop", body=body)]
+        m = save_model(os.path.join(self.dir, "m.onnx"), nodes, [f("x", TensorProto.FLOAT, [3])],
+                       [f("y", TensorProto.FLOAT, [3])], 21, inits=inits)
+        with self.assertRaises(onnx.shape_inference.InferenceError):
+            onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "node 'loop' (Loop): the trip count is f32 []; an int64 with one "
+                              "element is needed")
 
     def test_scalar_operands_that_are_empty(self):
         f = helper.make_tensor_value_info

@@ -45,6 +45,33 @@ llvm::Error shapes::checkLstmAttrs(const Node &n) {
   return llvm::Error::success();
 }
 
+/// The optional operands' shapes of a recurrent node with `gates` gate blocks:
+/// B, initial_h (and, for LSTM, initial_c and P). The kernels read them by
+/// these sizes: an LSTM with a rank-2 R aborted (std::length_error), a short
+/// initial_h was read past its end.
+static llvm::Error checkRecurrentOperands(const ShapeQuery &q, int64_t gates, int64_t dirs,
+                                          int64_t batch, int64_t hidden, bool batchMajor) {
+  const Node &n = q.node;
+  auto present = [&](unsigned i) {
+    return q.inputs.size() > i && q.inputs[i].dtype != DType::Undefined;
+  };
+  const auto &r = q.inputs[2].shape;
+  if (r.size() != 3 || r[0] != dirs || r[1] != gates * hidden || r[2] != hidden)
+    return nodeError(n, "recurrence weight " + formatShape(r) + " does not match");
+  if (present(3) && numel(q.inputs[3].shape) != dirs * 2 * gates * hidden)
+    return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " does not match");
+  std::vector<int64_t> state = batchMajor ? std::vector<int64_t>{batch, dirs, hidden}
+                                          : std::vector<int64_t>{dirs, batch, hidden};
+  for (unsigned i : {5u, 6u})
+    if (present(i) && (i == 5 || gates == 4) && q.inputs[i].shape != state)
+      return nodeError(n, std::string(i == 5 ? "initial_h " : "initial_c ") +
+                              formatShape(q.inputs[i].shape) + " is not " +
+                              formatShape(state));
+  if (gates == 4 && present(7) && numel(q.inputs[7].shape) != dirs * 3 * hidden)
+    return nodeError(n, "peepholes " + formatShape(q.inputs[7].shape) + " do not match");
+  return llvm::Error::success();
+}
+
 MPC_DEFINED_BELOW(shapes::shapeLSTM)
 llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (auto e = checkLstmAttrs(q.node))
@@ -56,6 +83,8 @@ llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out)
       w[2] != x[2])
     return nodeError(q.node, "input " + formatShape(x) + " and weight " +
                                  formatShape(w) + " do not match");
+  if (auto e = checkRecurrentOperands(q, 4, dirs, x[1], hidden, /*batchMajor=*/false))
+    return e;
   if (q.inputs.size() > 4 && q.inputs[4].dtype != DType::Undefined) {
     const HostTensor *lens = q.values[4];
     if (!lens)
@@ -159,13 +188,9 @@ static llvm::Error shapeRecurrent(const ShapeQuery &q, std::vector<ShapedType> &
       w[2] != x[2])
     return nodeError(n, "input " + formatShape(x) + " and weight " + formatShape(w) +
                             " do not match");
-  const auto &r = q.inputs[2].shape;
-  if (r.size() != 3 || r[0] != dirs || r[1] != gates * hidden || r[2] != hidden)
-    return nodeError(n, "recurrence weight " + formatShape(r) + " does not match");
-  if (q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined &&
-      numel(q.inputs[3].shape) != dirs * 2 * gates * hidden)
-    return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " does not match");
   int64_t seq = batchMajor ? x[1] : x[0], batch = batchMajor ? x[0] : x[1];
+  if (auto e = checkRecurrentOperands(q, gates, dirs, batch, hidden, batchMajor))
+    return e;
   DType t = q.inputs[0].dtype;
   if (batchMajor)
     out = {ShapedType{t, {batch, seq, dirs, hidden}}, ShapedType{t, {batch, dirs, hidden}}};
