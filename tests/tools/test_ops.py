@@ -6,7 +6,9 @@ registry row and CPU kernel row, of its shape function's and parser's definition
 list entry, its gradient rule, the CUDA family's prepare function), so a fact or a location
 the tool gets wrong, or a row or function moved without the tool following, fails here.
 DocsAmpLists checks that docs/amp-lists.md names, per list, exactly the ops `mpc ops --json`
-puts on it (f16 and the bf16 differences).
+puts on it (f16 and the bf16 differences). OpsSchemaTest holds `mpc ops --op NAME --opset N`,
+the schema mpc checks an op's nodes against, to the onnx wheel's schema of every version of
+every default-domain op.
 
 usage:
     python3 tests/tools/test_ops.py --mpc build/tools/mpc --source-dir . [-v]
@@ -323,11 +325,12 @@ class OpsOneOpTest(unittest.TestCase):
         self.assertEqual(rows["NonZero"]["cuda"], "f32,i8,i32,i64,bool,f16,f64,bf16 (opset 9+)")
 
     def test_errors(self):
-        p = run("--op", "Det")
+        p = run("--op", "Dett")
         self.assertEqual(p.returncode, 1)
         self.assertEqual(p.stdout, "")
-        self.assertEqual(p.stderr, "mpc: error: unknown op 'Det': no registry row, AMP list "
-                                   "entry, gradient rule or kernel (`mpc ops` lists every op)\n")
+        self.assertEqual(p.stderr, "mpc: error: unknown op 'Dett': no ONNX schema, registry row, "
+                                   "AMP list entry, gradient rule or kernel (`mpc ops` lists "
+                                   "every op)\n")
         p = run("--op", "ConvGrad")
         self.assertEqual(p.returncode, 1)
         self.assertEqual(p.stdout, "")
@@ -339,6 +342,139 @@ class OpsOneOpTest(unittest.TestCase):
             self.assertEqual(p.stdout, "", args)
             self.assertEqual(len(p.stderr.splitlines()), 1, args)
             self.assertIn("--op", p.stderr, args)
+        for args in (["--opset", "13"], ["--op", "Gemm", "--opset", "0"],
+                     ["--op", "Gemm", "--opset"], ["--op", "Gemm", "--opset=x"],
+                     ["--op", "Gemm", "--opset", "13", "--opset", "14"]):
+            p = run(*args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(p.stdout, "", args)
+            self.assertEqual(len(p.stderr.splitlines()), 1, args)
+            self.assertIn("--op", p.stderr, args)
+        p = run("--op", "Gemm", "--opset", "28")
+        self.assertEqual((p.returncode, p.stdout), (1, ""))
+        self.assertEqual(p.stderr, "mpc: error: --opset 28: newer than any ONNX release mpc "
+                                   "knows of (newest opset of the default domain: 27)\n")
+
+
+class OpsSchemaTest(unittest.TestCase):
+    """`mpc ops --op NAME --opset N`: the schema mpc checks the op's nodes against. libonnx
+    1.12 knows opsets up to 17; mpc brings its schemas to opset 27 with rows of its own
+    (OpSignature.cpp: kPatches for formals and types, kAttrPatches for attributes). Until
+    they covered types, a node of a newer opset was checked against an older version's
+    schema and its types not at all (a "fallback"). The oracle is the onnx wheel's schema of
+    every version of every default-domain op: mpc's must be exact and equal to it (formals,
+    the types of each type parameter, attributes), or absent for the ops listed below."""
+
+    NEWEST = 27  # kNewestRelease (OpSignature.cpp)
+    # Ops added after libonnx 1.12 that mpc has no schema (nor kernel) for: a node of one is
+    # an op mpc does not check or run (it is refused by `mpc run`).
+    WITHOUT_SCHEMA = ["AffineGrid", "BitCast", "CausalConvWithState", "CenterCropPad",
+                      "Col2Im", "DeformConv", "ImageDecoder", "LinearAttention",
+                      "RegexFullMatch", "StringConcat", "StringSplit", "TensorScatter"]
+
+    @staticmethod
+    def types(strs):
+        """A constraint's types as mpc prints them: an optional of a sequence as an optional
+        of its element type (mpc keeps one list for both), maps and sparse tensors as
+        "other"."""
+        out = set()
+        for t in strs:
+            m = re.fullmatch(r"optional\(seq\((tensor\(\w+\))\)\)", t)
+            if m:
+                t = f"optional({m.group(1)})"
+            elif t.startswith(("map(", "sparse_tensor(")):
+                t = "other"
+            out.add(t)
+        return out
+
+    @classmethod
+    def wheel(cls, s):
+        option = lambda f: str(f.option).split(".")[-1].lower()
+        formals = lambda fs: [(f.name, f.type_str, option(f)) for f in fs]
+        return {
+            "since_version": s.since_version,
+            "exact": True,
+            "attributes_known": True,
+            "inputs": formals(s.inputs),
+            "outputs": formals(s.outputs),
+            "min_inputs": s.min_input, "max_inputs": s.max_input,
+            "min_outputs": s.min_output, "max_outputs": s.max_output,
+            "types": {c.type_param_str: cls.types(c.allowed_type_strs)
+                      for c in s.type_constraints},
+            "attributes": {n: (str(a.type).split(".")[-1], a.required)
+                           for n, a in s.attributes.items()},
+        }
+
+    @staticmethod
+    def mpc(sig):
+        formals = lambda fs: [(f["name"], f["type"], f["option"]) for f in fs]
+        return {
+            "since_version": sig["since_version"],
+            "exact": sig["exact"],
+            "attributes_known": sig["attributes_known"],
+            "inputs": formals(sig["inputs"]),
+            "outputs": formals(sig["outputs"]),
+            "min_inputs": sig["min_inputs"], "max_inputs": sig["max_inputs"],
+            "min_outputs": sig["min_outputs"], "max_outputs": sig["max_outputs"],
+            "types": {c["param"]: set(c["types"]) for c in sig["type_constraints"]},
+            "attributes": {a["name"]: (a["kind"], a["required"]) for a in sig["attributes"]},
+        }
+
+    def signature(self, op, opset):
+        p = run("--op", op, "--opset", str(opset), "--json")
+        self.assertEqual(p.returncode, 0, f"{op} at opset {opset}: {p.stderr}")
+        return json.loads(p.stdout)["signature"]
+
+    def test_every_version_of_every_default_domain_op(self):
+        import onnx.defs
+        versions = {}
+        for s in onnx.defs.get_all_schemas_with_history():
+            if s.domain == "" and s.since_version <= self.NEWEST:
+                versions.setdefault(s.name, []).append(s)
+        without = []
+        checked = 0
+        for op in sorted(versions):
+            history = sorted(versions[op], key=lambda s: s.since_version)
+            # Each version at its own opset, and the newest at the newest opset.
+            probes = [(s.since_version, s) for s in history]
+            if history[-1].since_version < self.NEWEST:
+                probes.append((self.NEWEST, history[-1]))
+            for opset, s in probes:
+                sig = self.signature(op, opset)
+                if sig is None:
+                    self.assertGreater(history[0].since_version, 17,
+                                       f"{op}: no schema at opset {opset}")
+                    if op not in without:
+                        without.append(op)
+                    continue
+                with self.subTest(op=op, opset=opset):
+                    self.assertEqual(self.mpc(sig), self.wheel(s))
+                    checked += 1
+        self.assertEqual(without, self.WITHOUT_SCHEMA)
+        self.assertGreater(checked, 600)
+
+    def test_text(self):
+        p = run("--op", "Cast", "--opset", "23")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        f8 = ("tensor(float8e4m3fn), tensor(float8e4m3fnuz), tensor(float8e5m2), "
+              "tensor(float8e5m2fnuz)")
+        schema = p.stdout[p.stdout.index("schema at opset"):]
+        first = schema.splitlines()[:4]
+        self.assertEqual(first[:3], ["schema at opset 23: Cast-23, exact",
+                                     "  inputs: input: T1", "  outputs: output: T2"])
+        self.assertTrue(first[3].startswith("  T1: tensor(float16), tensor(float), tensor(double)"), first[3])
+        self.assertTrue(first[3].endswith(f"{f8}, tensor(uint4), tensor(int4), "
+                                          "tensor(float4e2m1)"), first[3])
+        self.assertTrue(schema.endswith("  attributes: saturate (INT), to (INT, required)\n")
+                        or schema.endswith("  attributes: to (INT, required), saturate (INT)\n"),
+                        schema)
+        # A domain whose newer versions mpc has no rows for: a fallback, attributes unknown.
+        p = run("--op", "ai.onnx.ml::LabelEncoder", "--opset", "5")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("schema at opset 5: LabelEncoder-2, fallback (the opset is newer than "
+                      "this schema, and the op may have changed: types are not checked)\n", p.stdout)
+        self.assertTrue(p.stdout.endswith("  attributes: not known at this version (not "
+                                          "checked)\n"), p.stdout)
 
 
 class DocsAmpLists(unittest.TestCase):
@@ -401,6 +537,7 @@ def main():
     SOURCE_DIR = os.path.abspath(args.source_dir)
     loader = unittest.TestLoader()
     suite = unittest.TestSuite([loader.loadTestsFromTestCase(OpsOneOpTest),
+                                loader.loadTestsFromTestCase(OpsSchemaTest),
                                 loader.loadTestsFromTestCase(DocsAmpLists)])
     result = unittest.TextTestRunner(verbosity=2 if args.verbose else 1,
                                      stream=sys.stdout).run(suite)

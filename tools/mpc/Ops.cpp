@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "Tool.h"
 #include "mpc/IR/DType.h"
+#include "mpc/Ops/OpSignature.h"
 #include "mpc/Passes/AmpLists.h"
 #include "mpc/Passes/TrainGraph.h"
 #include "mpc/Runtime/CpuBackend.h"
@@ -31,7 +32,7 @@ using namespace mpc;
 using namespace mpc::tool;
 
 static const char kOpsUsage[] =
-    R"(usage: mpc ops [--op NAME] [--json]
+    R"(usage: mpc ops [--op NAME [--opset N]] [--json]
 
 Prints one row per op known to the AMP default lists or the CPU kernel
 table: the AMP class (allow/infer/deny/clear/unlisted) of the f16 defaults
@@ -45,11 +46,17 @@ source file (and line) that defines it: its op registry rows (opset range,
 shape function, attribute parser, in-place policy, value-dependent shape,
 cost class), its AMP class, whether it has a gradient rule, and its CPU and
 CUDA kernels with their dtypes (a CUDA kernel with the function and file
-that prepare it).
+that prepare it). With --opset, also the schema mpc checks the op's nodes
+against in a model importing that opset of the op's domain: its version,
+formal inputs and outputs, the element types each type parameter admits,
+and its attributes; "exact" when it is the op's schema at that version,
+"fallback" when the op changed since and nodes are checked against the
+older version (reported by `mpc rewrite -v`).
 
 options:
   --op NAME  one op: "Gemm", or "domain::Op" for another domain
              ("ai.mpc.training::ConvGrad")
+  --opset N  with --op: the op's schema at opset N of its domain
   --json     print JSON instead of text
   --help     show this help
 )";
@@ -384,6 +391,134 @@ static std::vector<OpRow> collectRows() {
 }
 
 //===----------------------------------------------------------------------===//
+// mpc ops --op NAME --opset N: the schema nodes are checked against
+//===----------------------------------------------------------------------===//
+
+/// AttributeProto.AttributeType's name of a kind ("INT", "FLOATS").
+static llvm::StringRef attrKindText(AttrKind k) {
+  static const char *const kNames[] = {"UNDEFINED", "FLOAT",         "INT",           "STRING",
+                                       "TENSOR",    "GRAPH",         "FLOATS",        "INTS",
+                                       "STRINGS",   "TENSORS",       "GRAPHS",        "SPARSE_TENSOR",
+                                       "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+  unsigned i = static_cast<unsigned>(k);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "UNKNOWN";
+}
+
+static llvm::StringRef formalOptionText(FormalOption o) {
+  switch (o) {
+  case FormalOption::Single:
+    return "single";
+  case FormalOption::Optional:
+    return "optional";
+  case FormalOption::Variadic:
+    return "variadic";
+  }
+  return "single";
+}
+
+/// The types a constraint admits as ONNX writes them ("tensor(float)",
+/// "seq(tensor(float))", "optional(tensor(float))" for an optional of a tensor
+/// or of a sequence of that element type; "other" for maps and sparse tensors).
+static std::vector<std::string> constraintTypes(const TypeConstraint &c) {
+  std::vector<std::string> out;
+  for (DType e : c.tensorTypes)
+    out.push_back(onnxTensorTypeString(e).str());
+  for (DType e : c.seqTypes)
+    out.push_back("seq(" + onnxTensorTypeString(e).str() + ")");
+  for (DType e : c.optionalTypes)
+    out.push_back("optional(" + onnxTensorTypeString(e).str() + ")");
+  if (c.allowsOther)
+    out.push_back("other");
+  return out;
+}
+
+static std::string formalText(const FormalParam &f) {
+  std::string s = f.name + ": " + f.typeStr;
+  if (f.option != FormalOption::Single)
+    s += " (" + formalOptionText(f.option).str() + ")";
+  return s;
+}
+
+/// The schema of `opType` in `domain` at `opset` as JSON (null when none).
+static llvm::json::Value signatureJson(llvm::StringRef domain, llvm::StringRef opType,
+                                       int64_t opset) {
+  SignatureLookup lk = lookupSignature(domain, opType, opset);
+  if (!lk.sig)
+    return nullptr;
+  const OpSignature &sig = *lk.sig;
+  auto formals = [](const std::vector<FormalParam> &fs) {
+    llvm::json::Array a;
+    for (const FormalParam &f : fs)
+      a.push_back(llvm::json::Object{{"name", f.name},
+                                     {"type", f.typeStr},
+                                     {"option", formalOptionText(f.option).str()}});
+    return a;
+  };
+  llvm::json::Array constraints, attrs;
+  for (const TypeConstraint &c : sig.constraints) {
+    llvm::json::Array types;
+    for (std::string &t : constraintTypes(c))
+      types.push_back(std::move(t));
+    constraints.push_back(llvm::json::Object{{"param", c.param}, {"types", std::move(types)}});
+  }
+  for (const FormalAttr &a : sig.attributes)
+    attrs.push_back(llvm::json::Object{
+        {"name", a.name}, {"kind", attrKindText(a.kind).str()}, {"required", a.required}});
+  return llvm::json::Object{{"opset", opset},
+                            {"since_version", sig.sinceVersion},
+                            {"exact", !lk.fallback},
+                            {"attributes_known", sig.attributesKnown},
+                            {"min_inputs", sig.minInputs},
+                            {"max_inputs", sig.maxInputs},
+                            {"min_outputs", sig.minOutputs},
+                            {"max_outputs", sig.maxOutputs},
+                            {"inputs", formals(sig.inputs)},
+                            {"outputs", formals(sig.outputs)},
+                            {"type_constraints", std::move(constraints)},
+                            {"attributes", std::move(attrs)}};
+}
+
+static void printSignature(llvm::raw_ostream &os, llvm::StringRef domain, llvm::StringRef opType,
+                           int64_t opset) {
+  SignatureLookup lk = lookupSignature(domain, opType, opset);
+  if (!lk.sig) {
+    os << "schema at opset " << opset << ": none (nodes are not checked against a schema)\n";
+    return;
+  }
+  const OpSignature &sig = *lk.sig;
+  os << "schema at opset " << opset << ": " << opType << "-" << sig.sinceVersion << ", "
+     << (lk.fallback ? "fallback (the opset is newer than this schema, and the op may have changed: "
+                       "types are not checked)"
+                     : "exact")
+     << "\n";
+  auto list = [&](const char *what, const std::vector<FormalParam> &fs) {
+    os << "  " << what << ":";
+    if (fs.empty())
+      os << " none";
+    for (size_t i = 0; i < fs.size(); ++i)
+      os << (i ? ", " : " ") << formalText(fs[i]);
+    os << "\n";
+  };
+  list("inputs", sig.inputs);
+  list("outputs", sig.outputs);
+  for (const TypeConstraint &c : sig.constraints)
+    os << "  " << c.param << ": " << join(constraintTypes(c), ", ") << "\n";
+  if (!sig.attributesKnown) {
+    os << "  attributes: not known at this version (not checked)\n";
+    return;
+  }
+  os << "  attributes:";
+  if (sig.attributes.empty())
+    os << " none";
+  for (size_t i = 0; i < sig.attributes.size(); ++i) {
+    const FormalAttr &a = sig.attributes[i];
+    os << (i ? ", " : " ") << a.name << " (" << attrKindText(a.kind)
+       << (a.required ? ", required" : "") << ")";
+  }
+  os << "\n";
+}
+
+//===----------------------------------------------------------------------===//
 // mpc ops --op NAME
 //===----------------------------------------------------------------------===//
 
@@ -392,7 +527,7 @@ static std::string opsetText(int64_t lo, int64_t hi) { return opsetRange(CpuRow{
 
 /// Prints (or, with `json`, writes as one JSON object) everything known
 /// about the op named `name` ("Op" or "domain::Op").
-static int describeOp(llvm::StringRef name, bool json) {
+static int describeOp(llvm::StringRef name, bool json, llvm::Optional<int64_t> opset) {
   llvm::StringRef domain, opType = name;
   size_t sep = name.rfind("::");
   if (sep != llvm::StringRef::npos) {
@@ -402,6 +537,15 @@ static int describeOp(llvm::StringRef name, bool json) {
   if (domain == "ai.onnx")
     domain = "";
   std::string op = domain.empty() ? opType.str() : (domain + "::" + opType).str();
+  int64_t newest = newestReleasedOpset(domain);
+  if (opset && newest >= 0 && *opset > newest)
+    return fail(llvm::formatv("--opset {0}: newer than any ONNX release mpc knows of (newest "
+                              "opset of {1}: {2})",
+                              *opset,
+                              domain.empty() ? std::string("the default domain")
+                                             : "domain " + quoteName(domain),
+                              newest)
+                    .str());
 
   std::vector<const OpDef *> defs;
   std::vector<std::string> elsewhere; // the same op type in other domains
@@ -436,7 +580,7 @@ static int describeOp(llvm::StringRef name, bool json) {
       hasRule |= r == opType;
 
   if (defs.empty() && kernels.empty() && cls == AmpClass::Unlisted &&
-      clsBf16 == AmpClass::Unlisted && !hasRule) {
+      clsBf16 == AmpClass::Unlisted && !hasRule && !isKnownOp(domain, opType)) {
     std::sort(elsewhere.begin(), elsewhere.end());
     elsewhere.erase(std::unique(elsewhere.begin(), elsewhere.end()), elsewhere.end());
     std::string hint;
@@ -444,8 +588,8 @@ static int describeOp(llvm::StringRef name, bool json) {
       hint += (i ? i + 1 == elsewhere.size() ? " or " : ", " : "; did you mean ") +
               quoteName(elsewhere[i]);
     return fail("unknown op " + quoteName(op) +
-                ": no registry row, AMP list entry, gradient rule or kernel (`mpc ops` "
-                "lists every op)" +
+                ": no ONNX schema, registry row, AMP list entry, gradient rule or kernel "
+                "(`mpc ops` lists every op)" +
                 hint + (hint.empty() ? "" : "?"));
   }
 
@@ -508,6 +652,8 @@ static int describeOp(llvm::StringRef name, bool json) {
         {"cpu_kernels", std::move(cpu)},
         {"cuda_kernels", std::move(cudaJson)},
     };
+    if (opset)
+      o["signature"] = signatureJson(domain, opType, *opset);
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
     return Ok;
   }
@@ -562,6 +708,8 @@ static int describeOp(llvm::StringRef name, bool json) {
                                     "cudaLauncherOf in tools/mpc/Ops.cpp"))
        << "\n";
   }
+  if (opset)
+    printSignature(os, domain, opType, *opset);
   return Ok;
 }
 
@@ -569,6 +717,7 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
   (void)envp;
   bool json = false;
   llvm::Optional<std::string> one;
+  llvm::Optional<int64_t> opset;
   for (size_t i = 0; i < args.size(); ++i) {
     llvm::StringRef a = args[i];
     if (a == "--help" || a == "-h") {
@@ -594,10 +743,26 @@ int tool::runOps(llvm::ArrayRef<const char *> args, const char *const *envp) {
       one = v.str();
       continue;
     }
+    if (a == "--opset" || a.startswith("--opset=")) {
+      if (opset)
+        return usageError("ops", "--opset given twice");
+      llvm::StringRef v;
+      if (a.consume_front("--opset="))
+        v = a;
+      else if (i + 1 < args.size())
+        v = args[++i];
+      int64_t n = 0;
+      if (v.getAsInteger(10, n) || n < 1)
+        return usageError("ops", "--opset needs a positive opset number, not " + quoteName(v));
+      opset = n;
+      continue;
+    }
     return usageError("ops", "unknown argument " + quoteName(a));
   }
+  if (opset && !one)
+    return usageError("ops", "--opset needs --op");
   if (one)
-    return describeOp(*one, json);
+    return describeOp(*one, json, opset);
 
   std::vector<OpRow> rows = collectRows();
   if (json) {

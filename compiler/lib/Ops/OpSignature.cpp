@@ -12,6 +12,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/ErrorHandling.h"
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -197,22 +198,62 @@ const FormalAttr *OpSignature::attribute(llvm::StringRef name) const {
 //===----------------------------------------------------------------------===//
 
 namespace {
-enum class PatchKind { NewOp, AppendOptionalInput, AddBf16 };
+enum class PatchKind { FixLibonnx, NewOp, AppendOptionalInput, AddTypes, SameSignature };
 
 struct PatchRow {
   PatchKind kind;
   const char *opType;
   int since;
-  /// NewOp: "in:T in:T -> out:T" (a '?' suffix marks an optional input);
-  /// AppendOptionalInput: "name:typeStr"; AddBf16: the type parameter.
+  /// FixLibonnx, NewOp: "in:T in:T -> out:T" (a '?' suffix marks an optional
+  /// input); AppendOptionalInput: "name:typeStr"; AddTypes: the type
+  /// parameters ("T1,T2"); SameSignature: "".
   const char *spec;
-  /// NewOp: "T=f16,f32,f64,bf16"; AppendOptionalInput: a constraint for a new
-  /// parameter, or "".
+  /// FixLibonnx, NewOp: "T=f16,f32;V=..."; AppendOptionalInput: a constraint for a new
+  /// parameter, or ""; AddTypes: the element types each parameter gains.
+  /// A type list is short dtype names (DType.h), after an optional "tso|"
+  /// saying which forms each name stands for: t a tensor, s a sequence of
+  /// tensors, o an optional (of a tensor or a sequence); tensors alone
+  /// without it.
   const char *types;
 };
 } // namespace
 
+// The element types ONNX releases after libonnx 1.12 admitted, in the groups
+// they came in: 8-bit floats (opsets 19-21), 4-bit integers (21), the 4-bit
+// float (23), the scale-only 8-bit float (24), 2-bit integers (25).
+#define MPC_F8 "f8e4m3fn,f8e4m3fnuz,f8e5m2,f8e5m2fnuz"
+#define MPC_I4 "u4,i4"
+#define MPC_F4 "f4e2m1"
+#define MPC_E8 "f8e8m0"
+#define MPC_I2 "u2,i2"
+// The element types of opset 15's optional/sequence ops.
+#define MPC_OPTIONAL_ELEMS "u8,u16,u32,u64,i8,i16,i32,i64,f16,f32,f64,str,bool,c64,c128"
+// The rows of one op whose type parameters gained each group in turn, as the
+// data-movement ops did at opsets 19 (or 21 with the 4-bit integers), 23, 24
+// and 25.
+#define MPC_LOW_PRECISION_ROWS(op, params, forms)                                            \
+  {PatchKind::AddTypes, op, 23, params, forms MPC_F4},                                       \
+      {PatchKind::AddTypes, op, 24, params, forms MPC_E8},                                   \
+      {PatchKind::AddTypes, op, 25, params, forms MPC_I2}
+#define MPC_LOW_PRECISION_FROM_19(op, params, forms)                                         \
+  {PatchKind::AddTypes, op, 19, params, forms MPC_F8},                                       \
+      {PatchKind::AddTypes, op, 21, params, forms MPC_I4}, MPC_LOW_PRECISION_ROWS(op, params, forms)
+#define MPC_LOW_PRECISION_FROM_21(op, params)                                                \
+  {PatchKind::AddTypes, op, 21, params, MPC_F8 "," MPC_I4}, MPC_LOW_PRECISION_ROWS(op, params, "")
+
+/// Every signature change of the default domain from opset 18 to
+/// kNewestRelease (onnx 1.22's schemas against the previous version of each
+/// op): formals, type parameters and their types. With kAttrPatches (the
+/// attributes) a signature built from these rows is the op's at its version,
+/// and checked as exactly as libonnx's; `mpc ops --op NAME --opset N` prints
+/// it, and tests/tools/test_ops.py holds it to the onnx wheel's schemas.
 static const PatchRow kPatches[] = {
+    // Versions libonnx 1.12 has wrong, as later onnx releases corrected them:
+    // GridSample-16's grid is of the float type T2 and its result of X's type
+    // (libonnx: grid of X's type, a float result); Erf-13 takes floats only.
+    {PatchKind::FixLibonnx, "GridSample", 16, "X:T1 grid:T2 -> Y:T1",
+     "T1=u8,u16,u32,u64,i8,i16,i32,i64,f16,f32,f64,str,bool,c64,c128;T2=f16,f32,f64"},
+    {PatchKind::FixLibonnx, "Erf", 13, "input:T -> output:T", "T=f16,f32,f64,bf16"},
     // New ops of the default domain that are on the AMP lists.
     {PatchKind::NewOp, "GroupNormalization", 18, "X:T scale:T bias:T -> Y:T", "T=f16,f32,f64,bf16"},
     {PatchKind::NewOp, "Mish", 18, "X:T -> Y:T", "T=f16,f32,f64"},
@@ -240,8 +281,10 @@ static const PatchRow kPatches[] = {
     {PatchKind::NewOp, "CumProd", 26, "x:T axis:T2 -> y:T",
      "T=u32,u64,i32,i64,f16,f32,f64,bf16;T2=i32,i64"},
     // Opset 18 made OptionalHasElement's input optional (absent: false) and let
-    // it be a tensor or a sequence (true).
-    {PatchKind::NewOp, "OptionalHasElement", 18, "input?:O -> output:tensor(bool)", ""},
+    // it be a tensor or a sequence (true); OptionalGetElement takes them too.
+    {PatchKind::NewOp, "OptionalHasElement", 18, "input?:O -> output:B",
+     "O=tso|" MPC_OPTIONAL_ELEMS ";B=bool"},
+    {PatchKind::AddTypes, "OptionalGetElement", 18, "O", "ts|" MPC_OPTIONAL_ELEMS},
     // Opset 18 turned the reduction axes attribute into an optional input.
     {PatchKind::AppendOptionalInput, "ReduceL1", 18, "axes:tensor(int64)", ""},
     {PatchKind::AppendOptionalInput, "ReduceL2", 18, "axes:tensor(int64)", ""},
@@ -254,29 +297,121 @@ static const PatchRow kPatches[] = {
     {PatchKind::AppendOptionalInput, "ReduceSumSquare", 18, "axes:tensor(int64)", ""},
     {PatchKind::AppendOptionalInput, "Pad", 18, "axes:Tind", "Tind=i32,i64"},
     {PatchKind::AppendOptionalInput, "DFT", 20, "axis:tensor(int64)", ""},
-    // Opset 22 admitted bfloat16 to these ops.
-    {PatchKind::AddBf16, "AveragePool", 22, "T", ""},
-    {PatchKind::AddBf16, "Conv", 22, "T", ""},
-    {PatchKind::AddBf16, "ConvTranspose", 22, "T", ""},
-    {PatchKind::AddBf16, "Dropout", 22, "T1", ""},
-    {PatchKind::AddBf16, "Elu", 22, "T", ""},
-    {PatchKind::AddBf16, "GRU", 22, "T", ""},
-    {PatchKind::AddBf16, "GlobalAveragePool", 22, "T", ""},
-    {PatchKind::AddBf16, "GlobalMaxPool", 22, "T", ""},
-    {PatchKind::AddBf16, "HardSigmoid", 22, "T", ""},
-    {PatchKind::AddBf16, "HardSwish", 22, "T", ""},
-    {PatchKind::AddBf16, "InstanceNormalization", 22, "T", ""},
-    {PatchKind::AddBf16, "LSTM", 22, "T", ""},
-    {PatchKind::AddBf16, "LpNormalization", 22, "T", ""},
-    {PatchKind::AddBf16, "MaxPool", 22, "T", ""},
-    {PatchKind::AddBf16, "NegativeLogLikelihoodLoss", 22, "T", ""},
-    {PatchKind::AddBf16, "RNN", 22, "T", ""},
-    {PatchKind::AddBf16, "Round", 22, "T", ""},
-    {PatchKind::AddBf16, "Selu", 22, "T", ""},
-    {PatchKind::AddBf16, "Softplus", 22, "T", ""},
-    {PatchKind::AddBf16, "Softsign", 22, "T", ""},
-    {PatchKind::AddBf16, "ThresholdedRelu", 22, "T", ""},
+    // Versions that changed only what an attribute's values mean (new modes
+    // and reductions): the signature is the previous version's.
+    {PatchKind::SameSignature, "ScatterElements", 18, "", ""},
+    {PatchKind::SameSignature, "ScatterND", 18, "", ""},
+    {PatchKind::SameSignature, "Pad", 19, "", ""},
+    {PatchKind::SameSignature, "Resize", 19, "", ""},
+    {PatchKind::SameSignature, "GridSample", 20, "", ""},
+    // Opsets 19-21 gave the quantizers scales of any float type, 8-bit
+    // float and then 16- and 4-bit integer data; 23 split their types.
+    {PatchKind::NewOp, "QuantizeLinear", 19, "x:T1 y_scale:T1 y_zero_point?:T2 -> y:T2",
+     "T1=f32,f16,bf16,i32;T2=i8,u8," MPC_F8},
+    {PatchKind::AddTypes, "QuantizeLinear", 21, "T2", "i16,u16," MPC_I4},
+    {PatchKind::NewOp, "QuantizeLinear", 23, "x:T1 y_scale:T2 y_zero_point?:T3 -> y:T3",
+     "T1=f32,f16,bf16,i32;T2=f32,f16,bf16,i32;T3=i8,u8,i16,u16," MPC_F8 "," MPC_I4 "," MPC_F4},
+    {PatchKind::AddTypes, "QuantizeLinear", 24, "T2", MPC_E8},
+    {PatchKind::AddTypes, "QuantizeLinear", 25, "T3", MPC_I2},
+    {PatchKind::NewOp, "DequantizeLinear", 19, "x:T1 x_scale:T2 x_zero_point?:T1 -> y:T2",
+     "T1=i8,u8,i32," MPC_F8 ";T2=f32,f16,bf16"},
+    {PatchKind::AddTypes, "DequantizeLinear", 21, "T1", "i16,u16," MPC_I4},
+    {PatchKind::NewOp, "DequantizeLinear", 23, "x:T1 x_scale:T2 x_zero_point?:T1 -> y:T3",
+     "T1=i8,u8,i16,u16,i32," MPC_F8 "," MPC_I4 "," MPC_F4 ";T2=f32,f16,bf16;T3=f32,f16,bf16"},
+    {PatchKind::AddTypes, "DequantizeLinear", 24, "T2", MPC_E8},
+    {PatchKind::AddTypes, "DequantizeLinear", 25, "T1", MPC_I2},
+    {PatchKind::NewOp, "QLinearMatMul", 21,
+     "a:T1 a_scale:TS a_zero_point:T1 b:T2 b_scale:TS b_zero_point:T2 y_scale:TS "
+     "y_zero_point:T3 -> y:T3",
+     "TS=f32,f16,bf16;T1=i8,u8," MPC_F8 ";T2=i8,u8," MPC_F8 ";T3=i8,u8," MPC_F8},
+    // Opsets 19-25 admitted the low-precision types to the ops that move data
+    // without computing on it.
+    MPC_LOW_PRECISION_FROM_19("Cast", "T1,T2", ""),
+    MPC_LOW_PRECISION_FROM_19("CastLike", "T1,T2", ""),
+    MPC_LOW_PRECISION_FROM_19("Constant", "T", ""),
+    MPC_LOW_PRECISION_FROM_19("Identity", "V", ""),
+    MPC_LOW_PRECISION_FROM_19("If", "V", "tso|"),
+    MPC_LOW_PRECISION_FROM_19("Loop", "V", "tso|"),
+    MPC_LOW_PRECISION_FROM_19("Reshape", "T", ""),
+    MPC_LOW_PRECISION_FROM_19("Scan", "V", ""),
+    MPC_LOW_PRECISION_FROM_19("Shape", "T", ""),
+    MPC_LOW_PRECISION_FROM_19("Size", "T", ""),
+    MPC_LOW_PRECISION_FROM_21("Flatten", "T"),
+    MPC_LOW_PRECISION_FROM_21("Pad", "T"),
+    MPC_LOW_PRECISION_FROM_21("Squeeze", "T"),
+    MPC_LOW_PRECISION_FROM_21("Transpose", "T"),
+    MPC_LOW_PRECISION_FROM_21("Unsqueeze", "T"),
+    {PatchKind::AddTypes, "ConstantOfShape", 20, "T2", "bf16," MPC_F8},
+    {PatchKind::AddTypes, "ConstantOfShape", 21, "T2", MPC_I4},
+    MPC_LOW_PRECISION_ROWS("ConstantOfShape", "T2", ""),
+    {PatchKind::AddTypes, "Equal", 19, "T", "str"},
+    {PatchKind::AddTypes, "IsInf", 20, "T1", "f16,bf16," MPC_F8},
+    {PatchKind::AddTypes, "IsNaN", 20, "T1", MPC_F8},
+    {PatchKind::AddTypes, "ReduceMax", 20, "T", "bool"},
+    {PatchKind::AddTypes, "ReduceMin", 20, "T", "bool"},
+    // Opset 22 admitted bfloat16 to these ops (Dropout 8-bit floats too).
+    {PatchKind::AddTypes, "Acos", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Acosh", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Asin", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Asinh", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Atan", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Atanh", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "AveragePool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Bernoulli", 22, "T1", "bf16"},
+    {PatchKind::AddTypes, "Conv", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "ConvTranspose", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Cos", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Cosh", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Det", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Dropout", 22, "T", MPC_F8},
+    {PatchKind::AddTypes, "Dropout", 22, "T1", "bf16," MPC_F8},
+    {PatchKind::AddTypes, "Elu", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "EyeLike", 22, "T1,T2", "bf16"},
+    {PatchKind::AddTypes, "GRU", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "GlobalAveragePool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "GlobalLpPool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "GlobalMaxPool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "GridSample", 22, "T1,T2", "bf16"},
+    {PatchKind::AddTypes, "HardSigmoid", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "HardSwish", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "InstanceNormalization", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "LSTM", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "LpNormalization", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "LpPool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "MaxPool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "MaxRoiPool", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "MaxUnpool", 22, "T1", "bf16"},
+    {PatchKind::AddTypes, "Multinomial", 22, "T1", "bf16"},
+    {PatchKind::AddTypes, "NegativeLogLikelihoodLoss", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "RNN", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "RandomNormal", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "RandomNormalLike", 22, "T1,T2", "bf16"},
+    {PatchKind::AddTypes, "RandomUniform", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "RandomUniformLike", 22, "T1,T2", "bf16"},
+    {PatchKind::AddTypes, "RoiAlign", 22, "T1", "bf16"},
+    {PatchKind::AddTypes, "Round", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Selu", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Sin", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Sinh", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Softplus", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Softsign", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "Tan", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "ThresholdedRelu", 22, "T", "bf16"},
+    {PatchKind::AddTypes, "SplitToSequence", 24, "T", "bf16"},
+    {PatchKind::AddTypes, "SplitToSequence", 24, "S", "s|bf16"},
+    {PatchKind::AddTypes, "TopK", 24, "T", "bf16"},
+    {PatchKind::AddTypes, "Range", 27, "T", "f16,bf16"},
 };
+
+#undef MPC_LOW_PRECISION_FROM_21
+#undef MPC_LOW_PRECISION_FROM_19
+#undef MPC_LOW_PRECISION_ROWS
+#undef MPC_OPTIONAL_ELEMS
+#undef MPC_I2
+#undef MPC_E8
+#undef MPC_F4
+#undef MPC_I4
+#undef MPC_F8
 
 namespace {
 /// An attribute an op gained (or lost) in a release after libonnx 1.12: the
@@ -369,6 +504,27 @@ static void patchAttributes(OpSignature &sig, int64_t known, int64_t version) {
   sig.closedAttributes = true;
 }
 
+/// Adds a row's type list ("f16,bf16", or "tso|u8,..." for other forms than
+/// tensors: see PatchRow::types) to `c`, skipping types it admits already.
+static void appendTypes(TypeConstraint &c, llvm::StringRef list) {
+  llvm::StringRef forms = "t";
+  if (list.contains('|'))
+    std::tie(forms, list) = list.split('|');
+  llvm::SmallVector<llvm::StringRef, 16> names;
+  list.split(names, ',', -1, false);
+  for (llvm::StringRef n : names) {
+    llvm::Optional<DType> d = parseDType(n.trim());
+    if (!d)
+      llvm::report_fatal_error(llvm::Twine("OpSignature.cpp: unknown element type '") + n +
+                               "' in a patch row");
+    for (char f : forms) {
+      auto &dst = f == 't' ? c.tensorTypes : f == 's' ? c.seqTypes : c.optionalTypes;
+      if (!llvm::is_contained(dst, *d))
+        dst.push_back(*d);
+    }
+  }
+}
+
 static void parseConstraints(llvm::StringRef spec, OpSignature &sig) {
   llvm::SmallVector<llvm::StringRef, 4> parts;
   spec.split(parts, ';', -1, false);
@@ -376,11 +532,7 @@ static void parseConstraints(llvm::StringRef spec, OpSignature &sig) {
     auto [param, types] = part.split('=');
     TypeConstraint tc;
     tc.param = param.trim().str();
-    llvm::SmallVector<llvm::StringRef, 8> names;
-    types.split(names, ',', -1, false);
-    for (llvm::StringRef n : names)
-      if (auto d = parseDType(n.trim()))
-        tc.tensorTypes.push_back(*d);
+    appendTypes(tc, types);
     sig.constraints.push_back(std::move(tc));
   }
 }
@@ -551,12 +703,33 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
   }
   // Apply the patch rows up to `version`, in order.
   for (const PatchRow &row : kPatches) {
-    if (opType != row.opType || row.since > version || (known >= row.since))
+    if (opType != row.opType || row.since > version)
+      continue;
+    if (row.kind == PatchKind::FixLibonnx) {
+      // Only the version the row corrects (a later one has its own schema).
+      if (sig && sig->sinceVersion == row.since) {
+        std::vector<FormalAttr> attrs = std::move(sig->attributes);
+        bool attributesKnown = sig->attributesKnown, closed = sig->closedAttributes;
+        sig = buildNewOp(row);
+        sig->attributes = std::move(attrs);
+        sig->attributesKnown = attributesKnown;
+        sig->closedAttributes = closed;
+      }
+      continue;
+    }
+    if (known >= row.since)
       continue;
     switch (row.kind) {
-    case PatchKind::NewOp:
-      sig = buildNewOp(row);
+    case PatchKind::FixLibonnx:
       break;
+    case PatchKind::NewOp: {
+      // An op libonnx knows keeps its attributes (kAttrPatches brings them
+      // to the node's version below).
+      std::vector<FormalAttr> attrs = sig ? std::move(sig->attributes) : std::vector<FormalAttr>();
+      sig = buildNewOp(row);
+      sig->attributes = std::move(attrs);
+      break;
+    }
     case PatchKind::AppendOptionalInput: {
       if (!sig)
         break;
@@ -573,24 +746,39 @@ static std::unique_ptr<OpSignature> resolve(llvm::StringRef domain, llvm::String
       sig->sinceVersion = row.since;
       break;
     }
-    case PatchKind::AddBf16:
+    case PatchKind::AddTypes: {
       if (!sig)
         break;
-      for (TypeConstraint &c : sig->constraints)
-        if (c.param == row.spec && !c.admitsTensor(DType::BF16))
-          c.tensorTypes.push_back(DType::BF16);
-      sig->sinceVersion = row.since;
+      llvm::SmallVector<llvm::StringRef, 2> params;
+      llvm::StringRef(row.spec).split(params, ',', -1, false);
+      for (llvm::StringRef param : params) {
+        TypeConstraint *c = nullptr;
+        for (TypeConstraint &k : sig->constraints)
+          if (k.param == param)
+            c = &k;
+        if (!c)
+          llvm::report_fatal_error(llvm::Twine("OpSignature.cpp: ") + row.opType +
+                                   " has no type parameter " + param);
+        appendTypes(*c, row.types);
+      }
+      sig->sinceVersion = std::max(sig->sinceVersion, row.since);
+      break;
+    }
+    case PatchKind::SameSignature:
+      if (sig)
+        sig->sinceVersion = std::max(sig->sinceVersion, row.since);
       break;
     }
   }
   if (sig && fallback) {
-    // A signature is a fallback only where the op has a version newer than
-    // the one it was built from (libonnx's, or a patch row's): Slice at opset
-    // 23 is Slice-13, which libonnx knows exactly, types and all.
-    fallback = newestVersionAfterLibonnx(opType, version) > sig->sinceVersion;
     // kAttrPatches lists every attribute change up to kNewestRelease, and
     // checkOpsetImports refuses newer opsets.
     patchAttributes(*sig, known, version);
+    // A signature is a fallback only where the op has a version newer than
+    // the one it was built from (libonnx's, or a row's): Slice at opset 23 is
+    // Slice-13, which libonnx knows exactly, types and all; Cast at opset 23
+    // is libonnx's Cast-13 with kPatches' rows of opsets 19, 21 and 23.
+    fallback = newestVersionAfterLibonnx(opType, version) > sig->sinceVersion;
   }
   return sig;
 }

@@ -2,9 +2,11 @@
 //
 // The formal inputs/outputs of an operator and the element types each type
 // parameter allows, taken from libonnx's OpSchemaRegistry. libonnx 1.12 knows
-// the default domain up to opset 17; for newer opsets the newest known schema
-// of the op is used (a "fallback", reported in verbose mode), and ops whose
-// signature changed after 17 or that are newer get a row of mpc's own.
+// the default domain up to opset 17; mpc's rows (OpSignature.cpp) carry every
+// schema change of opsets 18 to the newest release it knows, so default-domain
+// signatures are exact up to there. Other domains' opsets newer than libonnx's
+// use the newest schema libonnx has (a "fallback", reported in verbose mode;
+// neither its types nor its attributes are checked).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_OPS_OPSIGNATURE_H
@@ -101,7 +103,9 @@ struct OpSignature {
 /// Result of a signature lookup.
 struct SignatureLookup {
   const OpSignature *sig = nullptr;
-  /// The model's opset is newer than the registry's; `sig` is the newest known.
+  /// `sig` is an older version of the op than the model's opset has (an
+  /// opset newer than libonnx's of a domain mpc has no rows for): its types
+  /// may be narrower than the real ones, so they are not checked.
   bool fallback = false;
 };
 
