@@ -826,6 +826,27 @@ class RunFindingsTest(CliCase):
                               "normalized axes [5] element for element (mpc does not broadcast "
                               "it)")
 
+    def test_celu_follows_the_formula_where_it_is_nan(self):
+        """Celu is max(0, x) + min(0, alpha * (exp(x / alpha) - 1)); with alpha = inf the
+        second term is NaN (inf * 0) for every x, and onnxruntime and onnx.reference give
+        NaN everywhere, where mpc gave x for x > 0 (the limit) (differential suite, seed
+        38). alpha = 0 makes it NaN for x > 0 only; other alphas are unchanged."""
+        from onnx.reference import ReferenceEvaluator
+        f = helper.make_tensor_value_info
+        x = np.array([-3.0, -0.5, 0.0, 0.25, 2.0, 90.0, -np.inf, np.inf, np.nan],
+                     dtype=np.float32)
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        for alpha in (float("inf"), 0.0, 1.0, 0.5, 3.0):
+            m = self.save([helper.make_node("Celu", ["x"], ["y"], name="c", alpha=alpha)],
+                          [f("x", TensorProto.FLOAT, [9])], [f("y", TensorProto.FLOAT, [9])])
+            r = mpc("run", "m.onnx", "--input", "x=x.npy", "--outputs", "o", cwd=self.dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = np.load(os.path.join(self.dir, "o", "y.npy"))
+            with np.errstate(all="ignore"):
+                want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True,
+                                       err_msg=f"alpha = {alpha}")
+
     def test_scan_input_that_is_a_scalar(self):
         """num_scan_inputs made a scalar state a scan input: std::out_of_range, SIGABRT."""
         f = helper.make_tensor_value_info

@@ -151,11 +151,15 @@ struct Selu {
   }
 };
 
-/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), as the spec writes it:
+/// where alpha * (...) is NaN (alpha = inf, or alpha = 0 at x > 0) the sum is
+/// NaN too, as onnxruntime and onnx.reference compute it, not the limit x.
 struct Celu {
   float alpha = 1.0f;
   template <typename T> MPC_HD T operator()(T x) const {
-    return x > T(0) ? x : T(alpha) * math::expm1(x / T(alpha));
+    T scaled = T(alpha) * math::expm1(x / T(alpha));
+    T low = scaled < T(0) || math::isNaN(scaled) ? scaled : T(0);
+    return (x > T(0) ? x : T(0)) + low;
   }
 };
 
