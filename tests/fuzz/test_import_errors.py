@@ -453,6 +453,13 @@ class AttributeSchemaTest(CliCase):
                   [f("y", TensorProto.FLOAT, [2, 2])], "bad.onnx")
         self.each_command("bad.onnx", "bad.onnx: graph 'g': node 'mm' (Gemm) has attribute "
                                       "'transB' = -1; it is a flag, 0 or 1")
+        # The binary ops' `broadcast` before opset 7 (differential suite, --graphs models,
+        # seed 10: broadcast = -1 ran as broadcast = 1).
+        node = helper.make_node("Add", ["a", "b"], ["y"], name="add", broadcast=-1)
+        self.save([node], [f("a", TensorProto.FLOAT, [2, 3]), f("b", TensorProto.FLOAT, [3])],
+                  [f("y", TensorProto.FLOAT, [2, 3])], "bad.onnx", opset=6)
+        self.each_command("bad.onnx", "bad.onnx: graph 'g': node 'add' (Add) has attribute "
+                                      "'broadcast' = -1; it is a flag, 0 or 1")
 
     def test_split_into_uneven_chunks_before_opset_18(self):
         """A Split without sizes whose axis does not divide by the outputs: invalid before

@@ -217,14 +217,15 @@ static bool isFlagAttribute(llvm::StringRef name) {
   // (MaxPool's storage_order and the recurrent ops' layout take 0 or 1 too;
   // their kernels say what each means.)
   static const char *const kFlags[] = {
-      "align_corners",   "allowzero",        "antialias",           "ceil_mode",
-      "center_point_box", "count_include_pad", "detect_negative",   "detect_positive",
-      "exclude_outside", "exclusive",        "fmod",                "input_forget",
-      "interleaved",     "inverse",          "is_causal",           "keepdims",
-      "largest",         "linear_before_reset", "new_axis",         "noop_with_empty_axes",
-      "onesided",        "periodic",         "reverse",             "saturate",
-      "select_last_index", "sorted",         "training_mode",       "transA",
-      "transB",          "upper"};
+      "align_corners",   "allowzero",        "antialias",           "broadcast",
+      "ceil_mode",       "center_point_box", "count_include_pad",   "detect_negative",
+      "detect_positive", "exclude_outside",  "exclusive",           "fmod",
+      "input_forget",    "interleaved",      "inverse",             "is_causal",
+      "is_test",         "keepdims",         "largest",             "linear_before_reset",
+      "new_axis",        "noop_with_empty_axes", "onesided",        "periodic",
+      "reverse",         "saturate",         "select_last_index",   "sorted",
+      "spatial",         "training_mode",    "transA",              "transB",
+      "upper"};
   for (const char *f : kFlags)
     if (name == f)
       return true;
