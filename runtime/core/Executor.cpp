@@ -161,7 +161,12 @@ llvm::Error Executor::checkKernels() {
       // ("input type undef" told the user nothing).
       firstDTypes = dtypes.empty() || dtypes[0] == DType::Undefined
                         ? ""
-                        : dtypeName(dtypes[0]).str();
+                        : ", input type " + dtypeName(dtypes[0]).str();
+      // A result of another type may be what no kernel takes (a Cast to an
+      // 8-bit float): name it too.
+      DType result = n.numOutputs() && n.output(0) ? n.output(0)->type.elem : DType::Undefined;
+      if (!firstDTypes.empty() && result != DType::Undefined && result != dtypes[0])
+        firstDTypes += ", result type " + dtypeName(result).str();
     }
   }
   if (!count)
@@ -169,10 +174,9 @@ llvm::Error Executor::checkKernels() {
   std::string more =
       count > 1 ? " (and " + std::to_string(count - 1) + " more unsupported nodes)" : "";
   std::string domain = first->domain.empty() ? "ai.onnx" : first->domain;
-  return inputError("unsupported op {0} (domain '{1}', opset {2}{3}{4}) at {5}: the "
-                    "{6} backend has no kernel for it{7}",
-                    escapeName(first->opType), domain, first->opsetVersion(),
-                    firstDTypes.empty() ? "" : ", input type ", firstDTypes,
+  return inputError("unsupported op {0} (domain '{1}', opset {2}{3}) at {4}: the "
+                    "{5} backend has no kernel for it{6}",
+                    escapeName(first->opType), domain, first->opsetVersion(), firstDTypes,
                     describeNode(*first), backend.name(), more);
 }
 

@@ -115,7 +115,7 @@ TOLERANCES = {
 BF16_TOL = (1e-2, 1e-2)
 
 UNSUPPORTED_RE = re.compile(r"unsupported op (\S+) \(domain '([^']*)', opset (\d+)"
-                            r"(?:, input type (\w+))?\).*has no kernel for it")
+                            r"(?:, input type (\w+))?(?:, result type \w+)?\).*has no kernel for it")
 
 
 def node_test_root():

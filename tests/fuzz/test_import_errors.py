@@ -854,6 +854,17 @@ class RunFindingsTest(CliCase):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True,
                                        err_msg=f"alpha = {alpha}")
 
+    def test_unsupported_cast_names_its_result_type(self):
+        """A Cast from f32 to an 8-bit float: the kernel takes f32 inputs but not that
+        result, and the message said only 'input type f32' (differential suite, seed 41)."""
+        f = helper.make_tensor_value_info
+        self.save([helper.make_node("Cast", ["x"], ["y"], name="c", to=TensorProto.FLOAT8E4M3FN)],
+                  [f("x", TensorProto.FLOAT, [2])], [f("y", TensorProto.FLOAT8E4M3FN, [2])], 19)
+        self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                              "m.onnx: unsupported op Cast (domain 'ai.onnx', opset 19, input "
+                              "type f32, result type f8e4m3fn) at node 'c' (Cast): the cpu "
+                              "backend has no kernel for it")
+
     def test_scan_input_that_is_a_scalar(self):
         """num_scan_inputs made a scalar state a scan input: std::out_of_range, SIGABRT."""
         f = helper.make_tensor_value_info
