@@ -12,11 +12,11 @@ namespace kernels {
 
 #define MPC_DEFINE_BINARY(T, OP, OUT) MPC_BINARY_INSTANCE(, T, OP, OUT)
 #define MPC_BINARY_SIGNED(OP)                                                  \
-  MPC_SIGNED_STORAGE_TYPES(MPC_DEFINE_BINARY, OP, MPC_SAME_TYPE)
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_DEFINE_BINARY, OP, MPC_SAME_TYPE)
 #define MPC_BINARY_INTEGER(OP)                                                 \
   MPC_INTEGER_STORAGE_TYPES(MPC_DEFINE_BINARY, OP, MPC_SAME_TYPE)
 #define MPC_BINARY_COMPARE(OP)                                                 \
-  MPC_SIGNED_STORAGE_TYPES(MPC_DEFINE_BINARY, OP, MPC_BOOL_TYPE)
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_DEFINE_BINARY, OP, MPC_BOOL_TYPE)
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
 #undef MPC_DEFINE_BINARY
 

@@ -226,12 +226,21 @@ llvm::Error cpuk::runCast(const KernelCall &c) {
 #define MPC_UNARY_INTEGER(Op) UNARY_ROW(Op, Integer, kIntegerTypes)
 #define MPC_UNARY_PREDICATE(Op)                                                \
   MPC_CPU_KERNEL(#Op, "", 1, kFloatTypes, Predicate<k::Op>::run),
+// ONNX gives the binary arithmetic ops and the comparisons the unsigned
+// integers too; PRelu and Pow take signed and float types only.
 #define MPC_BINARY_SIGNED(Op)                                                  \
-  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, false>::run),
+  MPC_CPU_KERNEL(#Op, "", 1, signedRowTypes(#Op),                              \
+                 Binary<k::Op, false, RowTypes::Arithmetic>::run),
 #define MPC_BINARY_INTEGER(Op)                                                 \
   MPC_CPU_KERNEL(#Op, "", 1, kIntegerTypes, Binary<k::Op, false, RowTypes::Integer>::run),
 #define MPC_BINARY_COMPARE(Op)                                                 \
-  MPC_CPU_KERNEL(#Op, "", 1, kNumericTypes, Binary<k::Op, true>::run),
+  MPC_CPU_KERNEL(#Op, "", 1, kArithmeticTypes, Binary<k::Op, true, RowTypes::Arithmetic>::run),
+
+/// The types of a MPC_BINARY_SIGNED row's kernel (its loops cover the
+/// unsigned types as well).
+static DTypeSet signedRowTypes(llvm::StringRef op) {
+  return op == "PRelu" || op == "Pow" ? kNumericTypes : kArithmeticTypes;
+}
 
 namespace mpc {
 namespace cpuk {

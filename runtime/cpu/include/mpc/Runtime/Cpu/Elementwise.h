@@ -263,11 +263,11 @@ void applyBinary(const Fn &fn, const In *a, llvm::ArrayRef<int64_t> aShape,
 #define MPC_UNARY_PREDICATE(OP)                                                \
   MPC_FLOAT_STORAGE_TYPES(MPC_EXTERN_UNARY, OP, MPC_BOOL_TYPE)
 #define MPC_BINARY_SIGNED(OP)                                                  \
-  MPC_SIGNED_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_SAME_TYPE)
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_SAME_TYPE)
 #define MPC_BINARY_INTEGER(OP)                                                 \
   MPC_INTEGER_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_SAME_TYPE)
 #define MPC_BINARY_COMPARE(OP)                                                 \
-  MPC_SIGNED_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_BOOL_TYPE)
+  MPC_ARITHMETIC_STORAGE_TYPES(MPC_EXTERN_BINARY, OP, MPC_BOOL_TYPE)
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
 #undef MPC_EXTERN_UNARY
 #undef MPC_EXTERN_BINARY
