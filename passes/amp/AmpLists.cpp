@@ -141,6 +141,7 @@ static const DefaultRow kDefaultLists[] = {
   {"TopK", AmpClass::Clear, "selection"},
   {"ArgMax", AmpClass::Clear, "selection"},
   {"ArgMin", AmpClass::Clear, "selection"},
+  {"Hardmax", AmpClass::Clear, "selection"},
   {"NonZero", AmpClass::Clear, "selection"},
   {"Relu", AmpClass::Clear, "selection (max with 0)"},
   {"Clip", AmpClass::Clear, "selection"},

@@ -57,6 +57,7 @@ static const CpuKernel kRows[] = {
     MPC_CPU_KERNEL("GlobalLpPool", "", 1, kFloatTypes, runGlobalLpPool),
     MPC_CPU_KERNEL("GroupNormalization", "", 18, kFloatTypes, runGroupNorm),
     MPC_CPU_KERNEL("GRU", "", 7, kFloatTypes, runGRU),
+    MPC_CPU_KERNEL("Hardmax", "", 1, kFloatTypes, runHardmax),
     MPC_CPU_KERNEL("Identity", "", 1, kAllTypes, runCopy),
     MPC_CPU_KERNEL("InstanceNormalization", "", 6, kFloatTypes, runInstanceNorm),
     MPC_CPU_KERNEL("LayerNormalization", "", 17, kFloatTypes, runLayerNorm),

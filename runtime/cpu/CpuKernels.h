@@ -70,6 +70,7 @@ llvm::Error runBatchNorm(const KernelCall &);
 llvm::Error runLayerNorm(const KernelCall &);
 llvm::Error runSoftmax(const KernelCall &);
 llvm::Error runLogSoftmax(const KernelCall &);
+llvm::Error runHardmax(const KernelCall &);
 llvm::Error runReduce(const KernelCall &);
 llvm::Error runLSTM(const KernelCall &);
 llvm::Error runCopy(const KernelCall &);

@@ -413,20 +413,31 @@ llvm::Error cpuk::runLayerNorm(const KernelCall &c) {
   return llvm::Error::success();
 }
 
-template <bool Log> static llvm::Error runSoftmaxImpl(const KernelCall &c) {
+/// The extents of Softmax, LogSoftmax and Hardmax around their axis: before
+/// opset 13 the input is flattened to 2-d at `axis` (the axis is all of the
+/// trailing dimensions), from 13 on it is the one dimension.
+static llvm::Error axisExtents(const KernelCall &c, int64_t &outer, int64_t &axisDim,
+                               int64_t &inner) {
   const TensorRef &x = c.inputs[0];
   int64_t rank = x.shape.size();
   int64_t axis = paramsOf<SoftmaxParams>(c).axis;
   if (!normalizeAxis(axis, std::max<int64_t>(rank, 1)))
     return nodeError(*c.node, "axis out of range for " + formatShape(x.shape));
-  int64_t outer = 1, axisDim = 1, inner = 1;
+  outer = axisDim = inner = 1;
   for (int64_t i = 0; i < rank; ++i)
     (i < axis ? outer : i == axis ? axisDim : inner) *= x.shape[i];
   if (c.node->opsetVersion() < 13) {
-    // Before opset 13 the input is flattened to 2-d at `axis`.
     axisDim *= inner;
     inner = 1;
   }
+  return llvm::Error::success();
+}
+
+template <bool Log> static llvm::Error runSoftmaxImpl(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t outer, axisDim, inner;
+  if (auto err = axisExtents(c, outer, axisDim, inner))
+    return err;
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (Log)
@@ -438,6 +449,44 @@ template <bool Log> static llvm::Error runSoftmaxImpl(const KernelCall &c) {
 }
 llvm::Error cpuk::runSoftmax(const KernelCall &c) { return runSoftmaxImpl<false>(c); }
 llvm::Error cpuk::runLogSoftmax(const KernelCall &c) { return runSoftmaxImpl<true>(c); }
+
+/// 1 at the first largest element along the axis (the first NaN where there
+/// is one, as numpy's argmax), 0 elsewhere; before opset 13 along the
+/// flattened trailing axes from `axis` on, as Softmax.
+llvm::Error cpuk::runHardmax(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0];
+  int64_t outer, axisDim, inner;
+  if (auto err = axisExtents(c, outer, axisDim, inner))
+    return err;
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = x.as<T>();
+    T *out = c.outputs[0].as<T>();
+    auto value = [](T v) {
+      if constexpr (kernels::kIsFloat16<T>)
+        return static_cast<double>(static_cast<float>(v));
+      else
+        return static_cast<double>(v);
+    };
+    std::fill(out, out + outer * axisDim * inner, T(0.0f));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *row = in + o * axisDim * inner + i;
+        int64_t best = 0;
+        double bestValue = axisDim ? value(row[0]) : 0.0;
+        for (int64_t k = 1; k < axisDim && bestValue == bestValue; ++k) {
+          double v = value(row[k * inner]);
+          if (v > bestValue || v != v) {
+            best = k;
+            bestValue = v;
+          }
+        }
+        if (axisDim)
+          out[o * axisDim * inner + best * inner + i] = T(1.0f);
+      }
+  });
+  return llvm::Error::success();
+}
 
 //===----------------------------------------------------------------------===//
 // Reductions

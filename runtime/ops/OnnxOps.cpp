@@ -75,6 +75,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       withParams(MPC_OP("GlobalLpPool", "", 1, shapeGlobalPool, Reduction), parseWindow),
       withParams(MPC_OP("GroupNormalization", "", 18, shapeGroupNorm, Elementwise), parseNorm),
       withParams(MPC_OP("GRU", "", 7, shapeGRU, Gemm), parseRecurrent),
+      withParams(MPC_OP("Hardmax", "", 1, shapeSameAsInput0, Elementwise), parseSoftmax),
       withInPlace(MPC_OP("Identity", "", 1, shapeSameAsInput0, Data), InPlace::Data),
       withParams(MPC_OP("InstanceNormalization", "", 6, shapeInstanceNorm, Elementwise), parseNorm),
       withParams(MPC_OP("LayerNormalization", "", 17, shapeLayerNorm, Elementwise), parseLayerNorm),

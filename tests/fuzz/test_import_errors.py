@@ -905,6 +905,40 @@ class RunFindingsTest(CliCase):
                 if cols.start:
                     np.testing.assert_array_equal(got[:, 0], 0, f"{op} {dt.__name__} by 0")
 
+    def test_hardmax_per_opset(self):
+        """Hardmax had no kernel (the differential suite's seed 41 and 7 ONNX node tests).
+        Before opset 13 it works on the input flattened to 2-d at `axis` (default 1), from
+        13 along `axis` alone (default -1): against onnxruntime, which implements every
+        version for f32 (onnx.reference only the newest), and at opset 13 against
+        onnx.reference for f16, f64 and a NaN too. Ties pick the first maximum."""
+        import onnxruntime as ort
+        from onnx.reference import ReferenceEvaluator
+        f = helper.make_tensor_value_info
+        rng = np.random.default_rng(3)
+        cases = [(1, None), (1, 0), (1, 2), (11, None), (11, 1), (11, -1), (13, None), (13, 0),
+                 (13, 1)]
+        types = ((np.float32, TensorProto.FLOAT), (np.float16, TensorProto.FLOAT16),
+                 (np.float64, TensorProto.DOUBLE))
+        for opset, axis in cases:
+            for dt, tp in types if opset == 13 else types[:1]:
+                x = rng.integers(0, 4, size=(2, 3, 4)).astype(dt)  # ties
+                if opset == 13:
+                    x[0, 0, 1] = np.nan
+                attrs = {} if axis is None else {"axis": axis}
+                m = self.save([helper.make_node("Hardmax", ["x"], ["y"], name="h", **attrs)],
+                              [f("x", tp, [2, 3, 4])], [f("y", tp, [2, 3, 4])], opset)
+                np.save(os.path.join(self.dir, "x.npy"), x)
+                shutil.rmtree(os.path.join(self.dir, "o"), ignore_errors=True)
+                r = mpc("run", "m.onnx", "--input", "x=x.npy", "--outputs", "o", cwd=self.dir)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = np.load(os.path.join(self.dir, "o", "y.npy"))
+                if opset == 13:
+                    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+                else:
+                    want = ort.InferenceSession(os.path.join(self.dir, "m.onnx")).run(
+                        None, {"x": x})[0]
+                np.testing.assert_array_equal(got, want, f"opset {opset} axis {axis} {dt}")
+
     def test_scan_input_that_is_a_scalar(self):
         """num_scan_inputs made a scalar state a scan input: std::out_of_range, SIGABRT."""
         f = helper.make_tensor_value_info
