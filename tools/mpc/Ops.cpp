@@ -50,8 +50,9 @@ that prepare it). With --opset, also the schema mpc checks the op's nodes
 against in a model importing that opset of the op's domain: its version,
 formal inputs and outputs, the element types each type parameter admits,
 and its attributes; "exact" when it is the op's schema at that version,
-"fallback" when the op changed since and nodes are checked against the
-older version (reported by `mpc rewrite -v`).
+"fallback" when the opset is newer than any schema mpc has of the op (other
+domains' opsets newer than libonnx 1.12's) and nodes are checked against
+an older version, types and attributes unchecked (`mpc rewrite -v` notes it).
 
 options:
   --op NAME  one op: "Gemm", or "domain::Op" for another domain
