@@ -658,8 +658,15 @@ llvm::Error Executor::plan(llvm::ArrayRef<NamedTensor> inputs) {
       // shape) has no plan valid for every call: it runs in dynamic mode,
       // which shapes each node with its operands' values. Only an operand
       // unknown here can be the cause; with all of them known the error is
-      // the model's.
-      if (allKnown || !isControlFlowBody(graph))
+      // the model's. The main graph falls back the same way when the shape
+      // function says which operand it lacked (a ReduceSum's axes or a
+      // TopK's K given as a graph input, as onnx's own tests give them),
+      // unless the caller bound buffers, which dynamic mode cannot use: then
+      // the error stands.
+      if (allKnown)
+        return e;
+      if (!isControlFlowBody(graph) &&
+          (!e.isA<UnknownOperandError>() || hasBoundBuffers()))
         return e;
       llvm::consumeError(std::move(e));
       releaseFolded();
@@ -1091,6 +1098,12 @@ static bool storeBinding(std::vector<TensorRef> &bindings, size_t n, size_t k,
                   llvm::equal(old.shape, buffer.shape);
   old = buffer;
   return sameType;
+}
+
+bool Executor::hasBoundBuffers() const {
+  auto bound = [](const TensorRef &t) { return t.data != nullptr; };
+  return llvm::any_of(boundInputs, bound) || llvm::any_of(boundOutputs, bound) ||
+         llvm::any_of(outputOver, [](int32_t f) { return f >= 0; });
 }
 
 llvm::Error Executor::bindInput(llvm::StringRef name, const TensorRef &buffer) {

@@ -9,6 +9,8 @@
 
 using namespace mpc;
 
+char UnknownOperandError::ID;
+
 /// Where `fn` is defined, from the lists of ShapeFunctions.h and Parsers.h
 /// (no file for null or for a function missing from its list).
 template <typename Fn>

@@ -64,6 +64,8 @@ namespace shapes {
   X(shapeArgReduce) \
   X(shapeTopK) \
   X(shapeGatherElements) \
+  X(shapeScatterElements) \
+  X(shapeScatterND) \
   X(shapeGatherND) \
   X(shapeOneHot) \
   X(shapeInstanceNorm) \

@@ -23,6 +23,11 @@ namespace shapes {
 
 /// "node 'x' (Op): <msg>" as an InputError.
 llvm::Error nodeError(const Node &n, const llvm::Twine &msg);
+/// "node 'x' (Op): <what> must be known before running<more>" as an
+/// UnknownOperandError: an operand that decides the output shapes is not
+/// known while planning.
+llvm::Error unknownOperand(const Node &n, const llvm::Twine &what,
+                           llvm::StringRef more = "");
 /// The ints of an attribute, or `dflt`.
 std::vector<int64_t> intsAttr(const Node &n, llvm::StringRef name,
                               std::vector<int64_t> dflt = {});

@@ -27,10 +27,9 @@ Outcomes per test:
   excluded     listed in EXCLUDED below (one-line reason each)
   failed       anything else: a supported op that crashes, mis-shapes or mis-computes
 
-mpc plans shapes before running, so shape operands (axes, target shape, slice bounds,
-sequence_lens) must be initializers; when mpc says one "must be known before running" the
-test is rerun with its int32/int64 and scalar inputs folded into initializers (same values)
-("folded": true in the summary).
+Shape operands (Reduce's axes, TopK's K, slice bounds, Range's bounds, OneHot's depth) are
+fed as the tests ship them, graph inputs: mpc runs such a model in dynamic mode, shaping each
+node with the values given.
 
 Rule (from the issue): every supported op passes all its fp32 and 16-bit cases, so any
 "failed" test of a supported op is a bug. Prints a per-op summary and the final line
@@ -309,38 +308,8 @@ def compare_optional(expected_op, actual_op, name):
     return None
 
 
-# mpc plans shapes and memory before running, so operands that determine shapes (axes,
-# target shapes, slice bounds, sequence_lens, Range bounds, OneHot depth) must be initializers
-# (docs: "must be known before running"). The node tests feed them as graph inputs; on that
-# error the test is rerun with its integer and scalar inputs folded into initializers (same
-# values), and marked "folded".
-_STATIC_RE = re.compile(r"must be known before running")
 # mpc's one line for an old opset's semantics it does not run (PRelu-6's per-channel slope).
 _OLD_OPSET_RE = re.compile(r"convert the model to opset \d+ or newer")
-
-
-def fold_int_inputs(model, data_dir, inputs):
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    keep = []
-    for vi in m.graph.input:
-        et = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
-        p = os.path.join(data_dir, f"input_{inputs.index(vi.name)}.pb") \
-            if vi.name in inputs else None
-        # Only tensors fold (a sequence's .pb is a SequenceProto).
-        t = load_tensor(p) if p and os.path.exists(p) and vi.type.HasField("tensor_type") \
-            else None
-        # Integer operands, and scalars of any type (Range's start/limit/delta, OneHot's
-        # depth): the shape operands mpc needs before running.
-        if t is not None and (et in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) or
-                              not list(t.dims)):
-            t.name = vi.name
-            m.graph.initializer.append(t)
-        else:
-            keep.append(vi)
-    del m.graph.input[:]
-    m.graph.input.extend(keep)
-    return m
 
 
 def run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout, device):
@@ -395,18 +364,12 @@ def run_one(mpc, name, test_dir, cpu_ops, timeout, device="cpu", known_ops=None,
     try:
         try:
             proc = run_mpc(mpc, model_path, model, data_dir, inputs, out_dir, timeout, device)
-            if proc.returncode == 1 and _STATIC_RE.search(proc.stderr.decode("utf-8", "replace")):
-                folded = fold_int_inputs(model, data_dir, inputs)
-                fpath = os.path.join(out_dir, "folded.onnx")
-                onnx.save(folded, fpath)
-                res["folded"] = True
-                proc = run_mpc(mpc, fpath, folded, data_dir, inputs, out_dir, timeout, device)
         except subprocess.TimeoutExpired:
             res["detail"] = f"mpc run timed out after {timeout}s"
             return res
         err = proc.stderr.decode("utf-8", "replace").strip()
         err_line = err.splitlines()[-1] if err else ""
-        err_line = re.sub(r"\S*/(model|folded)\.onnx: ", "", err_line)
+        err_line = re.sub(r"\S*/model\.onnx: ", "", err_line)
         err_line = re.sub(r"'\S*/test_data_set_0/", "'", err_line)
         if proc.returncode != 0:
             m = UNSUPPORTED_RE.search(err)

@@ -31,7 +31,7 @@ static llvm::Error checkDropoutInference(const ShapeQuery &q) {
   } else {
     if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
       if (!q.values[2])
-        return nodeError(n, "training_mode must be known before running");
+        return unknownOperand(n, "training_mode");
       if (q.values[2]->numElements() != 1)
         return nodeError(n, "training_mode is " + formatShape(q.inputs[2].shape) +
                                 "; it must be a scalar");
@@ -39,7 +39,7 @@ static llvm::Error checkDropoutInference(const ShapeQuery &q) {
     }
     if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
       if (!q.values[1])
-        return training ? nodeError(n, "ratio must be known before running in training mode")
+        return training ? unknownOperand(n, "ratio", " in training mode")
                         : llvm::Error::success();
       if (q.values[1]->numElements() != 1)
         return nodeError(n, "ratio is " + formatShape(q.inputs[1].shape) +
@@ -445,7 +445,7 @@ MPC_DEFINED_BELOW(shapes::shapeRangeOp)
 llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &out) {
   for (unsigned i = 0; i < 3; ++i)
     if (i >= q.values.size() || !q.values[i])
-      return nodeError(q.node, "start, limit and delta must be known before running");
+      return unknownOperand(q.node, "start, limit and delta");
   // Scalars (a one-element tensor is taken too); an empty one was read past
   // its end (a crash).
   static const char *const kNames[] = {"start", "limit", "delta"};

@@ -60,14 +60,65 @@ llvm::Error shapes::shapeTopK(const ShapeQuery &q, std::vector<ShapedType> &out)
   return llvm::Error::success();
 }
 
+/// GatherElements' and ScatterElements' indices against their data: the
+/// same rank (1 or more), a valid axis, and along every other axis no more
+/// entries than the data has (out[i][j] = data[indices[i][j]][j] reads
+/// column j of the data: a wider indices tensor reads past it). The axis's
+/// own extent is free. Estimates skip the extents (their sizes are guesses).
+static llvm::Error checkElementIndices(const ShapeQuery &q, int64_t &axis) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
+  axis = q.node.intAttr("axis", 0);
+  if (x.empty() || x.size() != ind.size() || !normalizeAxis(axis, x.size()))
+    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
+                                 " need the same rank (1 or more) and a valid axis");
+  if (q.estimate)
+    return llvm::Error::success();
+  for (size_t d = 0; d < x.size(); ++d)
+    if (int64_t(d) != axis && ind[d] > x[d])
+      return nodeError(q.node, "indices " + formatShape(ind) + " are longer than data " +
+                                   formatShape(x) + " along axis " + std::to_string(d) +
+                                   ", which is not the indexed axis " + std::to_string(axis));
+  return llvm::Error::success();
+}
+
 MPC_DEFINED_BELOW(shapes::shapeGatherElements)
 llvm::Error shapes::shapeGatherElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape;
-  int64_t axis = q.node.intAttr("axis", 0);
-  if (x.size() != ind.size() || !normalizeAxis(axis, x.size()))
-    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
-                                 " need the same rank and a valid axis");
-  out.assign(1, ShapedType{q.inputs[0].dtype, ind});
+  int64_t axis;
+  if (auto e = checkElementIndices(q, axis))
+    return e;
+  out.assign(1, ShapedType{q.inputs[0].dtype, q.inputs[1].shape});
+  return llvm::Error::success();
+}
+
+MPC_DEFINED_BELOW(shapes::shapeScatterElements)
+llvm::Error shapes::shapeScatterElements(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  int64_t axis;
+  if (auto e = checkElementIndices(q, axis))
+    return e;
+  const auto &ind = q.inputs[1].shape, &upd = q.inputs[2].shape;
+  if (!q.estimate && upd != ind)
+    return nodeError(q.node, "updates " + formatShape(upd) + " must have the shape of indices " +
+                                 formatShape(ind));
+  out.assign(1, q.inputs[0]);
+  return llvm::Error::success();
+}
+
+MPC_DEFINED_BELOW(shapes::shapeScatterND)
+llvm::Error shapes::shapeScatterND(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const auto &x = q.inputs[0].shape, &ind = q.inputs[1].shape, &upd = q.inputs[2].shape;
+  if (x.empty() || ind.empty() || ind.back() < 0 || ind.back() > int64_t(x.size()))
+    return nodeError(q.node, "indices " + formatShape(ind) + " cannot index data " +
+                                 formatShape(x) + " (both need rank 1 or more, and the "
+                                 "indices' last dimension at most the data's rank)");
+  // One update per index tuple: the tuples' shape, then what a tuple leaves
+  // of the data.
+  std::vector<int64_t> want(ind.begin(), ind.end() - 1);
+  want.insert(want.end(), x.begin() + ind.back(), x.end());
+  if (!q.estimate && upd != want)
+    return nodeError(q.node, "updates " + formatShape(upd) + " must be " + formatShape(want) +
+                                 " (indices " + formatShape(ind) + " into data " +
+                                 formatShape(x) + ")");
+  out.assign(1, q.inputs[0]);
   return llvm::Error::success();
 }
 
@@ -90,13 +141,18 @@ llvm::Error shapes::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &
 MPC_DEFINED_BELOW(shapes::shapeOneHot)
 llvm::Error shapes::shapeOneHot(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.values.size() < 2 || !q.values[1])
-    return nodeError(q.node, "depth must be known before running");
+    return unknownOperand(q.node, "depth");
   if (q.values[1]->numElements() != 1)
     return nodeError(q.node, "depth is " + formatShape(q.inputs[1].shape) +
                                  "; it must be a scalar");
   int64_t depth = q.values[1]->getAsInt64(0);
   if (depth <= 0)
     return nodeError(q.node, "depth must be positive");
+  if (q.inputs.size() < 3 || q.inputs[2].shape != std::vector<int64_t>{2})
+    return nodeError(q.node, "values is " +
+                                 formatShape(q.inputs.size() < 3 ? std::vector<int64_t>{}
+                                                                  : q.inputs[2].shape) +
+                                 "; it must be [2] (the off value, then the on value)");
   std::vector<int64_t> shape = q.inputs[0].shape;
   int64_t axis = q.node.intAttr("axis", -1);
   if (!normalizeAxis(axis, shape.size() + 1))

@@ -75,13 +75,20 @@ llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> 
   if (!normalizeAxis(axis, x.size()))
     return nodeError(q.node, "axis out of range for " + formatShape(x));
   // Scale and bias cover the normalized axes element for element (the
-  // kernels read them so; a bias of one element was read past its end).
+  // kernels read them so; a bias of one element was read past its end):
+  // their shape is the normalized axes', leading 1s aside. The same count
+  // in another shape ([5, 1] for [5], [5, 4] for [4, 5]) does not
+  // broadcast to them.
   if (!q.estimate) {
     std::vector<int64_t> normalized(x.begin() + axis, x.end());
-    int64_t inner = numel(normalized);
+    auto core = [](llvm::ArrayRef<int64_t> s) {
+      while (!s.empty() && s.front() == 1)
+        s = s.drop_front();
+      return s;
+    };
     for (unsigned k : {1u, 2u})
       if (k < q.inputs.size() && q.inputs[k].dtype != DType::Undefined &&
-          numel(q.inputs[k].shape) != inner)
+          core(q.inputs[k].shape) != core(normalized))
         return nodeError(q.node, std::string(k == 1 ? "scale " : "bias ") +
                                      formatShape(q.inputs[k].shape) + " does not match the "
                                      "normalized axes " + formatShape(normalized) +
@@ -120,7 +127,7 @@ shapes::reduceAxes(const Node &n, std::vector<int64_t> axes, bool noopWithEmptyA
                    const HostTensor *axesValue, bool hasAxesInput) {
   if (hasAxesInput) {
     if (!axesValue)
-      return nodeError(n, "axes must be known before running");
+      return unknownOperand(n, "axes");
     for (int64_t i = 0; i < axesValue->numElements(); ++i)
       axes.push_back(axesValue->getAsInt64(i));
   }

@@ -88,7 +88,7 @@ llvm::Error shapes::shapeLSTM(const ShapeQuery &q, std::vector<ShapedType> &out)
   if (q.inputs.size() > 4 && q.inputs[4].dtype != DType::Undefined) {
     const HostTensor *lens = q.values[4];
     if (!lens)
-      return nodeError(q.node, "sequence_lens must be known before running");
+      return unknownOperand(q.node, "sequence_lens");
     for (int64_t i = 0; i < lens->numElements(); ++i)
       if (lens->getAsInt64(i) != x[0])
         return nodeError(q.node, "sequence_lens shorter than the input are not supported");

@@ -122,7 +122,7 @@ llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &ou
                                    "; it must be a 1-D tensor");
     const HostTensor *t = q.values[i];
     if (!t)
-      return nodeError(q.node, llvm::Twine(what) + " must be known before running");
+      return unknownOperand(q.node, what);
     for (int64_t e = 0; e < t->numElements(); ++e) {
       if (op == 0)
         ops.roi.push_back(t->getAsDouble(e));

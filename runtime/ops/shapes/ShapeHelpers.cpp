@@ -16,6 +16,12 @@ llvm::Error shapes::nodeError(const Node &n, const llvm::Twine &msg) {
   return inputError("{0}: {1}", describeNode(n), msg.str());
 }
 
+llvm::Error shapes::unknownOperand(const Node &n, const llvm::Twine &what,
+                                   llvm::StringRef more) {
+  return llvm::make_error<UnknownOperandError>(describeNode(n) + ": " + what.str() +
+                                               " must be known before running" + more.str());
+}
+
 std::vector<int64_t> shapes::intsAttr(const Node &n, llvm::StringRef name,
                                     std::vector<int64_t> dflt) {
   const Attribute *a = n.attr(name);
@@ -33,8 +39,7 @@ bool shapes::normalizeAxis(int64_t &axis, int64_t rank) {
 llvm::Expected<std::vector<int64_t>> shapes::knownInts(const ShapeQuery &q, unsigned i,
                                                      llvm::StringRef what) {
   if (i >= q.values.size() || !q.values[i])
-    return nodeError(q.node, what + " must be known before running (an initializer "
-                                    "or computed from shapes)");
+    return unknownOperand(q.node, what, " (an initializer or computed from shapes)");
   const HostTensor &t = *q.values[i];
   std::vector<int64_t> v(t.numElements());
   // Integers exactly: through double, INT64_MAX (Slice's "to the end") overflows.

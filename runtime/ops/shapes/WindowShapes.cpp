@@ -205,6 +205,11 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
   if (g.group <= 0 || w[0] != x[1])
     return nodeError(n, "weight " + formatShape(w) + " does not match input channels of " +
                             formatShape(x));
+  // Each group reads C / group input channels: a count group does not
+  // divide ran with the groups overlapping (onnxruntime refuses it).
+  if (x[1] % g.group != 0)
+    return nodeError(n, "input channels " + std::to_string(x[1]) + " of " + formatShape(x) +
+                            " are not divisible by group " + std::to_string(g.group));
   g.batch = x[0];
   g.inChannels = x[1];
   g.outChannels = w[1] * g.group;
@@ -226,11 +231,32 @@ llvm::Expected<DeconvGeometry> shapes::deconvGeometry(const Node &n, const Windo
                         "the wrong length");
   bool same = p.autoPad == AutoPadMode::SameUpper || p.autoPad == AutoPadMode::SameLower;
   for (size_t d = 0; d < nd; ++d) {
+    // output_padding adds rows that a window of the stride or dilation can
+    // still reach; one as large as both reaches nothing (ONNX: "must be less
+    // than the corresponding stride/dilation dimension").
+    if (g.outPad[d] < 0 || g.outPad[d] >= std::max(g.strides[d], g.dilations[d]))
+      return nodeError(n, "output_padding " + formatShape(g.outPad) +
+                              " must be at least 0 and less than the stride " +
+                              formatShape(g.strides) + " or the dilation " +
+                              formatShape(g.dilations) + " of its axis");
     int64_t full = g.strides[d] * (g.in[d] - 1) + g.outPad[d] +
                    (g.kernel[d] - 1) * g.dilations[d] + 1;
     int64_t target = -1;
-    if (!outShape.empty())
+    if (!outShape.empty()) {
       target = outShape[d];
+      // Past the windows' reach by less than a stride, the extra rows are
+      // an implicit output_padding (onnx's test_convtranspose_output_shape);
+      // a stride or more past it is the output of a longer input
+      // (onnxruntime: "output_shape is inconsistent with input spatial
+      // dimensions").
+      if (target - full >= g.strides[d])
+        return nodeError(n, "output_shape " + formatShape(outShape) + " is " +
+                                std::to_string(target - full) + " past " +
+                                std::to_string(full) + " along spatial axis " +
+                                std::to_string(d) + ", the most input " + formatShape(x) +
+                                " reaches with this kernel and output_padding: at most " +
+                                std::to_string(g.strides[d] - 1) + " (the stride less 1)");
+    }
     else if (same)
       target = g.in[d] * g.strides[d];
     if (target >= 0) {

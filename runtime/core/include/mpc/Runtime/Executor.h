@@ -394,6 +394,8 @@ private:
   /// bindInput(), per formal, and bindOutput(), per graph output (null
   /// data: not bound).
   std::vector<TensorRef> boundInputs, boundOutputs;
+  /// Whether bindInput(), bindOutput() or bindOutputOver() holds a buffer.
+  bool hasBoundBuffers() const;
   /// bindOutputOver(): per graph output, the formal whose buffer it is
   /// written over (-1: none), and the reverse.
   std::vector<int32_t> outputOver;

@@ -15,6 +15,7 @@
 
 #include "mpc/IR/DType.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Support/Diagnostics.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -50,6 +51,18 @@ struct ShapeQuery {
   /// Reshape whose element counts disagree keeps its target's rank and
   /// explicit sizes (its -1 unknown).
   bool estimate = false;
+};
+
+/// A shape function's error for an operand whose value decides the output
+/// shapes (Reduce's axes, TopK's K, Unsqueeze's axes, Slice's bounds) and is
+/// not known while planning: a graph input, or computed from data. It is an
+/// InputError (the same one line); the executor, when it can, runs such a
+/// graph in dynamic mode instead, shaping each node as it reaches it with
+/// its operands' values (Executor::plan).
+class UnknownOperandError : public llvm::ErrorInfo<UnknownOperandError, InputError> {
+public:
+  static char ID;
+  using llvm::ErrorInfo<UnknownOperandError, InputError>::ErrorInfo;
 };
 
 /// Computes output types; an Error names the node and what is wrong.
