@@ -33,9 +33,17 @@ std::vector<int64_t> intsAttr(const Node &n, llvm::StringRef name,
                               std::vector<int64_t> dflt = {});
 /// Normalizes a possibly negative axis against `rank`; false when out of range.
 bool normalizeAxis(int64_t &axis, int64_t rank);
-/// Integer values of a known input (i32/i64), or an error naming the node.
+/// The tensor shapes a list operand (axes, a target shape, pads) may have.
+/// ONNX makes each a 1-D tensor; onnxruntime and ONNX's shape inference also
+/// take a scalar for Unsqueeze's axes and a [1, n] row for Pad's pads. Any:
+/// mpc's own training ops, whose operands its passes make.
+enum class ListForm : uint8_t { Vector, VectorOrScalar, VectorOrRow, Any };
+/// Integer values of a known input (i32/i64), or an error naming the node:
+/// an UnknownOperandError while the value is not known, a plain one for a
+/// tensor of another shape than `form` allows.
 llvm::Expected<std::vector<int64_t>> knownInts(const ShapeQuery &q, unsigned i,
-                                               llvm::StringRef what);
+                                               llvm::StringRef what,
+                                               ListForm form = ListForm::Vector);
 /// The numpy broadcast of two shapes, or false when a pair of dimensions is
 /// neither equal nor 1. A 0-sized dimension broadcasts with 1 to 0. With
 /// `estimate` (ShapeQuery::estimate), a disagreeing pair takes the larger.

@@ -160,7 +160,8 @@ llvm::Error shapes::shapeFlatten(const ShapeQuery &q, std::vector<ShapedType> &o
 /// Squeeze's and Unsqueeze's axes: the attribute (opset < 13) or input 1.
 static llvm::Expected<std::vector<int64_t>> squeezeAxes(const ShapeQuery &q) {
   if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined)
-    return knownInts(q, 1, "axes");
+    return knownInts(q, 1, "axes",
+                     q.node.opType == "Unsqueeze" ? ListForm::VectorOrScalar : ListForm::Vector);
   return intsAttr(q.node, "axes", {});
 }
 
@@ -284,7 +285,8 @@ llvm::Error shapes::shapeSlice(const ShapeQuery &q, std::vector<ShapedType> &out
   for (unsigned i = 1; i < 5; ++i) {
     if (i >= q.inputs.size() || q.inputs[i].dtype == DType::Undefined)
       continue;
-    auto k = knownInts(q, i, "slice bounds");
+    static const char *const names[] = {"starts", "ends", "axes", "steps"};
+    auto k = knownInts(q, i, names[i - 1]);
     if (!k)
       return k.takeError();
     v[i - 1] = *k;
@@ -581,7 +583,7 @@ llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) 
   if (q.node.opsetVersion() < 11) {
     pads = intsAttr(q.node, "pads", intsAttr(q.node, "paddings"));
   } else {
-    auto p = knownInts(q, 1, "pads");
+    auto p = knownInts(q, 1, "pads", ListForm::VectorOrRow);
     if (!p)
       return p.takeError();
     pads = *p;

@@ -128,6 +128,9 @@ shapes::reduceAxes(const Node &n, std::vector<int64_t> axes, bool noopWithEmptyA
   if (hasAxesInput) {
     if (!axesValue)
       return unknownOperand(n, "axes");
+    if (axesValue->shape.size() != 1)
+      return nodeError(n, "axes is " + formatShape(axesValue->shape) +
+                              "; it must be a 1-D tensor");
     for (int64_t i = 0; i < axesValue->numElements(); ++i)
       axes.push_back(axesValue->getAsInt64(i));
   }

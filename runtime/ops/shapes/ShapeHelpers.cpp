@@ -37,10 +37,21 @@ bool shapes::normalizeAxis(int64_t &axis, int64_t rank) {
 }
 
 llvm::Expected<std::vector<int64_t>> shapes::knownInts(const ShapeQuery &q, unsigned i,
-                                                     llvm::StringRef what) {
+                                                     llvm::StringRef what, ListForm form) {
   if (i >= q.values.size() || !q.values[i])
     return unknownOperand(q.node, what, " (an initializer or computed from shapes)");
   const HostTensor &t = *q.values[i];
+  // A list in another shape (a scalar, a matrix) was read as if flattened;
+  // onnxruntime refuses it where `form` does.
+  size_t rank = t.shape.size();
+  bool ok = rank == 1 || form == ListForm::Any ||
+            (form == ListForm::VectorOrScalar && rank == 0) ||
+            (form == ListForm::VectorOrRow && rank == 2 && t.shape[0] == 1);
+  if (!ok)
+    return nodeError(q.node, what + " is " + formatShape(t.shape) + "; it must be a 1-D tensor" +
+                                 (form == ListForm::VectorOrScalar ? " or a scalar"
+                                  : form == ListForm::VectorOrRow  ? " or one row"
+                                                                   : ""));
   std::vector<int64_t> v(t.numElements());
   // Integers exactly: through double, INT64_MAX (Slice's "to the end") overflows.
   for (size_t j = 0; j < v.size(); ++j)

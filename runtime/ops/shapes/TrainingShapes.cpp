@@ -34,7 +34,7 @@ llvm::Error shapes::shapeUnaryGrad(const ShapeQuery &q, std::vector<ShapedType> 
 
 MPC_DEFINED_BELOW(shapes::shapeBiasGrad)
 llvm::Error shapes::shapeBiasGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto shape = knownInts(q, 1, "the shape input");
+  auto shape = knownInts(q, 1, "the shape input", ListForm::Any);
   if (!shape)
     return shape.takeError();
   const auto &dy = q.inputs[0].shape;
@@ -152,7 +152,7 @@ llvm::Error shapes::shapeGlobalAveragePoolGrad(const ShapeQuery &q, std::vector<
 /// The forward data shape (input 1) and the checked dY shape of GatherGrad.
 MPC_DEFINED_BELOW(shapes::shapeGatherGrad)
 llvm::Error shapes::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto x = knownInts(q, 1, "the shape input");
+  auto x = knownInts(q, 1, "the shape input", ListForm::Any);
   if (!x)
     return x.takeError();
   int64_t axis = q.node.intAttr("axis", 0);
@@ -173,14 +173,14 @@ llvm::Error shapes::shapeGatherGrad(const ShapeQuery &q, std::vector<ShapedType>
 
 MPC_DEFINED_BELOW(shapes::shapeSliceGrad)
 llvm::Error shapes::shapeSliceGrad(const ShapeQuery &q, std::vector<ShapedType> &out) {
-  auto x = knownInts(q, 1, "the shape input");
+  auto x = knownInts(q, 1, "the shape input", ListForm::Any);
   if (!x)
     return x.takeError();
   std::vector<int64_t> v[4];
   for (unsigned i = 2; i < 6 && i < q.inputs.size(); ++i) {
     if (q.inputs[i].dtype == DType::Undefined)
       continue;
-    auto k = knownInts(q, i, "slice bounds");
+    auto k = knownInts(q, i, "slice bounds", ListForm::Any);
     if (!k)
       return k.takeError();
     v[i - 2] = *k;

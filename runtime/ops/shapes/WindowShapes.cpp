@@ -153,6 +153,12 @@ static llvm::Error shapeConvOutput(const ShapeQuery &q, std::vector<ShapedType> 
   auto g = geometryOf(q.node, *wp, q.inputs[0].shape, q.inputs[1].shape);
   if (!g)
     return g.takeError();
+  // B has one value per output channel; a shorter one was read past its end.
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined && !q.estimate &&
+      q.inputs[2].shape != std::vector<int64_t>{g->outChannels})
+    return nodeError(q.node, "bias B " + formatShape(q.inputs[2].shape) + " must be [" +
+                                 std::to_string(g->outChannels) +
+                                 "], one value per output channel");
   out.assign(1, ShapedType{q.inputs[0].dtype, ncShape(g->batch, g->outChannels, outputSpatial(*g))});
   return llvm::Error::success();
 }
