@@ -539,6 +539,24 @@ class AttributeSchemaTest(CliCase):
         self.each_command("bad.onnx", "bad.onnx: graph 'g': node 'c' (Cast): output 'y' is "
                                       "declared f64, but the node's attributes make it f16")
 
+    def test_declared_type_the_attributes_defaults_contradict(self):
+        """The same for a type an attribute gives by its default: a ConstantOfShape without
+        `value` makes f32 zeros; declared i32, it ran and wrote f32 once its shape input
+        could be a graph input (differential suite, seed 4). RandomNormal's dtype defaults
+        to f32 too."""
+        f = helper.make_tensor_value_info
+        for node, inputs, declared in (
+                (helper.make_node("ConstantOfShape", ["s"], ["y"], name="c"),
+                 [f("s", TensorProto.INT64, [2])], (TensorProto.INT32, "i32")),
+                (helper.make_node("RandomNormal", [], ["y"], name="c", shape=[2, 2]), [],
+                 (TensorProto.FLOAT16, "f16"))):
+            m = self.save([node], inputs, [f("y", declared[0], [2, 2])], "bad.onnx", opset=20)
+            with self.assertRaises(onnx.shape_inference.InferenceError):
+                onnx.shape_inference.infer_shapes(m, strict_mode=True)
+            self.each_command("bad.onnx", f"bad.onnx: graph 'g': node 'c' ({node.op_type}): "
+                                          f"output 'y' is declared {declared[1]}, but the node's "
+                                          "attributes make it f32")
+
     def test_batch_norm_statistics_outputs_in_inference_mode(self):
         """training_mode = 0 with the running statistics asked for: onnxruntime refuses the
         model; mpc ran it and wrote outputs nothing computed."""
@@ -867,12 +885,13 @@ class RunFindingsTest(CliCase):
         [5, 4] for [4, 5]) ran, read element for element as if it were theirs; it does not
         broadcast to them and onnxruntime refuses it (differential suite, seeds 60-75). A
         scale with leading 1s ([1, 5] for [5]) is the same layout and runs, as onnxruntime
-        runs it."""
+        runs it, unless it has more axes than X (seed 69)."""
         import onnxruntime as ort
         f = helper.make_tensor_value_info
         for xshape, axis, sshape, ok in (([2, 3, 5], -1, [5, 1], False),
                                           ([2, 4, 5], 1, [5, 4], False),
                                           ([2, 3, 5], 1, [3, 1, 5], False),
+                                          ([2, 3, 5], 1, [1, 1, 1, 3, 5], False),
                                           ([2, 3, 5], -1, [1, 5], True),
                                           ([2, 4, 5], 1, [1, 4, 5], True)):
             inner = int(np.prod(sshape))
@@ -1031,16 +1050,41 @@ class RunFindingsTest(CliCase):
                               "node 'rms' (RMSNormalization): scale [2, 3, 4, 5] does not "
                               "broadcast to the normalized axes [4, 5] of X [2, 3, 4, 5] (axis 2)")
 
+    def test_batch_norm_statistics_one_per_channel(self):
+        """BatchNormalization in inference mode did not check its scale, B, mean and var: a
+        mean of 2 values for 3 channels was read past its end, one of shape [1, 3] ran as
+        [3] (onnxruntime: "Invalid input mean: NumDimensions() != 1"; seeds 60-75). Training
+        mode checked only the count."""
+        f = helper.make_tensor_value_info
+        for bad, training in (([2], 0), ([1, 3], 0), ([1, 3], 1), ([4], 1)):
+            names = ["x", "s", "b", "m", "v"]
+            shapes = {"x": [2, 3, 4], "s": [3], "b": [3], "m": bad, "v": [3]}
+            self.save([helper.make_node("BatchNormalization", names,
+                                        ["y", "rm", "rv"] if training else ["y"], name="bn",
+                                        training_mode=training)],
+                      [f(k, TensorProto.FLOAT, shapes[k]) for k in names],
+                      [f(o, TensorProto.FLOAT, None)
+                       for o in (["y", "rm", "rv"] if training else ["y"])], opset=15)
+            self.expect_one_error(["run", "m.onnx", "--random-inputs"],
+                                  "node 'bn' (BatchNormalization): scale, B, input_mean and "
+                                  "input_var must be [3], one value per channel of [2, 3, 4]; "
+                                  f"input #3 is {bad}")
+
     def test_recurrent_operands_of_other_shapes(self):
         """Seed 35: an LSTM whose R had rank 2 aborted `mpc run` (std::length_error: the
         kernel sized a buffer from R's missing axis); LSTM did not check R, B, initial_h,
-        initial_c or P at all, GRU and RNN not initial_h (read past its end when short)."""
+        initial_c or P at all, GRU and RNN not initial_h (read past its end when short).
+        Seeds 60-75: B and P of the right count in another shape ([32] for [1, 32]) ran;
+        onnxruntime refuses them ("Input B must have shape {1,8*4}")."""
         f = helper.make_tensor_value_info
         h = 3
         cases = [("LSTM", 4, {"R": [1, 4 * h]}, "recurrence weight [1, 12] does not match"),
-                 ("LSTM", 4, {"B": [1, 7]}, "bias [1, 7] does not match"),
+                 ("LSTM", 4, {"B": [1, 7]}, "bias [1, 7] is not [1, 24]"),
+                 ("LSTM", 4, {"B": [24]}, "bias [24] is not [1, 24]"),
+                 ("GRU", 3, {"B": [2, 9]}, "bias [2, 9] is not [1, 18]"),
                  ("LSTM", 4, {"initial_c": [1, 1, h]}, "initial_c [1, 1, 3] is not [1, 2, 3]"),
-                 ("LSTM", 4, {"P": [1, 2 * h]}, "peepholes [1, 6] do not match"),
+                 ("LSTM", 4, {"P": [1, 2 * h]}, "peepholes [1, 6] are not [1, 9]"),
+                 ("LSTM", 4, {"P": [3 * h]}, "peepholes [9] are not [1, 9]"),
                  ("GRU", 3, {"initial_h": [1, 2, 2]}, "initial_h [1, 2, 2] is not [1, 2, 3]"),
                  ("RNN", 1, {"initial_h": [2, 3]}, "initial_h [2, 3] is not [1, 2, 3]")]
         for op, gates, bad, message in cases:
@@ -1236,6 +1280,20 @@ class OperandShapeTest(CliCase):
                             (n("Pad", ["x", "a"], ["y"]), {"x": x, "a": i64([0, 1, 1, 0], [1, 4])})):
             self.run_as_onnxruntime([node], feeds, {"y": TensorProto.FLOAT})
 
+    def test_repeated_axes_of_pad_and_slice(self):
+        """Pad and Slice with an axis named twice (ONNX: undefined for Pad, invalid for
+        Slice) ran with the last entry's pads or bounds; ONNX's checker and onnxruntime
+        refuse them (multi-node differential suite, seed 8: the expanded CenterCropPad)."""
+        n = helper.make_node
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        i64 = lambda v: np.array(v, np.int64)  # noqa: E731
+        self.run_case(n("Pad", ["x", "p", "", "a"], ["y"], name="r"),
+                      {"x": x, "p": i64([1, 0, 0, 1]), "a": i64([1, -1])},
+                      "node 'r' (Pad): axes [1, -1] name axis 1 twice")
+        self.run_case(n("Slice", ["x", "s", "e", "a"], ["y"], name="r"),
+                      {"x": x, "s": i64([0, 1]), "e": i64([2, 3]), "a": i64([0, 0])},
+                      "node 'r' (Slice): axes [0, 0] name axis 0 twice")
+
     def test_conv_bias_has_one_value_per_output_channel(self):
         """A Conv or ConvTranspose bias shorter than the output channels was read past its
         end, one of another shape read as if flattened (multi-node differential suite, seeds
@@ -1250,6 +1308,23 @@ class OperandShapeTest(CliCase):
             self.run_case(n(op, ["x", "w", "b"], ["y"], name="c"), {"x": x, "w": w, "b": b},
                           f"node 'c' ({op}): bias B {list(b.shape)} must be [{m}], one value "
                           "per output channel")
+
+    def test_pool_pads_smaller_than_the_kernel(self):
+        """A pooling pad as long as its kernel makes windows of padding alone (an average of
+        nothing without count_include_pad); onnxruntime refuses it ("Pad should be smaller
+        than kernel"), mpc ran it (differential suite, seed 2, LpPool). With a dilation the
+        bound is the dilated kernel's extent: a shorter pad leaves a real element in every
+        window (the pooling tests' dilated cases)."""
+        x = np.ones((1, 1, 4, 4), np.float32)
+        for op in ("LpPool", "AveragePool", "MaxPool"):
+            node = helper.make_node(op, ["x"], ["y"], name="p", kernel_shape=[3, 3],
+                                    pads=[2, 2, 3, 2])
+            self.run_case(node, {"x": x}, f"node 'p' ({op}): pads [2, 2, 3, 2] must be smaller "
+                                          "than the dilated kernel [3, 3] along each axis")
+        node = helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                                dilations=[2, 1], pads=[3, 0, 0, 0])
+        self.run_case(node, {"x": x}, "node 'p' (MaxPool): pads [3, 0, 0, 0] must be smaller "
+                                      "than the dilated kernel [3, 2] along each axis")
 
     def test_conv_transpose_geometry(self):
         """ConvTranspose ran with input channels its group does not divide (the groups
@@ -1432,6 +1507,22 @@ class LegacyBroadcastTest(CliCase):
         r = mpc("run", "m.onnx", "--input", "a=a.npy", "--input", "b=b.npy", "--outputs", "o",
                 cwd=self.dir)
         return r, m
+
+    def test_max_and_min_before_opset_8_take_one_shape(self):
+        """Max-6 and Min-6 do not broadcast (that came with opset 8); mpc broadcast them and
+        onnxruntime refuses them (the models differential suite, seeds 11-21). Equal shapes
+        still run, against NumPy."""
+        a = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+        for op, fn in (("Max", np.maximum), ("Min", np.minimum)):
+            r, _ = self.run_legacy(op, {}, a, np.ones((3, 1), np.float32))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stderr, f"mpc: error: node 'n' ({op}): before opset 8 the inputs "
+                                       f"of {op} have one shape ([3, 4] and [3, 1])\n")
+            b = np.full((3, 4), 0.5, np.float32)
+            r, _ = self.run_legacy(op, {}, a, b)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            np.testing.assert_array_equal(np.load(os.path.join(self.dir, "o", "y.npy")),
+                                          fn(a, b))
 
     def test_old_rule_agreeing_with_numpy_runs(self):
         rng = np.random.default_rng(3)

@@ -430,7 +430,9 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
       return err;
   // A declared type the node's attributes contradict (a Cast to f16 whose
   // result is declared f64): the executor computes the attributes' type.
-  if (opts.checkTypes && !n.attrs.empty())
+  // Their defaults too: a ConstantOfShape without `value` makes f32 zeros
+  // (declared i32, it ran and wrote f32).
+  if (opts.checkTypes && (!n.attrs.empty() || defaultDomain))
     for (unsigned i = 0; i < n.numOutputs(); ++i) {
       const Value *v = n.output(i);
       if (!v || !v->type.isTensor() || v->type.elem == DType::Undefined)

@@ -550,10 +550,16 @@ llvm::Error shapes::padAmounts(const Node &n, llvm::ArrayRef<int64_t> x, std::ve
                             std::to_string(axes.size()) + " axes");
   begin.assign(rank, 0);
   end.assign(rank, 0);
+  std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i];
     if (!normalizeAxis(a, rank))
       return nodeError(n, "pad axis out of range");
+    // A repeated axis (ONNX: undefined) took its last pads.
+    if (seen[size_t(a)])
+      return nodeError(n, "axes " + formatShape(axes) + " name axis " + std::to_string(a) +
+                              " twice");
+    seen[size_t(a)] = true;
     begin[a] = pads[i];
     end[a] = pads[i + axes.size()];
   }

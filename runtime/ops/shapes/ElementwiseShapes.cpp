@@ -40,9 +40,19 @@ llvm::Error shapes::shapeSameAsInput0(const ShapeQuery &q, std::vector<ShapedTyp
 /// with axis = 1 and A [2, 3, 4, 3], B [3] added B along the last axis).
 static llvm::Error checkLegacyBroadcast(const ShapeQuery &q) {
   const Node &n = q.node;
+  llvm::StringRef op = n.opType;
+  // Max and Min broadcast from opset 8 on; before, every input has one
+  // shape (onnxruntime: "All inputs must have the same shape").
+  if ((op == "Max" || op == "Min") && n.opsetVersion() < 8 && !q.estimate) {
+    for (const ShapedType &in : q.inputs)
+      if (in.shape != q.inputs[0].shape)
+        return nodeError(n, "before opset 8 the inputs of " + op.str() + " have one shape (" +
+                                formatShape(q.inputs[0].shape) + " and " +
+                                formatShape(in.shape) + ")");
+    return llvm::Error::success();
+  }
   if (n.opsetVersion() >= 7 || q.inputs.size() != 2 || q.estimate)
     return llvm::Error::success();
-  llvm::StringRef op = n.opType;
   const std::vector<int64_t> &a = q.inputs[0].shape, &b = q.inputs[1].shape;
   std::string hint = "; convert the model to opset 7 or newer (onnx.version_converter)";
   if (op == "PRelu") {

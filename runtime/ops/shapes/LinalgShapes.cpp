@@ -65,6 +65,18 @@ llvm::Error shapes::shapeBatchNorm(const ShapeQuery &q, std::vector<ShapedType> 
       return nodeError(q.node, "output #" + std::to_string(i) + " " + quoteName(v->name()) +
                                    " is a training-mode result (training_mode = 1, opset 14 "
                                    "on); in inference mode Y is the only output");
+  // One scale, bias, mean and variance per channel; fewer were read past
+  // their end (a mean of 2 values for 3 channels ran).
+  const auto &x = q.inputs[0].shape;
+  if (x.size() < 2)
+    return nodeError(q.node, "input " + formatShape(x) + " has rank below 2");
+  if (!q.estimate)
+    for (unsigned i = 1; i < 5 && i < q.inputs.size(); ++i)
+      if (q.inputs[i].shape != std::vector<int64_t>{x[1]})
+        return nodeError(q.node, "scale, B, input_mean and input_var must be [" +
+                                     std::to_string(x[1]) + "], one value per channel of " +
+                                     formatShape(x) + "; input #" + std::to_string(i) +
+                                     " is " + formatShape(q.inputs[i].shape));
   return shapeSameAsInput0(q, out);
 }
 
@@ -86,9 +98,10 @@ llvm::Error shapes::shapeLayerNorm(const ShapeQuery &q, std::vector<ShapedType> 
         s = s.drop_front();
       return s;
     };
+    // (More leading 1s than X has axes would broadcast Y to a higher rank.)
     for (unsigned k : {1u, 2u})
       if (k < q.inputs.size() && q.inputs[k].dtype != DType::Undefined &&
-          core(q.inputs[k].shape) != core(normalized))
+          (core(q.inputs[k].shape) != core(normalized) || q.inputs[k].shape.size() > x.size()))
         return nodeError(q.node, std::string(k == 1 ? "scale " : "bias ") +
                                      formatShape(q.inputs[k].shape) + " does not match the "
                                      "normalized axes " + formatShape(normalized) +

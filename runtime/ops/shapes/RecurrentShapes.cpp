@@ -58,8 +58,9 @@ static llvm::Error checkRecurrentOperands(const ShapeQuery &q, int64_t gates, in
   const auto &r = q.inputs[2].shape;
   if (r.size() != 3 || r[0] != dirs || r[1] != gates * hidden || r[2] != hidden)
     return nodeError(n, "recurrence weight " + formatShape(r) + " does not match");
-  if (present(3) && numel(q.inputs[3].shape) != dirs * 2 * gates * hidden)
-    return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " does not match");
+  if (present(3) && q.inputs[3].shape != std::vector<int64_t>{dirs, 2 * gates * hidden})
+    return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " is not " +
+                            formatShape({dirs, 2 * gates * hidden}));
   std::vector<int64_t> state = batchMajor ? std::vector<int64_t>{batch, dirs, hidden}
                                           : std::vector<int64_t>{dirs, batch, hidden};
   for (unsigned i : {5u, 6u})
@@ -67,8 +68,9 @@ static llvm::Error checkRecurrentOperands(const ShapeQuery &q, int64_t gates, in
       return nodeError(n, std::string(i == 5 ? "initial_h " : "initial_c ") +
                               formatShape(q.inputs[i].shape) + " is not " +
                               formatShape(state));
-  if (gates == 4 && present(7) && numel(q.inputs[7].shape) != dirs * 3 * hidden)
-    return nodeError(n, "peepholes " + formatShape(q.inputs[7].shape) + " do not match");
+  if (gates == 4 && present(7) && q.inputs[7].shape != std::vector<int64_t>{dirs, 3 * hidden})
+    return nodeError(n, "peepholes " + formatShape(q.inputs[7].shape) + " are not " +
+                            formatShape({dirs, 3 * hidden}));
   return llvm::Error::success();
 }
 

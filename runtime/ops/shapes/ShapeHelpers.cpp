@@ -77,10 +77,16 @@ llvm::Expected<SliceParams> shapes::sliceParams(const Node &n, llvm::ArrayRef<in
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
     return nodeError(n, "starts, ends, axes and steps have different lengths");
+  std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i], dim, st = steps[i];
     if (!normalizeAxis(a, rank) || st == 0)
       return nodeError(n, "bad slice axis or step");
+    // A repeated axis (ONNX: invalid) took its last bounds.
+    if (seen[size_t(a)])
+      return nodeError(n, "axes " + formatShape(axes) + " name axis " + std::to_string(a) +
+                              " twice");
+    seen[size_t(a)] = true;
     dim = x[a];
     SliceAxis r = resolveSliceAxis(dim, starts[i], ends[i], st);
     p.outShape[a] = r.count;

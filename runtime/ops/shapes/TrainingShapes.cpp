@@ -126,9 +126,11 @@ llvm::Error shapes::shapeBatchNormTraining(const ShapeQuery &q, std::vector<Shap
   for (unsigned i = 1; i < 5; ++i) {
     if (auto e = requireFloat(q, i, "scale, B, input_mean and input_var"))
       return e;
-    if (numel(q.inputs[i].shape) != x[1])
-      return nodeError(q.node, "scale, B, input_mean and input_var must have one element "
-                               "per channel of " + formatShape(x));
+    if (q.inputs[i].shape != std::vector<int64_t>{x[1]})
+      return nodeError(q.node, "scale, B, input_mean and input_var must be [" +
+                                   std::to_string(x[1]) + "], one value per channel of " +
+                                   formatShape(x) + "; input #" + std::to_string(i) + " is " +
+                                   formatShape(q.inputs[i].shape));
   }
   out.assign(1, q.inputs[0]);
   out.push_back(q.inputs[3]);

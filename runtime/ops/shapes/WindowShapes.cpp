@@ -181,6 +181,20 @@ llvm::Expected<PoolGeometry> shapes::poolGeometry(const Node &n, const WindowPar
     g.inSpatial.assign(x.begin() + 2, x.end());
   if (auto e = windowGeometry(n, p, x, g))
     return std::move(e);
+  // A pad as long as the dilated kernel makes windows that sample padding
+  // only (an average of nothing without count_include_pad; onnxruntime
+  // refuses a pad as long as kernel_shape even where dilation would leave
+  // a real element in the window).
+  if (autoPadOf(p) == AutoPad::NotSet) {
+    std::vector<int64_t> extent;
+    for (size_t i = 0; i < g.kernel.size(); ++i)
+      extent.push_back((g.kernel[i] - 1) * g.dilations[i] + 1);
+    for (size_t i = 0; i < g.kernel.size(); ++i)
+      if (g.padsBegin[i] >= extent[i] || g.padsEnd[i] >= extent[i])
+        return nodeError(n, "pads " + formatShape(p.pads.orDefault(2 * g.kernel.size(), 0)) +
+                                " must be smaller than the dilated kernel " +
+                                formatShape(extent) + " along each axis");
+  }
   return g;
 }
 
