@@ -50,6 +50,17 @@ static bool typedByAttributeDefault(llvm::StringRef op) {
   }
 }
 
+/// The tensor type of element type `e` with nothing else set, one per type.
+static const Type &bareTensorType(DType e) {
+  static const std::vector<Type> types = [] {
+    std::vector<Type> ts;
+    for (unsigned d = 0; d <= kMaxDType; ++d)
+      ts.push_back(Type::tensor(static_cast<DType>(d)));
+    return ts;
+  }();
+  return types[static_cast<unsigned>(e)];
+}
+
 namespace {
 class GraphVerifier {
 public:
@@ -84,13 +95,26 @@ private:
   /// Types of values the model leaves untyped, inferred from their producers
   /// as the walk defines them (by value id): a type check reads those too, so
   /// that a Cast to u8 feeding Slice's ends is found without a value_info.
-  llvm::DenseMap<unsigned, Type> inferred;
+  /// Nearly all are a bare tensor element type (inference gives no shapes):
+  /// those are one byte per value id, read back as the shared Type of that
+  /// element type; any other (sequences, optionals, a body's typed output) is
+  /// kept whole in `inferredOther`. A model of many small bodies leaves
+  /// hundreds of thousands of values untyped, and a map of whole Types cost
+  /// 6% of a rewrite's time there.
+  std::vector<DType> inferredElem;
+  llvm::DenseMap<unsigned, Type> inferredOther;
   const Type &typeOf(const Value *v) const {
-    if (v->type.isKnown() || inferred.empty())
+    if (v->type.isKnown())
       return v->type;
-    auto it = inferred.find(v->id());
-    return it == inferred.end() ? v->type : it->second;
+    unsigned id = v->id();
+    if (id < inferredElem.size() && inferredElem[id] != DType::Undefined)
+      return bareTensorType(inferredElem[id]);
+    if (inferredOther.empty())
+      return v->type;
+    auto it = inferredOther.find(id);
+    return it == inferredOther.end() ? v->type : it->second;
   }
+  void setInferred(const Value *v, Type t);
 
   llvm::Error verifyNode(const Graph &g, const Node &n);
   llvm::Error checkTypes(const Graph &g, const Node &n, const SignatureLookup &lk);
@@ -113,6 +137,23 @@ private:
 } // namespace
 
 static std::string graphLabel(const Graph &g) { return "graph " + quoteName(g.name); }
+
+void GraphVerifier::setInferred(const Value *v, Type t) {
+  unsigned id = v->id();
+  if (t.kind == TypeKind::Tensor && t.elem != DType::Undefined && t == bareTensorType(t.elem)) {
+    if (!inferredOther.empty() && inferredOther.count(id))
+      return; // the first inference stands
+    if (id >= inferredElem.size())
+      inferredElem.resize(std::max<size_t>(id + 1, defined.size()), DType::Undefined);
+    if (inferredElem[id] == DType::Undefined)
+      inferredElem[id] = t.elem;
+    return;
+  }
+  if (id < inferredElem.size() && inferredElem[id] != DType::Undefined)
+    return; // the first inference stands
+  inferredOther.try_emplace(id, std::move(t));
+}
+
 
 /// Appends a port's type to a memo key: absent, kind and element type.
 static void appendPortKey(llvm::SmallVectorImpl<char> &key, const Type *t) {
@@ -489,7 +530,7 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
         return typeOf(u);
       });
       if (t.isKnown())
-        inferred.try_emplace(v->id(), std::move(t));
+        setInferred(v, std::move(t));
     }
   for (const Value *v : n.outputs())
     if (v)
