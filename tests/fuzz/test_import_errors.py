@@ -1294,6 +1294,44 @@ class OperandShapeTest(CliCase):
                       {"x": x, "s": i64([0, 1]), "e": i64([2, 3]), "a": i64([0, 0])},
                       "node 'r' (Slice): axes [0, 0] name axis 0 twice")
 
+    def test_gather_nd_batch_axes_match(self):
+        """A GatherND whose indices have another size than the data on the batch_dims
+        axes ran (differential suite, seeds 86 and 91: indices [3, 1] or [1, 1] into data
+        [2, 2] with batch_dims = 1); the spec requires the same sizes and onnxruntime
+        refuses it. The same node with matching batch axes runs as onnxruntime does."""
+        n = helper.make_node("GatherND", ["x", "i"], ["y"], name="g", batch_dims=1)
+        x = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+        for ind in (np.array([[1], [0], [1]], np.int64), np.array([[1]], np.int64)):
+            self.run_case(n, {"x": x, "i": ind},
+                          f"node 'g' (GatherND): indices {list(ind.shape)} and data [2, 2, 2] "
+                          "differ on the first 1 (batch_dims) axes")
+        self.run_as_onnxruntime([n], {"x": x, "i": np.array([[1], [0]], np.int64)},
+                                {"y": TensorProto.FLOAT})
+
+    def test_recurrent_sequence_lens_one_per_batch_entry(self):
+        """An LSTM (or GRU, RNN) whose sequence_lens was a scalar ran (differential suite,
+        seed 89: test_lstm_with_peepholes with sequence_lens [] in place of [2]); onnxruntime
+        refuses it. One length per batch entry runs as onnxruntime does."""
+        rng = np.random.default_rng(5)
+        seq, batch, inp, hid = 3, 2, 4, 3
+        x = rng.standard_normal((seq, batch, inp)).astype(np.float32)
+        for op, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+            w = rng.standard_normal((1, gates * hid, inp)).astype(np.float32)
+            r = rng.standard_normal((1, gates * hid, hid)).astype(np.float32)
+            b = rng.standard_normal((1, 2 * gates * hid)).astype(np.float32)
+            n = helper.make_node(op, ["x", "w", "r", "b", "lens"], ["", "y"], name="l",
+                                 hidden_size=hid)
+            for lens in (np.array(seq, np.int32), np.full((1, batch), seq, np.int32)):
+                with self.subTest(op=op, lens=lens.shape):
+                    self.run_case(n, {"x": x, "w": w, "r": r, "b": b, "lens": lens},
+                                  f"node 'l' ({op}): sequence_lens {list(lens.shape)} is not "
+                                  "[2] (one length per batch entry)")
+            self.run_as_onnxruntime([n], {"x": x, "w": w, "r": r, "b": b,
+                                          "lens": np.full((batch,), seq, np.int32)},
+                                    {"y": TensorProto.FLOAT},
+                                    compare=lambda g, w, name: np.testing.assert_allclose(
+                                        g, w, rtol=1e-5, atol=1e-6, err_msg=name))
+
     def test_conv_bias_has_one_value_per_output_channel(self):
         """A Conv or ConvTranspose bias shorter than the output channels was read past its
         end, one of another shape read as if flattened (multi-node differential suite, seeds

@@ -128,6 +128,12 @@ llvm::Error shapes::shapeGatherND(const ShapeQuery &q, std::vector<ShapedType> &
   int64_t b = q.node.intAttr("batch_dims", 0);
   if (ind.empty() || b < 0 || b >= int64_t(std::min(x.size(), ind.size())))
     return nodeError(q.node, "bad batch_dims or indices rank");
+  // The leading batch_dims axes are shared: the same sizes in both (a
+  // smaller indices batch ran, where onnxruntime and the spec refuse it).
+  if (!std::equal(x.begin(), x.begin() + b, ind.begin()))
+    return nodeError(q.node, "indices " + formatShape(ind) + " and data " + formatShape(x) +
+                                 " differ on the first " + std::to_string(b) +
+                                 " (batch_dims) axes");
   int64_t last = ind.back();
   if (last > int64_t(x.size()) - b)
     return nodeError(q.node, "indices " + formatShape(ind) + " index too many axes of " +

@@ -46,7 +46,7 @@ llvm::Error shapes::checkLstmAttrs(const Node &n) {
 }
 
 /// The optional operands' shapes of a recurrent node with `gates` gate blocks:
-/// B, initial_h (and, for LSTM, initial_c and P). The kernels read them by
+/// B, sequence_lens, initial_h (and, for LSTM, initial_c and P). The kernels read them by
 /// these sizes: an LSTM with a rank-2 R aborted (std::length_error), a short
 /// initial_h was read past its end.
 static llvm::Error checkRecurrentOperands(const ShapeQuery &q, int64_t gates, int64_t dirs,
@@ -61,6 +61,11 @@ static llvm::Error checkRecurrentOperands(const ShapeQuery &q, int64_t gates, in
   if (present(3) && q.inputs[3].shape != std::vector<int64_t>{dirs, 2 * gates * hidden})
     return nodeError(n, "bias " + formatShape(q.inputs[3].shape) + " is not " +
                             formatShape({dirs, 2 * gates * hidden}));
+  // sequence_lens is one length per batch entry (a scalar of the right value
+  // ran where onnxruntime refuses it).
+  if (present(4) && q.inputs[4].shape != std::vector<int64_t>{batch})
+    return nodeError(n, "sequence_lens " + formatShape(q.inputs[4].shape) + " is not " +
+                            formatShape({batch}) + " (one length per batch entry)");
   std::vector<int64_t> state = batchMajor ? std::vector<int64_t>{batch, dirs, hidden}
                                           : std::vector<int64_t>{dirs, batch, hidden};
   for (unsigned i : {5u, 6u})
