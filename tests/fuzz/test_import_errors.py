@@ -82,6 +82,21 @@ class CliCase(unittest.TestCase):
         self.expect_one_error(["rewrite", model, "-o", "out.onnx"], message)
         self.expect_one_error(["run", model, "--random-inputs"], message)
 
+    def run_case(self, node, feeds, message, opset=18):
+        """`mpc run` of a model of `node` on `feeds` (name: array, shapes declared) fails
+        with exactly `message` and writes no outputs folder."""
+        f = helper.make_tensor_value_info
+        inputs = [f(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                  for k, v in feeds.items()]
+        save_model(os.path.join(self.dir, "m.onnx"), [node], inputs,
+                   [f("y", TensorProto.FLOAT, None)], opset)
+        args = ["run", "m.onnx", "--outputs", "o"]
+        for k, v in feeds.items():
+            np.save(os.path.join(self.dir, k + ".npy"), v)
+            args += ["--input", f"{k}={k}.npy"]
+        self.expect_one_error(args, message)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "o")))
+
     def run_as_onnxruntime(self, nodes, feeds, outputs, opset=18, extra=(), compare=None):
         """Saves a model of `nodes` whose inputs are `feeds` (name: array, shapes declared)
         and whose outputs are `outputs` (name: TensorProto type, no shape), runs it with
@@ -1186,19 +1201,6 @@ class OperandShapeTest(CliCase):
     updates differ from its indices, GatherElements / ScatterElements indices longer than the
     data along an axis other than the indexed one, a OneHot whose values are not two."""
 
-    def run_case(self, node, feeds, message):
-        f = helper.make_tensor_value_info
-        inputs = [f(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-                  for k, v in feeds.items()]
-        save_model(os.path.join(self.dir, "m.onnx"), [node], inputs,
-                   [f("y", TensorProto.FLOAT, None)], 18)
-        args = ["run", "m.onnx", "--outputs", "o"]
-        for k, v in feeds.items():
-            np.save(os.path.join(self.dir, k + ".npy"), v)
-            args += ["--input", f"{k}={k}.npy"]
-        self.expect_one_error(args, message)
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "o")))
-
     def test_scatter_nd_updates_must_match(self):
         n = helper.make_node("ScatterND", ["data", "ind", "upd"], ["y"], name="s")
         data = np.zeros((4, 1, 4), np.float32)
@@ -1412,6 +1414,74 @@ class OperandShapeTest(CliCase):
                  n("OneHot", ["oh_ind", "depth", "values"], ["oh"])]
         self.run_as_onnxruntime(nodes, feeds, {o: TensorProto.FLOAT
                                                for o in ("nd", "se", "ge", "oh")})
+
+
+class ValueMutantTest(CliCase):
+    """What the differential suite's value mutants found (`--mutate values`, seeds 1-10:
+    an input's values changed in its shape): a Dropout ratio outside [0, 1) ran (onnxruntime
+    refuses it, inference mode too); a Resize roi holding NaN gave the extrapolation value
+    everywhere, and an infinite scale converted an infinite size to int64 (undefined
+    behaviour). And what mpc keeps on purpose: a NaN in a max pooling's window is NaN."""
+
+    def test_dropout_ratio_in_range(self):
+        n = helper.make_node("Dropout", ["x", "r"], ["y"], name="d")
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for r, text in ((1.0, "1"), (-0.5, "-0.5"), (np.nan, "nan"), (7e4, "70000")):
+            self.run_case(n, {"x": x, "r": np.array(r, np.float32)},
+                          f"node 'd' (Dropout): ratio {text} is outside [0, 1)")
+        self.run_as_onnxruntime([n], {"x": x, "r": np.array(0.9, np.float32)},
+                                {"y": TensorProto.FLOAT})
+        # The attribute of opsets 7-11 too.
+        self.run_case(helper.make_node("Dropout", ["x"], ["y"], name="d", ratio=1.5),
+                      {"x": x}, "node 'd' (Dropout): ratio 1.5 is outside [0, 1)", opset=10)
+
+    def test_resize_roi_finite_and_scales_bounded(self):
+        x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+        n = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], name="r",
+                             coordinate_transformation_mode="tf_crop_and_resize",
+                             mode="linear", axes=[3, 2])
+        sizes = np.array([3, 3], np.int64)
+        for bad, what in ((np.nan, "NaN"), (np.inf, "infinite")):
+            roi = np.array([0.6, 0.4, bad, 0.6], np.float32)
+            self.run_case(n, {"x": x, "roi": roi, "sizes": sizes},
+                          f"node 'r' (Resize): roi value 2 is {what}; tf_crop_and_resize "
+                          "needs finite coordinates")
+        self.run_as_onnxruntime([n], {"x": x, "roi": np.array([0.6, 0.4, 0.8, 0.6], np.float32),
+                                      "sizes": sizes}, {"y": TensorProto.FLOAT},
+                                compare=lambda g, w, name: np.testing.assert_allclose(
+                                    g, w, rtol=1e-5, err_msg=name))
+        s = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="r", mode="nearest")
+        for scale, text in ((np.inf, "INF"), (1e30, "1000000015047466219876688855040")):
+            self.run_case(s, {"x": x, "scales": np.array([1, 1, 2, scale], np.float32)},
+                          f"node 'r' (Resize): scale {text} makes axis 3 too long")
+
+    def test_max_pooling_keeps_nan(self):
+        """A window holding a NaN gives NaN, against numpy's max over each window (the
+        oracle: it propagates NaN, as PyTorch's max pooling does; onnxruntime skips it)."""
+        x = np.random.default_rng(3).standard_normal((1, 2, 9, 7)).astype(np.float32)
+        x[0, 0, 4, 3] = np.nan
+        x[0, 1, 0, 0] = np.nan
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        f = helper.make_tensor_value_info
+        for node in (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 2],
+                                      strides=[2, 1]),
+                     helper.make_node("GlobalMaxPool", ["x"], ["y"])):
+            with self.subTest(op=node.op_type):
+                save_model(os.path.join(self.dir, "m.onnx"), [node],
+                           [f("x", TensorProto.FLOAT, list(x.shape))],
+                           [f("y", TensorProto.FLOAT, None)], 18)
+                shutil.rmtree(os.path.join(self.dir, "o"), ignore_errors=True)
+                r = mpc("run", "m.onnx", "--input", "x=x.npy", "--outputs", "o", cwd=self.dir)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = np.load(os.path.join(self.dir, "o", "y.npy"))
+                if node.op_type == "GlobalMaxPool":
+                    want = x.max(axis=(2, 3), keepdims=True)
+                else:
+                    win = np.lib.stride_tricks.sliding_window_view(x, (3, 2), axis=(2, 3))
+                    want = win[:, :, ::2, :].max(axis=(-2, -1))
+                self.assertEqual(got.shape, want.shape)
+                self.assertTrue(np.isnan(want).any())
+                np.testing.assert_array_equal(got, want)
 
 
 class EmptyAndZeroTripTest(CliCase):

@@ -15,6 +15,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 using namespace mpc;
 using namespace mpc::shapes;
@@ -27,7 +28,7 @@ static llvm::Error checkDropoutInference(const ShapeQuery &q) {
     training = n.intAttr("is_test", 0) == 0;
     ratio = n.floatAttr("ratio", 0.5f);
   } else if (n.opsetVersion() < 12) {
-    return llvm::Error::success();
+    ratio = n.floatAttr("ratio", 0.5f);
   } else {
     if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
       if (!q.values[2])
@@ -38,14 +39,21 @@ static llvm::Error checkDropoutInference(const ShapeQuery &q) {
       training = q.values[2]->getAsDouble(0) != 0;
     }
     if (q.inputs.size() > 1 && q.inputs[1].dtype != DType::Undefined) {
+      // Read in inference mode too, to refuse a ratio outside [0, 1).
       if (!q.values[1])
-        return training ? unknownOperand(n, "ratio", " in training mode")
-                        : llvm::Error::success();
+        return unknownOperand(n, "ratio", training ? " in training mode" : "");
       if (q.values[1]->numElements() != 1)
         return nodeError(n, "ratio is " + formatShape(q.inputs[1].shape) +
                                 "; it must be a scalar");
       ratio = q.values[1]->getAsDouble(0);
     }
+  }
+  // ONNX: ratio in [0, 1) (onnxruntime refuses others even in inference mode,
+  // where the ratio changes nothing).
+  if (!(ratio >= 0 && ratio < 1)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", ratio);
+    return nodeError(n, std::string("ratio ") + text + " is outside [0, 1)");
   }
   if (training && ratio != 0)
     return nodeError(n, "training mode with ratio " + std::to_string(ratio) +

@@ -13,6 +13,7 @@
 #include "../ShapeHelpers.h"
 #include "mpc/Runtime/HostTensor.h"
 #include "mpc/Support/Diagnostics.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
 using namespace mpc;
@@ -50,6 +51,13 @@ llvm::Expected<ResizePlan> shapes::resizing::planResize(const Node &n, const Res
     if (ops.roi.size() != 2 * count)
       return nodeError(n, "tf_crop_and_resize needs a roi of " + llvm::Twine(2 * count) +
                               " values");
+    // A NaN or infinite roi makes every sample's coordinate NaN (the result
+    // is the extrapolation value, or whatever a kernel makes of it).
+    for (size_t i = 0; i < ops.roi.size(); ++i)
+      if (!std::isfinite(ops.roi[i]))
+        return nodeError(n, "roi value " + llvm::Twine(i) + " is " +
+                                (std::isnan(ops.roi[i]) ? "NaN" : "infinite") +
+                                "; tf_crop_and_resize needs finite coordinates");
     for (size_t i = 0; i < count; ++i) {
       p.roiStart[axes[i]] = ops.roi[i];
       p.roiEnd[axes[i]] = ops.roi[count + i];
@@ -61,7 +69,13 @@ llvm::Expected<ResizePlan> shapes::resizing::planResize(const Node &n, const Res
       if (!(s > 0))
         return nodeError(n, "scales must be positive");
       p.scales[axes[i]] = s;
-      p.outShape[axes[i]] = int64_t(std::floor(s * double(x[axes[i]])));
+      // An infinite or huge scale gives a size past int64 (converting it was
+      // undefined behaviour); the allocation check refuses large ones.
+      double size = std::floor(s * double(x[axes[i]]));
+      if (!(size < 0x1p62))
+        return nodeError(n, "scale " + llvm::formatv("{0}", s) + " makes axis " +
+                                llvm::Twine(axes[i]) + " too long");
+      p.outShape[axes[i]] = int64_t(size);
     }
   } else {
     for (size_t i = 0; i < count; ++i) {
