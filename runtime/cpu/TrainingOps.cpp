@@ -738,9 +738,9 @@ void classificationLoss(const T *scores, const LossLabels<I> &labels, const T *w
         A sum = A(0);
         for (A v : lp)
           sum += kernels::lossExpTerm(v, mx);
-        A lse = kernels::lossLogSumExp(mx, sum);
+        A logSum = kernels::lossLogSum(sum);
         for (A &v : lp)
-          v = kernels::lossLogProb(v, lse);
+          v = kernels::lossLogProb(v, mx, logSum);
       }
       if (logProb)
         for (int64_t c = 0; c < classes; ++c)

@@ -65,14 +65,14 @@ template <typename T, typename I, bool FromLogProb> struct LossRowBody {
   float *values, *weightSums;
   LossLabelRule rule;
 
-  __device__ float logProbOf(float v, float lse) const {
-    return FromLogProb ? v : kernels::lossLogProb(v, lse);
+  __device__ float logProbOf(float v, float max, float logSum) const {
+    return FromLogProb ? v : kernels::lossLogProb(v, max, logSum);
   }
 
   template <typename Ctx> __device__ void operator()(const Ctx &c, const SliceAt &s) const {
-    float lse = 0.0f;
+    float m = 0.0f, logSum = 0.0f;
     if (!FromLogProb) {
-      float m = -math::infinity<float>();
+      m = -math::infinity<float>();
       for (int64_t a = c.first(); a < s.n; a += c.step())
         m = kernels::lossRowMax(m, float(load(scores[s.at(a)])));
       m = c.combine(m, LossMaxOp(), -math::infinity<float>());
@@ -80,18 +80,18 @@ template <typename T, typename I, bool FromLogProb> struct LossRowBody {
       for (int64_t a = c.first(); a < s.n; a += c.step())
         sum += kernels::lossExpTerm(float(load(scores[s.at(a)])), m);
       sum = c.combine(sum, SumOp(), 0.0f);
-      lse = kernels::lossLogSumExp(m, sum);
+      logSum = kernels::lossLogSum(sum);
     }
     if (logProb)
       for (int64_t a = c.first(); a < s.n; a += c.step())
-        logProb[s.at(a)] = store<T>(logProbOf(float(load(scores[s.at(a)])), lse));
+        logProb[s.at(a)] = store<T>(logProbOf(float(load(scores[s.at(a)])), m, logSum));
     if (!c.leader())
       return;
     int64_t label = int64_t(labels[s.index]);
     float value = 0.0f, wt = 0.0f;
     if (!rule.ignored(label) && !rule.bad(label)) {
       wt = weights ? float(load(weights[label])) : 1.0f;
-      value = kernels::lossValue(logProbOf(float(load(scores[s.at(label)])), lse), wt);
+      value = kernels::lossValue(logProbOf(float(load(scores[s.at(label)])), m, logSum), wt);
     }
     if (loss) {
       loss[s.index] = store<T>(value);

@@ -189,10 +189,14 @@ ORT_ONLY_LIMITS = [
     (r"outermost 2 scale values being 1in the Resize operator|"
      r"outermost and innermost scale values being 1 .* in the Resize operator",
      "onnxruntime resizes only the inner axes of 4-D and 5-D inputs"),
+    (r"ScalesValidation Scale value should be greater than 0",
+     "a Resize size of 0 (an empty axis, as onnx.reference gives it; mpc refuses a scale "
+     "of 0 or below)"),
     (r"when anti-aliasing is set, Resize only supports",
      "antialias with mode nearest: ONNX applies it to linear and cubic only"),
     (r"Invalid sequence length: .* Value must be in range",
-     "ReverseSequence lengths past the time axis, clamped as onnx.reference does"),
+     "ReverseSequence lengths outside [0, time steps], clamped (onnx.reference clamps long "
+     "ones; negative ones it takes from the end: no verdict, reference_unfit)"),
     (r"Pad reflect requires axis length >= 2|Pad reflect: (pre|post)-pad \(\d+\) exceeds",
      "reflect padding of a 1-long axis or past the axis' length, as numpy pads"),
     (r"min_ <= max_ was false", "Clip with min above max: max everywhere, as numpy clips"),
@@ -383,47 +387,74 @@ NAN_KEEPING_OPS = {"MaxPool", "GlobalMaxPool"}
 
 def nan_kept(model, arrays, got, want):
     """True when `got` differs from `want` only by NaNs mpc keeps (NAN_KEEPING_OPS), in a
-    model of such ops whose inputs hold a NaN."""
+    model of such ops whose inputs hold a NaN (or, for MaxPool's Indices, by indices of
+    those NaNs)."""
     if not {n.op_type for n in model.graph.node} <= NAN_KEEPING_OPS:
         return False
     if not any(np.asarray(a).dtype.kind == "f" and np.isnan(a).any() for a in arrays.values()):
         return False
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return False
+    if got.dtype.kind in "iu":
+        # MaxPool's Indices: where they differ, mpc's point at a NaN of the input (the
+        # flat index into it, storage_order 0), the element its maximum took.
+        x = np.asarray(arrays[model.graph.node[0].input[0]]).reshape(-1)
+        differ = got != want
+        at = got[differ]
+        return bool(differ.any()) and bool(((at >= 0) & (at < x.size)).all()) and \
+            bool(np.isnan(x[at]).all())
+    got, want = got.astype(np.float64), want.astype(np.float64)
     differ = ~((got == want) | (np.isnan(got) & np.isnan(want)))
     return bool(differ.any()) and bool(np.isnan(got[differ]).all())
 
 
+def reference_unfit(model, arrays):
+    """True where onnx.reference's answer is an accident of Python: ReverseSequence with a
+    negative length slices from the end (mpc clamps lengths into [0, time steps], so a
+    negative one reverses nothing; user guide)."""
+    for n in model.graph.node:
+        if n.op_type == "ReverseSequence" and len(n.input) > 1 and n.input[1] in arrays \
+                and (np.asarray(arrays[n.input[1]]) < 0).any():
+            return True
+    return False
+
+
 def has_extreme_floats(arrays):
-    """True when a float input holds NaN, an infinity or a magnitude of 1e30 or more."""
+    """True when a float input holds NaN, an infinity or a magnitude of 65504 (float16's
+    largest) or more."""
     for a in arrays.values():
         a = np.asarray(a)
         if a.dtype.kind == "f" and a.size and \
-                not (np.isfinite(a).all() and np.abs(a.astype(np.float64)).max() < 1e30):
+                not (np.isfinite(a).all() and np.abs(a.astype(np.float64)).max() < 65504):
             return True
     return False
 
 
 def finite_elements_match(got, want, reference):
-    """For inputs with NaN, infinities or 1e30s, where what is right is a matter of
-    convention (a cubic tap of weight 0 on an infinity, a variance that overflows float32
-    in the oracles and not in mpc's double accumulation): `got` must have the oracles'
-    shape and match them on every element that onnxruntime (`want`) and onnx.reference
-    (when it ran) both give finitely and alike; the others are not judged."""
+    """For inputs with NaN, infinities or magnitudes of 65504 and more, where what is right
+    is a matter of convention (a cubic tap of weight 0 on an infinity, a variance that
+    overflows float32 in the oracles and not in mpc's double accumulation) or of float32's
+    conditioning (softmax over scores of 1e5, where a float32's step is 0.008, moves its
+    weights by about 1%: onnxruntime and onnx.reference differ by that much too): `got`
+    must have the oracles' shape and, on every element that onnxruntime (`want`) and
+    onnx.reference (when it ran) both give finitely and within 1% of each other, be within
+    1% of one of them; the others are not judged."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or want.dtype.kind not in "fc":
         return False
-    w = want.astype(np.float64)
+    g, w = got.astype(np.float64), want.astype(np.float64)
     judged = np.isfinite(w)
+    near = np.isclose(g, w, rtol=1e-2, atol=1e-3)
     if reference is not None:
         r = np.asarray(reference)
         if r.shape != want.shape:
             return False
         r = r.astype(np.float64)
         with np.errstate(invalid="ignore"):
-            judged &= np.isfinite(r) & np.isclose(r, w, rtol=1e-3, atol=1e-4)
-    return outputs_match(got[judged], want[judged]) is None
+            judged &= np.isfinite(r) & np.isclose(r, w, rtol=1e-2, atol=1e-3)
+        near |= np.isclose(g, r, rtol=1e-2, atol=1e-3)
+    return bool(near[judged].all())
 
 
 def float64_agrees(model, arrays, index, got):
@@ -476,6 +507,8 @@ def judge(mpc, folder, model, feeds, work, extreme_values=False):
         if ort_only_limit(expected) is None:
             return f"mpc ran a model onnxruntime refuses: {expected[-240:]}", "invalid ran"
         # A limit of onnxruntime's: onnx.reference judges mpc's outputs where it runs.
+        if reference_unfit(model, arrays):
+            return None, "onnxruntime refuses, unjudged"
         try:
             with np.errstate(all="ignore"):
                 reference = ReferenceEvaluator(model).run(None, arrays)

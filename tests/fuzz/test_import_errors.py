@@ -1421,7 +1421,8 @@ class ValueMutantTest(CliCase):
     an input's values changed in its shape): a Dropout ratio outside [0, 1) ran (onnxruntime
     refuses it, inference mode too); a Resize roi holding NaN gave the extrapolation value
     everywhere, and an infinite scale converted an infinite size to int64 (undefined
-    behaviour). And what mpc keeps on purpose: a NaN in a max pooling's window is NaN."""
+    behaviour); SoftmaxCrossEntropyLoss lost log(sum) next to large logits. And what mpc
+    keeps on purpose: a NaN in a max pooling's window is NaN."""
 
     def test_dropout_ratio_in_range(self):
         n = helper.make_node("Dropout", ["x", "r"], ["y"], name="d")
@@ -1454,6 +1455,68 @@ class ValueMutantTest(CliCase):
         for scale, text in ((np.inf, "INF"), (1e30, "1000000015047466219876688855040")):
             self.run_case(s, {"x": x, "scales": np.array([1, 1, 2, scale], np.float32)},
                           f"node 'r' (Resize): scale {text} makes axis 3 too long")
+
+    def test_softmax_cross_entropy_of_large_logits(self):
+        """SoftmaxCrossEntropyLoss took each log-probability as v - (max + log(sum)): a
+        row of -1e30s (value mutant, seed 15) had loss 0 instead of log(5), and logits near
+        fp16's largest value, where a float32's step is 0.004, lost most of log(sum).
+        Against a float64 log-softmax, with the log-probabilities output too."""
+        x = np.array([[-1e30] * 5, [60000.0, 60000.5, 59999.0, 59990.0, 60000.25],
+                      [3.0, -2.0, 0.5, 1.0, 0.0]], np.float32)
+        labels = np.array([1, 0, 3], np.int64)
+        n = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "y"], ["loss", "logp"],
+                             reduction="none")
+        f = helper.make_tensor_value_info
+        save_model(os.path.join(self.dir, "m.onnx"), [n],
+                   [f("x", TensorProto.FLOAT, [3, 5]), f("y", TensorProto.INT64, [3])],
+                   [f("loss", TensorProto.FLOAT, None), f("logp", TensorProto.FLOAT, None)], 13)
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        np.save(os.path.join(self.dir, "y.npy"), labels)
+        r = mpc("run", "m.onnx", "--input", "x=x.npy", "--input", "y=y.npy", "--outputs", "o",
+                cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        x64 = x.astype(np.float64)
+        shifted = x64 - x64.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        np.testing.assert_allclose(np.load(os.path.join(self.dir, "o", "logp.npy")), logp,
+                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np.load(os.path.join(self.dir, "o", "loss.npy")),
+                                   -logp[np.arange(3), labels], rtol=1e-6)
+
+    def test_range_of_non_finite_bounds(self):
+        """A float Range with a NaN bound ran with no elements, an infinite one asked for
+        2^63 (value mutants, seeds 19 and 25); onnxruntime and onnx.reference refuse both."""
+        n = helper.make_node("Range", ["s", "l", "d"], ["y"], name="r")
+        f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+        for start, limit, text in ((np.nan, 5, "start nan, limit 5"),
+                                   (-np.inf, 5, "start -inf, limit 5"),
+                                   (1, np.inf, "start 1, limit inf")):
+            self.run_case(n, {"s": f32(start), "l": f32(limit), "d": f32(2)},
+                          f"node 'r' (Range): {text} and delta 2 give no finite element count")
+        self.run_as_onnxruntime([n], {"s": f32(1), "l": f32(5.5), "d": f32(1.5)},
+                                {"y": TensorProto.FLOAT})
+
+    def test_reverse_sequence_lengths_are_clamped(self):
+        """Lengths outside [0, time steps] are clamped (user guide): a longer one reverses
+        the whole sequence, a negative one none of it (onnxruntime refuses both; against
+        numpy)."""
+        x = np.arange(12, dtype=np.float32).reshape(4, 3)  # time 4, batch 3
+        lens = np.array([-1, 9, 2], np.int64)
+        n = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1,
+                             time_axis=0)
+        f = helper.make_tensor_value_info
+        save_model(os.path.join(self.dir, "m.onnx"), [n],
+                   [f("x", TensorProto.FLOAT, [4, 3]), f("lens", TensorProto.INT64, [3])],
+                   [f("y", TensorProto.FLOAT, None)], 18)
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        np.save(os.path.join(self.dir, "lens.npy"), lens)
+        r = mpc("run", "m.onnx", "--input", "x=x.npy", "--input", "lens=lens.npy",
+                "--outputs", "o", cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = x.copy()
+        for b, k in enumerate(np.clip(lens, 0, 4)):
+            want[:k, b] = x[:k, b][::-1]
+        np.testing.assert_array_equal(np.load(os.path.join(self.dir, "o", "y.npy")), want)
 
     def test_max_pooling_keeps_nan(self):
         """A window holding a NaN gives NaN, against numpy's max over each window (the

@@ -469,7 +469,14 @@ llvm::Error shapes::shapeRangeOp(const ShapeQuery &q, std::vector<ShapedType> &o
            delta = q.values[2]->getAsDouble(0);
     if (delta == 0)
       return nodeError(q.node, "delta is 0");
-    n = std::max<int64_t>(saturatingInt64(std::ceil((limit - start) / delta)), 0);
+    // A NaN or infinite bound has no element count (NaN's count was 0).
+    double count = std::ceil((limit - start) / delta);
+    if (!std::isfinite(count)) {
+      char text[96];
+      std::snprintf(text, sizeof text, "start %g, limit %g and delta %g", start, limit, delta);
+      return nodeError(q.node, std::string(text) + " give no finite element count");
+    }
+    n = std::max<int64_t>(saturatingInt64(count), 0);
   } else {
     // Integer bounds are read exactly: INT64_MAX does not survive a double.
     int64_t delta = q.values[2]->getAsInt64(0);

@@ -45,11 +45,17 @@ template <typename A> MPC_HD inline A lossExpTerm(A v, A max) {
   return detail::libmExp(v - max);
 }
 
-/// log(sum(e^v)) of the row from its maximum and sum of lossExpTerm.
-template <typename A> MPC_HD inline A lossLogSumExp(A max, A sum) { return max + math::log(sum); }
+/// log of the row's sum of lossExpTerm.
+template <typename A> MPC_HD inline A lossLogSum(A sum) { return math::log(sum); }
 
-/// The log-probability of a score given the row's lossLogSumExp.
-template <typename A> MPC_HD inline A lossLogProb(A v, A logSumExp) { return v - logSumExp; }
+/// The log-probability of a score given the row's maximum and lossLogSum:
+/// (v - max) - logSum, as LogSoftmax computes it. Adding the two row terms
+/// first (v - (max + logSum)) lost logSum wherever the maximum is large: a row
+/// of -1e30s had loss 0 instead of log(classes), and logits near fp16's
+/// largest value, where a float32's step is 0.004, lost the sum's bits.
+template <typename A> MPC_HD inline A lossLogProb(A v, A max, A logSum) {
+  return (v - max) - logSum;
+}
 
 /// The loss of one position: -logProb[label] * weight[label].
 template <typename A> MPC_HD inline A lossValue(A labelLogProb, A weight) {
