@@ -603,8 +603,9 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     if (!bytes)
       return bytes.takeError();
     auto buf = backend.allocate(*bytes, BufferKind::Transient);
-    if (!buf)
-      return buf.takeError();
+    if (!buf) // named: a model's first huge value is seldom its input
+      return inputError("value {0}: {1}", quoteName(slots[s].value->name()),
+                        llvm::toString(buf.takeError()));
     bufs[s] = *buf;
     if (h)
       backend.copyToDevice(buf->data, h->bytes.data(), h->byteSize(), stream);

@@ -13,6 +13,8 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 #include <unistd.h>
+#include <cstdio>
+#include <cinttypes>
 
 using namespace mpc;
 
@@ -63,6 +65,21 @@ uint64_t mpc::maxTensorBytes() {
   static const uint64_t limit = [] {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : uint64_t(1) << 40;
+  }();
+  return limit;
+}
+
+uint64_t mpc::availableHostBytes() {
+  static const uint64_t limit = [] {
+    uint64_t kib = 0;
+    if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1)
+          break;
+      std::fclose(f);
+    }
+    return kib ? std::min(kib * 1024, maxTensorBytes()) : maxTensorBytes();
   }();
   return limit;
 }

@@ -161,6 +161,15 @@ llvm::Expected<DeviceBuffer> CpuBackend::allocate(size_t bytes, BufferKind kind)
   size_t size = allocationSize(bytes);
   if (llvm::Error e = checkBudget(bytes))
     return std::move(e);
+  // Without --max-memory, the memory the machine has: past it the kernel
+  // kills the process when the pages are touched (a 2^31-element Range and
+  // the window built from it: SIGKILL, no message).
+  uint64_t avail = availableHostBytes();
+  if (!memoryBudget() && (size > avail || currentBytes > avail - size))
+    return inputError("host memory: {0} more bytes on top of the {1} this run holds exceed "
+                      "the {2} bytes available on this machine (--max-memory sets another "
+                      "limit)",
+                      size, currentBytes, avail);
   void *p = std::aligned_alloc(256, size);
   if (!p)
     return inputError("cannot allocate {0} bytes of host memory", size);

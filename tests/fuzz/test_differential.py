@@ -555,6 +555,25 @@ def judge(mpc, folder, model, feeds, work, extreme_values=False):
     return None, "both run"
 
 
+# Address space for this suite, its onnxruntime worker, onnx.reference and mpc (inherited):
+# a value mutant can ask a window op for 2^31 elements, which onnxruntime then builds in
+# 24 GB; past the machine's memory the kernel kills whatever process touches a page next,
+# a test running beside this one included. With the limit an allocation fails instead.
+ADDRESS_SPACE_LIMIT = 8 << 30
+
+
+def limit_address_space():
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = ADDRESS_SPACE_LIMIT if hard == resource.RLIM_INFINITY else \
+            min(ADDRESS_SPACE_LIMIT, hard)
+        if soft == resource.RLIM_INFINITY or soft > limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mpc", required=True)
@@ -574,6 +593,7 @@ def main():
     parser.add_argument("--keep", help="copy each failing mutant into this folder")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
+    limit_address_space()
     mpc = os.path.abspath(args.mpc)
     tests = node_tests(args.graphs)
     names = sorted(tests)

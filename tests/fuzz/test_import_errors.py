@@ -1421,8 +1421,10 @@ class ValueMutantTest(CliCase):
     an input's values changed in its shape): a Dropout ratio outside [0, 1) ran (onnxruntime
     refuses it, inference mode too); a Resize roi holding NaN gave the extrapolation value
     everywhere, and an infinite scale converted an infinite size to int64 (undefined
-    behaviour); SoftmaxCrossEntropyLoss lost log(sum) next to large logits. And what mpc
-    keeps on purpose: a NaN in a max pooling's window is NaN."""
+    behaviour); SoftmaxCrossEntropyLoss lost log(sum) next to large logits; a float Range of
+    a NaN bound ran. Looking at a multi-node mutant (an expanded Range's Loop) showed a
+    valid Loop(M, "") refused. And what mpc keeps on purpose: a NaN in a max pooling's
+    window is NaN; ReverseSequence lengths are clamped."""
 
     def test_dropout_ratio_in_range(self):
         n = helper.make_node("Dropout", ["x", "r"], ["y"], name="d")
@@ -1482,6 +1484,23 @@ class ValueMutantTest(CliCase):
                                    rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(np.load(os.path.join(self.dir, "o", "loss.npy")),
                                    -logp[np.arange(3), labels], rtol=1e-6)
+
+    def test_loop_with_an_empty_condition_input(self):
+        """Loop(M, "") names both optional leading inputs, the condition empty; it was
+        refused ("has 1 input(s), Loop-16 takes from 2"): trailing empty inputs did not
+        count toward an op's minimum, where ONNX's checker counts them. Against
+        onnxruntime (the body's condition output ends the loop in both)."""
+        f = helper.make_tensor_value_info
+        body = helper.make_graph(
+            [helper.make_node("Less", ["i", "three"], ["c_out"]),
+             helper.make_node("Mul", ["i", "i"], ["s"])], "body",
+            [f("i", TensorProto.INT64, []), f("c_in", TensorProto.BOOL, [])],
+            [f("c_out", TensorProto.BOOL, []), f("s", TensorProto.INT64, [])],
+            [helper.make_tensor("three", TensorProto.INT64, [], [3])])
+        loop = helper.make_node("Loop", ["trip", ""], ["y"], body=body)
+        for trip in (2, 6):
+            self.run_as_onnxruntime([loop], {"trip": np.array(trip, np.int64)},
+                                    {"y": TensorProto.INT64})
 
     def test_range_of_non_finite_bounds(self):
         """A float Range with a NaN bound ran with no elements, an infinite one asked for

@@ -458,13 +458,18 @@ llvm::Error GraphVerifier::verifyNode(const Graph &g, const Node &n) {
   }
   SignatureLookup lk = ops.signatureOf(n);
   if (const OpSignature *sig = lk.sig) {
-    // Trailing omitted optional inputs do not count.
+    // Trailing omitted optional inputs do not count against the maximum; they
+    // do count toward the minimum, as ONNX's checker counts them: Loop(M, "")
+    // names both of Loop's optional leading inputs and was refused.
     unsigned nin = n.numInputs();
     while (nin > 0 && !n.input(nin - 1))
       --nin;
-    if (static_cast<int>(nin) < sig->minInputs || static_cast<int>(nin) > sig->maxInputs)
+    if (static_cast<int>(n.numInputs()) < sig->minInputs ||
+        static_cast<int>(nin) > sig->maxInputs)
       return inputError("{0}: {1} has {2} input(s), {3}-{4} takes {5}{6}", graphLabel(g),
-                        describeNode(n), nin, n.opType, sig->sinceVersion,
+                        describeNode(n),
+                        static_cast<int>(n.numInputs()) < sig->minInputs ? n.numInputs() : nin,
+                        n.opType, sig->sinceVersion,
                         sig->minInputs == sig->maxInputs ? "" : "from ",
                         sig->minInputs == sig->maxInputs
                             ? std::to_string(sig->minInputs)

@@ -51,6 +51,12 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape);
 /// allocated, so that a huge declared shape is an error, not a crash).
 uint64_t maxTensorBytes();
 
+/// The host memory this process may still take, read once (the kernel's
+/// MemAvailable; physical memory where it cannot be read). Linux hands out
+/// memory it does not have and kills the process that touches it: the CPU
+/// backend refuses an allocation past this figure with one line instead.
+uint64_t availableHostBytes();
+
 /// The byte size of a tensor of `shape` and `dtype`, checked first: no
 /// negative dimension, no overflow of elements times element size, at most
 /// maxTensorBytes(). The error names the tensor (`what`: "input 'x'"), its
