@@ -1423,7 +1423,7 @@ class ValueMutantTest(CliCase):
     everywhere, and an infinite scale converted an infinite size to int64 (undefined
     behaviour); SoftmaxCrossEntropyLoss lost log(sum) next to large logits; a float Range of
     a NaN bound ran. Looking at a multi-node mutant (an expanded Range's Loop) showed a
-    valid Loop(M, "") refused. And what mpc keeps on purpose: a NaN in a max pooling's
+    valid Loop(M, "") refused; TopK dropped a NaN. And what mpc keeps on purpose: a NaN in a max pooling's
     window is NaN; ReverseSequence lengths are clamped."""
 
     def test_dropout_ratio_in_range(self):
@@ -1536,6 +1536,22 @@ class ValueMutantTest(CliCase):
         for b, k in enumerate(np.clip(lens, 0, 4)):
             want[:k, b] = x[:k, b][::-1]
         np.testing.assert_array_equal(np.load(os.path.join(self.dir, "o", "y.npy")), want)
+
+    def test_top_k_ranks_nan_above_every_number(self):
+        """TopK compared a NaN as unordered: it fell out of a largest-k selection (value
+        mutant, seed 39: test_top_k with a NaN) and the sort's comparator was not a strict
+        weak order. A NaN ranks above every number now, as numpy's sort and PyTorch's
+        topk order it; against onnxruntime, which agrees, both directions, f32 and f16."""
+        x = np.array([[0, 1, np.nan, 3, np.nan], [5, np.nan, -1, 2, 2]], np.float32)
+        for dtype in (np.float32, np.float16):
+            for largest in (1, 0):
+                with self.subTest(dtype=dtype.__name__, largest=largest):
+                    n = helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1,
+                                         largest=largest)
+                    self.run_as_onnxruntime(
+                        [n], {"x": x.astype(dtype), "k": np.array([4], np.int64)},
+                        {"v": helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                         "i": TensorProto.INT64})
 
     def test_max_pooling_keeps_nan(self):
         """A window holding a NaN gives NaN, against numpy's max over each window (the

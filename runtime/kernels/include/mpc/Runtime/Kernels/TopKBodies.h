@@ -5,8 +5,10 @@
 // a selection by successive minima): the larger (largest = 1) or smaller
 // value first, and among equal values the lower index first, as
 // onnx.reference and onnxruntime order them. Values are compared in the
-// storage type's compute type. A NaN is not ordered against other values,
-// so where it lands is unspecified.
+// storage type's compute type. A NaN ranks above every number (numpy's sort
+// and PyTorch's topk): first with largest = 1, last with largest = 0, NaNs
+// among themselves by index. (Compared as unordered, a NaN fell out of a
+// largest-k selection, and the sort's order was not a strict weak order.)
 //
 //===----------------------------------------------------------------------===//
 #ifndef MPC_RUNTIME_KERNELS_TOPKBODIES_H
@@ -22,6 +24,9 @@ namespace kernels {
 /// True when element a (value va) comes before element b (value vb).
 template <typename C>
 MPC_HD inline bool topKBefore(C va, int64_t a, C vb, int64_t b, bool largest) {
+  bool nanA = va != va, nanB = vb != vb; // always false for integers
+  if (nanA || nanB)
+    return nanA && nanB ? a < b : largest ? nanA : nanB;
   if (va != vb)
     return largest ? va > vb : va < vb;
   return a < b;
