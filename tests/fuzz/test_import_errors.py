@@ -1553,6 +1553,31 @@ class ValueMutantTest(CliCase):
                         {"v": helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
                          "i": TensorProto.INT64})
 
+    def test_arg_max_and_min_answer_a_nan(self):
+        """ArgMax and ArgMin answer a NaN's position, the first (the last with
+        select_last_index), against numpy's argmax / argmin (which give the first NaN);
+        before, a NaN answered only where it came first (onnxruntime's rule), while
+        ReduceMax, MaxPool and TopK already took NaN as the extreme."""
+        x = np.array([[1, np.nan, 3, np.nan], [np.nan, 5, -2, 7], [4, 0, 4, -1]], np.float32)
+        f = helper.make_tensor_value_info
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        for op, ref in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+            for last in (0, 1):
+                with self.subTest(op=op, select_last_index=last):
+                    n = helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0,
+                                         select_last_index=last)
+                    save_model(os.path.join(self.dir, "m.onnx"), [n],
+                               [f("x", TensorProto.FLOAT, [3, 4])],
+                               [f("y", TensorProto.INT64, None)], 18)
+                    shutil.rmtree(os.path.join(self.dir, "o"), ignore_errors=True)
+                    r = mpc("run", "m.onnx", "--input", "x=x.npy", "--outputs", "o",
+                            cwd=self.dir)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    want = ref(x, axis=1) if not last else \
+                        x.shape[1] - 1 - ref(x[:, ::-1], axis=1)
+                    np.testing.assert_array_equal(
+                        np.load(os.path.join(self.dir, "o", "y.npy")), want)
+
     def test_max_pooling_keeps_nan(self):
         """A window holding a NaN gives NaN, against numpy's max over each window (the
         oracle: it propagates NaN, as PyTorch's max pooling does; onnxruntime skips it)."""

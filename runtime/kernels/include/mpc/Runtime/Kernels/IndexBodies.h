@@ -29,20 +29,28 @@ struct AxisSplit {
 /// The position along the axis of the largest (isMax) or smallest element
 /// of slice `s` (s = o * inner + i) of `x`, compared in the compute type.
 /// Ties keep the first position, or the last with `last`
-/// (select_last_index); a NaN is never better than what is kept, so a
-/// leading NaN stays the answer. `dim` is at least 1.
+/// (select_last_index). A NaN is the answer of both ArgMax and ArgMin, its
+/// first position (the last with `last`), as numpy's and PyTorch's argmax
+/// and argmin give it and as ReduceMax / ReduceMin give NaN (before, a NaN
+/// was never better than what was kept: a NaN answered only where it came
+/// first). `dim` is at least 1.
 template <typename T>
 MPC_HD inline int64_t argReduceSlice(const T *x, const AxisSplit &a, int64_t s, bool isMax,
                                      bool last) {
   int64_t o = s / a.inner, i = s % a.inner;
   const T *row = x + o * a.dim * a.inner + i;
   auto best = load(row[0]);
+  bool bestNaN = best != best; // always false for integers
   int64_t at = 0;
   for (int64_t j = 1; j < a.dim; ++j) {
     auto v = load(row[j * a.inner]);
-    bool better = isMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
+    bool vNaN = v != v;
+    bool better = bestNaN ? last && vNaN
+                  : vNaN  ? true
+                          : isMax ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
     if (better) {
       best = v;
+      bestNaN = vNaN;
       at = j;
     }
   }
