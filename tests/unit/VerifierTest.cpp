@@ -76,13 +76,20 @@ TEST(Verifier, WrongInputCountNamesTheNode) {
   return %y
 })"),
             "graph 'g': node 'add1' (Add) has 1 input(s), Add-14 takes 2");
-  // Unnamed nodes are named by position; trailing omitted inputs do not count.
+  // Unnamed nodes are named by position; an omitted input counts toward the
+  // minimum (as in ONNX's checker: Loop(M, "") is valid), but a required one
+  // omitted is named.
   EXPECT_EQ(verifyText(R"(graph @g(%x: f32[4]) -> (%y: f32[4]) {
   %r = Relu(%x) : f32[4]
   %y = Add(%r, _) : f32[4]
   return %y
 })"),
-            "graph 'g': node #1 (Add) has 1 input(s), Add-14 takes 2");
+            "graph 'g': node #1 (Add) omits its required input 'B'");
+  EXPECT_EQ(verifyText(R"(graph @g(%x: f32[4]) -> (%y: f32[4]) {
+  %y = Loop(_) : f32[4]
+  return %y
+})"),
+            "graph 'g': node #0 (Loop) has 1 input(s), Loop-16 takes from 2 to any number");
   std::string many = verifyText(R"(graph @g(%x: f32[4]) -> () {
   %y = Clip(%x, %x, %x, %x) : f32[4]
   return
