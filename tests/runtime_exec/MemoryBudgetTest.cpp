@@ -63,6 +63,41 @@ TEST(MemoryBudget, AnAllocationPastTheBudgetFailsAndAllocatesNothing) {
   cpu.release(*e);
 }
 
+// Without a budget, what the machine has available (MemAvailable, read once)
+// bounds what the backend holds: past it the kernel kills the process when the
+// pages are touched. Nothing here touches the pages it gets.
+TEST(MemoryBudget, WithoutABudgetTheMachinesAvailableMemoryBoundsWhatIsHeld) {
+  uint64_t avail = availableHostBytes();
+  ASSERT_GT(avail, 0u);
+  EXPECT_LE(avail, maxTensorBytes());
+  CpuBackend cpu;
+  auto tooBig = cpu.allocate(avail + 1, BufferKind::Transient);
+  ASSERT_FALSE(bool(tooBig));
+  EXPECT_NE(llvm::toString(tooBig.takeError()).find("bytes available on this machine"),
+            std::string::npos);
+  EXPECT_EQ(cpu.allocatedBytes(), 0u);
+  // Two allocations of 60% each: the first is held (never touched), the
+  // second would pass what is available on top of it.
+  size_t part = allocationSize(avail / 10 * 6);
+  auto a = cpu.allocate(part, BufferKind::Transient);
+  if (!a) // a machine that does not overcommit (vm.overcommit_memory=2)
+    GTEST_SKIP() << llvm::toString(a.takeError());
+  auto b = cpu.allocate(part, BufferKind::Transient);
+  ASSERT_FALSE(bool(b));
+  EXPECT_EQ(llvm::toString(b.takeError()),
+            "host memory: " + std::to_string(part) + " more bytes on top of the " +
+                std::to_string(part) + " this run holds exceed the " + std::to_string(avail) +
+                " bytes available on this machine (--max-memory sets another limit)");
+  EXPECT_EQ(cpu.allocatedBytes(), part);
+  // A budget replaces the machine's figure.
+  cpu.setMemoryBudget(~uint64_t(0) >> 1);
+  auto c = cpu.allocate(allocationSize(avail / 2), BufferKind::Transient);
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  cpu.release(*c);
+  cpu.release(*a);
+  EXPECT_EQ(cpu.allocatedBytes(), 0u);
+}
+
 TEST(MemoryBudget, TheFallbackPassesTheBudgetToItsDevice) {
   auto device = std::make_unique<CpuBackend>();
   CpuBackend *dev = device.get();

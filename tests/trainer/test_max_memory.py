@@ -16,7 +16,10 @@ through `mpc train-graph`, Adam, fp32 and the fp16 rewrite):
   refused by the backend itself at the first evaluation (one line naming the budget),
   again writing nothing, and the backend peak of an unbudgeted run is enough;
 - sizes with units (B, KiB, MiB, GiB, decimals) parse to the bytes the 'budget' field shows,
-  and bad sizes are one usage line (exit 2).
+  and bad sizes are one usage line (exit 2);
+- in dynamic mode (a Range whose limit is a graph input), a value past the budget, or without
+  a budget past the memory the machine has available (MemAvailable), is refused by name
+  before anything is written to it, with one line and exit 1.
 
 The last line printed is 'N passed, N failed'; exit 1 on any failure, 77 without numpy.
 """
@@ -256,6 +259,76 @@ class Training(unittest.TestCase):
             self.assertIn("--max-memory SIZE", mpc(*cmd).stdout)
 
 
+class DynamicValues(unittest.TestCase):
+    """Values sized at run time: one allocation each, checked before it is made."""
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            import onnx
+            from onnx import helper as h, TensorProto as T
+        except ImportError:
+            raise unittest.SkipTest("onnx is required")
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.model = os.path.join(cls.tmp.name, "range.onnx")
+        # r = Range(0, lim, 1) (f32, lim elements), s = r + r, y = sum(s)
+        nodes = [h.make_node("Constant", [], ["zero"], value=h.make_tensor("z", T.FLOAT, [], [0])),
+                 h.make_node("Constant", [], ["one"], value=h.make_tensor("o", T.FLOAT, [], [1])),
+                 h.make_node("Range", ["zero", "lim", "one"], ["r"], name="range"),
+                 h.make_node("Add", ["r", "r"], ["s"], name="add"),
+                 h.make_node("ReduceSum", ["s"], ["y"], keepdims=0, name="sum")]
+        g = h.make_graph(nodes, "g", [h.make_tensor_value_info("lim", T.FLOAT, [])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [])])
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_range(self, elements, *flags, limit_as=None):
+        lim = os.path.join(self.tmp.name, f"lim{elements}.npy")
+        np.save(lim, np.array(elements, dtype=np.float32))
+        out = os.path.join(self.tmp.name, f"out{elements}")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
+
+        def cap():  # without the check, the allocation fails here instead of filling memory
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+        r = subprocess.run([MPC, "run", self.model, "--input", f"lim={lim}", "--outputs", out,
+                            *flags], capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
+                           preexec_fn=cap if limit_as else None)
+        return r, out
+
+    def test_a_value_past_the_budget_is_named(self):
+        r, out = self.run_range(1_000_000, "--max-memory", "1MiB")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr, "mpc: error: value 'r': memory budget: 4000000 more bytes on "
+                                   "top of the 1024 held would exceed the budget of 1048576 "
+                                   "bytes\n")
+        self.assertFalse(os.path.exists(out))
+        ok, out = self.run_range(1000, "--max-memory", "1MiB")
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertEqual(float(np.load(os.path.join(out, "y.npy"))), 999.0 * 1000.0)
+
+    def test_a_value_past_the_machines_available_memory_is_named(self):
+        meminfo = dict(l.split(":", 1) for l in open("/proc/meminfo"))
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        avail = int(meminfo["MemAvailable"].split()[0]) * 1024
+        # Above what is available, below the machine's memory (larger values are refused by
+        # their shape, "this machine's memory"): nothing may be written to such a value.
+        elements = (total - (1 << 20)) // 4
+        if elements * 4 - avail < (64 << 20):
+            self.skipTest(f"MemAvailable {avail} is within 64 MiB of the memory {total}")
+        r, out = self.run_range(elements, limit_as=3 << 30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, rf"^mpc: error: value 'r': host memory: {elements * 4} more "
+                                   rf"bytes on top of the \d+ this run holds exceed the \d+ bytes "
+                                   rf"available on this machine \(--max-memory sets another "
+                                   rf"limit\)\n$")
+        self.assertFalse(os.path.exists(out))
+
+
 def main():
     global MPC, SOURCE_DIR
     ap = argparse.ArgumentParser()
@@ -268,7 +341,8 @@ def main():
     loader = unittest.TestLoader()
     if a.k:
         loader.testNamePatterns = [f"*{a.k}*"]
-    suite = unittest.TestSuite([loader.loadTestsFromTestCase(c) for c in (Inference, Training)])
+    classes = (Inference, Training, DynamicValues)
+    suite = unittest.TestSuite([loader.loadTestsFromTestCase(c) for c in classes])
     res = unittest.TextTestRunner(verbosity=2 if a.v else 1).run(suite)
     bad = len(res.failures) + len(res.errors)
     print(f"{res.testsRun - bad} passed, {bad} failed")
