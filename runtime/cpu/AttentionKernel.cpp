@@ -94,7 +94,7 @@ static void biasRow(const KernelCall &c, const AttnLayout &l, const std::vector<
     bias[j] = k::attentionCausalBias(causal, i, j, l.past, k::attentionMaskBias(m, j, v));
   }
   if (!nonpad.empty())
-    for (int64_t j = std::max<int64_t>(nonpad[static_cast<size_t>(b)], 0); j < l.total; ++j)
+    for (int64_t j = nonpad[static_cast<size_t>(b)]; j < l.total; ++j)
       bias[j] += negInf;
 }
 
@@ -195,6 +195,14 @@ llvm::Error cpuk::runAttention(const KernelCall &c) {
   llvm::Expected<AttnLayout> lay = attnLayout(*c.node, paramsOf<AttentionParams>(c), ins);
   if (!lay)
     return lay.takeError();
+  // A count of valid key positions: outside [0, total] it counts nothing
+  // (onnxruntime refuses it too).
+  if (c.hasInput(kNonpad))
+    for (int64_t v : readInts(c.inputs[kNonpad]))
+      if (v < 0 || v > lay->total)
+        return nodeError(*c.node, "nonpad_kv_seqlen value " + std::to_string(v) +
+                                      " is outside [0, " + std::to_string(lay->total) +
+                                      "] (the key sequence's length)");
   if (c.inputs[kQ].dtype == DType::F64)
     attend<double>(c, *lay);
   else

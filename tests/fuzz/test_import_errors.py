@@ -1423,7 +1423,8 @@ class ValueMutantTest(CliCase):
     everywhere, and an infinite scale converted an infinite size to int64 (undefined
     behaviour); SoftmaxCrossEntropyLoss lost log(sum) next to large logits; a float Range of
     a NaN bound ran. Looking at a multi-node mutant (an expanded Range's Loop) showed a
-    valid Loop(M, "") refused; TopK dropped a NaN. And what mpc keeps on purpose: a NaN in a max pooling's
+    valid Loop(M, "") refused; TopK dropped a NaN; an Attention nonpad_kv_seqlen outside the
+    keys' length ran (seed 60). And what mpc keeps on purpose: a NaN in a max pooling's
     window is NaN; ReverseSequence lengths are clamped."""
 
     def test_dropout_ratio_in_range(self):
@@ -1552,6 +1553,25 @@ class ValueMutantTest(CliCase):
                         [n], {"x": x.astype(dtype), "k": np.array([4], np.int64)},
                         {"v": helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
                          "i": TensorProto.INT64})
+
+    def test_attention_nonpad_lengths_within_the_keys(self):
+        """Attention-24's nonpad_kv_seqlen counts each batch entry's valid key positions: a
+        value of -2^63+1 (value mutant, seed 60) masked every key, as one past the keys'
+        length masked none; onnxruntime refuses both. Against onnxruntime in range."""
+        rng = np.random.default_rng(5)
+        q = rng.standard_normal((2, 1, 2, 4)).astype(np.float32)
+        k = rng.standard_normal((2, 1, 3, 4)).astype(np.float32)
+        v = rng.standard_normal((2, 1, 3, 4)).astype(np.float32)
+        n = helper.make_node("Attention", ["q", "k", "v", "", "", "", "lens"], ["y"], name="a")
+        for bad in (-9223372036854775807, -1, 4):
+            self.run_case(n, {"q": q, "k": k, "v": v, "lens": np.array([2, bad], np.int64)},
+                          f"node 'a' (Attention): nonpad_kv_seqlen value {bad} is outside "
+                          "[0, 3] (the key sequence's length)", opset=24)
+        self.run_as_onnxruntime([n], {"q": q, "k": k, "v": v,
+                                      "lens": np.array([3, 1], np.int64)},
+                                {"y": TensorProto.FLOAT}, opset=24,
+                                compare=lambda g, w, name: np.testing.assert_allclose(
+                                    g, w, rtol=1e-5, atol=1e-6, err_msg=name))
 
     def test_arg_max_and_min_answer_a_nan(self):
         """ArgMax and ArgMin answer a NaN's position, the first (the last with
