@@ -18,9 +18,33 @@
 
 using namespace mpc;
 
+/// True for a list attribute with no elements (`axes = []`): valid ONNX,
+/// which libonnx 1.12's checker refuses ("Attribute 'axes' is expected to
+/// have field 'ints'"; later releases accept it).
+static bool isEmptyList(const Attribute &a) {
+  switch (a.kind) {
+  case AttrKind::Floats:
+    return a.floats.empty();
+  case AttrKind::Ints:
+    return a.ints.empty();
+  case AttrKind::Strings:
+    return a.strings.empty();
+  case AttrKind::Tensors:
+    return a.tensors.empty();
+  case AttrKind::Graphs:
+    return a.graphs.empty();
+  case AttrKind::SparseTensors:
+  case AttrKind::TypeProtos:
+    return a.opaque.empty();
+  default:
+    return false;
+  }
+}
+
 /// True when libonnx (1.12: default domain up to opset 17, IR up to 8) knows
-/// every opset the model imports, so that its checker can judge it.
-static bool libonnxKnows(const Model &m) {
+/// every opset the model imports and its checker judges every node, so that
+/// its checker can judge the model.
+static bool libonnxKnows(Model &m) {
   if (m.irVersion > 8)
     return false;
   for (const OpsetId &o : m.opsets) {
@@ -28,7 +52,12 @@ static bool libonnxKnows(const Model &m) {
     if (known >= 0 && o.version > known)
       return false;
   }
-  return true;
+  bool emptyList = false;
+  forEachGraph(*m.graph, [&](Graph &g) {
+    for (const Node &n : g.nodes())
+      emptyList = emptyList || llvm::any_of(n.attrs, isEmptyList);
+  });
+  return !emptyList;
 }
 
 /// The checker's message for `m`, empty when it passes.
