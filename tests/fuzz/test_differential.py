@@ -55,6 +55,21 @@ extreme, of a float input NaN, an infinity or a huge value. What it found first 
 1-10): a Dropout ratio outside [0, 1) ran, a Resize roi of NaN gave the extrapolation
 value, an infinite Resize scale became an undefined int64 size (ValueMutantTest).
 
+`--rewrite` also rewrites (`mpc rewrite`, fp16) every mutant that mpc and onnxruntime ran
+with outputs judged right and inputs and outputs inside fp16's range, every other one with
+`--level UNSAFE_FORCE_ALL` (every op whose schema admits fp16 converted, not only those
+the lists choose), and judges the rewritten model: `mpc rewrite` keeps the error contract
+(a refusal of a model mpc runs fails); the result passes ONNX's strict shape inference when
+the mutant did, and onnxruntime runs it; onnxruntime's and mpc's outputs of it are each
+within a relative L2 of 1e-2 of what the same runtime gave for the mutant, in the same
+types and shapes, NaN and infinities in the same places. (Each runtime against itself:
+onnxruntime computes some float16 ops in float32, so where the mutant itself casts to
+float16 the two runtimes differ.) A rewrite of every op changes results as float16 does
+(a Softmax of 10000..10003 is uniform once they round to 10000): there mpc's outputs are
+judged against onnx.reference's run of the rewritten model, and onnxruntime only has to run
+it. The mutants' graph inputs and outputs get a rank for the
+checker `mpc rewrite` applies, which wants a shape field on each.
+
 Tests EXCLUDED by the conformance suite (random outputs, documented gaps) are skipped, and so
 are tests whose inputs or outputs are not plain tensors. onnxruntime runs in a child process
 (its wheels abort on a failed assertion on some mutants; that counts as a refusal), and so
@@ -63,6 +78,7 @@ exit 1 on any failure, 77 when onnx, numpy or onnxruntime is missing.
 """
 
 import argparse
+import copy
 import glob
 import os
 import random
@@ -476,30 +492,48 @@ def float64_agrees(model, arrays, index, got):
     return outputs_match(np.asarray(got, np.float64), want.astype(np.float32)) is None
 
 
-def judge(mpc, folder, model, feeds, work, extreme_values=False):
+def breach(r):
+    """How an mpc process broke its error contract (exit 0, or 1 with one 'mpc: error:'
+    line), or None."""
+    if r.returncode not in (0, 1):
+        return f"exit status {r.returncode}: {r.stderr[-300:]}"
+    if r.returncode == 1 and (len(r.stderr.splitlines()) != 1 or
+                              not r.stderr.startswith("mpc: error: ")):
+        return f"not one error line: {r.stderr[-300:]!r}"
+    return None
+
+
+def mpc_run(mpc, path, feeds, out):
+    """`mpc run` of the model at `path` on `feeds` into the fresh folder `out`; None when it
+    runs past RUN_TIMEOUT_S."""
+    shutil.rmtree(out, ignore_errors=True)
+    args = [mpc, "run", path, "--outputs", out]
+    for name, (pb, _) in feeds.items():
+        args += ["--input", f"{name}={pb}"]
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def judge(mpc, folder, model, feeds, work, extreme_values=False, rewrite=None):
     """None when the outcome is acceptable, else why not; and the outcome's class.
     `extreme_values`: the mutant may hold NaN, infinities or floats of 1e30 (value
     mutants); where both run, only the elements both oracles give finitely and alike are
-    compared (see finite_elements_match)."""
+    compared (see finite_elements_match). `rewrite`: None, or the flags of a rewrite to judge
+    where mpc and onnxruntime run the mutant alike (judge_rewrite)."""
     path = os.path.join(work, "m.onnx")
     onnx.save(model, path)
     arrays = {n: a for n, (_, a) in feeds.items()}
     expected = ORT.run(path, arrays)
     ort_ok = not isinstance(expected, str)
     out = os.path.join(work, "out")
-    shutil.rmtree(out, ignore_errors=True)
-    args = [mpc, "run", path, "--outputs", out]
-    for name, (pb, _) in feeds.items():
-        args += ["--input", f"{name}={pb}"]
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+    r = mpc_run(mpc, path, feeds, out)
+    if r is None:
         return f"mpc ran past {RUN_TIMEOUT_S} s", "crash"
-    if r.returncode not in (0, 1):
-        return f"exit status {r.returncode}: {r.stderr[-300:]}", "crash"
+    if breach(r):
+        return breach(r), "crash"
     if r.returncode == 1:
-        if len(r.stderr.splitlines()) != 1 or not r.stderr.startswith("mpc: error: "):
-            return f"not one error line: {r.stderr[-300:]!r}", "crash"
         return None, ("both refuse: " if not ort_ok else "mpc refuses: ") + r.stderr.strip()[12:]
     if not ort_ok:
         if checker_refuses(path):
@@ -552,7 +586,143 @@ def judge(mpc, folder, model, feeds, work, extreme_values=False):
             # with negative axes, which onnxruntime misreads and onnx.reference refuses).
             return None, "unjudged"
         return f"output '{name}': {why}", "wrong"
+    mine = [np.load(os.path.join(out, name + ".npy")) for name in names]
+    if rewrite is not None and fp16_safe(model, arrays) and all(
+            fp16_safe(model, {"": np.asarray(w)}) for w in expected + mine):
+        return judge_rewrite(mpc, path, model, feeds, arrays, expected, mine, work, rewrite)
     return None, "both run"
+
+
+# What the fp16 rewrite may change in an output (relative L2 norm of the difference), as
+# tests/python/test_rewrite_properties.py allows on the unmutated node tests.
+REWRITE_TOL = 1e-2
+
+
+def rewrite_outputs_match(got, want):
+    """None when `got` (a rewritten model's output) is `want` (the mutant's) within
+    REWRITE_TOL, NaN and infinities in the same places, else why not."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {list(got.shape)}, the oracle's {list(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"type {got.dtype}, the oracle's {want.dtype}"
+    if want.dtype.kind not in "fc":
+        return None if np.array_equal(got, want) else "values differ"
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if not np.array_equal(np.isfinite(g), np.isfinite(w)) or \
+            not np.array_equal(g[~np.isfinite(g)], w[~np.isfinite(w)], equal_nan=True):
+        return "NaN or infinity where the oracle has none (or the reverse)"
+    g, w = g[np.isfinite(g)], w[np.isfinite(w)]
+    err = float(np.linalg.norm(g - w)) / max(float(np.linalg.norm(w)), 1e-30)
+    return None if err <= REWRITE_TOL or not w.size else f"relative L2 {err:.3g}"
+
+
+def fp16_safe(model, arrays):
+    """False when the inputs already leave fp16's range (past 65504, or nonzero below its
+    smallest subnormal): the rewrite's casts change such values on purpose."""
+    for a in arrays.values():
+        a = np.asarray(a)
+        if a.dtype.kind == "f" and a.size:
+            mag = np.abs(a[np.isfinite(a)].astype(np.float64))
+            if mag.size and (mag.max() > 65504 or ((mag > 0) & (mag < 2 ** -24)).any()):
+                return False
+    return True
+
+
+def judge_rewrite(mpc, path, model, feeds, arrays, want, mine, work, level=()):
+    """`mpc rewrite` of a mutant both mpc and onnxruntime ran, with outputs judged right
+    (`want`: onnxruntime's, `mine`: mpc's): it exits 0 or refuses with one line, and its
+    model is valid for ONNX's strict shape inference (when the mutant was), runs in
+    onnxruntime (unless it lacks a 16-bit kernel) and in mpc, each output within
+    REWRITE_TOL of what the same runtime gave for the mutant (onnxruntime computes some
+    float16 ops in float32, so the two may differ where the mutant itself casts to
+    float16). `level`: extra flags of the rewrite; with --level UNSAFE_FORCE_ALL (every op
+    whose schema admits float16 converted, not only those the lists choose) mpc's outputs
+    are judged against onnx.reference's run of the rewritten model instead. None or why
+    not, and the outcome's class."""
+    # ONNX's checker, which mpc rewrite applies, wants a shape field on every graph input
+    # and output; the mutants' outputs (left to inference) and the inputs of another shape
+    # have none: give each its rank.
+    model = copy.deepcopy(model)
+    ranked = [(o, w) for o, w in zip(model.graph.output, want)] + \
+        [(i, arrays[i.name]) for i in model.graph.input if i.name in arrays]
+    for v, a in ranked:
+        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):
+            v.type.tensor_type.shape.SetInParent()
+            for _ in range(np.ndim(a)):
+                v.type.tensor_type.shape.dim.add()
+    path = os.path.join(work, "ranked.onnx")
+    onnx.save(model, path)
+    rpath = os.path.join(work, "r.onnx")
+    if os.path.exists(rpath):
+        os.unlink(rpath)
+    try:
+        r = subprocess.run([mpc, "rewrite", path, "-o", rpath, *level], capture_output=True,
+                           text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"mpc rewrite ran past {RUN_TIMEOUT_S} s", "crash"
+    if breach(r):
+        return "mpc rewrite: " + breach(r), "crash"
+    if r.returncode == 1:
+        return f"mpc rewrite refuses a model mpc runs: {r.stderr.strip()}", "rewrite refused"
+    # A mutant that fails ONNX's strict inference is invalid, however onnxruntime ran it (a
+    # Loop condition of shape [1] where the body declares a scalar): once the rewrite types
+    # the body's results, onnxruntime infers them and refuses. Its rewrite must still run.
+    valid = not checker_refuses(path)
+    if valid and checker_refuses(rpath):
+        return "the rewritten model fails ONNX's strict shape inference", "rewrite invalid"
+    names = [o.name for o in model.graph.output]
+    force = "UNSAFE_FORCE_ALL" in level
+    got = ORT.run(rpath, arrays)
+    if isinstance(got, str):
+        if not valid:
+            ort_verdict = "rewritten, invalid mutant"
+        elif not re.search(r"Could not find an implementation|"
+                           r"(MLFloat16|BFloat16) data type is not supported", got):
+            return f"onnxruntime refuses the rewritten model: {got[-240:]}", "rewrite invalid"
+        else:
+            ort_verdict = "rewritten, onnxruntime lacks a 16-bit kernel"
+    elif force:
+        ort_verdict = "rewritten (all ops), both run"
+    else:
+        for name, g, w in zip(names, got, want):
+            why = rewrite_outputs_match(g, w)
+            if why is not None:
+                return f"rewritten, onnxruntime's output '{name}': {why}", "rewrite wrong"
+        ort_verdict = "rewritten, both run"
+    if force and not valid:
+        return None, "rewritten (all ops), invalid mutant"
+    if force:
+        # Every op in float16 changes the results as float16 arithmetic does (a Softmax of
+        # 10000..10003 is uniform once they round to 10000): mpc's run of the rewrite is
+        # judged against onnx.reference's run of it, which computes float16 ops in float16.
+        # onnxruntime computes some of them in float32, so its outputs are not judged.
+        # Only where onnx.reference gives mpc's outputs for the mutant itself (it reads a
+        # negative axis of an opset-6 LogSoftmax otherwise).
+        try:
+            with np.errstate(all="ignore"):
+                if any(outputs_match(m, r) is not None for m, r in
+                       zip(mine, ReferenceEvaluator(path).run(None, arrays))):
+                    return None, "rewritten (all ops), unjudged"
+                # In the mutant's output types: onnx.reference gives LayerNormalization's
+                # Mean and InvStdDev in X's type, not in stash_type's.
+                mine = [np.asarray(r).astype(np.asarray(m).dtype) for r, m in
+                        zip(ReferenceEvaluator(rpath).run(None, arrays), mine)]
+        except Exception:
+            return None, "rewritten (all ops), unjudged"
+    out = os.path.join(work, "rout")
+    r = mpc_run(mpc, rpath, feeds, out)
+    if r is None:
+        return f"mpc ran the rewritten model past {RUN_TIMEOUT_S} s", "crash"
+    if r.returncode != 0:
+        return f"mpc refuses its own rewrite (exit {r.returncode}): {r.stderr[-300:]}", \
+            "rewrite refused"
+    for name, w in zip(names, mine):
+        p = os.path.join(out, name + ".npy")
+        why = rewrite_outputs_match(np.load(p), w) if os.path.exists(p) else "not written"
+        if why is not None:
+            return f"rewritten, mpc's output '{name}': {why}", "rewrite wrong"
+    return None, ort_verdict
 
 
 # Address space for this suite, its onnxruntime worker, onnx.reference and mpc (inherited):
@@ -590,6 +760,11 @@ def main():
                              "input's shape (the default); or an input's values in its "
                              "shape (indices, axes, bounds and counts at and past their "
                              "limits; NaN and infinities)")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="also rewrite each mutant mpc and onnxruntime run alike (fp16; "
+                             "every other one with --level UNSAFE_FORCE_ALL) and judge the "
+                             "rewritten model: valid, run by onnxruntime and mpc, outputs "
+                             "within a relative L2 of 1e-2 of the mutant's")
     parser.add_argument("--keep", help="copy each failing mutant into this folder")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
@@ -632,7 +807,10 @@ def main():
                 if o.type.HasField("tensor_type"):
                     o.type.tensor_type.ClearField("shape")
             done += 1
-            why, cls = judge(mpc, folder, model, feeds, work, args.mutate == "values")
+            # Every other mutant's rewrite converts every op it can (--level UNSAFE_FORCE_ALL).
+            level = None if not args.rewrite else \
+                ("--level", "UNSAFE_FORCE_ALL") if done % 2 else ()
+            why, cls = judge(mpc, folder, model, feeds, work, args.mutate == "values", level)
             cls, detail = cls.split(": ", 1) if ": " in cls else (cls, "")
             classes[cls] = classes.get(cls, 0) + 1
             if why:
