@@ -927,6 +927,8 @@ static bool schemasAccept(const onnx::GraphProto &g,
     if (schema) {
       try {
         schema->Verify(n);
+      } catch (const std::bad_alloc &) {
+        throw; // out of memory is not a verdict on the model (main reports it)
       } catch (const std::exception &ex) {
         why = ex.what();
         return false;
@@ -976,6 +978,8 @@ static unsigned inferShapesWithOnnx(Model &m, const llvm::StringSet<> &declared,
   }
   try {
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance());
+  } catch (const std::bad_alloc &) {
+    throw; // out of memory is not a verdict on the model (main reports it)
   } catch (const std::exception &ex) {
     // mpc's estimator still runs on the types known so far.
     details.push_back(std::string("shape inference: ONNX's inference stopped (") + ex.what() +

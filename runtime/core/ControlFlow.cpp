@@ -432,6 +432,16 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     for (size_t i = 0; i < numState; ++i)
       state.push_back(operand(2 + i));
     std::vector<std::vector<HostTensor>> scans(numScan);
+    // The scan outputs' parts are host memory outside the backend's count,
+    // and stacking them takes as much again: bounded by --max-memory or,
+    // without it, by what the machine has available (a trip count of
+    // INT64_MAX whose condition never turns false grows them until the
+    // kernel kills the process).
+    uint64_t scanBytes = 0;
+    const uint64_t scanLimit = backend.memoryBudget()
+                                   ? std::min<uint64_t>(backend.memoryBudget(),
+                                                        availableHostBytes())
+                                   : availableHostBytes();
     for (int64_t it = 0; it < maxTrips && cond; ++it) {
       std::vector<Operand> f(2);
       f[0].tensor = HostTensor(DType::I64, {});
@@ -450,8 +460,16 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
       cond = *c;
       for (size_t i = 0; i < numState; ++i)
         state[i] = std::move((*outs)[1 + i]);
-      for (size_t k = 0; k < numScan; ++k)
+      for (size_t k = 0; k < numScan; ++k) {
+        scanBytes += (*outs)[1 + numState + k].tensor.byteSize();
         scans[k].push_back(std::move((*outs)[1 + numState + k].tensor));
+      }
+      if (scanBytes > scanLimit / 2)
+        return shapes::nodeError(
+            n, "after " + llvm::Twine(it + 1) + " iterations the scan outputs hold " +
+                   llvm::Twine(scanBytes) + " bytes; stacking them needs as much again, " +
+                   "past the " + llvm::Twine(scanLimit) + " bytes " +
+                   (backend.memoryBudget() ? "of --max-memory" : "available on this machine"));
     }
     give(state);
     for (size_t k = 0; k < numScan; ++k) {

@@ -12,6 +12,7 @@
 #include "mpc/IR/Tensor.h"
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cstdio>
 #include <cinttypes>
@@ -79,7 +80,33 @@ uint64_t mpc::availableHostBytes() {
           break;
       std::fclose(f);
     }
-    return kib ? std::min(kib * 1024, maxTensorBytes()) : maxTensorBytes();
+    uint64_t bytes = kib ? std::min(kib * 1024, maxTensorBytes()) : maxTensorBytes();
+    // An address-space limit (ulimit -v) makes allocations fail before the
+    // machine runs out; a container's memory limit (cgroup v2) kills first.
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+      uint64_t mapped = 0; // pages of address space in use (/proc/self/statm)
+      if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%" SCNu64, &mapped) != 1)
+          mapped = 0;
+        std::fclose(f);
+      }
+      mapped *= uint64_t(sysconf(_SC_PAGE_SIZE));
+      bytes = std::min<uint64_t>(bytes, as.rlim_cur > mapped ? as.rlim_cur - mapped : 0);
+    }
+    auto readNumber = [](const char *file, uint64_t &v) {
+      FILE *f = std::fopen(file, "r");
+      if (!f)
+        return false;
+      bool ok = std::fscanf(f, "%" SCNu64, &v) == 1; // "max" reads as no number
+      std::fclose(f);
+      return ok;
+    };
+    uint64_t cgMax = 0, cgNow = 0;
+    if (readNumber("/sys/fs/cgroup/memory.max", cgMax) &&
+        readNumber("/sys/fs/cgroup/memory.current", cgNow))
+      bytes = std::min(bytes, cgMax > cgNow ? cgMax - cgNow : 0);
+    return bytes;
   }();
   return limit;
 }

@@ -1245,6 +1245,56 @@ class HugeShapeTest(FilesCase):
                       TensorProto.FLOAT, {"r": np.array([2 ** 62], np.int64)})
         self.fails(["run", m, "--random-inputs"], "(Tile)", "more than 2^64 bytes")
 
+    def test_a_failed_allocation_is_one_line(self):
+        """Under an address-space limit (ulimit -v) a large import fails to allocate: LLVM's
+        containers and mpc's arenas aborted ("LLVM ERROR: out of memory", exit 134) and
+        std::bad_alloc terminated. Now one line, exit 1, nothing written, at every limit from
+        just above what mpc needs to start to well past it. tcmalloc prints its own lines
+        ("tcmalloc: allocation failed") before some of these; they are allowed before it."""
+        import resource
+        nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"], name=f"n{i}")
+                 for i in range(200000)]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("v0", TensorProto.FLOAT,
+                                                                         [4])],
+                              [helper.make_tensor_value_info("v200000", TensorProto.FLOAT, [4])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(m, self.p("chain.onnx"))
+
+        def under(limit, *args, timeout=300):
+            return subprocess.run([MPC, *args], capture_output=True, text=True,
+                                  timeout=timeout, env=clean_env(),
+                                  preexec_fn=lambda: resource.setrlimit(
+                                      resource.RLIMIT_AS, (limit, limit)))
+
+        # The least address space `mpc --version` starts in, by 32 MiB steps from 256 MiB
+        # (OpenBLAS maps a 128 MiB buffer before main and, below about 230 MiB, retries
+        # forever: a limit that low is not tested).
+        start = 256 << 20
+        while True:
+            try:
+                if under(start, "--version", timeout=10).returncode == 0:
+                    break
+            except subprocess.TimeoutExpired:
+                pass
+            start += 32 << 20
+            self.assertLess(start, 2 << 30)
+        failed = 0
+        for extra in (16, 48, 96):
+            out = self.p(f"out{extra}.onnx")
+            r = under(start + (extra << 20), "rewrite", self.p("chain.onnx"), "-o", out)
+            if r.returncode == 0:
+                continue
+            failed += 1
+            self.assertEqual(r.returncode, 1, (extra, r.stderr[-500:]))
+            lines = r.stderr.splitlines()
+            self.assertEqual(lines[-1], "mpc: error: out of memory: a request for host memory "
+                                        "failed (a smaller input, or --max-memory to stop "
+                                        "earlier)", (extra, r.stderr[-500:]))
+            for line in lines[:-1]:
+                self.assertIn("tcmalloc: allocation failed", line)
+            self.assertEqual(sorted(os.listdir(self.dir)), ["chain.onnx"])
+        self.assertGreaterEqual(failed, 2)  # the limits are below what the rewrite needs
+
     def test_tensor_proto_input(self):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
         m = self.save("relu.onnx", [helper.make_node("Relu", ["x"], ["y"])], [x],

@@ -19,7 +19,9 @@ through `mpc train-graph`, Adam, fp32 and the fp16 rewrite):
   and bad sizes are one usage line (exit 2);
 - in dynamic mode (a Range whose limit is a graph input), a value past the budget, or without
   a budget past the memory the machine has available (MemAvailable), is refused by name
-  before anything is written to it, with one line and exit 1.
+  before anything is written to it, with one line and exit 1; so are the parts of a Loop's
+  scan outputs (a trip count of INT64_MAX, a condition that stays true) past half the
+  budget or of what the process has available (its address-space limit here).
 
 The last line printed is 'N passed, N failed'; exit 1 on any failure, 77 without numpy.
 """
@@ -27,6 +29,7 @@ The last line printed is 'N passed, N failed'; exit 1 on any failure, 77 without
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -260,7 +263,8 @@ class Training(unittest.TestCase):
 
 
 class DynamicValues(unittest.TestCase):
-    """Values sized at run time: one allocation each, checked before it is made."""
+    """Memory sized at run time, checked before it is taken: values of a model in dynamic
+    mode (one allocation each), and the parts of a Loop's scan outputs."""
 
     @classmethod
     def setUpClass(cls):
@@ -270,7 +274,7 @@ class DynamicValues(unittest.TestCase):
         except ImportError:
             raise unittest.SkipTest("onnx is required")
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.model = os.path.join(cls.tmp.name, "range.onnx")
+        d = cls.tmp.name
         # r = Range(0, lim, 1) (f32, lim elements), s = r + r, y = sum(s)
         nodes = [h.make_node("Constant", [], ["zero"], value=h.make_tensor("z", T.FLOAT, [], [0])),
                  h.make_node("Constant", [], ["one"], value=h.make_tensor("o", T.FLOAT, [], [1])),
@@ -279,26 +283,55 @@ class DynamicValues(unittest.TestCase):
                  h.make_node("ReduceSum", ["s"], ["y"], keepdims=0, name="sum")]
         g = h.make_graph(nodes, "g", [h.make_tensor_value_info("lim", T.FLOAT, [])],
                          [h.make_tensor_value_info("y", T.FLOAT, [])])
-        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.model)
+        cls.range_model = os.path.join(d, "range.onnx")
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.range_model)
+        # A Loop of trip count INT64_MAX whose condition stays true, a scan output of 1 MB
+        # per iteration.
+        body = h.make_graph(
+            [h.make_node("Identity", ["cond"], ["cond_out"]),
+             h.make_node("Identity", ["x"], ["part"])],
+            "body", [h.make_tensor_value_info("i", T.INT64, []),
+                     h.make_tensor_value_info("cond", T.BOOL, [])],
+            [h.make_tensor_value_info("cond_out", T.BOOL, []),
+             h.make_tensor_value_info("part", T.FLOAT, None)])
+        g = h.make_graph(
+            [h.make_node("Constant", [], ["M"],
+                         value=h.make_tensor("m", T.INT64, [], [2 ** 63 - 1])),
+             h.make_node("Constant", [], ["c"], value=h.make_tensor("t", T.BOOL, [], [True])),
+             h.make_node("Loop", ["M", "c"], ["ys"], name="forever", body=body)],
+            "g", [h.make_tensor_value_info("x", T.FLOAT, [250000])],
+            [h.make_tensor_value_info("ys", T.FLOAT, None)])
+        cls.loop_model = os.path.join(d, "loop.onnx")
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.loop_model)
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def run_range(self, elements, *flags, limit_as=None):
-        lim = os.path.join(self.tmp.name, f"lim{elements}.npy")
-        np.save(lim, np.array(elements, dtype=np.float32))
-        out = os.path.join(self.tmp.name, f"out{elements}")
+    def run_model(self, model, name, value, *flags, limit_as=None):
+        """`mpc run model --input name=value --outputs DIR flags`, under an address-space
+        limit of `limit_as` bytes if given (without mpc's checks, the allocation then fails
+        instead of filling the machine's memory); asserts DIR was not written on failure."""
+        feed = os.path.join(self.tmp.name, f"{name}.npy")
+        np.save(feed, value)
+        out = os.path.join(self.tmp.name, "out")
+        shutil.rmtree(out, ignore_errors=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MPC_")}
 
-        def cap():  # without the check, the allocation fails here instead of filling memory
+        def cap():
             import resource
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
-        r = subprocess.run([MPC, "run", self.model, "--input", f"lim={lim}", "--outputs", out,
+        r = subprocess.run([MPC, "run", model, "--input", f"{name}={feed}", "--outputs", out,
                             *flags], capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
                            preexec_fn=cap if limit_as else None)
+        if r.returncode != 0:
+            self.assertFalse(os.path.exists(out))
         return r, out
+
+    def run_range(self, elements, *flags, limit_as=None):
+        return self.run_model(self.range_model, "lim", np.array(elements, dtype=np.float32),
+                              *flags, limit_as=limit_as)
 
     def test_a_value_past_the_budget_is_named(self):
         r, out = self.run_range(1_000_000, "--max-memory", "1MiB")
@@ -306,7 +339,6 @@ class DynamicValues(unittest.TestCase):
         self.assertEqual(r.stderr, "mpc: error: value 'r': memory budget: 4000000 more bytes on "
                                    "top of the 1024 held would exceed the budget of 1048576 "
                                    "bytes\n")
-        self.assertFalse(os.path.exists(out))
         ok, out = self.run_range(1000, "--max-memory", "1MiB")
         self.assertEqual(ok.returncode, 0, ok.stderr)
         self.assertEqual(float(np.load(os.path.join(out, "y.npy"))), 999.0 * 1000.0)
@@ -320,13 +352,32 @@ class DynamicValues(unittest.TestCase):
         elements = (total - (1 << 20)) // 4
         if elements * 4 - avail < (64 << 20):
             self.skipTest(f"MemAvailable {avail} is within 64 MiB of the memory {total}")
-        r, out = self.run_range(elements, limit_as=3 << 30)
+        r, _ = self.run_range(elements, limit_as=3 << 30)
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertRegex(r.stderr, rf"^mpc: error: value 'r': host memory: {elements * 4} more "
                                    rf"bytes on top of the \d+ this run holds exceed the \d+ bytes "
                                    rf"available on this machine \(--max-memory sets another "
                                    rf"limit\)\n$")
-        self.assertFalse(os.path.exists(out))
+
+    # The Loop's scan outputs grew until the kernel killed mpc or, under an address-space
+    # limit, it aborted on std::bad_alloc.
+    def test_loop_scan_outputs_within_the_budget(self):
+        r, _ = self.run_model(self.loop_model, "x", np.zeros(250000, np.float32),
+                              "--max-memory", "64MiB", limit_as=3 << 30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # 1,000,000 bytes a part: the 34th passes half of 64 MiB (33,554,432 bytes).
+        self.assertEqual(r.stderr, "mpc: error: node 'forever' (Loop): after 34 iterations the "
+                                   "scan outputs hold 34000000 bytes; stacking them needs as "
+                                   "much again, past the 67108864 bytes of --max-memory\n")
+
+    def test_loop_scan_outputs_within_the_address_space(self):
+        r, _ = self.run_model(self.loop_model, "x", np.zeros(250000, np.float32),
+                              limit_as=2 << 30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"^mpc: error: node 'forever' \(Loop\): after \d+ iterations "
+                                   r"the scan outputs hold \d+ bytes; stacking them needs as "
+                                   r"much again, past the \d+ bytes available on this "
+                                   r"machine\n$")
 
 
 def main():

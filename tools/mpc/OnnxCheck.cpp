@@ -74,6 +74,8 @@ static llvm::Expected<std::string> checkerMessage(Model &m, bool typeInference) 
                                        /*enable_data_propagation=*/false};
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
     }
+  } catch (const std::bad_alloc &) {
+    throw; // out of memory is not a verdict on the model (main reports it)
   } catch (const std::exception &e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');

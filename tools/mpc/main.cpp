@@ -10,11 +10,14 @@
 #include "mpc/Support/Diagnostics.h"
 #include "mpc/Text/Text.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/stubs/common.h>
+#include <new>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -133,7 +136,35 @@ llvm::Expected<std::unique_ptr<Model>> tool::loadModel(llvm::StringRef path) {
   return parseModelText((*buf)->getBuffer(), path);
 }
 
+static int dispatch(int argc, const char **argv);
+
+static const char kOutOfMemory[] =
+    "mpc: error: out of memory: a request for host memory failed (a smaller input, or "
+    "--max-memory to stop earlier)\n";
+
+/// LLVM's containers and mpc's arenas report a failed allocation here: one
+/// line and exit 1 (it may not return, and allocating is not safe).
+static void outOfMemory(void *, const char *, bool) {
+  (void)!::write(2, kOutOfMemory, sizeof kOutOfMemory - 1);
+  ::_exit(InputFailure);
+}
+
 int main(int argc, const char **argv) {
+  llvm::install_bad_alloc_error_handler(outOfMemory);
+  // Sizes are checked before memory is taken (tensors against the machine,
+  // values against --max-memory or what is available); a request that still
+  // fails (an address-space limit below what the kernel reports) is one line,
+  // not an abort. Files being written are temporaries until the end, and the
+  // next run removes what this one leaves (FilePlan).
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::bad_alloc &) {
+    llvm::errs() << kOutOfMemory;
+    return InputFailure;
+  }
+}
+
+static int dispatch(int argc, const char **argv) {
   // libonnx/protobuf print their own diagnostics on some failures; mpc
   // reports errors itself.
   GOOGLE_PROTOBUF_VERIFY_VERSION;

@@ -51,10 +51,12 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape);
 /// allocated, so that a huge declared shape is an error, not a crash).
 uint64_t maxTensorBytes();
 
-/// The host memory this process may still take, read once (the kernel's
-/// MemAvailable; physical memory where it cannot be read). Linux hands out
-/// memory it does not have and kills the process that touches it: the CPU
-/// backend refuses an allocation past this figure with one line instead.
+/// The host memory this process may still take, read once: the kernel's
+/// MemAvailable (physical memory where it cannot be read), less where the
+/// process's address-space limit (ulimit -v) or its cgroup's memory.max
+/// leaves less. Linux hands out memory it does not have and kills the
+/// process that touches it: the CPU backend and Loop's scan outputs refuse
+/// to grow past this figure with one line instead.
 uint64_t availableHostBytes();
 
 /// The byte size of a tensor of `shape` and `dtype`, checked first: no
