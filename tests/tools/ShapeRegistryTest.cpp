@@ -64,8 +64,11 @@ llvm::Expected<HostTensor> hostTensorOf(const onnx::TensorProto &tp) {
 /// the planner may read their values.
 bool isShapeLike(const onnx::TensorProto &t) {
   int64_t n = 1;
-  for (int64_t d : t.dims())
+  for (int64_t d : t.dims()) { // stops past 16: a declared shape may overflow the product
+    if (d < 0 || (d > 0 && n > 16 / d + 1))
+      return false;
     n *= d;
+  }
   return (t.data_type() == onnx::TensorProto::INT64 ||
           t.data_type() == onnx::TensorProto::INT32) &&
          n <= 16;
