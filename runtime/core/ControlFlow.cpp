@@ -169,7 +169,8 @@ static llvm::Error runScan8(const Node &n, const Graph &g, llvm::ArrayRef<const 
     for (size_t j = 0; j < numScanIn; ++j)
       xs.push_back(element(*ins[1 + numState + j], b));
     for (int64_t t = 0; t < lens[b]; ++t) {
-      std::vector<Operand> f = state;
+      std::vector<Operand> f = std::move(state); // replaced by the body's outputs
+      state.resize(numState);
       for (size_t j = 0; j < numScanIn; ++j) {
         Operand x;
         x.tensor = element(xs[j], dirs[j] ? lens[b] - 1 - t : t);
@@ -333,9 +334,13 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         return shapes::nodeError(n, "sequence " + quoteName(name) +
                                       " passed to a body without "
                                       "sequence-typed inputs");
+      // Moved, not copied: a loop-carried sequence the body holds alone can
+      // be grown in place (runSequenceOp).
       for (size_t k = 0; k < body.formals.size(); ++k)
-        if (body.formals[k]->name() == name)
-          body.boundSequences[k] = o.seq;
+        if (body.formals[k]->name() == name) {
+          body.boundSequences[k] = std::move(o.seq);
+          break;
+        }
       return llvm::Error::success();
     };
     for (size_t i = 0; i < f.size() && i < g.inputs().size(); ++i)
@@ -437,7 +442,7 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
     // without it, by what the machine has available (a trip count of
     // INT64_MAX whose condition never turns false grows them until the
     // kernel kills the process).
-    uint64_t scanBytes = 0;
+    uint64_t scanBytes = 0, nextSeqCount = 1;
     const uint64_t scanLimit = backend.memoryBudget()
                                    ? std::min<uint64_t>(backend.memoryBudget(),
                                                         availableHostBytes())
@@ -448,7 +453,11 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
       *f[0].tensor.data<int64_t>() = it;
       f[1].tensor = HostTensor(DType::Bool, {});
       *f[1].tensor.data<bool>() = cond;
-      f.insert(f.end(), state.begin(), state.end());
+      // The states move to the body (the body's outputs replace them): a
+      // sequence the body then holds alone grows in place, where a copy each
+      // iteration made a loop that appends to a sequence quadratic.
+      for (Operand &s : state)
+        f.push_back(std::move(s));
       auto outs = callBody(*body, g, std::move(f));
       if (!outs)
         return outs.takeError();
@@ -464,12 +473,38 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
         scanBytes += (*outs)[1 + numState + k].tensor.byteSize();
         scans[k].push_back(std::move((*outs)[1 + numState + k].tensor));
       }
+      const char *limitName =
+          backend.memoryBudget() ? "of --max-memory" : "available on this machine";
       if (scanBytes > scanLimit / 2)
         return shapes::nodeError(
             n, "after " + llvm::Twine(it + 1) + " iterations the scan outputs hold " +
                    llvm::Twine(scanBytes) + " bytes; stacking them needs as much again, " +
-                   "past the " + llvm::Twine(scanLimit) + " bytes " +
-                   (backend.memoryBudget() ? "of --max-memory" : "available on this machine"));
+                   "past the " + llvm::Twine(scanLimit) + " bytes " + limitName);
+      // Sequences the loop carries (a body that appends to one) are host
+      // memory too, bounded alike: counted each time their tensors have
+      // grown by an eighth in number, so counting stays linear in the
+      // iterations (eight tensors read per tensor added).
+      uint64_t seqItems = 0;
+      for (const Operand &s : state)
+        if (s.seq)
+          seqItems += s.seq->items.size() + (s.seq->inner ? s.seq->inner->items.size() : 0);
+      if (seqItems >= nextSeqCount) {
+        nextSeqCount = seqItems + seqItems / 8 + 1;
+        uint64_t seqBytes = 0;
+        for (const Operand &s : state)
+          for (const SequenceValue *v : {s.seq.get(), s.seq ? s.seq->inner.get() : nullptr})
+            if (v)
+              for (const HostTensor &t : v->items)
+                seqBytes += t.byteSize();
+        if (scanBytes + seqBytes > scanLimit / 2)
+          return shapes::nodeError(
+              n, "after " + llvm::Twine(it + 1) + " iterations the sequences it carries hold " +
+                     llvm::Twine(seqBytes) + " bytes (in " + llvm::Twine(seqItems) +
+                     " tensors)" +
+                     (scanBytes ? " and its scan outputs " + std::to_string(scanBytes) + " bytes"
+                                : std::string()) +
+                     ", past half of the " + llvm::Twine(scanLimit) + " bytes " + limitName);
+      }
     }
     give(state);
     for (size_t k = 0; k < numScan; ++k) {
@@ -513,7 +548,8 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
   int64_t len = numScanIn ? ins[numState]->shape.at(0) : 0;
   std::vector<std::vector<HostTensor>> scans(numScanOut);
   for (int64_t t = 0; t < len; ++t) {
-    std::vector<Operand> f = state;
+    std::vector<Operand> f = std::move(state); // replaced by the body's outputs
+    state.resize(numState);
     for (size_t j = 0; j < numScanIn; ++j) {
       const HostTensor &x = *ins[numState + j];
       if (x.shape.empty() || x.shape[0] != len)
@@ -548,15 +584,22 @@ Executor::runControlFlow(const Node &n, llvm::ArrayRef<const HostTensor *> ins,
 /// Runs a sequence op (or Identity over a sequence) of dynamic mode: reads
 /// sequences from their slots and tensors as host copies, and stores the
 /// result as a sequence slot or through `define` as a tensor.
+/// `uses[s]`: the uses of slot s left, this node's included; where this node
+/// is a sequence's last use, the slot's reference moves to the op, which may
+/// then change the sequence in place when no other slot shares it.
 template <typename HostOf, typename Define>
 static llvm::Error runSequenceNode(const Node &n, const std::vector<unsigned> &inSlots,
                                    unsigned out, std::vector<Executor::Slot> &slots,
-                                   HostOf &hostOf, Define &define) {
+                                   const std::vector<int64_t> &uses, HostOf &hostOf,
+                                   Define &define) {
   std::vector<SequenceOperand> ops;
   for (unsigned s : inSlots) {
     SequenceOperand o;
     if (s != ~0u && slots[s].seq) {
-      o.seq = slots[s].seq;
+      if (uses[s] == 1)
+        o.seq = std::move(slots[s].seq);
+      else
+        o.seq = slots[s].seq;
     } else if (s != ~0u) {
       auto h = hostOf(s);
       if (!h)
@@ -567,7 +610,7 @@ static llvm::Error runSequenceNode(const Node &n, const std::vector<unsigned> &i
   }
   SequenceResult r;
   if (n.opType == "Identity") {
-    r.seq = slots[inSlots[0]].seq; // sequences are never changed: share it
+    r.seq = std::move(ops[0].seq); // shared (a shared sequence is never changed)
   } else {
     auto res = runSequenceOp(n, ops);
     if (!res)
@@ -633,7 +676,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
     if (i < boundSequences.size() && boundSequences[i]) {
       Slot &s = slots[slotOf[formals[i]]];
       s.type = ShapedType{boundSequences[i]->elem, {}};
-      s.seq = boundSequences[i];
+      s.seq = std::move(boundSequences[i]);
       continue;
     }
     std::unique_ptr<HostTensor> dflt;
@@ -672,7 +715,7 @@ Executor::runDynamic(const std::vector<const HostTensor *> &bound) {
                             slots[inSlots[0]].seq)) {
       if (auto e = runSequenceNode(
               n, inSlots, n.numOutputs() && n.output(0) ? slotOf[n.output(0)] : ~0u,
-              slots, hostOf, define))
+              slots, uses, hostOf, define))
         return std::move(e);
     } else if (bodies.count(&n)) {
       std::vector<const HostTensor *> ins;

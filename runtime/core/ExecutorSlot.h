@@ -20,7 +20,9 @@ enum class SlotKind {
 };
 
 /// A sequence value (dynamic mode only): host tensors of one element type.
-/// Never changed once made (ops build new ones), so slots share them.
+/// Slots share them, so one is never changed while shared: an op changes a
+/// sequence in place only when it holds the only reference (the sequence's
+/// last use, see runSequenceOp), and builds a new one otherwise.
 /// With `optional` set it is an optional value instead, carried the same way:
 /// it holds a sequence (`inner`), a tensor (items[0]) or nothing.
 struct SequenceValue {
@@ -61,9 +63,12 @@ struct SequenceResult {
   HostTensor tensor;
 };
 
-/// Runs a sequence op on the host.
+/// Runs a sequence op on the host. SequenceInsert and SequenceErase change
+/// their input sequence in place and return it when `ins[0]` holds its only
+/// reference (a loop that appends to a sequence each iteration would
+/// otherwise copy the whole sequence every time); else they copy it.
 llvm::Expected<SequenceResult> runSequenceOp(const Node &n,
-                                             llvm::ArrayRef<SequenceOperand> ins);
+                                             llvm::MutableArrayRef<SequenceOperand> ins);
 
 struct Executor::Slot {
   const Value *value = nullptr;

@@ -199,7 +199,7 @@ static llvm::Expected<SequenceResult> runOptionalOp(const Node &n, const Sequenc
 }
 
 llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
-                                                  llvm::ArrayRef<SequenceOperand> ins) {
+                                                  llvm::MutableArrayRef<SequenceOperand> ins) {
   SequenceResult r;
   auto in = [&](unsigned i) { return i < ins.size() ? ins[i] : SequenceOperand(); };
   auto needSeq = [&](unsigned i) -> llvm::Expected<const SequenceValue *> {
@@ -260,6 +260,14 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
     return s.takeError();
   const SequenceValue &seq = **s;
   int64_t size = int64_t(seq.items.size());
+  // The sequence to change: input 0 itself when nothing else holds it (the
+  // caller passed its last reference), else a copy. `seq` stays valid: the
+  // result owns what it refers to.
+  auto ownedCopy = [&]() -> std::shared_ptr<SequenceValue> {
+    if (ins[0].seq.use_count() == 1)
+      return std::move(ins[0].seq);
+    return std::make_shared<SequenceValue>(seq);
+  };
   if (op == "SequenceLength") {
     r.tensor = HostTensor(DType::I64, {});
     *r.tensor.data<int64_t>() = size;
@@ -281,7 +289,7 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
       return p.takeError();
     if (size == 0)
       return shapes::nodeError(n, "cannot erase from an empty sequence");
-    r.seq = std::make_shared<SequenceValue>(seq);
+    r.seq = ownedCopy();
     r.seq->items.erase(r.seq->items.begin() + *p);
     return std::move(r);
   }
@@ -294,7 +302,7 @@ llvm::Expected<SequenceResult> mpc::runSequenceOp(const Node &n,
     auto p = position(n, in(2).tensor, size, size, true);
     if (!p)
       return p.takeError();
-    r.seq = std::make_shared<SequenceValue>(seq);
+    r.seq = ownedCopy();
     if (r.seq->elem == DType::Undefined)
       r.seq->elem = (*t)->dtype;
     r.seq->items.insert(r.seq->items.begin() + *p, **t);

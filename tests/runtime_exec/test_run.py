@@ -595,6 +595,65 @@ class RunCase(unittest.TestCase):
                 check=1)
         self.assertIn("compare 's2': sequence length differs (4 vs 5): FAIL", r.stdout)
 
+    def test_a_loop_grows_its_sequence_in_place_and_others_see_no_change(self):
+        """A Loop whose body inserts into (and erases from) the sequence it carries: the
+        body holds that sequence alone, so it is changed in place (a copy each iteration
+        made such a loop quadratic). Where something else still reads a sequence after the
+        insert (a later SequenceLength of the body's input, an Identity alias, the Loop's
+        initial value read after the Loop) the insert copies; all against onnx.reference."""
+        seq = helper.make_tensor_sequence_value_info
+        T = TensorProto
+        body = helper.make_graph([
+            helper.make_node("Identity", ["cin"], ["cout"]),
+            helper.make_node("Cast", ["i"], ["fi"], to=T.FLOAT),
+            helper.make_node("Mul", ["x", "fi"], ["xi"]),
+            # the carried sequence: insert at the front, append, erase position 1
+            helper.make_node("SequenceInsert", ["sin", "xi", "zero"], ["sa"]),
+            helper.make_node("SequenceInsert", ["sa", "xi"], ["sb"]),
+            helper.make_node("SequenceErase", ["sb", "one"], ["sout"]),
+            # `sin` read after the insert above: that insert copies (this is the length
+            # before it)
+            helper.make_node("SequenceLength", ["sin"], ["len_in"]),
+            # an alias of the carried sequence, grown, must leave `sin` as it was
+            helper.make_node("Identity", ["sin"], ["alias"]),
+            helper.make_node("SequenceInsert", ["alias", "x"], ["grown"]),
+            helper.make_node("SequenceLength", ["grown"], ["len_grown"]),
+            helper.make_node("Add", ["len_in", "len_grown"], ["len_sum"]),
+            # a scan output of shape [1] (onnx.reference stacks scalar ones as [N, 1])
+            helper.make_node("Unsqueeze", ["len_sum", "zero1"], ["lens_i"])], "body",
+            [helper.make_tensor_value_info("i", T.INT64, []),
+             helper.make_tensor_value_info("cin", T.BOOL, []), seq("sin", T.FLOAT, [1, 3])],
+            [helper.make_tensor_value_info("cout", T.BOOL, []), seq("sout", T.FLOAT, [1, 3]),
+             helper.make_tensor_value_info("lens_i", T.INT64, [1])],
+            [numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+             numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one")])
+        g = helper.make_graph([
+            helper.make_node("SequenceConstruct", ["x", "x"], ["s0"]),
+            helper.make_node("Loop", ["M", "c", "s0"], ["sf", "lens"], body=body),
+            helper.make_node("SequenceLength", ["s0"], ["n0"]),
+            helper.make_node("ConcatFromSequence", ["sf"], ["cat"], axis=0),
+            helper.make_node("SequenceLength", ["sf"], ["nf"])], "g",
+            [helper.make_tensor_value_info("x", T.FLOAT, [1, 3]),
+             helper.make_tensor_value_info("M", T.INT64, [])],
+            [helper.make_tensor_value_info("n0", T.INT64, []),
+             helper.make_tensor_value_info("cat", T.FLOAT, [None, 3]),
+             helper.make_tensor_value_info("nf", T.INT64, []),
+             helper.make_tensor_value_info("lens", T.INT64, [None, 1])],
+            [numpy_helper.from_array(np.array(True), "c")])
+        path = os.path.join(self.dir, "loop_seq.onnx")
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        onnx.save(model, path)
+        x = np.array([[1.0, -2.0, 0.5]], np.float32)
+        for trips in (1, 2, 5, 3000):  # (onnx.reference cannot stack 0 scan parts)
+            with self.subTest(trips=trips):
+                feeds = {"x": x, "M": np.array(trips, np.int64)}
+                got, _ = self.run_model(path, feeds)
+                want = ReferenceEvaluator(model).run(None, feeds)
+                for o, w in zip(model.graph.output, want):
+                    np.testing.assert_array_equal(got[o.name], w, err_msg=o.name)
+                self.assertEqual(int(got["nf"]), 2 + trips)
+
     def test_sequence_bad_inputs(self):
         path = self.sequence_model()
         d = self.dir

@@ -303,6 +303,23 @@ class DynamicValues(unittest.TestCase):
             [h.make_tensor_value_info("ys", T.FLOAT, None)])
         cls.loop_model = os.path.join(d, "loop.onnx")
         onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.loop_model)
+        # The same Loop without a trip count appending x (1 MB) to the sequence it carries.
+        seq = h.make_tensor_sequence_value_info
+        body = h.make_graph(
+            [h.make_node("Identity", ["cond"], ["cond_out"]),
+             h.make_node("SequenceInsert", ["s", "x"], ["s_out"])],
+            "body", [h.make_tensor_value_info("i", T.INT64, []),
+                     h.make_tensor_value_info("cond", T.BOOL, []), seq("s", T.FLOAT, None)],
+            [h.make_tensor_value_info("cond_out", T.BOOL, []), seq("s_out", T.FLOAT, None)])
+        g = h.make_graph(
+            [h.make_node("SequenceEmpty", [], ["s0"], dtype=T.FLOAT),
+             h.make_node("Constant", [], ["c"], value=h.make_tensor("t", T.BOOL, [], [True])),
+             h.make_node("Loop", ["", "c", "s0"], ["sf"], name="appends", body=body),
+             h.make_node("SequenceLength", ["sf"], ["n"])],
+            "g", [h.make_tensor_value_info("x", T.FLOAT, [250000])],
+            [h.make_tensor_value_info("n", T.INT64, [])])
+        cls.seq_loop_model = os.path.join(d, "seq_loop.onnx")
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), cls.seq_loop_model)
 
     @classmethod
     def tearDownClass(cls):
@@ -378,6 +395,36 @@ class DynamicValues(unittest.TestCase):
                                    r"the scan outputs hold \d+ bytes; stacking them needs as "
                                    r"much again, past the \d+ bytes available on this "
                                    r"machine\n$")
+
+
+    # A Loop that appends to the sequence it carries and never ends: each insert copied the
+    # whole sequence (quadratic: it ran for hours before memory mattered), and nothing
+    # bounded the sequence's memory. The sequence is now grown in place and its bytes are
+    # counted as the scan outputs' are.
+    def check_sequence_bound(self, stderr, limit_text):
+        m = re.fullmatch(r"mpc: error: node 'appends' \(Loop\): after (\d+) iterations the "
+                         r"sequences it carries hold (\d+) bytes \(in (\d+) tensors\), past "
+                         r"half of the (\d+) bytes " + limit_text + r"\n", stderr)
+        self.assertIsNotNone(m, stderr)
+        iterations, held, tensors, limit = map(int, m.groups())
+        self.assertEqual((held, tensors), (iterations * 1_000_000, iterations))
+        # Counted when the tensors have grown by an eighth: past half the limit, by little.
+        self.assertGreater(held, limit // 2)
+        self.assertLessEqual(held, limit // 2 * 9 // 8 + 2_000_000)
+        return limit
+
+    def test_loop_sequences_within_the_budget(self):
+        r, _ = self.run_model(self.seq_loop_model, "x", np.zeros(250000, np.float32),
+                              "--max-memory", "64MiB", limit_as=3 << 30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(self.check_sequence_bound(r.stderr, "of --max-memory"), 64 << 20)
+
+    def test_loop_sequences_within_the_address_space(self):
+        r, _ = self.run_model(self.seq_loop_model, "x", np.zeros(250000, np.float32),
+                              limit_as=2 << 30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertLess(self.check_sequence_bound(r.stderr, "available on this machine"),
+                        2 << 30)
 
 
 def main():
