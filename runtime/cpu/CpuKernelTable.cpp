@@ -69,6 +69,7 @@ static const CpuKernel kRows[] = {
     MPC_CPU_KERNEL("MatMul", "", 1, kFloatTypes, runMatMul),
     MPC_CPU_KERNEL("MaxPool", "", 8, kFloatTypes, runMaxPool),
     MPC_CPU_KERNEL("Mean", "", 8, kFloatTypes, runMean),
+    MPC_CPU_KERNEL("NonMaxSuppression", "", 10, dtypeBit(DType::F32), runNonMaxSuppression),
     MPC_CPU_KERNEL("NonZero", "", 9, kNumericTypes | dtypeBit(DType::Bool), runNonZero),
     MPC_CPU_KERNEL("OneHot", "", 9, kFloatTypes | kIntTypes, runOneHot),
     MPC_CPU_KERNEL("Pad", "", 2, kAllTypes, runPad),

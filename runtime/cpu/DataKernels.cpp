@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Kernels/MoveBodies.h"
+#include "mpc/Runtime/Kernels/NmsBody.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"
@@ -150,6 +151,28 @@ llvm::Error cpuk::runExpand(const KernelCall &c) {
     return nodeError(*c.node, "cannot expand " + formatShape(x.shape) +
                                   ": too many dimensions after merging");
   kernels::copyByPlan(plan, x.data, y.data, elemSize(x));
+  return llvm::Error::success();
+}
+
+llvm::Error cpuk::runNonMaxSuppression(const KernelCall &c) {
+  // The shape function checked the operands and counted the boxes selected.
+  const TensorRef &boxes = c.inputs[0], &scores = c.inputs[1];
+  auto opt = [&](size_t i) { return i < c.inputs.size() ? c.inputs[i] : TensorRef(); };
+  TensorRef m = opt(2), iou = opt(3), st = opt(4);
+  kernels::NmsOptions o;
+  if (const char *bad = kernels::nmsReadOptions(
+          m.data ? m.as<int64_t>() : nullptr, m.numElements(),
+          iou.data ? iou.as<float>() : nullptr, iou.numElements(),
+          st.data ? st.as<float>() : nullptr, st.numElements(),
+          c.node->intAttr("center_point_box", 0), o))
+    return nodeError(*c.node, bad);
+  std::vector<int64_t> triples;
+  int64_t count = kernels::nmsSelect(boxes.as<float>(), scores.as<float>(), boxes.shape[0],
+                                     scores.shape[1], boxes.shape[1], o, triples);
+  if (c.outputs[0].numElements() != count * 3)
+    return nodeError(*c.node, "the selection differs from the one the shape was taken from");
+  if (count)
+    std::memcpy(c.outputs[0].data, triples.data(), size_t(count) * 3 * sizeof(int64_t));
   return llvm::Error::success();
 }
 

@@ -49,6 +49,7 @@ namespace shapes {
   X(shapeSlice) \
   X(shapeExpand) \
   X(shapeNonZero) \
+  X(shapeNonMaxSuppression) \
   X(shapeBatchNorm) \
   X(shapeConstantOfShape) \
   X(shapeDropout) \

@@ -595,6 +595,82 @@ class RunCase(unittest.TestCase):
                 check=1)
         self.assertIn("compare 's2': sequence length differs (4 vs 5): FAIL", r.stdout)
 
+    def nms_model(self, name, center, inputs):
+        """NonMaxSuppression over the model inputs boxes, scores and those of
+        max_output_boxes_per_class, iou_threshold, score_threshold named in `inputs`."""
+        T = TensorProto
+        info = {"m": ("max_output_boxes_per_class", T.INT64), "iou": ("iou_threshold", T.FLOAT),
+                "st": ("score_threshold", T.FLOAT)}
+        g = helper.make_graph(
+            [helper.make_node("NonMaxSuppression",
+                              ["boxes", "scores"] + [k if k in inputs else ""
+                                                     for k in ("m", "iou", "st")],
+                              ["selected"], center_point_box=center)], "g",
+            [helper.make_tensor_value_info("boxes", T.FLOAT, None),
+             helper.make_tensor_value_info("scores", T.FLOAT, None)] +
+            [helper.make_tensor_value_info(k, info[k][1], [1]) for k in ("m", "iou", "st")
+             if k in inputs],
+            [helper.make_tensor_value_info("selected", T.INT64, [None, 3])])
+        path = os.path.join(self.dir, f"{name}.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)]), path)
+        return path
+
+    def test_non_max_suppression_against_onnxruntime(self):
+        """Boxes on a coarse grid with scores from a few values, so that equal scores,
+        identical and nested boxes and overlaps exactly at the threshold all occur; both box
+        formats, with and without each optional input. The selected triples must be
+        onnxruntime's, in its order."""
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            self.skipTest("onnxruntime is required")
+        rng = np.random.default_rng(11)
+        selected = 0
+        for case in range(24):
+            center = case % 2
+            batches, classes, count = [(1, 1, 1), (2, 3, 7), (1, 2, 200), (3, 1, 25)][case % 4]
+            if center:
+                xy = rng.integers(0, 10, [batches, count, 2])
+                wh = rng.integers(0, 6, [batches, count, 2])
+                boxes = np.concatenate([xy, wh], axis=2).astype(np.float32)
+            else:
+                boxes = rng.integers(0, 10, [batches, count, 4]).astype(np.float32)
+            scores = (rng.integers(0, 5, [batches, classes, count]) / 4).astype(np.float32)
+            inputs = [k for k, p in (("m", 0.9), ("iou", 0.8), ("st", 0.7)) if rng.random() < p]
+            feeds = {"boxes": boxes, "scores": scores}
+            if "m" in inputs:
+                feeds["m"] = np.array([rng.choice([0, 1, 3, 100, 100, 100, -2])], np.int64)
+            if "iou" in inputs:
+                feeds["iou"] = np.array([rng.choice([0.0, 0.25, 0.5, 1.0, 1 / 3])], np.float32)
+            if "st" in inputs:
+                feeds["st"] = np.array([rng.choice([0.0, 0.25, 0.5])], np.float32)
+            with self.subTest(case=case, center=center, inputs=inputs):
+                path = self.nms_model(f"nms{case}", center, inputs)
+                got, _ = self.run_model(path, feeds)
+                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+                    None, feeds)[0]
+                self.assertEqual(got["selected"].dtype, np.int64)
+                np.testing.assert_array_equal(got["selected"], want.reshape(-1, 3))
+                selected += len(want)
+        self.assertGreater(selected, 300)  # the cases select boxes (not only empty outputs)
+        # What onnxruntime refuses, one line each.
+        path = self.nms_model("nms_bad", 0, ["m", "iou"])
+        box = np.zeros([1, 2, 4], np.float32)
+        for feeds, needle in [
+                ({"boxes": np.zeros([1, 2, 3], np.float32)}, "boxes must be [batches, boxes, 4]"),
+                ({"scores": np.zeros([1, 1, 3], np.float32)}, "scores must be [batches, classes"),
+                ({"iou": np.array([1.5], np.float32)}, "iou_threshold must be within [0, 1]")]:
+            full = {"boxes": box, "scores": np.zeros([1, 1, 2], np.float32),
+                    "m": np.array([2], np.int64), "iou": np.array([0.5], np.float32)}
+            full.update(feeds)
+            args = ["run", path]
+            for k, v in full.items():
+                f = os.path.join(self.dir, f"nms_bad_{k}.npy")
+                np.save(f, v)
+                args += ["--input", f"{k}={f}"]
+            with self.subTest(needle=needle):
+                self.assert_bad_input(args, "NonMaxSuppression", needle)
+
     def test_a_loop_grows_its_sequence_in_place_and_others_see_no_change(self):
         """A Loop whose body inserts into (and erases from) the sequence it carries: the
         body holds that sequence alone, so it is changed in place (a copy each iteration

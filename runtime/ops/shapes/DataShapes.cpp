@@ -11,6 +11,7 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
+#include "mpc/Runtime/Kernels/NmsBody.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
@@ -330,6 +331,54 @@ llvm::Error shapes::shapeNonZero(const ShapeQuery &q, std::vector<ShapedType> &o
   for (int64_t i = 0; i < x->numElements(); ++i)
     count += x->getAsDouble(i) != 0;
   out.assign(1, ShapedType{DType::I64, {int64_t(x->shape.size()), count}});
+  return llvm::Error::success();
+}
+
+MPC_DEFINED_BELOW(shapes::shapeNonMaxSuppression)
+llvm::Error shapes::shapeNonMaxSuppression(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const Node &n = q.node;
+  if (q.inputs.size() < 2 || q.inputs[0].dtype == DType::Undefined ||
+      q.inputs[1].dtype == DType::Undefined)
+    return nodeError(n, "needs boxes and scores");
+  const auto &boxes = q.inputs[0].shape, &scores = q.inputs[1].shape;
+  if (q.inputs[0].dtype != DType::F32 || q.inputs[1].dtype != DType::F32)
+    return nodeError(n, "boxes and scores must be f32");
+  if (boxes.size() != 3 || boxes[2] != 4)
+    return nodeError(n, "boxes must be [batches, boxes, 4], not " + formatShape(boxes));
+  if (scores.size() != 3 || scores[0] != boxes[0] || scores[2] != boxes[1])
+    return nodeError(n, "scores must be [batches, classes, boxes] = [" +
+                            llvm::Twine(boxes[0]) + ", classes, " + llvm::Twine(boxes[1]) +
+                            "], not " + formatShape(scores));
+  auto value = [&](size_t i) -> const HostTensor * {
+    return i < q.values.size() && i < q.inputs.size() && q.inputs[i].dtype != DType::Undefined
+               ? q.values[i]
+               : nullptr;
+  };
+  for (size_t i = 2; i < 5 && i < q.inputs.size(); ++i)
+    if (q.inputs[i].dtype != DType::Undefined &&
+        q.inputs[i].dtype != (i == 2 ? DType::I64 : DType::F32))
+      return nodeError(n, "input " + llvm::Twine(i) + " must be " +
+                              (i == 2 ? "i64" : "f32") + ", not " +
+                              dtypeName(q.inputs[i].dtype));
+  const HostTensor *b = value(0), *s = value(1), *m = value(2), *iou = value(3),
+                   *st = value(4);
+  if (!b || !s)
+    return nodeError(n, "boxes and scores must be known on the host");
+  if ((q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined && !m) ||
+      (q.inputs.size() > 3 && q.inputs[3].dtype != DType::Undefined && !iou) ||
+      (q.inputs.size() > 4 && q.inputs[4].dtype != DType::Undefined && !st))
+    return nodeError(n, "the thresholds must be known on the host");
+  kernels::NmsOptions o;
+  if (const char *bad = kernels::nmsReadOptions(
+          m ? m->data<int64_t>() : nullptr, m ? m->numElements() : 0,
+          iou ? iou->data<float>() : nullptr, iou ? iou->numElements() : 0,
+          st ? st->data<float>() : nullptr, st ? st->numElements() : 0,
+          n.intAttr("center_point_box", 0), o))
+    return nodeError(n, bad);
+  std::vector<int64_t> triples;
+  int64_t count = kernels::nmsSelect(b->data<float>(), s->data<float>(), boxes[0], scores[1],
+                                     boxes[1], o, triples);
+  out.assign(1, ShapedType{DType::I64, {count, 3}});
   return llvm::Error::success();
 }
 
