@@ -109,7 +109,7 @@ llvm::Error cpuk::runResize(const KernelCall &c) {
   ResizeOperands ops;
   if (a->coord == Coord::TfCropAndResize)
     ops.roi = readDoubles(c, roiIdx);
-  ops.scales = readDoubles(c, scalesIdx);
+  ops.scales = scalesIdx >= 0 ? readDoubles(c, scalesIdx) : attributeScales(n);
   if (sizesIdx >= 0 && c.hasInput(sizesIdx))
     ops.sizes = readInts(c.inputs[sizesIdx]);
   const TensorRef &x = c.inputs[0], &y = c.outputs[0];

@@ -180,8 +180,11 @@ struct ResizeOperands {
 llvm::Expected<ResizePlan> planResize(const Node &n, const ResizeParams &a,
                                       llvm::ArrayRef<int64_t> x, const ResizeOperands &ops);
 /// Input indices of the operands: opset 10 has (X, scales), 11+ (X, roi,
-/// scales, sizes).
+/// scales, sizes). Upsample-9 and 10 are Resize-10 (X, scales); Upsample-7
+/// has no operand but X (scales is an attribute, see attributeScales).
 void operandIndices(const Node &n, int &roi, int &scales, int &sizes);
+/// Upsample-7's scales attribute (nothing for any other node).
+std::vector<double> attributeScales(const Node &n);
 /// Axis `d` of X `x` resized by plan `p` in the form of the shared bodies
 /// (ImageBodies.h) that the CPU and CUDA kernels run.
 kernels::ResizeAxis resizeAxisOf(const ResizeParams &a, const ResizePlan &p,

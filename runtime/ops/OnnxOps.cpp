@@ -114,6 +114,8 @@ std::vector<OpDef> mpc::ops::onnxOps() {
                  parseRotaryEmbedding),
       withParams(MPC_OP("ScatterElements", "", 11, shapeScatterElements, Data), parseScatter),
       withParams(MPC_OP("ScatterND", "", 11, shapeScatterND, Data), parseScatter),
+      // ScatterElements without a reduction, under its name before opset 11.
+      withParams(MPC_OP("Scatter", "", 9, shapeScatterElements, Data), parseScatter),
       withParams(MPC_OP("Shape", "", 1, shapeShape, Data), parseShape),
       MPC_OP("Size", "", 1, shapeSize, Data),
       MPC_OP("Slice", "", 10, shapeSlice, Data),
@@ -127,6 +129,9 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       withParams(MPC_OP("Transpose", "", 1, shapeTranspose, Data), parseTranspose),
       withParams(MPC_OP("Trilu", "", 14, shapeTrilu, Data), parseTrilu),
       withInPlace(MPC_OP("Unsqueeze", "", 1, shapeUnsqueeze, Data), InPlace::Data),
+      // Resize-10 under its earlier name (scales an attribute before opset 9).
+      withParams(withValueDependentShape(MPC_OP("Upsample", "", 7, shapeResize, Elementwise)),
+                 parseResize),
 
 #include "mpc/Runtime/Kernels/ElementwiseOps.def"
       MPC_OP("And", "", 7, shapeCompare, Elementwise),

@@ -595,6 +595,69 @@ class RunCase(unittest.TestCase):
                 check=1)
         self.assertIn("compare 's2': sequence length differs (4 vs 5): FAIL", r.stdout)
 
+    def test_upsample_and_scatter_of_old_opsets_against_onnxruntime(self):
+        """Upsample (opset 7: scales an attribute; 9: an input) is Resize-10 under an older
+        name, and Scatter (opset 9) is ScatterElements without a reduction: models of those
+        opsets ran nowhere. Integer and fractional scales, both modes, 2-D to 5-D; scatters
+        along each axis with negative indices; against onnxruntime."""
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            self.skipTest("onnxruntime is required")
+        T = TensorProto
+        rng = np.random.default_rng(5)
+
+        def check(name, node, opset, feeds, inits=()):
+            g = helper.make_graph(
+                [node], "g",
+                [helper.make_tensor_value_info(k, T.INT64 if v.dtype == np.int64 else T.FLOAT,
+                                               v.shape) for k, v in feeds.items()],
+                [helper.make_tensor_value_info("y", T.FLOAT, None)], list(inits))
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+            m.ir_version = 3 if opset < 9 else 4
+            path = os.path.join(self.dir, f"{name}.onnx")
+            onnx.save(m, path)
+            got, _ = self.run_model(path, feeds)
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+                None, feeds)[0]
+            self.assertEqual(got["y"].shape, want.shape)
+            np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-6)
+
+        for opset in (7, 9):
+            for mode in ("nearest", "linear"):
+                for scales, shape in (([1, 1, 2, 3], [2, 3, 4, 5]), ([1, 1, 1.5, 2.5], [1, 2, 4, 5]),
+                                      ([1.7, 1.0], [4, 5]), ([1, 1, 2, 2, 2], [1, 2, 3, 2, 2])):
+                    with self.subTest(op="Upsample", opset=opset, mode=mode, scales=scales):
+                        feeds = {"x": rng.normal(size=shape).astype(np.float32)}
+                        if opset == 7:
+                            node = helper.make_node("Upsample", ["x"], ["y"], mode=mode,
+                                                    scales=[float(s) for s in scales])
+                            inits = []
+                        else:
+                            node = helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)
+                            inits = [numpy_helper.from_array(np.array(scales, np.float32), "s")]
+                        check(f"up{opset}{mode}{len(shape)}{scales[-1]}", node, opset, feeds,
+                              inits)
+        for axis in (0, 1, -1):
+            with self.subTest(op="Scatter", axis=axis):
+                data = rng.normal(size=[3, 4]).astype(np.float32)
+                dim = data.shape[axis]
+                idx = rng.integers(-dim, dim, size=[2, 3]).astype(np.int64)
+                feeds = {"data": data, "idx": idx,
+                         "upd": rng.normal(size=[2, 3]).astype(np.float32)}
+                check(f"scatter{axis}", helper.make_node("Scatter", ["data", "idx", "upd"], ["y"],
+                                                         axis=axis), 9, feeds)
+        # onnxruntime refuses a scale below 1 (Upsample enlarges): one line here too.
+        path = os.path.join(self.dir, "updown.onnx")
+        g = helper.make_graph([helper.make_node("Upsample", ["x"], ["y"], scales=[1.0, 0.5])],
+                              "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 7)])
+        m.ir_version = 3
+        onnx.save(m, path)
+        self.assert_bad_input(["run", path, "--random-inputs"], "Upsample",
+                              "scales must be 1 or more", "not 0.5")
+
     def nms_model(self, name, center, inputs):
         """NonMaxSuppression over the model inputs boxes, scores and those of
         max_output_boxes_per_class, iou_threshold, score_threshold named in `inputs`."""

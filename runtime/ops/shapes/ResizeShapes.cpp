@@ -15,6 +15,7 @@
 #include "mpc/Support/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
+#include <cstdio>
 
 using namespace mpc;
 using namespace mpc::shapes;
@@ -103,8 +104,21 @@ llvm::Expected<ResizePlan> shapes::resizing::planResize(const Node &n, const Res
   return p;
 }
 
+static bool isUpsample7(const Node &n) {
+  return n.opType == "Upsample" && n.domain.empty() && n.opsetVersion() < 9;
+}
+
+std::vector<double> shapes::resizing::attributeScales(const Node &n) {
+  std::vector<double> out;
+  if (const Attribute *a = isUpsample7(n) ? n.attr("scales") : nullptr)
+    out.assign(a->floats.begin(), a->floats.end());
+  return out;
+}
+
 void shapes::resizing::operandIndices(const Node &n, int &roi, int &scales, int &sizes) {
-  if (n.opsetVersion() < 11) {
+  if (isUpsample7(n)) {
+    roi = scales = sizes = -1;
+  } else if (n.opsetVersion() < 11) {
     roi = sizes = -1;
     scales = 1;
   } else {
@@ -146,6 +160,16 @@ llvm::Error shapes::shapeResize(const ShapeQuery &q, std::vector<ShapedType> &ou
         ops.sizes.push_back(t->getAsInt64(e));
     }
   }
+  if (isUpsample7(q.node))
+    ops.scales = attributeScales(q.node);
+  if (q.node.opType == "Upsample")
+    for (double s : ops.scales)
+      if (!(s >= 1)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", s);
+        return nodeError(q.node, "scales must be 1 or more (Upsample enlarges), not " +
+                                     llvm::Twine(text));
+      }
   auto p = planResize(q.node, *a, q.inputs[0].shape, ops);
   if (!p)
     return p.takeError();
