@@ -258,15 +258,18 @@ llvm::Error cpuk::runPad(const KernelCall &c) {
     return llvm::Error::success();
   }
   std::vector<int64_t> inStride = rowStrides(x.shape), idx(rank, 0);
+  std::vector<int64_t> lo(rank), kept(rank), shift(rank);
+  for (size_t d = 0; d < rank; ++d)
+    k::padKeptAxis(x.shape[d], begin[d], end[d], &lo[d], &kept[d], &shift[d]);
   for (int64_t o = 0; o < total; ++o) {
     int64_t off = 0;
     bool constant = false;
     for (size_t d = 0; d < rank && !constant; ++d) {
-      int64_t s = k::padSource(idx[d] - begin[d], x.shape[d], int32_t(mode));
+      int64_t s = k::padSource(idx[d] - shift[d], kept[d], int32_t(mode));
       if (s < 0)
         constant = true;
       else
-        off += s * inStride[d];
+        off += (lo[d] + s) * inStride[d];
     }
     std::memcpy(dst + o * es, constant ? value.data() : src + off * es, es);
     nextIndex(idx, y.shape);

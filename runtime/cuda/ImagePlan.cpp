@@ -22,12 +22,15 @@ bool cuda::planPadMap(const std::vector<int64_t> &in, const std::vector<int64_t>
   int64_t stride = 1;
   for (size_t d = rank; d-- > 0;) {
     int64_t o = in[d] + begin[d] + end[d];
-    if (o < 0 || (in[d] == 0 && o > 0))
+    int64_t lo, kept, shift;
+    kernels::padKeptAxis(in[d], begin[d], end[d], &lo, &kept, &shift);
+    if (o < 0 || (kept <= 0 && o > 0))
       return false;
     out.outDims[d] = o;
-    out.inDims[d] = in[d];
+    out.inDims[d] = kept;
     out.inStrides[d] = stride;
-    out.begin[d] = begin[d];
+    out.begin[d] = shift;
+    out.base += lo * stride;
     stride *= in[d];
   }
   return true;

@@ -9,6 +9,8 @@
 #include "mpc/Runtime/Cuda/ImagePlan.h"
 
 #include "gtest/gtest.h"
+#include <algorithm>
+#include <utility>
 
 using namespace mpc;
 using namespace mpc::cuda;
@@ -50,7 +52,11 @@ void expectGather(const std::vector<int64_t> &in, const std::vector<int64_t> &be
   for (int64_t o = 0; o < total; ++o) {
     int64_t want = 0, stride = 1;
     for (size_t d = rank; d-- > 0;) {
-      want += naiveSource(idx[d] - begin[d], in[d], mode) * stride;
+      // Negative pads crop first; the rest pads what is left.
+      int64_t lo = std::max<int64_t>(-begin[d], 0);
+      int64_t kept = in[d] - lo - std::max<int64_t>(-end[d], 0);
+      int64_t at = idx[d] - std::max<int64_t>(begin[d], 0);
+      want += (lo + naiveSource(at, kept, mode)) * stride;
       stride *= in[d];
     }
     ASSERT_EQ(padMapSource(m, o), want) << "output element " << o << " mode " << mode;
@@ -83,12 +89,38 @@ TEST(PadMap, EveryModeMatchesItsDefinition) {
   }
 }
 
+TEST(PadMap, CropsBeforeItPads) {
+  // [0 1 2 3] cropped by 1 at the front and padded by 3 at the back: the
+  // padding repeats, mirrors or wraps [1 2 3], never the 0 the crop removed
+  // (onnx.reference and onnxruntime; the map read it before).
+  const std::pair<int32_t, std::vector<int64_t>> cases[] = {
+      {kPadEdge, {1, 2, 3, 3, 3, 3}},
+      {kPadReflect, {1, 2, 3, 2, 1, 2}},
+      {kPadWrap, {1, 2, 3, 1, 2, 3}}};
+  for (const auto &c : cases) {
+    PadMap m;
+    ASSERT_TRUE(planPadMap({4}, {-1}, {3}, c.first, m));
+    std::vector<int64_t> got;
+    for (int64_t o = 0; o < 6; ++o)
+      got.push_back(padMapSource(m, o));
+    EXPECT_EQ(got, c.second) << "mode " << c.first;
+  }
+  // The back cropped, the front padded: [0 1 2] of [0 1 2 3], two in front.
+  PadMap m;
+  ASSERT_TRUE(planPadMap({4}, {2}, {-1}, kPadReflect, m));
+  std::vector<int64_t> got;
+  for (int64_t o = 0; o < 5; ++o)
+    got.push_back(padMapSource(m, o));
+  EXPECT_EQ(got, (std::vector<int64_t>{2, 1, 0, 1, 2}));
+}
+
 TEST(PadMap, RefusesWhatTheLauncherCannotTake) {
   PadMap m;
   EXPECT_FALSE(planPadMap({4}, {1}, {1}, kPadConstant, m)); // the strided copies' mode
   std::vector<int64_t> nine(9, 1), zero(9, 0);
   EXPECT_FALSE(planPadMap(nine, zero, zero, kPadEdge, m)); // rank above kMaxPadRank
   EXPECT_FALSE(planPadMap({0, 3}, {1, 0}, {0, 0}, kPadReflect, m)); // nothing to copy from
+  EXPECT_FALSE(planPadMap({2, 3}, {-2, 0}, {1, 0}, kPadEdge, m));   // cropped to nothing
   EXPECT_TRUE(planPadMap({0, 3}, {0, 1}, {0, 1}, kPadReflect, m)); // empty in, empty out
   EXPECT_FALSE(planPadMap({4}, {1}, {}, kPadEdge, m));
 }

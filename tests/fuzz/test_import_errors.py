@@ -1573,6 +1573,38 @@ class ValueMutantTest(CliCase):
                                 compare=lambda g, w, name: np.testing.assert_allclose(
                                     g, w, rtol=1e-5, atol=1e-6, err_msg=name))
 
+    def test_pad_needs_values_to_pad_from(self):
+        """Seed 72: edge, reflect and wrap padding of an axis that negative pads crop to
+        nothing read the values cropped away (x [1, 3], pads [-1, 0, 2, 0], edge: two rows
+        of the row that was removed); onnxruntime refuses it, even when nothing is added.
+        Where a crop leaves something, wrap and reflect padded about the uncropped axis and
+        read the cropped values too; they now pad what is left, as onnxruntime does. An
+        empty axis that is not padded, and constant padding, still run."""
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for mode in ("edge", "reflect", "wrap"):
+            n = helper.make_node("Pad", ["x", "pads"], ["y"], name="p", mode=mode)
+            for pads in ([-2, 0, 2, 0], [-1, 1, -1, 1], [0, 0, -2, 0]):
+                with self.subTest(mode=mode, pads=pads):
+                    self.run_case(n, {"x": x, "pads": np.array(pads, np.int64)},
+                                  f"node 'p' (Pad): the negative pads crop axis 0 of [2, 3] "
+                                  f"to nothing; {mode} padding needs values to pad from")
+            # One side cropped, the other padded: the padding comes from what is left
+            # (wrap and reflect read the cropped values before).
+            x4 = np.arange(20, dtype=np.float32).reshape(4, 5)
+            # (Within what reflect can take: onnxruntime refuses a pad past the axis' length.)
+            for pads in ([-1, 2, 2, -2], [2, -2, -1, 2], [-1, -1, 2, 3]):
+                with self.subTest(mode=mode, pads=pads):
+                    self.run_as_onnxruntime([n], {"x": x4, "pads": np.array(pads, np.int64)},
+                                            {"y": TensorProto.FLOAT})
+            if mode != "wrap":  # onnxruntime: "Unexpected mode of 3" for an empty input
+                with self.subTest(mode=mode, pads="empty axis"):
+                    self.run_as_onnxruntime([n], {"x": np.zeros([0, 3], np.float32),
+                                                  "pads": np.array([0, 1, 0, 1], np.int64)},
+                                            {"y": TensorProto.FLOAT})
+        c = helper.make_node("Pad", ["x", "pads"], ["y"], name="p", mode="constant")
+        self.run_as_onnxruntime([c], {"x": x, "pads": np.array([-2, 0, 2, 0], np.int64)},
+                                {"y": TensorProto.FLOAT})
+
     def test_arg_max_and_min_answer_a_nan(self):
         """ArgMax and ArgMin answer a NaN's position, the first (the last with
         select_last_index), against numpy's argmax / argmin (which give the first NaN);

@@ -337,6 +337,7 @@ OPTEST_TYPED_P(ImageTest, PadModesMatchTheDefinition) {
   const PadCase cases[] = {
       {{3, 4}, {2, 1, 1, 3}, {}, false},
       {{2, 3, 5}, {0, -1, 2, 1, 2, -1}, {}, false},
+      {{4, 6}, {-1, 2, 2, -3}, {}, false}, // one side cropped, the other padded
       {{1, 5, 1}, {0, 3, 2, 1, 0, 3}, {}, false},
       {{3, 1100}, {1, 2, 2, 0}, {-1, 0}, false},
       {{2, 3}, {5, 7, 4, 8}, {}, true},
@@ -364,8 +365,13 @@ OPTEST_TYPED_P(ImageTest, PadModesMatchTheDefinition) {
       for (int64_t e = 0; e < product(out); ++e) {
         std::vector<int64_t> o = unravel(e, out);
         int64_t off = 0;
-        for (size_t d = 0; d < rank; ++d)
-          off += padFrom(mode, o[d] - begin[d], pc.shape[d]) * strides[d];
+        for (size_t d = 0; d < rank; ++d) {
+          // Negative pads crop first; the rest pads what is left.
+          int64_t lo = std::max<int64_t>(-begin[d], 0);
+          int64_t kept = pc.shape[d] - lo - std::max<int64_t>(-end[d], 0);
+          int64_t at = o[d] - std::max<int64_t>(begin[d], 0);
+          off += (lo + padFrom(mode, at, kept)) * strides[d];
+        }
         ref.push_back(xd[size_t(off)]);
       }
       OpTester t("Pad", 19);

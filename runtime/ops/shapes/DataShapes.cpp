@@ -676,6 +676,15 @@ llvm::Error shapes::shapePad(const ShapeQuery &q, std::vector<ShapedType> &out) 
       return nodeError(q.node, "pads crop more than " + formatShape(x));
     if (*mode != PadMode::Constant && shape[d] > 0 && x[d] == 0)
       return nodeError(q.node, "cannot pad an empty axis in this mode");
+    // Negative pads crop first: an axis cropped to nothing has no values to
+    // repeat, reflect or wrap (its padding read the cropped values;
+    // onnxruntime refuses it even when nothing is added).
+    int64_t kept = x[d] + std::min<int64_t>(begin[d], 0) + std::min<int64_t>(end[d], 0);
+    if (*mode != PadMode::Constant && x[d] > 0 && kept <= 0)
+      return nodeError(q.node, "the negative pads crop axis " + llvm::Twine(d) + " of " +
+                                   formatShape(x) + " to nothing; " +
+                                   q.node.stringAttr("mode", "constant") +
+                                   " padding needs values to pad from");
   }
   out.assign(1, ShapedType{q.inputs[0].dtype, shape});
   return llvm::Error::success();

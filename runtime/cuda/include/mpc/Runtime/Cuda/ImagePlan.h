@@ -26,24 +26,29 @@ namespace cuda {
 
 constexpr int kMaxPadRank = 8;
 
-/// A Pad gather: output dims, input dims and row-major input strides, the
-/// begin pads and the mode (kernels::PadModeCode, never kPadConstant).
+/// A Pad gather: output dims, the input dims left after the negative pads
+/// crop (kernels::padKeptAxis) and the input's row-major strides, the output
+/// index of each axis' first kept element (`begin`), the offset of the first
+/// kept element (`base`) and the mode (kernels::PadModeCode, never
+/// kPadConstant).
 struct PadMap {
   int32_t rank = 0, mode = kernels::kPadEdge;
   int64_t outDims[kMaxPadRank] = {}, inDims[kMaxPadRank] = {}, inStrides[kMaxPadRank] = {},
           begin[kMaxPadRank] = {};
+  int64_t base = 0;
 };
 
 /// Plans a Pad of `in` by `begin`/`end` (one per axis, negative ones crop).
 /// False when the launcher cannot take it: the constant mode, a rank above
-/// kMaxPadRank, or an axis of X that is empty while its output is not (no
-/// element to copy from; the CPU reports it).
+/// kMaxPadRank, or an axis of X that is empty or cropped to nothing while
+/// its output is not (no element to copy from; the shape function reports
+/// it).
 bool planPadMap(const std::vector<int64_t> &in, const std::vector<int64_t> &begin,
                 const std::vector<int64_t> &end, int32_t mode, PadMap &out);
 
 /// The input element of output element `o` (row-major) of a PadMap.
 MPC_HD inline int64_t padMapSource(const PadMap &m, int64_t o) {
-  int64_t off = 0;
+  int64_t off = m.base;
   for (int32_t d = m.rank - 1; d >= 0; --d) {
     int64_t i = o % m.outDims[d];
     o /= m.outDims[d];

@@ -53,6 +53,19 @@ MPC_HD inline int64_t padSource(int64_t i, int64_t dim, int32_t mode) {
   }
 }
 
+/// An axis of Pad in the edge, reflect or wrap mode once its negative pads
+/// have cropped it (ONNX crops first, then pads what is left, as
+/// onnx.reference and onnxruntime do): `kept` input elements from index
+/// `lo`, the first of them at output index `shift`. Output index o reads
+/// lo + padSource(o - shift, kept, mode). (Padding about the uncropped axis
+/// read the elements the crop removed.)
+MPC_HD inline void padKeptAxis(int64_t dim, int64_t begin, int64_t end, int64_t *lo,
+                               int64_t *kept, int64_t *shift) {
+  *lo = begin < 0 ? -begin : 0;
+  *kept = dim + (begin < 0 ? begin : 0) + (end < 0 ? end : 0);
+  *shift = begin < 0 ? 0 : begin;
+}
+
 //===----------------------------------------------------------------------===//
 // LRN
 //===----------------------------------------------------------------------===//
