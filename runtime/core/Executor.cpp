@@ -527,6 +527,7 @@ static llvm::Expected<uint64_t> deviceTensorBytes(llvm::ArrayRef<int64_t> shape,
     if (!bad)
       bad |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
   }
+  bad |= shapeStridesOverflow(shape);
   return bad ? checkedTensorBytes(shape, dtype, what) : llvm::Expected<uint64_t>(bytes);
 }
 

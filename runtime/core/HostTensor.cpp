@@ -111,6 +111,14 @@ uint64_t mpc::availableHostBytes() {
   return limit;
 }
 
+bool mpc::shapeStridesOverflow(llvm::ArrayRef<int64_t> shape) {
+  int64_t product = 1;
+  for (int64_t d : shape)
+    if (d > 0 && __builtin_mul_overflow(product, d, &product))
+      return true;
+  return false;
+}
+
 llvm::Expected<uint64_t> mpc::checkedTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,
                                                  const llvm::Twine &what) {
   uint64_t bytes = runtimeElementSize(dtype);
@@ -121,6 +129,13 @@ llvm::Expected<uint64_t> mpc::checkedTensorBytes(llvm::ArrayRef<int64_t> shape, 
                         formatShape(shape));
     overflow |= __builtin_mul_overflow(bytes, uint64_t(d), &bytes);
   }
+  // A zero dimension makes the tensor empty, but its strides are still
+  // products of the other dimensions: [3, 2^62, 0] overflowed them in the
+  // kernels (onnxruntime refuses such a shape too).
+  if (llvm::is_contained(shape, 0) && shapeStridesOverflow(shape))
+    return inputError("{0}: shape {1}: its nonzero dimensions multiply past 2^63 (even with "
+                      "no element, its strides do not fit in int64)",
+                      what.str(), formatShape(shape));
   // A zero dimension makes the tensor empty whatever the others; a product
   // that wrapped to 0 does not (4 bytes x 2^62 elements).
   if (llvm::is_contained(shape, 0) || runtimeElementSize(dtype) == 0)

@@ -164,7 +164,7 @@ llvm::Error cpuk::runNonMaxSuppression(const KernelCall &c) {
           m.data ? m.as<int64_t>() : nullptr, m.numElements(),
           iou.data ? iou.as<float>() : nullptr, iou.numElements(),
           st.data ? st.as<float>() : nullptr, st.numElements(),
-          c.node->intAttr("center_point_box", 0), o))
+          paramsOf<IntParams>(c).value, o))
     return nodeError(*c.node, bad);
   std::vector<int64_t> triples;
   int64_t count = kernels::nmsSelect(boxes.as<float>(), scores.as<float>(), boxes.shape[0],

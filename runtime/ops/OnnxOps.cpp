@@ -87,8 +87,9 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       MPC_OP("MatMul", "", 1, shapeMatMul, Gemm),
       withParams(MPC_OP("MaxPool", "", 8, shapePool, Window), parseWindow),
       MPC_OP("Mean", "", 8, shapeVariadicBroadcast, Elementwise),
-      withValueDependentShape(
-          MPC_OP("NonMaxSuppression", "", 10, shapeNonMaxSuppression, Data)),
+      withParams(withValueDependentShape(
+                     MPC_OP("NonMaxSuppression", "", 10, shapeNonMaxSuppression, Data)),
+                 parseNonMaxSuppression),
       withValueDependentShape(MPC_OP("NonZero", "", 9, shapeNonZero, Data)),
       withParams(MPC_OP("OneHot", "", 9, shapeOneHot, Data), parseAxisMinus1),
       withParams(MPC_OP("Pad", "", 2, shapePad, Data), parsePad),

@@ -320,6 +320,10 @@ static ParsedParams intParams(const Node &n, const char *name) {
 }
 MPC_DEFINED_BELOW(mpc::parseEyeLike)
 ParsedParams mpc::parseEyeLike(const Node &n) { return intParams(n, "k"); }
+MPC_DEFINED_BELOW(mpc::parseNonMaxSuppression)
+ParsedParams mpc::parseNonMaxSuppression(const Node &n) {
+  return intParams(n, "center_point_box");
+}
 MPC_DEFINED_BELOW(mpc::parseGatherND)
 ParsedParams mpc::parseGatherND(const Node &n) { return intParams(n, "batch_dims"); }
 

@@ -36,6 +36,7 @@ namespace mpc {
   X(parseSpaceToDepth) \
   X(parseScatter) \
   X(parseEyeLike) \
+  X(parseNonMaxSuppression) \
   X(parseGatherND) \
   X(parsePad) \
   X(parseNorm) \

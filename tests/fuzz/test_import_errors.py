@@ -1573,6 +1573,33 @@ class ValueMutantTest(CliCase):
                                 compare=lambda g, w, name: np.testing.assert_allclose(
                                     g, w, rtol=1e-5, atol=1e-6, err_msg=name))
 
+    def test_an_empty_shape_whose_strides_overflow(self):
+        """Seed 68: Reshape with allowzero to [3, 2^63 - 2, 0] ran (no element), and a
+        Transpose of it overflowed its strides (UBSan: signed overflow in the copy plan);
+        onnxruntime refuses the shape. An empty tensor with a huge dimension whose strides
+        fit still runs."""
+        n = helper.make_node("Reshape", ["x", "s"], ["r"], name="r", allowzero=1)
+        t = helper.make_node("Transpose", ["r"], ["y"], name="t", perm=[2, 0, 1])
+        x = np.zeros([0, 3, 4], np.float32)
+        f = helper.make_tensor_value_info
+        save_model(os.path.join(self.dir, "m.onnx"), [n, t],
+                   [f("x", TensorProto.FLOAT, [0, 3, 4]), f("s", TensorProto.INT64, [3])],
+                   [f("y", TensorProto.FLOAT, None)], 18)
+        np.save(os.path.join(self.dir, "x.npy"), x)
+        for shape, error in (([3, 2 ** 63 - 2, 0], True), ([2 ** 62, 0, 1], False)):
+            with self.subTest(shape=shape):
+                np.save(os.path.join(self.dir, "s.npy"), np.array(shape, np.int64))
+                args = ["run", "m.onnx", "--input", "x=x.npy", "--input", "s=s.npy"]
+                if error:
+                    self.expect_one_error(
+                        args, f"value 'r': shape [{', '.join(map(str, shape))}]: its nonzero "
+                              "dimensions multiply past 2^63 (even with no element, its "
+                              "strides do not fit in int64)")
+                else:
+                    r = mpc(*args, cwd=self.dir)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertIn("output 'y': f32 [1, 4611686018427387904, 0]", r.stdout)
+
     def test_pad_needs_values_to_pad_from(self):
         """Seed 72: edge, reflect and wrap padding of an axis that negative pads crop to
         nothing read the values cropped away (x [1, 3], pads [-1, 0, 2, 0], edge: two rows

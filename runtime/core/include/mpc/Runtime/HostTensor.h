@@ -59,8 +59,12 @@ uint64_t maxTensorBytes();
 /// to grow past this figure with one line instead.
 uint64_t availableHostBytes();
 
+/// True when the nonzero dimensions of `shape` multiply past INT64_MAX: its
+/// row-major strides would overflow even if another dimension is zero.
+bool shapeStridesOverflow(llvm::ArrayRef<int64_t> shape);
 /// The byte size of a tensor of `shape` and `dtype`, checked first: no
-/// negative dimension, no overflow of elements times element size, at most
+/// negative dimension, strides within int64 (shapeStridesOverflow, empty
+/// tensors too), no overflow of elements times element size, at most
 /// maxTensorBytes(). The error names the tensor (`what`: "input 'x'"), its
 /// shape and the bytes it would need.
 llvm::Expected<uint64_t> checkedTensorBytes(llvm::ArrayRef<int64_t> shape, DType dtype,

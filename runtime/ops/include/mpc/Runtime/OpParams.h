@@ -169,6 +169,8 @@ struct IntParams final : OpParams {
   int64_t value = 0;
 };
 ParsedParams parseEyeLike(const Node &n);
+/// NonMaxSuppression's center_point_box (IntParams).
+ParsedParams parseNonMaxSuppression(const Node &n);
 ParsedParams parseGatherND(const Node &n);
 
 /// Pad: the mode, and before opset 11 the pads (or paddings) and value
