@@ -87,6 +87,7 @@ static const CpuKernel kRows[] = {
     MPC_CPU_KERNEL("ReduceSumSquare", "", 1, kReduceTypes, runReduce),
     MPC_CPU_KERNEL("Reshape", "", 5, kAllTypes, runCopy),
     MPC_CPU_KERNEL("Resize", "", 10, kFloatTypes, runResize),
+    MPC_CPU_KERNEL("RoiAlign", "", 10, kFloatTypes, runRoiAlign),
     MPC_CPU_KERNEL("Upsample", "", 7, kFloatTypes, runResize),
     MPC_CPU_KERNEL("ReverseSequence", "", 10, kAllTypes, runReverseSequence),
     MPC_CPU_KERNEL("RNN", "", 7, kFloatTypes, runRNN),

@@ -83,6 +83,7 @@ llvm::Error runConstant(const KernelCall &);
 llvm::Error runSlice(const KernelCall &);
 llvm::Error runExpand(const KernelCall &);
 llvm::Error runNonMaxSuppression(const KernelCall &);
+llvm::Error runRoiAlign(const KernelCall &);
 llvm::Error runNonZero(const KernelCall &);
 
 // TensorKernels.cpp: fill, N-ary and layout ops.

@@ -137,3 +137,123 @@ llvm::Error cpuk::runResize(const KernelCall &c) {
   });
   return llvm::Error::success();
 }
+
+//===----------------------------------------------------------------------===//
+// RoiAlign
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One bilinear sample of a roi: the four pixels' offsets in a plane and
+/// their weights (all zero where the sample falls outside the image).
+template <typename C> struct RoiSample {
+  int64_t at[4] = {0, 0, 0, 0};
+  C w[4] = {0, 0, 0, 0};
+};
+
+/// The sample at (y, x) of an H x W plane: outside [-1, H] x [-1, W] it
+/// weighs nothing; else the coordinates are clamped to the image and the
+/// last row or column repeats.
+template <typename C> RoiSample<C> roiSample(C y, C x, int64_t h, int64_t w) {
+  RoiSample<C> s;
+  if (y < C(-1) || y > C(h) || x < C(-1) || x > C(w))
+    return s;
+  y = std::max(y, C(0));
+  x = std::max(x, C(0));
+  int64_t y0 = int64_t(y), x0 = int64_t(x), y1, x1;
+  if (y0 >= h - 1) {
+    y0 = y1 = h - 1;
+    y = C(y0);
+  } else {
+    y1 = y0 + 1;
+  }
+  if (x0 >= w - 1) {
+    x0 = x1 = w - 1;
+    x = C(x0);
+  } else {
+    x1 = x0 + 1;
+  }
+  C ly = y - C(y0), lx = x - C(x0), hy = C(1) - ly, hx = C(1) - lx;
+  s.at[0] = y0 * w + x0;
+  s.at[1] = y0 * w + x1;
+  s.at[2] = y1 * w + x0;
+  s.at[3] = y1 * w + x1;
+  s.w[0] = hy * hx;
+  s.w[1] = hy * lx;
+  s.w[2] = ly * hx;
+  s.w[3] = ly * lx;
+  return s;
+}
+} // namespace
+
+/// Each roi's output bin averages (or takes the largest of) a grid of
+/// bilinear samples, in X's compute type and in the order onnxruntime and
+/// onnx.reference use: the max mode takes, per sample, the largest of its
+/// four weighted pixels (not the interpolated value), as they do.
+llvm::Error cpuk::runRoiAlign(const KernelCall &c) {
+  const RoiAlignParams &p = paramsOf<RoiAlignParams>(c);
+  const TensorRef &x = c.inputs[0], &rois = c.inputs[1], &idx = c.inputs[2], &y = c.outputs[0];
+  int64_t n = x.shape[0], ch = x.shape[1], h = x.shape[2], w = x.shape[3];
+  int64_t count = rois.shape[0];
+  const int64_t *batch = idx.as<int64_t>();
+  for (int64_t r = 0; r < count; ++r)
+    if (batch[r] < 0 || batch[r] >= n)
+      return nodeError(*c.node, "batch_indices[" + llvm::Twine(r) + "] is " +
+                                    llvm::Twine(batch[r]) + "; X has " + llvm::Twine(n) +
+                                    " images");
+  dispatchFloat(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = k::ComputeType<T>;
+    const T *xs = x.as<T>(), *rs = rois.as<T>();
+    T *out = y.as<T>();
+    C offset = p.halfPixel ? C(0.5) : C(0), scale = C(p.spatialScale);
+    std::vector<RoiSample<C>> samples;
+    for (int64_t r = 0; r < count; ++r) {
+      C x1 = k::load(rs[r * 4 + 0]) * scale - offset, y1 = k::load(rs[r * 4 + 1]) * scale - offset;
+      C x2 = k::load(rs[r * 4 + 2]) * scale - offset, y2 = k::load(rs[r * 4 + 3]) * scale - offset;
+      C roiW = x2 - x1, roiH = y2 - y1;
+      if (!p.halfPixel) {
+        roiW = std::max(roiW, C(1));
+        roiH = std::max(roiH, C(1));
+      }
+      C binH = roiH / C(p.outH), binW = roiW / C(p.outW);
+      int64_t gridH = p.samplingRatio > 0 ? p.samplingRatio : int64_t(std::ceil(roiH / C(p.outH)));
+      int64_t gridW = p.samplingRatio > 0 ? p.samplingRatio : int64_t(std::ceil(roiW / C(p.outW)));
+      gridH = std::max<int64_t>(gridH, 0);
+      gridW = std::max<int64_t>(gridW, 0);
+      C countC = C(std::max<int64_t>(gridH * gridW, 1));
+      // The samples of every bin, shared by the channels.
+      samples.clear();
+      for (int64_t ph = 0; ph < p.outH; ++ph)
+        for (int64_t pw = 0; pw < p.outW; ++pw)
+          for (int64_t iy = 0; iy < gridH; ++iy) {
+            C sy = y1 + C(ph) * binH + (C(iy) + C(0.5)) * binH / C(gridH);
+            for (int64_t ix = 0; ix < gridW; ++ix) {
+              C sx = x1 + C(pw) * binW + (C(ix) + C(0.5)) * binW / C(gridW);
+              samples.push_back(roiSample<C>(sy, sx, h, w));
+            }
+          }
+      int64_t perBin = gridH * gridW;
+      for (int64_t cc = 0; cc < ch; ++cc) {
+        const T *plane = xs + (batch[r] * ch + cc) * h * w;
+        T *o = out + (r * ch + cc) * p.outH * p.outW;
+        for (int64_t bin = 0; bin < p.outH * p.outW; ++bin) {
+          C acc = 0;
+          for (int64_t k2 = 0; k2 < perBin; ++k2) {
+            const RoiSample<C> &s = samples[size_t(bin * perBin + k2)];
+            C v[4];
+            for (int q = 0; q < 4; ++q)
+              v[q] = s.w[q] * k::load(plane[s.at[q]]);
+            if (p.max) {
+              C m = std::max(std::max(std::max(v[0], v[1]), v[2]), v[3]);
+              acc = k2 == 0 ? m : std::max(acc, m);
+            } else {
+              acc += v[0] + v[1] + v[2] + v[3];
+            }
+          }
+          o[bin] = k::store<T>(p.max ? acc : acc / countC);
+        }
+      }
+    }
+  });
+  return llvm::Error::success();
+}

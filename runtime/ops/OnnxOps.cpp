@@ -111,6 +111,7 @@ std::vector<OpDef> mpc::ops::onnxOps() {
       withParams(MPC_OP("ReverseSequence", "", 10, shapeReverseSequence, Data),
                  parseReverseSequence),
       withParams(MPC_OP("RNN", "", 7, shapeRNN, Gemm), parseRecurrent),
+      withParams(MPC_OP("RoiAlign", "", 10, shapeRoiAlign, Window), parseRoiAlign),
       withParams(MPC_OP("RotaryEmbedding", "", 23, shapeRotaryEmbedding, Elementwise),
                  parseRotaryEmbedding),
       withParams(MPC_OP("ScatterElements", "", 11, shapeScatterElements, Data), parseScatter),

@@ -426,6 +426,34 @@ llvm::Expected<LRNParams> mpc::lrnParamsOf(const Node &n) {
 MPC_DEFINED_BELOW(mpc::parseLRN)
 ParsedParams mpc::parseLRN(const Node &n) { return boxed(lrnParamsOf(n)); }
 
+llvm::Expected<RoiAlignParams> mpc::roiAlignParamsOf(const Node &n) {
+  if (auto e = checkOneOf(n, "mode", {"avg", "max"}, "it must be avg or max"))
+    return std::move(e);
+  bool opset16 = n.opsetVersion() >= 16;
+  if (opset16) {
+    if (auto e = checkOneOf(n, "coordinate_transformation_mode",
+                            {"half_pixel", "output_half_pixel"},
+                            "it must be half_pixel or output_half_pixel"))
+      return std::move(e);
+  }
+  for (const char *a : {"output_height", "output_width"})
+    if (auto e = checkAtLeast(n, a, 1))
+      return std::move(e);
+  if (auto e = checkAtLeast(n, "sampling_ratio", 0))
+    return std::move(e);
+  RoiAlignParams p;
+  p.max = n.stringAttr("mode", "avg") == "max";
+  p.halfPixel = opset16 && n.stringAttr("coordinate_transformation_mode", "half_pixel") ==
+                               "half_pixel";
+  p.outH = n.intAttr("output_height", 1);
+  p.outW = n.intAttr("output_width", 1);
+  p.samplingRatio = n.intAttr("sampling_ratio", 0);
+  p.spatialScale = n.floatAttr("spatial_scale", 1.0f);
+  return p;
+}
+MPC_DEFINED_BELOW(mpc::parseRoiAlign)
+ParsedParams mpc::parseRoiAlign(const Node &n) { return boxed(roiAlignParamsOf(n)); }
+
 EinsumParams mpc::einsumParamsOf(const Node &n) {
   EinsumParams p;
   for (char ch : n.stringAttr("equation", ""))

@@ -45,6 +45,7 @@ namespace mpc {
   X(parseCompress) \
   X(parseReverseSequence) \
   X(parseLRN) \
+  X(parseRoiAlign) \
   X(parseEinsum) \
   X(parseAttention) \
   X(parseRotaryEmbedding) \

@@ -55,6 +55,7 @@ namespace shapes {
   X(shapeDropout) \
   X(shapeVariadicBroadcast) \
   X(shapeLRN) \
+  X(shapeRoiAlign) \
   X(shapePad) \
   X(shapeSplit) \
   X(shapeTile) \

@@ -104,6 +104,10 @@ RECOMPUTED_EXPECTED = {
     # relative, past the 1e-4 tolerance); mpc, onnx.reference and onnxruntime agree to 1e-7.
     "test_averagepool_2d_ceil_last_window_starts_on_pad": "recorded output rounded to 4 "
                                                           "decimals",
+    # RoiAlign's recorded outputs are printed to 4 decimals (onnx.reference differs from them
+    # by up to 8.4e-5, past the tolerance near 0.1); mpc equals onnx.reference exactly.
+    "test_roialign_aligned_false": "recorded output rounded to 4 decimals",
+    "test_roialign_aligned_true": "recorded output rounded to 4 decimals",
 }
 
 TOLERANCES = {

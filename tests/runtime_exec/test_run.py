@@ -658,6 +658,55 @@ class RunCase(unittest.TestCase):
         self.assert_bad_input(["run", path, "--random-inputs"], "Upsample",
                               "scales must be 1 or more", "not 0.5")
 
+    def test_roi_align_against_onnxruntime(self):
+        """RoiAlign (opsets 10 and 16): regions inside, across and outside the image, thin
+        and empty ones, both modes and both coordinate modes, a fixed and an adaptive
+        sampling grid, a spatial scale, rois of several images; against onnxruntime (whose
+        max mode takes the largest weighted pixel per sample, as mpc does)."""
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            self.skipTest("onnxruntime is required")
+        T = TensorProto
+        rng = np.random.default_rng(13)
+        x = rng.normal(size=[2, 3, 9, 11]).astype(np.float32)
+        rois = np.array([[0, 0, 10, 8], [2.5, 1.2, 6.1, 7.9], [-3, -2, 4, 3], [8, 6, 30, 20],
+                         [5, 5, 5.2, 5.1], [4, 4, 4, 4], [12, 12, 15, 16], [1, 2, 9, 7]],
+                        np.float32)
+        batch = np.array([0, 1, 1, 0, 1, 0, 1, 0], np.int64)
+        cases = [(16, "avg", "half_pixel", 0, 1.0), (16, "max", "half_pixel", 2, 1.0),
+                 (16, "avg", "output_half_pixel", 2, 0.5), (16, "max", "output_half_pixel", 0, 1.0),
+                 (10, "avg", None, 0, 1.0), (10, "max", None, 3, 0.75)]
+        for opset, mode, coord, ratio, scale in cases:
+            with self.subTest(opset=opset, mode=mode, coord=coord, ratio=ratio):
+                attrs = dict(mode=mode, output_height=3, output_width=4, sampling_ratio=ratio,
+                             spatial_scale=scale)
+                if coord:
+                    attrs["coordinate_transformation_mode"] = coord
+                g = helper.make_graph(
+                    [helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], **attrs)], "g",
+                    [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape)),
+                     helper.make_tensor_value_info("rois", T.FLOAT, list(rois.shape)),
+                     helper.make_tensor_value_info("batch", T.INT64, list(batch.shape))],
+                    [helper.make_tensor_value_info("y", T.FLOAT, None)])
+                path = os.path.join(self.dir, f"roi{opset}{mode}{coord}.onnx")
+                onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
+                          path)
+                feeds = {"x": x, "rois": rois, "batch": batch}
+                got, _ = self.run_model(path, feeds)
+                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+                    None, feeds)[0]
+                self.assertEqual(got["y"].shape, (8, 3, 3, 4))
+                np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-6)
+        # A batch index past X's images is one line.
+        np.save(os.path.join(self.dir, "roi_batch_bad.npy"), np.array([0, 2, 0, 0, 0, 0, 0, 0]))
+        args = ["run", path]
+        for k in ("x", "rois"):
+            np.save(os.path.join(self.dir, f"roi_{k}.npy"), feeds[k])
+            args += ["--input", f"{k}={os.path.join(self.dir, f'roi_{k}.npy')}"]
+        args += ["--input", f"batch={os.path.join(self.dir, 'roi_batch_bad.npy')}"]
+        self.assert_bad_input(args, "RoiAlign", "batch_indices[1] is 2; X has 2 images")
+
     def nms_model(self, name, center, inputs):
         """NonMaxSuppression over the model inputs boxes, scores and those of
         max_output_boxes_per_class, iou_threshold, score_threshold named in `inputs`."""

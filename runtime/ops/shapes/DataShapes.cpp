@@ -413,6 +413,31 @@ llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
+MPC_DEFINED_BELOW(shapes::shapeRoiAlign)
+llvm::Error shapes::shapeRoiAlign(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  const Node &n = q.node;
+  auto p = roiAlignParamsOf(n);
+  if (!p)
+    return p.takeError();
+  if (q.inputs.size() < 3)
+    return nodeError(n, "needs X, rois and batch_indices");
+  const auto &x = q.inputs[0].shape, &rois = q.inputs[1].shape, &idx = q.inputs[2].shape;
+  if (x.size() != 4)
+    return nodeError(n, "X must be [N, C, H, W], not " + formatShape(x));
+  if (rois.size() != 2 || rois[1] != 4)
+    return nodeError(n, "rois must be [num_rois, 4], not " + formatShape(rois));
+  if (idx.size() != 1 || idx[0] != rois[0])
+    return nodeError(n, "batch_indices must be [" + llvm::Twine(rois[0]) + "] (one per roi), not " +
+                            formatShape(idx));
+  if (q.inputs[1].dtype != q.inputs[0].dtype)
+    return nodeError(n, "rois must be " + dtypeName(q.inputs[0].dtype) + " like X, not " +
+                            dtypeName(q.inputs[1].dtype));
+  if (q.inputs[2].dtype != DType::I64)
+    return nodeError(n, "batch_indices must be i64, not " + dtypeName(q.inputs[2].dtype));
+  out.assign(1, ShapedType{q.inputs[0].dtype, {rois[0], x[1], p->outH, p->outW}});
+  return llvm::Error::success();
+}
+
 MPC_DEFINED_BELOW(shapes::shapeLRN)
 llvm::Error shapes::shapeLRN(const ShapeQuery &q, std::vector<ShapedType> &out) {
   if (q.inputs[0].shape.size() < 3)

@@ -229,6 +229,18 @@ struct LRNParams final : OpParams {
 ParsedParams parseLRN(const Node &n);
 llvm::Expected<LRNParams> lrnParamsOf(const Node &n);
 
+/// RoiAlign: max or average pooling, the half-pixel offset (opset 16's
+/// default; opset 10 and output_half_pixel have none and stretch a region
+/// to at least one pixel), the output size, the samples per bin (0: as many
+/// as the region covers) and the scale from ROI to X coordinates.
+struct RoiAlignParams final : OpParams {
+  bool max = false, halfPixel = true;
+  int64_t outH = 1, outW = 1, samplingRatio = 0;
+  float spatialScale = 1.0f;
+};
+ParsedParams parseRoiAlign(const Node &n);
+llvm::Expected<RoiAlignParams> roiAlignParamsOf(const Node &n);
+
 /// Einsum: the equation, spaces removed (required).
 struct EinsumParams final : OpParams {
   std::string equation;
