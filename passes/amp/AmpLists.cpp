@@ -214,6 +214,8 @@ static const AmpUnlistedOp kUnlisted[] = {
   {"Constant", "no arithmetic: its value is retyped by the casts of the ops that read it"},
   {"EyeLike", "fill with 0 and 1: no arithmetic, precision comes from its consumers"},
   {"Range", "index and position generation: feeds shapes and indices, stays as declared"},
+  {"QuantizeLinear", "integer quantization: its scale sets the integer grid; it stays as declared"},
+  {"DequantizeLinear", "integer quantization: its result is the scale's type, as declared"},
   {"RoiAlign", "region pooling: its rois share X's type, and box coordinates in fp16 lose their sub-pixel part past 1024"},
   {"NonMaxSuppression", "box selection: ONNX types boxes and scores f32 only, and overlaps at the IoU threshold must fall as in fp32"},
   {"CumProd", "running products overflow or underflow fp16"},

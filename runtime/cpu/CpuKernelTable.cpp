@@ -87,6 +87,13 @@ static const CpuKernel kRows[] = {
     MPC_CPU_KERNEL("ReduceSumSquare", "", 1, kReduceTypes, runReduce),
     MPC_CPU_KERNEL("Reshape", "", 5, kAllTypes, runCopy),
     MPC_CPU_KERNEL("Resize", "", 10, kFloatTypes, runResize),
+    MPC_CPU_KERNEL("QuantizeLinear", "", 10,
+                   dtypeBit(DType::F32) | dtypeBit(DType::F16) | dtypeBit(DType::BF16),
+                   runQuantizeLinear),
+    MPC_CPU_KERNEL("DequantizeLinear", "", 10,
+                   dtypeBit(DType::U8) | dtypeBit(DType::I8) | dtypeBit(DType::U16) |
+                       dtypeBit(DType::I16) | dtypeBit(DType::I32),
+                   runDequantizeLinear),
     MPC_CPU_KERNEL("RoiAlign", "", 10, kFloatTypes, runRoiAlign),
     MPC_CPU_KERNEL("Upsample", "", 7, kFloatTypes, runResize),
     MPC_CPU_KERNEL("ReverseSequence", "", 10, kAllTypes, runReverseSequence),

@@ -84,6 +84,8 @@ llvm::Error runSlice(const KernelCall &);
 llvm::Error runExpand(const KernelCall &);
 llvm::Error runNonMaxSuppression(const KernelCall &);
 llvm::Error runRoiAlign(const KernelCall &);
+llvm::Error runQuantizeLinear(const KernelCall &);
+llvm::Error runDequantizeLinear(const KernelCall &);
 llvm::Error runNonZero(const KernelCall &);
 
 // TensorKernels.cpp: fill, N-ary and layout ops.

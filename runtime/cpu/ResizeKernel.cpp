@@ -18,6 +18,7 @@
 #include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
+#include <limits>
 
 using namespace mpc;
 using namespace mpc::cpuk;
@@ -254,6 +255,116 @@ llvm::Error cpuk::runRoiAlign(const KernelCall &c) {
         }
       }
     }
+  });
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// QuantizeLinear, DequantizeLinear
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Element e's index into a per-axis scale (0 for one of a single element):
+/// x seen as [outer, len, inner] around the axis.
+/// Blocked (block > 0): the scale is x's shape with the axis divided by the
+/// block, and element e's scale keeps its other coordinates.
+struct QuantAxis {
+  int64_t len = 1, inner = 1, block = 0, scaleLen = 1;
+  bool perAxis = false;
+  int64_t at(int64_t e) const {
+    if (!perAxis)
+      return 0;
+    int64_t i = (e / inner) % len;
+    if (!block)
+      return i;
+    return ((e / (len * inner)) * scaleLen + i / block) * inner + e % inner;
+  }
+};
+
+QuantAxis quantAxisOf(const KernelCall &c) {
+  QuantAxis a;
+  const TensorRef &x = c.inputs[0], &s = c.inputs[1];
+  const QuantParams &p = paramsOf<QuantParams>(c);
+  a.block = p.blockSize;
+  if (s.numElements() == 1 && a.block == 0)
+    return a;
+  int64_t axis = p.axis;
+  int64_t rank = int64_t(x.shape.size());
+  if (axis < 0)
+    axis += rank;
+  a.perAxis = true;
+  a.len = x.shape[size_t(axis)];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    a.inner *= x.shape[size_t(d)];
+  if (a.block)
+    a.scaleLen = s.shape[size_t(axis)];
+  return a;
+}
+
+/// The zero point of scale slot i (0 without one), widened.
+int64_t zeroPointAt(const KernelCall &c, int64_t i) {
+  if (!c.hasInput(2))
+    return 0;
+  int64_t z = 0;
+  dispatchInteger(c.inputs[2].dtype, [&](auto tag) {
+    using Z = decltype(tag);
+    z = int64_t(c.inputs[2].as<Z>()[i]);
+  });
+  return z;
+}
+} // namespace
+
+/// y = saturate(round-half-even(x / scale) + zero point), in float as
+/// onnxruntime computes it.
+llvm::Error cpuk::runQuantizeLinear(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &s = c.inputs[1], &y = c.outputs[0];
+  QuantAxis a = quantAxisOf(c);
+  int64_t n = x.numElements(), slots = s.numElements();
+  std::vector<float> scale(static_cast<size_t>(slots));
+  std::vector<float> zero(static_cast<size_t>(slots));
+  dispatchFloat(s.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    for (int64_t i = 0; i < slots; ++i)
+      scale[size_t(i)] = float(k::load(s.as<S>()[i]));
+  });
+  for (int64_t i = 0; i < slots; ++i)
+    zero[size_t(i)] = float(zeroPointAt(c, i));
+  dispatchFloat(x.dtype, [&](auto xtag) {
+    using X = decltype(xtag);
+    dispatchInteger(y.dtype, [&](auto ytag) {
+      using Y = decltype(ytag);
+      const float lo = float(std::numeric_limits<Y>::min()), hi = float(std::numeric_limits<Y>::max());
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t i = a.at(e);
+        float v = std::nearbyint(float(k::load(x.as<X>()[e])) / scale[size_t(i)]) + zero[size_t(i)];
+        // NaN quantizes to the zero point's type's 0 (as a cast of NaN).
+        v = v != v ? 0.0f : std::min(std::max(v, lo), hi);
+        y.as<Y>()[e] = Y(v);
+      }
+    });
+  });
+  return llvm::Error::success();
+}
+
+/// y = (x - zero point) * scale, the difference exact, the product in float
+/// (rounded once to a 16-bit scale's type).
+llvm::Error cpuk::runDequantizeLinear(const KernelCall &c) {
+  const TensorRef &x = c.inputs[0], &s = c.inputs[1], &y = c.outputs[0];
+  QuantAxis a = quantAxisOf(c);
+  int64_t n = x.numElements(), slots = s.numElements();
+  std::vector<int64_t> zero(static_cast<size_t>(slots));
+  for (int64_t i = 0; i < slots; ++i)
+    zero[size_t(i)] = zeroPointAt(c, i);
+  dispatchInteger(x.dtype, [&](auto xtag) {
+    using X = decltype(xtag);
+    dispatchFloat(s.dtype, [&](auto stag) {
+      using S = decltype(stag);
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t i = a.at(e);
+        float v = float(int64_t(x.as<X>()[e]) - zero[size_t(i)]) * float(k::load(s.as<S>()[i]));
+        y.as<S>()[e] = k::store<S>(v);
+      }
+    });
   });
   return llvm::Error::success();
 }

@@ -320,6 +320,13 @@ static ParsedParams intParams(const Node &n, const char *name) {
 }
 MPC_DEFINED_BELOW(mpc::parseEyeLike)
 ParsedParams mpc::parseEyeLike(const Node &n) { return intParams(n, "k"); }
+MPC_DEFINED_BELOW(mpc::parseQuantAxis)
+ParsedParams mpc::parseQuantAxis(const Node &n) {
+  auto p = std::make_unique<QuantParams>();
+  p->axis = n.intAttr("axis", 1);
+  p->blockSize = n.intAttr("block_size", 0);
+  return p;
+}
 MPC_DEFINED_BELOW(mpc::parseNonMaxSuppression)
 ParsedParams mpc::parseNonMaxSuppression(const Node &n) {
   return intParams(n, "center_point_box");

@@ -37,6 +37,7 @@ namespace mpc {
   X(parseScatter) \
   X(parseEyeLike) \
   X(parseNonMaxSuppression) \
+  X(parseQuantAxis) \
   X(parseGatherND) \
   X(parsePad) \
   X(parseNorm) \

@@ -55,6 +55,8 @@ namespace shapes {
   X(shapeDropout) \
   X(shapeVariadicBroadcast) \
   X(shapeLRN) \
+  X(shapeQuantizeLinear) \
+  X(shapeDequantizeLinear) \
   X(shapeRoiAlign) \
   X(shapePad) \
   X(shapeSplit) \

@@ -658,6 +658,101 @@ class RunCase(unittest.TestCase):
         self.assert_bad_input(["run", path, "--random-inputs"], "Upsample",
                               "scales must be 1 or more", "not 0.5")
 
+    def test_quantize_and_dequantize_linear_against_onnxruntime(self):
+        """QuantizeLinear and DequantizeLinear: per tensor, per axis (first, middle, last)
+        and blocked (opset 21); u8, i8, u16 and i16 (and i32 for dequantizing); with and
+        without a zero point; f16 scales; values at .5 steps (rounded half to even) and past
+        the type's range (saturated). Against onnxruntime, exactly."""
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            self.skipTest("onnxruntime is required")
+        T = TensorProto
+        rng = np.random.default_rng(17)
+        np_of = {T.UINT8: np.uint8, T.INT8: np.int8, T.UINT16: np.uint16, T.INT16: np.int16,
+                 T.INT32: np.int32, T.FLOAT: np.float32, T.FLOAT16: np.float16}
+        x_shape = [2, 6, 4]
+        cases = []
+        for qtype in (T.UINT8, T.INT8, T.UINT16, T.INT16):
+            for axis, block in ((None, 0), (0, 0), (1, 0), (-1, 0), (1, 2), (2, 3)):
+                for zero in (True, False):
+                    cases.append((qtype, axis, block, zero, T.FLOAT))
+        cases += [(T.UINT8, 1, 0, True, T.FLOAT16), (T.INT8, None, 0, False, T.FLOAT16)]
+        for i, (qtype, axis, block, zero, stype) in enumerate(cases):
+            if axis is None:
+                s_shape = []
+            elif block:
+                s_shape = list(x_shape)
+                s_shape[axis] = -(-x_shape[axis] // block)
+            else:
+                s_shape = [x_shape[axis]]
+            info = np.iinfo(np_of[qtype])
+            scale = rng.choice([0.5, 0.25, 2.0, 0.1, 3.0], size=s_shape).astype(np_of[stype])
+            zp = rng.integers(info.min // 4 if info.min else 0, info.max // 4,
+                              size=s_shape).astype(np_of[qtype])
+            # Multiples of half a scale (ties), and values past the range.
+            x = (rng.integers(-600, 600, size=x_shape) / 2.0).astype(np.float32)
+            if qtype in (T.UINT16, T.INT16):
+                x *= 150
+            attrs = {}
+            if axis is not None:
+                attrs["axis"] = axis
+            if block:
+                attrs["block_size"] = block
+            opset = 21
+            for op in ("QuantizeLinear", "DequantizeLinear"):
+                with self.subTest(op=op, case=i, qtype=qtype, axis=axis, block=block, zero=zero):
+                    names = ["x", "s"] + (["z"] if zero else [])
+                    if op == "QuantizeLinear":
+                        xin = x.astype(np_of[stype]) if stype == T.FLOAT16 else x
+                        if not zero:
+                            attrs_q = dict(attrs, output_dtype=qtype)
+                        else:
+                            attrs_q = attrs
+                        out_t = qtype
+                    else:
+                        xin = rng.integers(info.min, info.max, size=x_shape,
+                                           endpoint=True).astype(np_of[qtype])
+                        attrs_q = attrs
+                        out_t = stype
+                    feeds = {"x": xin, "s": scale}
+                    if zero:
+                        feeds["z"] = zp
+                    g = helper.make_graph(
+                        [helper.make_node(op, names, ["y"], **attrs_q)], "g",
+                        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                       list(v.shape)) for k, v in feeds.items()],
+                        [helper.make_tensor_value_info("y", out_t, None)])
+                    path = os.path.join(self.dir, f"q{i}{op}.onnx")
+                    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
+                              path)
+                    got, _ = self.run_model(path, feeds)
+                    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+                        None, feeds)[0]
+                    self.assertEqual(got["y"].dtype, want.dtype)
+                    np.testing.assert_array_equal(got["y"], want)
+        # i32 dequantized (no zero point), and the refusals.
+        xi = rng.integers(-2**31, 2**31 - 1, size=[5], dtype=np.int64).astype(np.int32)
+        feeds = {"x": xi, "s": np.array(0.001, np.float32)}
+        g = helper.make_graph([helper.make_node("DequantizeLinear", ["x", "s"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.INT32, [5]),
+                               helper.make_tensor_value_info("s", T.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        path = os.path.join(self.dir, "dq32.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        got, _ = self.run_model(path, feeds)
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_array_equal(got["y"], want)
+        g = helper.make_graph([helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1)],
+                              "g", [helper.make_tensor_value_info("x", T.INT8, [2, 3]),
+                                    helper.make_tensor_value_info("s", T.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+        path = os.path.join(self.dir, "dqbad.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        self.assert_bad_input(["run", path, "--random-inputs"], "DequantizeLinear",
+                              "the scale is [2]; per-axis quantization along axis 1 of [2, 3] "
+                              "needs [3]")
+
     def test_roi_align_against_onnxruntime(self):
         """RoiAlign (opsets 10 and 16): regions inside, across and outside the image, thin
         and empty ones, both modes and both coordinate modes, a fixed and an adaptive

@@ -413,6 +413,87 @@ llvm::Error shapes::shapeVariadicBroadcast(const ShapeQuery &q, std::vector<Shap
   return llvm::Error::success();
 }
 
+/// The operands of QuantizeLinear and DequantizeLinear (x, scale and the
+/// optional zero point) checked: per tensor (a scale of one element), per
+/// axis (a 1-D scale as long as x's `axis`) or blocked (opset 21's
+/// block_size: x's shape with `axis` divided by the block size, rounded
+/// up); the zero point has the scale's shape.
+static llvm::Error checkQuantOperands(const ShapeQuery &q) {
+  const Node &n = q.node;
+  if (q.inputs.size() < 2 || q.inputs[1].dtype == DType::Undefined)
+    return nodeError(n, "needs x and a scale");
+  const auto &x = q.inputs[0].shape, &s = q.inputs[1].shape;
+  int64_t count = numel(s), block = n.intAttr("block_size", 0);
+  if (block < 0)
+    return nodeError(n, "block_size " + llvm::Twine(block) + " is negative");
+  if (block > 0) {
+    int64_t axis = n.intAttr("axis", 1);
+    if (!normalizeAxis(axis, int64_t(x.size())))
+      return nodeError(n, "axis " + llvm::Twine(n.intAttr("axis", 1)) + " is out of range for " +
+                              formatShape(x));
+    std::vector<int64_t> want(x.begin(), x.end());
+    want[size_t(axis)] = (want[size_t(axis)] + block - 1) / block;
+    if (std::vector<int64_t>(s.begin(), s.end()) != want)
+      return nodeError(n, "the scale is " + formatShape(s) + "; blocks of " + llvm::Twine(block) +
+                              " along axis " + llvm::Twine(axis) + " of " + formatShape(x) +
+                              " need " + formatShape(want));
+  } else if (count != 1) {
+    int64_t axis = n.intAttr("axis", 1);
+    if (!normalizeAxis(axis, int64_t(x.size())))
+      return nodeError(n, "axis " + llvm::Twine(n.intAttr("axis", 1)) + " is out of range for " +
+                              formatShape(x));
+    if (s.size() != 1 || s[0] != x[size_t(axis)])
+      return nodeError(n, "the scale is " + formatShape(s) + "; per-axis quantization along "
+                              "axis " + llvm::Twine(axis) + " of " + formatShape(x) +
+                              " needs [" + llvm::Twine(x[size_t(axis)]) + "]");
+  }
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined &&
+      numel(q.inputs[2].shape) != count)
+    return nodeError(n, "the zero point is " + formatShape(q.inputs[2].shape) +
+                            "; it must have the scale's shape " + formatShape(s));
+  return llvm::Error::success();
+}
+
+MPC_DEFINED_BELOW(shapes::shapeQuantizeLinear)
+llvm::Error shapes::shapeQuantizeLinear(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkQuantOperands(q))
+    return e;
+  const Node &n = q.node;
+  bool hasZero = q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined;
+  DType y = hasZero ? q.inputs[2].dtype : DType(n.intAttr("output_dtype", int64_t(DType::U8)));
+  if (y == DType::Undefined)
+    y = DType::U8;
+  if (hasZero && n.attr("output_dtype") && DType(n.intAttr("output_dtype", 0)) != y &&
+      n.intAttr("output_dtype", 0) != 0)
+    return nodeError(n, "output_dtype differs from the zero point's type " + dtypeName(y));
+  if (y != DType::U8 && y != DType::I8 && y != DType::U16 && y != DType::I16)
+    return nodeError(n, "quantizing to " + dtypeName(y) +
+                            " is not supported (u8, i8, u16 and i16 are)");
+  if (q.inputs[0].dtype != DType::F32 && q.inputs[0].dtype != DType::F16 &&
+      q.inputs[0].dtype != DType::BF16)
+    return nodeError(n, "x must be f32, f16 or bf16, not " + dtypeName(q.inputs[0].dtype));
+  out.assign(1, ShapedType{y, q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
+MPC_DEFINED_BELOW(shapes::shapeDequantizeLinear)
+llvm::Error shapes::shapeDequantizeLinear(const ShapeQuery &q, std::vector<ShapedType> &out) {
+  if (auto e = checkQuantOperands(q))
+    return e;
+  const Node &n = q.node;
+  DType x = q.inputs[0].dtype, s = q.inputs[1].dtype;
+  if (x != DType::U8 && x != DType::I8 && x != DType::U16 && x != DType::I16 && x != DType::I32)
+    return nodeError(n, "dequantizing " + dtypeName(x) +
+                            " is not supported (u8, i8, u16, i16 and i32 are)");
+  if (s != DType::F32 && s != DType::F16 && s != DType::BF16)
+    return nodeError(n, "the scale must be f32, f16 or bf16, not " + dtypeName(s));
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined && q.inputs[2].dtype != x)
+    return nodeError(n, "the zero point is " + dtypeName(q.inputs[2].dtype) + "; x is " +
+                            dtypeName(x));
+  out.assign(1, ShapedType{s, q.inputs[0].shape});
+  return llvm::Error::success();
+}
+
 MPC_DEFINED_BELOW(shapes::shapeRoiAlign)
 llvm::Error shapes::shapeRoiAlign(const ShapeQuery &q, std::vector<ShapedType> &out) {
   const Node &n = q.node;

@@ -169,6 +169,12 @@ struct IntParams final : OpParams {
   int64_t value = 0;
 };
 ParsedParams parseEyeLike(const Node &n);
+/// QuantizeLinear and DequantizeLinear: the axis of a per-axis or blocked
+/// scale (default 1) and the block size (0: not blocked).
+struct QuantParams final : OpParams {
+  int64_t axis = 1, blockSize = 0;
+};
+ParsedParams parseQuantAxis(const Node &n);
 /// NonMaxSuppression's center_point_box (IntParams).
 ParsedParams parseNonMaxSuppression(const Node &n);
 ParsedParams parseGatherND(const Node &n);
