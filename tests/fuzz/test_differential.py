@@ -414,8 +414,13 @@ def nan_kept(model, arrays, got, want):
         return False
     if got.dtype.kind in "iu":
         # MaxPool's Indices: where they differ, mpc's point at a NaN of the input (the
-        # flat index into it, storage_order 0), the element its maximum took.
-        x = np.asarray(arrays[model.graph.node[0].input[0]]).reshape(-1)
+        # flat index into it; with storage_order 1 the spatial axes are counted column
+        # first), the element its maximum took.
+        x = np.asarray(arrays[model.graph.node[0].input[0]])
+        order = [a.i for a in model.graph.node[0].attribute if a.name == "storage_order"]
+        if order and order[0] == 1 and x.ndim > 2:
+            x = x.transpose([0, 1] + list(range(x.ndim - 1, 1, -1)))
+        x = x.reshape(-1)
         differ = got != want
         at = got[differ]
         return bool(differ.any()) and bool(((at >= 0) & (at < x.size)).all()) and \
