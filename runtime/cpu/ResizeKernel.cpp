@@ -337,8 +337,9 @@ llvm::Error cpuk::runQuantizeLinear(const KernelCall &c) {
       for (int64_t e = 0; e < n; ++e) {
         int64_t i = a.at(e);
         float v = std::nearbyint(float(k::load(x.as<X>()[e])) / scale[size_t(i)]) + zero[size_t(i)];
-        // NaN quantizes to the zero point's type's 0 (as a cast of NaN).
-        v = v != v ? 0.0f : std::min(std::max(v, lo), hi);
+        // NaN (a NaN x or scale) quantizes to the type's lowest value, as
+        // onnxruntime and onnx.reference give it.
+        v = v != v ? lo : std::min(std::max(v, lo), hi);
         y.as<Y>()[e] = Y(v);
       }
     });

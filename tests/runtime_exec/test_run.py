@@ -731,6 +731,25 @@ class RunCase(unittest.TestCase):
                         None, feeds)[0]
                     self.assertEqual(got["y"].dtype, want.dtype)
                     np.testing.assert_array_equal(got["y"], want)
+        # NaN (from x or the scale) and infinities: the type's lowest and its saturation
+        # (seed 204 of the value mutants: NaN gave 0).
+        for qtype in (T.UINT8, T.INT8, T.UINT16, T.INT16):
+            with self.subTest(op="QuantizeLinear", nan=qtype):
+                g = helper.make_graph(
+                    [helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=qtype,
+                                      axis=0)], "g",
+                    [helper.make_tensor_value_info("x", T.FLOAT, [4, 2]),
+                     helper.make_tensor_value_info("s", T.FLOAT, [4])],
+                    [helper.make_tensor_value_info("y", qtype, None)])
+                path = os.path.join(self.dir, f"qnan{qtype}.onnx")
+                onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), path)
+                feeds = {"x": np.array([[np.nan, 1], [np.inf, -np.inf], [3, -3], [1, 2]],
+                                       np.float32),
+                         "s": np.array([0.5, 1, 2, np.nan], np.float32)}
+                got, _ = self.run_model(path, feeds)
+                want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
+                    None, feeds)[0]
+                np.testing.assert_array_equal(got["y"], want)
         # i32 dequantized (no zero point), and the refusals.
         xi = rng.integers(-2**31, 2**31 - 1, size=[5], dtype=np.int64).astype(np.int32)
         feeds = {"x": xi, "s": np.array(0.001, np.float32)}
