@@ -18,6 +18,7 @@
 #include "mpc/Runtime/Kernels/ImageBodies.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace mpc;
@@ -186,6 +187,11 @@ template <typename C> RoiSample<C> roiSample(C y, C x, int64_t h, int64_t w) {
 }
 } // namespace
 
+/// The most samples a RoiAlign bin takes (1024 x 1024): an adaptive grid
+/// covers its region pixel by pixel, and a region of 1e30 pixels would
+/// never end.
+constexpr int64_t kMaxRoiSamplesPerBin = int64_t(1) << 20;
+
 /// Each roi's output bin averages (or takes the largest of) a grid of
 /// bilinear samples, in X's compute type and in the order onnxruntime and
 /// onnx.reference use: the max mode takes, per sample, the largest of its
@@ -201,6 +207,7 @@ llvm::Error cpuk::runRoiAlign(const KernelCall &c) {
       return nodeError(*c.node, "batch_indices[" + llvm::Twine(r) + "] is " +
                                     llvm::Twine(batch[r]) + "; X has " + llvm::Twine(n) +
                                     " images");
+  llvm::Error err = llvm::Error::success();
   dispatchFloat(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = k::ComputeType<T>;
@@ -208,24 +215,46 @@ llvm::Error cpuk::runRoiAlign(const KernelCall &c) {
     T *out = y.as<T>();
     C offset = p.halfPixel ? C(0.5) : C(0), scale = C(p.spatialScale);
     std::vector<RoiSample<C>> samples;
-    for (int64_t r = 0; r < count; ++r) {
+    for (int64_t r = 0; r < count && !err; ++r) {
       C x1 = k::load(rs[r * 4 + 0]) * scale - offset, y1 = k::load(rs[r * 4 + 1]) * scale - offset;
       C x2 = k::load(rs[r * 4 + 2]) * scale - offset, y2 = k::load(rs[r * 4 + 3]) * scale - offset;
+      if (!std::isfinite(double(x1)) || !std::isfinite(double(y1)) ||
+          !std::isfinite(double(x2)) || !std::isfinite(double(y2))) {
+        err = nodeError(*c.node, "rois[" + llvm::Twine(r) +
+                                     "] holds a coordinate that is NaN or infinite (after the "
+                                     "spatial scale)");
+        return;
+      }
       C roiW = x2 - x1, roiH = y2 - y1;
       if (!p.halfPixel) {
         roiW = std::max(roiW, C(1));
         roiH = std::max(roiH, C(1));
       }
       C binH = roiH / C(p.outH), binW = roiW / C(p.outW);
-      int64_t gridH = p.samplingRatio > 0 ? p.samplingRatio : int64_t(std::ceil(roiH / C(p.outH)));
-      int64_t gridW = p.samplingRatio > 0 ? p.samplingRatio : int64_t(std::ceil(roiW / C(p.outW)));
-      gridH = std::max<int64_t>(gridH, 0);
-      gridW = std::max<int64_t>(gridW, 0);
-      C countC = C(std::max<int64_t>(gridH * gridW, 1));
-      // The samples of every bin, shared by the channels.
-      samples.clear();
+      // The adaptive grid covers the region: one sample per pixel, each way.
+      double gh = p.samplingRatio > 0 ? double(p.samplingRatio) : std::ceil(double(roiH / C(p.outH)));
+      double gw = p.samplingRatio > 0 ? double(p.samplingRatio) : std::ceil(double(roiW / C(p.outW)));
+      gh = std::max(gh, 0.0);
+      gw = std::max(gw, 0.0);
+      if (gh * gw > double(kMaxRoiSamplesPerBin)) {
+        auto g = [](double v) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%g", v);
+          return std::string(text);
+        };
+        err = nodeError(*c.node, "rois[" + llvm::Twine(r) + "] spans " + g(double(roiH)) +
+                                     " x " + g(double(roiW)) + " pixels: a grid of " + g(gh) +
+                                     " x " + g(gw) + " samples per bin is past the " +
+                                     llvm::Twine(kMaxRoiSamplesPerBin) +
+                                     " mpc takes (set sampling_ratio)");
+        return;
+      }
+      int64_t gridH = int64_t(gh), gridW = int64_t(gw), perBin = gridH * gridW;
+      C countC = C(std::max<int64_t>(perBin, 1));
       for (int64_t ph = 0; ph < p.outH; ++ph)
-        for (int64_t pw = 0; pw < p.outW; ++pw)
+        for (int64_t pw = 0; pw < p.outW; ++pw) {
+          // The bin's samples, shared by the channels.
+          samples.clear();
           for (int64_t iy = 0; iy < gridH; ++iy) {
             C sy = y1 + C(ph) * binH + (C(iy) + C(0.5)) * binH / C(gridH);
             for (int64_t ix = 0; ix < gridW; ++ix) {
@@ -233,30 +262,28 @@ llvm::Error cpuk::runRoiAlign(const KernelCall &c) {
               samples.push_back(roiSample<C>(sy, sx, h, w));
             }
           }
-      int64_t perBin = gridH * gridW;
-      for (int64_t cc = 0; cc < ch; ++cc) {
-        const T *plane = xs + (batch[r] * ch + cc) * h * w;
-        T *o = out + (r * ch + cc) * p.outH * p.outW;
-        for (int64_t bin = 0; bin < p.outH * p.outW; ++bin) {
-          C acc = 0;
-          for (int64_t k2 = 0; k2 < perBin; ++k2) {
-            const RoiSample<C> &s = samples[size_t(bin * perBin + k2)];
-            C v[4];
-            for (int q = 0; q < 4; ++q)
-              v[q] = s.w[q] * k::load(plane[s.at[q]]);
-            if (p.max) {
-              C m = std::max(std::max(std::max(v[0], v[1]), v[2]), v[3]);
-              acc = k2 == 0 ? m : std::max(acc, m);
-            } else {
-              acc += v[0] + v[1] + v[2] + v[3];
+          for (int64_t cc = 0; cc < ch; ++cc) {
+            const T *plane = xs + (batch[r] * ch + cc) * h * w;
+            C acc = 0;
+            for (int64_t k2 = 0; k2 < perBin; ++k2) {
+              const RoiSample<C> &s = samples[size_t(k2)];
+              C v[4];
+              for (int q = 0; q < 4; ++q)
+                v[q] = s.w[q] * k::load(plane[s.at[q]]);
+              if (p.max) {
+                C m = std::max(std::max(std::max(v[0], v[1]), v[2]), v[3]);
+                acc = k2 == 0 ? m : std::max(acc, m);
+              } else {
+                acc += v[0] + v[1] + v[2] + v[3];
+              }
             }
+            out[((r * ch + cc) * p.outH + ph) * p.outW + pw] =
+                k::store<T>(p.max ? acc : acc / countC);
           }
-          o[bin] = k::store<T>(p.max ? acc : acc / countC);
         }
-      }
     }
   });
-  return llvm::Error::success();
+  return err;
 }
 
 //===----------------------------------------------------------------------===//

@@ -791,6 +791,7 @@ class RunCase(unittest.TestCase):
         cases = [(16, "avg", "half_pixel", 0, 1.0), (16, "max", "half_pixel", 2, 1.0),
                  (16, "avg", "output_half_pixel", 2, 0.5), (16, "max", "output_half_pixel", 0, 1.0),
                  (10, "avg", None, 0, 1.0), (10, "max", None, 3, 0.75)]
+        adaptive = None
         for opset, mode, coord, ratio, scale in cases:
             with self.subTest(opset=opset, mode=mode, coord=coord, ratio=ratio):
                 attrs = dict(mode=mode, output_height=3, output_width=4, sampling_ratio=ratio,
@@ -804,6 +805,7 @@ class RunCase(unittest.TestCase):
                      helper.make_tensor_value_info("batch", T.INT64, list(batch.shape))],
                     [helper.make_tensor_value_info("y", T.FLOAT, None)])
                 path = os.path.join(self.dir, f"roi{opset}{mode}{coord}.onnx")
+                adaptive = adaptive if ratio else path  # (an adaptive grid: for the refusals)
                 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]),
                           path)
                 feeds = {"x": x, "rois": rois, "batch": batch}
@@ -820,6 +822,21 @@ class RunCase(unittest.TestCase):
             args += ["--input", f"{k}={os.path.join(self.dir, f'roi_{k}.npy')}"]
         args += ["--input", f"batch={os.path.join(self.dir, 'roi_batch_bad.npy')}"]
         self.assert_bad_input(args, "RoiAlign", "batch_indices[1] is 2; X has 2 images")
+        # A region with a NaN or infinite corner (its grid size was an undefined conversion)
+        # and one so large that its adaptive grid would never end: one line each.
+        for corner, needle in ((np.nan, "holds a coordinate that is NaN or infinite"),
+                               (np.inf, "holds a coordinate that is NaN or infinite"),
+                               (3e4, "a grid of 10000 x 7500 samples per bin is past the "
+                                     "1048576 mpc takes (set sampling_ratio)")):
+            with self.subTest(corner=corner):
+                bad = rois.copy()
+                bad[2] = [0, 0, corner, corner]
+                np.save(os.path.join(self.dir, "roi_rois_bad.npy"), bad)
+                args = ["run", adaptive, "--input", f"x={os.path.join(self.dir, 'roi_x.npy')}",
+                        "--input", f"rois={os.path.join(self.dir, 'roi_rois_bad.npy')}",
+                        "--input", f"batch={os.path.join(self.dir, 'roi_batch.npy')}"]
+                np.save(os.path.join(self.dir, "roi_batch.npy"), batch)
+                self.assert_bad_input(args, "RoiAlign", "rois[2]", needle)
 
     def nms_model(self, name, center, inputs):
         """NonMaxSuppression over the model inputs boxes, scores and those of
