@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "mpc/Runtime/Kernels/MoveBodies.h"
-#include "mpc/Runtime/Kernels/NmsBody.h"
+#include "mpc/Runtime/NmsSelect.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/Cpu/Broadcast.h"
 #include "mpc/Runtime/Cpu/CopyPlans.h"

@@ -771,6 +771,18 @@ class RunCase(unittest.TestCase):
         self.assert_bad_input(["run", path, "--random-inputs"], "DequantizeLinear",
                               "the scale is [2]; per-axis quantization along axis 1 of [2, 3] "
                               "needs [3]")
+        # A zero point of the scale's size but not its shape (the differential suite's
+        # default seed: onnxruntime refuses it).
+        g = helper.make_graph(
+            [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)],
+            "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 4]),
+                  helper.make_tensor_value_info("s", T.FLOAT, [3, 2]),
+                  helper.make_tensor_value_info("z", T.INT8, [1, 3, 2])],
+            [helper.make_tensor_value_info("y", T.INT8, None)])
+        path = os.path.join(self.dir, "qzbad.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), path)
+        self.assert_bad_input(["run", path, "--random-inputs"], "QuantizeLinear",
+                              "the zero point is [1, 3, 2]; it must have the scale's shape [3, 2]")
 
     def test_roi_align_against_onnxruntime(self):
         """RoiAlign (opsets 10 and 16): regions inside, across and outside the image, thin

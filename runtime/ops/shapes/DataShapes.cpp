@@ -11,7 +11,7 @@
 #include "mpc/IR/Graph.h"
 #include "mpc/Ops/IndexMath.h"
 #include "mpc/Runtime/HostTensor.h"
-#include "mpc/Runtime/Kernels/NmsBody.h"
+#include "mpc/Runtime/NmsSelect.h"
 #include "mpc/Runtime/Kernels/Storage.h"
 #include "mpc/Support/Diagnostics.h"
 #include <algorithm>
@@ -447,10 +447,17 @@ static llvm::Error checkQuantOperands(const ShapeQuery &q) {
                               "axis " + llvm::Twine(axis) + " of " + formatShape(x) +
                               " needs [" + llvm::Twine(x[size_t(axis)]) + "]");
   }
-  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined &&
-      numel(q.inputs[2].shape) != count)
-    return nodeError(n, "the zero point is " + formatShape(q.inputs[2].shape) +
-                            "; it must have the scale's shape " + formatShape(s));
+  // The zero point has the scale's shape (one element of any rank below 2
+  // for a scale of one element), as onnxruntime requires.
+  if (q.inputs.size() > 2 && q.inputs[2].dtype != DType::Undefined) {
+    const auto &z = q.inputs[2].shape;
+    bool ok = count == 1 && block == 0 ? numel(z) == 1 && z.size() <= 1
+                                       : std::vector<int64_t>(z.begin(), z.end()) ==
+                                             std::vector<int64_t>(s.begin(), s.end());
+    if (!ok)
+      return nodeError(n, "the zero point is " + formatShape(z) +
+                              "; it must have the scale's shape " + formatShape(s));
+  }
   return llvm::Error::success();
 }
 

@@ -1,9 +1,9 @@
-//===- NmsBody.h - NonMaxSuppression's selection ----------------*- C++ -*-===//
+//===- NmsSelect.h - NonMaxSuppression's selection --------------*- C++ -*-===//
 //
 // ONNX NonMaxSuppression, once for the shape function (runtime/ops: the
 // number of boxes selected is the output's length, known only from the
 // values) and the CPU kernel (runtime/cpu/DataKernels.cpp, which writes the
-// triples). Per batch entry and class: the boxes whose score is above
+// triples); host code (runtime/kernels holds device-safe bodies only). Per batch entry and class: the boxes whose score is above
 // score_threshold (all of them without one) in order of falling score, the
 // lower box index first among equal scores, are taken greedily; a box is
 // dropped when its intersection over union with a box already taken in that
@@ -17,8 +17,8 @@
 // (and is never above a threshold).
 //
 //===----------------------------------------------------------------------===//
-#ifndef MPC_RUNTIME_KERNELS_NMSBODY_H
-#define MPC_RUNTIME_KERNELS_NMSBODY_H
+#ifndef MPC_RUNTIME_NMSSELECT_H
+#define MPC_RUNTIME_NMSSELECT_H
 
 #include <algorithm>
 #include <cstdint>
@@ -152,4 +152,4 @@ inline int64_t nmsSelect(const float *boxes, const float *scores, int64_t batche
 } // namespace kernels
 } // namespace mpc
 
-#endif // MPC_RUNTIME_KERNELS_NMSBODY_H
+#endif // MPC_RUNTIME_NMSSELECT_H
